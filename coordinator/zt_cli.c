@@ -1,0 +1,393 @@
+#include "zt_cli.h"
+#include "zt_clusterenv.h"
+#include "zt_coord.h"
+#include "zt_cuda_probe.h"
+#include "zt_util.h"
+#include "ztrain/ztrain.h"
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Exit statuses of `ztrain run`. */
+enum { EXIT_OK = 0, EXIT_FAILED = 1, EXIT_USAGE = 2, EXIT_CANCELLED = 3 };
+
+typedef struct {
+    const char *command;       /* run, validate, env, status */
+    const char *file;          /* job file */
+    const char *job_dir;       /* --job-dir */
+    const char *trial;         /* --trial */
+    const char *tf_chief;      /* --tf-chief-name */
+    int pool, index;           /* env: --pool, --index */
+    bool cpu_only, json;       /* --cpu-only, --json */
+    json_t *flags;             /* override flags in order */
+    char **user_args;          /* after -- */
+    int n_user_args;
+} s_args_t;
+
+static void s_usage(FILE *out, const char *prog)
+{
+    fprintf(out,
+        "usage: %s COMMAND [options]\n\n"
+        "Runs training jobs written for Vertex AI / AI Platform on this machine.\n\n"
+        "Commands:\n"
+        "  run FILE [--job-dir DIR] [--cpu-only] [overrides] [-- ARGS]\n"
+        "        start the coordinator, which starts and supervises every replica;\n"
+        "        exits 0 when the job SUCCEEDED, 1 FAILED, 2 invalid spec, 3 CANCELLED\n"
+        "  validate FILE [--json] [--cpu-only] [overrides] [-- ARGS]\n"
+        "        print the resolved plan, or every error (exit 2)\n"
+        "  env FILE --pool N --index I [--trial ID] [--job-dir DIR] [overrides]\n"
+        "        print one replica's environment as KEY=VALUE lines; runs nothing\n"
+        "  status --job-dir DIR [--json]\n"
+        "        show a running or finished job\n\n"
+        "FILE is a Vertex CustomJobSpec or CustomJob (JSON) or a legacy AI Platform\n"
+        "config with trainingInput (YAML). It may be left out when --worker-pool-spec\n"
+        "or legacy flags describe the job.\n\n"
+        "Options:\n"
+        "  --job-dir DIR        logs, job.json, outputs (default $ZT_JOBS_DIR/NAME-TIME-PID)\n"
+        "  --cpu-only           run without GPUs even when accelerators are asked for\n"
+        "  --trial ID           run as trial ID of a study (task.trial, CLOUD_ML_TRIAL_ID)\n"
+        "  --tf-chief-name chief|master   name of pool 0 in TF_CONFIG\n"
+        "  --json               machine-readable output (validate, status)\n"
+        "  --version, --help\n\n%s\n", prog, zt_plan_override_help());
+    zt_knobs_print(out);
+}
+
+static bool s_takes_value(const char *name)
+{
+    static const char *const v[] = { "--job-dir", "--trial", "--tf-chief-name", "--pool",
+                                     "--index", NULL };
+    for (int i = 0; v[i]; i++)
+        if (!strcmp(name, v[i]))
+            return true;
+    return zt_plan_is_override_flag(name);
+}
+
+static int s_parse(int argc, char **argv, const char *forced, s_args_t *a)
+{
+    memset(a, 0, sizeof *a);
+    a->pool = a->index = -1;
+    a->flags = json_array();
+    a->command = forced;
+    for (int i = 1; i < argc; i++) {
+        char *arg = argv[i];
+        if (!strcmp(arg, "--")) {
+            a->user_args = argv + i + 1;
+            a->n_user_args = argc - i - 1;
+            break;
+        }
+        if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) {
+            s_usage(stdout, "ztrain");
+            exit(0);
+        }
+        if (!strcmp(arg, "--version")) {
+            printf("ztrain %s (CUDA backend: %s)\n", ZT_VERSION, zt_have_cuda_build() ? "yes" : "no");
+            exit(0);
+        }
+        if (!strncmp(arg, "--", 2)) {
+            char name[64];
+            const char *eq = strchr(arg, '=');
+            size_t len = eq ? (size_t) (eq - arg) : strlen(arg);
+            snprintf(name, sizeof name, "%.*s", (int) (len < 63 ? len : 63), arg);
+            const char *value = NULL;
+            if (!strcmp(name, "--cpu-only")) { a->cpu_only = true; continue; }
+            if (!strcmp(name, "--json")) { a->json = true; continue; }
+            if (!s_takes_value(name)) {
+                fprintf(stderr, "ztrain: unknown option %s (see ztrain --help)\n", name);
+                return -1;
+            }
+            if (eq)
+                value = eq + 1;
+            else if (i + 1 < argc)
+                value = argv[++i];
+            else {
+                fprintf(stderr, "ztrain: %s needs a value\n", name);
+                return -1;
+            }
+            long long n;
+            if (!strcmp(name, "--job-dir")) a->job_dir = value;
+            else if (!strcmp(name, "--trial")) a->trial = value;
+            else if (!strcmp(name, "--tf-chief-name")) a->tf_chief = value;
+            else if (!strcmp(name, "--pool") || !strcmp(name, "--index")) {
+                if (!zt_parse_int(value, &n) || n < 0) {
+                    fprintf(stderr, "ztrain: %s: '%s' is not a non-negative integer\n", name, value);
+                    return -1;
+                }
+                *(name[2] == 'p' ? &a->pool : &a->index) = (int) n;
+            }
+            else
+                json_array_append_new(a->flags, json_pack("[ss]", name, value));
+            continue;
+        }
+        if (!a->command)
+            a->command = arg;
+        else if (!a->file)
+            a->file = arg;
+        else {
+            fprintf(stderr, "ztrain: unexpected argument '%s' (user arguments go after --)\n", arg);
+            return -1;
+        }
+    }
+    if (!a->command) {
+        s_usage(stderr, "ztrain");
+        return -1;
+    }
+    return 0;
+}
+
+static zt_plan_t *s_load(s_args_t *a, zt_diag_t *diag, bool check_gpus)
+{
+    if (!a->file && json_array_size(a->flags) == 0) {
+        fprintf(stderr, "ztrain %s: give a job file, or --worker-pool-spec flags\n", a->command);
+        return NULL;
+    }
+    zt_plan_opts_t opts = { a->file, a->flags, a->user_args, a->n_user_args, a->tf_chief };
+    zt_plan_t *plan = NULL;
+    zt_plan_load(&opts, &plan, diag);
+    if (plan && check_gpus)
+        zt_plan_check_gpus(plan, zt_gpu_count(), a->cpu_only, diag);
+    zt_diag_print(diag, stderr);
+    if (plan && zt_diag_errors(diag) > 0)
+        zt_plan_destroy(&plan);
+    if (!plan)
+        fprintf(stderr, "ztrain: %d error%s; nothing was started\n", zt_diag_errors(diag),
+                zt_diag_errors(diag) == 1 ? "" : "s");
+    return plan;
+}
+
+static char *s_job_dir(s_args_t *a, const zt_plan_t *plan)
+{
+    char *dir;
+    if (a->job_dir)
+        dir = strdup(a->job_dir);
+    else {
+        char stamp[32];
+        time_t t = time(NULL);
+        struct tm tm;
+        localtime_r(&t, &tm);
+        strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
+        dir = zt_strdupf("%s/%s-%s-%d", zt_knob_str(ZT_KNOB_JOBS_DIR), plan->display_name, stamp,
+                         (int) getpid());
+    }
+    if (zt_mkdir_p(dir) != ZT_OK) {
+        fprintf(stderr, "ztrain: cannot make the job directory %s: %s\n", dir, strerror(errno));
+        free(dir);
+        return NULL;
+    }
+    char real[PATH_MAX];
+    if (realpath(dir, real)) {
+        free(dir);
+        dir = strdup(real);
+    }
+    return dir;
+}
+
+/* A non-terminal job.json whose coordinator still lives means the directory is in use. */
+static bool s_dir_in_use(const char *dir)
+{
+    char *path = zt_strdupf("%s/job.json", dir);
+    json_t *doc = json_load_file(path, 0, NULL);
+    free(path);
+    bool busy = false;
+    if (doc) {
+        const char *state = json_string_value(json_object_get(doc, "state"));
+        int pid = (int) json_integer_value(json_object_get(doc, "coordinatorPid"));
+        busy = state && pid > 0 && pid != getpid() && strcmp(state, "SUCCEEDED") &&
+               strcmp(state, "FAILED") && strcmp(state, "CANCELLED") &&
+               (kill(pid, 0) == 0 || errno == EPERM);
+        if (busy)
+            fprintf(stderr, "ztrain: %s is the directory of a job still running (coordinator "
+                            "pid %d); choose another --job-dir\n", dir, pid);
+        json_decref(doc);
+    }
+    return busy;
+}
+
+static int s_cmd_run(s_args_t *a)
+{
+    zt_diag_t *diag = zt_diag_new();
+    zt_plan_t *plan = s_load(a, diag, true);
+    zt_diag_destroy(&diag);
+    if (!plan)
+        return EXIT_USAGE;
+    char *dir = s_job_dir(a, plan);
+    if (!dir || s_dir_in_use(dir)) {
+        free(dir);
+        zt_plan_destroy(&plan);
+        return EXIT_USAGE;
+    }
+    if (a->cpu_only && zt_plan_check_gpus(plan, 1 << 30, true, NULL) > 0)
+        zt_warn("--cpu-only: running without GPUs although the job asks for accelerators");
+    if (plan->base_output_dir && plan->base_output_dir[0] != '/') {
+        char real[PATH_MAX];
+        if (getcwd(real, sizeof real)) {
+            char *abs = zt_strdupf("%s/%s", real, plan->base_output_dir);
+            free(plan->base_output_dir);
+            plan->base_output_dir = abs;
+        }
+    }
+    zt_backend_t *backend = zt_backend_local_new();
+    zt_coord_opts_t opts = { dir, a->trial, a->cpu_only, true };
+    zt_coord_t *coord = zt_coord_new(&plan, &backend, &opts);
+    if (!coord) {
+        if (backend)
+            backend->destroy(&backend);
+        zt_plan_destroy(&plan);
+        free(dir);
+        return EXIT_FAILED;
+    }
+    zt_job_state_t st = zt_coord_run(coord);
+    zt_coord_destroy(&coord);
+    fprintf(stderr, "ztrain: job %s (%s/job.json)\n", zt_job_state_name(st), dir);
+    free(dir);
+    return st == ZT_JOB_SUCCEEDED ? EXIT_OK : st == ZT_JOB_CANCELLED ? EXIT_CANCELLED : EXIT_FAILED;
+}
+
+static int s_cmd_validate(s_args_t *a)
+{
+    zt_diag_t *diag = zt_diag_new();
+    zt_plan_t *plan = s_load(a, diag, true);
+    zt_diag_destroy(&diag);
+    if (!plan)
+        return EXIT_USAGE;
+    if (a->json) {
+        json_t *j = zt_plan_to_json(plan);
+        char *t = json_dumps(j, JSON_INDENT(2));
+        printf("%s\n", t);
+        free(t);
+        json_decref(j);
+    }
+    else
+        zt_plan_print(plan, stdout);
+    zt_plan_destroy(&plan);
+    return EXIT_OK;
+}
+
+static int s_cmd_env(s_args_t *a)
+{
+    zt_diag_t *diag = zt_diag_new();
+    zt_plan_t *plan = s_load(a, diag, false);
+    zt_diag_destroy(&diag);
+    if (!plan)
+        return EXIT_USAGE;
+    int rc = EXIT_USAGE;
+    if (a->pool < 0 || a->pool >= ZT_POOLS || !plan->pools[a->pool].present)
+        fprintf(stderr, "ztrain env: --pool %d: the job has no such pool (pools present:%s%s%s%s)\n",
+                a->pool, plan->pools[0].present ? " 0" : "", plan->pools[1].present ? " 1" : "",
+                plan->pools[2].present ? " 2" : "", plan->pools[3].present ? " 3" : "");
+    else if (a->index < 0 || a->index >= plan->pools[a->pool].replicas)
+        fprintf(stderr, "ztrain env: --index %d: pool %d has %d replica%s\n", a->index, a->pool,
+                plan->pools[a->pool].replicas, plan->pools[a->pool].replicas == 1 ? "" : "s");
+    else {
+        char cwd[PATH_MAX];
+        const char *dir = a->job_dir ? a->job_dir : getcwd(cwd, sizeof cwd);
+        zt_layout_t layout;
+        if (zt_layout_init(&layout, plan, dir ? dir : ".", a->trial) == ZT_OK) {
+            layout.cpu_only = a->cpu_only;
+            json_t *env = zt_replica_env(&layout, a->pool, a->index);
+            size_t i;
+            json_t *v;
+            json_array_foreach(env, i, v)
+                printf("%s=%s\n", json_string_value(json_array_get(v, 0)),
+                       json_string_value(json_array_get(v, 1)));
+            json_decref(env);
+            rc = EXIT_OK;
+        }
+        zt_layout_fini(&layout);
+    }
+    zt_plan_destroy(&plan);
+    return rc;
+}
+
+static int s_cmd_status(s_args_t *a)
+{
+    if (!a->job_dir) {
+        fprintf(stderr, "ztrain status: give --job-dir DIR\n");
+        return EXIT_USAGE;
+    }
+    char *path = zt_strdupf("%s/job.json", a->job_dir);
+    json_error_t err;
+    json_t *doc = json_load_file(path, 0, &err);
+    if (!doc) {
+        fprintf(stderr, "ztrain status: %s: %s\n", path, err.text);
+        free(path);
+        return EXIT_USAGE;
+    }
+    free(path);
+    if (a->json) {
+        char *t = json_dumps(doc, JSON_INDENT(2));
+        printf("%s\n", t);
+        free(t);
+        json_decref(doc);
+        return EXIT_OK;
+    }
+    const char *state = json_string_value(json_object_get(doc, "state"));
+    int pid = (int) json_integer_value(json_object_get(doc, "coordinatorPid"));
+    bool terminal = state && (!strcmp(state, "SUCCEEDED") || !strcmp(state, "FAILED") ||
+                              !strcmp(state, "CANCELLED"));
+    printf("job %s: %s", json_string_value(json_object_get(doc, "name")), state ? state : "?");
+    if (!terminal && pid > 0 && kill(pid, 0) < 0 && errno == ESRCH)
+        printf(" (but coordinator pid %d is gone: the job was interrupted)", pid);
+    printf("\n  incarnation %lld, job retries %lld\n",
+           (long long) json_integer_value(json_object_get(doc, "incarnation")),
+           (long long) json_integer_value(json_object_get(doc, "jobRetries")));
+    size_t i;
+    json_t *v;
+    json_array_foreach(json_object_get(doc, "transitions"), i, v)
+        printf("  %-10s %s\n", json_string_value(json_object_get(v, "state")),
+               json_string_value(json_object_get(v, "time")));
+    printf("  %-16s %-10s %8s %8s %6s %s\n", "replica", "state", "pid", "restarts", "exit", "address");
+    json_array_foreach(json_object_get(doc, "replicas"), i, v) {
+        char ex[16] = "-";
+        json_t *es = json_object_get(v, "exitStatus"), *sg = json_object_get(v, "signal");
+        if (json_is_integer(es))
+            snprintf(ex, sizeof ex, "%lld", (long long) json_integer_value(es));
+        else if (json_is_integer(sg))
+            snprintf(ex, sizeof ex, "sig%lld", (long long) json_integer_value(sg));
+        printf("  %-16s %-10s %8lld %8lld %6s %s\n", json_string_value(json_object_get(v, "name")),
+               json_string_value(json_object_get(v, "state")),
+               (long long) json_integer_value(json_object_get(v, "pid")),
+               (long long) json_integer_value(json_object_get(v, "restarts")), ex,
+               json_string_value(json_object_get(v, "address")));
+    }
+    const char *key;
+    json_object_foreach(json_object_get(doc, "metrics"), key, v)
+        printf("  metric %s = %g (step %lld, %s)\n", key,
+               json_real_value(json_object_get(v, "value")),
+               (long long) json_integer_value(json_object_get(v, "step")),
+               json_string_value(json_object_get(v, "replica")));
+    json_t *e = json_object_get(doc, "error");
+    if (json_is_object(e))
+        printf("  error: %s\n", json_string_value(json_object_get(e, "message")));
+    json_decref(doc);
+    return EXIT_OK;
+}
+
+int zt_cli_main(int argc, char **argv, const char *command)
+{
+    zt_log_init("coordinator", 0);
+    s_args_t a;
+    if (s_parse(argc, argv, command, &a) < 0) {
+        json_decref(a.flags);
+        return EXIT_USAGE;
+    }
+    int rc;
+    if (!strcmp(a.command, "run"))
+        rc = s_cmd_run(&a);
+    else if (!strcmp(a.command, "validate"))
+        rc = s_cmd_validate(&a);
+    else if (!strcmp(a.command, "env"))
+        rc = s_cmd_env(&a);
+    else if (!strcmp(a.command, "status"))
+        rc = s_cmd_status(&a);
+    else {
+        fprintf(stderr, "ztrain: unknown command '%s' (run, validate, env, status; see --help)\n",
+                a.command);
+        rc = EXIT_USAGE;
+    }
+    json_decref(a.flags);
+    return rc;
+}

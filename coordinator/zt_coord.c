@@ -1,0 +1,830 @@
+#include "zt_coord.h"
+#include "zt_clusterenv.h"
+#include "zt_msg.h"
+#include "zt_util.h"
+#include "ztrain/zt_error.h"
+#include "ztrain/zt_knobs.h"
+#include "ztrain/zt_log.h"
+#include <czmq.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+typedef enum {
+    R_PENDING, R_STARTING, R_RUNNING, R_RESTARTING, R_SUCCEEDED, R_FAILED, R_STOPPED
+} s_rstate_t;
+static const char *const s_rstate_names[] = { "PENDING", "STARTING", "RUNNING", "RESTARTING",
+                                              "SUCCEEDED", "FAILED", "STOPPED" };
+static const char *const s_job_names[] = { "QUEUED", "PENDING", "RUNNING", "SUCCEEDED", "FAILED",
+                                           "CANCELLING", "CANCELLED" };
+
+const char *zt_job_state_name(zt_job_state_t s) { return s_job_names[s]; }
+
+typedef struct {
+    int pool;                  /* workerPoolSpecs index */
+    int index;                 /* replica index in the pool */
+    char name[32];             /* workerpoolN-I */
+    pid_t pid;                 /* 0 when not running */
+    int out_fd;                /* its stdout+stderr, -1 when closed */
+    char line[4096];           /* partial output line */
+    size_t line_len;           /* bytes in line */
+    FILE *log;                 /* <job-dir>/logs/workerpoolN-I.log */
+    char *log_path;            /* its path */
+    s_rstate_t state;          /* replica state */
+    int restarts;              /* in-place restarts in this incarnation */
+    int total_restarts;        /* over the whole job */
+    int last_status;           /* wait status of the last exit, -1 none */
+    bool expect_register;      /* a ztrain role binary: it must register */
+    bool registered;           /* registered in this run */
+    bool killed_by_us;         /* we killed it (missed heartbeats or registration) */
+    zframe_t *identity;        /* ROUTER identity once registered */
+    int64_t started_ms;        /* when spawned */
+    int64_t last_hb_ms;        /* last heartbeat */
+} s_rep_t;
+
+typedef enum { AFTER_NOTHING, AFTER_FINISH, AFTER_RESPAWN } s_after_t;
+
+struct zt_coord_t {
+    zt_plan_t *plan;            /* the job */
+    zt_layout_t layout;         /* ports, dirs, GPUs */
+    zt_backend_t *backend;      /* launches replicas */
+    zt_coord_opts_t opts;       /* as given */
+    s_rep_t *reps;              /* every replica, pool order */
+    int nreps;                  /* how many */
+    zsock_t *router;            /* control plane */
+    zt_job_state_t state;       /* job state */
+    json_t *transitions;        /* [{state, time}] */
+    json_t *metrics;            /* latest metric per name */
+    json_t *error;              /* why the job failed or was cancelled */
+    int job_retries;            /* whole-job retries so far */
+    bool stopping;              /* stopping every replica */
+    s_after_t after_stop;       /* what to do once all are down */
+    zt_job_state_t final_state; /* for AFTER_FINISH */
+    int64_t kill_deadline;      /* SIGKILL whoever is left at this time */
+    int64_t job_deadline;       /* scheduling.timeout, 0 none */
+    int64_t hb_ms, hb_timeout_ms, register_timeout_ms, grace_ms;
+    int max_restarts, max_job_retries;
+    zt_msg_drops_t drops;       /* malformed control messages */
+    uint64_t unknown_senders;   /* well-formed but from no replica of ours */
+    uint64_t seq;               /* our message sequence */
+    int sig_pipe[2];            /* signal handler -> loop */
+    char *created;              /* createTime */
+};
+
+/* ------------------------------------------------------------ signals */
+
+static int s_sig_fd = -1;
+
+static void s_on_signal(int sig)
+{
+    int saved = errno;
+    unsigned char b = (unsigned char) sig;
+    if (s_sig_fd >= 0 && write(s_sig_fd, &b, 1) < 0) {
+    }
+    errno = saved;
+}
+
+static void s_install_signals(zt_coord_t *self)
+{
+    if (pipe2(self->sig_pipe, O_CLOEXEC | O_NONBLOCK) < 0)
+        self->sig_pipe[0] = self->sig_pipe[1] = -1;
+    s_sig_fd = self->sig_pipe[1];
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = s_on_signal;
+    sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
+    sigaction(SIGCHLD, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+}
+
+/* ------------------------------------------------------------ job.json */
+
+static void s_write_state(zt_coord_t *self)
+{
+    json_t *reps = json_array();
+    for (int i = 0; i < self->nreps; i++) {
+        s_rep_t *r = &self->reps[i];
+        json_t *o = json_pack("{s:s, s:i, s:i, s:s, s:s, s:i, s:i, s:b, s:s}", "name", r->name,
+                              "pool", r->pool, "index", r->index, "address", "",
+                              "state", s_rstate_names[r->state], "pid", (int) r->pid,
+                              "restarts", r->total_restarts, "registered", r->registered,
+                              "log", r->log_path ? r->log_path : "");
+        json_object_set_new(o, "address", json_sprintf("127.0.0.1:%d",
+                                                       self->layout.ports[r->pool][r->index]));
+        if (r->last_status >= 0 && WIFEXITED(r->last_status))
+            json_object_set_new(o, "exitStatus", json_integer(WEXITSTATUS(r->last_status)));
+        else
+            json_object_set_new(o, "exitStatus", json_null());
+        if (r->last_status >= 0 && WIFSIGNALED(r->last_status))
+            json_object_set_new(o, "signal", json_integer(WTERMSIG(r->last_status)));
+        else
+            json_object_set_new(o, "signal", json_null());
+        json_array_append_new(reps, o);
+    }
+    json_t *doc = json_pack(
+        "{s:s, s:s, s:i, s:s?, s:s, s:i, s:i, s:s, s:O, s:O, s:o, s:O, s:o, s:{s:I, s:I, s:I, s:I, s:I, s:I}}",
+        "name", self->plan->display_name, "jobDir", self->layout.job_dir,
+        "coordinatorPid", (int) getpid(), "coordinator", self->layout.coordinator,
+        "state", s_job_names[self->state], "incarnation", self->layout.incarnation,
+        "jobRetries", self->job_retries, "createTime", self->created,
+        "transitions", self->transitions, "error", self->error ? self->error : json_null(),
+        "replicas", reps, "metrics", self->metrics, "plan", zt_plan_to_json(self->plan),
+        "controlPlaneDrops", "malformed", (json_int_t) self->drops.malformed,
+        "badMagic", (json_int_t) self->drops.bad_magic,
+        "badVersion", (json_int_t) self->drops.bad_version,
+        "unknownType", (json_int_t) self->drops.unknown_type,
+        "tooLong", (json_int_t) self->drops.too_long,
+        "unknownSender", (json_int_t) self->unknown_senders);
+    char *text = json_dumps(doc, JSON_INDENT(2));
+    char *path = zt_strdupf("%s/job.json", self->layout.job_dir);
+    if (zt_write_file_atomic(path, text, strlen(text)) != ZT_OK)
+        zt_warn("cannot write %s: %s", path, strerror(errno));
+    free(path);
+    free(text);
+    json_decref(doc);
+}
+
+static void s_set_state(zt_coord_t *self, zt_job_state_t state)
+{
+    if (self->state == state && json_array_size(self->transitions) > 0)
+        return;
+    self->state = state;
+    char now[40];
+    zt_wall_iso(now, sizeof now);
+    json_array_append_new(self->transitions, json_pack("{s:s, s:s}", "state", s_job_names[state],
+                                                       "time", now));
+    zt_info("job %s: %s", self->plan->display_name, s_job_names[state]);
+    s_write_state(self);
+    /* Tell every registered replica. */
+    zt_msg_t m = { .type = ZT_MSG_STATUS, .incarnation = self->layout.incarnation };
+    zt_msg_set_str(m.u.STATUS.state, s_job_names[state]);
+    m.u.STATUS.running = state == ZT_JOB_RUNNING;
+    for (int i = 0; i < self->nreps; i++)
+        if (self->reps[i].registered) {
+            m.seq = self->seq++;
+            zt_msg_send(self->router, self->reps[i].identity, &m);
+        }
+}
+
+static void s_set_error(zt_coord_t *self, s_rep_t *r, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void s_set_error(zt_coord_t *self, s_rep_t *r, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    json_decref(self->error);
+    self->error = json_pack("{s:s}", "message", msg);
+    if (r) {
+        if (r->log)
+            fflush(r->log);
+        char *tail = zt_file_tail(r->log_path, 2000);
+        json_object_set_new(self->error, "replica", json_string(r->name));
+        json_object_set_new(self->error, "logTail", json_string(tail ? tail : ""));
+        zt_error("%s; last lines of %s:\n%s", msg, r->log_path, tail ? tail : "");
+        free(tail);
+    }
+    else
+        zt_error("%s", msg);
+}
+
+/* ------------------------------------------------------------ output */
+
+static void s_emit_line(zt_coord_t *self, s_rep_t *r, const char *text, size_t len)
+{
+    if (r->log) {
+        fwrite(text, 1, len, r->log);
+        fputc('\n', r->log);
+        fflush(r->log);
+    }
+    if (self->opts.echo) {
+        char buf[4200];
+        int n = snprintf(buf, sizeof buf, "[%s] %.*s\n", r->name, (int) (len > 4096 ? 4096 : len),
+                         text);
+        if (n > 0 && write(STDOUT_FILENO, buf, (size_t) (n < (int) sizeof buf ? n : (int) sizeof buf - 1)) < 0) {
+        }
+    }
+}
+
+/* Reads what is there; on EOF or error closes the fd. */
+static void s_read_output(zt_coord_t *self, s_rep_t *r)
+{
+    for (;;) {
+        if (r->out_fd < 0)
+            return;
+        ssize_t n = read(r->out_fd, r->line + r->line_len, sizeof r->line - r->line_len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && errno == EAGAIN)
+            return;
+        if (n <= 0) {
+            if (r->line_len) {
+                s_emit_line(self, r, r->line, r->line_len);
+                r->line_len = 0;
+            }
+            close(r->out_fd);
+            r->out_fd = -1;
+            return;
+        }
+        r->line_len += (size_t) n;
+        size_t start = 0;
+        for (size_t i = 0; i < r->line_len; i++)
+            if (r->line[i] == '\n') {
+                s_emit_line(self, r, r->line + start, i - start);
+                start = i + 1;
+            }
+        if (start == 0 && r->line_len == sizeof r->line) { /* a very long line */
+            s_emit_line(self, r, r->line, r->line_len);
+            start = r->line_len;
+        }
+        memmove(r->line, r->line + start, r->line_len - start);
+        r->line_len -= start;
+    }
+}
+
+/* ------------------------------------------------------------ replicas */
+
+static int s_spawn(zt_coord_t *self, s_rep_t *r)
+{
+    const zt_pool_t *pool = &self->plan->pools[r->pool];
+    if (r->out_fd >= 0) { /* whatever the previous run left in the pipe */
+        s_read_output(self, r);
+        if (r->out_fd >= 0)
+            close(r->out_fd);
+        r->out_fd = -1;
+    }
+    r->line_len = 0;
+    /* argv: a role binary is found next to ztrain itself. */
+    size_t argc = json_array_size(pool->argv);
+    char **argv = calloc(argc + 1, sizeof *argv);
+    for (size_t i = 0; i < argc; i++)
+        argv[i] = strdup(json_string_value(json_array_get(pool->argv, i)));
+    if (pool->role != ZT_ROLE_NONE) {
+        free(argv[0]);
+        argv[0] = zt_strdupf("%s/%s", zt_exe_dir(), zt_role_binary(pool->role));
+    }
+    /* env: ours, with the replica's variables over it. */
+    json_t *vars = zt_replica_env(&self->layout, r->pool, r->index);
+    size_t n_inherit = 0;
+    while (environ[n_inherit])
+        n_inherit++;
+    char **envp = calloc(n_inherit + json_array_size(vars) + 1, sizeof *envp);
+    size_t ne = 0;
+    for (size_t i = 0; i < n_inherit; i++) {
+        bool overridden = false;
+        size_t k;
+        json_t *v;
+        json_array_foreach(vars, k, v) {
+            const char *name = json_string_value(json_array_get(v, 0));
+            size_t len = strlen(name);
+            if (!strncmp(environ[i], name, len) && environ[i][len] == '=')
+                overridden = true;
+        }
+        if (!overridden)
+            envp[ne++] = strdup(environ[i]);
+    }
+    /* Later entries win (the pool's env[] is last): keep the last of each. */
+    size_t k;
+    json_t *v;
+    json_array_foreach(vars, k, v) {
+        const char *name = json_string_value(json_array_get(v, 0));
+        bool later = false;
+        for (size_t j = k + 1; j < json_array_size(vars) && !later; j++)
+            later = !strcmp(name, json_string_value(json_array_get(json_array_get(vars, j), 0)));
+        if (!later)
+            envp[ne++] = zt_strdupf("%s=%s", name, json_string_value(json_array_get(v, 1)));
+    }
+    json_decref(vars);
+    /* SageMaker's resourceconfig.json in the replica's config dir. */
+    char *cfg = zt_replica_config_dir(&self->layout, r->pool, r->index);
+    zt_mkdir_p(cfg);
+    for (size_t i = 0; envp[i]; i++)
+        if (!strncmp(envp[i], "SM_RESOURCE_CONFIG=", 19)) {
+            char *path = zt_strdupf("%s/resourceconfig.json", cfg);
+            zt_write_file_atomic(path, envp[i] + 19, strlen(envp[i] + 19));
+            free(path);
+        }
+    free(cfg);
+    if (r->log)
+        fprintf(r->log, "=== ztrain: starting %s (incarnation %d, restart %d): %s\n", r->name,
+                self->layout.incarnation, r->restarts, argv[0]);
+    zt_launch_t req = { r->pool, r->index, argv, envp };
+    pid_t pid = 0;
+    int fd = -1;
+    int rc = self->backend->start(self->backend, &req, &pid, &fd);
+    for (size_t i = 0; argv[i]; i++)
+        free(argv[i]);
+    free(argv);
+    for (size_t i = 0; envp[i]; i++)
+        free(envp[i]);
+    free(envp);
+    if (rc != ZT_OK) {
+        zt_error("%s: cannot start: %s", r->name, strerror(errno));
+        return rc;
+    }
+    r->pid = pid;
+    r->out_fd = fd;
+    r->registered = false;
+    r->killed_by_us = false;
+    zframe_destroy(&r->identity);
+    r->started_ms = zt_now_ms();
+    r->expect_register = pool->role != ZT_ROLE_NONE;
+    r->state = r->expect_register ? R_STARTING : R_RUNNING;
+    zt_info("%s: started pid %d", r->name, (int) pid);
+    return ZT_OK;
+}
+
+static void s_check_all_up(zt_coord_t *self)
+{
+    if (self->state != ZT_JOB_PENDING || self->stopping)
+        return;
+    for (int i = 0; i < self->nreps; i++)
+        if (self->reps[i].state != R_RUNNING && self->reps[i].state != R_SUCCEEDED)
+            return;
+    s_set_state(self, ZT_JOB_RUNNING);
+}
+
+static void s_spawn_all(zt_coord_t *self)
+{
+    s_set_state(self, ZT_JOB_PENDING);
+    for (int i = 0; i < self->nreps; i++) {
+        self->reps[i].restarts = 0;
+        if (s_spawn(self, &self->reps[i]) != ZT_OK) {
+            self->reps[i].state = R_FAILED;
+            s_set_error(self, &self->reps[i], "%s could not be started", self->reps[i].name);
+            self->final_state = ZT_JOB_FAILED;
+            self->after_stop = AFTER_FINISH;
+            self->stopping = true;
+            self->kill_deadline = zt_now_ms() + self->grace_ms;
+            for (int j = 0; j < i; j++)
+                if (self->reps[j].pid > 0)
+                    self->backend->kill(self->backend, self->reps[j].pid, SIGTERM);
+            return;
+        }
+    }
+    s_write_state(self);
+    s_check_all_up(self);
+}
+
+static int s_live(zt_coord_t *self)
+{
+    int n = 0;
+    for (int i = 0; i < self->nreps; i++)
+        n += self->reps[i].pid > 0;
+    return n;
+}
+
+/* Stops every live replica: SHUTDOWN, SIGTERM, then SIGKILL after the grace. */
+static void s_stop_all(zt_coord_t *self, s_after_t after, zt_job_state_t final_state)
+{
+    if (self->stopping) {
+        /* Already stopping: a finish wins over a respawn. */
+        if (after == AFTER_FINISH) {
+            self->after_stop = AFTER_FINISH;
+            self->final_state = final_state;
+        }
+        return;
+    }
+    self->stopping = true;
+    self->after_stop = after;
+    self->final_state = final_state;
+    self->kill_deadline = zt_now_ms() + self->grace_ms;
+    zt_msg_t m = { .type = ZT_MSG_SHUTDOWN, .incarnation = self->layout.incarnation };
+    zt_msg_set_str(m.u.SHUTDOWN.reason, after == AFTER_RESPAWN ? "restarting the job"
+                                                                : "the job is ending");
+    for (int i = 0; i < self->nreps; i++) {
+        s_rep_t *r = &self->reps[i];
+        if (r->pid <= 0)
+            continue;
+        if (r->registered) {
+            m.seq = self->seq++;
+            zt_msg_send(self->router, r->identity, &m);
+        }
+        self->backend->kill(self->backend, r->pid, SIGTERM);
+    }
+}
+
+static void s_cancel(zt_coord_t *self, const char *why)
+{
+    if (self->state == ZT_JOB_CANCELLING) {
+        zt_warn("%s again: killing every replica now", why);
+        self->kill_deadline = 0;
+        return;
+    }
+    if (self->stopping && self->after_stop == AFTER_FINISH)
+        return; /* already ending with a result */
+    zt_info("%s: cancelling the job", why);
+    json_decref(self->error);
+    self->error = json_pack("{s:s}", "message", why);
+    s_set_state(self, ZT_JOB_CANCELLING);
+    self->stopping = false; /* a pending respawn is dropped */
+    s_stop_all(self, AFTER_FINISH, ZT_JOB_CANCELLED);
+}
+
+static void s_replica_exited(zt_coord_t *self, s_rep_t *r, int status)
+{
+    r->pid = 0;
+    r->registered = false;
+    zframe_destroy(&r->identity);
+    r->last_status = status;
+    s_read_output(self, r);
+    char how[64];
+    if (WIFEXITED(status))
+        snprintf(how, sizeof how, "exited with status %d", WEXITSTATUS(status));
+    else
+        snprintf(how, sizeof how, "was killed by signal %d (%s)", WTERMSIG(status),
+                 strsignal(WTERMSIG(status)));
+    if (r->log)
+        fprintf(r->log, "=== ztrain: %s %s\n", r->name, how);
+    if (self->stopping) {
+        zt_info("%s %s", r->name, how);
+        r->state = WIFEXITED(status) && WEXITSTATUS(status) == 0 ? R_SUCCEEDED : R_STOPPED;
+        s_write_state(self);
+        return;
+    }
+    bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    if (ok) {
+        zt_info("%s %s", r->name, how);
+        r->state = R_SUCCEEDED;
+        s_write_state(self);
+        if (r->pool == 0) {
+            zt_info("the primary replica finished: stopping the others");
+            s_stop_all(self, AFTER_FINISH, ZT_JOB_SUCCEEDED);
+        }
+        else
+            s_check_all_up(self);
+        return;
+    }
+    bool crash = r->killed_by_us || WIFSIGNALED(status) || WEXITSTATUS(status) >= 128;
+    if (!crash) {
+        r->state = R_FAILED;
+        s_set_error(self, r, "%s %s (a user error: the job fails)", r->name, how);
+        s_stop_all(self, AFTER_FINISH, ZT_JOB_FAILED);
+        return;
+    }
+    zt_warn("%s %s (a crash)", r->name, how);
+    if (r->restarts < self->max_restarts) {
+        r->restarts++;
+        r->total_restarts++;
+        r->state = R_RESTARTING;
+        if (self->plan->restart_job_on_worker_restart) {
+            zt_info("restartJobOnWorkerRestart: restarting every replica");
+            self->layout.incarnation++;
+            s_stop_all(self, AFTER_RESPAWN, ZT_JOB_FAILED);
+            return;
+        }
+        zt_info("%s: restart %d of %d, in place", r->name, r->restarts, self->max_restarts);
+        if (s_spawn(self, r) != ZT_OK) {
+            r->state = R_FAILED;
+            s_set_error(self, r, "%s could not be restarted", r->name);
+            s_stop_all(self, AFTER_FINISH, ZT_JOB_FAILED);
+        }
+        s_write_state(self);
+        return;
+    }
+    if (!self->plan->disable_retries && self->job_retries < self->max_job_retries) {
+        self->job_retries++;
+        self->layout.incarnation++;
+        r->state = R_RESTARTING;
+        zt_warn("%s crashed %d times: retrying the whole job (retry %d of %d)", r->name,
+                r->restarts + 1, self->job_retries, self->max_job_retries);
+        s_stop_all(self, AFTER_RESPAWN, ZT_JOB_FAILED);
+        return;
+    }
+    r->state = R_FAILED;
+    s_set_error(self, r, "%s %s after %d restarts%s", r->name, how, r->restarts,
+                self->plan->disable_retries ? " (retries disabled)"
+                                            : " and every job retry was used");
+    s_stop_all(self, AFTER_FINISH, ZT_JOB_FAILED);
+}
+
+static s_rep_t *s_find(zt_coord_t *self, pid_t pid)
+{
+    for (int i = 0; i < self->nreps; i++)
+        if (self->reps[i].pid == pid)
+            return &self->reps[i];
+    return NULL;
+}
+
+static s_rep_t *s_find_at(zt_coord_t *self, int pool, int index)
+{
+    for (int i = 0; i < self->nreps; i++)
+        if (self->reps[i].pool == pool && self->reps[i].index == index)
+            return &self->reps[i];
+    return NULL;
+}
+
+static void s_reap_all(zt_coord_t *self)
+{
+    pid_t pid;
+    int status;
+    while (self->backend->reap(self->backend, &pid, &status) == 1) {
+        s_rep_t *r = s_find(self, pid);
+        if (r)
+            s_replica_exited(self, r, status);
+    }
+}
+
+/* ------------------------------------------------------------ control plane */
+
+static void s_on_control(zt_coord_t *self)
+{
+    for (int budget = 0; budget < 256; budget++) {
+        zmsg_t *zm = zmsg_recv_nowait(self->router);
+        if (!zm)
+            return;
+        zframe_t *id = zmsg_pop(zm);
+        zframe_t *body = zmsg_pop(zm);
+        zt_msg_t m;
+        int rc = body && zmsg_size(zm) == 0
+                     ? zt_msg_decode(zframe_data(body), zframe_size(body), &m, &self->drops)
+                     : ZT_EPROTO;
+        if (rc != ZT_OK) {
+            if (!body || zmsg_size(zm) != 0)
+                self->drops.malformed++;
+            zt_warn("dropped a malformed control message (%s); drops so far: %llu malformed, "
+                    "%llu wrong version", zt_strerror(rc),
+                    (unsigned long long) self->drops.malformed,
+                    (unsigned long long) self->drops.bad_version);
+        }
+        else {
+            s_rep_t *r = s_find_at(self, m.pool, m.index);
+            if (!r || r->pid <= 0) {
+                self->unknown_senders++;
+                zt_warn("dropped %s from workerpool%d-%d: no such running replica",
+                        zt_msg_type_name(m.type), m.pool, m.index);
+            }
+            else if (m.type == ZT_MSG_REGISTER) {
+                if (m.incarnation != self->layout.incarnation) {
+                    zt_msg_t s = { .type = ZT_MSG_SHUTDOWN, .incarnation = self->layout.incarnation,
+                                   .seq = self->seq++ };
+                    zt_msg_set_str(s.u.SHUTDOWN.reason, "stale incarnation");
+                    zt_msg_send(self->router, id, &s);
+                }
+                else {
+                    zframe_destroy(&r->identity);
+                    r->identity = zframe_dup(id);
+                    r->registered = true;
+                    r->last_hb_ms = zt_now_ms();
+                    if (r->state == R_STARTING || r->state == R_RESTARTING)
+                        r->state = R_RUNNING;
+                    zt_info("%s registered (%s, pid %lld)", r->name, m.u.REGISTER.role,
+                            (long long) m.u.REGISTER.pid);
+                    zt_msg_t w = { .type = ZT_MSG_WELCOME, .incarnation = self->layout.incarnation,
+                                   .seq = self->seq++ };
+                    w.u.WELCOME.heartbeat_ms = self->hb_ms;
+                    w.u.WELCOME.replicas = self->nreps;
+                    zt_msg_send(self->router, id, &w);
+                    zt_msg_t s = { .type = ZT_MSG_STATUS, .incarnation = self->layout.incarnation,
+                                   .seq = self->seq++ };
+                    zt_msg_set_str(s.u.STATUS.state, s_job_names[self->state]);
+                    s.u.STATUS.running = self->state == ZT_JOB_RUNNING;
+                    zt_msg_send(self->router, id, &s);
+                    s_write_state(self);
+                    s_check_all_up(self);
+                }
+            }
+            else if (!r->registered || !zframe_eq(r->identity, id)) {
+                self->unknown_senders++;
+                zt_warn("dropped %s from %s: not registered", zt_msg_type_name(m.type), r->name);
+            }
+            else if (m.type == ZT_MSG_HEARTBEAT)
+                r->last_hb_ms = zt_now_ms();
+            else if (m.type == ZT_MSG_METRIC) {
+                r->last_hb_ms = zt_now_ms();
+                zt_info("%s metric %s = %g (step %lld)", r->name, m.u.METRIC.name,
+                        m.u.METRIC.value, (long long) m.u.METRIC.step);
+                json_object_set_new(self->metrics, m.u.METRIC.name,
+                                    json_pack("{s:f, s:I, s:s}", "value", m.u.METRIC.value, "step",
+                                              (json_int_t) m.u.METRIC.step, "replica", r->name));
+                s_write_state(self);
+            }
+            else if (m.type == ZT_MSG_DONE)
+                zt_info("%s done: %s", r->name, m.u.DONE.reason);
+            else
+                zt_debug("ignored %s from %s", zt_msg_type_name(m.type), r->name);
+        }
+        zframe_destroy(&id);
+        zframe_destroy(&body);
+        zmsg_destroy(&zm);
+    }
+}
+
+/* ------------------------------------------------------------ timers */
+
+static void s_timers(zt_coord_t *self)
+{
+    int64_t now = zt_now_ms();
+    if (self->stopping && self->kill_deadline <= now)
+        for (int i = 0; i < self->nreps; i++)
+            if (self->reps[i].pid > 0) {
+                zt_warn("%s did not stop within the grace period: SIGKILL", self->reps[i].name);
+                self->backend->kill(self->backend, self->reps[i].pid, SIGKILL);
+                self->kill_deadline = now + 1000;
+            }
+    if (self->job_deadline && now >= self->job_deadline && self->state < ZT_JOB_SUCCEEDED) {
+        char why[128];
+        snprintf(why, sizeof why, "scheduling.timeout of %.0fs reached", self->plan->timeout_s);
+        self->job_deadline = 0;
+        s_cancel(self, why);
+    }
+    if (self->stopping)
+        return;
+    for (int i = 0; i < self->nreps; i++) {
+        s_rep_t *r = &self->reps[i];
+        if (r->pid <= 0 || r->killed_by_us)
+            continue;
+        if (r->registered && now - r->last_hb_ms > self->hb_timeout_ms) {
+            zt_warn("%s sent no heartbeat for %lld ms: treating it as crashed", r->name,
+                    (long long) (now - r->last_hb_ms));
+            r->killed_by_us = true;
+            self->backend->kill(self->backend, r->pid, SIGKILL);
+        }
+        else if (!r->registered && r->expect_register &&
+                 now - r->started_ms > self->register_timeout_ms) {
+            zt_warn("%s did not register within %lld ms: treating it as crashed", r->name,
+                    (long long) self->register_timeout_ms);
+            r->killed_by_us = true;
+            self->backend->kill(self->backend, r->pid, SIGKILL);
+        }
+    }
+}
+
+/* ------------------------------------------------------------ life */
+
+zt_coord_t *zt_coord_new(zt_plan_t **plan_p, zt_backend_t **backend_p, const zt_coord_opts_t *opts)
+{
+    zt_coord_t *self = calloc(1, sizeof *self);
+    self->plan = *plan_p;
+    *plan_p = NULL;
+    self->backend = *backend_p;
+    *backend_p = NULL;
+    self->opts = *opts;
+    self->sig_pipe[0] = self->sig_pipe[1] = -1;
+    self->transitions = json_array();
+    self->metrics = json_object();
+    char now[40];
+    zt_wall_iso(now, sizeof now);
+    self->created = strdup(now);
+    self->hb_ms = zt_knob_int(ZT_KNOB_HEARTBEAT_MS);
+    self->hb_timeout_ms = zt_knob_int(ZT_KNOB_HEARTBEAT_TIMEOUT_MS);
+    self->register_timeout_ms = zt_knob_int(ZT_KNOB_REGISTER_TIMEOUT_MS);
+    self->grace_ms = zt_knob_int(ZT_KNOB_STOP_GRACE_MS);
+    self->max_restarts = (int) zt_knob_int(ZT_KNOB_MAX_RESTARTS);
+    self->max_job_retries = (int) zt_knob_int(ZT_KNOB_MAX_JOB_RETRIES);
+    if (zt_layout_init(&self->layout, self->plan, opts->job_dir, opts->trial) != ZT_OK) {
+        zt_error("cannot lay out the job (ports): %s", strerror(errno));
+        zt_coord_destroy(&self);
+        return NULL;
+    }
+    self->layout.cpu_only = opts->cpu_only;
+    /* CZMQ must not take SIGINT/SIGTERM: the coordinator handles them. */
+    zsys_handler_set(NULL);
+    self->router = zsock_new(ZMQ_ROUTER);
+    int port = self->router ? zsock_bind(self->router, "tcp://127.0.0.1:*[49152-]") : -1;
+    if (port < 0)
+        port = self->router ? zsock_bind(self->router, "tcp://127.0.0.1:*") : -1;
+    if (port < 0) {
+        zt_error("cannot bind the control plane on 127.0.0.1");
+        zt_coord_destroy(&self);
+        return NULL;
+    }
+    zsock_set_linger(self->router, 0);
+    self->layout.coordinator = zt_strdupf("tcp://127.0.0.1:%d", port);
+    self->nreps = zt_plan_replicas(self->plan);
+    self->reps = calloc((size_t) self->nreps, sizeof *self->reps);
+    char *logs = zt_strdupf("%s/logs", opts->job_dir);
+    zt_mkdir_p(logs);
+    int n = 0;
+    for (int p = 0; p < ZT_POOLS; p++)
+        for (int i = 0; self->plan->pools[p].present && i < self->plan->pools[p].replicas; i++) {
+            s_rep_t *r = &self->reps[n++];
+            r->pool = p;
+            r->index = i;
+            r->out_fd = -1;
+            r->last_status = -1;
+            zt_replica_name(p, i, r->name, sizeof r->name);
+            r->log_path = zt_strdupf("%s/%s.log", logs, r->name);
+            r->log = fopen(r->log_path, "ae");
+            if (!r->log)
+                zt_warn("cannot open %s: %s", r->log_path, strerror(errno));
+        }
+    free(logs);
+    const char *sub[] = { "model", "checkpoints", "logs" };
+    for (int i = 0; i < 3; i++) {
+        char *d = zt_strdupf("%s/%s", self->layout.base_dir, sub[i]);
+        zt_mkdir_p(d);
+        free(d);
+    }
+    s_install_signals(self);
+    return self;
+}
+
+void zt_coord_destroy(zt_coord_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    zt_coord_t *self = *self_p;
+    if (self->backend) {
+        self->backend->cleanup(self->backend);
+        self->backend->destroy(&self->backend);
+    }
+    for (int i = 0; i < self->nreps; i++) {
+        s_rep_t *r = &self->reps[i];
+        if (r->out_fd >= 0)
+            close(r->out_fd);
+        if (r->log)
+            fclose(r->log);
+        free(r->log_path);
+        zframe_destroy(&r->identity);
+    }
+    free(self->reps);
+    zsock_destroy(&self->router);
+    zt_layout_fini(&self->layout);
+    zt_plan_destroy(&self->plan);
+    json_decref(self->transitions);
+    json_decref(self->metrics);
+    json_decref(self->error);
+    s_sig_fd = -1;
+    if (self->sig_pipe[0] >= 0) {
+        close(self->sig_pipe[0]);
+        close(self->sig_pipe[1]);
+    }
+    free(self->created);
+    free(self);
+    *self_p = NULL;
+}
+
+zt_job_state_t zt_coord_run(zt_coord_t *self)
+{
+    s_set_state(self, ZT_JOB_QUEUED);
+    if (self->plan->timeout_s > 0)
+        self->job_deadline = zt_now_ms() + (int64_t) (self->plan->timeout_s * 1000);
+    zt_info("control plane on %s; job directory %s", self->layout.coordinator, self->layout.job_dir);
+    s_spawn_all(self);
+    zmq_pollitem_t *items = calloc((size_t) self->nreps + 2, sizeof *items);
+    s_rep_t **owners = calloc((size_t) self->nreps + 2, sizeof *owners);
+    for (;;) {
+        int n = 0;
+        items[n++] = (zmq_pollitem_t) { zsock_resolve(self->router), 0, ZMQ_POLLIN, 0 };
+        items[n++] = (zmq_pollitem_t) { NULL, self->sig_pipe[0], ZMQ_POLLIN, 0 };
+        for (int i = 0; i < self->nreps; i++)
+            if (self->reps[i].out_fd >= 0) {
+                owners[n] = &self->reps[i];
+                items[n++] = (zmq_pollitem_t) { NULL, self->reps[i].out_fd, ZMQ_POLLIN, 0 };
+            }
+        int rc = zmq_poll(items, n, 100);
+        if (rc < 0 && errno != EINTR)
+            break;
+        if (items[1].revents & ZMQ_POLLIN) {
+            unsigned char sigs[64];
+            ssize_t got = read(self->sig_pipe[0], sigs, sizeof sigs);
+            for (ssize_t i = 0; i < got; i++)
+                if (sigs[i] != SIGCHLD) {
+                    char why[64];
+                    snprintf(why, sizeof why, "received %s", strsignal(sigs[i]));
+                    s_cancel(self, why);
+                }
+        }
+        for (int i = 2; i < n; i++)
+            if (items[i].revents & (ZMQ_POLLIN | ZMQ_POLLERR))
+                s_read_output(self, owners[i]);
+        s_reap_all(self);
+        if (items[0].revents & ZMQ_POLLIN)
+            s_on_control(self);
+        s_timers(self);
+        if (self->stopping && s_live(self) == 0) {
+            self->stopping = false;
+            if (self->after_stop == AFTER_RESPAWN) {
+                self->backend->cleanup(self->backend);
+                zt_info("starting the job again (incarnation %d)", self->layout.incarnation);
+                s_spawn_all(self);
+                continue;
+            }
+            break;
+        }
+    }
+    free(items);
+    free(owners);
+    self->backend->cleanup(self->backend);
+    for (int i = 0; i < self->nreps; i++) {
+        s_read_output(self, &self->reps[i]);
+        if (self->reps[i].out_fd >= 0) { /* a left-over process held the pipe */
+            close(self->reps[i].out_fd);
+            self->reps[i].out_fd = -1;
+        }
+    }
+    s_set_state(self, self->final_state);
+    return self->state;
+}

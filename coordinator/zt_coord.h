@@ -1,0 +1,33 @@
+/* zt_coord: the chief. Starts every replica of a plan through a backend,
+ * runs the control plane (ROUTER: register, heartbeat, metric, done),
+ * supervises as the managed service does (restart in place, retry the job,
+ * fail on a user error, succeed when pool 0 exits 0, cancel on timeout or
+ * signal), and writes every state change atomically to <job-dir>/job.json. */
+#ifndef ZT_COORD_H
+#define ZT_COORD_H
+#include <stdbool.h>
+#include "zt_backend.h"
+#include "zt_jobspec.h"
+
+typedef enum {
+    ZT_JOB_QUEUED, ZT_JOB_PENDING, ZT_JOB_RUNNING, ZT_JOB_SUCCEEDED, ZT_JOB_FAILED,
+    ZT_JOB_CANCELLING, ZT_JOB_CANCELLED
+} zt_job_state_t;
+
+typedef struct {
+    const char *job_dir;       /* absolute; made when missing */
+    const char *trial;         /* trial id or NULL */
+    bool cpu_only;             /* run without GPUs */
+    bool echo;                 /* copy replica output to stdout */
+} zt_coord_opts_t;
+
+typedef struct zt_coord_t zt_coord_t;
+
+/* Takes the plan (and the backend) over. */
+zt_coord_t *zt_coord_new(zt_plan_t **plan_p, zt_backend_t **backend_p, const zt_coord_opts_t *opts);
+void zt_coord_destroy(zt_coord_t **self_p);
+/* Runs the job to its end; returns the final state. */
+zt_job_state_t zt_coord_run(zt_coord_t *self);
+const char *zt_job_state_name(zt_job_state_t state);
+
+#endif

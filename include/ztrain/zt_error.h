@@ -1,0 +1,30 @@
+/* ztrain: error codes. Runtime failures return one of these (negative);
+ * zt_strerror() names it. assert() is only for programmer mistakes. */
+#ifndef ZT_ERROR_H
+#define ZT_ERROR_H
+
+#define ZT_ERRORS(X)                                                    \
+    X(ZT_OK,         0,   "success")                                    \
+    X(ZT_EINVAL,    -1,   "invalid argument")                           \
+    X(ZT_ENOMEM,    -2,   "out of memory")                              \
+    X(ZT_EIO,       -3,   "input/output error")                         \
+    X(ZT_EPROTO,    -4,   "malformed or unexpected message")            \
+    X(ZT_EVERSION,  -5,   "protocol version mismatch")                  \
+    X(ZT_ETIMEDOUT, -6,   "timed out")                                  \
+    X(ZT_ESPEC,     -7,   "invalid job spec")                           \
+    X(ZT_ENOTFOUND, -8,   "not found")                                  \
+    X(ZT_ESYS,      -9,   "system call failed")                         \
+    X(ZT_ECANCELLED,-10,  "cancelled")                                  \
+    X(ZT_ENODEV,    -11,  "no such device")                             \
+    X(ZT_ESHUTDOWN, -12,  "the job is shutting down")
+
+typedef enum {
+#define ZT_X_(name, code, text) name = code,
+    ZT_ERRORS(ZT_X_)
+#undef ZT_X_
+} zt_err_t;
+
+/* Text for an error code; never NULL. */
+const char *zt_strerror(int err);
+
+#endif

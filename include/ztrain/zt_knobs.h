@@ -1,0 +1,44 @@
+/* ztrain: every tunable, declared once with its environment variable,
+ * default and meaning. --help prints this table; the README lists it. */
+#ifndef ZT_KNOBS_H
+#define ZT_KNOBS_H
+#include <stdio.h>
+#include <stdint.h>
+
+#define ZT_KNOBS(X)                                                              \
+    X(HEARTBEAT_MS,        "ZT_HEARTBEAT_MS",        "1000",                      \
+      "interval between a replica's heartbeats to the coordinator (ms)")          \
+    X(HEARTBEAT_TIMEOUT_MS,"ZT_HEARTBEAT_TIMEOUT_MS","10000",                     \
+      "a registered replica silent this long is treated as crashed (ms)")         \
+    X(REGISTER_TIMEOUT_MS, "ZT_REGISTER_TIMEOUT_MS", "30000",                     \
+      "a ztrain role replica must register within this time of starting (ms)")    \
+    X(MAX_RESTARTS,        "ZT_MAX_RESTARTS",        "5",                         \
+      "in-place restarts of one crashed replica before the job is retried")       \
+    X(MAX_JOB_RETRIES,     "ZT_MAX_JOB_RETRIES",     "3",                         \
+      "whole-job retries after a replica exhausts its restarts")                  \
+    X(STOP_GRACE_MS,       "ZT_STOP_GRACE_MS",       "5000",                      \
+      "time between SIGTERM and SIGKILL when stopping a replica (ms)")            \
+    X(MAX_REPLICAS,        "ZT_MAX_REPLICAS",        "256",                       \
+      "largest replicaCount accepted for one pool on this machine")               \
+    X(GPU_COUNT,           "ZT_GPU_COUNT",           "auto",                      \
+      "GPUs on this machine (auto: count /dev/nvidiaN)")                          \
+    X(JOBS_DIR,            "ZT_JOBS_DIR",            "ztrain-jobs",               \
+      "where a job's directory is made when --job-dir is not given")              \
+    X(LOG_LEVEL,           "ZT_LOG_LEVEL",           "info",                      \
+      "error, warn, info or debug")
+
+typedef enum {
+#define ZT_X_(id, env, def, help) ZT_KNOB_##id,
+    ZT_KNOBS(ZT_X_)
+#undef ZT_X_
+    ZT_KNOB_COUNT_
+} zt_knob_t;
+
+/* The knob's value: its environment variable when set, else the default. */
+const char *zt_knob_str(zt_knob_t knob);
+/* As an integer; a malformed value logs a warning and gives the default. */
+int64_t zt_knob_int(zt_knob_t knob);
+/* Prints every knob: variable, default, meaning. */
+void zt_knobs_print(FILE *out);
+
+#endif

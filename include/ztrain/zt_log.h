@@ -1,0 +1,22 @@
+/* ztrain: logging. Every line: time, level, role/index, pid, message. */
+#ifndef ZT_LOG_H
+#define ZT_LOG_H
+#include <stdarg.h>
+
+typedef enum { ZT_LOG_ERROR = 0, ZT_LOG_WARN, ZT_LOG_INFO, ZT_LOG_DEBUG } zt_log_level_t;
+
+/* Sets the role name and index printed on every line; reads ZT_LOG_LEVEL. */
+void zt_log_init(const char *role, int index);
+void zt_log_set_level(zt_log_level_t level);
+extern zt_log_level_t zt_log_level_;
+void zt_log_write(zt_log_level_t level, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+#define ZT_LOG(lvl, ...) \
+    do { if ((lvl) <= zt_log_level_) zt_log_write((lvl), __VA_ARGS__); } while (0)
+#define zt_error(...) ZT_LOG(ZT_LOG_ERROR, __VA_ARGS__)
+#define zt_warn(...)  ZT_LOG(ZT_LOG_WARN, __VA_ARGS__)
+#define zt_info(...)  ZT_LOG(ZT_LOG_INFO, __VA_ARGS__)
+#define zt_debug(...) ZT_LOG(ZT_LOG_DEBUG, __VA_ARGS__)
+
+#endif

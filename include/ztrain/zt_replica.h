@@ -1,0 +1,37 @@
+/* ztrain: a replica's link to its coordinator (control plane).
+ * A program that links libztrain calls zt_replica_new() at start: it reads
+ * ZT_COORDINATOR, ZT_POOL, ZT_INDEX, ZT_INCARNATION from the environment,
+ * registers, and heartbeats from a background thread so that long work in
+ * the caller never delays a heartbeat. */
+#ifndef ZT_REPLICA_H
+#define ZT_REPLICA_H
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct zt_replica_t zt_replica_t;
+
+/* Registers with the coordinator named by the environment. role is printed
+ * by the coordinator ("worker", "paramserver"...). Returns NULL and logs
+ * why when the environment is incomplete or registration times out. */
+zt_replica_t *zt_replica_new(const char *role, int timeout_ms);
+void zt_replica_destroy(zt_replica_t **self_p);
+
+int zt_replica_pool(zt_replica_t *self);
+int zt_replica_index(zt_replica_t *self);
+
+/* Reports a metric (name, value, step) to the coordinator. */
+int zt_replica_report_metric(zt_replica_t *self, const char *name, double value, int64_t step);
+
+/* True once the coordinator has told this replica to shut down. */
+bool zt_replica_shutdown_requested(zt_replica_t *self);
+
+/* Blocks until the coordinator asks for shutdown, SIGTERM/SIGINT arrives,
+ * or timeout_ms passes (-1: no timeout). Returns 0 on shutdown/signal,
+ * ZT_ETIMEDOUT on timeout. */
+int zt_replica_wait_shutdown(zt_replica_t *self, int timeout_ms);
+
+/* Blocks until the coordinator reports the job RUNNING (every replica up).
+ * 0, ZT_ETIMEDOUT, or ZT_ESHUTDOWN when asked to stop first. */
+int zt_replica_wait_running(zt_replica_t *self, int timeout_ms);
+
+#endif

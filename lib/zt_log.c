@@ -1,0 +1,48 @@
+#include "ztrain/zt_log.h"
+#include "ztrain/zt_knobs.h"
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+
+zt_log_level_t zt_log_level_ = ZT_LOG_INFO;
+static char s_role[32] = "ztrain";
+static int s_index = -1;
+
+void zt_log_set_level(zt_log_level_t level) { zt_log_level_ = level; }
+
+void zt_log_init(const char *role, int index)
+{
+    snprintf(s_role, sizeof s_role, "%s", role ? role : "ztrain");
+    s_index = index;
+    const char *lvl = zt_knob_str(ZT_KNOB_LOG_LEVEL);
+    if (!strcasecmp(lvl, "error"))      zt_log_level_ = ZT_LOG_ERROR;
+    else if (!strcasecmp(lvl, "warn"))  zt_log_level_ = ZT_LOG_WARN;
+    else if (!strcasecmp(lvl, "debug")) zt_log_level_ = ZT_LOG_DEBUG;
+    else                                zt_log_level_ = ZT_LOG_INFO;
+}
+
+void zt_log_write(zt_log_level_t level, const char *fmt, ...)
+{
+    static const char tag[] = "EWID";
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    struct tm tm;
+    localtime_r(&ts.tv_sec, &tm);
+    char line[4096];
+    int n = snprintf(line, sizeof line, "%02d:%02d:%02d.%03ld %c %s/%d[%d]: ",
+                     tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000,
+                     tag[level], s_role, s_index, (int) getpid());
+    va_list ap;
+    va_start(ap, fmt);
+    int m = vsnprintf(line + n, sizeof line - n - 1, fmt, ap);
+    va_end(ap);
+    size_t len = (size_t) n + (m < 0 ? 0 : (size_t) m);
+    if (len > sizeof line - 2)
+        len = sizeof line - 2;
+    line[len++] = '\n';
+    /* One write per line so that lines from many processes do not mix. */
+    ssize_t w = write(STDERR_FILENO, line, len);
+    (void) w;
+}

@@ -1,0 +1,42 @@
+/* zt_machines: machine types, accelerator types, the accelerator count
+ * compatibility table (seed 002) and the legacy scale tiers (seed 003). */
+#ifndef ZT_MACHINES_H
+#define ZT_MACHINES_H
+#include <stdbool.h>
+#include <stddef.h>
+
+typedef struct {
+    char name[48];              /* as given, e.g. "n1-highcpu-16" or "complex_model_m_gpu" */
+    char compute[48];           /* the Compute Engine type behind it */
+    int vcpus;                  /* virtual CPUs */
+    double memory_gb;           /* memory */
+    const char *builtin_accel;  /* legacy GPU types carry their GPUs, else NULL */
+    int builtin_count;          /* how many */
+    bool legacy;                /* an AI Platform legacy name */
+} zt_machine_t;
+
+typedef struct {
+    const char *name;           /* BASIC, STANDARD_1, ... */
+    const char *master;         /* machine of the master */
+    int workers;                /* worker count */
+    const char *worker;         /* worker machine */
+    int ps;                     /* parameter server count */
+    const char *ps_machine;     /* parameter server machine */
+} zt_scale_tier_t;
+
+/* Fills *out for a known machine type; false when unknown. */
+bool zt_machine_lookup(const char *name, zt_machine_t *out);
+/* Canonical accelerator name ("nvidia-tesla-t4" -> "NVIDIA_TESLA_T4") into
+ * buf; returns true when it is a known type. */
+bool zt_accel_canonical(const char *name, char *buf, size_t size);
+/* Whether machine (a Compute Engine type) takes count accelerators of type;
+ * allowed receives the allowed counts, "1, 2, 4", or "" when none. */
+bool zt_accel_allowed(const char *machine, const char *type, int count, char *allowed,
+                      size_t size);
+/* Comma-separated lists for messages. */
+const char *zt_accel_names(void);
+const char *zt_scale_tier_names(void);
+const zt_scale_tier_t *zt_scale_tier_find(const char *name);
+void zt_machines_selftest(void);
+
+#endif

@@ -1,0 +1,88 @@
+/* zt_msg: the control-plane messages. Each type is declared once below (its
+ * fields in ZT_MSG_<TYPE>); the enum, the structs, the names, the encoder,
+ * the decoder and the validator all come from these lists.
+ *
+ * Wire format (one ZeroMQ frame, msgpack):
+ *   [magic, major, type, pool, index, incarnation, seq, [field, ...]]
+ * A decoder never trusts the network: anything malformed returns an error,
+ * is counted by reason, and is dropped by the caller. */
+#ifndef ZT_MSG_H
+#define ZT_MSG_H
+#include <stddef.h>
+#include <stdint.h>
+#include <czmq.h>
+
+#define ZT_MSG_MAGIC 0x5a54    /* "ZT" */
+#define ZT_PROTO_MAJOR 1
+#define ZT_MSG_STR_MAX 256     /* longest string field, NUL included */
+#define ZT_MSG_MAX_BYTES 4096  /* longest control-plane frame accepted */
+
+/* Fields: F(T, kind, name); kinds I int64, D double, S string. */
+#define ZT_MSG_REGISTER(F, T)  F(T, S, role) F(T, I, pid) F(T, S, address)
+#define ZT_MSG_WELCOME(F, T)   F(T, I, heartbeat_ms) F(T, I, replicas)
+#define ZT_MSG_HEARTBEAT(F, T) F(T, I, step)
+#define ZT_MSG_STATUS(F, T)    F(T, S, state) F(T, I, running)
+#define ZT_MSG_METRIC(F, T)    F(T, S, name) F(T, D, value) F(T, I, step)
+#define ZT_MSG_DONE(F, T)      F(T, I, exit_code) F(T, S, reason)
+#define ZT_MSG_SHUTDOWN(F, T)  F(T, S, reason)
+
+/* X(TYPE, wire id, name) */
+#define ZT_MSG_LIST(X)                  \
+    X(REGISTER,  1, "register")         \
+    X(WELCOME,   2, "welcome")          \
+    X(HEARTBEAT, 3, "heartbeat")        \
+    X(STATUS,    4, "status")           \
+    X(METRIC,    5, "metric")           \
+    X(DONE,      6, "done")             \
+    X(SHUTDOWN,  7, "shutdown")
+
+typedef enum {
+    ZT_MSG_NONE_ = 0,
+#define ZT_X_(T, id, name) ZT_MSG_##T = id,
+    ZT_MSG_LIST(ZT_X_)
+#undef ZT_X_
+    ZT_MSG_LIMIT_
+} zt_msg_type_t;
+
+#define ZT_F_I(n) int64_t n;
+#define ZT_F_D(n) double n;
+#define ZT_F_S(n) char n[ZT_MSG_STR_MAX];
+#define ZT_F_DECL_(T, kind, n) ZT_F_##kind(n)
+#define ZT_X_(T, id, name) typedef struct { ZT_MSG_##T(ZT_F_DECL_, _) } zt_msg_##T##_t;
+ZT_MSG_LIST(ZT_X_)
+#undef ZT_X_
+
+typedef struct {
+    zt_msg_type_t type;      /* which body is valid */
+    int pool;                /* sender's pool (0..3; the coordinator says 0) */
+    int index;               /* sender's index in its pool */
+    int64_t incarnation;     /* job attempt the sender belongs to */
+    uint64_t seq;            /* sender's sequence number */
+    union {
+#define ZT_X_(T, id, name) zt_msg_##T##_t T;
+        ZT_MSG_LIST(ZT_X_)
+#undef ZT_X_
+    } u;
+} zt_msg_t;
+
+/* Why decoding failed; counted. */
+typedef struct {
+    uint64_t malformed;      /* not msgpack, wrong shape or field kinds */
+    uint64_t bad_magic;      /* not a ztrain message */
+    uint64_t bad_version;    /* another protocol major version */
+    uint64_t unknown_type;   /* type id not in the list */
+    uint64_t too_long;       /* frame or string over the limits */
+} zt_msg_drops_t;
+
+const char *zt_msg_type_name(int type);
+/* Encodes into a fresh zframe; NULL on failure (a string over the limit). */
+zframe_t *zt_msg_encode(const zt_msg_t *msg);
+/* Decodes and validates; 0, ZT_EPROTO or ZT_EVERSION. drops may be NULL. */
+int zt_msg_decode(const void *data, size_t size, zt_msg_t *msg, zt_msg_drops_t *drops);
+/* Sends msg on sock, after identity when given (ROUTER); 0 or error. */
+int zt_msg_send(zsock_t *sock, zframe_t *identity, const zt_msg_t *msg);
+/* Copies s into a string field, truncating. */
+void zt_msg_set_str(char *field, const char *s);
+void zt_msg_selftest(void);
+
+#endif

@@ -1,0 +1,65 @@
+#include "zt_role.h"
+#include "ztrain/ztrain.h"
+#include "zt_util.h"
+#include <czmq.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void s_usage(const zt_role_info_t *info, FILE *out)
+{
+    fprintf(out,
+            "usage: %s [--run-seconds=S] [--exit-code=N] [--help] [USER ARGS...]\n"
+            "%s\n\n"
+            "Started by `ztrain run` (the coordinator), which sets ZT_COORDINATOR, ZT_POOL,\n"
+            "ZT_INDEX and ZT_INCARNATION. The replica registers, heartbeats, and exits 0 when\n"
+            "the coordinator ends the job or on SIGTERM.\n\n"
+            "  --run-seconds=S  wait until the job is RUNNING, work S seconds, then exit\n"
+            "                   with --exit-code (default: run until the job ends)\n"
+            "  --exit-code=N    status to exit with after --run-seconds (default 0)\n"
+            "Unknown --name=value arguments (hyperparameters) are accepted and ignored.\n\n",
+            info->binary, info->summary);
+    zt_knobs_print(out);
+}
+
+int zt_role_main(const zt_role_info_t *info, int argc, char **argv)
+{
+    double run_seconds = -1;
+    int exit_code = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            s_usage(info, stdout);
+            return 0;
+        }
+        if (!strncmp(a, "--run-seconds=", 14)) {
+            char *end;
+            run_seconds = strtod(a + 14, &end);
+            if (*end || run_seconds < 0) {
+                fprintf(stderr, "%s: --run-seconds: '%s' is not a number of seconds\n",
+                        info->binary, a + 14);
+                return 2;
+            }
+        }
+        else if (!strncmp(a, "--exit-code=", 12))
+            exit_code = atoi(a + 12);
+    }
+    const char *idx = getenv("ZT_INDEX");
+    zt_log_init(info->role, idx ? atoi(idx) : -1);
+    zt_replica_t *rep = zt_replica_new(info->role, 0);
+    if (!rep)
+        return 1;
+    zt_info("registered (pool %d, index %d)", zt_replica_pool(rep), zt_replica_index(rep));
+    int rc = 0;
+    if (run_seconds >= 0) {
+        if (zt_replica_wait_running(rep, -1) == ZT_OK) {
+            zt_info("job is RUNNING; working for %.1f s", run_seconds);
+            if (zt_replica_wait_shutdown(rep, (int) (run_seconds * 1000)) == ZT_ETIMEDOUT)
+                rc = exit_code;
+        }
+    }
+    else
+        zt_replica_wait_shutdown(rep, -1);
+    zt_info("exiting with status %d", rc);
+    zt_replica_destroy(&rep);
+    return rc;
+}

@@ -1,0 +1,29 @@
+/* Small helpers shared by libztrain and the roles. */
+#ifndef ZT_UTIL_H
+#define ZT_UTIL_H
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Monotonic milliseconds. */
+int64_t zt_now_ms(void);
+/* Wall-clock time as ISO 8601 UTC with milliseconds, into buf (>= 32). */
+void zt_wall_iso(char *buf, size_t size);
+/* mkdir -p; 0 or ZT_ESYS. */
+int zt_mkdir_p(const char *path);
+/* Writes data to path atomically: temporary file, fsync, rename, fsync dir. */
+int zt_write_file_atomic(const char *path, const void *data, size_t len);
+/* Reads a whole file (NUL-terminated); NULL with errno set on failure. */
+char *zt_read_file(const char *path, size_t *len_p);
+/* Parses a protobuf Duration ("7200s", "1.5s") or "90m", "2h"; seconds or -1. */
+double zt_parse_duration(const char *text);
+/* Parses a whole decimal integer; false if text is not exactly one. */
+bool zt_parse_int(const char *text, long long *out);
+/* printf into a fresh heap string. */
+char *zt_strdupf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Directory of the running executable (for finding sibling binaries). */
+const char *zt_exe_dir(void);
+/* Last up-to max_bytes of a file, starting at a line boundary; heap string. */
+char *zt_file_tail(const char *path, size_t max_bytes);
+
+#endif

@@ -1,0 +1,19 @@
+#!/bin/sh
+# Install what ztrain needs from Debian's archive, only what is missing.
+# Non-interactive; safe to run repeatedly. Used by `make demo` and `make test`.
+set -eu
+PKGS="build-essential cmake pkg-config libzmq3-dev libczmq-dev libmsgpack-dev
+      libjansson-dev libyaml-dev zlib1g-dev python3 procps"
+missing=""
+for p in $PKGS; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' \
+        || missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+echo "deps: installing:$missing"
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+# shellcheck disable=SC2086
+$SUDO apt-get install -y -qq --no-install-recommends $missing
