@@ -294,17 +294,11 @@ static int s_spawn(zt_coord_t *self, s_rep_t *r)
         if (!overridden)
             envp[ne++] = strdup(environ[i]);
     }
-    /* Later entries win (the pool's env[] is last): keep the last of each. */
     size_t k;
     json_t *v;
-    json_array_foreach(vars, k, v) {
-        const char *name = json_string_value(json_array_get(v, 0));
-        bool later = false;
-        for (size_t j = k + 1; j < json_array_size(vars) && !later; j++)
-            later = !strcmp(name, json_string_value(json_array_get(json_array_get(vars, j), 0)));
-        if (!later)
-            envp[ne++] = zt_strdupf("%s=%s", name, json_string_value(json_array_get(v, 1)));
-    }
+    json_array_foreach(vars, k, v)
+        envp[ne++] = zt_strdupf("%s=%s", json_string_value(json_array_get(v, 0)),
+                                json_string_value(json_array_get(v, 1)));
     json_decref(vars);
     /* SageMaker's resourceconfig.json in the replica's config dir. */
     char *cfg = zt_replica_config_dir(&self->layout, r->pool, r->index);

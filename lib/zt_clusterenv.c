@@ -213,7 +213,15 @@ json_t *zt_replica_env(const zt_layout_t *self, int pool, int index)
         s_put(env, "PYTHONPATH", d);
         free(d);
     }
-    /* The pool's own env[] last: it wins. */
-    json_array_extend(env, pp->env);
+    /* The pool's own env[] last: it replaces what ztrain set. */
+    size_t k;
+    json_t *e;
+    json_array_foreach(pp->env, k, e) {
+        const char *name = json_string_value(json_array_get(e, 0));
+        for (size_t j = json_array_size(env); j-- > 0;)
+            if (!strcmp(name, json_string_value(json_array_get(json_array_get(env, j), 0))))
+                json_array_remove(env, j);
+        json_array_append(env, e);
+    }
     return env;
 }

@@ -121,6 +121,10 @@ static json_t *s_yaml_walk(yaml_document_t *ydoc, yaml_node_t *node, const char 
                 return NULL;
             }
             json_object_set_new(obj, key, v);
+            /* A field's position is its key's: "line:col" points at the name. */
+            if (k)
+            json_object_set_new(positions, sub, json_pack("[ii]", (int) k->start_mark.line + 1,
+                                                          (int) k->start_mark.column + 1));
         }
         return obj;
     }
@@ -232,7 +236,7 @@ void zt_doc_report(zt_doc_t *self, zt_diag_t *diag, int is_error, const char *pa
     va_start(ap, fmt);
     vsnprintf(rule, sizeof rule, fmt, ap);
     va_end(ap);
-    char *vtext = value ? json_dumps(value, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+    char *vtext = value ? json_dumps(value, JSON_ENCODE_ANY) : NULL;
     if (vtext && strlen(vtext) > 120)
         strcpy(vtext + 110, "...");
     /* The value's own origin, or that of the nearest enclosing field. */
