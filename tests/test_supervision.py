@@ -233,5 +233,22 @@ class Supervision(unittest.TestCase):
         self.assertIn("workerpool0-0", r.stdout)
 
 
+    def test_examples_run(self):
+        root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+        for name, n in (("pytorch-style-job.json", 4), ("legacy-config.yaml", 8),
+                        ("vertex-job.json", 6)):
+            with self.subTest(name):
+                job_dir = os.path.join(self.d, name)
+                job = Job(self, os.path.join(root, "examples", name), job_dir, env=FAST, cwd=root)
+                self.assertEqual(job.wait(), 0, job.err)
+                j = load_job(job_dir)
+                self.assertEqual(j["state"], "SUCCEEDED")
+                self.assertEqual(len(j["replicas"]), n)
+                if name.startswith("pytorch"):
+                    self.assertIn("rendezvous complete: sum of ranks = 6 (expected 6)", job.out)
+                    for r in (1, 2, 3):
+                        self.assertIn("rank %d got sum 6 from rank 0" % r, job.out)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -88,13 +88,13 @@ def alive(pid):
 class Job:
     """A `ztrain run` in the background, killed at cleanup if still running."""
 
-    def __init__(self, test, spec_path, job_dir, *extra, env=None):
+    def __init__(self, test, spec_path, job_dir, *extra, env=None, cwd=None):
         e = dict(os.environ)
         e.update(env or {})
         self.job_dir = job_dir
         self.proc = subprocess.Popen([ZTRAIN, "run", spec_path, "--job-dir", job_dir, *extra],
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                     env=e, start_new_session=True)
+                                     env=e, cwd=cwd, start_new_session=True)
         test.addCleanup(self.kill)
 
     def wait(self, timeout=90):
