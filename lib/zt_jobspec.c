@@ -308,6 +308,14 @@ static void s_pool_init(zt_pool_t *pool)
     pool->env = json_array();
 }
 
+/* argv += python3 -m MODULE */
+static void s_python_module(zt_pool_t *pool, const char *module)
+{
+    json_t *cmd = json_pack("[sss]", "python3", "-m", module);
+    json_array_extend(pool->argv, cmd);
+    json_decref(cmd);
+}
+
 /* Adds packageUris as PYTHONPATH entries: local directories, .whl or .zip. */
 static void s_package_uris(s_ctx_t *c, zt_pool_t *pool, json_t *parent, const char *path,
                            const char *key)
@@ -616,7 +624,7 @@ static void s_vertex_program(s_ctx_t *c, int idx, zt_pool_t *pool, json_t *wps, 
             free(mp);
         }
         else
-            json_array_extend(pool->argv, json_pack("[sss]", "python3", "-m", module));
+            s_python_module(pool, module);
         s_package_uris(c, pool, ps, psp, "packageUris");
         s_str_array(c, ps, psp, "args", pool->argv);
         s_env(c, ps, psp, pool->env);
@@ -825,7 +833,7 @@ static void s_legacy_pool(s_ctx_t *c, json_t *ti, int idx, const char *type_key,
         free(ip);
     }
     else if (module) {
-        json_array_extend(pool->argv, json_pack("[sss]", "python3", "-m", module));
+        s_python_module(pool, module);
         s_package_uris(c, pool, ti, "trainingInput", "packageUris");
     }
     else {

@@ -4,6 +4,8 @@
 #include <msgpack.h>
 #include <string.h>
 
+static size_t s_be(const uint8_t *p, int k);
+
 typedef struct {
     const char *name;   /* field name */
     char kind;          /* 'I', 'D' or 'S' */
@@ -89,6 +91,72 @@ static bool s_as_int(const msgpack_object *o, int64_t *out)
     return false;
 }
 
+/* Bytes taken by one msgpack object at p, or -1. Every declared length and
+ * element count must fit in what remains (an element takes at least one
+ * byte), and nesting is shallow, so the unpacker is never asked to allocate
+ * for elements that are not there: msgpack-c would otherwise allocate 2^32
+ * slots for a 5-byte frame. */
+static long s_scan(const uint8_t *p, size_t n, int depth)
+{
+    if (n < 1 || depth > 8)
+        return -1;
+    uint8_t b = p[0];
+    size_t head = 1, len = 0, count = 0;
+#define NEED(k) do { if (n < (k)) return -1; } while (0)
+#define BE(off, k) s_be(p + (off), (k))
+    if (b <= 0x7f || b >= 0xe0 || b == 0xc0 || b == 0xc2 || b == 0xc3)
+        return 1;
+    if ((b & 0xf0) == 0x80) count = 2u * (b & 0x0f);
+    else if ((b & 0xf0) == 0x90) count = b & 0x0f;
+    else if ((b & 0xe0) == 0xa0) len = b & 0x1f;
+    else switch (b) {
+        case 0xc4: case 0xd9: NEED(2); head = 2; len = BE(1, 1); break;
+        case 0xc5: case 0xda: NEED(3); head = 3; len = BE(1, 2); break;
+        case 0xc6: case 0xdb: NEED(5); head = 5; len = BE(1, 4); break;
+        case 0xc7: NEED(3); head = 3; len = BE(1, 1); break;
+        case 0xc8: NEED(4); head = 4; len = BE(1, 2); break;
+        case 0xc9: NEED(6); head = 6; len = BE(1, 4); break;
+        case 0xca: len = 4; break;
+        case 0xcb: len = 8; break;
+        case 0xcc: case 0xd0: len = 1; break;
+        case 0xcd: case 0xd1: len = 2; break;
+        case 0xce: case 0xd2: len = 4; break;
+        case 0xcf: case 0xd3: len = 8; break;
+        case 0xd4: len = 2; break;
+        case 0xd5: len = 3; break;
+        case 0xd6: len = 5; break;
+        case 0xd7: len = 9; break;
+        case 0xd8: len = 17; break;
+        case 0xdc: NEED(3); head = 3; count = BE(1, 2); break;
+        case 0xdd: NEED(5); head = 5; count = BE(1, 4); break;
+        case 0xde: NEED(3); head = 3; count = 2 * BE(1, 2); break;
+        case 0xdf: NEED(5); head = 5; count = 2 * BE(1, 4); break;
+        default: return -1; /* 0xc1 is never used */
+    }
+    if (len > n - head)
+        return -1;
+    size_t at = head + len;
+    if (count > n - at)
+        return -1;
+    for (size_t i = 0; i < count; i++) {
+        long k = s_scan(p + at, n - at, depth + 1);
+        if (k < 0)
+            return -1;
+        at += (size_t) k;
+    }
+    return (long) at;
+#undef NEED
+#undef BE
+}
+
+static size_t s_be(const uint8_t *p, int k)
+{
+    size_t v = 0;
+    for (int i = 0; i < k; i++)
+        v = (v << 8) | p[i];
+    return v;
+}
+
 #define DROP(field, code) do { if (drops) drops->field++; rc = (code); goto out; } while (0)
 
 int zt_msg_decode(const void *data, size_t size, zt_msg_t *msg, zt_msg_drops_t *drops)
@@ -102,6 +170,8 @@ int zt_msg_decode(const void *data, size_t size, zt_msg_t *msg, zt_msg_drops_t *
         DROP(malformed, ZT_EPROTO);
     if (size > ZT_MSG_MAX_BYTES)
         DROP(too_long, ZT_EPROTO);
+    if (s_scan(data, size, 0) != (long) size)
+        DROP(malformed, ZT_EPROTO);
     if (msgpack_unpack_next(&up, data, size, &off) != MSGPACK_UNPACK_SUCCESS || off != size)
         DROP(malformed, ZT_EPROTO);
     const msgpack_object *root = &up.data;
@@ -263,6 +333,13 @@ void zt_msg_selftest(void)
         (void) zt_msg_decode(junk, n, &out, &drops);
     }
     assert(zt_msg_decode(junk, ZT_MSG_MAX_BYTES + 1, &out, &drops) == ZT_EPROTO);
+    /* Declared sizes that are not there: rejected before any allocation. */
+    const byte bomb_array[] = { 0xdd, 0xff, 0xff, 0xff, 0xff };
+    const byte bomb_map[] = { 0x98, 0xdf, 0x7f, 0xff, 0xff, 0xff };
+    const byte bomb_str[] = { 0xdb, 0xff, 0xff, 0xff, 0xf0, 'a' };
+    assert(zt_msg_decode(bomb_array, sizeof bomb_array, &out, &drops) == ZT_EPROTO);
+    assert(zt_msg_decode(bomb_map, sizeof bomb_map, &out, &drops) == ZT_EPROTO);
+    assert(zt_msg_decode(bomb_str, sizeof bomb_str, &out, &drops) == ZT_EPROTO);
     assert(!strcmp(zt_msg_type_name(ZT_MSG_METRIC), "metric"));
     assert(!strcmp(zt_msg_type_name(0), "unknown"));
 }
