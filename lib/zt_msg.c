@@ -260,6 +260,10 @@ int zt_msg_send(zsock_t *sock, zframe_t *identity, const zt_msg_t *msg)
 
 /* ------------------------------------------------------------- selftest */
 
+#define ZT_X_(T, id, name) + 1
+static const int s_declared_types = 0 ZT_MSG_LIST(ZT_X_);
+#undef ZT_X_
+
 static void s_fill(zt_msg_t *m, int type, int salt)
 {
     memset(m, 0, sizeof *m);
@@ -284,8 +288,11 @@ static void s_fill(zt_msg_t *m, int type, int salt)
 void zt_msg_selftest(void)
 {
     zt_msg_drops_t drops = { 0 };
+    int declared = 0;
     for (int type = 1; type < ZT_MSG_LIMIT_; type++) {
-        assert(s_types[type].name);
+        if (!s_types[type].name)
+            continue;
+        declared++;
         for (int salt = 0; salt < 3; salt++) {
             zt_msg_t a, b;
             s_fill(&a, type, salt);
@@ -307,6 +314,7 @@ void zt_msg_selftest(void)
             zframe_destroy(&f);
         }
     }
+    assert(declared == s_declared_types);
     /* Wrong version, magic, type; strings too long; random garbage. */
     zt_msg_t m, out;
     s_fill(&m, ZT_MSG_HEARTBEAT, 1);

@@ -25,6 +25,21 @@
 #define ZT_MSG_METRIC(F, T)    F(T, S, name) F(T, D, value) F(T, I, step)
 #define ZT_MSG_DONE(F, T)      F(T, I, exit_code) F(T, S, reason)
 #define ZT_MSG_SHUTDOWN(F, T)  F(T, S, reason)
+#define ZT_MSG_CHECKPOINT(F, T) F(T, I, step) F(T, S, name) F(T, S, address)
+/* Data plane (worker <-> parameter server, evaluator <-> chief). The tensor
+ * bytes travel as raw frames after this header, never inside msgpack. */
+#define ZT_MSG_PS_CONFIG(F, T) F(T, I, req) F(T, I, total) F(T, I, hash)      /* + config JSON */
+#define ZT_MSG_PS_PULL(F, T)   F(T, I, req) F(T, I, offset) F(T, I, count) F(T, I, step)
+#define ZT_MSG_PS_PUSH(F, T)   F(T, I, req) F(T, I, offset) F(T, I, count) F(T, I, step) /* + grads */
+#define ZT_MSG_PS_VALUES(F, T) F(T, I, req) F(T, I, offset) F(T, I, count) F(T, I, version) /* + values */
+#define ZT_MSG_PS_ACK(F, T)    F(T, I, req) F(T, I, version)
+#define ZT_MSG_PS_ERROR(F, T)  F(T, I, req) F(T, I, code) F(T, S, text)
+#define ZT_MSG_PS_SNAPSHOT(F, T) F(T, I, req) F(T, I, step)
+/* Reply: one raw frame per state array (values first), then the config JSON. */
+#define ZT_MSG_PS_SHARD(F, T)  F(T, I, req) F(T, I, offset) F(T, I, count) F(T, I, version) \
+                               F(T, I, arrays)
+#define ZT_MSG_FILE_GET(F, T)  F(T, I, req) F(T, S, path) F(T, I, offset) F(T, I, length)
+#define ZT_MSG_FILE_DATA(F, T) F(T, I, req) F(T, I, offset) F(T, I, size) F(T, I, code) /* + bytes */
 
 /* X(TYPE, wire id, name) */
 #define ZT_MSG_LIST(X)                  \
@@ -34,7 +49,18 @@
     X(STATUS,    4, "status")           \
     X(METRIC,    5, "metric")           \
     X(DONE,      6, "done")             \
-    X(SHUTDOWN,  7, "shutdown")
+    X(SHUTDOWN,  7, "shutdown")         \
+    X(CHECKPOINT, 8, "checkpoint")      \
+    X(PS_CONFIG, 20, "ps_config")       \
+    X(PS_PULL,   21, "ps_pull")         \
+    X(PS_PUSH,   22, "ps_push")         \
+    X(PS_VALUES, 23, "ps_values")       \
+    X(PS_ACK,    24, "ps_ack")          \
+    X(PS_ERROR,  25, "ps_error")        \
+    X(PS_SNAPSHOT, 26, "ps_snapshot")   \
+    X(PS_SHARD,  27, "ps_shard")        \
+    X(FILE_GET,  30, "file_get")        \
+    X(FILE_DATA, 31, "file_data")
 
 typedef enum {
     ZT_MSG_NONE_ = 0,
@@ -77,6 +103,10 @@ typedef struct {
 const char *zt_msg_type_name(int type);
 /* Encodes into a fresh zframe; NULL on failure (a string over the limit). */
 zframe_t *zt_msg_encode(const zt_msg_t *msg);
+/* Error codes carried by PS_ERROR and FILE_DATA. */
+enum { ZT_PS_NOT_CONFIGURED = 1, ZT_PS_BAD_RANGE = 2, ZT_PS_CONFIG_MISMATCH = 3,
+       ZT_PS_BAD_PAYLOAD = 4, ZT_FILE_NOT_FOUND = 5, ZT_FILE_DENIED = 6 };
+
 /* Decodes and validates; 0, ZT_EPROTO or ZT_EVERSION. drops may be NULL. */
 int zt_msg_decode(const void *data, size_t size, zt_msg_t *msg, zt_msg_drops_t *drops);
 /* Sends msg on sock, after identity when given (ROUTER); 0 or error. */

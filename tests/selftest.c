@@ -2,6 +2,10 @@
 #include "zt_diag.h"
 #include "zt_machines.h"
 #include "zt_msg.h"
+#include "zt_shard.h"
+#include "zt_optim.h"
+#include "zt_ckpt.h"
+#include <stdlib.h>
 #include <stdio.h>
 
 int main(void)
@@ -12,5 +16,12 @@ int main(void)
     puts("zt_machines: ok");
     zt_msg_selftest();
     puts("zt_msg: ok");
+    zt_shard_selftest();
+    puts("zt_shard: ok");
+    zt_optim_selftest();
+    puts("zt_optim: ok");
+    const char *tmp = getenv("TMPDIR");
+    zt_ckpt_selftest(tmp && *tmp ? tmp : "/tmp");
+    puts("zt_ckpt: ok");
     return 0;
 }

@@ -1,0 +1,28 @@
+/* zt_ckpt: checkpoints. A checkpoint is a directory ROOT/ckpt-<step> holding
+ * one file per parameter-server shard (its arrays, float32 little-endian,
+ * values first, then optimizer state) and manifest.json (step, the model
+ * config, tensors with shapes, and per file its range, arrays, size and
+ * CRC32). It is written under a temporary name, fsynced and renamed, so a
+ * reader sees a whole checkpoint or none; a corrupt one is detected and
+ * skipped for the previous good one. */
+#ifndef ZT_CKPT_H
+#define ZT_CKPT_H
+#include <jansson.h>
+#include <stdint.h>
+#include "ztrain/zt_ps.h"
+
+/* Writes shards as ROOT/ckpt-<step>. config: the PS config (JSON object);
+ * tensors: [{name, shape, offset, numel}]; extra: more manifest fields (may
+ * be NULL). *path_p receives the directory. Keeps the newest `keep` (0: all). */
+int zt_ckpt_write(const char *root, int64_t step, json_t *config, json_t *tensors, json_t *extra,
+                  const zt_ps_shard_t *shards, int nshards, int keep, char **path_p);
+/* Opens and verifies a checkpoint directory; the manifest or NULL (why in err). */
+json_t *zt_ckpt_open(const char *dir, char *err, size_t errlen);
+/* The newest good checkpoint under root (warning about each bad one), or NULL. */
+char *zt_ckpt_latest(const char *root, json_t **manifest_p);
+/* Reads array `array` (0 = values) of global elements [lo, hi) into dst. */
+int zt_ckpt_read_range(const char *dir, json_t *manifest, int array, int64_t lo, int64_t hi,
+                       float *dst);
+void zt_ckpt_selftest(const char *tmpdir);
+
+#endif

@@ -1,0 +1,448 @@
+#include "zt_ps_server.h"
+#include "zt_bufpool.h"
+#include "zt_ckpt.h"
+#include "zt_msg.h"
+#include "zt_optim.h"
+#include "zt_shard.h"
+#include "zt_util.h"
+#include "ztrain/zt_error.h"
+#include "ztrain/zt_log.h"
+#include <czmq.h>
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_WORKERS 1024
+#define MAX_DEFERRED 4096
+
+typedef struct {
+    zmq_msg_t identity;        /* who asked */
+    zt_msg_t msg;              /* the PULL */
+} s_deferred_t;
+
+struct zt_ps_server_t {
+    zt_ps_server_opts_t opts;  /* as given */
+    zsock_t *router;           /* data plane */
+    zt_bufpool_t *pool;        /* reply buffers */
+    bool configured;           /* layout and optimizer known */
+    char *config_text;         /* the config JSON as received */
+    int64_t hash;              /* its hash */
+    int64_t total, lo, hi;     /* key space and our range */
+    float *values;             /* hi - lo */
+    float *state[3];           /* optimizer state */
+    float *accum;              /* sync mode: sum of this step's pushes */
+    zt_opt_t opt;              /* optimizer */
+    bool sync;                 /* average pushes of all workers per step */
+    int workers;               /* pushing workers */
+    int max_staleness;         /* -1 unbounded */
+    int64_t version;           /* updates applied (sync: steps applied) */
+    int64_t pushed;            /* sync: elements pushed for the current step */
+    int64_t progress[MAX_WORKERS]; /* per worker: steps pushed */
+    s_deferred_t *deferred;    /* pulls waiting for the bound or the step */
+    int ndeferred;
+    int64_t restored_step;     /* checkpoint restored at start, -1 none */
+    uint64_t seq;
+    uint64_t drops;            /* malformed requests */
+};
+
+static void s_free_state(zt_ps_server_t *self)
+{
+    free(self->values);
+    for (int a = 0; a < 3; a++)
+        free(self->state[a]);
+    free(self->accum);
+    free(self->config_text);
+    self->values = self->accum = NULL;
+    self->config_text = NULL;
+    memset(self->state, 0, sizeof self->state);
+    self->configured = false;
+}
+
+static uint64_t s_fnv(const char *s)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++)
+        h = (h ^ (unsigned char) *s) * 1099511628211ull;
+    return h;
+}
+
+/* Takes a config; allocates and (when init) initialises our range. */
+static int s_configure(zt_ps_server_t *self, const char *text, bool init, char *err, size_t errlen)
+{
+    json_error_t jerr;
+    json_t *cfg = json_loads(text, 0, &jerr);
+    json_t *opt = cfg ? json_object_get(cfg, "optimizer") : NULL;
+    json_t *tensors = cfg ? json_object_get(cfg, "tensors") : NULL;
+    int kind = opt ? zt_opt_parse_kind(json_string_value(json_object_get(opt, "kind")) ?: "") : -1;
+    int64_t total = cfg ? json_integer_value(json_object_get(cfg, "total")) : -1;
+    int servers = cfg ? (int) json_integer_value(json_object_get(cfg, "servers")) : 0;
+    if (!cfg || !json_is_object(opt) || !json_is_array(tensors) || kind < 0 || total < 0 ||
+        total > ((int64_t) 1 << 40)) {
+        snprintf(err, errlen, "malformed model config");
+        json_decref(cfg);
+        return ZT_EPROTO;
+    }
+    if (servers != self->opts.servers) {
+        snprintf(err, errlen, "the worker knows %d parameter servers, this job has %d", servers,
+                 self->opts.servers);
+        json_decref(cfg);
+        return ZT_EINVAL;
+    }
+    s_free_state(self);
+    zt_opt_defaults(&self->opt);
+    self->opt.kind = (zt_opt_kind_t) kind;
+    self->opt.lr = (float) json_number_value(json_object_get(opt, "lr"));
+    self->opt.momentum = (float) json_number_value(json_object_get(opt, "momentum"));
+    self->opt.beta1 = (float) json_number_value(json_object_get(opt, "beta1"));
+    self->opt.beta2 = (float) json_number_value(json_object_get(opt, "beta2"));
+    self->opt.eps = (float) json_number_value(json_object_get(opt, "eps"));
+    self->sync = json_is_true(json_object_get(cfg, "sync"));
+    self->workers = (int) json_integer_value(json_object_get(cfg, "workers"));
+    if (self->workers < 1 || self->workers > MAX_WORKERS)
+        self->workers = 1;
+    self->max_staleness = (int) json_integer_value(json_object_get(cfg, "max_staleness"));
+    self->total = total;
+    zt_shard_range(total, self->opts.servers, self->opts.index, &self->lo, &self->hi);
+    size_t n = (size_t) (self->hi - self->lo);
+    self->values = malloc(n * sizeof(float) + 1);
+    for (int a = 0; a < zt_opt_state_arrays(self->opt.kind); a++)
+        self->state[a] = malloc(n * sizeof(float) + 1);
+    if (self->sync)
+        self->accum = calloc(n + 1, sizeof(float));
+    zt_opt_init_state(&self->opt, self->state, (int64_t) n);
+    if (init) {
+        uint64_t seed = (uint64_t) json_integer_value(json_object_get(cfg, "seed"));
+        size_t i;
+        json_t *t;
+        json_array_foreach(tensors, i, t) {
+            int64_t off = json_integer_value(json_object_get(t, "offset"));
+            int64_t cnt = json_integer_value(json_object_get(t, "numel"));
+            float scale = (float) json_number_value(json_object_get(t, "scale"));
+            int64_t a = off > self->lo ? off : self->lo;
+            int64_t b = off + cnt < self->hi ? off + cnt : self->hi;
+            for (int64_t k = a; k < b; k++)
+                self->values[k - self->lo] = scale != 0 ? zt_init_uniform(seed, k, scale) : 0.0f;
+        }
+    }
+    self->config_text = strdup(text);
+    self->hash = (int64_t) (s_fnv(text) >> 1);
+    self->configured = true;
+    self->version = 0;
+    self->pushed = 0;
+    memset(self->progress, 0, sizeof self->progress);
+    json_decref(cfg);
+    return ZT_OK;
+}
+
+static void s_restore(zt_ps_server_t *self)
+{
+    self->restored_step = -1;
+    if (!self->opts.checkpoint_dir)
+        return;
+    json_t *man = NULL;
+    char *dir = zt_ckpt_latest(self->opts.checkpoint_dir, &man);
+    if (!dir)
+        return;
+    char *cfg = json_dumps(json_object_get(man, "config"), JSON_COMPACT | JSON_SORT_KEYS);
+    char err[256];
+    if (!cfg || s_configure(self, cfg, false, err, sizeof err) != ZT_OK) {
+        zt_warn("cannot restore from %s: %s", dir, cfg ? err : "no config");
+        s_free_state(self);
+    }
+    else {
+        int rc = zt_ckpt_read_range(dir, man, 0, self->lo, self->hi, self->values);
+        for (int a = 0; rc == ZT_OK && a < zt_opt_state_arrays(self->opt.kind); a++)
+            rc = zt_ckpt_read_range(dir, man, 1 + a, self->lo, self->hi, self->state[a]);
+        if (rc != ZT_OK) {
+            zt_warn("cannot restore from %s: %s", dir, zt_strerror(rc));
+            s_free_state(self);
+        }
+        else {
+            self->restored_step = json_integer_value(json_object_get(man, "step"));
+            zt_info("restored elements [%lld, %lld) from %s (step %lld)", (long long) self->lo,
+                    (long long) self->hi, dir, (long long) self->restored_step);
+        }
+    }
+    free(cfg);
+    free(dir);
+    json_decref(man);
+}
+
+zt_ps_server_t *zt_ps_server_new(const zt_ps_server_opts_t *opts)
+{
+    zt_ps_server_t *self = calloc(1, sizeof *self);
+    self->opts = *opts;
+    self->router = zsock_new(ZMQ_ROUTER);
+    zsock_set_sndhwm(self->router, 100000);
+    zsock_set_rcvhwm(self->router, 100000);
+    zsock_set_linger(self->router, 0);
+    zsock_set_router_mandatory(self->router, 0);
+    if (zsock_bind(self->router, "%s", opts->bind) < 0) {
+        zt_error("cannot bind %s: %s", opts->bind, zmq_strerror(zmq_errno()));
+        zsock_destroy(&self->router);
+        free(self);
+        return NULL;
+    }
+    self->pool = zt_bufpool_new();
+    self->deferred = calloc(MAX_DEFERRED, sizeof *self->deferred);
+    s_restore(self);
+    return self;
+}
+
+void zt_ps_server_destroy(zt_ps_server_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    zt_ps_server_t *self = *self_p;
+    for (int i = 0; i < self->ndeferred; i++)
+        zmq_msg_close(&self->deferred[i].identity);
+    free(self->deferred);
+    zsock_destroy(&self->router);
+    zt_bufpool_destroy(&self->pool);
+    s_free_state(self);
+    free(self);
+    *self_p = NULL;
+}
+
+int64_t zt_ps_server_restored_step(zt_ps_server_t *self) { return self->restored_step; }
+
+/* Sends [identity][header][payload frames...]. */
+static void s_reply(zt_ps_server_t *self, zmq_msg_t *identity, zt_msg_t *m, zmq_msg_t *payload,
+                    int npayload)
+{
+    void *zs = zsock_resolve(self->router);
+    m->seq = self->seq++;
+    m->pool = 2;
+    m->index = self->opts.index;
+    zframe_t *h = zt_msg_encode(m);
+    zmq_msg_t id;
+    zmq_msg_init(&id);
+    zmq_msg_copy(&id, identity);
+    zmq_msg_t hm;
+    zmq_msg_init_size(&hm, zframe_size(h));
+    memcpy(zmq_msg_data(&hm), zframe_data(h), zframe_size(h));
+    zframe_destroy(&h);
+    zmq_msg_send(&id, zs, ZMQ_SNDMORE);
+    zmq_msg_send(&hm, zs, npayload ? ZMQ_SNDMORE : 0);
+    for (int i = 0; i < npayload; i++)
+        if (zmq_msg_send(&payload[i], zs, i + 1 < npayload ? ZMQ_SNDMORE : 0) < 0)
+            zmq_msg_close(&payload[i]);
+}
+
+static void s_error(zt_ps_server_t *self, zmq_msg_t *id, int64_t req, int code, const char *text)
+{
+    zt_msg_t m = { .type = ZT_MSG_PS_ERROR };
+    m.u.PS_ERROR.req = req;
+    m.u.PS_ERROR.code = code;
+    zt_msg_set_str(m.u.PS_ERROR.text, text);
+    s_reply(self, id, &m, NULL, 0);
+}
+
+static bool s_range_ok(zt_ps_server_t *self, int64_t off, int64_t count)
+{
+    return off >= self->lo && count >= 0 && off + count <= self->hi;
+}
+
+static int64_t s_min_progress(zt_ps_server_t *self)
+{
+    int64_t m = INT64_MAX;
+    for (int w = 0; w < self->workers; w++)
+        if (self->progress[w] < m)
+            m = self->progress[w];
+    return m;
+}
+
+/* Whether a pull for `step` from worker `rank` may be answered now. */
+static bool s_pull_ready(zt_ps_server_t *self, const zt_msg_t *m)
+{
+    int64_t step = m->u.PS_PULL.step;
+    if (self->sync)
+        return self->version >= step;
+    if (self->max_staleness >= 0)
+        return step - s_min_progress(self) <= self->max_staleness;
+    return true;
+}
+
+static void s_answer_pull(zt_ps_server_t *self, zmq_msg_t *id, const zt_msg_t *q)
+{
+    int64_t off = q->u.PS_PULL.offset, count = q->u.PS_PULL.count;
+    zt_msg_t m = { .type = ZT_MSG_PS_VALUES };
+    m.u.PS_VALUES = (zt_msg_PS_VALUES_t) { q->u.PS_PULL.req, off, count, self->version };
+    zmq_msg_t payload;
+    zt_bufpool_msg(self->pool, &payload, self->values + (off - self->lo), (size_t) count * sizeof(float));
+    s_reply(self, id, &m, &payload, 1);
+}
+
+static void s_retry_deferred(zt_ps_server_t *self)
+{
+    for (int i = 0; i < self->ndeferred;) {
+        s_deferred_t *d = &self->deferred[i];
+        if (s_pull_ready(self, &d->msg)) {
+            s_answer_pull(self, &d->identity, &d->msg);
+            zmq_msg_close(&d->identity);
+            *d = self->deferred[--self->ndeferred];
+        }
+        else
+            i++;
+    }
+}
+
+static void s_handle(zt_ps_server_t *self, zmq_msg_t *parts, int n)
+{
+    zt_msg_t m;
+    if (n < 2 || zt_msg_decode(zmq_msg_data(&parts[1]), zmq_msg_size(&parts[1]), &m, NULL) != ZT_OK) {
+        self->drops++;
+        zt_warn("dropped a malformed request (%llu so far)", (unsigned long long) self->drops);
+        return;
+    }
+    zmq_msg_t *id = &parts[0];
+    switch (m.type) {
+    case ZT_MSG_PS_CONFIG: {
+        char text[1 << 16];
+        size_t len = n >= 3 ? zmq_msg_size(&parts[2]) : 0;
+        if (len == 0 || len >= sizeof text) {
+            s_error(self, id, m.u.PS_CONFIG.req, ZT_PS_BAD_PAYLOAD, "config missing or too long");
+            return;
+        }
+        memcpy(text, zmq_msg_data(&parts[2]), len);
+        text[len] = 0;
+        if (self->configured && self->hash == m.u.PS_CONFIG.hash && !strcmp(text, self->config_text))
+            ;
+        else if (self->configured) {
+            s_error(self, id, m.u.PS_CONFIG.req, ZT_PS_CONFIG_MISMATCH,
+                    "this worker's model or optimizer differs from the one the server holds");
+            return;
+        }
+        else {
+            char err[256];
+            if (s_configure(self, text, true, err, sizeof err) != ZT_OK) {
+                s_error(self, id, m.u.PS_CONFIG.req, ZT_PS_BAD_PAYLOAD, err);
+                return;
+            }
+            zt_info("configured: elements [%lld, %lld) of %lld, %s lr %g%s", (long long) self->lo,
+                    (long long) self->hi, (long long) self->total,
+                    zt_opt_kind_name(self->opt.kind), self->opt.lr, self->sync ? ", sync" : "");
+        }
+        zt_msg_t a = { .type = ZT_MSG_PS_ACK };
+        a.u.PS_ACK = (zt_msg_PS_ACK_t) { m.u.PS_CONFIG.req, self->version };
+        s_reply(self, id, &a, NULL, 0);
+        break;
+    }
+    case ZT_MSG_PS_PULL:
+        if (!self->configured)
+            s_error(self, id, m.u.PS_PULL.req, ZT_PS_NOT_CONFIGURED, "not configured");
+        else if (!s_range_ok(self, m.u.PS_PULL.offset, m.u.PS_PULL.count))
+            s_error(self, id, m.u.PS_PULL.req, ZT_PS_BAD_RANGE, "range outside this shard");
+        else if (s_pull_ready(self, &m))
+            s_answer_pull(self, id, &m);
+        else if (self->ndeferred < MAX_DEFERRED) {
+            s_deferred_t *d = &self->deferred[self->ndeferred++];
+            zmq_msg_init(&d->identity);
+            zmq_msg_copy(&d->identity, id);
+            d->msg = m;
+        }
+        break;
+    case ZT_MSG_PS_PUSH: {
+        int64_t off = m.u.PS_PUSH.offset, count = m.u.PS_PUSH.count;
+        if (!self->configured) {
+            s_error(self, id, m.u.PS_PUSH.req, ZT_PS_NOT_CONFIGURED, "not configured");
+            return;
+        }
+        if (!s_range_ok(self, off, count)) {
+            s_error(self, id, m.u.PS_PUSH.req, ZT_PS_BAD_RANGE, "range outside this shard");
+            return;
+        }
+        if (n < 3 || zmq_msg_size(&parts[2]) != (size_t) count * sizeof(float)) {
+            s_error(self, id, m.u.PS_PUSH.req, ZT_PS_BAD_PAYLOAD, "payload size does not match count");
+            return;
+        }
+        const float *g = zmq_msg_data(&parts[2]);
+        int64_t rel = off - self->lo;
+        float *st[3] = { self->state[0] ? self->state[0] + rel : NULL,
+                         self->state[1] ? self->state[1] + rel : NULL,
+                         self->state[2] ? self->state[2] + rel : NULL };
+        int rank = m.index >= 0 && m.index < MAX_WORKERS ? m.index : 0;
+        if (self->progress[rank] < m.u.PS_PUSH.step + 1)
+            self->progress[rank] = m.u.PS_PUSH.step + 1;
+        if (self->sync) {
+            float *acc = self->accum + rel;
+            for (int64_t i = 0; i < count; i++)
+                acc[i] += g[i];
+            self->pushed += count;
+            if (self->pushed >= (int64_t) self->workers * (self->hi - self->lo)) {
+                float *all[3] = { self->state[0], self->state[1], self->state[2] };
+                zt_opt_apply(&self->opt, self->values, all, self->accum, 1.0f / self->workers,
+                             self->hi - self->lo);
+                memset(self->accum, 0, (size_t) (self->hi - self->lo) * sizeof(float));
+                self->pushed = 0;
+                self->version++;
+            }
+        }
+        else {
+            zt_opt_apply(&self->opt, self->values + rel, st, g, 1.0f, count);
+            self->version++;
+        }
+        zt_msg_t a = { .type = ZT_MSG_PS_ACK };
+        a.u.PS_ACK = (zt_msg_PS_ACK_t) { m.u.PS_PUSH.req, self->version };
+        s_reply(self, id, &a, NULL, 0);
+        if (self->ndeferred)
+            s_retry_deferred(self);
+        break;
+    }
+    case ZT_MSG_PS_SNAPSHOT: {
+        if (!self->configured) {
+            s_error(self, id, m.u.PS_SNAPSHOT.req, ZT_PS_NOT_CONFIGURED, "not configured");
+            return;
+        }
+        int arrays = 1 + zt_opt_state_arrays(self->opt.kind);
+        size_t bytes = (size_t) (self->hi - self->lo) * sizeof(float);
+        zmq_msg_t payload[4];
+        for (int a = 0; a < arrays; a++) {
+            zmq_msg_init_size(&payload[a], bytes);
+            memcpy(zmq_msg_data(&payload[a]), a == 0 ? self->values : self->state[a - 1], bytes);
+        }
+        zt_msg_t r = { .type = ZT_MSG_PS_SHARD };
+        r.u.PS_SHARD = (zt_msg_PS_SHARD_t) { m.u.PS_SNAPSHOT.req, self->lo, self->hi - self->lo,
+                                             self->version, arrays };
+        s_reply(self, id, &r, payload, arrays);
+        break;
+    }
+    default:
+        self->drops++;
+        zt_warn("dropped %s: not a parameter-server request", zt_msg_type_name(m.type));
+    }
+}
+
+int zt_ps_server_run(zt_ps_server_t *self, volatile bool *stop, bool (*should_stop)(void *), void *arg)
+{
+    void *zs = zsock_resolve(self->router);
+    zmq_pollitem_t item = { zs, 0, ZMQ_POLLIN, 0 };
+    while (!(stop && *stop) && !(should_stop && should_stop(arg))) {
+        if (zmq_poll(&item, 1, 100) <= 0)
+            continue;
+        for (int k = 0; k < 256; k++) {
+            zmq_msg_t parts[4];
+            int n = 0;
+            bool more = true;
+            while (more) {
+                zmq_msg_t tmp, *p = n < 4 ? &parts[n] : &tmp;
+                zmq_msg_init(p);
+                if (zmq_msg_recv(p, zs, ZMQ_DONTWAIT) < 0) {
+                    zmq_msg_close(p);
+                    break;
+                }
+                more = zmq_msg_more(p);
+                if (n < 4)
+                    n++;
+                else
+                    zmq_msg_close(p);
+            }
+            if (n == 0)
+                break;
+            s_handle(self, parts, n);
+            for (int i = 0; i < n; i++)
+                zmq_msg_close(&parts[i]);
+        }
+    }
+    return ZT_OK;
+}

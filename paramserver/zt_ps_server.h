@@ -1,0 +1,28 @@
+/* zt_ps_server: one parameter-server shard. It owns a contiguous range of
+ * the model's flat key space, applies pushed gradients at once with its
+ * optimizer (or, in sync mode, averages the pushes of all workers for a step
+ * and applies them once), answers pulls (deferring those that would break
+ * the staleness bound), snapshots its shard on request, and at start restores
+ * from the newest good checkpoint. */
+#ifndef ZT_PS_SERVER_H
+#define ZT_PS_SERVER_H
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct {
+    const char *bind;          /* tcp://127.0.0.1:PORT */
+    int index;                 /* this server */
+    int servers;               /* how many */
+    const char *checkpoint_dir;/* restore from here at start (may be NULL) */
+} zt_ps_server_opts_t;
+
+typedef struct zt_ps_server_t zt_ps_server_t;
+
+zt_ps_server_t *zt_ps_server_new(const zt_ps_server_opts_t *opts);
+void zt_ps_server_destroy(zt_ps_server_t **self_p);
+/* Serves until *stop becomes true (checked every 100 ms). */
+int zt_ps_server_run(zt_ps_server_t *self, volatile bool *stop, bool (*should_stop)(void *), void *arg);
+/* Step of the checkpoint restored at start, or -1. */
+int64_t zt_ps_server_restored_step(zt_ps_server_t *self);
+
+#endif
