@@ -359,6 +359,16 @@ static int s_cmd_status(s_args_t *a)
                json_real_value(json_object_get(v, "value")),
                (long long) json_integer_value(json_object_get(v, "step")),
                json_string_value(json_object_get(v, "replica")));
+    json_t *evs = json_object_get(doc, "evaluations");
+    printf("  checkpoints: %zu, evaluations: %zu\n", json_array_size(json_object_get(doc, "checkpoints")),
+           json_array_size(evs));
+    json_array_foreach(evs, i, v)
+        if (i + 2 >= json_array_size(evs)) /* the latest evaluation (its metrics) */
+            printf("  latest evaluation: %s = %.4f at step %lld (%s)\n",
+                   json_string_value(json_object_get(v, "name")),
+                   json_real_value(json_object_get(v, "value")),
+                   (long long) json_integer_value(json_object_get(v, "step")),
+                   json_string_value(json_object_get(v, "replica")));
     json_t *e = json_object_get(doc, "error");
     if (json_is_object(e))
         printf("  error: %s\n", json_string_value(json_object_get(e, "message")));

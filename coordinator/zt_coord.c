@@ -61,6 +61,9 @@ struct zt_coord_t {
     zt_job_state_t state;       /* job state */
     json_t *transitions;        /* [{state, time}] */
     json_t *metrics;            /* latest metric per name */
+    json_t *checkpoints;        /* [{step, name, time}] */
+    json_t *evaluations;        /* [{step, name, value, replica, time}] from evaluators */
+    zt_msg_t last_ckpt;         /* the newest CHECKPOINT notice, for late evaluators */
     json_t *error;              /* why the job failed or was cancelled */
     int job_retries;            /* whole-job retries so far */
     bool stopping;              /* stopping every replica */
@@ -144,6 +147,8 @@ static void s_write_state(zt_coord_t *self)
         "unknownType", (json_int_t) self->drops.unknown_type,
         "tooLong", (json_int_t) self->drops.too_long,
         "unknownSender", (json_int_t) self->unknown_senders);
+    json_object_set(doc, "checkpoints", self->checkpoints);
+    json_object_set(doc, "evaluations", self->evaluations);
     char *text = json_dumps(doc, JSON_INDENT(2));
     char *path = zt_strdupf("%s/job.json", self->layout.job_dir);
     if (zt_write_file_atomic(path, text, strlen(text)) != ZT_OK)
@@ -585,6 +590,10 @@ static void s_on_control(zt_coord_t *self)
                     zt_msg_set_str(s.u.STATUS.state, s_job_names[self->state]);
                     s.u.STATUS.running = self->state == ZT_JOB_RUNNING;
                     zt_msg_send(self->router, id, &s);
+                    if (r->pool == 3 && self->last_ckpt.type == ZT_MSG_CHECKPOINT) {
+                        self->last_ckpt.seq = self->seq++;
+                        zt_msg_send(self->router, id, &self->last_ckpt);
+                    }
                     s_write_state(self);
                     s_check_all_up(self);
                 }
@@ -595,6 +604,32 @@ static void s_on_control(zt_coord_t *self)
             }
             else if (m.type == ZT_MSG_HEARTBEAT)
                 r->last_hb_ms = zt_now_ms();
+            else if (m.type == ZT_MSG_CHECKPOINT) {
+                char now[40];
+                zt_wall_iso(now, sizeof now);
+                zt_info("checkpoint %s at step %lld (from %s)", m.u.CHECKPOINT.name,
+                        (long long) m.u.CHECKPOINT.step, r->name);
+                json_array_append_new(self->checkpoints, json_pack("{s:I, s:s, s:s}", "step",
+                                      (json_int_t) m.u.CHECKPOINT.step, "name", m.u.CHECKPOINT.name,
+                                      "time", now));
+                self->last_ckpt = m;
+                for (int k = 0; k < self->nreps; k++)
+                    if (self->reps[k].pool == 3 && self->reps[k].registered) {
+                        m.seq = self->seq++;
+                        zt_msg_send(self->router, self->reps[k].identity, &m);
+                    }
+                s_write_state(self);
+            }
+            else if (m.type == ZT_MSG_METRIC && r->pool == 3) {
+                char now[40];
+                zt_wall_iso(now, sizeof now);
+                zt_info("evaluation by %s: %s = %.4f at step %lld", r->name, m.u.METRIC.name,
+                        m.u.METRIC.value, (long long) m.u.METRIC.step);
+                json_array_append_new(self->evaluations, json_pack("{s:I, s:s, s:f, s:s, s:s}",
+                                      "step", (json_int_t) m.u.METRIC.step, "name", m.u.METRIC.name,
+                                      "value", m.u.METRIC.value, "replica", r->name, "time", now));
+                s_write_state(self);
+            }
             else if (m.type == ZT_MSG_METRIC) {
                 r->last_hb_ms = zt_now_ms();
                 zt_info("%s metric %s = %g (step %lld)", r->name, m.u.METRIC.name,
@@ -668,6 +703,8 @@ zt_coord_t *zt_coord_new(zt_plan_t **plan_p, zt_backend_t **backend_p, const zt_
     self->sig_pipe[0] = self->sig_pipe[1] = -1;
     self->transitions = json_array();
     self->metrics = json_object();
+    self->checkpoints = json_array();
+    self->evaluations = json_array();
     char now[40];
     zt_wall_iso(now, sizeof now);
     self->created = strdup(now);
@@ -749,6 +786,8 @@ void zt_coord_destroy(zt_coord_t **self_p)
     zt_plan_destroy(&self->plan);
     json_decref(self->transitions);
     json_decref(self->metrics);
+    json_decref(self->checkpoints);
+    json_decref(self->evaluations);
     json_decref(self->error);
     s_sig_fd = -1;
     if (self->sig_pipe[0] >= 0) {

@@ -7,6 +7,7 @@
 #include "ztrain/zt_log.h"
 #include "zt_msg.h"
 #include "zt_util.h"
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,11 @@ struct zt_replica_t {
     int timeout_ms;             /* registration deadline */
     atomic_bool shutdown;       /* the coordinator asked us to stop */
     atomic_int job_running;     /* the coordinator said RUNNING */
+    pthread_mutex_t lock;       /* guards the checkpoint notice */
+    int64_t ckpt_step;          /* newest checkpoint announced, -1 none */
+    int64_t ckpt_taken;         /* newest one handed to the caller */
+    char ckpt_name[ZT_MSG_STR_MAX];    /* its name */
+    char ckpt_address[ZT_MSG_STR_MAX]; /* who serves it */
 };
 
 static void s_header(zt_replica_t *self, zt_msg_t *m, zt_msg_type_t type, uint64_t *seq)
@@ -41,6 +47,15 @@ static void s_on_message(zt_replica_t *self, zt_msg_t *m)
     }
     else if (m->type == ZT_MSG_STATUS)
         atomic_store(&self->job_running, !strcmp(m->u.STATUS.state, "RUNNING") ? 1 : 0);
+    else if (m->type == ZT_MSG_CHECKPOINT) {
+        pthread_mutex_lock(&self->lock);
+        if (m->u.CHECKPOINT.step > self->ckpt_step) {
+            self->ckpt_step = m->u.CHECKPOINT.step;
+            zt_msg_set_str(self->ckpt_name, m->u.CHECKPOINT.name);
+            zt_msg_set_str(self->ckpt_address, m->u.CHECKPOINT.address);
+        }
+        pthread_mutex_unlock(&self->lock);
+    }
 }
 
 static void s_actor(zsock_t *pipe, void *arg)
@@ -112,6 +127,15 @@ static void s_actor(zsock_t *pipe, void *arg)
                 zt_msg_send(dealer, NULL, &m);
                 free(name); free(value); free(st);
             }
+            else if (verb && !strcmp(verb, "CHECKPOINT")) {
+                char *st = zmsg_popstr(cmd), *name = zmsg_popstr(cmd), *addr = zmsg_popstr(cmd);
+                s_header(self, &m, ZT_MSG_CHECKPOINT, &seq);
+                m.u.CHECKPOINT.step = st ? strtoll(st, NULL, 10) : 0;
+                zt_msg_set_str(m.u.CHECKPOINT.name, name);
+                zt_msg_set_str(m.u.CHECKPOINT.address, addr);
+                zt_msg_send(dealer, NULL, &m);
+                free(st); free(name); free(addr);
+            }
             free(verb);
             zmsg_destroy(&cmd);
             if (term)
@@ -167,6 +191,8 @@ zt_replica_t *zt_replica_new(const char *role, int timeout_ms)
     self->pool = (int) pool;
     self->index = (int) index;
     self->incarnation = inc;
+    pthread_mutex_init(&self->lock, NULL);
+    self->ckpt_step = self->ckpt_taken = -1;
     self->timeout_ms = timeout_ms > 0 ? timeout_ms : (int) zt_knob_int(ZT_KNOB_REGISTER_TIMEOUT_MS);
     snprintf(self->endpoint, sizeof self->endpoint, "%s", ep);
     snprintf(self->role, sizeof self->role, "%s", role);
@@ -186,6 +212,7 @@ void zt_replica_destroy(zt_replica_t **self_p)
         return;
     zt_replica_t *self = *self_p;
     zactor_destroy(&self->actor);
+    pthread_mutex_destroy(&self->lock);
     free(self);
     *self_p = NULL;
 }
@@ -224,4 +251,36 @@ int zt_replica_wait_running(zt_replica_t *self, int timeout_ms)
         zclock_sleep(10);
     }
     return ZT_OK;
+}
+
+int zt_replica_notify_checkpoint(zt_replica_t *self, int64_t step, const char *name,
+                                 const char *address)
+{
+    char st[32];
+    snprintf(st, sizeof st, "%lld", (long long) step);
+    return zstr_sendx(self->actor, "CHECKPOINT", st, name, address ? address : "", NULL) == 0
+               ? ZT_OK : ZT_EIO;
+}
+
+int zt_replica_next_checkpoint(zt_replica_t *self, int64_t *step, char *name, size_t name_size,
+                               char *address, size_t address_size, int timeout_ms)
+{
+    int64_t deadline = timeout_ms < 0 ? INT64_MAX : zt_now_ms() + timeout_ms;
+    for (;;) {
+        pthread_mutex_lock(&self->lock);
+        bool fresh = self->ckpt_step > self->ckpt_taken;
+        if (fresh) {
+            self->ckpt_taken = *step = self->ckpt_step;
+            snprintf(name, name_size, "%s", self->ckpt_name);
+            snprintf(address, address_size, "%s", self->ckpt_address);
+        }
+        pthread_mutex_unlock(&self->lock);
+        if (fresh)
+            return ZT_OK;
+        if (atomic_load(&self->shutdown) || zsys_interrupted)
+            return ZT_ESHUTDOWN;
+        if (zt_now_ms() >= deadline)
+            return ZT_ETIMEDOUT;
+        zclock_sleep(20);
+    }
 }

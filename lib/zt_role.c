@@ -8,7 +8,7 @@
 static void s_usage(const zt_role_info_t *info, FILE *out)
 {
     fprintf(out,
-            "usage: %s [--run-seconds=S] [--exit-code=N] [--help] [USER ARGS...]\n"
+            "usage: %s [--idle | --run-seconds=S] [--exit-code=N] [--help] [USER ARGS...]\n"
             "%s\n\n"
             "Started by `ztrain run` (the coordinator), which sets ZT_COORDINATOR, ZT_POOL,\n"
             "ZT_INDEX and ZT_INCARNATION. The replica registers, heartbeats, and exits 0 when\n"
@@ -40,6 +40,8 @@ int zt_role_main(const zt_role_info_t *info, int argc, char **argv)
                 return 2;
             }
         }
+        else if (!strcmp(a, "--idle"))
+            run_seconds = -1;
         else if (!strncmp(a, "--exit-code=", 12))
             exit_code = atoi(a + 12);
     }

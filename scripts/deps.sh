@@ -3,7 +3,8 @@
 # Non-interactive; safe to run repeatedly. Used by `make demo` and `make test`.
 set -eu
 PKGS="build-essential cmake pkg-config libzmq3-dev libczmq-dev libmsgpack-dev
-      libjansson-dev libyaml-dev zlib1g-dev python3 procps"
+      libjansson-dev libyaml-dev zlib1g-dev libopenblas-dev dataset-fashion-mnist
+      python3 procps"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' \

@@ -5,6 +5,7 @@
 #include "zt_shard.h"
 #include "zt_optim.h"
 #include "zt_ckpt.h"
+#include "zt_mlp.h"
 #include <stdlib.h>
 #include <stdio.h>
 
@@ -23,5 +24,7 @@ int main(void)
     const char *tmp = getenv("TMPDIR");
     zt_ckpt_selftest(tmp && *tmp ? tmp : "/tmp");
     puts("zt_ckpt: ok");
+    zt_mlp_selftest();
+    puts("zt_mlp: ok");
     return 0;
 }

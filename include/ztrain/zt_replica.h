@@ -6,6 +6,7 @@
 #ifndef ZT_REPLICA_H
 #define ZT_REPLICA_H
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 typedef struct zt_replica_t zt_replica_t;
@@ -29,6 +30,16 @@ bool zt_replica_shutdown_requested(zt_replica_t *self);
  * or timeout_ms passes (-1: no timeout). Returns 0 on shutdown/signal,
  * ZT_ETIMEDOUT on timeout. */
 int zt_replica_wait_shutdown(zt_replica_t *self, int timeout_ms);
+
+/* Tells the coordinator a checkpoint is complete: its step, its name
+ * ("checkpoints/ckpt-..."), and the endpoint that serves its files. The
+ * coordinator records it and passes it on to the evaluators. */
+int zt_replica_notify_checkpoint(zt_replica_t *self, int64_t step, const char *name,
+                                 const char *address);
+/* The newest checkpoint announced and not yet taken; waits up to timeout_ms
+ * (-1: forever). 0, ZT_ETIMEDOUT, or ZT_ESHUTDOWN. */
+int zt_replica_next_checkpoint(zt_replica_t *self, int64_t *step, char *name, size_t name_size,
+                               char *address, size_t address_size, int timeout_ms);
 
 /* Blocks until the coordinator reports the job RUNNING (every replica up).
  * 0, ZT_ETIMEDOUT, or ZT_ESHUTDOWN when asked to stop first. */

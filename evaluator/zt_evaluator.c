@@ -1,0 +1,141 @@
+#include "zt_evaluator.h"
+#include "zt_ckpt.h"
+#include "zt_fileserver.h"
+#include "zt_idx.h"
+#include "zt_mlp.h"
+#include "zt_util.h"
+#include "ztrain/ztrain.h"
+#include <cblas.h>
+#include <czmq.h>
+#include <libgen.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static void s_rm_dir(const char *dir)
+{
+    zdir_t *d = zdir_new(dir, NULL);
+    if (d) {
+        zdir_remove(d, true);
+        zdir_destroy(&d);
+    }
+}
+
+/* Fetches checkpoint `name` from `address` into scratch; evaluates it. */
+static int s_evaluate(const char *address, const char *name, int64_t step, const char *scratch,
+                      zt_dataset_t *test, zt_replica_t *rep)
+{
+    char err[512];
+    zsock_t *dealer = zsock_new(ZMQ_DEALER);
+    zsock_set_linger(dealer, 0);
+    if (!dealer || zsock_connect(dealer, "%s", address) != 0) {
+        zt_warn("cannot connect to %s", address);
+        zsock_destroy(&dealer);
+        return ZT_EIO;
+    }
+    char *copy = strdup(name);
+    char *local = zt_strdupf("%s/%s", scratch, basename(copy));
+    free(copy);
+    zt_mkdir_p(local);
+    char *rman = zt_strdupf("%s/manifest.json", name), *lman = zt_strdupf("%s/manifest.json", local);
+    int rc = zt_file_fetch(dealer, rman, lman, 30000, err, sizeof err);
+    json_t *man = rc == ZT_OK ? json_load_file(lman, 0, NULL) : NULL;
+    size_t i;
+    json_t *f;
+    json_array_foreach(json_object_get(man, "files"), i, f) {
+        const char *fn = json_string_value(json_object_get(f, "file"));
+        if (!fn || strchr(fn, '/')) {
+            rc = ZT_EPROTO;
+            break;
+        }
+        char *rp = zt_strdupf("%s/%s", name, fn), *lp = zt_strdupf("%s/%s", local, fn);
+        rc = zt_file_fetch(dealer, rp, lp, 30000, err, sizeof err);
+        free(rp);
+        free(lp);
+        if (rc != ZT_OK)
+            break;
+    }
+    json_decref(man);
+    zsock_destroy(&dealer);
+    free(rman);
+    free(lman);
+    if (rc != ZT_OK) {
+        zt_warn("cannot fetch checkpoint %s: %s", name, err);
+        s_rm_dir(local);
+        free(local);
+        return rc;
+    }
+    man = zt_ckpt_open(local, err, sizeof err);
+    if (!man) {
+        zt_warn("checkpoint %s is corrupt: %s; skipped", name, err);
+        s_rm_dir(local);
+        free(local);
+        return ZT_EIO;
+    }
+    json_t *jsizes = json_object_get(json_object_get(man, "model"), "sizes");
+    int sizes[9], n = 0;
+    json_t *v;
+    json_array_foreach(jsizes, i, v)
+        if (n < 9)
+            sizes[n++] = (int) json_integer_value(v);
+    zt_mlp_t *mlp = n >= 2 && sizes[0] == test->dim ? zt_mlp_new(sizes, n, 500) : NULL;
+    if (!mlp || zt_ckpt_read_range(local, man, 0, 0, zt_mlp_nparams(mlp), zt_mlp_params(mlp)) != ZT_OK) {
+        zt_warn("checkpoint %s does not hold a model this evaluator knows", name);
+        rc = ZT_EPROTO;
+    }
+    else {
+        double loss, acc;
+        zt_mlp_evaluate(mlp, test->x, test->y, test->n, &loss, &acc);
+        printf("checkpoint %s (step %lld): test accuracy %.4f loss %.4f\n", name, (long long) step, acc,
+               loss);
+        fflush(stdout);
+        if (rep) {
+            zt_replica_report_metric(rep, "eval_accuracy", acc, step);
+            zt_replica_report_metric(rep, "eval_loss", loss, step);
+        }
+    }
+    zt_mlp_destroy(&mlp);
+    json_decref(man);
+    s_rm_dir(local);
+    free(local);
+    return rc;
+}
+
+int zt_evaluator_run(const zt_evaluator_opts_t *o)
+{
+    const char *idx = getenv("ZT_INDEX");
+    zt_log_init("evaluator", idx ? atoi(idx) : 0);
+    openblas_set_num_threads(1);
+    zsys_init();
+    const char *dir = o->data_dir ? o->data_dir : zt_dataset_default_dir();
+    zt_dataset_t test;
+    char err[512];
+    if (zt_dataset_load(dir, "t10k", o->test_limit, &test, err, sizeof err) != ZT_OK) {
+        zt_error("%s", err);
+        return 1;
+    }
+    zt_replica_t *rep = zt_replica_new("evaluator", 0);
+    if (!rep) {
+        zt_dataset_free(&test);
+        return 1;
+    }
+    const char *jd = getenv("ZT_JOB_DIR");
+    char *scratch = zt_strdupf("%s/evaluator-%s.%d", jd ? jd : "/tmp", idx ? idx : "0", (int) getpid());
+    zt_mkdir_p(scratch);
+    int evaluated = 0;
+    for (;;) {
+        int64_t step;
+        char name[256], address[256];
+        int rc = zt_replica_next_checkpoint(rep, &step, name, sizeof name, address, sizeof address, 500);
+        if (rc == ZT_ESHUTDOWN)
+            break;
+        if (rc == ZT_OK && s_evaluate(address, name, step, scratch, &test, rep) == ZT_OK)
+            evaluated++;
+    }
+    zt_info("evaluated %d checkpoint%s", evaluated, evaluated == 1 ? "" : "s");
+    s_rm_dir(scratch);
+    free(scratch);
+    zt_replica_destroy(&rep);
+    zt_dataset_free(&test);
+    return 0;
+}

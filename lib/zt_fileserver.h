@@ -1,0 +1,21 @@
+/* zt_fileserver: serves files under named roots over ZeroMQ, in chunks
+ * (FILE_GET -> FILE_DATA + bytes), so an evaluator can pull checkpoints
+ * without a shared filesystem. Paths are "ROOTNAME/relative/path"; absolute
+ * paths and ".." are refused. Runs on its own thread. */
+#ifndef ZT_FILESERVER_H
+#define ZT_FILESERVER_H
+#include <czmq.h>
+#include <stddef.h>
+
+typedef struct zt_fileserver_t zt_fileserver_t;
+
+/* roots: pairs {name, directory}, n of them. */
+zt_fileserver_t *zt_fileserver_new(const char *endpoint, const char *const (*roots)[2], int n);
+void zt_fileserver_destroy(zt_fileserver_t **self_p);
+
+/* Fetches a whole file from a server into local path (written atomically).
+ * 0 or a ZT_E* code; err says why. */
+int zt_file_fetch(zsock_t *dealer, const char *remote, const char *local, int timeout_ms,
+                  char *err, size_t errlen);
+
+#endif

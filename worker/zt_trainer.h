@@ -1,0 +1,42 @@
+/* zt_trainer: the built-in trainer. Softmax regression or an MLP on
+ * Fashion-MNIST; each worker trains on its own disjoint shard of the
+ * training set (reshuffled every epoch), against the parameter servers of
+ * workerpool2 (asynchronous by default) or alone when there are none. The
+ * chief (rank 0) also checkpoints every N steps or seconds, serves the
+ * checkpoints to evaluators, and at the end writes the final model and its
+ * test accuracy. */
+#ifndef ZT_TRAINER_H
+#define ZT_TRAINER_H
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdint.h>
+
+typedef struct {
+    float learning_rate;       /* --learning_rate (0.001) */
+    int batch_size;            /* --batch_size (64) */
+    int hidden[7];             /* --hidden=256,128 ("" or 0: softmax regression) */
+    int nhidden;
+    int epochs;                /* --epochs (5) */
+    char optimizer[16];        /* --optimizer (adam) */
+    uint64_t seed;             /* --seed (1) */
+    int64_t max_steps;         /* --max_steps (0: no limit) */
+    int checkpoint_steps;      /* --checkpoint_steps (500; 0 off) */
+    double checkpoint_secs;    /* --checkpoint_secs (0 off) */
+    int keep_checkpoints;      /* --keep_checkpoints (5) */
+    const char *data_dir;      /* --data_dir */
+    int log_every;             /* --log_every (100) */
+    bool sync;                 /* --sync: average every worker's step on the servers */
+    int max_staleness;         /* --max_staleness (-1: unbounded) */
+    int train_limit;           /* --train_examples (0: all 60000) */
+    int test_limit;            /* --test_examples (0: all 10000) */
+} zt_train_opts_t;
+
+void zt_train_opts_defaults(zt_train_opts_t *o);
+/* Parses --name=value / --name value; unknown names are warned about and
+ * ignored (studies may pass more). 0, or -1 with the reason on stderr. */
+int zt_train_opts_parse(zt_train_opts_t *o, int argc, char **argv);
+void zt_train_usage(FILE *out);
+/* Trains; 0 on success (exit status of the replica). */
+int zt_trainer_run(const zt_train_opts_t *o);
+
+#endif
