@@ -17,7 +17,8 @@ build: configure
 	@cmake --build $(BUILD) -j $(JOBS)
 
 demo: build
-	$(BUILD)/bin/ztrain run examples/vertex-job.json --job-dir $(BUILD)/demo-job
+	rm -rf $(BUILD)/demo-job
+	$(BUILD)/bin/ztrain run examples/fashion-mnist-async.json --job-dir $(BUILD)/demo-job
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure --timeout 300 -j $(JOBS)

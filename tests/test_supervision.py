@@ -151,7 +151,7 @@ class Supervision(unittest.TestCase):
 
     def test_heartbeat_loss_is_a_crash(self):
         path = spec(self.d, "hb", [role_pool("ztrain-worker", args=["--run-seconds=8"]),
-                                   role_pool("ztrain-worker")])
+                                   role_pool("ztrain-worker", args=["--idle"])])
         env = dict(FAST, ZT_HEARTBEAT_TIMEOUT_MS="1500")
         job = Job(self, path, self.job_dir, env=env)
         wait_for(lambda: (load_job(self.job_dir) or {}).get("state") == "RUNNING", what="RUNNING")
@@ -180,7 +180,7 @@ class Supervision(unittest.TestCase):
         # A grandchild in its own session escapes the process group: the
         # subreaper sweep must still find and kill it.
         primary = "setsid sleep 300 & sleep 300 & wait"
-        path = spec(self.d, "term", [cmd_pool(primary), role_pool("ztrain-worker", 2),
+        path = spec(self.d, "term", [cmd_pool(primary), role_pool("ztrain-worker", 2, args=["--idle"]),
                                      role_pool("ztrain-paramserver")])
         job = Job(self, path, self.job_dir, env=FAST)
         wait_for(lambda: (load_job(self.job_dir) or {}).get("state") == "RUNNING", what="RUNNING")
@@ -196,7 +196,7 @@ class Supervision(unittest.TestCase):
 
     def test_two_jobs_at_once(self):
         path = spec(self.d, "twin", [role_pool("ztrain-worker", args=["--run-seconds=1"]),
-                                     role_pool("ztrain-worker", 2), role_pool("ztrain-paramserver", 2)])
+                                     role_pool("ztrain-worker", 2, args=["--idle"]), role_pool("ztrain-paramserver", 2)])
         a = Job(self, path, os.path.join(self.d, "a"), env=FAST)
         b = Job(self, path, os.path.join(self.d, "b"), env=FAST)
         self.assertEqual(a.wait(), 0, a.err)
@@ -209,7 +209,7 @@ class Supervision(unittest.TestCase):
 
     def test_garbage_on_control_plane(self):
         path = spec(self.d, "garbage", [role_pool("ztrain-worker", args=["--run-seconds=3"]),
-                                        role_pool("ztrain-worker")])
+                                        role_pool("ztrain-worker", args=["--idle"])])
         job = Job(self, path, self.job_dir, env=FAST)
         wait_for(lambda: (load_job(self.job_dir) or {}).get("state") == "RUNNING", what="RUNNING")
         ep = load_job(self.job_dir)["coordinator"]
