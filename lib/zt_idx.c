@@ -1,6 +1,7 @@
 #include "zt_idx.h"
 #include "zt_util.h"
 #include "ztrain/zt_error.h"
+#include "ztrain/zt_knobs.h"
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,8 +10,7 @@
 
 const char *zt_dataset_default_dir(void)
 {
-    const char *d = getenv("ZT_DATA_DIR");
-    return d && *d ? d : "/usr/share/datasets/fashion-mnist";
+    return zt_knob_str(ZT_KNOB_DATA_DIR);
 }
 
 static uint32_t s_be32(const uint8_t *p)

@@ -34,5 +34,5 @@ void zt_knobs_print(FILE *out)
 {
     fprintf(out, "Environment (knobs):\n");
     for (int i = 0; i < ZT_KNOB_COUNT_; i++)
-        fprintf(out, "  %-24s default %-12s %s\n", s_knobs[i].env, s_knobs[i].def, s_knobs[i].help);
+        fprintf(out, "  %-24s default %-12s\n  %24s %s\n", s_knobs[i].env, s_knobs[i].def, "", s_knobs[i].help);
 }

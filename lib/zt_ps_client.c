@@ -2,7 +2,9 @@
  * shard and into chunks, gradients sent zero-copy, replies matched by id. */
 #include "ztrain/zt_ps.h"
 #include "ztrain/zt_error.h"
+#include "ztrain/zt_knobs.h"
 #include "ztrain/zt_log.h"
+#include "zt_cluster.h"
 #include "zt_msg.h"
 #include "zt_optim.h"
 #include "zt_shard.h"
@@ -12,8 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Largest payload frame; bigger requests become several. */
-#define ZT_PS_CHUNK_BYTES (1 << 20)
 /* A request unanswered this long is sent again (lost to a restarting server). */
 #define ZT_PS_RESEND_MS 1500
 
@@ -52,6 +52,7 @@ struct zt_ps_client_t {
     int nops, opcap;
     int64_t next_req;       /* request ids */
     int64_t step;           /* the step pulls are for (sync, staleness) */
+    int64_t chunk_elems;    /* largest payload frame, in floats (ZT_PS_CHUNK_BYTES) */
     uint64_t seq;           /* message sequence */
     atomic_int lent;        /* zero-copy frames not yet released by ZeroMQ */
     char err[512];          /* last error */
@@ -66,9 +67,13 @@ zt_ps_client_t *zt_ps_client_new(const char *const *servers, int nservers, int r
 {
     if (nservers < 1)
         return NULL;
+    zt_tune_malloc(); /* received values reuse heap pages instead of fresh ones */
     zt_ps_client_t *self = calloc(1, sizeof *self);
     self->nservers = nservers;
     self->rank = rank;
+    self->chunk_elems = zt_knob_int(ZT_KNOB_PS_CHUNK_BYTES) / (int64_t) sizeof(float);
+    if (self->chunk_elems < 1024)
+        self->chunk_elems = 1024;
     self->addrs = calloc((size_t) nservers, sizeof *self->addrs);
     self->socks = calloc((size_t) nservers, sizeof *self->socks);
     for (int s = 0; s < nservers; s++) {
@@ -257,7 +262,7 @@ static int s_queue(zt_ps_client_t *self, s_kind_t kind, int tensor, int64_t off,
         off + count > self->tensors[tensor].numel)
         return ZT_EINVAL;
     int64_t at = self->tensors[tensor].offset + off, end = at + count;
-    const int64_t chunk = ZT_PS_CHUNK_BYTES / sizeof(float);
+    const int64_t chunk = self->chunk_elems;
     while (at < end) {
         int s = zt_shard_owner(self->total, self->nservers, at);
         int64_t lo, hi;

@@ -5,8 +5,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Monotonic milliseconds. */
+/* Monotonic milliseconds and microseconds. */
 int64_t zt_now_ms(void);
+int64_t zt_now_us(void);
 /* Wall-clock time as ISO 8601 UTC with milliseconds, into buf (>= 32). */
 void zt_wall_iso(char *buf, size_t size);
 /* mkdir -p; 0 or ZT_ESYS. */

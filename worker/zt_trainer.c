@@ -289,7 +289,7 @@ int zt_trainer_run(const zt_train_opts_t *o)
         po.sync = o->sync;
         po.workers = r.world;
         po.max_staleness = o->max_staleness;
-        if (!r.ps || zt_ps_connect(r.ps, &po, 120000) != ZT_OK) {
+        if (!r.ps || zt_ps_connect(r.ps, &po, (int) zt_knob_int(ZT_KNOB_PS_TIMEOUT_MS)) != ZT_OK) {
             zt_error("parameter servers: %s", r.ps ? zt_ps_error(r.ps) : "cannot connect");
             zt_cluster_free(servers);
             goto out;
@@ -345,7 +345,7 @@ int zt_trainer_run(const zt_train_opts_t *o)
     if (r.ps) {
         zt_ps_set_step(r.ps, step);
         s_pull_all(&r);
-        if (zt_ps_wait(r.ps, 120000) != ZT_OK) {
+        if (zt_ps_wait(r.ps, (int) zt_knob_int(ZT_KNOB_PS_TIMEOUT_MS)) != ZT_OK) {
             zt_error("%s", zt_ps_error(r.ps));
             goto done;
         }
@@ -371,7 +371,7 @@ int zt_trainer_run(const zt_train_opts_t *o)
                     zt_ps_push(r.ps, t, zt_mlp_grads(r.mlp) + zt_mlp_tensor_offset(r.mlp, t), step);
                 zt_ps_set_step(r.ps, step + 1);
                 s_pull_all(&r); /* after our push on each server: it sees our update */
-                if (zt_ps_wait(r.ps, 120000) != ZT_OK) {
+                if (zt_ps_wait(r.ps, (int) zt_knob_int(ZT_KNOB_PS_TIMEOUT_MS)) != ZT_OK) {
                     zt_error("%s", zt_ps_error(r.ps));
                     goto done;
                 }

@@ -24,6 +24,12 @@
       "GPUs on this machine (auto: count /dev/nvidiaN)")                          \
     X(JOBS_DIR,            "ZT_JOBS_DIR",            "ztrain-jobs",               \
       "where a job's directory is made when --job-dir is not given")              \
+    X(PS_CHUNK_BYTES,      "ZT_PS_CHUNK_BYTES",      "1048576",                   \
+      "largest payload frame of a parameter-server push or pull (bytes)")         \
+    X(PS_TIMEOUT_MS,       "ZT_PS_TIMEOUT_MS",       "120000",                    \
+      "a parameter server silent this long fails the worker's call (ms)")         \
+    X(DATA_DIR,            "ZT_DATA_DIR",            "/usr/share/datasets/fashion-mnist", \
+      "where the trainer and evaluator find Fashion-MNIST (gzipped IDX files)")   \
     X(LOG_LEVEL,           "ZT_LOG_LEVEL",           "info",                      \
       "error, warn, info or debug")
 
