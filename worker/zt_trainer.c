@@ -258,13 +258,16 @@ int zt_trainer_run(const zt_train_opts_t *o)
     const char *dir = o->data_dir ? o->data_dir : zt_dataset_default_dir();
     char err[512];
     zt_dataset_t train = { 0 }, test = { 0 };
+    uint8_t *bx = NULL, *by = NULL;
+    int *mine = NULL;
+    zt_fileserver_t *files = NULL;
     if (zt_dataset_load(dir, "train", o->train_limit, &train, err, sizeof err) != ZT_OK ||
         (r.rank == 0 && zt_dataset_load(dir, "t10k", o->test_limit, &test, err, sizeof err) != ZT_OK)) {
         zt_error("%s", err);
         goto out;
     }
     int nmine = 0;
-    int *mine = malloc(sizeof(int) * (size_t) (train.n / r.world + 1));
+    mine = malloc(sizeof(int) * (size_t) (train.n / r.world + 1));
     for (int i = r.rank; i < train.n; i += r.world)
         mine[nmine++] = i;
     int sizes[9] = { train.dim };
@@ -318,13 +321,19 @@ int zt_trainer_run(const zt_train_opts_t *o)
     }
     zt_cluster_free(servers);
     /* The chief serves its checkpoints to evaluators. */
-    zt_fileserver_t *files = NULL;
     if (r.rank == 0 && r.address[0]) {
         const char *roots[2][2] = { { "checkpoints", r.ckpt_dir }, { "model", r.model_dir } };
         files = zt_fileserver_new(r.address, (const char *const (*)[2]) roots, 2);
     }
     /* Resume: a restarted job continues from the newest good checkpoint. */
-    int steps_per_epoch = (nmine + o->batch_size - 1) / o->batch_size;
+    /* Every worker runs the same number of steps (sync mode waits for all):
+     * shards differ by at most one example; the larger ones drop it. */
+    int smallest = train.n / r.world;
+    int steps_per_epoch = (smallest + o->batch_size - 1) / o->batch_size;
+    if (steps_per_epoch < 1) {
+        zt_error("%d training examples cannot feed %d workers", train.n, r.world);
+        goto done;
+    }
     int64_t step = 0;
     json_t *man = NULL;
     char *latest = zt_ckpt_latest(r.ckpt_dir, &man);
@@ -337,7 +346,8 @@ int zt_trainer_run(const zt_train_opts_t *o)
         json_decref(man);
         free(latest);
     }
-    uint8_t *bx = malloc((size_t) o->batch_size * (size_t) train.dim), *by = malloc((size_t) o->batch_size);
+    bx = malloc((size_t) o->batch_size * (size_t) train.dim);
+    by = malloc((size_t) o->batch_size);
     int64_t t0 = zt_now_ms(), last_ckpt_ms = t0, win_ms = t0, win_examples = 0;
     double win_loss = 0;
     int win_n = 0;
@@ -359,7 +369,8 @@ int zt_trainer_run(const zt_train_opts_t *o)
             mine[j] = tmp;
         }
         for (int b = (int) (step % steps_per_epoch); b < steps_per_epoch && !stop; b++) {
-            int B = nmine - b * o->batch_size < o->batch_size ? nmine - b * o->batch_size : o->batch_size;
+            int B = smallest - b * o->batch_size < o->batch_size ? smallest - b * o->batch_size
+                                                                 : o->batch_size;
             for (int k = 0; k < B; k++) {
                 int idx = mine[b * o->batch_size + k];
                 memcpy(bx + (size_t) k * train.dim, train.x + (size_t) idx * train.dim, (size_t) train.dim);
