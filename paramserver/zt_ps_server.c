@@ -43,6 +43,8 @@ struct zt_ps_server_t {
     int64_t restored_step;     /* checkpoint restored at start, -1 none */
     uint64_t seq;
     uint64_t drops;            /* malformed requests */
+    float *scratch;            /* aligned copy of a misaligned payload, reused */
+    size_t scratch_cap;        /* its size in bytes */
 };
 
 static void s_free_state(zt_ps_server_t *self)
@@ -200,6 +202,7 @@ void zt_ps_server_destroy(zt_ps_server_t **self_p)
     zsock_destroy(&self->router);
     zt_bufpool_destroy(&self->pool);
     s_free_state(self);
+    free(self->scratch);
     free(self);
     *self_p = NULL;
 }
@@ -357,6 +360,22 @@ static void s_handle(zt_ps_server_t *self, zmq_msg_t *parts, int n)
             return;
         }
         const float *g = zmq_msg_data(&parts[2]);
+        if ((uintptr_t) g % _Alignof(float)) {
+            /* ZeroMQ may hand over a frame at any offset of its receive
+             * buffer: copy it somewhere aligned (reused, not per message). */
+            size_t bytes = (size_t) count * sizeof(float);
+            if (bytes > self->scratch_cap) {
+                free(self->scratch);
+                self->scratch = malloc(bytes);
+                self->scratch_cap = self->scratch ? bytes : 0;
+            }
+            if (!self->scratch) {
+                s_error(self, id, m.u.PS_PUSH.req, ZT_PS_BAD_PAYLOAD, "out of memory");
+                return;
+            }
+            memcpy(self->scratch, g, bytes);
+            g = self->scratch;
+        }
         int64_t rel = off - self->lo;
         float *st[3] = { self->state[0] ? self->state[0] + rel : NULL,
                          self->state[1] ? self->state[1] + rel : NULL,
