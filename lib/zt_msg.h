@@ -38,6 +38,15 @@
 /* Reply: one raw frame per state array (values first), then the config JSON. */
 #define ZT_MSG_PS_SHARD(F, T)  F(T, I, req) F(T, I, offset) F(T, I, count) F(T, I, version) \
                                F(T, I, arrays)
+/* All-reduce (worker <-> reducer, worker <-> worker in the ring). */
+#define ZT_MSG_AR_HELLO(F, T)  F(T, I, req) F(T, I, workers) F(T, I, hash)   /* + layout JSON */
+#define ZT_MSG_AR_READY(F, T)  F(T, I, req) F(T, I, buckets)
+#define ZT_MSG_AR_ERROR(F, T)  F(T, I, req) F(T, I, code) F(T, S, text)
+#define ZT_MSG_AR_PIECE(F, T)  F(T, I, bucket) F(T, I, gen) F(T, I, offset) F(T, I, count) \
+                               F(T, I, dtype) F(T, I, step)                   /* + elements */
+#define ZT_MSG_AR_RESULT(F, T) F(T, I, bucket) F(T, I, gen) F(T, I, offset) F(T, I, count) \
+                               F(T, I, dtype)                                 /* + elements */
+#define ZT_MSG_AR_RESEND(F, T) F(T, I, bucket) F(T, I, gen)  /* "send me the result of gen again" */
 #define ZT_MSG_FILE_GET(F, T)  F(T, I, req) F(T, S, path) F(T, I, offset) F(T, I, length)
 #define ZT_MSG_FILE_DATA(F, T) F(T, I, req) F(T, I, offset) F(T, I, size) F(T, I, code) /* + bytes */
 
@@ -59,6 +68,12 @@
     X(PS_ERROR,  25, "ps_error")        \
     X(PS_SNAPSHOT, 26, "ps_snapshot")   \
     X(PS_SHARD,  27, "ps_shard")        \
+    X(AR_HELLO,  40, "ar_hello")        \
+    X(AR_READY,  41, "ar_ready")        \
+    X(AR_ERROR,  42, "ar_error")        \
+    X(AR_PIECE,  43, "ar_piece")        \
+    X(AR_RESULT, 44, "ar_result")       \
+    X(AR_RESEND, 45, "ar_resend")       \
     X(FILE_GET,  30, "file_get")        \
     X(FILE_DATA, 31, "file_data")
 
@@ -67,7 +82,7 @@ typedef enum {
 #define ZT_X_(T, id, name) ZT_MSG_##T = id,
     ZT_MSG_LIST(ZT_X_)
 #undef ZT_X_
-    ZT_MSG_LIMIT_
+    ZT_MSG_LIMIT_ = 64           /* every wire id is below this */
 } zt_msg_type_t;
 
 #define ZT_F_I(n) int64_t n;

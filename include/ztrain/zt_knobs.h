@@ -28,6 +28,14 @@
       "largest payload frame of a parameter-server push or pull (bytes)")         \
     X(PS_TIMEOUT_MS,       "ZT_PS_TIMEOUT_MS",       "120000",                    \
       "a parameter server silent this long fails the worker's call (ms)")         \
+    X(FUSION_THRESHOLD,    "ZT_FUSION_THRESHOLD",    "",                          \
+      "all-reduce bucket size in bytes (else HOROVOD_FUSION_THRESHOLD, else ZT_BUCKET_CAP_MB, else 64 MiB)") \
+    X(BUCKET_CAP_MB,       "ZT_BUCKET_CAP_MB",       "",                          \
+      "bucket_cap_mb: all-reduce bucket size in MiB (PyTorch DDP's name)")        \
+    X(CYCLE_TIME_MS,       "ZT_CYCLE_TIME_MS",       "",                          \
+      "flush a partly ready bucket after this long (else HOROVOD_CYCLE_TIME, else 5)") \
+    X(COLLECTIVE_WARN_MS,  "ZT_COLLECTIVE_WARN_MS",  "10000",                     \
+      "a bucket waiting this long logs which workers have not contributed (ms)")  \
     X(DATA_DIR,            "ZT_DATA_DIR",            "/usr/share/datasets/fashion-mnist", \
       "where the trainer and evaluator find Fashion-MNIST (gzipped IDX files)")   \
     X(LOG_LEVEL,           "ZT_LOG_LEVEL",           "info",                      \

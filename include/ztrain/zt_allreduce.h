@@ -1,0 +1,64 @@
+/* ztrain: all-reduce for synchronous data-parallel training.
+ *
+ * Register every gradient tensor once, in the same order on every worker;
+ * commit (the workers agree on names, shapes and dtypes, or fail with an
+ * error naming the tensor and both shapes); then each step hand each tensor
+ * over when its gradient is ready and wait for the result, which replaces
+ * the tensor's contents (sum or average over workers).
+ *
+ * Tensors are packed in registration order into buckets of at most the
+ * fusion threshold, identically on every worker. A bucket is sent when all
+ * its tensors are ready, or what is ready of it after the cycle time. With
+ * reducers (a Reduction Server) each bucket is cut into R chunks, chunk r
+ * going to reducer r, which sums it over all workers and sends the sum back:
+ * each worker sends and receives its bytes once. Without reducers the same
+ * calls run a ring all-reduce between the workers.
+ *
+ * Knobs, highest precedence first: the fusion threshold is ZT_FUSION_THRESHOLD
+ * (bytes), else HOROVOD_FUSION_THRESHOLD (bytes), else ZT_BUCKET_CAP_MB
+ * (bucket_cap_mb, MiB), else 64 MiB; the cycle time is ZT_CYCLE_TIME_MS,
+ * else HOROVOD_CYCLE_TIME (ms), else 5 ms. */
+#ifndef ZT_ALLREDUCE_H
+#define ZT_ALLREDUCE_H
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef enum { ZT_F32 = 0, ZT_F16 = 1, ZT_BF16 = 2 } zt_dtype_t;
+
+typedef struct zt_allreduce_t zt_allreduce_t;
+
+typedef struct {
+    int rank;                   /* this worker, 0..workers-1 */
+    int workers;                /* how many take part */
+    const char *const *reducers;/* reducer endpoints ("host:port"), or NULL */
+    int nreducers;              /* 0: ring between the workers */
+    const char *const *peers;   /* ring: every worker's endpoint, by rank */
+    int64_t fusion_threshold;   /* bytes; 0: from the knobs */
+    int cycle_time_ms;          /* -1: from the knobs */
+} zt_allreduce_opts_t;
+
+zt_allreduce_t *zt_allreduce_new(const zt_allreduce_opts_t *opts);
+void zt_allreduce_destroy(zt_allreduce_t **self_p);
+
+/* Registers a tensor; returns its id (0, 1, ...). Before commit only. */
+int zt_allreduce_register(zt_allreduce_t *self, const char *name, const int64_t *shape, int ndims,
+                          zt_dtype_t dtype);
+/* Agrees on the tensors with every worker (and reducer). ZT_ESPEC with the
+ * mismatch in zt_allreduce_error, or ZT_ETIMEDOUT naming who is missing. */
+int zt_allreduce_commit(zt_allreduce_t *self, int timeout_ms);
+/* Hands a tensor over (its gradient is ready). The buffer must stay valid
+ * and unmodified until wait returns; the result is written into it. */
+int zt_allreduce_submit(zt_allreduce_t *self, int tensor, void *data);
+/* Completes every submitted tensor; average divides the sums by workers. */
+int zt_allreduce_wait(zt_allreduce_t *self, bool average, int timeout_ms);
+const char *zt_allreduce_error(zt_allreduce_t *self);
+int zt_allreduce_buckets(zt_allreduce_t *self);
+int64_t zt_allreduce_threshold(zt_allreduce_t *self);
+
+/* float16/bfloat16 conversions (round to nearest even). */
+float zt_f16_to_f32(uint16_t h);
+uint16_t zt_f32_to_f16(float f);
+float zt_bf16_to_f32(uint16_t h);
+uint16_t zt_f32_to_bf16(float f);
+
+#endif

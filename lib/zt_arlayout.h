@@ -1,0 +1,40 @@
+/* zt_arlayout: how registered tensors become buckets, computed identically
+ * by every worker and reducer from the tensor list and the threshold:
+ * tensors in registration order, a new bucket when the next tensor would
+ * pass the threshold or has another dtype (a tensor bigger than the
+ * threshold is a bucket of its own). Chunk r of R of a bucket is the r-th
+ * balanced, 16-element-aligned range (zt_shard_range). */
+#ifndef ZT_ARLAYOUT_H
+#define ZT_ARLAYOUT_H
+#include <jansson.h>
+#include <stdint.h>
+
+typedef struct {
+    int first, last;       /* tensors [first, last] */
+    int dtype;             /* zt_dtype_t */
+    int64_t numel;         /* elements */
+} zt_ar_bucket_t;
+
+typedef struct {
+    int ntensors;
+    int64_t *numel;        /* per tensor */
+    int *dtype;            /* per tensor */
+    int *bucket;           /* per tensor */
+    int64_t *offset;       /* per tensor: first element within its bucket */
+    int nbuckets;
+    zt_ar_bucket_t *buckets;
+} zt_ar_layout_t;
+
+/* tensors: [{name, shape:[...], dtype}] */
+int zt_ar_layout_build(zt_ar_layout_t *self, json_t *tensors, int64_t threshold);
+void zt_ar_layout_free(zt_ar_layout_t *self);
+size_t zt_dtype_size(int dtype);
+const char *zt_dtype_name(int dtype);
+/* dst[i] += src[i] for n elements of dtype (f16/bf16 through float32);
+ * src may be unaligned. */
+void zt_ar_add(void *dst, const void *src, int64_t n, int dtype);
+/* Describes the first difference between two tensor lists into buf. */
+void zt_ar_describe_mismatch(json_t *mine, int my_rank, json_t *theirs, int their_rank, char *buf,
+                             size_t size);
+
+#endif

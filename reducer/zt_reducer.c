@@ -1,0 +1,461 @@
+#include "zt_reducer.h"
+#include "zt_arlayout.h"
+#include "zt_bufpool.h"
+#include "zt_msg.h"
+#include "zt_shard.h"
+#include "zt_util.h"
+#include "ztrain/zt_allreduce.h"
+#include "ztrain/zt_error.h"
+#include "ztrain/zt_knobs.h"
+#include "ztrain/zt_log.h"
+#include <czmq.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_WORKERS 256
+#define PIECE_BYTES (1 << 20)
+
+typedef struct { int64_t a, b; } s_iv_t;
+
+typedef struct {
+    s_iv_t *iv;                /* merged received ranges, sorted */
+    int n, cap;
+    int64_t got;               /* elements received */
+} s_ranges_t;
+
+typedef struct {
+    int64_t lo, hi;            /* our chunk of the bucket */
+    int dtype;
+    float *acc;                /* hi - lo sums */
+    s_ranges_t *from;          /* per worker */
+    int64_t gen;               /* generation being summed, -1 unknown */
+    int64_t started_ms;        /* first piece of this generation */
+    int64_t warned_ms;         /* last "still waiting" log */
+    void *result;              /* the last sum, in the payload dtype */
+    int64_t result_gen;        /* its generation, -1 none */
+} s_bucket_t;
+
+struct zt_reducer_t {
+    zt_reducer_opts_t opts;
+    zsock_t *router;
+    zt_bufpool_t *pool;
+    char *layout_text;         /* the agreed tensor list JSON */
+    int64_t hash;
+    int workers;               /* N */
+    zt_ar_layout_t layout;
+    s_bucket_t *buckets;
+    bool configured;           /* layout known */
+    bool ready_sent;           /* every worker said hello, same layout */
+    bool failed;               /* a mismatch was found */
+    char failure[ZT_MSG_STR_MAX];
+    zmq_msg_t ids[MAX_WORKERS];/* each worker's identity, once known */
+    bool have_id[MAX_WORKERS];
+    bool said_hello[MAX_WORKERS];
+    int64_t hello_req[MAX_WORKERS];
+    json_t *first_tensors;     /* tensors of the first hello, for mismatch messages */
+    int first_rank;
+    uint64_t seq;
+    int64_t warn_ms;           /* ZT_COLLECTIVE_WARN_MS */
+};
+
+/* Adds [a, b) to r; returns the uncovered parts in out (at most n+1). */
+static int s_ranges_add(s_ranges_t *r, int64_t a, int64_t b, s_iv_t *out)
+{
+    int nout = 0;
+    int64_t at = a;
+    for (int i = 0; i < r->n && at < b; i++) {
+        if (r->iv[i].b <= at)
+            continue;
+        if (r->iv[i].a >= b)
+            break;
+        if (r->iv[i].a > at)
+            out[nout++] = (s_iv_t) { at, r->iv[i].a };
+        at = r->iv[i].b;
+    }
+    if (at < b)
+        out[nout++] = (s_iv_t) { at, b };
+    for (int k = 0; k < nout; k++)
+        r->got += out[k].b - out[k].a;
+    /* insert [a, b) and merge */
+    if (r->n + 1 > r->cap) {
+        r->cap = r->cap ? r->cap * 2 : 8;
+        r->iv = realloc(r->iv, (size_t) r->cap * sizeof *r->iv);
+    }
+    int pos = 0;
+    while (pos < r->n && r->iv[pos].a < a)
+        pos++;
+    memmove(r->iv + pos + 1, r->iv + pos, (size_t) (r->n - pos) * sizeof *r->iv);
+    r->iv[pos] = (s_iv_t) { a, b };
+    r->n++;
+    int w = 0;
+    for (int i = 0; i < r->n; i++) {
+        if (w > 0 && r->iv[i].a <= r->iv[w - 1].b) {
+            if (r->iv[i].b > r->iv[w - 1].b)
+                r->iv[w - 1].b = r->iv[i].b;
+        }
+        else
+            r->iv[w++] = r->iv[i];
+    }
+    r->n = w;
+    return nout;
+}
+
+static void s_free_buckets(zt_reducer_t *self)
+{
+    for (int b = 0; self->buckets && b < self->layout.nbuckets; b++) {
+        s_bucket_t *k = &self->buckets[b];
+        free(k->acc);
+        free(k->result);
+        for (int w = 0; k->from && w < self->workers; w++)
+            free(k->from[w].iv);
+        free(k->from);
+    }
+    free(self->buckets);
+    self->buckets = NULL;
+    zt_ar_layout_free(&self->layout);
+}
+
+static void s_reset_bucket(zt_reducer_t *self, s_bucket_t *k)
+{
+    memset(k->acc, 0, (size_t) (k->hi - k->lo) * sizeof(float));
+    for (int w = 0; w < self->workers; w++) {
+        k->from[w].n = 0;
+        k->from[w].got = 0;
+    }
+    k->started_ms = 0;
+}
+
+static int s_configure(zt_reducer_t *self, const char *text, int workers)
+{
+    json_t *cfg = json_loads(text, 0, NULL);
+    json_t *tensors = json_object_get(cfg, "tensors");
+    int64_t threshold = json_integer_value(json_object_get(cfg, "threshold"));
+    if (!cfg || !json_is_array(tensors) || threshold <= 0 || workers < 1 || workers > MAX_WORKERS) {
+        json_decref(cfg);
+        return ZT_EPROTO;
+    }
+    s_free_buckets(self);
+    if (zt_ar_layout_build(&self->layout, tensors, threshold) != ZT_OK) {
+        json_decref(cfg);
+        return ZT_EPROTO;
+    }
+    self->workers = workers;
+    self->buckets = calloc((size_t) self->layout.nbuckets + 1, sizeof *self->buckets);
+    for (int b = 0; b < self->layout.nbuckets; b++) {
+        s_bucket_t *k = &self->buckets[b];
+        zt_shard_range(self->layout.buckets[b].numel, self->opts.reducers, self->opts.index, &k->lo, &k->hi);
+        k->dtype = self->layout.buckets[b].dtype;
+        k->acc = calloc((size_t) (k->hi - k->lo) + 1, sizeof(float));
+        k->result = malloc((size_t) (k->hi - k->lo) * zt_dtype_size(k->dtype) + 1);
+        k->from = calloc((size_t) workers, sizeof *k->from);
+        k->gen = -1;
+        k->result_gen = -1;
+    }
+    free(self->layout_text);
+    self->layout_text = strdup(text);
+    json_decref(self->first_tensors);
+    self->first_tensors = json_incref(tensors);
+    self->configured = true;
+    json_decref(cfg);
+    return ZT_OK;
+}
+
+zt_reducer_t *zt_reducer_new(const zt_reducer_opts_t *opts)
+{
+    zt_reducer_t *self = calloc(1, sizeof *self);
+    self->opts = *opts;
+    self->router = zsock_new(ZMQ_ROUTER);
+    zsock_set_sndhwm(self->router, 100000);
+    zsock_set_rcvhwm(self->router, 100000);
+    zsock_set_linger(self->router, 0);
+    if (zsock_bind(self->router, "%s", opts->bind) < 0) {
+        zt_error("cannot bind %s: %s", opts->bind, zmq_strerror(zmq_errno()));
+        zsock_destroy(&self->router);
+        free(self);
+        return NULL;
+    }
+    self->pool = zt_bufpool_new();
+    self->warn_ms = zt_knob_int(ZT_KNOB_COLLECTIVE_WARN_MS);
+    return self;
+}
+
+void zt_reducer_destroy(zt_reducer_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    zt_reducer_t *self = *self_p;
+    for (int w = 0; w < MAX_WORKERS; w++)
+        if (self->have_id[w])
+            zmq_msg_close(&self->ids[w]);
+    zsock_destroy(&self->router);
+    zt_bufpool_destroy(&self->pool);
+    s_free_buckets(self);
+    json_decref(self->first_tensors);
+    free(self->layout_text);
+    free(self);
+    *self_p = NULL;
+}
+
+static void s_send(zt_reducer_t *self, int rank, zt_msg_t *m, const void *payload, size_t bytes)
+{
+    if (rank < 0 || rank >= MAX_WORKERS || !self->have_id[rank])
+        return;
+    void *zs = zsock_resolve(self->router);
+    m->seq = self->seq++;
+    m->pool = 2;
+    m->index = self->opts.index;
+    zframe_t *h = zt_msg_encode(m);
+    zmq_msg_t id, hm;
+    zmq_msg_init(&id);
+    zmq_msg_copy(&id, &self->ids[rank]);
+    zmq_msg_init_size(&hm, zframe_size(h));
+    memcpy(zmq_msg_data(&hm), zframe_data(h), zframe_size(h));
+    zframe_destroy(&h);
+    zmq_msg_send(&id, zs, ZMQ_SNDMORE);
+    zmq_msg_send(&hm, zs, payload ? ZMQ_SNDMORE : 0);
+    if (payload) {
+        zmq_msg_t pm;
+        zt_bufpool_msg(self->pool, &pm, payload, bytes);
+        if (zmq_msg_send(&pm, zs, 0) < 0)
+            zmq_msg_close(&pm);
+    }
+}
+
+static void s_error(zt_reducer_t *self, int rank, int64_t req, int code, const char *text)
+{
+    zt_msg_t m = { .type = ZT_MSG_AR_ERROR };
+    m.u.AR_ERROR.req = req;
+    m.u.AR_ERROR.code = code;
+    zt_msg_set_str(m.u.AR_ERROR.text, text);
+    s_send(self, rank, &m, NULL, 0);
+}
+
+/* Streams the result of bucket b, generation gen, to one worker. */
+static void s_send_result(zt_reducer_t *self, int b, int rank)
+{
+    s_bucket_t *k = &self->buckets[b];
+    size_t es = zt_dtype_size(k->dtype);
+    int64_t n = k->hi - k->lo, per = PIECE_BYTES / (int64_t) es;
+    if (n == 0) { /* an empty chunk still completes */
+        zt_msg_t m = { .type = ZT_MSG_AR_RESULT };
+        m.u.AR_RESULT = (zt_msg_AR_RESULT_t) { b, k->result_gen, k->lo, 0, k->dtype };
+        s_send(self, rank, &m, NULL, 0);
+        return;
+    }
+    for (int64_t at = 0; at < n; at += per) {
+        int64_t c = n - at < per ? n - at : per;
+        zt_msg_t m = { .type = ZT_MSG_AR_RESULT };
+        m.u.AR_RESULT = (zt_msg_AR_RESULT_t) { b, k->result_gen, k->lo + at, c, k->dtype };
+        s_send(self, rank, &m, (char *) k->result + at * (int64_t) es, (size_t) c * es);
+    }
+}
+
+static void s_complete(zt_reducer_t *self, int b)
+{
+    s_bucket_t *k = &self->buckets[b];
+    int64_t n = k->hi - k->lo;
+    if (k->dtype == ZT_F32)
+        memcpy(k->result, k->acc, (size_t) n * sizeof(float));
+    else
+        for (int64_t i = 0; i < n; i++) {
+            uint16_t h = k->dtype == ZT_F16 ? zt_f32_to_f16(k->acc[i]) : zt_f32_to_bf16(k->acc[i]);
+            memcpy((char *) k->result + 2 * i, &h, 2);
+        }
+    k->result_gen = k->gen;
+    for (int w = 0; w < self->workers; w++)
+        s_send_result(self, b, w);
+    s_reset_bucket(self, k);
+    k->gen++;
+}
+
+static void s_on_piece(zt_reducer_t *self, int rank, const zt_msg_t *m, zmq_msg_t *payload)
+{
+    const zt_msg_AR_PIECE_t *p = &m->u.AR_PIECE;
+    if (!self->configured) {
+        s_error(self, rank, -1, ZT_PS_NOT_CONFIGURED, "reducer has no layout (restarted?)");
+        return;
+    }
+    if (p->bucket < 0 || p->bucket >= self->layout.nbuckets || rank >= self->workers) {
+        s_error(self, rank, -1, ZT_PS_BAD_RANGE, "no such bucket or worker");
+        return;
+    }
+    s_bucket_t *k = &self->buckets[p->bucket];
+    size_t es = zt_dtype_size(k->dtype);
+    if (p->dtype != k->dtype || p->offset < k->lo || p->count < 0 || p->offset + p->count > k->hi ||
+        !payload || zmq_msg_size(payload) != (size_t) p->count * es) {
+        s_error(self, rank, -1, ZT_PS_BAD_PAYLOAD, "piece outside this reducer's chunk or wrong size");
+        return;
+    }
+    if (k->gen < 0)
+        k->gen = p->gen; /* a fresh (restarted) reducer joins the workers' count */
+    if (p->gen < k->gen) { /* resent for a round already done: the worker missed the sum */
+        if (p->gen == k->result_gen)
+            s_send_result(self, (int) p->bucket, rank);
+        return;
+    }
+    if (p->gen > k->gen) {
+        zt_warn("bucket %lld: worker %d is at generation %lld, this reducer at %lld; dropped",
+                (long long) p->bucket, rank, (long long) p->gen, (long long) k->gen);
+        return;
+    }
+    if (!k->started_ms)
+        k->started_ms = zt_now_ms();
+    s_iv_t fresh[64];
+    s_ranges_t *r = &k->from[rank];
+    if (r->n >= 62) { /* pathological cuts: fall back to whole-piece granularity */
+        zt_warn("bucket %lld: too many separate pieces from worker %d", (long long) p->bucket, rank);
+        return;
+    }
+    int nf = s_ranges_add(r, p->offset, p->offset + p->count, fresh);
+    const char *src = zmq_msg_data(payload);
+    for (int i = 0; i < nf; i++) {
+        int64_t a = fresh[i].a, len = fresh[i].b - fresh[i].a;
+        const char *s = src + (a - p->offset) * (int64_t) es;
+        float *acc = k->acc + (a - k->lo);
+        if (k->dtype == ZT_F32)
+            zt_ar_add(acc, s, len, ZT_F32);
+        else
+            for (int64_t j = 0; j < len; j++) {
+                uint16_t h;
+                memcpy(&h, s + 2 * j, 2);
+                acc[j] += k->dtype == ZT_F16 ? zt_f16_to_f32(h) : zt_bf16_to_f32(h);
+            }
+    }
+    for (int w = 0; w < self->workers; w++)
+        if (k->from[w].got < k->hi - k->lo)
+            return;
+    s_complete(self, (int) p->bucket);
+}
+
+static void s_on_hello(zt_reducer_t *self, int rank, const zt_msg_t *m, zmq_msg_t *payload)
+{
+    if (!payload || zmq_msg_size(payload) == 0 || zmq_msg_size(payload) > (1 << 24)) {
+        s_error(self, rank, m->u.AR_HELLO.req, ZT_PS_BAD_PAYLOAD, "layout missing");
+        return;
+    }
+    char *text = strndup(zmq_msg_data(payload), zmq_msg_size(payload));
+    int workers = (int) m->u.AR_HELLO.workers;
+    if (self->failed) {
+        s_error(self, rank, m->u.AR_HELLO.req, ZT_PS_CONFIG_MISMATCH, self->failure);
+        free(text);
+        return;
+    }
+    if (!self->configured) {
+        if (s_configure(self, text, workers) != ZT_OK) {
+            s_error(self, rank, m->u.AR_HELLO.req, ZT_PS_BAD_PAYLOAD, "malformed layout");
+            free(text);
+            return;
+        }
+        self->first_rank = rank;
+        zt_info("layout from worker %d: %d buckets for %d workers", rank, self->layout.nbuckets, workers);
+    }
+    else if (strcmp(text, self->layout_text) || workers != self->workers) {
+        json_t *doc = json_loads(text, 0, NULL);
+        json_t *theirs = json_object_get(doc, "tensors");
+        zt_ar_describe_mismatch(self->first_tensors, self->first_rank, theirs, rank, self->failure,
+                                sizeof self->failure);
+        if (workers != self->workers)
+            snprintf(self->failure, sizeof self->failure, "worker %d counts %d workers, worker %d "
+                     "counts %d", rank, workers, self->first_rank, self->workers);
+        json_decref(doc);
+        self->failed = true;
+        zt_error("%s", self->failure);
+        for (int w = 0; w < MAX_WORKERS; w++)
+            if (self->said_hello[w] || w == rank)
+                s_error(self, w, w == rank ? m->u.AR_HELLO.req : self->hello_req[w],
+                        ZT_PS_CONFIG_MISMATCH, self->failure);
+        free(text);
+        return;
+    }
+    free(text);
+    self->said_hello[rank] = true;
+    self->hello_req[rank] = m->u.AR_HELLO.req;
+    int n = 0;
+    for (int w = 0; w < self->workers; w++)
+        n += self->said_hello[w];
+    zt_msg_t r = { .type = ZT_MSG_AR_READY };
+    r.u.AR_READY.buckets = self->layout.nbuckets;
+    if (self->ready_sent) { /* a late or restarted worker */
+        r.u.AR_READY.req = m->u.AR_HELLO.req;
+        s_send(self, rank, &r, NULL, 0);
+    }
+    else if (n == self->workers) {
+        self->ready_sent = true;
+        for (int w = 0; w < self->workers; w++) {
+            r.u.AR_READY.req = self->hello_req[w];
+            s_send(self, w, &r, NULL, 0);
+        }
+    }
+}
+
+static void s_check_slow(zt_reducer_t *self)
+{
+    int64_t now = zt_now_ms();
+    for (int b = 0; self->buckets && b < self->layout.nbuckets; b++) {
+        s_bucket_t *k = &self->buckets[b];
+        if (!k->started_ms || now - k->started_ms < self->warn_ms || now - k->warned_ms < self->warn_ms)
+            continue;
+        char who[512] = "";
+        for (int w = 0; w < self->workers; w++)
+            if (k->from[w].got < k->hi - k->lo)
+                snprintf(who + strlen(who), sizeof who - strlen(who), "%s%d", who[0] ? ", " : "", w);
+        zt_warn("bucket %d (generation %lld) has waited %lld ms for workers %s", b, (long long) k->gen,
+                (long long) (now - k->started_ms), who);
+        k->warned_ms = now;
+    }
+}
+
+int zt_reducer_run(zt_reducer_t *self, bool (*should_stop)(void *), void *arg)
+{
+    void *zs = zsock_resolve(self->router);
+    zmq_pollitem_t item = { zs, 0, ZMQ_POLLIN, 0 };
+    while (!(should_stop && should_stop(arg))) {
+        s_check_slow(self);
+        if (zmq_poll(&item, 1, 100) <= 0)
+            continue;
+        for (int k = 0; k < 256; k++) {
+            zmq_msg_t parts[3];
+            int n = 0;
+            bool more = true;
+            while (more) {
+                zmq_msg_t tmp, *p = n < 3 ? &parts[n] : &tmp;
+                zmq_msg_init(p);
+                if (zmq_msg_recv(p, zs, ZMQ_DONTWAIT) < 0) {
+                    zmq_msg_close(p);
+                    break;
+                }
+                more = zmq_msg_more(p);
+                if (n < 3)
+                    n++;
+                else
+                    zmq_msg_close(p);
+            }
+            if (n == 0)
+                break;
+            zt_msg_t m;
+            if (n >= 2 && zt_msg_decode(zmq_msg_data(&parts[1]), zmq_msg_size(&parts[1]), &m, NULL) == ZT_OK &&
+                m.index >= 0 && m.index < MAX_WORKERS) {
+                int rank = m.index;
+                if (!self->have_id[rank])
+                    zmq_msg_init(&self->ids[rank]);
+                zmq_msg_copy(&self->ids[rank], &parts[0]);
+                self->have_id[rank] = true;
+                if (m.type == ZT_MSG_AR_HELLO)
+                    s_on_hello(self, rank, &m, n >= 3 ? &parts[2] : NULL);
+                else if (m.type == ZT_MSG_AR_PIECE)
+                    s_on_piece(self, rank, &m, n >= 3 ? &parts[2] : NULL);
+                else if (m.type == ZT_MSG_AR_RESEND && self->configured && m.u.AR_RESEND.bucket >= 0 &&
+                         m.u.AR_RESEND.bucket < self->layout.nbuckets &&
+                         self->buckets[m.u.AR_RESEND.bucket].result_gen == m.u.AR_RESEND.gen)
+                    s_send_result(self, (int) m.u.AR_RESEND.bucket, rank);
+                else
+                    zt_debug("ignored %s from worker %d", zt_msg_type_name(m.type), rank);
+            }
+            else
+                zt_warn("dropped a malformed message");
+            for (int i = 0; i < n; i++)
+                zmq_msg_close(&parts[i]);
+        }
+    }
+    return ZT_OK;
+}

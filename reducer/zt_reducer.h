@@ -1,0 +1,23 @@
+/* zt_reducer: one Reduction Server replica. Reducer r of R owns chunk r of
+ * every bucket: it sums the pieces all N workers send for it (float32;
+ * float16 and bfloat16 summed in float32) as they arrive, and when every
+ * worker has contributed it streams the sum back to each of them. Pieces can
+ * come in any cut and again (a worker resends what was not answered): each
+ * worker's received ranges are tracked, so nothing is counted twice. */
+#ifndef ZT_REDUCER_H
+#define ZT_REDUCER_H
+#include <stdbool.h>
+
+typedef struct {
+    const char *bind;          /* tcp://127.0.0.1:PORT */
+    int index;                 /* r */
+    int reducers;              /* R */
+} zt_reducer_opts_t;
+
+typedef struct zt_reducer_t zt_reducer_t;
+
+zt_reducer_t *zt_reducer_new(const zt_reducer_opts_t *opts);
+void zt_reducer_destroy(zt_reducer_t **self_p);
+int zt_reducer_run(zt_reducer_t *self, bool (*should_stop)(void *), void *arg);
+
+#endif

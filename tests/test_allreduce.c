@@ -1,0 +1,216 @@
+/* All-reduce against real ztrain-reducer processes (and the ring), workers
+ * in separate processes: exact sums of integer-valued floats for several N
+ * and R, odd sizes, an empty tensor, float16 and bfloat16, fused, unfused
+ * and cycle-time flushes, averaging, a shape mismatch that fails with the
+ * naming error instead of hanging, and a reducer killed mid-job. */
+#include "ztrain/ztrain.h"
+#include "ztrain/zt_allreduce.h"
+#include <assert.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define NT 6
+static const char *s_names[NT] = { "a", "b", "c", "d", "e", "f" };
+static const int64_t s_shapes[NT][2] = { { 7, 1 }, { 0, 1 }, { 1001, 1 }, { 3, 5 }, { 33, 1 }, { 100003, 1 } };
+static const int s_dtypes[NT] = { ZT_F32, ZT_F32, ZT_F32, ZT_F16, ZT_BF16, ZT_F32 };
+static char s_dir[200];
+static const char *s_bin;
+static char s_red_eps[4][256];
+static pid_t s_red_pids[4];
+
+static void s_start_reducer(int r, int R)
+{
+    snprintf(s_red_eps[r], sizeof s_red_eps[r], "ipc://%s/red%d", s_dir, r);
+    char idx[16], cnt[16];
+    snprintf(idx, sizeof idx, "%d", r);
+    snprintf(cnt, sizeof cnt, "%d", R);
+    if ((s_red_pids[r] = fork()) == 0) {
+        unsetenv("ZT_COORDINATOR");
+        execl(s_bin, s_bin, "--bind", s_red_eps[r], "--index", idx, "--servers", cnt, (char *) NULL);
+        _exit(127);
+    }
+}
+
+static void s_stop_reducers(int R)
+{
+    for (int r = 0; r < R; r++) {
+        kill(s_red_pids[r], SIGKILL);
+        waitpid(s_red_pids[r], NULL, 0);
+    }
+}
+
+static int64_t s_numel(int t) { return s_shapes[t][0] * s_shapes[t][1]; }
+
+static double s_value(int w, int t, int64_t i, int round) { return (double) ((i % 5) + 1 + t + round) * (w + 1); }
+
+static void s_fill(void *buf, int t, int w, int round)
+{
+    for (int64_t i = 0; i < s_numel(t); i++) {
+        float v = (float) s_value(w, t, i, round);
+        if (s_dtypes[t] == ZT_F32)
+            ((float *) buf)[i] = v;
+        else
+            ((uint16_t *) buf)[i] = s_dtypes[t] == ZT_F16 ? zt_f32_to_f16(v) : zt_f32_to_bf16(v);
+    }
+}
+
+static double s_get(void *buf, int t, int64_t i)
+{
+    if (s_dtypes[t] == ZT_F32)
+        return ((float *) buf)[i];
+    uint16_t h = ((uint16_t *) buf)[i];
+    return s_dtypes[t] == ZT_F16 ? zt_f16_to_f32(h) : zt_bf16_to_f32(h);
+}
+
+typedef struct { int N, R; int64_t threshold; int cycle_ms; int sleep_us; int mismatch; int kill_after; } s_case_t;
+
+/* One worker process; exits 0 when every result was exact. */
+static int s_worker(const s_case_t *c, int w)
+{
+    alarm(60);
+    zt_log_init("test_allreduce", w);
+    const char *reds[4], *peers[8];
+    char peer_eps[8][256];
+    for (int r = 0; r < c->R; r++)
+        reds[r] = s_red_eps[r];
+    for (int p = 0; p < c->N; p++) {
+        snprintf(peer_eps[p], sizeof peer_eps[p], "ipc://%s/peer%d", s_dir, p);
+        peers[p] = peer_eps[p];
+    }
+    zt_allreduce_opts_t o = { w, c->N, c->R ? reds : NULL, c->R, peers, c->threshold, c->cycle_ms };
+    zt_allreduce_t *ar = zt_allreduce_new(&o);
+    assert(ar);
+    for (int t = 0; t < NT; t++) {
+        int64_t shape[2] = { s_shapes[t][0], s_shapes[t][1] };
+        if (c->mismatch && w == 1 && t == 2)
+            shape[0] = 1000;
+        assert(zt_allreduce_register(ar, s_names[t], shape, 2, s_dtypes[t]) == t);
+    }
+    int rc = zt_allreduce_commit(ar, 20000);
+    if (c->mismatch) {
+        /* Every worker fails, naming the tensor, both shapes and both workers. */
+        const char *e = zt_allreduce_error(ar);
+        bool named = strstr(e, "tensor 'c' is [") && strstr(e, "[1000, 1] float32 on worker 1") &&
+                     strstr(e, "[1001, 1] float32 on worker ");
+        if (rc != ZT_ESPEC || !named) {
+            fprintf(stderr, "worker %d: rc %d, error '%s'\n", w, rc, zt_allreduce_error(ar));
+            return 1;
+        }
+        zt_allreduce_destroy(&ar);
+        return 0;
+    }
+    if (rc != ZT_OK) {
+        fprintf(stderr, "worker %d: commit: %s\n", w, zt_allreduce_error(ar));
+        return 1;
+    }
+    void *bufs[NT];
+    for (int t = 0; t < NT; t++)
+        bufs[t] = malloc((size_t) s_numel(t) * 4 + 4);
+    for (int round = 0; round < 3; round++) {
+        if (c->kill_after && round == c->kill_after && w == 0) {
+            /* worker 0 tells the parent to replace reducer 0, then carries on */
+            FILE *f = fopen(strcat(strcpy((char[300]) { 0 }, s_dir), "/kill"), "w");
+            fclose(f);
+        }
+        for (int t = NT - 1; t >= 0; t--) { /* backward order, like gradients */
+            s_fill(bufs[t], t, w, round);
+            assert(zt_allreduce_submit(ar, t, bufs[t]) == ZT_OK);
+            if (c->sleep_us)
+                usleep((useconds_t) c->sleep_us);
+        }
+        bool avg = round == 2;
+        if ((rc = zt_allreduce_wait(ar, avg, 30000)) != ZT_OK) {
+            fprintf(stderr, "worker %d round %d: %s\n", w, round, zt_allreduce_error(ar));
+            return 1;
+        }
+        for (int t = 0; t < NT; t++)
+            for (int64_t i = 0; i < s_numel(t); i++) {
+                double want = 0;
+                for (int k = 0; k < c->N; k++)
+                    want += s_value(k, t, i, round);
+                if (avg)
+                    want /= c->N;
+                double got = s_get(bufs[t], t, i);
+                double tol = avg ? (s_dtypes[t] == ZT_F32 ? 1e-5 * want : 0.02 * want) : 0;
+                if (got < want - tol || got > want + tol) {
+                    fprintf(stderr, "worker %d round %d tensor %s[%lld]: %g, want %g\n", w, round,
+                            s_names[t], (long long) i, got, want);
+                    return 1;
+                }
+            }
+    }
+    for (int t = 0; t < NT; t++)
+        free(bufs[t]);
+    zt_allreduce_destroy(&ar);
+    return 0;
+}
+
+static void s_run(const s_case_t *c)
+{
+    for (int r = 0; r < c->R; r++)
+        s_start_reducer(r, c->R);
+    char kill_path[300];
+    snprintf(kill_path, sizeof kill_path, "%s/kill", s_dir);
+    unlink(kill_path);
+    pid_t pids[8];
+    for (int w = 0; w < c->N; w++)
+        if ((pids[w] = fork()) == 0)
+            exit(s_worker(c, w)); /* exit, not _exit: ZeroMQ delivers what is queued */
+    int failed = 0, left = c->N;
+    bool killed = false;
+    while (left > 0) {
+        int st;
+        pid_t p = waitpid(-1, &st, WNOHANG);
+        if (p > 0) {
+            bool mine = false;
+            for (int w = 0; w < c->N; w++)
+                mine = mine || pids[w] == p;
+            if (mine) {
+                left--;
+                failed += !(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+            }
+            continue;
+        }
+        if (c->kill_after && !killed && access(kill_path, F_OK) == 0) {
+            kill(s_red_pids[0], SIGKILL); /* as the coordinator would: restart it in place */
+            waitpid(s_red_pids[0], NULL, 0);
+            s_start_reducer(0, c->R);
+            killed = true;
+        }
+        usleep(2000);
+    }
+    s_stop_reducers(c->R);
+    printf("N=%d R=%d threshold=%lld cycle=%d%s%s: %s\n", c->N, c->R, (long long) c->threshold,
+           c->cycle_ms, c->mismatch ? " mismatch" : "", c->kill_after ? " reducer-killed" : "",
+           failed ? "FAILED" : "ok");
+    fflush(stdout);
+    assert(!failed);
+}
+
+int main(int argc, char **argv)
+{
+    s_bin = argc > 1 ? argv[1] : "ztrain-reducer";
+    snprintf(s_dir, sizeof s_dir, "/tmp/zt-test-ar-%d", (int) getpid());
+    mkdir(s_dir, 0755);
+    const s_case_t cases[] = {
+        { 1, 1, 1 << 26, 5, 0, 0, 0 },    { 2, 1, 1 << 26, 5, 0, 0, 0 },
+        { 2, 2, 1 << 26, 5, 0, 0, 0 },    { 3, 2, 1 << 26, 5, 0, 0, 0 },
+        { 4, 3, 1 << 26, 5, 0, 0, 0 },    { 4, 4, 1, 5, 0, 0, 0 },        /* unfused */
+        { 3, 2, 4096, 5, 0, 0, 0 },       /* several fused buckets */
+        { 2, 2, 1 << 26, 1, 3000, 0, 0 }, /* cycle time flushes partial buckets */
+        { 2, 0, 1 << 26, 5, 0, 0, 0 },    { 3, 0, 1 << 26, 5, 0, 0, 0 },  /* the ring */
+        { 4, 0, 4096, 5, 0, 0, 0 },       { 1, 0, 1 << 26, 5, 0, 0, 0 },
+        { 2, 1, 1 << 26, 5, 0, 1, 0 },    { 3, 0, 1 << 26, 5, 0, 1, 0 },  /* mismatches */
+        { 2, 1, 1 << 26, 5, 0, 0, 1 },    /* reducer killed and replaced */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+        s_run(&cases[i]);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", s_dir);
+    return system(cmd) == 0 ? 0 : 1;
+}
