@@ -35,3 +35,15 @@ void zt_tune_malloc(void)
     mallopt(M_MMAP_THRESHOLD, 512 << 20);
     mallopt(M_TRIM_THRESHOLD, 1 << 30);
 }
+
+char **zt_cluster_split(const char *text, int *n)
+{
+    *n = 0;
+    size_t len = text ? strlen(text) : 0;
+    char **out = calloc(len / 2 + 2, sizeof *out);
+    char *dup = strdup(text ? text : ""), *save = NULL;
+    for (char *t = strtok_r(dup, ",", &save); t; t = strtok_r(NULL, ",", &save))
+        out[(*n)++] = strdup(t);
+    free(dup);
+    return out;
+}

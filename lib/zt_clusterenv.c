@@ -207,6 +207,19 @@ json_t *zt_replica_env(const zt_layout_t *self, int pool, int index)
     snprintf(buf, sizeof buf, "127.0.0.1:%d", self->ports[pool][index]);
     s_put(env, "ZT_ADDRESS", buf);
     s_put(env, "ZT_JOB_DIR", self->job_dir);
+    /* What pool 2 is, for the built-in trainer: reducers or parameter servers. */
+    zt_role_t r2 = plan->pools[2].present ? plan->pools[2].role : ZT_ROLE_NONE;
+    if (pool <= 1 && (r2 == ZT_ROLE_REDUCER || r2 == ZT_ROLE_PARAMSERVER)) {
+        json_t *addrs = zt_pool_addresses(self, 2);
+        char list[8192] = "";
+        size_t i;
+        json_t *a;
+        json_array_foreach(addrs, i, a)
+            snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? "," : "",
+                     json_string_value(a));
+        json_decref(addrs);
+        s_put(env, r2 == ZT_ROLE_REDUCER ? "ZT_REDUCERS" : "ZT_PARAMSERVERS", list);
+    }
     if (pp->python_path) {
         const char *old = getenv("PYTHONPATH");
         d = old && *old ? zt_strdupf("%s:%s", pp->python_path, old) : strdup(pp->python_path);

@@ -14,7 +14,8 @@
 
 struct zt_fileserver_t {
     zactor_t *actor;        /* serves on its own thread */
-    char *endpoint;         /* where */
+    char *endpoint;         /* where, as asked */
+    char bound[256];        /* where, resolved */
     char *roots[8][2];      /* name, directory */
     int nroots;
 };
@@ -36,7 +37,14 @@ static void s_actor(zsock_t *pipe, void *arg)
 {
     zt_fileserver_t *self = arg;
     zsock_t *router = zsock_new(ZMQ_ROUTER);
-    int ok = router && zsock_bind(router, "%s", self->endpoint) >= 0;
+    int port = router ? zsock_bind(router, "%s", self->endpoint) : -1;
+    int ok = port >= 0;
+    if (ok) {
+        snprintf(self->bound, sizeof self->bound, "%s", self->endpoint);
+        char *star = strrchr(self->bound, '*');
+        if (star)
+            snprintf(star, sizeof self->bound - (size_t) (star - self->bound), "%d", port);
+    }
     zsock_signal(pipe, 0);
     if (!ok)
         zt_warn("file server cannot bind %s", self->endpoint);
@@ -101,6 +109,11 @@ zt_fileserver_t *zt_fileserver_new(const char *endpoint, const char *const (*roo
     }
     self->actor = zactor_new(s_actor, self);
     return self;
+}
+
+const char *zt_fileserver_endpoint(zt_fileserver_t *self)
+{
+    return self->bound[0] ? self->bound : NULL;
 }
 
 void zt_fileserver_destroy(zt_fileserver_t **self_p)

@@ -1,7 +1,8 @@
 /* zt_fileserver: serves files under named roots over ZeroMQ, in chunks
  * (FILE_GET -> FILE_DATA + bytes), so an evaluator can pull checkpoints
  * without a shared filesystem. Paths are "ROOTNAME/relative/path"; absolute
- * paths and ".." are refused. Runs on its own thread. */
+ * paths and ".." are refused. Runs on its own thread. The endpoint may
+ * ask for an ephemeral port ("tcp://127.0.0.1:*"). */
 #ifndef ZT_FILESERVER_H
 #define ZT_FILESERVER_H
 #include <czmq.h>
@@ -12,6 +13,8 @@ typedef struct zt_fileserver_t zt_fileserver_t;
 /* roots: pairs {name, directory}, n of them. */
 zt_fileserver_t *zt_fileserver_new(const char *endpoint, const char *const (*roots)[2], int n);
 void zt_fileserver_destroy(zt_fileserver_t **self_p);
+/* The endpoint it is bound to (a "*" port resolved), or NULL if binding failed. */
+const char *zt_fileserver_endpoint(zt_fileserver_t *self);
 
 /* Fetches a whole file from a server into local path (written atomically).
  * 0 or a ZT_E* code; err says why. */

@@ -9,6 +9,7 @@
 #include "zt_util.h"
 #include "ztrain/ztrain.h"
 #include "ztrain/zt_ps.h"
+#include "ztrain/zt_allreduce.h"
 #include <cblas.h>
 #include <czmq.h>
 #include <libgen.h>
@@ -31,6 +32,7 @@ void zt_train_opts_defaults(zt_train_opts_t *o)
     o->keep_checkpoints = 5;
     o->log_every = 100;
     o->max_staleness = -1;
+    o->warmup_steps = 100;
 }
 
 void zt_train_usage(FILE *out)
@@ -47,6 +49,8 @@ void zt_train_usage(FILE *out)
         "  --max_staleness=K     a worker K steps ahead of the slowest waits (-1: unbounded)\n"
         "  --train_examples=N    use the first N training examples (0: all)\n"
         "  --test_examples=N     use the first N test examples (0: all)\n"
+        "  --lr_scaling=linear   synchronous modes: learning rate x workers, after\n"
+        "  --warmup_steps=N      100 steps of linear warmup from the base rate\n"
         "  --data_dir=DIR        %s\n", zt_dataset_default_dir());
 }
 
@@ -109,6 +113,16 @@ int zt_train_opts_parse(zt_train_opts_t *o, int argc, char **argv)
             { if ((ok = s_number(name, v, 0, 1e9, &d))) o->train_limit = (int) d; }
         else if (!strcmp(name, "test_examples"))
             { if ((ok = s_number(name, v, 0, 1e9, &d))) o->test_limit = (int) d; }
+        else if (!strcmp(name, "warmup_steps"))
+            { if ((ok = s_number(name, v, 0, 1e9, &d))) o->warmup_steps = (int) d; }
+        else if (!strcmp(name, "lr_scaling")) {
+            if (!strcmp(v, "linear"))
+                o->lr_linear = true;
+            else if (strcmp(v, "none")) {
+                fprintf(stderr, "ztrain-worker: --lr_scaling=%s: expected linear or none\n", v);
+                ok = false;
+            }
+        }
         else if (!strcmp(name, "data_dir"))
             o->data_dir = v;
         else if (!strcmp(name, "optimizer")) {
@@ -145,6 +159,7 @@ typedef struct {
     int rank, world;            /* among training replicas */
     zt_mlp_t *mlp;              /* the model */
     zt_ps_client_t *ps;         /* parameter servers, or NULL: local */
+    zt_allreduce_t *ar;         /* synchronous: reducers or ring, or NULL */
     zt_opt_t local_opt;         /* local training */
     float *local_state[3];
     char *ckpt_dir, *model_dir; /* AIP_CHECKPOINT_DIR, AIP_MODEL_DIR */
@@ -250,8 +265,6 @@ int zt_trainer_run(const zt_train_opts_t *o)
     const char *ck = getenv("AIP_CHECKPOINT_DIR"), *md = getenv("AIP_MODEL_DIR");
     r.ckpt_dir = strdup(ck && *ck ? ck : "checkpoints");
     r.model_dir = strdup(md && *md ? md : "model");
-    if ((e = getenv("ZT_ADDRESS")))
-        snprintf(r.address, sizeof r.address, "tcp://%s", e);
     if (getenv("ZT_COORDINATOR") && !(r.rep = zt_replica_new(r.rank == 0 ? "chief" : "worker", 0)))
         goto out;
     /* Data: this worker's disjoint shard of the training set. */
@@ -276,9 +289,17 @@ int zt_trainer_run(const zt_train_opts_t *o)
         sizes[ns++] = o->hidden[i];
     sizes[ns++] = 10;
     r.mlp = zt_mlp_new(sizes, ns, o->batch_size < 256 ? 256 : o->batch_size);
-    /* Parameters: on the servers of workerpool2, or here. */
-    int nservers = 0;
-    char **servers = zt_cluster_pool(2, &nservers);
+    /* Where the model lives: parameter servers (ZT_PARAMSERVERS, or pool 2 of
+     * CLUSTER_SPEC), or here, with gradients all-reduced through reducers
+     * (ZT_REDUCERS) or a ring between the workers, or alone. */
+    int nservers = 0, nreducers = 0;
+    char **servers = NULL, **reducers = NULL;
+    if (getenv("ZT_REDUCERS"))
+        reducers = zt_cluster_split(getenv("ZT_REDUCERS"), &nreducers);
+    else if (getenv("ZT_PARAMSERVERS"))
+        servers = zt_cluster_split(getenv("ZT_PARAMSERVERS"), &nservers);
+    else
+        servers = zt_cluster_pool(2, &nservers);
     if (nservers > 0) {
         r.ps = zt_ps_client_new((const char *const *) servers, nservers, r.rank);
         for (int t = 0; r.ps && t < zt_mlp_tensors(r.mlp); t++)
@@ -295,6 +316,7 @@ int zt_trainer_run(const zt_train_opts_t *o)
         if (!r.ps || zt_ps_connect(r.ps, &po, (int) zt_knob_int(ZT_KNOB_PS_TIMEOUT_MS)) != ZT_OK) {
             zt_error("parameter servers: %s", r.ps ? zt_ps_error(r.ps) : "cannot connect");
             zt_cluster_free(servers);
+            zt_cluster_free(reducers);
             goto out;
         }
         zt_info("training against %d parameter server%s (%s%s), %lld parameters", nservers,
@@ -316,14 +338,52 @@ int zt_trainer_run(const zt_train_opts_t *o)
             for (int64_t i = off; i < off + n; i++)
                 p[i] = scale != 0 ? zt_init_uniform(o->seed, i, scale) : 0.0f;
         }
-        zt_info("training alone (no parameter servers), %lld parameters",
-                (long long) zt_mlp_nparams(r.mlp));
+        if (nreducers > 0 || r.world > 1) {
+            int npeers = 0, nw = 0;
+            char **p0 = zt_cluster_pool(0, &npeers), **p1 = zt_cluster_pool(1, &nw);
+            const char *peers[1024];
+            int np = 0;
+            for (int i = 0; i < npeers && np < 1024; i++)
+                peers[np++] = p0[i];
+            for (int i = 0; i < nw && np < 1024; i++)
+                peers[np++] = p1[i];
+            zt_allreduce_opts_t ao = { r.rank, r.world, (const char *const *) reducers, nreducers,
+                                       np == r.world ? peers : NULL, 0, -1 };
+            r.ar = zt_allreduce_new(&ao);
+            for (int t = 0; r.ar && t < zt_mlp_tensors(r.mlp); t++) {
+                int rows, cols;
+                zt_mlp_tensor_shape(r.mlp, t, &rows, &cols);
+                int64_t shape[2] = { rows, cols };
+                zt_allreduce_register(r.ar, zt_mlp_tensor_name(r.mlp, t), shape, 2, ZT_F32);
+            }
+            int rc2 = r.ar ? zt_allreduce_commit(r.ar, (int) zt_knob_int(ZT_KNOB_PS_TIMEOUT_MS)) : ZT_EINVAL;
+            if (rc2 != ZT_OK)
+                zt_error("all-reduce: %s", r.ar ? zt_allreduce_error(r.ar)
+                                                : "cannot start (no reducers, and the workers' "
+                                                  "addresses are not in CLUSTER_SPEC)");
+            zt_cluster_free(p0);
+            zt_cluster_free(p1);
+            if (rc2 != ZT_OK) {
+                zt_cluster_free(servers);
+                zt_cluster_free(reducers);
+                goto out;
+            }
+            zt_info("synchronous training over %d workers, %s, %d bucket%s of up to %lld bytes, "
+                    "%lld parameters", r.world, nreducers ? "through reducers" : "ring all-reduce",
+                    zt_allreduce_buckets(r.ar), zt_allreduce_buckets(r.ar) == 1 ? "" : "s",
+                    (long long) zt_allreduce_threshold(r.ar), (long long) zt_mlp_nparams(r.mlp));
+        }
+        else
+            zt_info("training alone (no parameter servers), %lld parameters",
+                    (long long) zt_mlp_nparams(r.mlp));
     }
+    zt_cluster_free(reducers);
     zt_cluster_free(servers);
     /* The chief serves its checkpoints to evaluators. */
-    if (r.rank == 0 && r.address[0]) {
+    if (r.rank == 0 && r.rep) {
         const char *roots[2][2] = { { "checkpoints", r.ckpt_dir }, { "model", r.model_dir } };
-        files = zt_fileserver_new(r.address, (const char *const (*)[2]) roots, 2);
+        files = zt_fileserver_new("tcp://127.0.0.1:*", (const char *const (*)[2]) roots, 2);
+        snprintf(r.address, sizeof r.address, "%s", zt_fileserver_endpoint(files) ?: "");
     }
     /* Resume: a restarted job continues from the newest good checkpoint. */
     /* Every worker runs the same number of steps (sync mode waits for all):
@@ -339,8 +399,13 @@ int zt_trainer_run(const zt_train_opts_t *o)
     char *latest = zt_ckpt_latest(r.ckpt_dir, &man);
     if (latest) {
         step = json_integer_value(json_object_get(man, "step"));
-        if (!r.ps && zt_ckpt_read_range(latest, man, 0, 0, zt_mlp_nparams(r.mlp), zt_mlp_params(r.mlp)) != ZT_OK)
-            step = 0;
+        if (!r.ps) {
+            int rc3 = zt_ckpt_read_range(latest, man, 0, 0, zt_mlp_nparams(r.mlp), zt_mlp_params(r.mlp));
+            for (int a = 0; rc3 == ZT_OK && a < zt_opt_state_arrays(r.local_opt.kind); a++)
+                rc3 = zt_ckpt_read_range(latest, man, 1 + a, 0, zt_mlp_nparams(r.mlp), r.local_state[a]);
+            if (rc3 != ZT_OK)
+                step = 0;
+        }
         if (step)
             zt_info("resuming from %s at step %lld", latest, (long long) step);
         json_decref(man);
@@ -387,9 +452,25 @@ int zt_trainer_run(const zt_train_opts_t *o)
                     goto done;
                 }
             }
-            else
+            else {
+                if (r.ar) { /* synchronous: average the gradients over every worker */
+                    for (int t = zt_mlp_tensors(r.mlp) - 1; t >= 0; t--)
+                        zt_allreduce_submit(r.ar, t, zt_mlp_grads(r.mlp) + zt_mlp_tensor_offset(r.mlp, t));
+                    if (zt_allreduce_wait(r.ar, true, (int) zt_knob_int(ZT_KNOB_PS_TIMEOUT_MS)) != ZT_OK) {
+                        zt_error("all-reduce: %s", zt_allreduce_error(r.ar));
+                        goto done;
+                    }
+                    float lr = o->learning_rate;
+                    if (o->lr_linear && r.world > 1) {
+                        float target = lr * (float) r.world;
+                        lr = o->warmup_steps > 0 && step < o->warmup_steps
+                                 ? lr + (target - lr) * (float) step / (float) o->warmup_steps : target;
+                    }
+                    r.local_opt.lr = lr;
+                }
                 zt_opt_apply(&r.local_opt, zt_mlp_params(r.mlp), r.local_state, zt_mlp_grads(r.mlp),
                              1.0f, zt_mlp_nparams(r.mlp));
+            }
             step++;
             win_examples += B;
             win_loss += loss;
@@ -423,6 +504,14 @@ int zt_trainer_run(const zt_train_opts_t *o)
         }
     }
     double secs = (double) (zt_now_ms() - t0) / 1000.0;
+    if (!r.ps) { /* identical replicas have identical hashes */
+        uint64_t h = 1469598103934665603ull;
+        const unsigned char *pb = (const unsigned char *) zt_mlp_params(r.mlp);
+        for (size_t i = 0; i < (size_t) zt_mlp_nparams(r.mlp) * sizeof(float); i++)
+            h = (h ^ pb[i]) * 1099511628211ull;
+        printf("params fnv1a %016llx after step %lld\n", (unsigned long long) h, (long long) step);
+        fflush(stdout);
+    }
     zt_info("trained %lld steps in %.1f s", (long long) step, secs);
     if (r.rank == 0 && !zsys_interrupted && !(r.rep && zt_replica_shutdown_requested(r.rep))) {
         if (r.ps) { /* the final model, as the servers hold it */
@@ -451,6 +540,7 @@ done:
     zt_dataset_free(&train);
     zt_dataset_free(&test);
 out:
+    zt_allreduce_destroy(&r.ar);
     zt_ps_client_destroy(&r.ps);
     zt_mlp_destroy(&r.mlp);
     for (int a = 0; a < 3; a++)

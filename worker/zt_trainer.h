@@ -29,6 +29,8 @@ typedef struct {
     int max_staleness;         /* --max_staleness (-1: unbounded) */
     int train_limit;           /* --train_examples (0: all 60000) */
     int test_limit;            /* --test_examples (0: all 10000) */
+    bool lr_linear;            /* --lr_scaling=linear: lr x workers (synchronous modes) */
+    int warmup_steps;          /* --warmup_steps: ramp to the scaled lr (100) */
 } zt_train_opts_t;
 
 void zt_train_opts_defaults(zt_train_opts_t *o);
