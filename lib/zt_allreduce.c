@@ -28,6 +28,8 @@ typedef struct {
 
 typedef struct {
     char *buf;                  /* packed contributions, then the results */
+    char *last;                 /* the previous round's result (a restarted reducer may ask) */
+    int64_t last_gen;           /* its generation, -1 none */
     size_t es;                  /* element size */
     int64_t gen;                /* rounds completed */
     bool active;                /* has submissions this round */
@@ -160,6 +162,7 @@ void zt_allreduce_destroy(zt_allreduce_t **self_p)
         for (int w = 0; w < 2000 && atomic_load(&k->lent) > 0; w++)
             zclock_sleep(1);
         free(k->buf);
+        free(k->last);
         for (int r = 0; r < self->R; r++)
             free(k->piece_done[r]);
         free(k->piece_done);
@@ -428,6 +431,8 @@ int zt_allreduce_commit(zt_allreduce_t *self, int timeout_ms)
         zt_ar_bucket_t *lb = &self->layout.buckets[bi];
         k->es = zt_dtype_size(lb->dtype);
         k->buf = malloc((size_t) lb->numel * k->es + 16);
+        k->last = malloc((size_t) lb->numel * k->es + 16);
+        k->last_gen = -1;
         k->lo = calloc((size_t) R + 1, sizeof(int64_t));
         k->hi = calloc((size_t) R + 1, sizeof(int64_t));
         k->piece_done = calloc((size_t) R + 1, sizeof(bool *));
@@ -598,6 +603,23 @@ static int s_wait_reducers(zt_allreduce_t *self, int timeout_ms)
                                 memcpy(k->buf + off * (int64_t) k->es, zmq_msg_data(&pm), (size_t) c * k->es);
                             k->piece_done[r][p] = true;
                             progress = zt_now_ms();
+                        }
+                    }
+                    else if (m.type == ZT_MSG_AR_RESEND && m.u.AR_RESEND.bucket >= 0 &&
+                             m.u.AR_RESEND.bucket < self->layout.nbuckets &&
+                             self->b[m.u.AR_RESEND.bucket].last_gen == m.u.AR_RESEND.gen) {
+                        /* A restarted reducer rebuilds a sum some workers missed. */
+                        s_bucket_t *k = &self->b[m.u.AR_RESEND.bucket];
+                        int64_t per = PIECE_BYTES / (int64_t) k->es;
+                        for (int64_t at = k->lo[r]; at < k->hi[r] || at == k->lo[r]; at += per) {
+                            int64_t c = k->hi[r] - at < per ? k->hi[r] - at : per;
+                            zt_msg_t a = { .type = ZT_MSG_AR_RESULT };
+                            a.u.AR_RESULT = (zt_msg_AR_RESULT_t) { m.u.AR_RESEND.bucket, k->last_gen, at, c,
+                                                                   self->layout.buckets[m.u.AR_RESEND.bucket].dtype };
+                            s_send(self, self->red[r], &a, k->last + at * (int64_t) k->es,
+                                   (size_t) c * k->es, NULL);
+                            if (c == 0 || at + c >= k->hi[r])
+                                break;
                         }
                     }
                     else if (m.type == ZT_MSG_AR_ERROR && m.u.AR_ERROR.code == ZT_PS_NOT_CONFIGURED) {
@@ -771,6 +793,10 @@ int zt_allreduce_wait(zt_allreduce_t *self, bool average, int timeout_ms)
             continue;
         s_wait_lent(k);
         zt_ar_bucket_t *lb = &self->layout.buckets[bi];
+        if (self->R > 0) {
+            memcpy(k->last, k->buf, (size_t) lb->numel * k->es);
+            k->last_gen = k->gen;
+        }
         for (int t = lb->first; t <= lb->last; t++) {
             s_tensor_t *x = &self->t[t];
             if (!x->submitted)

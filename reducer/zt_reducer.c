@@ -33,6 +33,9 @@ typedef struct {
     int64_t warned_ms;         /* last "still waiting" log */
     void *result;              /* the last sum, in the payload dtype */
     int64_t result_gen;        /* its generation, -1 none */
+    int64_t want_gen;          /* restarted: the older sum being fetched from a worker, -1 */
+    s_ranges_t want_got;       /* what of it has arrived */
+    int64_t asked_ms;          /* when we last asked */
 } s_bucket_t;
 
 struct zt_reducer_t {
@@ -106,6 +109,7 @@ static void s_free_buckets(zt_reducer_t *self)
         s_bucket_t *k = &self->buckets[b];
         free(k->acc);
         free(k->result);
+        free(k->want_got.iv);
         for (int w = 0; k->from && w < self->workers; w++)
             free(k->from[w].iv);
         free(k->from);
@@ -150,6 +154,7 @@ static int s_configure(zt_reducer_t *self, const char *text, int workers)
         k->from = calloc((size_t) workers, sizeof *k->from);
         k->gen = -1;
         k->result_gen = -1;
+        k->want_gen = -1;
     }
     free(self->layout_text);
     self->layout_text = strdup(text);
@@ -268,6 +273,66 @@ static void s_complete(zt_reducer_t *self, int b)
     k->gen++;
 }
 
+/* Asks a worker that is past generation gen for its copy of the sum (from:
+ * that worker, or -1: any worker that sent pieces of a later generation). */
+static void s_ask_for_result(zt_reducer_t *self, int b, int64_t gen, int from)
+{
+    s_bucket_t *k = &self->buckets[b];
+    int64_t now = zt_now_ms();
+    if (k->want_gen == gen && now - k->asked_ms < 1000)
+        return;
+    if (from < 0)
+        for (int w = 0; w < self->workers && from < 0; w++)
+            if (k->gen == gen + 1 && k->from[w].got > 0)
+                from = w;
+    if (from < 0)
+        return; /* nobody ahead has spoken yet; the behind worker will resend */
+    if (k->want_gen != gen) {
+        k->want_gen = gen;
+        k->want_got.n = 0;
+        k->want_got.got = 0;
+    }
+    k->asked_ms = now;
+    zt_info("bucket %d: fetching the sum of generation %lld from worker %d for the workers that "
+            "missed it", b, (long long) gen, from);
+    zt_msg_t m = { .type = ZT_MSG_AR_RESEND };
+    m.u.AR_RESEND = (zt_msg_AR_RESEND_t) { b, gen };
+    s_send(self, from, &m, NULL, 0);
+}
+
+/* A worker's copy of an older sum, sent because we asked. */
+static void s_on_worker_result(zt_reducer_t *self, const zt_msg_t *m, zmq_msg_t *payload)
+{
+    const zt_msg_AR_RESULT_t *p = &m->u.AR_RESULT;
+    if (!self->configured || p->bucket < 0 || p->bucket >= self->layout.nbuckets)
+        return;
+    s_bucket_t *k = &self->buckets[p->bucket];
+    size_t es = zt_dtype_size(k->dtype);
+    if (p->gen != k->want_gen || p->offset < k->lo || p->count < 0 || p->offset + p->count > k->hi ||
+        !payload || zmq_msg_size(payload) != (size_t) p->count * es)
+        return;
+    s_iv_t fresh[64];
+    if (k->want_got.n < 62) {
+        int nf = s_ranges_add(&k->want_got, p->offset, p->offset + p->count, fresh);
+        for (int i = 0; i < nf; i++)
+            memcpy((char *) k->result + (fresh[i].a - k->lo) * (int64_t) es,
+                   (const char *) zmq_msg_data(payload) + (fresh[i].a - p->offset) * (int64_t) es,
+                   (size_t) (fresh[i].b - fresh[i].a) * es);
+    }
+    if (k->want_got.got < k->hi - k->lo)
+        return;
+    k->result_gen = k->want_gen;
+    k->want_gen = -1;
+    zt_info("bucket %lld: recovered the sum of generation %lld", (long long) p->bucket,
+            (long long) k->result_gen);
+    for (int w = 0; w < self->workers; w++) /* those past it ignore it */
+        s_send_result(self, (int) p->bucket, w);
+    if (k->gen == k->result_gen) { /* we were stuck on it: move on */
+        s_reset_bucket(self, k);
+        k->gen++;
+    }
+}
+
 static void s_on_piece(zt_reducer_t *self, int rank, const zt_msg_t *m, zmq_msg_t *payload)
 {
     const zt_msg_AR_PIECE_t *p = &m->u.AR_PIECE;
@@ -291,11 +356,19 @@ static void s_on_piece(zt_reducer_t *self, int rank, const zt_msg_t *m, zmq_msg_
     if (p->gen < k->gen) { /* resent for a round already done: the worker missed the sum */
         if (p->gen == k->result_gen)
             s_send_result(self, (int) p->bucket, rank);
+        else
+            s_ask_for_result(self, (int) p->bucket, p->gen, -1);
         return;
     }
     if (p->gen > k->gen) {
-        zt_warn("bucket %lld: worker %d is at generation %lld, this reducer at %lld; dropped",
-                (long long) p->bucket, rank, (long long) p->gen, (long long) k->gen);
+        /* This worker has the sum of our generation already (the reducer was
+         * restarted mid-broadcast): fetch it from the worker, finish that
+         * generation for the others, and move on; its pieces come again. */
+        if (p->gen == k->gen + 1)
+            s_ask_for_result(self, (int) p->bucket, k->gen, rank);
+        else
+            zt_warn("bucket %lld: worker %d is at generation %lld, this reducer at %lld; dropped",
+                    (long long) p->bucket, rank, (long long) p->gen, (long long) k->gen);
         return;
     }
     if (!k->started_ms)
@@ -444,6 +517,8 @@ int zt_reducer_run(zt_reducer_t *self, bool (*should_stop)(void *), void *arg)
                     s_on_hello(self, rank, &m, n >= 3 ? &parts[2] : NULL);
                 else if (m.type == ZT_MSG_AR_PIECE)
                     s_on_piece(self, rank, &m, n >= 3 ? &parts[2] : NULL);
+                else if (m.type == ZT_MSG_AR_RESULT)
+                    s_on_worker_result(self, &m, n >= 3 ? &parts[2] : NULL);
                 else if (m.type == ZT_MSG_AR_RESEND && self->configured && m.u.AR_RESEND.bucket >= 0 &&
                          m.u.AR_RESEND.bucket < self->layout.nbuckets &&
                          self->buckets[m.u.AR_RESEND.bucket].result_gen == m.u.AR_RESEND.gen)
