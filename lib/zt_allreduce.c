@@ -13,7 +13,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define PIECE_BYTES (1 << 20)
+/* Largest frame: ZT_PS_CHUNK_BYTES (read once). */
+static int64_t s_piece_bytes(void)
+{
+    static int64_t v;
+    if (!v)
+        v = zt_knob_int(ZT_KNOB_PS_CHUNK_BYTES) < 4096 ? 4096 : zt_knob_int(ZT_KNOB_PS_CHUNK_BYTES);
+    return v;
+}
+#define PIECE_BYTES s_piece_bytes()
 #define RESEND_MS 2000
 #define MAX_PENDING 4096
 
@@ -215,6 +223,14 @@ int zt_allreduce_register(zt_allreduce_t *self, const char *name, const int64_t 
 
 /* ------------------------------------------------------------ sending */
 
+/* Tensors this large are sent straight from the caller's buffer instead of
+ * being packed into the bucket (packing only pays for small ones). */
+#define DIRECT_BYTES (64 << 10)
+static bool s_direct(const s_bucket_t *k, int64_t numel)
+{
+    return (int64_t) k->es * numel >= DIRECT_BYTES;
+}
+
 static void s_release(void *data, void *hint)
 {
     (void) data;
@@ -278,14 +294,28 @@ static void s_send_range(zt_allreduce_t *self, int bi, int64_t a, int64_t b, int
             lo = hi = k->lo[r]; /* an empty chunk: one empty piece completes it */
         else if (lo >= hi)
             continue;
-        for (int64_t at = lo; at < hi || (at == lo && lo == hi); at += per) {
+        for (int64_t at = lo; at < hi || (at == lo && lo == hi);) {
             int64_t c = hi - at < per ? hi - at : per;
+            char *src = k->buf + at * (int64_t) k->es;
+            /* inside a large tensor: send from its own buffer, never past its end */
+            zt_ar_bucket_t *lb = &self->layout.buckets[bi];
+            for (int t = lb->first; c > 0 && t <= lb->last; t++) {
+                int64_t ta = self->layout.offset[t], tb = ta + self->layout.numel[t];
+                if (at >= ta && at < tb && s_direct(k, self->layout.numel[t])) {
+                    src = (char *) self->t[t].data + (at - ta) * (int64_t) k->es;
+                    if (at + c > tb)
+                        c = tb - at;
+                    break;
+                }
+                if (at < ta && at + c > ta && s_direct(k, self->layout.numel[t]))
+                    c = ta - at; /* stop the packed run where a large tensor starts */
+            }
             zt_msg_t m = { .type = ZT_MSG_AR_PIECE };
-            m.u.AR_PIECE = (zt_msg_AR_PIECE_t) { bi, k->gen, at, c, self->layout.buckets[bi].dtype, 0 };
-            s_send(self, self->red[r], &m, k->buf + at * (int64_t) k->es, (size_t) c * k->es,
-                   c > 0 ? k : NULL);
+            m.u.AR_PIECE = (zt_msg_AR_PIECE_t) { bi, k->gen, at, c, lb->dtype, 0 };
+            s_send(self, self->red[r], &m, src, (size_t) c * k->es, c > 0 ? k : NULL);
             if (c == 0)
                 break;
+            at += c;
         }
     }
 }
@@ -476,7 +506,7 @@ int zt_allreduce_submit(zt_allreduce_t *self, int tensor, void *data)
     x->submitted = true;
     x->sent = false;
     int64_t n = self->layout.numel[tensor];
-    if (n > 0)
+    if (n > 0 && (self->R == 0 || !s_direct(k, n))) /* small tensors are packed (fused) */
         memcpy(k->buf + self->layout.offset[tensor] * (int64_t) k->es, data, (size_t) n * k->es);
     k->nsubmitted++;
     if (!k->oldest_ms)
@@ -793,10 +823,6 @@ int zt_allreduce_wait(zt_allreduce_t *self, bool average, int timeout_ms)
             continue;
         s_wait_lent(k);
         zt_ar_bucket_t *lb = &self->layout.buckets[bi];
-        if (self->R > 0) {
-            memcpy(k->last, k->buf, (size_t) lb->numel * k->es);
-            k->last_gen = k->gen;
-        }
         for (int t = lb->first; t <= lb->last; t++) {
             s_tensor_t *x = &self->t[t];
             if (!x->submitted)
@@ -820,6 +846,12 @@ int zt_allreduce_wait(zt_allreduce_t *self, bool average, int timeout_ms)
                     memcpy((char *) x->data + 2 * i, &h, 2);
                 }
             x->submitted = x->sent = false;
+        }
+        if (self->R > 0) { /* keep this result (a restarted reducer may ask): swap, no copy */
+            char *tmp = k->last;
+            k->last = k->buf;
+            k->buf = tmp;
+            k->last_gen = k->gen;
         }
         k->active = false;
         k->gen++;

@@ -9,11 +9,20 @@
 #include "ztrain/zt_knobs.h"
 #include "ztrain/zt_log.h"
 #include <czmq.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define MAX_WORKERS 256
-#define PIECE_BYTES (1 << 20)
+/* Largest frame: ZT_PS_CHUNK_BYTES (read once). */
+static int64_t s_piece_bytes(void)
+{
+    static int64_t v;
+    if (!v)
+        v = zt_knob_int(ZT_KNOB_PS_CHUNK_BYTES) < 4096 ? 4096 : zt_knob_int(ZT_KNOB_PS_CHUNK_BYTES);
+    return v;
+}
+#define PIECE_BYTES s_piece_bytes()
 
 typedef struct { int64_t a, b; } s_iv_t;
 
@@ -31,7 +40,8 @@ typedef struct {
     int64_t gen;               /* generation being summed, -1 unknown */
     int64_t started_ms;        /* first piece of this generation */
     int64_t warned_ms;         /* last "still waiting" log */
-    void *result;              /* the last sum, in the payload dtype */
+    void *res[2];              /* sums by generation parity, in the payload dtype */
+    atomic_int res_lent[2];    /* zero-copy frames of each that ZeroMQ still holds */
     int64_t result_gen;        /* its generation, -1 none */
     int64_t want_gen;          /* restarted: the older sum being fetched from a worker, -1 */
     s_ranges_t want_got;       /* what of it has arrived */
@@ -108,7 +118,11 @@ static void s_free_buckets(zt_reducer_t *self)
     for (int b = 0; self->buckets && b < self->layout.nbuckets; b++) {
         s_bucket_t *k = &self->buckets[b];
         free(k->acc);
-        free(k->result);
+        for (int i = 0; i < 2; i++) {
+            for (int w = 0; w < 5000 && atomic_load(&k->res_lent[i]) > 0; w++)
+                zclock_sleep(1);
+            free(k->res[i]);
+        }
         free(k->want_got.iv);
         for (int w = 0; k->from && w < self->workers; w++)
             free(k->from[w].iv);
@@ -150,7 +164,8 @@ static int s_configure(zt_reducer_t *self, const char *text, int workers)
         zt_shard_range(self->layout.buckets[b].numel, self->opts.reducers, self->opts.index, &k->lo, &k->hi);
         k->dtype = self->layout.buckets[b].dtype;
         k->acc = calloc((size_t) (k->hi - k->lo) + 1, sizeof(float));
-        k->result = malloc((size_t) (k->hi - k->lo) * zt_dtype_size(k->dtype) + 1);
+        for (int i = 0; i < 2; i++)
+            k->res[i] = malloc((size_t) (k->hi - k->lo) * zt_dtype_size(k->dtype) + 1);
         k->from = calloc((size_t) workers, sizeof *k->from);
         k->gen = -1;
         k->result_gen = -1;
@@ -201,7 +216,22 @@ void zt_reducer_destroy(zt_reducer_t **self_p)
     *self_p = NULL;
 }
 
+static void s_res_release(void *data, void *hint)
+{
+    (void) data;
+    atomic_fetch_sub((atomic_int *) hint, 1);
+}
+
+static void s_send_lent(zt_reducer_t *self, int rank, zt_msg_t *m, const void *payload, size_t bytes,
+                        atomic_int *lent);
+
 static void s_send(zt_reducer_t *self, int rank, zt_msg_t *m, const void *payload, size_t bytes)
+{
+    s_send_lent(self, rank, m, payload, bytes, NULL);
+}
+
+static void s_send_lent(zt_reducer_t *self, int rank, zt_msg_t *m, const void *payload, size_t bytes,
+                        atomic_int *lent)
 {
     if (rank < 0 || rank >= MAX_WORKERS || !self->have_id[rank])
         return;
@@ -220,7 +250,12 @@ static void s_send(zt_reducer_t *self, int rank, zt_msg_t *m, const void *payloa
     zmq_msg_send(&hm, zs, payload ? ZMQ_SNDMORE : 0);
     if (payload) {
         zmq_msg_t pm;
-        zt_bufpool_msg(self->pool, &pm, payload, bytes);
+        if (lent && bytes) { /* the same sum goes to every worker without a copy */
+            atomic_fetch_add(lent, 1);
+            zmq_msg_init_data(&pm, (void *) payload, bytes, s_res_release, lent);
+        }
+        else
+            zt_bufpool_msg(self->pool, &pm, payload, bytes);
         if (zmq_msg_send(&pm, zs, 0) < 0)
             zmq_msg_close(&pm);
     }
@@ -251,7 +286,9 @@ static void s_send_result(zt_reducer_t *self, int b, int rank)
         int64_t c = n - at < per ? n - at : per;
         zt_msg_t m = { .type = ZT_MSG_AR_RESULT };
         m.u.AR_RESULT = (zt_msg_AR_RESULT_t) { b, k->result_gen, k->lo + at, c, k->dtype };
-        s_send(self, rank, &m, (char *) k->result + at * (int64_t) es, (size_t) c * es);
+        int par = (int) (k->result_gen & 1);
+        s_send_lent(self, rank, &m, (char *) k->res[par] + at * (int64_t) es, (size_t) c * es,
+                    &k->res_lent[par]);
     }
 }
 
@@ -259,12 +296,16 @@ static void s_complete(zt_reducer_t *self, int b)
 {
     s_bucket_t *k = &self->buckets[b];
     int64_t n = k->hi - k->lo;
+    int par = (int) (k->gen & 1);
+    while (atomic_load(&k->res_lent[par]) > 0) /* generation gen-2 still being sent */
+        zclock_sleep(0);
+    void *result = k->res[par];
     if (k->dtype == ZT_F32)
-        memcpy(k->result, k->acc, (size_t) n * sizeof(float));
+        memcpy(result, k->acc, (size_t) n * sizeof(float));
     else
         for (int64_t i = 0; i < n; i++) {
             uint16_t h = k->dtype == ZT_F16 ? zt_f32_to_f16(k->acc[i]) : zt_f32_to_bf16(k->acc[i]);
-            memcpy((char *) k->result + 2 * i, &h, 2);
+            memcpy((char *) result + 2 * i, &h, 2);
         }
     k->result_gen = k->gen;
     for (int w = 0; w < self->workers; w++)
@@ -288,6 +329,8 @@ static void s_ask_for_result(zt_reducer_t *self, int b, int64_t gen, int from)
     if (from < 0)
         return; /* nobody ahead has spoken yet; the behind worker will resend */
     if (k->want_gen != gen) {
+        while (atomic_load(&k->res_lent[gen & 1]) > 0)
+            zclock_sleep(0);
         k->want_gen = gen;
         k->want_got.n = 0;
         k->want_got.got = 0;
@@ -315,7 +358,7 @@ static void s_on_worker_result(zt_reducer_t *self, const zt_msg_t *m, zmq_msg_t 
     if (k->want_got.n < 62) {
         int nf = s_ranges_add(&k->want_got, p->offset, p->offset + p->count, fresh);
         for (int i = 0; i < nf; i++)
-            memcpy((char *) k->result + (fresh[i].a - k->lo) * (int64_t) es,
+            memcpy((char *) k->res[k->want_gen & 1] + (fresh[i].a - k->lo) * (int64_t) es,
                    (const char *) zmq_msg_data(payload) + (fresh[i].a - p->offset) * (int64_t) es,
                    (size_t) (fresh[i].b - fresh[i].a) * es);
     }

@@ -1,0 +1,189 @@
+/* All-reduce on loopback: N workers (processes) through R reducers
+ * (ztrain-reducer processes), or the ring (R = 0) on the same transport.
+ * Prints time per operation, algorithm bandwidth (size / time) and bus
+ * bandwidth (algbw * 2(n-1)/n), as nccl-tests define them, one line per
+ * configuration, machine-readable ("ztrain N R bytes seconds").
+ *
+ *   bench/ar_bench REDUCER_BINARY [--quick] [--fusion]
+ */
+#include "zt_util.h"
+#include "ztrain/ztrain.h"
+#include "ztrain/zt_allreduce.h"
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static int s_free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    socklen_t len = sizeof a;
+    bind(fd, (struct sockaddr *) &a, sizeof a);
+    getsockname(fd, (struct sockaddr *) &a, &len);
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+/* ntensors tensors of `bytes` each; returns seconds per all-reduce of all of them. */
+static double s_worker(int rank, int N, const char *const *reds, int R, const char *const *peers,
+                       size_t bytes, int ntensors, int64_t threshold, int iters)
+{
+    zt_allreduce_opts_t o = { rank, N, reds, R, peers, threshold, 0 };
+    zt_allreduce_t *ar = zt_allreduce_new(&o);
+    int64_t n = (int64_t) (bytes / 4);
+    float **bufs = calloc((size_t) ntensors, sizeof *bufs);
+    for (int t = 0; t < ntensors; t++) {
+        char name[32];
+        snprintf(name, sizeof name, "t%d", t);
+        zt_allreduce_register(ar, name, &n, 1, ZT_F32);
+        bufs[t] = calloc((size_t) n + 1, 4);
+    }
+    if (zt_allreduce_commit(ar, 60000) != ZT_OK) {
+        fprintf(stderr, "commit: %s\n", zt_allreduce_error(ar));
+        exit(1);
+    }
+    int64_t t0 = 0;
+    for (int i = 0; i < iters + 2; i++) {
+        if (i == 2)
+            t0 = zt_now_us();
+        for (int t = ntensors - 1; t >= 0; t--)
+            zt_allreduce_submit(ar, t, bufs[t]);
+        if (zt_allreduce_wait(ar, false, 120000) != ZT_OK) {
+            fprintf(stderr, "wait: %s\n", zt_allreduce_error(ar));
+            exit(1);
+        }
+    }
+    double s = (double) (zt_now_us() - t0) / 1e6 / iters;
+    for (int t = 0; t < ntensors; t++)
+        free(bufs[t]);
+    free(bufs);
+    zt_allreduce_destroy(&ar);
+    return s;
+}
+
+static double s_run(const char *redbin, int N, int R, size_t bytes, int ntensors, int64_t threshold,
+                    double budget)
+{
+    char reps[4][64], peps[8][64];
+    const char *reds[4], *peers[8];
+    pid_t rp[4];
+    for (int r = 0; r < R; r++) {
+        if (getenv("AR_BENCH_IPC"))
+            snprintf(reps[r], sizeof reps[r], "ipc:///tmp/ar-bench-%d-r%d", (int) getpid(), r);
+        else
+            snprintf(reps[r], sizeof reps[r], "tcp://127.0.0.1:%d", s_free_port());
+        reds[r] = reps[r];
+        char idx[16], cnt[16];
+        snprintf(idx, sizeof idx, "%d", r);
+        snprintf(cnt, sizeof cnt, "%d", R);
+        if ((rp[r] = fork()) == 0) {
+            setenv("ZT_LOG_LEVEL", "warn", 1);
+            unsetenv("ZT_COORDINATOR");
+            execl(redbin, redbin, "--bind", reps[r], "--index", idx, "--servers", cnt, (char *) NULL);
+            _exit(127);
+        }
+    }
+    for (int w = 0; w < N; w++) {
+        if (getenv("AR_BENCH_IPC"))
+            snprintf(peps[w], sizeof peps[w], "ipc:///tmp/ar-bench-%d-w%d", (int) getpid(), w);
+        else
+            snprintf(peps[w], sizeof peps[w], "tcp://127.0.0.1:%d", s_free_port());
+        peers[w] = peps[w];
+    }
+    double total = (double) bytes * ntensors;
+    int iters = (int) (budget * 1e9 / (total * N + 1e5));
+    if (iters < 3)
+        iters = 3;
+    if (iters > 3000)
+        iters = 3000;
+    int res[2];
+    if (pipe(res))
+        exit(1);
+    pid_t wp[8];
+    for (int w = 0; w < N; w++)
+        if ((wp[w] = fork()) == 0) {
+            double s = s_worker(w, N, reds, R, peers, bytes, ntensors, threshold, iters);
+            if (write(res[1], &s, sizeof s) != sizeof s)
+                _exit(1);
+            exit(0);
+        }
+    double worst = 0;
+    for (int w = 0; w < N; w++) {
+        double s = 0;
+        if (read(res[0], &s, sizeof s) != sizeof s)
+            exit(1);
+        worst = s > worst ? s : worst;
+    }
+    for (int w = 0; w < N; w++)
+        waitpid(wp[w], NULL, 0);
+    for (int r = 0; r < R; r++) {
+        kill(rp[r], SIGTERM);
+        waitpid(rp[r], NULL, 0);
+    }
+    close(res[0]);
+    close(res[1]);
+    return worst;
+}
+
+int main(int argc, char **argv)
+{
+    const char *redbin = argc > 1 ? argv[1] : "build/bin/ztrain-reducer";
+    bool quick = false, fusion = false;
+    int only_n = 0, only_r = -1;
+    size_t only_size = 0;
+    for (int i = 2; i < argc; i++) {
+        if (!strcmp(argv[i], "--quick"))
+            quick = true;
+        if (!strcmp(argv[i], "--fusion"))
+            fusion = true;
+        if (!strcmp(argv[i], "--only") && i + 3 < argc) { /* --only N R BYTES */
+            only_n = atoi(argv[i + 1]);
+            only_r = atoi(argv[i + 2]);
+            only_size = (size_t) atoll(argv[i + 3]);
+            i += 3;
+        }
+    }
+    setenv("ZT_LOG_LEVEL", "warn", 1);
+    zt_log_init("ar_bench", 0);
+    if (fusion) {
+        /* 1000 tensors of 4 KiB: one by one (threshold 1 byte: every tensor
+         * its own bucket) against fused at 1, 4, 16, 64 MiB. */
+        const int64_t th[5] = { 1, 1 << 20, 4 << 20, 16 << 20, 64 << 20 };
+        for (int N = 2; N <= 4; N += 2)
+            for (int R = 1; R <= 2; R++) {
+                double base = 0;
+                for (int i = 0; i < 5; i++) {
+                    double s = s_run(redbin, N, R, 4096, 1000, th[i], quick ? 0.3 : 1.0);
+                    if (i == 0)
+                        base = s;
+                    printf("fusion N=%d R=%d threshold=%-9lld %8.2f ms per 1000 tensors  %8.0f tensors/s  "
+                           "speedup %.1fx\n", N, R, (long long) th[i], s * 1e3, 1000 / s, base / s);
+                    fflush(stdout);
+                }
+            }
+        return 0;
+    }
+    if (only_n) {
+        double s = s_run(redbin, only_n, only_r, only_size, 1, 64 << 20, quick ? 1.0 : 3.0);
+        printf("ztrain %d %d %zu %.9f\n", only_n, only_r, only_size, s);
+        return 0;
+    }
+    const size_t sizes[5] = { 4u << 10, 64u << 10, 1u << 20, 16u << 20, 64u << 20 };
+    const int Ns[2] = { 2, 4 }, Rs[4] = { 0, 1, 2, 4 };
+    for (int ni = 0; ni < 2; ni++)
+        for (int si = 0; si < 5; si++)
+            for (int ri = 0; ri < 4; ri++) {
+                if (quick && sizes[si] == (64u << 20))
+                    continue;
+                double s = s_run(redbin, Ns[ni], Rs[ri], sizes[si], 1, 64 << 20, quick ? 0.2 : 0.6);
+                printf("ztrain %d %d %zu %.9f\n", Ns[ni], Rs[ri], sizes[si], s);
+                fflush(stdout);
+            }
+    return 0;
+}
