@@ -34,6 +34,9 @@ static int s_free_port(void)
 static double s_worker(int rank, int N, const char *const *reds, int R, const char *const *peers,
                        size_t bytes, int ntensors, int64_t threshold, int iters)
 {
+    bool sequential = threshold < 0; /* one by one: submit, wait, next */
+    if (sequential)
+        threshold = 1;
     zt_allreduce_opts_t o = { rank, N, reds, R, peers, threshold, 0 };
     zt_allreduce_t *ar = zt_allreduce_new(&o);
     int64_t n = (int64_t) (bytes / 4);
@@ -52,8 +55,13 @@ static double s_worker(int rank, int N, const char *const *reds, int R, const ch
     for (int i = 0; i < iters + 2; i++) {
         if (i == 2)
             t0 = zt_now_us();
-        for (int t = ntensors - 1; t >= 0; t--)
+        for (int t = ntensors - 1; t >= 0; t--) {
             zt_allreduce_submit(ar, t, bufs[t]);
+            if (sequential && zt_allreduce_wait(ar, false, 120000) != ZT_OK) {
+                fprintf(stderr, "wait: %s\n", zt_allreduce_error(ar));
+                exit(1);
+            }
+        }
         if (zt_allreduce_wait(ar, false, 120000) != ZT_OK) {
             fprintf(stderr, "wait: %s\n", zt_allreduce_error(ar));
             exit(1);
@@ -154,16 +162,18 @@ int main(int argc, char **argv)
     if (fusion) {
         /* 1000 tensors of 4 KiB: one by one (threshold 1 byte: every tensor
          * its own bucket) against fused at 1, 4, 16, 64 MiB. */
-        const int64_t th[5] = { 1, 1 << 20, 4 << 20, 16 << 20, 64 << 20 };
+        const int64_t th[6] = { -1, 1, 1 << 20, 4 << 20, 16 << 20, 64 << 20 };
+        const char *what[6] = { "one by one (wait each)", "unfused, pipelined", "fused 1 MiB",
+                                "fused 4 MiB", "fused 16 MiB", "fused 64 MiB" };
         for (int N = 2; N <= 4; N += 2)
             for (int R = 1; R <= 2; R++) {
                 double base = 0;
-                for (int i = 0; i < 5; i++) {
+                for (int i = 0; i < 6; i++) {
                     double s = s_run(redbin, N, R, 4096, 1000, th[i], quick ? 0.3 : 1.0);
                     if (i == 0)
                         base = s;
-                    printf("fusion N=%d R=%d threshold=%-9lld %8.2f ms per 1000 tensors  %8.0f tensors/s  "
-                           "speedup %.1fx\n", N, R, (long long) th[i], s * 1e3, 1000 / s, base / s);
+                    printf("fusion N=%d R=%d %-24s %8.2f ms per 1000 tensors %8.0f tensors/s  "
+                           "speedup %5.1fx\n", N, R, what[i], s * 1e3, 1000 / s, base / s);
                     fflush(stdout);
                 }
             }

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Training benchmark: the built-in MLP on Fashion-MNIST, asynchronous
 parameter-server training with 1, 2 and 4 training replicas (chief + workers)
-against 2 parameter servers, and one worker alone (no servers) as the peer,
-all in the same run. Prints examples/s (all replicas together) and the
+against 2 parameter servers, synchronous training with 1, 2 and 4 replicas
+through 2 reducers, and one worker alone (no servers) as the peer, all in the
+same run. Prints examples/s (all replicas together) and the
 seconds from RUNNING to the first checkpoint the evaluator scores >= 0.85.
 
     python3 bench/train_bench.py [build/bin] [--epochs N]
@@ -36,10 +37,11 @@ def iso(t):
     return datetime.strptime(t, "%Y-%m-%dT%H:%M:%S.%fZ").timestamp()
 
 
-def run(name, replicas, servers):
+def run(name, replicas, servers, reducers=0):
     pools = [pool("ztrain-worker", 1, ARGS),
              pool("ztrain-worker", replicas - 1, ARGS) if replicas > 1 else {},
-             pool("ztrain-paramserver", servers) if servers else {},
+             pool("ztrain-paramserver", servers) if servers else
+             (pool("ztrain-reducer", reducers) if reducers else {}),
              pool("ztrain-evaluator", 1)]
     d = tempfile.mkdtemp(prefix="ztrain-bench-")
     spec = os.path.join(d, "job.json")
@@ -70,11 +72,14 @@ def main():
     print("every run has an evaluator scoring each 100-step checkpoint. 2 cores.\n")
     print("%-34s %12s %14s %10s %8s" % ("configuration", "examples/s", "s to 0.85", "final acc", "wall s"))
     base = None
-    for name, reps, servers in (("1 worker alone (no servers)", 1, 0),
-                                ("async, 1 worker + 2 PS", 1, 2),
-                                ("async, 2 workers + 2 PS", 2, 2),
-                                ("async, 4 workers + 2 PS", 4, 2)):
-        res = run(name.split(",")[0].replace(" ", "-"), reps, servers)
+    for name, reps, servers, reducers in (("1 worker alone (no servers)", 1, 0, 0),
+                                          ("async, 1 worker + 2 PS", 1, 2, 0),
+                                          ("async, 2 workers + 2 PS", 2, 2, 0),
+                                          ("async, 4 workers + 2 PS", 4, 2, 0),
+                                          ("sync, 1 worker + 2 reducers", 1, 0, 2),
+                                          ("sync, 2 workers + 2 reducers", 2, 0, 2),
+                                          ("sync, 4 workers + 2 reducers", 4, 0, 2)):
+        res = run(name.split(",")[0].replace(" ", "-"), reps, servers, reducers)
         if not res:
             continue
         eps, t85, acc, wall = res

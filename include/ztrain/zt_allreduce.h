@@ -16,7 +16,7 @@
  *
  * Knobs, highest precedence first: the fusion threshold is ZT_FUSION_THRESHOLD
  * (bytes), else HOROVOD_FUSION_THRESHOLD (bytes), else ZT_BUCKET_CAP_MB
- * (bucket_cap_mb, MiB), else 64 MiB; the cycle time is ZT_CYCLE_TIME_MS,
+ * (bucket_cap_mb, MiB), else 1 MiB; the cycle time is ZT_CYCLE_TIME_MS,
  * else HOROVOD_CYCLE_TIME (ms), else 5 ms. */
 #ifndef ZT_ALLREDUCE_H
 #define ZT_ALLREDUCE_H

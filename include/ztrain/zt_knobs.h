@@ -29,7 +29,7 @@
     X(PS_TIMEOUT_MS,       "ZT_PS_TIMEOUT_MS",       "120000",                    \
       "a parameter server silent this long fails the worker's call (ms)")         \
     X(FUSION_THRESHOLD,    "ZT_FUSION_THRESHOLD",    "",                          \
-      "all-reduce bucket size in bytes (else HOROVOD_FUSION_THRESHOLD, else ZT_BUCKET_CAP_MB, else 64 MiB)") \
+      "all-reduce bucket size in bytes (else HOROVOD_FUSION_THRESHOLD, else ZT_BUCKET_CAP_MB, else 1 MiB)") \
     X(BUCKET_CAP_MB,       "ZT_BUCKET_CAP_MB",       "",                          \
       "bucket_cap_mb: all-reduce bucket size in MiB (PyTorch DDP's name)")        \
     X(CYCLE_TIME_MS,       "ZT_CYCLE_TIME_MS",       "",                          \
