@@ -3,7 +3,7 @@ BUILD   ?= build
 JOBS    ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_ARGS ?=
 
-.PHONY: all deps configure build demo test clean
+.PHONY: all deps configure build demo test bench clean
 
 all: build
 
@@ -22,6 +22,15 @@ demo: build
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure --timeout 300 -j $(JOBS)
+
+# Benchmarks (figures in the README). BENCH_PEERS=1 also installs the peers
+# they compare against: Open MPI and PyTorch (gloo) from Debian.
+bench: build
+	@[ -z "$(BENCH_PEERS)" ] || ./scripts/deps.sh --bench
+	$(BUILD)/bench/ps_bench $(BUILD)/bin/ztrain-paramserver
+	python3 bench/allreduce_bench.py $(BUILD)
+	$(BUILD)/bench/ar_bench $(BUILD)/bin/ztrain-reducer --fusion
+	python3 bench/train_bench.py $(BUILD)/bin
 
 clean:
 	rm -rf $(BUILD)

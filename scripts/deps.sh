@@ -5,6 +5,8 @@ set -eu
 PKGS="build-essential cmake pkg-config libzmq3-dev libczmq-dev libmsgpack-dev
       libjansson-dev libyaml-dev zlib1g-dev libopenblas-dev dataset-fashion-mnist
       python3 procps"
+# --bench: also the peers the benchmarks compare against.
+[ "${1:-}" = "--bench" ] && PKGS="$PKGS openmpi-bin libopenmpi-dev python3-torch"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' \
