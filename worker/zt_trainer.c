@@ -251,6 +251,10 @@ int zt_trainer_run(const zt_train_opts_t *o)
 {
     s_run_t r = { .o = o };
     int rc = 1;
+    zt_dataset_t train = { 0 }, test = { 0 };
+    uint8_t *bx = NULL, *by = NULL;
+    int *mine = NULL;
+    zt_fileserver_t *files = NULL;
     const char *e;
     r.rank = (e = getenv("RANK")) ? atoi(e) : 0;
     r.world = (e = getenv("WORLD_SIZE")) ? atoi(e) : 1;
@@ -270,10 +274,6 @@ int zt_trainer_run(const zt_train_opts_t *o)
     /* Data: this worker's disjoint shard of the training set. */
     const char *dir = o->data_dir ? o->data_dir : zt_dataset_default_dir();
     char err[512];
-    zt_dataset_t train = { 0 }, test = { 0 };
-    uint8_t *bx = NULL, *by = NULL;
-    int *mine = NULL;
-    zt_fileserver_t *files = NULL;
     if (zt_dataset_load(dir, "train", o->train_limit, &train, err, sizeof err) != ZT_OK ||
         (r.rank == 0 && zt_dataset_load(dir, "t10k", o->test_limit, &test, err, sizeof err) != ZT_OK)) {
         zt_error("%s", err);
@@ -533,13 +533,13 @@ int zt_trainer_run(const zt_train_opts_t *o)
     }
     rc = 0;
 done:
+out:
     free(bx);
     free(by);
     free(mine);
     zt_fileserver_destroy(&files);
     zt_dataset_free(&train);
     zt_dataset_free(&test);
-out:
     zt_allreduce_destroy(&r.ar);
     zt_ps_client_destroy(&r.ps);
     zt_mlp_destroy(&r.mlp);
