@@ -159,6 +159,26 @@ int main(int argc, char **argv)
     }
     setenv("ZT_LOG_LEVEL", "warn", 1);
     zt_log_init("ar_bench", 0);
+    /* --one RANK N BYTES ITERS REDUCERS PEERS: one worker of a run whose
+     * processes are started elsewhere (bench/netns_bench.py puts each in its
+     * own network namespace). REDUCERS and PEERS are comma lists or "-". */
+    for (int i = 2; i + 6 < argc + 0 && i < argc; i++)
+        if (!strcmp(argv[i], "--one") && i + 6 < argc) {
+            int rank = atoi(argv[i + 1]), N = atoi(argv[i + 2]), iters = atoi(argv[i + 4]);
+            size_t bytes = (size_t) atoll(argv[i + 3]);
+            char *lists[2] = { strdup(argv[i + 5]), strdup(argv[i + 6]) };
+            const char *items[2][64];
+            int counts[2] = { 0, 0 };
+            for (int l = 0; l < 2; l++) {
+                char *save = NULL;
+                for (char *t = strtok_r(lists[l], ",", &save); t && counts[l] < 64; t = strtok_r(NULL, ",", &save))
+                    if (strcmp(t, "-"))
+                        items[l][counts[l]++] = t;
+            }
+            double s = s_worker(rank, N, items[0], counts[0], items[1], bytes, 1, 64 << 20, iters);
+            printf("%.9f\n", s);
+            return 0;
+        }
     if (fusion) {
         /* 1000 tensors of 4 KiB: one by one (threshold 1 byte: every tensor
          * its own bucket) against fused at 1, 4, 16, 64 MiB. */

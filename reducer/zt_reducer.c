@@ -43,6 +43,9 @@ typedef struct {
     void *res[2];              /* sums by generation parity, in the payload dtype */
     atomic_int res_lent[2];    /* zero-copy frames of each that ZeroMQ still holds */
     int64_t result_gen;        /* its generation, -1 none */
+    bool *block_sent;          /* this generation: result block j already sent */
+    int nblocks;               /* blocks of PIECE_BYTES in the chunk (1 if empty) */
+    int blocks_sent;
     int64_t want_gen;          /* restarted: the older sum being fetched from a worker, -1 */
     s_ranges_t want_got;       /* what of it has arrived */
     int64_t asked_ms;          /* when we last asked */
@@ -124,6 +127,7 @@ static void s_free_buckets(zt_reducer_t *self)
             free(k->res[i]);
         }
         free(k->want_got.iv);
+        free(k->block_sent);
         for (int w = 0; k->from && w < self->workers; w++)
             free(k->from[w].iv);
         free(k->from);
@@ -141,6 +145,8 @@ static void s_reset_bucket(zt_reducer_t *self, s_bucket_t *k)
         k->from[w].got = 0;
     }
     k->started_ms = 0;
+    memset(k->block_sent, 0, (size_t) k->nblocks);
+    k->blocks_sent = 0;
 }
 
 static int s_configure(zt_reducer_t *self, const char *text, int workers)
@@ -166,6 +172,9 @@ static int s_configure(zt_reducer_t *self, const char *text, int workers)
         k->acc = calloc((size_t) (k->hi - k->lo) + 1, sizeof(float));
         for (int i = 0; i < 2; i++)
             k->res[i] = malloc((size_t) (k->hi - k->lo) * zt_dtype_size(k->dtype) + 1);
+        int64_t per = PIECE_BYTES / (int64_t) zt_dtype_size(k->dtype), n = k->hi - k->lo;
+        k->nblocks = n == 0 ? 1 : (int) ((n + per - 1) / per);
+        k->block_sent = calloc((size_t) k->nblocks, sizeof(bool));
         k->from = calloc((size_t) workers, sizeof *k->from);
         k->gen = -1;
         k->result_gen = -1;
@@ -289,6 +298,51 @@ static void s_send_result(zt_reducer_t *self, int b, int rank)
         int par = (int) (k->result_gen & 1);
         s_send_lent(self, rank, &m, (char *) k->res[par] + at * (int64_t) es, (size_t) c * es,
                     &k->res_lent[par]);
+    }
+}
+
+/* Whether worker w has sent all of [a, b). */
+static bool s_covered(const s_ranges_t *r, int64_t a, int64_t b)
+{
+    for (int i = 0; i < r->n; i++)
+        if (r->iv[i].a <= a && r->iv[i].b >= b)
+            return true;
+    return a >= b;
+}
+
+/* Sends block j of bucket b's sum to every worker as soon as every worker
+ * has contributed it: the sums stream back while later blocks still arrive,
+ * so each link carries both directions at once. */
+static void s_send_block(zt_reducer_t *self, int b, int j)
+{
+    s_bucket_t *k = &self->buckets[b];
+    size_t es = zt_dtype_size(k->dtype);
+    int64_t per = PIECE_BYTES / (int64_t) es;
+    int64_t a = k->lo + (int64_t) j * per, e = a + per < k->hi ? a + per : k->hi;
+    int par = (int) (k->gen & 1);
+    if (k->blocks_sent == 0)
+        while (atomic_load(&k->res_lent[par]) > 0) /* generation gen-2 still being sent */
+            zclock_sleep(0);
+    char *res = (char *) k->res[par] + (a - k->lo) * (int64_t) es;
+    const float *acc = k->acc + (a - k->lo);
+    if (k->dtype == ZT_F32)
+        memcpy(res, acc, (size_t) (e - a) * sizeof(float));
+    else
+        for (int64_t i = 0; i < e - a; i++) {
+            uint16_t h = k->dtype == ZT_F16 ? zt_f32_to_f16(acc[i]) : zt_f32_to_bf16(acc[i]);
+            memcpy(res + 2 * i, &h, 2);
+        }
+    for (int w = 0; w < self->workers; w++) {
+        zt_msg_t m = { .type = ZT_MSG_AR_RESULT };
+        m.u.AR_RESULT = (zt_msg_AR_RESULT_t) { b, k->gen, a, e - a, k->dtype };
+        s_send_lent(self, w, &m, res, (size_t) (e - a) * es, &k->res_lent[par]);
+    }
+    k->block_sent[j] = true;
+    k->blocks_sent++;
+    if (k->blocks_sent == k->nblocks) { /* the whole chunk: the generation is done */
+        k->result_gen = k->gen;
+        s_reset_bucket(self, k);
+        k->gen++;
     }
 }
 
@@ -437,10 +491,30 @@ static void s_on_piece(zt_reducer_t *self, int rank, const zt_msg_t *m, zmq_msg_
                 acc[j] += k->dtype == ZT_F16 ? zt_f16_to_f32(h) : zt_bf16_to_f32(h);
             }
     }
-    for (int w = 0; w < self->workers; w++)
-        if (k->from[w].got < k->hi - k->lo)
-            return;
-    s_complete(self, (int) p->bucket);
+    if (k->hi == k->lo) { /* an empty chunk completes once everyone spoke; see s_complete */
+        for (int w = 0; w < self->workers; w++)
+            if (k->from[w].got < 0)
+                return;
+        s_complete(self, (int) p->bucket);
+        return;
+    }
+    int64_t per = PIECE_BYTES / (int64_t) es;
+    int j0 = (int) ((p->offset - k->lo) / per);
+    int j1 = (int) ((p->offset + p->count - 1 - k->lo) / per);
+    for (int j = j0; j <= j1 && j < k->nblocks; j++) {
+        if (k->block_sent[j])
+            continue;
+        int64_t a = k->lo + (int64_t) j * per, e = a + per < k->hi ? a + per : k->hi;
+        bool all = true;
+        for (int w = 0; w < self->workers && all; w++)
+            all = s_covered(&k->from[w], a, e);
+        if (all) {
+            int64_t gen = k->gen;
+            s_send_block(self, (int) p->bucket, j);
+            if (k->gen != gen) /* that was the last block */
+                break;
+        }
+    }
 }
 
 static void s_on_hello(zt_reducer_t *self, int rank, const zt_msg_t *m, zmq_msg_t *payload)

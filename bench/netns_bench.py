@@ -1,0 +1,152 @@
+#!/usr/bin/env python3
+"""Where the Reduction Server's advantage shows: every worker and reducer on
+its own host with a bandwidth-limited link. The benchmark makes the hosts
+itself (network namespaces on a bridge, veth pairs, a `tc tbf` rate limit on
+both directions of every link), runs ztrain's reducers, ztrain's ring and
+Open MPI over TCP across them, prints time per operation, algorithm bandwidth
+and the ratios, and removes everything again. Needs root.
+
+    sudo python3 bench/netns_bench.py [build] [--rate 1gbit] [--workers 4] [--reducers 4]
+"""
+import atexit
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+BUILD = next((a for a in sys.argv[1:] if not a.startswith("--") and not a[0].isdigit()
+              and a not in ("1gbit",)), "build")
+
+
+def opt(name, default):
+    return sys.argv[sys.argv.index(name) + 1] if name in sys.argv else default
+
+
+RATE = opt("--rate", "1gbit")
+LATENCY = opt("--queue", "20ms")  # tbf queue: longer queues delay the other direction's ACKs
+N = int(opt("--workers", "4"))
+R = int(opt("--reducers", "4"))
+HOSTS = N + R
+SIZES = [16 << 20, 64 << 20]
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def sh(*cmd, check=True):
+    return subprocess.run(cmd, check=check, capture_output=True, text=True)
+
+
+def ip_of(h):
+    return "10.77.0.%d" % (10 + h)
+
+
+def teardown():
+    for h in range(16):
+        sh("ip", "link", "del", "zt-v%d" % h, check=False)
+        sh("ip", "netns", "del", "zt-h%d" % h, check=False)
+    sh("ip", "link", "del", "ztbr0", check=False)
+
+
+def setup():
+    teardown()
+    sh("ip", "link", "add", "ztbr0", "type", "bridge")
+    sh("ip", "addr", "add", "10.77.0.1/24", "dev", "ztbr0")  # where mpirun's PMIx server listens
+    sh("ip", "link", "set", "ztbr0", "up")
+    for h in range(HOSTS):
+        ns = "zt-h%d" % h
+        sh("ip", "netns", "add", ns)
+        sh("ip", "link", "add", "zt-v%d" % h, "type", "veth", "peer", "name", "zt-e%d" % h)
+        sh("ip", "link", "set", "zt-e%d" % h, "netns", ns)
+        sh("ip", "link", "set", "zt-v%d" % h, "master", "ztbr0")
+        sh("ip", "link", "set", "zt-v%d" % h, "up")
+        sh("ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up")
+        sh("ip", "netns", "exec", ns, "ip", "addr", "add", ip_of(h) + "/24", "dev", "zt-e%d" % h)
+        sh("ip", "netns", "exec", ns, "ip", "link", "set", "zt-e%d" % h, "up")
+        # The link's rate, both ways: out of the host, and into it.
+        sh("ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", "zt-e%d" % h, "root", "tbf",
+           "rate", RATE, "burst", "512kb", "latency", LATENCY)
+        sh("tc", "qdisc", "add", "dev", "zt-v%d" % h, "root", "tbf", "rate", RATE, "burst", "512kb",
+           "latency", LATENCY)
+
+
+def iters_for(size):
+    return 3 if size >= (64 << 20) else 5
+
+
+def run_ztrain(size, reducers):
+    procs = []
+    reds = []
+    for r in range(reducers):
+        ep = "tcp://%s:7000" % ip_of(N + r)
+        reds.append(ep)
+        procs.append(subprocess.Popen(["ip", "netns", "exec", "zt-h%d" % (N + r),
+                                       os.path.join(BUILD, "bin", "ztrain-reducer"), "--bind", ep,
+                                       "--index", str(r), "--servers", str(reducers)],
+                                      env=dict(os.environ, ZT_LOG_LEVEL="warn"),
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+    peers = ",".join("tcp://%s:7100" % ip_of(w) for w in range(N))
+    workers = [subprocess.Popen(["ip", "netns", "exec", "zt-h%d" % w,
+                                 os.path.join(BUILD, "bench", "ar_bench"), "-", "--one", str(w), str(N),
+                                 str(size), str(iters_for(size)), ",".join(reds) or "-",
+                                 peers if not reducers else "-"],
+                                env=dict(os.environ, ZT_LOG_LEVEL="warn"), stdout=subprocess.PIPE,
+                                text=True) for w in range(N)]
+    times = []
+    for p in workers:
+        out, _ = p.communicate(timeout=600)
+        times.append(float(out.strip().splitlines()[-1]))
+    for p in procs:
+        p.terminate()
+        p.wait()
+    return max(times)
+
+
+def run_mpi():
+    if not (shutil.which("mpicc") and shutil.which("mpirun")):
+        return {}
+    exe = os.path.join(BUILD, "bench", "mpi_allreduce")
+    subprocess.run(["mpicc", "-O2", "-o", exe, os.path.join(HERE, "mpi_allreduce.c")], check=True)
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               PMIX_MCA_ptl_tcp_if_include="ztbr0", PMIX_MCA_ptl_tcp_disable_ipv6_family="1")
+    out = subprocess.run(["mpirun", "--oversubscribe", "-np", str(N), "--mca", "btl", "tcp,self",
+                          "--mca", "btl_tcp_if_include", "10.77.0.0/24", "--mca", "pml", "ob1",
+                          "--mca", "oob_tcp_if_include", "ztbr0",
+                          os.path.join(HERE, "netns_wrap.sh"), exe, "mpi-tcp", "0.05"],
+                         capture_output=True, text=True, env=env, timeout=1200).stdout
+    res = {}
+    for l in out.splitlines():
+        p = l.split()
+        if len(p) == 5 and p[0] == "mpi-tcp":
+            res[int(p[3])] = float(p[4])
+    return res
+
+
+def main():
+    if os.geteuid() != 0:
+        print("netns_bench needs root (network namespaces, tc)")
+        return 2
+    atexit.register(teardown)
+    setup()
+    print("%d workers, %d reducers, one host each, every link %s both ways (tc tbf, %s queue), "
+          "frames of %s bytes" % (N, R, RATE, LATENCY, os.environ.get("ZT_PS_CHUNK_BYTES", "1048576")))
+    mpi = run_mpi()
+    print("\n%-8s %-16s %11s %10s   %s" % ("size", "who", "time", "algbw", "ratio"))
+    for size in SIZES:
+        ring = run_ztrain(size, 0)
+        red = run_ztrain(size, R)
+        label = "%d MiB" % (size >> 20)
+        rows = [("ring", ring), ("reducers %d" % R, red)] + ([("mpi-tcp", mpi[size])] if size in mpi else [])
+        for who, s in rows:
+            ratio = ""
+            if who.startswith("reducers"):
+                ratio = "%.2fx the ring's algbw" % (ring / s)
+                if size in mpi:
+                    ratio += ", %.2fx Open MPI's" % (mpi[size] / s)
+            print("%-8s %-16s %8.1f ms %7.3f GB/s   %s" % (label, who, s * 1e3, size / s / 1e9, ratio))
+            label = ""
+        sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
