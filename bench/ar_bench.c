@@ -19,16 +19,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static int s_free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-    socklen_t len = sizeof a;
-    bind(fd, (struct sockaddr *) &a, sizeof a);
-    getsockname(fd, (struct sockaddr *) &a, &len);
-    close(fd);
-    return ntohs(a.sin_port);
-}
 
 /* ntensors tensors of `bytes` each; returns seconds per all-reduce of all of them. */
 static double s_worker(int rank, int N, const char *const *reds, int R, const char *const *peers,
@@ -85,7 +75,7 @@ static double s_run(const char *redbin, int N, int R, size_t bytes, int ntensors
         if (getenv("AR_BENCH_IPC"))
             snprintf(reps[r], sizeof reps[r], "ipc:///tmp/ar-bench-%d-r%d", (int) getpid(), r);
         else
-            snprintf(reps[r], sizeof reps[r], "tcp://127.0.0.1:%d", s_free_port());
+            snprintf(reps[r], sizeof reps[r], "tcp://127.0.0.1:%d", zt_ephemeral_port());
         reds[r] = reps[r];
         char idx[16], cnt[16];
         snprintf(idx, sizeof idx, "%d", r);
@@ -101,7 +91,7 @@ static double s_run(const char *redbin, int N, int R, size_t bytes, int ntensors
         if (getenv("AR_BENCH_IPC"))
             snprintf(peps[w], sizeof peps[w], "ipc:///tmp/ar-bench-%d-w%d", (int) getpid(), w);
         else
-            snprintf(peps[w], sizeof peps[w], "tcp://127.0.0.1:%d", s_free_port());
+            snprintf(peps[w], sizeof peps[w], "tcp://127.0.0.1:%d", zt_ephemeral_port());
         peers[w] = peps[w];
     }
     double total = (double) bytes * ntensors;

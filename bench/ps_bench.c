@@ -20,16 +20,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static int s_free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-    socklen_t len = sizeof a;
-    bind(fd, (struct sockaddr *) &a, sizeof a);
-    getsockname(fd, (struct sockaddr *) &a, &len);
-    close(fd);
-    return ntohs(a.sin_port);
-}
 
 typedef struct { double push_s, pull_s; int64_t iters; double lat_us[3]; } s_result_t;
 
@@ -109,7 +99,7 @@ static void s_run(const char *psbin, int nservers, int nworkers, size_t bytes, d
     const char *ptrs[4];
     pid_t spids[4];
     for (int s = 0; s < nservers; s++) {
-        snprintf(eps[s], sizeof eps[s], "127.0.0.1:%d", s_free_port());
+        snprintf(eps[s], sizeof eps[s], "127.0.0.1:%d", zt_ephemeral_port());
         ptrs[s] = eps[s];
         char bind[80], idx[16], cnt[16];
         snprintf(bind, sizeof bind, "tcp://%s", eps[s]);
@@ -185,7 +175,7 @@ static void s_run(const char *psbin, int nservers, int nworkers, size_t bytes, d
 /* Bare ZeroMQ: DEALER -> ROUTER echo in another process, 4 KiB frames. */
 static double s_bare_zmq_rtt_us(int n)
 {
-    int port = s_free_port();
+    int port = zt_ephemeral_port();
     pid_t pid = fork();
     if (pid == 0) {
         zsock_t *r = zsock_new(ZMQ_ROUTER);
@@ -221,7 +211,7 @@ static double s_bare_zmq_rtt_us(int n)
  * syscalls (the fastest size measured here). */
 static double s_raw_tcp(size_t bytes, int reps)
 {
-    int port = s_free_port();
+    int port = zt_ephemeral_port();
     int ls = socket(AF_INET, SOCK_STREAM, 0);
     int one = 1;
     setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);

@@ -13,15 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Largest frame: ZT_PS_CHUNK_BYTES (read once). */
-static int64_t s_piece_bytes(void)
-{
-    static int64_t v;
-    if (!v)
-        v = zt_knob_int(ZT_KNOB_PS_CHUNK_BYTES) < 4096 ? 4096 : zt_knob_int(ZT_KNOB_PS_CHUNK_BYTES);
-    return v;
-}
-#define PIECE_BYTES s_piece_bytes()
+#define PIECE_BYTES zt_frame_bytes()
 #define RESEND_MS 2000
 #define MAX_PENDING 4096
 

@@ -1,11 +1,22 @@
 #include "zt_arlayout.h"
 #include "ztrain/zt_allreduce.h"
 #include "ztrain/zt_error.h"
+#include "ztrain/zt_knobs.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 size_t zt_dtype_size(int dtype) { return dtype == ZT_F32 ? 4 : 2; }
+
+int64_t zt_frame_bytes(void)
+{
+    static int64_t v;
+    if (!v) {
+        int64_t k = zt_knob_int(ZT_KNOB_PS_CHUNK_BYTES);
+        v = k < 4096 ? 4096 : k;
+    }
+    return v;
+}
 
 const char *zt_dtype_name(int dtype)
 {

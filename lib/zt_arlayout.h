@@ -29,6 +29,8 @@ typedef struct {
 int zt_ar_layout_build(zt_ar_layout_t *self, json_t *tensors, int64_t threshold);
 void zt_ar_layout_free(zt_ar_layout_t *self);
 size_t zt_dtype_size(int dtype);
+/* Largest data-plane frame in bytes (ZT_PS_CHUNK_BYTES, at least 4 KiB). */
+int64_t zt_frame_bytes(void);
 const char *zt_dtype_name(int dtype);
 /* dst[i] += src[i] for n elements of dtype (f16/bf16 through float32);
  * src may be unaligned. */

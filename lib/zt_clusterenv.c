@@ -17,24 +17,9 @@ void zt_replica_name(int pool, int index, char *buf, size_t size)
     snprintf(buf, size, "workerpool%d-%d", pool, index);
 }
 
-/* An ephemeral port from the kernel. The socket is closed again at once:
- * the kernel hands out ephemeral ports in turn, so a port it just gave out is
- * not given to a concurrent job's bind(0) for a long while. */
-static int s_ephemeral_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return -1;
-    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = 0 };
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    int port = -1;
-    if (bind(fd, (struct sockaddr *) &a, sizeof a) == 0 &&
-        getsockname(fd, (struct sockaddr *) &a, &len) == 0)
-        port = ntohs(a.sin_port);
-    close(fd);
-    return port;
-}
+/* Ports are ephemeral ports the kernel hands out (zt_ephemeral_port): it
+ * gives them out in turn, so a port just handed out is not given to a
+ * concurrent job's bind(0) for a long while. */
 
 int zt_layout_init(zt_layout_t *self, const zt_plan_t *plan, const char *job_dir, const char *trial)
 {
@@ -54,7 +39,7 @@ int zt_layout_init(zt_layout_t *self, const zt_plan_t *plan, const char *job_dir
         self->first_gpu[p] = gpu;
         gpu += pool->accel_count * pool->replicas;
         for (int i = 0; i < pool->replicas; i++)
-            if ((self->ports[p][i] = s_ephemeral_port()) < 0)
+            if ((self->ports[p][i] = zt_ephemeral_port()) < 0)
                 return ZT_ESYS;
     }
     return ZT_OK;

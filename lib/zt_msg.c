@@ -258,6 +258,32 @@ int zt_msg_send(zsock_t *sock, zframe_t *identity, const zt_msg_t *msg)
     return ZT_OK;
 }
 
+int zt_msg_recv_parts(void *socket, zmq_msg_t *parts, int max)
+{
+    int n = 0;
+    for (;;) {
+        zmq_msg_t extra, *m = n < max ? &parts[n] : &extra;
+        zmq_msg_init(m);
+        if (zmq_msg_recv(m, socket, n == 0 ? ZMQ_DONTWAIT : 0) < 0) {
+            zmq_msg_close(m);
+            return n;
+        }
+        int more = zmq_msg_more(m);
+        if (n < max)
+            n++;
+        else
+            zmq_msg_close(m);
+        if (!more)
+            return n;
+    }
+}
+
+void zt_msg_close_parts(zmq_msg_t *parts, int n)
+{
+    for (int i = 0; i < n; i++)
+        zmq_msg_close(&parts[i]);
+}
+
 /* ------------------------------------------------------------- selftest */
 
 #define ZT_X_(T, id, name) + 1

@@ -126,6 +126,12 @@ enum { ZT_PS_NOT_CONFIGURED = 1, ZT_PS_BAD_RANGE = 2, ZT_PS_CONFIG_MISMATCH = 3,
 int zt_msg_decode(const void *data, size_t size, zt_msg_t *msg, zt_msg_drops_t *drops);
 /* Sends msg on sock, after identity when given (ROUTER); 0 or error. */
 int zt_msg_send(zsock_t *sock, zframe_t *identity, const zt_msg_t *msg);
+/* Receives every frame of one multipart message, without blocking, into
+ * parts (the first max; extra frames are dropped). Returns how many were
+ * stored, 0 when nothing was waiting. The caller closes them. */
+int zt_msg_recv_parts(void *socket, zmq_msg_t *parts, int max);
+/* Closes n parts. */
+void zt_msg_close_parts(zmq_msg_t *parts, int n);
 /* Copies s into a string field, truncating. */
 void zt_msg_set_str(char *field, const char *s);
 void zt_msg_selftest(void);

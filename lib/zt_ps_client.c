@@ -4,6 +4,7 @@
 #include "ztrain/zt_error.h"
 #include "ztrain/zt_knobs.h"
 #include "ztrain/zt_log.h"
+#include "zt_arlayout.h"
 #include "zt_cluster.h"
 #include "zt_msg.h"
 #include "zt_optim.h"
@@ -71,9 +72,7 @@ zt_ps_client_t *zt_ps_client_new(const char *const *servers, int nservers, int r
     zt_ps_client_t *self = calloc(1, sizeof *self);
     self->nservers = nservers;
     self->rank = rank;
-    self->chunk_elems = zt_knob_int(ZT_KNOB_PS_CHUNK_BYTES) / (int64_t) sizeof(float);
-    if (self->chunk_elems < 1024)
-        self->chunk_elems = 1024;
+    self->chunk_elems = zt_frame_bytes() / (int64_t) sizeof(float);
     self->addrs = calloc((size_t) nservers, sizeof *self->addrs);
     self->socks = calloc((size_t) nservers, sizeof *self->socks);
     for (int s = 0; s < nservers; s++) {
@@ -328,28 +327,6 @@ static void s_remove(zt_ps_client_t *self, int i)
     self->ops[i] = self->ops[--self->nops];
 }
 
-/* Receives every frame of one message into parts (max 6); returns count. */
-static int s_recv_parts(void *zs, zmq_msg_t *parts, int max)
-{
-    int n = 0;
-    for (;;) {
-        zmq_msg_t tmp;
-        zmq_msg_t *m = n < max ? &parts[n] : &tmp;
-        zmq_msg_init(m);
-        if (zmq_msg_recv(m, zs, ZMQ_DONTWAIT) < 0) {
-            zmq_msg_close(m);
-            return n;
-        }
-        int more = zmq_msg_more(m);
-        if (n < max)
-            n++;
-        else
-            zmq_msg_close(m);
-        if (!more)
-            return n;
-    }
-}
-
 static void s_on_reply(zt_ps_client_t *self, int server, zmq_msg_t *parts, int nparts)
 {
     zt_msg_t m;
@@ -455,12 +432,11 @@ int zt_ps_wait(zt_ps_client_t *self, int timeout_ms)
                 continue;
             for (int k = 0; k < 1024; k++) {
                 zmq_msg_t parts[6];
-                int np = s_recv_parts(items[s].socket, parts, 6);
+                int np = zt_msg_recv_parts(items[s].socket, parts, 6);
                 if (np == 0)
                     break;
                 s_on_reply(self, s, parts, np);
-                for (int p = 0; p < np; p++)
-                    zmq_msg_close(&parts[p]);
+                zt_msg_close_parts(parts, np);
             }
         }
         now = zt_now_ms();

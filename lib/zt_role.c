@@ -1,6 +1,7 @@
 #include "zt_role.h"
 #include "ztrain/ztrain.h"
 #include "zt_util.h"
+#include "zt_cluster.h"
 #include <czmq.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,4 +65,41 @@ int zt_role_main(const zt_role_info_t *info, int argc, char **argv)
     zt_info("exiting with status %d", rc);
     zt_replica_destroy(&rep);
     return rc;
+}
+
+int zt_server_place(int argc, char **argv, zt_server_place_t *out)
+{
+    memset(out, 0, sizeof *out);
+    const char *addr = getenv("ZT_ADDRESS");
+    if (addr)
+        snprintf(out->bind, sizeof out->bind, "tcp://%s", addr);
+    out->index = getenv("ZT_INDEX") ? atoi(getenv("ZT_INDEX")) : 0;
+    zt_cluster_free(zt_cluster_pool(2, &out->count));
+    out->checkpoint_dir = getenv("AIP_CHECKPOINT_DIR");
+    for (int i = 1; i + 1 < argc; i++) {
+        const char *a = argv[i], *v = argv[i + 1];
+        if (!strcmp(a, "--bind"))
+            snprintf(out->bind, sizeof out->bind, "%s", v);
+        else if (!strcmp(a, "--index"))
+            out->index = atoi(v);
+        else if (!strcmp(a, "--servers"))
+            out->count = atoi(v);
+        else if (!strcmp(a, "--checkpoint-dir"))
+            out->checkpoint_dir = v;
+        else
+            continue;
+        i++;
+    }
+    if (!out->bind[0] || out->count < 1 || out->index < 0 || out->index >= out->count) {
+        zt_error("need a bind address (ZT_ADDRESS or --bind) and this server's place (ZT_INDEX or "
+                 "--index, of CLUSTER_SPEC's workerpool2 or --servers); got '%s', %d of %d",
+                 out->bind, out->index, out->count);
+        return -1;
+    }
+    return 0;
+}
+
+bool zt_role_stop_requested(void *replica)
+{
+    return zsys_interrupted || (replica && zt_replica_shutdown_requested(replica));
 }

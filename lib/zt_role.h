@@ -3,6 +3,7 @@
  * --run-seconds of placeholder work, then exit cleanly on shutdown. */
 #ifndef ZT_ROLE_H
 #define ZT_ROLE_H
+#include <stdbool.h>
 
 typedef struct {
     const char *binary;       /* "ztrain-worker" */
@@ -11,5 +12,21 @@ typedef struct {
 } zt_role_info_t;
 
 int zt_role_main(const zt_role_info_t *info, int argc, char **argv);
+
+/* Where a server replica of pool 2 (parameter server, reducer) sits: from
+ * the environment `ztrain run` sets (ZT_ADDRESS, ZT_INDEX, CLUSTER_SPEC's
+ * workerpool2, AIP_CHECKPOINT_DIR), overridden by --bind, --index, --servers,
+ * --checkpoint-dir; other arguments are ignored. */
+typedef struct {
+    char bind[256];              /* tcp://host:port */
+    int index;                   /* this server */
+    int count;                   /* servers in the pool */
+    const char *checkpoint_dir;  /* may be NULL */
+} zt_server_place_t;
+
+/* 0, or -1 (logged) when the place is incomplete. */
+int zt_server_place(int argc, char **argv, zt_server_place_t *out);
+/* True on SIGINT/SIGTERM or when the coordinator asked replica (may be NULL) to stop. */
+bool zt_role_stop_requested(void *replica);
 
 #endif

@@ -11,6 +11,9 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 int64_t zt_now_ms(void)
 {
@@ -207,4 +210,20 @@ char *zt_file_tail(const char *path, size_t max_bytes)
     }
     memmove(buf, p, strlen(p) + 1);
     return buf;
+}
+
+int zt_ephemeral_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = 0 };
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    int port = -1;
+    if (bind(fd, (struct sockaddr *) &a, sizeof a) == 0 &&
+        getsockname(fd, (struct sockaddr *) &a, &len) == 0)
+        port = ntohs(a.sin_port);
+    close(fd);
+    return port;
 }

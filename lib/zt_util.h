@@ -22,6 +22,8 @@ double zt_parse_duration(const char *text);
 bool zt_parse_int(const char *text, long long *out);
 /* printf into a fresh heap string. */
 char *zt_strdupf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* A free TCP port on 127.0.0.1 from the kernel (bound, then released). */
+int zt_ephemeral_port(void);
 /* Directory of the running executable (for finding sibling binaries). */
 const char *zt_exe_dir(void);
 /* Last up-to max_bytes of a file, starting at a line boundary; heap string. */

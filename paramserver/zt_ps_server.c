@@ -441,26 +441,11 @@ int zt_ps_server_run(zt_ps_server_t *self, volatile bool *stop, bool (*should_st
             continue;
         for (int k = 0; k < 256; k++) {
             zmq_msg_t parts[4];
-            int n = 0;
-            bool more = true;
-            while (more) {
-                zmq_msg_t tmp, *p = n < 4 ? &parts[n] : &tmp;
-                zmq_msg_init(p);
-                if (zmq_msg_recv(p, zs, ZMQ_DONTWAIT) < 0) {
-                    zmq_msg_close(p);
-                    break;
-                }
-                more = zmq_msg_more(p);
-                if (n < 4)
-                    n++;
-                else
-                    zmq_msg_close(p);
-            }
+            int n = zt_msg_recv_parts(zs, parts, 4);
             if (n == 0)
                 break;
             s_handle(self, parts, n);
-            for (int i = 0; i < n; i++)
-                zmq_msg_close(&parts[i]);
+            zt_msg_close_parts(parts, n);
         }
     }
     return ZT_OK;

@@ -14,15 +14,7 @@
 #include <string.h>
 
 #define MAX_WORKERS 256
-/* Largest frame: ZT_PS_CHUNK_BYTES (read once). */
-static int64_t s_piece_bytes(void)
-{
-    static int64_t v;
-    if (!v)
-        v = zt_knob_int(ZT_KNOB_PS_CHUNK_BYTES) < 4096 ? 4096 : zt_knob_int(ZT_KNOB_PS_CHUNK_BYTES);
-    return v;
-}
-#define PIECE_BYTES s_piece_bytes()
+#define PIECE_BYTES zt_frame_bytes()
 
 typedef struct { int64_t a, b; } s_iv_t;
 
@@ -605,21 +597,7 @@ int zt_reducer_run(zt_reducer_t *self, bool (*should_stop)(void *), void *arg)
             continue;
         for (int k = 0; k < 256; k++) {
             zmq_msg_t parts[3];
-            int n = 0;
-            bool more = true;
-            while (more) {
-                zmq_msg_t tmp, *p = n < 3 ? &parts[n] : &tmp;
-                zmq_msg_init(p);
-                if (zmq_msg_recv(p, zs, ZMQ_DONTWAIT) < 0) {
-                    zmq_msg_close(p);
-                    break;
-                }
-                more = zmq_msg_more(p);
-                if (n < 3)
-                    n++;
-                else
-                    zmq_msg_close(p);
-            }
+            int n = zt_msg_recv_parts(zs, parts, 3);
             if (n == 0)
                 break;
             zt_msg_t m;
@@ -645,8 +623,7 @@ int zt_reducer_run(zt_reducer_t *self, bool (*should_stop)(void *), void *arg)
             }
             else
                 zt_warn("dropped a malformed message");
-            for (int i = 0; i < n; i++)
-                zmq_msg_close(&parts[i]);
+            zt_msg_close_parts(parts, n);
         }
     }
     return ZT_OK;

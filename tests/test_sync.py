@@ -9,7 +9,7 @@ import re
 import signal
 import unittest
 
-from ztest import Job, load_job, tmpdir, wait_for, write
+from ztest import Job, job_file, load_job, pool, tmpdir, wait_for, write
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 FAST = {"ZT_STOP_GRACE_MS": "3000", "ZT_HEARTBEAT_MS": "300"}
@@ -24,17 +24,10 @@ def replica(job, name):
 
 
 def spec(d, name, args, workers, reducers, evaluators=0, worker_args=None):
-    def pool(image, n, a=None):
-        p = {"machineSpec": {"machineType": "n1-standard-4"}, "replicaCount": n,
-             "containerSpec": {"imageUri": image}}
-        if a:
-            p["containerSpec"]["args"] = a
-        return p
-    pools = [pool("ztrain-worker", 1, args), pool("ztrain-worker", workers, worker_args or args),
-             pool("ztrain-reducer", reducers) if reducers else {},
-             pool("ztrain-evaluator", evaluators) if evaluators else {}]
-    return write(d, name + ".json", json.dumps({"displayName": name, "jobSpec": {
-        "workerPoolSpecs": pools, "scheduling": {"timeout": "600s"}}}))
+    return job_file(d, name, [pool("ztrain-worker", 1, args),
+                              pool("ztrain-worker", workers, worker_args or args),
+                              pool("ztrain-reducer", reducers) if reducers else {},
+                              pool("ztrain-evaluator", evaluators) if evaluators else {}])
 
 
 class Sync(unittest.TestCase):

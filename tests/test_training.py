@@ -10,24 +10,17 @@ import subprocess
 import unittest
 import zlib
 
-from ztest import BIN, Job, load_job, tmpdir, wait_for, write
+from ztest import BIN, Job, job_file, load_job, pool, tmpdir, wait_for, write
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 FAST = {"ZT_STOP_GRACE_MS": "3000", "ZT_HEARTBEAT_MS": "300"}
 
 
 def job_spec(d, name, trainer_args, workers=2, servers=2, evaluators=1):
-    def pool(image, n, args=None):
-        p = {"machineSpec": {"machineType": "n1-standard-4"}, "replicaCount": n,
-             "containerSpec": {"imageUri": image}}
-        if args:
-            p["containerSpec"]["args"] = args
-        return p
-    pools = [pool("ztrain-worker", 1, trainer_args), pool("ztrain-worker", workers, trainer_args)
-             if workers else {}, pool("ztrain-paramserver", servers) if servers else {},
-             pool("ztrain-evaluator", evaluators) if evaluators else {}]
-    return write(d, name + ".json", json.dumps({"displayName": name, "jobSpec": {
-        "workerPoolSpecs": pools, "scheduling": {"timeout": "600s"}}}))
+    return job_file(d, name, [pool("ztrain-worker", 1, trainer_args),
+                              pool("ztrain-worker", workers, trainer_args) if workers else {},
+                              pool("ztrain-paramserver", servers) if servers else {},
+                              pool("ztrain-evaluator", evaluators) if evaluators else {}])
 
 
 def metric(job, name):

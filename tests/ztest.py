@@ -109,3 +109,18 @@ class Job:
             except ProcessLookupError:
                 pass
             self.proc.wait()
+
+
+def pool(image, n, args=None, machine="n1-standard-4"):
+    """A worker pool running a ztrain role image (or any image with args)."""
+    p = {"machineSpec": {"machineType": machine}, "replicaCount": n,
+         "containerSpec": {"imageUri": image}}
+    if args:
+        p["containerSpec"]["args"] = args
+    return p
+
+
+def job_file(d, name, pools, **scheduling):
+    """Writes a CustomJob with these pools; returns its path."""
+    spec = {"workerPoolSpecs": pools, "scheduling": dict({"timeout": "600s"}, **scheduling)}
+    return write(d, name + ".json", json.dumps({"displayName": name, "jobSpec": spec}))
