@@ -278,6 +278,45 @@ int zt_msg_recv_parts(void *socket, zmq_msg_t *parts, int max)
     }
 }
 
+zsock_t *zt_data_router(const char *endpoint)
+{
+    zsock_t *router = zsock_new(ZMQ_ROUTER);
+    if (!router)
+        return NULL;
+    zsock_set_sndhwm(router, 100000);
+    zsock_set_rcvhwm(router, 100000);
+    zsock_set_linger(router, 0);
+    if (zsock_bind(router, "%s", endpoint) < 0) {
+        zsys_error("cannot bind %s: %s", endpoint, zmq_strerror(zmq_errno()));
+        zsock_destroy(&router);
+    }
+    return router;
+}
+
+int zt_msg_send_routed(void *router, zmq_msg_t *identity, const zt_msg_t *msg, zmq_msg_t *payload,
+                       int npayload)
+{
+    zframe_t *h = zt_msg_encode(msg);
+    int rc = ZT_OK;
+    zmq_msg_t id, hm;
+    if (!h)
+        rc = ZT_EINVAL;
+    else {
+        zmq_msg_init(&id);
+        zmq_msg_copy(&id, identity);
+        zmq_msg_init_size(&hm, zframe_size(h));
+        memcpy(zmq_msg_data(&hm), zframe_data(h), zframe_size(h));
+        zframe_destroy(&h);
+        if (zmq_msg_send(&id, router, ZMQ_SNDMORE) < 0 ||
+            zmq_msg_send(&hm, router, npayload ? ZMQ_SNDMORE : 0) < 0)
+            rc = ZT_EIO;
+    }
+    for (int i = 0; i < npayload; i++)
+        if (rc != ZT_OK || zmq_msg_send(&payload[i], router, i + 1 < npayload ? ZMQ_SNDMORE : 0) < 0)
+            zmq_msg_close(&payload[i]);
+    return rc;
+}
+
 void zt_msg_close_parts(zmq_msg_t *parts, int n)
 {
     for (int i = 0; i < n; i++)

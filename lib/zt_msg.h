@@ -130,6 +130,13 @@ int zt_msg_send(zsock_t *sock, zframe_t *identity, const zt_msg_t *msg);
  * parts (the first max; extra frames are dropped). Returns how many were
  * stored, 0 when nothing was waiting. The caller closes them. */
 int zt_msg_recv_parts(void *socket, zmq_msg_t *parts, int max);
+/* A data-plane ROUTER bound to endpoint (high-water marks for bulk
+ * transfers, no linger); NULL with the reason logged. */
+zsock_t *zt_data_router(const char *endpoint);
+/* Sends [identity][header][payload...] on a ROUTER; the payload messages are
+ * consumed (sent or closed). */
+int zt_msg_send_routed(void *router, zmq_msg_t *identity, const zt_msg_t *msg, zmq_msg_t *payload,
+                       int npayload);
 /* Closes n parts. */
 void zt_msg_close_parts(zmq_msg_t *parts, int n);
 /* Copies s into a string field, truncating. */

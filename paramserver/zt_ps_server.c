@@ -174,14 +174,7 @@ zt_ps_server_t *zt_ps_server_new(const zt_ps_server_opts_t *opts)
 {
     zt_ps_server_t *self = calloc(1, sizeof *self);
     self->opts = *opts;
-    self->router = zsock_new(ZMQ_ROUTER);
-    zsock_set_sndhwm(self->router, 100000);
-    zsock_set_rcvhwm(self->router, 100000);
-    zsock_set_linger(self->router, 0);
-    zsock_set_router_mandatory(self->router, 0);
-    if (zsock_bind(self->router, "%s", opts->bind) < 0) {
-        zt_error("cannot bind %s: %s", opts->bind, zmq_strerror(zmq_errno()));
-        zsock_destroy(&self->router);
+    if (!(self->router = zt_data_router(opts->bind))) {
         free(self);
         return NULL;
     }
@@ -213,23 +206,10 @@ int64_t zt_ps_server_restored_step(zt_ps_server_t *self) { return self->restored
 static void s_reply(zt_ps_server_t *self, zmq_msg_t *identity, zt_msg_t *m, zmq_msg_t *payload,
                     int npayload)
 {
-    void *zs = zsock_resolve(self->router);
     m->seq = self->seq++;
     m->pool = 2;
     m->index = self->opts.index;
-    zframe_t *h = zt_msg_encode(m);
-    zmq_msg_t id;
-    zmq_msg_init(&id);
-    zmq_msg_copy(&id, identity);
-    zmq_msg_t hm;
-    zmq_msg_init_size(&hm, zframe_size(h));
-    memcpy(zmq_msg_data(&hm), zframe_data(h), zframe_size(h));
-    zframe_destroy(&h);
-    zmq_msg_send(&id, zs, ZMQ_SNDMORE);
-    zmq_msg_send(&hm, zs, npayload ? ZMQ_SNDMORE : 0);
-    for (int i = 0; i < npayload; i++)
-        if (zmq_msg_send(&payload[i], zs, i + 1 < npayload ? ZMQ_SNDMORE : 0) < 0)
-            zmq_msg_close(&payload[i]);
+    zt_msg_send_routed(zsock_resolve(self->router), identity, m, payload, npayload);
 }
 
 static void s_error(zt_ps_server_t *self, zmq_msg_t *id, int64_t req, int code, const char *text)

@@ -185,13 +185,7 @@ zt_reducer_t *zt_reducer_new(const zt_reducer_opts_t *opts)
 {
     zt_reducer_t *self = calloc(1, sizeof *self);
     self->opts = *opts;
-    self->router = zsock_new(ZMQ_ROUTER);
-    zsock_set_sndhwm(self->router, 100000);
-    zsock_set_rcvhwm(self->router, 100000);
-    zsock_set_linger(self->router, 0);
-    if (zsock_bind(self->router, "%s", opts->bind) < 0) {
-        zt_error("cannot bind %s: %s", opts->bind, zmq_strerror(zmq_errno()));
-        zsock_destroy(&self->router);
+    if (!(self->router = zt_data_router(opts->bind))) {
         free(self);
         return NULL;
     }
@@ -236,30 +230,21 @@ static void s_send_lent(zt_reducer_t *self, int rank, zt_msg_t *m, const void *p
 {
     if (rank < 0 || rank >= MAX_WORKERS || !self->have_id[rank])
         return;
-    void *zs = zsock_resolve(self->router);
     m->seq = self->seq++;
     m->pool = 2;
     m->index = self->opts.index;
-    zframe_t *h = zt_msg_encode(m);
-    zmq_msg_t id, hm;
-    zmq_msg_init(&id);
-    zmq_msg_copy(&id, &self->ids[rank]);
-    zmq_msg_init_size(&hm, zframe_size(h));
-    memcpy(zmq_msg_data(&hm), zframe_data(h), zframe_size(h));
-    zframe_destroy(&h);
-    zmq_msg_send(&id, zs, ZMQ_SNDMORE);
-    zmq_msg_send(&hm, zs, payload ? ZMQ_SNDMORE : 0);
+    zmq_msg_t pm;
+    int np = 0;
     if (payload) {
-        zmq_msg_t pm;
         if (lent && bytes) { /* the same sum goes to every worker without a copy */
             atomic_fetch_add(lent, 1);
             zmq_msg_init_data(&pm, (void *) payload, bytes, s_res_release, lent);
         }
         else
             zt_bufpool_msg(self->pool, &pm, payload, bytes);
-        if (zmq_msg_send(&pm, zs, 0) < 0)
-            zmq_msg_close(&pm);
+        np = 1;
     }
+    zt_msg_send_routed(zsock_resolve(self->router), &self->ids[rank], m, &pm, np);
 }
 
 static void s_error(zt_reducer_t *self, int rank, int64_t req, int code, const char *text)
