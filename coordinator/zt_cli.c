@@ -2,6 +2,7 @@
 #include "zt_clusterenv.h"
 #include "zt_coord.h"
 #include "zt_cuda_probe.h"
+#include "zt_study.h"
 #include "zt_util.h"
 #include "ztrain/ztrain.h"
 #include <errno.h>
@@ -22,6 +23,9 @@ typedef struct {
     const char *trial;         /* --trial */
     const char *tf_chief;      /* --tf-chief-name */
     int pool, index;           /* env: --pool, --index */
+    const char *study_dir;     /* tune, status: --study-dir */
+    long long seed;            /* tune: --seed */
+    int suggest;               /* tune: --suggest N (print, run nothing) */
     bool cpu_only, json;       /* --cpu-only, --json */
     json_t *flags;             /* override flags in order */
     char **user_args;          /* after -- */
@@ -41,8 +45,12 @@ static void s_usage(FILE *out, const char *prog)
         "        print the resolved plan, or every error (exit 2)\n"
         "  env FILE --pool N --index I [--trial ID] [--job-dir DIR] [overrides]\n"
         "        print one replica's environment as KEY=VALUE lines; runs nothing\n"
-        "  status --job-dir DIR [--json]\n"
-        "        show a running or finished job\n\n"
+        "  status --job-dir DIR [--json] | --study-dir DIR [--json]\n"
+        "        show a running or finished job, or study\n"
+        "  tune STUDY.json [--study-dir DIR] [--seed N] [--cpu-only] [--suggest N]\n"
+        "        run a hyperparameter study: every trial is a whole job (ztrain run --trial);\n"
+        "        exits 0 when it succeeded, 1 failed, 2 invalid spec, 3 cancelled;\n"
+        "        --suggest N prints N parameter sets and runs nothing\n\n"
         "FILE is a Vertex CustomJobSpec or CustomJob (JSON) or a legacy AI Platform\n"
         "config with trainingInput (YAML). It may be left out when --worker-pool-spec\n"
         "or legacy flags describe the job.\n\n"
@@ -59,7 +67,7 @@ static void s_usage(FILE *out, const char *prog)
 static bool s_takes_value(const char *name)
 {
     static const char *const v[] = { "--job-dir", "--trial", "--tf-chief-name", "--pool",
-                                     "--index", NULL };
+                                     "--index", "--study-dir", "--seed", "--suggest", NULL };
     for (int i = 0; v[i]; i++)
         if (!strcmp(name, v[i]))
             return true;
@@ -109,6 +117,17 @@ static int s_parse(int argc, char **argv, const char *forced, s_args_t *a)
             }
             long long n;
             if (!strcmp(name, "--job-dir")) a->job_dir = value;
+            else if (!strcmp(name, "--study-dir")) a->study_dir = value;
+            else if (!strcmp(name, "--seed") || !strcmp(name, "--suggest")) {
+                if (!zt_parse_int(value, &n) || n < 0) {
+                    fprintf(stderr, "ztrain: %s: '%s' is not a non-negative integer\n", name, value);
+                    return -1;
+                }
+                if (name[2] == 's' && name[3] == 'e')
+                    a->seed = n;
+                else
+                    a->suggest = (int) n;
+            }
             else if (!strcmp(name, "--trial")) a->trial = value;
             else if (!strcmp(name, "--tf-chief-name")) a->tf_chief = value;
             else if (!strcmp(name, "--pool") || !strcmp(name, "--index")) {
@@ -144,7 +163,7 @@ static zt_plan_t *s_load(s_args_t *a, zt_diag_t *diag, bool check_gpus)
         fprintf(stderr, "ztrain %s: give a job file, or --worker-pool-spec flags\n", a->command);
         return NULL;
     }
-    zt_plan_opts_t opts = { a->file, a->flags, a->user_args, a->n_user_args, a->tf_chief };
+    zt_plan_opts_t opts = { a->file, a->flags, a->user_args, a->n_user_args, a->tf_chief, NULL };
     zt_plan_t *plan = NULL;
     zt_plan_load(&opts, &plan, diag);
     if (plan && check_gpus)
@@ -302,10 +321,53 @@ static int s_cmd_env(s_args_t *a)
     return rc;
 }
 
+static int s_cmd_tune(s_args_t *a)
+{
+    if (!a->file) {
+        fprintf(stderr, "ztrain tune: give a study file (a HyperparameterTuningJob spec)\n");
+        return EXIT_USAGE;
+    }
+    char *dir = a->study_dir ? strdup(a->study_dir) : NULL;
+    if (!dir) {
+        char stamp[32];
+        time_t t = time(NULL);
+        struct tm tm;
+        localtime_r(&t, &tm);
+        strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
+        dir = zt_strdupf("%s/study-%s-%d", zt_knob_str(ZT_KNOB_JOBS_DIR), stamp, (int) getpid());
+    }
+    char *me = zt_strdupf("%s/ztrain", zt_exe_dir());
+    zt_study_opts_t o = { a->file, dir, me, (uint64_t) (a->seed ? a->seed : 1), a->cpu_only };
+    zt_diag_t *diag = zt_diag_new();
+    zt_study_t *study = zt_study_new(&o, diag);
+    zt_diag_print(diag, stderr);
+    int rc;
+    if (!study) {
+        fprintf(stderr, "ztrain: %d error%s; nothing was started\n", zt_diag_errors(diag),
+                zt_diag_errors(diag) == 1 ? "" : "s");
+        rc = EXIT_USAGE;
+    }
+    else if (a->suggest > 0) {
+        char *text = zt_study_suggest_json(study, a->suggest);
+        printf("%s\n", text);
+        free(text);
+        rc = EXIT_OK;
+    }
+    else
+        rc = zt_study_run(study);
+    zt_study_destroy(&study);
+    zt_diag_destroy(&diag);
+    free(me);
+    free(dir);
+    return rc;
+}
+
 static int s_cmd_status(s_args_t *a)
 {
+    if (a->study_dir)
+        return zt_study_status(a->study_dir, a->json);
     if (!a->job_dir) {
-        fprintf(stderr, "ztrain status: give --job-dir DIR\n");
+        fprintf(stderr, "ztrain status: give --job-dir DIR or --study-dir DIR\n");
         return EXIT_USAGE;
     }
     char *path = zt_strdupf("%s/job.json", a->job_dir);
@@ -393,8 +455,10 @@ int zt_cli_main(int argc, char **argv, const char *command)
         rc = s_cmd_env(&a);
     else if (!strcmp(a.command, "status"))
         rc = s_cmd_status(&a);
+    else if (!strcmp(a.command, "tune"))
+        rc = s_cmd_tune(&a);
     else {
-        fprintf(stderr, "ztrain: unknown command '%s' (run, validate, env, status; see --help)\n",
+        fprintf(stderr, "ztrain: unknown command '%s' (run, validate, env, status, tune; see --help)\n",
                 a.command);
         rc = EXIT_USAGE;
     }

@@ -966,7 +966,7 @@ int zt_plan_load(const zt_plan_opts_t *opts, zt_plan_t **plan_p, zt_diag_t *diag
         if (strcmp(n, "--worker-pool-spec") && strcmp(n, "--display-name"))
             has_legacy_flag = true;
     }
-    json_t *ti = json_object_get(root, "trainingInput");
+    json_t *ti = opts->spec_key ? NULL : json_object_get(root, "trainingInput");
     bool legacy = ti || (!opts->file && has_legacy_flag);
     if (legacy) {
         static const char *const known[] = { "trainingInput", "jobId", "labels", NULL };
@@ -990,8 +990,19 @@ int zt_plan_load(const zt_plan_opts_t *opts, zt_plan_t **plan_p, zt_diag_t *diag
     else {
         json_t *spec = root;
         const char *prefix = "";
-        json_t *js = json_object_get(root, "jobSpec");
-        if (js) {
+        json_t *js = json_object_get(root, opts->spec_key ? opts->spec_key : "jobSpec");
+        if (opts->spec_key) { /* a study: only the trial job is ours to check */
+            plan->format = strdup("CustomJobSpec");
+            if (!json_is_object(js)) {
+                ERR(c, opts->spec_key, js, js ? "expected a CustomJobSpec object"
+                                              : "required: the job every trial runs");
+                js = json_object();
+                json_object_set_new(root, opts->spec_key, js);
+            }
+            spec = js;
+            prefix = opts->spec_key;
+        }
+        else if (js) {
             static const char *const known[] = { "displayName", "jobSpec", "labels", "name",
                 "encryptionSpec", "state", "createTime", "startTime", "endTime", "updateTime",
                 "error", "webAccessUris", NULL };

@@ -51,6 +51,8 @@ typedef struct {
     char **user_args;        /* everything after "--" */
     int n_user_args;
     const char *tf_chief_name; /* "chief" or "master" to override, or NULL */
+    const char *spec_key;    /* the CustomJobSpec is root[spec_key] (a study's
+                                "trialJobSpec"), or NULL for the whole file */
 } zt_plan_opts_t;
 
 /* True for the override flags zt_plan_load understands ("--worker-count"...). */
