@@ -286,7 +286,9 @@ static json_t *s_json_value(const s_param_t *p, double v)
         return json_real(json_number_value(json_array_get(p->values, (size_t) v)));
     if (p->kind == P_INT)
         return json_integer((json_int_t) v);
-    return json_real(v);
+    char buf[32]; /* 8 significant digits: what the trial gets as a flag, exactly */
+    snprintf(buf, sizeof buf, "%.8g", v);
+    return json_real(strtod(buf, NULL));
 }
 
 /* Whether p is active given the values chosen so far. */
@@ -729,7 +731,7 @@ char *zt_study_suggest_json(zt_study_t *s, int n)
         t->id = ++s->nt;
         json_array_append(out, t->params);
     }
-    char *text = json_dumps(out, JSON_COMPACT);
+    char *text = json_dumps(out, JSON_COMPACT | JSON_REAL_PRECISION(8));
     json_decref(out);
     return text;
 }
@@ -1127,7 +1129,7 @@ int zt_study_run(zt_study_t *s)
     free(path);
     json_t *best = json_object_get(doc, "bestTrial");
     if (json_is_object(best)) {
-        char *pt = json_dumps(json_object_get(best, "parameters"), JSON_COMPACT);
+        char *pt = json_dumps(json_object_get(best, "parameters"), JSON_COMPACT | JSON_REAL_PRECISION(8));
         printf("study %s: best trial %s: %s = %.6g with %s\n", s->state,
                json_string_value(json_object_get(best, "id")), s->metric,
                json_number_value(json_object_get(best, "finalMeasurement")), pt);
@@ -1168,7 +1170,7 @@ int zt_study_status(const char *study_dir, bool as_json)
         char fin[32] = "-";
         if (json_is_number(json_object_get(t, "finalMeasurement")))
             snprintf(fin, sizeof fin, "%.6g", json_number_value(json_object_get(t, "finalMeasurement")));
-        char *pt = json_dumps(json_object_get(t, "parameters"), JSON_COMPACT);
+        char *pt = json_dumps(json_object_get(t, "parameters"), JSON_COMPACT | JSON_REAL_PRECISION(8));
         printf("  %-6s %-10s %-12s %s\n", json_string_value(json_object_get(t, "id")),
                json_string_value(json_object_get(t, "state")), fin, pt);
         free(pt);
