@@ -31,6 +31,7 @@ bench: build
 	python3 bench/allreduce_bench.py $(BUILD)
 	$(BUILD)/bench/ar_bench $(BUILD)/bin/ztrain-reducer --fusion
 	python3 bench/train_bench.py $(BUILD)/bin
+	python3 bench/tune_bench.py $(BUILD)/bin
 
 clean:
 	rm -rf $(BUILD)

@@ -282,8 +282,10 @@ static json_t *s_json_value(const s_param_t *p, double v)
 {
     if (p->kind == P_CAT)
         return json_incref(json_array_get(p->values, (size_t) v));
-    if (p->kind == P_DISC)
-        return json_real(json_number_value(json_array_get(p->values, (size_t) v)));
+    if (p->kind == P_DISC) { /* whole numbers stay whole: --hidden=64, not 64.0 */
+        double d = json_number_value(json_array_get(p->values, (size_t) v));
+        return d == floor(d) && fabs(d) < 1e15 ? json_integer((json_int_t) d) : json_real(d);
+    }
     if (p->kind == P_INT)
         return json_integer((json_int_t) v);
     char buf[32]; /* 8 significant digits: what the trial gets as a flag, exactly */

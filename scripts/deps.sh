@@ -6,7 +6,7 @@ PKGS="build-essential cmake pkg-config libzmq3-dev libczmq-dev libmsgpack-dev
       libjansson-dev libyaml-dev zlib1g-dev libopenblas-dev dataset-fashion-mnist
       python3 procps"
 # --bench: also the peers the benchmarks compare against.
-[ "${1:-}" = "--bench" ] && PKGS="$PKGS openmpi-bin libopenmpi-dev python3-torch"
+[ "${1:-}" = "--bench" ] && PKGS="$PKGS openmpi-bin libopenmpi-dev python3-torch python3-pip"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' \
@@ -20,3 +20,6 @@ export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 # shellcheck disable=SC2086
 $SUDO apt-get install -y -qq --no-install-recommends $missing
+if [ "${1:-}" = "--bench" ]; then
+    python3 -c "import optuna" 2>/dev/null || python3 -m pip install -q optuna || true
+fi
