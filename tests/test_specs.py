@@ -370,7 +370,7 @@ class ValidSpecs(unittest.TestCase):
     def test_examples_validate(self):
         ex = os.path.join(os.path.dirname(__file__), "..", "examples")
         for name in sorted(os.listdir(ex)):
-            if name.endswith((".json", ".yaml")):
+            if name.endswith((".json", ".yaml")) and "study" not in name:  # studies: test_tune
                 with self.subTest(name):
                     r = ztrain("validate", os.path.join(ex, name), "--cpu-only")
                     self.assertEqual(r.returncode, 0, r.stderr)

@@ -150,9 +150,9 @@ class Supervision(unittest.TestCase):
         self.assertEqual(replica(j, "workerpool1-0")["restarts"], 1)
 
     def test_heartbeat_loss_is_a_crash(self):
-        path = spec(self.d, "hb", [role_pool("ztrain-worker", args=["--run-seconds=8"]),
+        path = spec(self.d, "hb", [role_pool("ztrain-worker", args=["--run-seconds=10"]),
                                    role_pool("ztrain-worker", args=["--idle"])])
-        env = dict(FAST, ZT_HEARTBEAT_TIMEOUT_MS="1500")
+        env = dict(FAST, ZT_HEARTBEAT_TIMEOUT_MS="3000")
         job = Job(self, path, self.job_dir, env=env)
         wait_for(lambda: (load_job(self.job_dir) or {}).get("state") == "RUNNING", what="RUNNING")
         pid = replica(load_job(self.job_dir), "workerpool1-0")["pid"]

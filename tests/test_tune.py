@@ -194,6 +194,15 @@ class Tune(unittest.TestCase):
         self.assertEqual(doc["state"], "FAILED")
         self.assertEqual(doc["failedTrials"], 2)
 
+    def test_example_studies_validate(self):
+        for name in sorted(os.listdir(os.path.join(ROOT, "examples"))):
+            if "study" in name and name.endswith(".json"):
+                with self.subTest(name):
+                    r = ztrain("tune", os.path.join(ROOT, "examples", name), "--study-dir",
+                               os.path.join(self.d, name), "--suggest", "3")
+                    self.assertEqual(r.returncode, 0, r.stderr)
+                    self.assertEqual(len(json.loads(r.stdout)), 3)
+
     def test_ctrl_c_stops_every_trial(self):
         path = write(self.d, "slow.json", study([X, Y], max_trials=4, parallel=2))
         p = subprocess.Popen([ZTRAIN, "tune", path, "--study-dir", os.path.join(self.d, "c")],
