@@ -658,7 +658,7 @@ zt_study_t *zt_study_new(const zt_study_opts_t *opts, zt_diag_t *diag)
     /* 0 or unset: the service decides; ztrain allows half the trials to fail */
     s->max_failed = mf && v > 0 ? (int) v : (s->max_trials > 1 ? s->max_trials / 2 : 1);
     /* The trial job, checked like any job. */
-    zt_plan_opts_t po = { opts->file, json_array(), NULL, 0, NULL, "trialJobSpec" };
+    zt_plan_opts_t po = { opts->file, json_array(), NULL, 0, NULL, true, "trialJobSpec" };
     zt_plan_t *plan = NULL;
     zt_plan_load(&po, &plan, diag);
     json_decref(po.flags);

@@ -347,6 +347,17 @@ class ValidSpecs(unittest.TestCase):
         self.assertEqual(p["scaleTier"], "CUSTOM")
         self.assertEqual(counts(p), [1, 2, 0, 0])
 
+    def test_user_args_reach_which_pools(self):
+        pools = [pool(), pool(), pool(containerSpec={"imageUri": "x", "command": ["ps-program"]}),
+                 pool(containerSpec={"imageUri": "ztrain-evaluator"})]
+        path = write(self.d, "args.json", vertex(*pools))
+        p = plan(path, "--", "--lr=0.1")
+        self.assertEqual([("--lr=0.1" in (x["command"] if x else [])) for x in p["pools"]],
+                         [True, True, True, False])  # user program of pool 2: yes; evaluator role: no
+        p = plan(path, "--trial", "3", "--", "--lr=0.1")  # a trial: pools 0 and 1 only
+        self.assertEqual([("--lr=0.1" in (x["command"] if x else [])) for x in p["pools"]],
+                         [True, True, False, False])
+
     def test_flags_only_job(self):
         r = ztrain("validate", "--json", "--worker-pool-spec=machine-type=n1-standard-4,"
                    "replica-count=1,container-image-uri=ztrain-worker",
