@@ -3,6 +3,7 @@
 #include "zt_util.h"
 #include "ztrain/zt_error.h"
 #include "ztrain/zt_knobs.h"
+#include "zt_cuda_probe.h"
 #include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1100,7 +1101,12 @@ int zt_plan_check_gpus(zt_plan_t *self, int gpus_found, bool cpu_only, zt_diag_t
         snprintf(detail + strlen(detail), sizeof detail - strlen(detail), "%sworkerpool%d: %d x %d %s",
                  detail[0] ? ", " : "", i, p->replicas, p->accel_count, p->accel_type);
     }
-    if (asked > gpus_found && !cpu_only)
+    if (asked > 0 && !cpu_only && !zt_have_cuda_build())
+        zt_diag_add(diag, true, self->source, 0, 0, NULL, NULL,
+                    "%d GPU%s asked for (%s) but this ztrain was built without CUDA (the toolkit was "
+                    "not found at build time); rebuild with the CUDA toolkit, or pass --cpu-only",
+                    asked, asked == 1 ? "" : "s", detail);
+    else if (asked > gpus_found && !cpu_only)
         zt_diag_add(diag, true, self->source, 0, 0, NULL, NULL,
                     "%d GPU%s asked for (%s) but %d found on this machine; pass --cpu-only to run "
                     "the job without GPUs", asked, asked == 1 ? "" : "s", detail, gpus_found);

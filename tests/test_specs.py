@@ -7,6 +7,10 @@ import unittest
 
 from ztest import ztrain, tmpdir, write
 
+# A build without CUDA refuses GPU jobs unless --cpu-only (tested below).
+HAVE_CUDA = "CUDA backend: yes" in ztrain("--version").stdout
+GPU_OK = [] if HAVE_CUDA else ["--cpu-only"]
+
 POOL0 = {"machineSpec": {"machineType": "n1-standard-4"}, "replicaCount": 1,
          "containerSpec": {"imageUri": "ztrain-worker"}}
 
@@ -129,8 +133,8 @@ INVALID = [
      ["malformed JSON: duplicate object key"]),
     ("gpus-not-present", "json", vertex(pool(machineSpec={
         "acceleratorType": "NVIDIA_TESLA_T4", "acceleratorCount": 2})), [],
-     ["2 GPUs asked for (workerpool0: 1 x 2 NVIDIA_TESLA_T4) but 0 found on this machine",
-      "--cpu-only"]),
+     ["2 GPUs asked for (workerpool0: 1 x 2 NVIDIA_TESLA_T4) but " +
+      ("0 found on this machine" if HAVE_CUDA else "this ztrain was built without CUDA"), "--cpu-only"]),
     ("flag-bad-replicas", "json", vertex(pool(), pool()),
      ["--worker-pool-spec=machine-type=n1-standard-4",
       "--worker-pool-spec=replica-count=-1"],
@@ -186,7 +190,8 @@ INVALID = [
      ["--worker-count=abc", "--worker-machine-type=n1-standard-4"],
      ['command line (--worker-count): error: trainingInput.workerCount = "abc": expected an integer']),
     ("yaml-basic-gpu-absent", "yaml", "trainingInput:\n  scaleTier: BASIC_GPU\n", [],
-     ["1 GPU asked for (workerpool0: 1 x 1 NVIDIA_TESLA_K80) but 0 found"]),
+     ["1 GPU asked for (workerpool0: 1 x 1 NVIDIA_TESLA_K80) but " +
+      ("0 found" if HAVE_CUDA else "this ztrain was built without CUDA")]),
     ("yaml-flag-accel", "yaml", "trainingInput:\n  scaleTier: CUSTOM\n  masterType: n1-standard-4\n",
      ["--master-accelerator=count=3,type=nvidia-tesla-t4"],
      ["command line (--master-accelerator)",
@@ -239,8 +244,12 @@ class InvalidSpecs(unittest.TestCase):
             "acceleratorType": "NVIDIA_TESLA_T4", "acceleratorCount": 2})))
         r = ztrain("validate", path, "--cpu-only", env={"ZT_GPU_COUNT": "0"})
         self.assertEqual(r.returncode, 0, r.stderr)
-        r = ztrain("validate", path, env={"ZT_GPU_COUNT": "2"})
+        r = ztrain("validate", path, *GPU_OK, env={"ZT_GPU_COUNT": "2"})
         self.assertEqual(r.returncode, 0, r.stderr)
+        if not HAVE_CUDA:
+            r = ztrain("validate", path, env={"ZT_GPU_COUNT": "2"})
+            self.assertEqual(r.returncode, 2)
+            self.assertIn("this ztrain was built without CUDA", r.stderr)
 
 
 def plan(path, *args, env=None):
@@ -265,7 +274,7 @@ class ValidSpecs(unittest.TestCase):
         for tier, (c, master, ps) in want.items():
             with self.subTest(tier):
                 path = write(self.d, tier + ".yaml", "trainingInput:\n  scaleTier: %s\n" % tier)
-                p = plan(path, env={"ZT_GPU_COUNT": "1"})
+                p = plan(path, *GPU_OK, env={"ZT_GPU_COUNT": "1"})
                 self.assertEqual(p["scaleTier"], tier)
                 self.assertEqual(counts(p), c)
                 self.assertEqual(p["pools"][0]["machineType"], master)

@@ -2,6 +2,7 @@
 #include "zt_ckpt.h"
 #include "zt_cluster.h"
 #include "zt_fileserver.h"
+#include "zt_gpu.h"
 #include "zt_idx.h"
 #include "zt_mlp.h"
 #include "zt_optim.h"
@@ -33,6 +34,7 @@ void zt_train_opts_defaults(zt_train_opts_t *o)
     o->log_every = 100;
     o->max_staleness = -1;
     o->warmup_steps = 100;
+    snprintf(o->device, sizeof o->device, "auto");
 }
 
 void zt_train_usage(FILE *out)
@@ -51,6 +53,7 @@ void zt_train_usage(FILE *out)
         "  --test_examples=N     use the first N test examples (0: all)\n"
         "  --lr_scaling=linear   synchronous modes: learning rate x workers, after\n"
         "  --warmup_steps=N      100 steps of linear warmup from the base rate\n"
+        "  --device=auto|cpu|cuda  auto: the GPU when the replica has one (CUDA_VISIBLE_DEVICES)\n"
         "  --data_dir=DIR        %s\n", zt_dataset_default_dir());
 }
 
@@ -125,6 +128,13 @@ int zt_train_opts_parse(zt_train_opts_t *o, int argc, char **argv)
         }
         else if (!strcmp(name, "data_dir"))
             o->data_dir = v;
+        else if (!strcmp(name, "device")) {
+            if (strcmp(v, "auto") && strcmp(v, "cpu") && strcmp(v, "cuda")) {
+                fprintf(stderr, "ztrain-worker: --device=%s: expected auto, cpu or cuda\n", v);
+                ok = false;
+            }
+            snprintf(o->device, sizeof o->device, "%s", v);
+        }
         else if (!strcmp(name, "optimizer")) {
             if (zt_opt_parse_kind(v) < 0) {
                 fprintf(stderr, "ztrain-worker: --optimizer=%s: expected sgd, momentum, adam or adagrad\n", v);
@@ -160,6 +170,7 @@ typedef struct {
     zt_mlp_t *mlp;              /* the model */
     zt_ps_client_t *ps;         /* parameter servers, or NULL: local */
     zt_allreduce_t *ar;         /* synchronous: reducers or ring, or NULL */
+    zt_gpu_mlp_t *gpu;          /* forward and backward on a CUDA device, or NULL */
     zt_opt_t local_opt;         /* local training */
     float *local_state[3];
     char *ckpt_dir, *model_dir; /* AIP_CHECKPOINT_DIR, AIP_MODEL_DIR */
@@ -289,6 +300,20 @@ int zt_trainer_run(const zt_train_opts_t *o)
         sizes[ns++] = o->hidden[i];
     sizes[ns++] = 10;
     r.mlp = zt_mlp_new(sizes, ns, o->batch_size < 256 ? 256 : o->batch_size);
+    /* The device: a GPU when asked (cuda), or when the replica was given one
+     * (auto: CUDA_VISIBLE_DEVICES not empty) and this build has CUDA. */
+    const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
+    bool want_gpu = !strcmp(o->device, "cuda") ||
+                    (!strcmp(o->device, "auto") && cvd && *cvd && zt_cuda_devices() > 0);
+    if (want_gpu) {
+        r.gpu = zt_gpu_mlp_new(sizes, ns, o->batch_size < 256 ? 256 : o->batch_size, train.x, train.y,
+                               train.n, train.dim, err, sizeof err);
+        if (!r.gpu) {
+            zt_error("--device=%s: %s", o->device, err);
+            goto out;
+        }
+        zt_info("forward and backward on the GPU (CUDA_VISIBLE_DEVICES=%s)", cvd ? cvd : "");
+    }
     /* Where the model lives: parameter servers (ZT_PARAMSERVERS, or pool 2 of
      * CLUSTER_SPEC), or here, with gradients all-reduced through reducers
      * (ZT_REDUCERS) or a ring between the workers, or alone. */
@@ -317,6 +342,8 @@ int zt_trainer_run(const zt_train_opts_t *o)
             zt_error("parameter servers: %s", r.ps ? zt_ps_error(r.ps) : "cannot connect");
             zt_cluster_free(servers);
             zt_cluster_free(reducers);
+    if (r.gpu && !r.ps)
+        zt_gpu_mlp_set_params(r.gpu, zt_mlp_params(r.mlp));
             goto out;
         }
         zt_info("training against %d parameter server%s (%s%s), %lld parameters", nservers,
@@ -433,6 +460,8 @@ int zt_trainer_run(const zt_train_opts_t *o)
             mine[i] = mine[j];
             mine[j] = tmp;
         }
+        if (r.gpu)
+            zt_gpu_mlp_set_order(r.gpu, mine, nmine);
         for (int b = (int) (step % steps_per_epoch); b < steps_per_epoch && !stop; b++) {
             int B = smallest - b * o->batch_size < o->batch_size ? smallest - b * o->batch_size
                                                                  : o->batch_size;
@@ -441,7 +470,16 @@ int zt_trainer_run(const zt_train_opts_t *o)
                 memcpy(bx + (size_t) k * train.dim, train.x + (size_t) idx * train.dim, (size_t) train.dim);
                 by[k] = train.y[idx];
             }
-            float loss = zt_mlp_train_batch(r.mlp, bx, by, B);
+            float loss;
+            if (r.gpu) {
+                if (r.ps) /* the pulled values go up; the gradients come down for the push */
+                    zt_gpu_mlp_set_params(r.gpu, zt_mlp_params(r.mlp));
+                loss = zt_gpu_mlp_train_batch(r.gpu, b * o->batch_size, B);
+                if (r.ps || r.ar)
+                    zt_gpu_mlp_get_grads(r.gpu, zt_mlp_grads(r.mlp));
+            }
+            else
+                loss = zt_mlp_train_batch(r.mlp, bx, by, B);
             if (r.ps) {
                 for (int t = 0; t < zt_mlp_tensors(r.mlp); t++)
                     zt_ps_push(r.ps, t, zt_mlp_grads(r.mlp) + zt_mlp_tensor_offset(r.mlp, t), step);
@@ -468,8 +506,15 @@ int zt_trainer_run(const zt_train_opts_t *o)
                     }
                     r.local_opt.lr = lr;
                 }
-                zt_opt_apply(&r.local_opt, zt_mlp_params(r.mlp), r.local_state, zt_mlp_grads(r.mlp),
-                             1.0f, zt_mlp_nparams(r.mlp));
+                if (r.gpu) { /* the optimizer step stays on the device */
+                    if (r.ar)
+                        zt_gpu_mlp_set_grads(r.gpu, zt_mlp_grads(r.mlp));
+                    zt_gpu_mlp_apply(r.gpu, r.local_opt.kind, r.local_opt.lr, r.local_opt.momentum,
+                                     r.local_opt.beta1, r.local_opt.beta2, r.local_opt.eps);
+                }
+                else
+                    zt_opt_apply(&r.local_opt, zt_mlp_params(r.mlp), r.local_state, zt_mlp_grads(r.mlp),
+                                 1.0f, zt_mlp_nparams(r.mlp));
             }
             step++;
             win_examples += B;
@@ -494,6 +539,8 @@ int zt_trainer_run(const zt_train_opts_t *o)
                 int64_t now = zt_now_ms();
                 if ((o->checkpoint_steps > 0 && step % o->checkpoint_steps == 0) ||
                     (o->checkpoint_secs > 0 && now - last_ckpt_ms >= o->checkpoint_secs * 1000)) {
+                    if (r.gpu && !r.ps)
+                        zt_gpu_mlp_get_params(r.gpu, zt_mlp_params(r.mlp));
                     s_checkpoint(&r, r.ckpt_dir, "checkpoints", step, o->keep_checkpoints);
                     last_ckpt_ms = now;
                 }
@@ -504,6 +551,8 @@ int zt_trainer_run(const zt_train_opts_t *o)
         }
     }
     double secs = (double) (zt_now_ms() - t0) / 1000.0;
+    if (r.gpu && !r.ps)
+        zt_gpu_mlp_get_params(r.gpu, zt_mlp_params(r.mlp));
     if (!r.ps) { /* identical replicas have identical hashes */
         uint64_t h = 1469598103934665603ull;
         const unsigned char *pb = (const unsigned char *) zt_mlp_params(r.mlp);

@@ -31,6 +31,7 @@ typedef struct {
     int test_limit;            /* --test_examples (0: all 10000) */
     bool lr_linear;            /* --lr_scaling=linear: lr x workers (synchronous modes) */
     int warmup_steps;          /* --warmup_steps: ramp to the scaled lr (100) */
+    char device[8];            /* --device: auto (a GPU when the replica has one), cpu, cuda */
 } zt_train_opts_t;
 
 void zt_train_opts_defaults(zt_train_opts_t *o);

@@ -1,0 +1,298 @@
+/* The trainer's MLP on a CUDA device. Row-major tensors as in zt_mlp; cuBLAS
+ * is column-major, so C = A * W (row-major) is computed as C^T = W^T * A^T. */
+#include "zt_gpu.h"
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_LAYERS 9
+
+struct zt_gpu_mlp_t {
+    int n;                      /* layer sizes */
+    int sizes[MAX_LAYERS];
+    int batch_cap;
+    int64_t off[2 * MAX_LAYERS];/* tensor offsets (W0, b0, W1, b1, ...) */
+    int64_t nparams;
+    cublasHandle_t blas;
+    cudaStream_t stream;
+    float *params, *grads;      /* nparams each */
+    float *state[3];            /* optimizer state, allocated on first use */
+    float *act[MAX_LAYERS];     /* batch_cap x size */
+    float *delta[MAX_LAYERS];
+    uint8_t *x, *y;             /* the dataset, on the device */
+    int n_examples, dim;
+    int *order;                 /* the epoch's permutation */
+    float *loss;                /* one float: the batch loss */
+    float step;                 /* Adam's step count (uniform here) */
+};
+
+#define CK(call, what) do { cudaError_t e_ = (call); if (e_ != cudaSuccess) { \
+    snprintf(err, errlen, "%s: %s", what, cudaGetErrorString(e_)); goto fail; } } while (0)
+
+extern "C" int zt_cuda_devices(void)
+{
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess)
+        return 0;
+    return n;
+}
+
+__global__ void k_gather(const uint8_t *x, const uint8_t *y, const int *order, int first, int B, int dim,
+                         float *out, uint8_t *labels)
+{
+    int r = blockIdx.y;
+    int idx = order[first + r];
+    for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < dim; j += blockDim.x * gridDim.x)
+        out[(size_t) r * dim + j] = x[(size_t) idx * dim + j] * (1.0f / 255.0f);
+    if (blockIdx.x == 0 && threadIdx.x == 0)
+        labels[r] = y[idx];
+}
+
+__global__ void k_bias_act(float *out, const float *b, int B, int cols, int relu)
+{
+    size_t i = (size_t) blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (size_t) B * cols)
+        return;
+    float v = out[i] + b[i % cols];
+    out[i] = relu && v < 0 ? 0 : v;
+}
+
+/* One row per thread: softmax, cross-entropy, dZ = (p - onehot) / B. */
+__global__ void k_softmax_ce(const float *z, const uint8_t *labels, int B, int k, float *dz, float *loss)
+{
+    int r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= B)
+        return;
+    const float *row = z + (size_t) r * k;
+    float mx = row[0];
+    for (int j = 1; j < k; j++)
+        mx = fmaxf(mx, row[j]);
+    float sum = 0;
+    for (int j = 0; j < k; j++)
+        sum += expf(row[j] - mx);
+    int y = labels[r];
+    for (int j = 0; j < k; j++) {
+        float p = expf(row[j] - mx) / sum;
+        dz[(size_t) r * k + j] = (p - (j == y)) / (float) B;
+    }
+    float py = expf(row[y] - mx) / sum;
+    atomicAdd(loss, -logf(fmaxf(py, 1e-30f)) / (float) B);
+}
+
+__global__ void k_colsum(const float *dz, int B, int cols, float *db)
+{
+    int j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= cols)
+        return;
+    float s = 0;
+    for (int r = 0; r < B; r++)
+        s += dz[(size_t) r * cols + j];
+    db[j] = s;
+}
+
+__global__ void k_relu_back(float *da, const float *a, size_t n)
+{
+    size_t i = (size_t) blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n && a[i] <= 0)
+        da[i] = 0;
+}
+
+__global__ void k_opt(int kind, float *w, float *s0, float *s1, const float *g, size_t n, float lr, float mu,
+                      float b1, float b2, float eps, float t)
+{
+    size_t i = (size_t) blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n)
+        return;
+    float gi = g[i];
+    switch (kind) {
+    case 0: w[i] -= lr * gi; break;                                   /* sgd */
+    case 1: s0[i] = mu * s0[i] + gi; w[i] -= lr * s0[i]; break;        /* momentum */
+    case 2: {                                                         /* adam */
+        s0[i] = b1 * s0[i] + (1 - b1) * gi;
+        s1[i] = b2 * s1[i] + (1 - b2) * gi * gi;
+        float mh = s0[i] / (1 - powf(b1, t)), vh = s1[i] / (1 - powf(b2, t));
+        w[i] -= lr * mh / (sqrtf(vh) + eps);
+        break;
+    }
+    default: s0[i] += gi * gi; w[i] -= lr * gi / (sqrtf(s0[i]) + eps); /* adagrad */
+    }
+}
+
+extern "C" zt_gpu_mlp_t *zt_gpu_mlp_new(const int *sizes, int nsizes, int batch_cap, const uint8_t *x,
+                                        const uint8_t *y, int n, int dim, char *err, size_t errlen)
+{
+    if (nsizes < 2 || nsizes > MAX_LAYERS || sizes[0] != dim) {
+        snprintf(err, errlen, "unsupported model shape");
+        return NULL;
+    }
+    if (zt_cuda_devices() == 0) {
+        snprintf(err, errlen, "no CUDA device is visible (CUDA_VISIBLE_DEVICES='%s')",
+                 getenv("CUDA_VISIBLE_DEVICES") ? getenv("CUDA_VISIBLE_DEVICES") : "(unset)");
+        return NULL;
+    }
+    zt_gpu_mlp_t *self = (zt_gpu_mlp_t *) calloc(1, sizeof *self);
+    self->n = nsizes;
+    self->batch_cap = batch_cap;
+    memcpy(self->sizes, sizes, sizeof(int) * (size_t) nsizes);
+    int64_t at = 0;
+    for (int l = 0; l + 1 < nsizes; l++) {
+        self->off[2 * l] = at;
+        at += (int64_t) sizes[l] * sizes[l + 1];
+        self->off[2 * l + 1] = at;
+        at += sizes[l + 1];
+    }
+    self->nparams = at;
+    self->n_examples = n;
+    self->dim = dim;
+    CK(cudaSetDevice(0), "cudaSetDevice");
+    CK(cudaStreamCreate(&self->stream), "cudaStreamCreate");
+    if (cublasCreate(&self->blas) != CUBLAS_STATUS_SUCCESS) {
+        snprintf(err, errlen, "cublasCreate failed");
+        goto fail;
+    }
+    cublasSetStream(self->blas, self->stream);
+    CK(cudaMalloc(&self->params, sizeof(float) * (size_t) at), "cudaMalloc params");
+    CK(cudaMalloc(&self->grads, sizeof(float) * (size_t) at), "cudaMalloc grads");
+    for (int l = 0; l < nsizes; l++) {
+        CK(cudaMalloc(&self->act[l], sizeof(float) * (size_t) batch_cap * sizes[l]), "cudaMalloc act");
+        CK(cudaMalloc(&self->delta[l], sizeof(float) * (size_t) batch_cap * sizes[l]), "cudaMalloc delta");
+    }
+    CK(cudaMalloc(&self->x, (size_t) n * dim), "cudaMalloc dataset");
+    CK(cudaMalloc(&self->y, (size_t) n), "cudaMalloc labels");
+    CK(cudaMalloc(&self->order, sizeof(int) * (size_t) n), "cudaMalloc order");
+    CK(cudaMalloc(&self->loss, sizeof(float)), "cudaMalloc loss");
+    CK(cudaMemcpy(self->x, x, (size_t) n * dim, cudaMemcpyHostToDevice), "dataset to device");
+    CK(cudaMemcpy(self->y, y, (size_t) n, cudaMemcpyHostToDevice), "labels to device");
+    return self;
+fail:
+    zt_gpu_mlp_destroy(&self);
+    return NULL;
+}
+
+extern "C" void zt_gpu_mlp_destroy(zt_gpu_mlp_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    zt_gpu_mlp_t *self = *self_p;
+    cudaFree(self->params);
+    cudaFree(self->grads);
+    for (int a = 0; a < 3; a++)
+        cudaFree(self->state[a]);
+    for (int l = 0; l < self->n; l++) {
+        cudaFree(self->act[l]);
+        cudaFree(self->delta[l]);
+    }
+    cudaFree(self->x);
+    cudaFree(self->y);
+    cudaFree(self->order);
+    cudaFree(self->loss);
+    if (self->blas)
+        cublasDestroy(self->blas);
+    if (self->stream)
+        cudaStreamDestroy(self->stream);
+    free(self);
+    *self_p = NULL;
+}
+
+static int s_copy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind, cudaStream_t st)
+{
+    if (cudaMemcpyAsync(dst, src, bytes, kind, st) != cudaSuccess)
+        return -1;
+    return cudaStreamSynchronize(st) == cudaSuccess ? 0 : -1;
+}
+
+extern "C" int zt_gpu_mlp_set_params(zt_gpu_mlp_t *s, const float *h)
+{
+    return s_copy(s->params, h, sizeof(float) * (size_t) s->nparams, cudaMemcpyHostToDevice, s->stream);
+}
+extern "C" int zt_gpu_mlp_get_params(zt_gpu_mlp_t *s, float *h)
+{
+    return s_copy(h, s->params, sizeof(float) * (size_t) s->nparams, cudaMemcpyDeviceToHost, s->stream);
+}
+extern "C" int zt_gpu_mlp_get_grads(zt_gpu_mlp_t *s, float *h)
+{
+    return s_copy(h, s->grads, sizeof(float) * (size_t) s->nparams, cudaMemcpyDeviceToHost, s->stream);
+}
+extern "C" int zt_gpu_mlp_set_grads(zt_gpu_mlp_t *s, const float *h)
+{
+    return s_copy(s->grads, h, sizeof(float) * (size_t) s->nparams, cudaMemcpyHostToDevice, s->stream);
+}
+extern "C" int zt_gpu_mlp_set_order(zt_gpu_mlp_t *s, const int *order, int n)
+{
+    if (n > s->n_examples)
+        return -1;
+    return s_copy(s->order, order, sizeof(int) * (size_t) n, cudaMemcpyHostToDevice, s->stream);
+}
+
+extern "C" float zt_gpu_mlp_train_batch(zt_gpu_mlp_t *s, int first, int B)
+{
+    if (B > s->batch_cap)
+        return -1;
+    const float one = 1, zero = 0;
+    uint8_t *labels = (uint8_t *) s->delta[0]; /* the input layer's delta is unused: labels live there */
+    dim3 g((unsigned) ((s->dim + 255) / 256), (unsigned) B);
+    k_gather<<<g, 256, 0, s->stream>>>(s->x, s->y, s->order, first, B, s->dim, s->act[0], labels);
+    for (int l = 0; l + 1 < s->n; l++) {
+        int din = s->sizes[l], dout = s->sizes[l + 1];
+        /* act[l+1] (B x dout) = act[l] (B x din) * W (din x dout): C^T = W^T A^T */
+        cublasSgemm(s->blas, CUBLAS_OP_N, CUBLAS_OP_N, dout, B, din, &one, s->params + s->off[2 * l], dout,
+                    s->act[l], din, &zero, s->act[l + 1], dout);
+        size_t cnt = (size_t) B * dout;
+        k_bias_act<<<(unsigned) ((cnt + 255) / 256), 256, 0, s->stream>>>(
+            s->act[l + 1], s->params + s->off[2 * l + 1], B, dout, l + 2 < s->n);
+    }
+    int L = s->n - 1, k = s->sizes[L];
+    cudaMemsetAsync(s->loss, 0, sizeof(float), s->stream);
+    k_softmax_ce<<<(unsigned) ((B + 127) / 128), 128, 0, s->stream>>>(s->act[L], labels, B, k, s->delta[L],
+                                                                      s->loss);
+    for (int l = L - 1; l >= 0; l--) {
+        int din = s->sizes[l], dout = s->sizes[l + 1];
+        float *dz = s->delta[l + 1];
+        /* dW (din x dout) = act[l]^T dz: dW^T = dz^T act[l] */
+        cublasSgemm(s->blas, CUBLAS_OP_N, CUBLAS_OP_T, dout, din, B, &one, dz, dout, s->act[l], din, &zero,
+                    s->grads + s->off[2 * l], dout);
+        k_colsum<<<(unsigned) ((dout + 127) / 128), 128, 0, s->stream>>>(dz, B, dout, s->grads + s->off[2 * l + 1]);
+        if (l > 0) {
+            /* da (B x din) = dz (B x dout) W^T: da^T = W dz^T */
+            cublasSgemm(s->blas, CUBLAS_OP_T, CUBLAS_OP_N, din, B, dout, &one, s->params + s->off[2 * l], dout,
+                        dz, dout, &zero, s->delta[l], din);
+            size_t cnt = (size_t) B * din;
+            k_relu_back<<<(unsigned) ((cnt + 255) / 256), 256, 0, s->stream>>>(s->delta[l], s->act[l], cnt);
+        }
+    }
+    float loss = -1;
+    if (cudaMemcpyAsync(&loss, s->loss, sizeof loss, cudaMemcpyDeviceToHost, s->stream) != cudaSuccess ||
+        cudaStreamSynchronize(s->stream) != cudaSuccess)
+        return -1;
+    return loss;
+}
+
+extern "C" int zt_gpu_mlp_apply(zt_gpu_mlp_t *s, int kind, float lr, float momentum, float beta1, float beta2,
+                                float eps)
+{
+    size_t n = (size_t) s->nparams;
+    int arrays = kind == 2 ? 2 : kind == 0 ? 0 : 1;
+    for (int a = 0; a < arrays; a++)
+        if (!s->state[a]) {
+            if (cudaMalloc(&s->state[a], sizeof(float) * n) != cudaSuccess)
+                return -1;
+            /* Adagrad starts its accumulator at 0.1, as zt_optim does */
+            if (kind == 3) {
+                float *h = (float *) malloc(sizeof(float) * n);
+                for (size_t i = 0; i < n; i++)
+                    h[i] = 0.1f;
+                s_copy(s->state[a], h, sizeof(float) * n, cudaMemcpyHostToDevice, s->stream);
+                free(h);
+            }
+            else
+                cudaMemsetAsync(s->state[a], 0, sizeof(float) * n, s->stream);
+        }
+    s->step += 1;
+    k_opt<<<(unsigned) ((n + 255) / 256), 256, 0, s->stream>>>(kind, s->params, s->state[0], s->state[1],
+                                                               s->grads, n, lr, momentum, beta1, beta2, eps,
+                                                               s->step);
+    return cudaStreamSynchronize(s->stream) == cudaSuccess ? 0 : -1;
+}

@@ -1,0 +1,26 @@
+/* Without the CUDA toolkit: no devices, and a clear error. */
+#include "zt_gpu.h"
+#include <stdio.h>
+
+int zt_cuda_devices(void) { return 0; }
+
+zt_gpu_mlp_t *zt_gpu_mlp_new(const int *sizes, int nsizes, int batch_cap, const uint8_t *x,
+                             const uint8_t *y, int n, int dim, char *err, size_t errlen)
+{
+    (void) sizes; (void) nsizes; (void) batch_cap; (void) x; (void) y; (void) n; (void) dim;
+    snprintf(err, errlen, "this ztrain was built without CUDA (the toolkit was not found at build "
+             "time); rebuild with the CUDA toolkit (ZT_WITH_CUDA=ON) or run with --cpu-only");
+    return NULL;
+}
+void zt_gpu_mlp_destroy(zt_gpu_mlp_t **self_p) { (void) self_p; }
+int zt_gpu_mlp_set_params(zt_gpu_mlp_t *s, const float *h) { (void) s; (void) h; return -1; }
+int zt_gpu_mlp_get_params(zt_gpu_mlp_t *s, float *h) { (void) s; (void) h; return -1; }
+int zt_gpu_mlp_get_grads(zt_gpu_mlp_t *s, float *h) { (void) s; (void) h; return -1; }
+int zt_gpu_mlp_set_grads(zt_gpu_mlp_t *s, const float *h) { (void) s; (void) h; return -1; }
+int zt_gpu_mlp_set_order(zt_gpu_mlp_t *s, const int *o, int n) { (void) s; (void) o; (void) n; return -1; }
+float zt_gpu_mlp_train_batch(zt_gpu_mlp_t *s, int f, int b) { (void) s; (void) f; (void) b; return -1; }
+int zt_gpu_mlp_apply(zt_gpu_mlp_t *s, int k, float lr, float m, float b1, float b2, float e)
+{
+    (void) s; (void) k; (void) lr; (void) m; (void) b1; (void) b2; (void) e;
+    return -1;
+}
