@@ -2,6 +2,7 @@
  * is column-major, so C = A * W (row-major) is computed as C^T = W^T * A^T. */
 #include "zt_gpu.h"
 #include <cublas_v2.h>
+#include <nccl.h>
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdio.h>
@@ -27,6 +28,7 @@ struct zt_gpu_mlp_t {
     int *order;                 /* the epoch's permutation */
     float *loss;                /* one float: the batch loss */
     float step;                 /* Adam's step count (uniform here) */
+    int device;                 /* which GPU */
 };
 
 #define CK(call, what) do { cudaError_t e_ = (call); if (e_ != cudaSuccess) { \
@@ -100,6 +102,13 @@ __global__ void k_relu_back(float *da, const float *a, size_t n)
         da[i] = 0;
 }
 
+__global__ void k_scale(float *g, size_t n, float f)
+{
+    size_t i = (size_t) blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n)
+        g[i] *= f;
+}
+
 __global__ void k_opt(int kind, float *w, float *s0, float *s1, const float *g, size_t n, float lr, float mu,
                       float b1, float b2, float eps, float t)
 {
@@ -124,16 +133,24 @@ __global__ void k_opt(int kind, float *w, float *s0, float *s1, const float *g, 
 extern "C" zt_gpu_mlp_t *zt_gpu_mlp_new(const int *sizes, int nsizes, int batch_cap, const uint8_t *x,
                                         const uint8_t *y, int n, int dim, char *err, size_t errlen)
 {
+    return zt_gpu_mlp_new_on(0, sizes, nsizes, batch_cap, x, y, n, dim, err, errlen);
+}
+
+extern "C" zt_gpu_mlp_t *zt_gpu_mlp_new_on(int device, const int *sizes, int nsizes, int batch_cap,
+                                           const uint8_t *x, const uint8_t *y, int n, int dim, char *err,
+                                           size_t errlen)
+{
     if (nsizes < 2 || nsizes > MAX_LAYERS || sizes[0] != dim) {
         snprintf(err, errlen, "unsupported model shape");
         return NULL;
     }
-    if (zt_cuda_devices() == 0) {
+    if (zt_cuda_devices() <= device) {
         snprintf(err, errlen, "no CUDA device is visible (CUDA_VISIBLE_DEVICES='%s')",
                  getenv("CUDA_VISIBLE_DEVICES") ? getenv("CUDA_VISIBLE_DEVICES") : "(unset)");
         return NULL;
     }
     zt_gpu_mlp_t *self = (zt_gpu_mlp_t *) calloc(1, sizeof *self);
+    self->device = device;
     self->n = nsizes;
     self->batch_cap = batch_cap;
     memcpy(self->sizes, sizes, sizeof(int) * (size_t) nsizes);
@@ -147,7 +164,7 @@ extern "C" zt_gpu_mlp_t *zt_gpu_mlp_new(const int *sizes, int nsizes, int batch_
     self->nparams = at;
     self->n_examples = n;
     self->dim = dim;
-    CK(cudaSetDevice(0), "cudaSetDevice");
+    CK(cudaSetDevice(device), "cudaSetDevice");
     CK(cudaStreamCreate(&self->stream), "cudaStreamCreate");
     if (cublasCreate(&self->blas) != CUBLAS_STATUS_SUCCESS) {
         snprintf(err, errlen, "cublasCreate failed");
@@ -177,6 +194,7 @@ extern "C" void zt_gpu_mlp_destroy(zt_gpu_mlp_t **self_p)
     if (!self_p || !*self_p)
         return;
     zt_gpu_mlp_t *self = *self_p;
+    cudaSetDevice(self->device);
     cudaFree(self->params);
     cudaFree(self->grads);
     for (int a = 0; a < 3; a++)
@@ -206,22 +224,27 @@ static int s_copy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind,
 
 extern "C" int zt_gpu_mlp_set_params(zt_gpu_mlp_t *s, const float *h)
 {
+    cudaSetDevice(s->device);
     return s_copy(s->params, h, sizeof(float) * (size_t) s->nparams, cudaMemcpyHostToDevice, s->stream);
 }
 extern "C" int zt_gpu_mlp_get_params(zt_gpu_mlp_t *s, float *h)
 {
+    cudaSetDevice(s->device);
     return s_copy(h, s->params, sizeof(float) * (size_t) s->nparams, cudaMemcpyDeviceToHost, s->stream);
 }
 extern "C" int zt_gpu_mlp_get_grads(zt_gpu_mlp_t *s, float *h)
 {
+    cudaSetDevice(s->device);
     return s_copy(h, s->grads, sizeof(float) * (size_t) s->nparams, cudaMemcpyDeviceToHost, s->stream);
 }
 extern "C" int zt_gpu_mlp_set_grads(zt_gpu_mlp_t *s, const float *h)
 {
+    cudaSetDevice(s->device);
     return s_copy(s->grads, h, sizeof(float) * (size_t) s->nparams, cudaMemcpyHostToDevice, s->stream);
 }
 extern "C" int zt_gpu_mlp_set_order(zt_gpu_mlp_t *s, const int *order, int n)
 {
+    cudaSetDevice(s->device);
     if (n > s->n_examples)
         return -1;
     return s_copy(s->order, order, sizeof(int) * (size_t) n, cudaMemcpyHostToDevice, s->stream);
@@ -229,6 +252,7 @@ extern "C" int zt_gpu_mlp_set_order(zt_gpu_mlp_t *s, const int *order, int n)
 
 extern "C" float zt_gpu_mlp_train_batch(zt_gpu_mlp_t *s, int first, int B)
 {
+    cudaSetDevice(s->device);
     if (B > s->batch_cap)
         return -1;
     const float one = 1, zero = 0;
@@ -270,9 +294,18 @@ extern "C" float zt_gpu_mlp_train_batch(zt_gpu_mlp_t *s, int first, int B)
     return loss;
 }
 
+extern "C" int zt_gpu_mlp_scale_grads(zt_gpu_mlp_t *s, float factor)
+{
+    cudaSetDevice(s->device);
+    size_t n = (size_t) s->nparams;
+    k_scale<<<(unsigned) ((n + 255) / 256), 256, 0, s->stream>>>(s->grads, n, factor);
+    return cudaStreamSynchronize(s->stream) == cudaSuccess ? 0 : -1;
+}
+
 extern "C" int zt_gpu_mlp_apply(zt_gpu_mlp_t *s, int kind, float lr, float momentum, float beta1, float beta2,
                                 float eps)
 {
+    cudaSetDevice(s->device);
     size_t n = (size_t) s->nparams;
     int arrays = kind == 2 ? 2 : kind == 0 ? 0 : 1;
     for (int a = 0; a < arrays; a++)
@@ -295,4 +328,79 @@ extern "C" int zt_gpu_mlp_apply(zt_gpu_mlp_t *s, int kind, float lr, float momen
                                                                s->grads, n, lr, momentum, beta1, beta2, eps,
                                                                s->step);
     return cudaStreamSynchronize(s->stream) == cudaSuccess ? 0 : -1;
+}
+
+/* ------------------------------------------------------------ NCCL */
+
+struct zt_gpu_group_t {
+    int n;                      /* devices (ranks) */
+    zt_gpu_mlp_t **mlp;         /* one model per device */
+    ncclComm_t *comm;           /* one communicator per device */
+};
+
+extern "C" zt_gpu_group_t *zt_gpu_group_new(zt_gpu_mlp_t **mlps, int n, char *err, size_t errlen)
+{
+    zt_gpu_group_t *g = (zt_gpu_group_t *) calloc(1, sizeof *g);
+    g->n = n;
+    g->mlp = (zt_gpu_mlp_t **) calloc((size_t) n, sizeof *g->mlp);
+    g->comm = (ncclComm_t *) calloc((size_t) n, sizeof *g->comm);
+    int *devs = (int *) malloc(sizeof(int) * (size_t) n);
+    for (int i = 0; i < n; i++) {
+        g->mlp[i] = mlps[i];
+        devs[i] = mlps[i]->device;
+    }
+    ncclResult_t r = ncclCommInitAll(g->comm, n, devs);
+    free(devs);
+    if (r != ncclSuccess) {
+        snprintf(err, errlen, "ncclCommInitAll over %d GPUs: %s", n, ncclGetErrorString(r));
+        free(g->comm);
+        g->comm = NULL;
+        zt_gpu_group_destroy(&g);
+        return NULL;
+    }
+    return g;
+}
+
+extern "C" void zt_gpu_group_destroy(zt_gpu_group_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    zt_gpu_group_t *g = *self_p;
+    for (int i = 0; g->comm && i < g->n; i++)
+        ncclCommDestroy(g->comm[i]);
+    for (int i = 0; i < g->n; i++)
+        zt_gpu_mlp_destroy(&g->mlp[i]);
+    free(g->comm);
+    free(g->mlp);
+    free(g);
+    *self_p = NULL;
+}
+
+extern "C" int zt_gpu_group_size(zt_gpu_group_t *g) { return g->n; }
+extern "C" zt_gpu_mlp_t *zt_gpu_group_mlp(zt_gpu_group_t *g, int i) { return g->mlp[i]; }
+
+extern "C" int zt_gpu_group_allreduce(zt_gpu_group_t *g, float **bufs, size_t count)
+{
+    if (ncclGroupStart() != ncclSuccess)
+        return -1;
+    for (int i = 0; i < g->n; i++)
+        ncclAllReduce(bufs[i], bufs[i], count, ncclFloat, ncclSum, g->comm[i], g->mlp[i]->stream);
+    if (ncclGroupEnd() != ncclSuccess)
+        return -1;
+    for (int i = 0; i < g->n; i++) {
+        cudaSetDevice(g->mlp[i]->device);
+        if (cudaStreamSynchronize(g->mlp[i]->stream) != cudaSuccess)
+            return -1;
+    }
+    return 0;
+}
+
+extern "C" int zt_gpu_group_allreduce_grads(zt_gpu_group_t *g)
+{
+    float *bufs[64];
+    if (g->n > 64)
+        return -1;
+    for (int i = 0; i < g->n; i++)
+        bufs[i] = g->mlp[i]->grads;
+    return zt_gpu_group_allreduce(g, bufs, (size_t) g->mlp[0]->nparams);
 }

@@ -23,6 +23,10 @@ typedef struct zt_gpu_mlp_t zt_gpu_mlp_t;
  * to the device once. NULL with the reason in err. */
 zt_gpu_mlp_t *zt_gpu_mlp_new(const int *sizes, int nsizes, int batch_cap, const uint8_t *x,
                              const uint8_t *y, int n, int dim, char *err, size_t errlen);
+/* The same on device `device` (0 .. zt_cuda_devices()-1). */
+zt_gpu_mlp_t *zt_gpu_mlp_new_on(int device, const int *sizes, int nsizes, int batch_cap,
+                                const uint8_t *x, const uint8_t *y, int n, int dim, char *err,
+                                size_t errlen);
 void zt_gpu_mlp_destroy(zt_gpu_mlp_t **self_p);
 /* Parameters and gradients, in zt_mlp's flat layout. */
 int zt_gpu_mlp_set_params(zt_gpu_mlp_t *self, const float *host);
@@ -33,9 +37,25 @@ int zt_gpu_mlp_set_grads(zt_gpu_mlp_t *self, const float *host);
 int zt_gpu_mlp_set_order(zt_gpu_mlp_t *self, const int *order, int n);
 /* Forward and backward on order[first .. first+B); returns the batch loss. */
 float zt_gpu_mlp_train_batch(zt_gpu_mlp_t *self, int first, int B);
+/* Multiplies the gradients by factor (a device's share of a split batch). */
+int zt_gpu_mlp_scale_grads(zt_gpu_mlp_t *self, float factor);
 /* One optimizer step on the device (kind as zt_opt_kind_t). */
 int zt_gpu_mlp_apply(zt_gpu_mlp_t *self, int kind, float lr, float momentum, float beta1, float beta2,
                      float eps);
+
+/* Data parallelism inside a replica: one model per GPU, gradients summed
+ * across them with NCCL (one communicator, a rank per device; with one GPU
+ * the same code runs with a single rank). */
+typedef struct zt_gpu_group_t zt_gpu_group_t;
+/* Takes the models over (one per device, in device order). */
+zt_gpu_group_t *zt_gpu_group_new(zt_gpu_mlp_t **mlps, int n, char *err, size_t errlen);
+void zt_gpu_group_destroy(zt_gpu_group_t **self_p);
+int zt_gpu_group_size(zt_gpu_group_t *self);
+zt_gpu_mlp_t *zt_gpu_group_mlp(zt_gpu_group_t *self, int i);
+/* Sums every device's gradients in place (ncclAllReduce). */
+int zt_gpu_group_allreduce_grads(zt_gpu_group_t *self);
+/* Sum of float buffers, one per device, in place (benchmarks). */
+int zt_gpu_group_allreduce(zt_gpu_group_t *self, float **bufs, size_t count);
 
 #ifdef __cplusplus
 }

@@ -24,3 +24,23 @@ int zt_gpu_mlp_apply(zt_gpu_mlp_t *s, int k, float lr, float m, float b1, float 
     (void) s; (void) k; (void) lr; (void) m; (void) b1; (void) b2; (void) e;
     return -1;
 }
+
+zt_gpu_mlp_t *zt_gpu_mlp_new_on(int device, const int *sizes, int nsizes, int batch_cap,
+                                const uint8_t *x, const uint8_t *y, int n, int dim, char *err,
+                                size_t errlen)
+{
+    (void) device;
+    return zt_gpu_mlp_new(sizes, nsizes, batch_cap, x, y, n, dim, err, errlen);
+}
+zt_gpu_group_t *zt_gpu_group_new(zt_gpu_mlp_t **m, int n, char *err, size_t errlen)
+{
+    (void) m; (void) n;
+    snprintf(err, errlen, "this ztrain was built without CUDA and NCCL");
+    return NULL;
+}
+void zt_gpu_group_destroy(zt_gpu_group_t **g) { (void) g; }
+int zt_gpu_group_size(zt_gpu_group_t *g) { (void) g; return 0; }
+zt_gpu_mlp_t *zt_gpu_group_mlp(zt_gpu_group_t *g, int i) { (void) g; (void) i; return NULL; }
+int zt_gpu_group_allreduce_grads(zt_gpu_group_t *g) { (void) g; return -1; }
+int zt_gpu_group_allreduce(zt_gpu_group_t *g, float **b, size_t c) { (void) g; (void) b; (void) c; return -1; }
+int zt_gpu_mlp_scale_grads(zt_gpu_mlp_t *s, float f) { (void) s; (void) f; return -1; }

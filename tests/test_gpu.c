@@ -86,6 +86,30 @@ int main(void)
     zt_gpu_mlp_get_params(gpu, gp);
     ok &= s_close("parameters after 50 steps", gp, p, np, 1e-3);
     zt_gpu_mlp_destroy(&gpu);
+    /* NCCL over every visible GPU (one rank with one GPU): device d's
+     * gradients set to d + 1 everywhere sum to n(n+1)/2. */
+    int ndev = zt_cuda_devices();
+    zt_gpu_mlp_t *models[16];
+    for (int d = 0; d < ndev && d < 16; d++) {
+        models[d] = zt_gpu_mlp_new_on(d, sizes, 4, B, x, y, n, 784, err, sizeof err);
+        for (int64_t i = 0; i < np; i++)
+            g[i] = (float) (d + 1);
+        zt_gpu_mlp_set_grads(models[d], g);
+    }
+    zt_gpu_group_t *group = zt_gpu_group_new(models, ndev < 16 ? ndev : 16, err, sizeof err);
+    if (!group) {
+        printf("nccl: %s\n", err);
+        return 1;
+    }
+    zt_gpu_group_allreduce_grads(group);
+    float want = (float) (ndev * (ndev + 1) / 2);
+    for (int d = 0; d < zt_gpu_group_size(group); d++) {
+        zt_gpu_mlp_get_grads(zt_gpu_group_mlp(group, d), g);
+        for (int64_t i = 0; i < np; i++)
+            ok &= g[i] == want;
+    }
+    printf("nccl all-reduce over %d GPU%s: %s\n", ndev, ndev == 1 ? "" : "s", ok ? "ok" : "WRONG");
+    zt_gpu_group_destroy(&group);
     zt_mlp_destroy(&cpu);
     printf("%s\n", ok ? "gpu matches cpu" : "GPU AND CPU DIFFER");
     return ok ? 0 : 1;

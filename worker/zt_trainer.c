@@ -170,7 +170,7 @@ typedef struct {
     zt_mlp_t *mlp;              /* the model */
     zt_ps_client_t *ps;         /* parameter servers, or NULL: local */
     zt_allreduce_t *ar;         /* synchronous: reducers or ring, or NULL */
-    zt_gpu_mlp_t *gpu;          /* forward and backward on a CUDA device, or NULL */
+    zt_gpu_group_t *gpu;        /* forward and backward on the replica's GPUs (NCCL), or NULL */
     zt_opt_t local_opt;         /* local training */
     float *local_state[3];
     char *ckpt_dir, *model_dir; /* AIP_CHECKPOINT_DIR, AIP_MODEL_DIR */
@@ -246,6 +246,46 @@ static int s_checkpoint(s_run_t *r, const char *root, const char *root_name, int
     return rc;
 }
 
+/* The replica's GPUs: one model each, identical parameters, the batch split
+ * between them and their gradients summed with NCCL (one rank with one GPU). */
+static void s_gpu_params_up(s_run_t *r)
+{
+    for (int d = 0; d < zt_gpu_group_size(r->gpu); d++)
+        zt_gpu_mlp_set_params(zt_gpu_group_mlp(r->gpu, d), zt_mlp_params(r->mlp));
+}
+
+static void s_gpu_set_order(s_run_t *r, const int *order, int n)
+{
+    for (int d = 0; d < zt_gpu_group_size(r->gpu); d++)
+        zt_gpu_mlp_set_order(zt_gpu_group_mlp(r->gpu, d), order, n);
+}
+
+static float s_gpu_step(s_run_t *r, int first, int B)
+{
+    int n = zt_gpu_group_size(r->gpu), at = first;
+    float loss = 0;
+    for (int d = 0; d < n; d++) {
+        int share = B / n + (d < B % n);
+        zt_gpu_mlp_t *m = zt_gpu_group_mlp(r->gpu, d);
+        loss += zt_gpu_mlp_train_batch(m, at, share) * (float) share / (float) B;
+        zt_gpu_mlp_scale_grads(m, (float) share / (float) B); /* mean over the whole batch */
+        at += share;
+    }
+    zt_gpu_group_allreduce_grads(r->gpu);
+    return loss;
+}
+
+static void s_gpu_apply(s_run_t *r, bool grads_from_host)
+{
+    for (int d = 0; d < zt_gpu_group_size(r->gpu); d++) {
+        zt_gpu_mlp_t *m = zt_gpu_group_mlp(r->gpu, d);
+        if (grads_from_host)
+            zt_gpu_mlp_set_grads(m, zt_mlp_grads(r->mlp));
+        zt_gpu_mlp_apply(m, r->local_opt.kind, r->local_opt.lr, r->local_opt.momentum, r->local_opt.beta1,
+                         r->local_opt.beta2, r->local_opt.eps);
+    }
+}
+
 static int s_pull_all(s_run_t *r)
 {
     for (int t = 0; t < zt_mlp_tensors(r->mlp); t++)
@@ -306,13 +346,23 @@ int zt_trainer_run(const zt_train_opts_t *o)
     bool want_gpu = !strcmp(o->device, "cuda") ||
                     (!strcmp(o->device, "auto") && cvd && *cvd && zt_cuda_devices() > 0);
     if (want_gpu) {
-        r.gpu = zt_gpu_mlp_new(sizes, ns, o->batch_size < 256 ? 256 : o->batch_size, train.x, train.y,
-                               train.n, train.dim, err, sizeof err);
+        int ndev = zt_cuda_devices();
+        zt_gpu_mlp_t *models[64] = { 0 };
+        int made = 0;
+        for (int d = 0; d < (ndev > 0 ? ndev : 1) && d < 64; d++, made++)
+            if (!(models[d] = zt_gpu_mlp_new_on(d, sizes, ns, o->batch_size < 256 ? 256 : o->batch_size,
+                                                train.x, train.y, train.n, train.dim, err, sizeof err)))
+                break;
+        if (made == (ndev > 0 ? ndev : 1))
+            r.gpu = zt_gpu_group_new(models, made, err, sizeof err);
         if (!r.gpu) {
+            for (int d = 0; d < made; d++)
+                zt_gpu_mlp_destroy(&models[d]);
             zt_error("--device=%s: %s", o->device, err);
             goto out;
         }
-        zt_info("forward and backward on the GPU (CUDA_VISIBLE_DEVICES=%s)", cvd ? cvd : "");
+        zt_info("forward and backward on %d GPU%s (CUDA_VISIBLE_DEVICES=%s), NCCL between them", made,
+                made == 1 ? "" : "s", cvd ? cvd : "");
     }
     /* Where the model lives: parameter servers (ZT_PARAMSERVERS, or pool 2 of
      * CLUSTER_SPEC), or here, with gradients all-reduced through reducers
@@ -343,7 +393,7 @@ int zt_trainer_run(const zt_train_opts_t *o)
             zt_cluster_free(servers);
             zt_cluster_free(reducers);
     if (r.gpu && !r.ps)
-        zt_gpu_mlp_set_params(r.gpu, zt_mlp_params(r.mlp));
+        s_gpu_params_up(&r);
             goto out;
         }
         zt_info("training against %d parameter server%s (%s%s), %lld parameters", nservers,
@@ -461,7 +511,7 @@ int zt_trainer_run(const zt_train_opts_t *o)
             mine[j] = tmp;
         }
         if (r.gpu)
-            zt_gpu_mlp_set_order(r.gpu, mine, nmine);
+            s_gpu_set_order(&r, mine, nmine);
         for (int b = (int) (step % steps_per_epoch); b < steps_per_epoch && !stop; b++) {
             int B = smallest - b * o->batch_size < o->batch_size ? smallest - b * o->batch_size
                                                                  : o->batch_size;
@@ -473,10 +523,10 @@ int zt_trainer_run(const zt_train_opts_t *o)
             float loss;
             if (r.gpu) {
                 if (r.ps) /* the pulled values go up; the gradients come down for the push */
-                    zt_gpu_mlp_set_params(r.gpu, zt_mlp_params(r.mlp));
-                loss = zt_gpu_mlp_train_batch(r.gpu, b * o->batch_size, B);
-                if (r.ps || r.ar)
-                    zt_gpu_mlp_get_grads(r.gpu, zt_mlp_grads(r.mlp));
+                    s_gpu_params_up(&r);
+                loss = s_gpu_step(&r, b * o->batch_size, B);
+                if (r.ps || r.ar) /* the replica's sum leaves from GPU 0 */
+                    zt_gpu_mlp_get_grads(zt_gpu_group_mlp(r.gpu, 0), zt_mlp_grads(r.mlp));
             }
             else
                 loss = zt_mlp_train_batch(r.mlp, bx, by, B);
@@ -506,12 +556,8 @@ int zt_trainer_run(const zt_train_opts_t *o)
                     }
                     r.local_opt.lr = lr;
                 }
-                if (r.gpu) { /* the optimizer step stays on the device */
-                    if (r.ar)
-                        zt_gpu_mlp_set_grads(r.gpu, zt_mlp_grads(r.mlp));
-                    zt_gpu_mlp_apply(r.gpu, r.local_opt.kind, r.local_opt.lr, r.local_opt.momentum,
-                                     r.local_opt.beta1, r.local_opt.beta2, r.local_opt.eps);
-                }
+                if (r.gpu) /* the optimizer step stays on the devices */
+                    s_gpu_apply(&r, r.ar != NULL);
                 else
                     zt_opt_apply(&r.local_opt, zt_mlp_params(r.mlp), r.local_state, zt_mlp_grads(r.mlp),
                                  1.0f, zt_mlp_nparams(r.mlp));
@@ -540,7 +586,7 @@ int zt_trainer_run(const zt_train_opts_t *o)
                 if ((o->checkpoint_steps > 0 && step % o->checkpoint_steps == 0) ||
                     (o->checkpoint_secs > 0 && now - last_ckpt_ms >= o->checkpoint_secs * 1000)) {
                     if (r.gpu && !r.ps)
-                        zt_gpu_mlp_get_params(r.gpu, zt_mlp_params(r.mlp));
+                        zt_gpu_mlp_get_params(zt_gpu_group_mlp(r.gpu, 0), zt_mlp_params(r.mlp));
                     s_checkpoint(&r, r.ckpt_dir, "checkpoints", step, o->keep_checkpoints);
                     last_ckpt_ms = now;
                 }
@@ -552,7 +598,7 @@ int zt_trainer_run(const zt_train_opts_t *o)
     }
     double secs = (double) (zt_now_ms() - t0) / 1000.0;
     if (r.gpu && !r.ps)
-        zt_gpu_mlp_get_params(r.gpu, zt_mlp_params(r.mlp));
+        zt_gpu_mlp_get_params(zt_gpu_group_mlp(r.gpu, 0), zt_mlp_params(r.mlp));
     if (!r.ps) { /* identical replicas have identical hashes */
         uint64_t h = 1469598103934665603ull;
         const unsigned char *pb = (const unsigned char *) zt_mlp_params(r.mlp);

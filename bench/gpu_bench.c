@@ -1,0 +1,107 @@
+/* GPU figures (run on a machine with a CUDA device; exits 77 without one):
+ * host<->device staging bandwidth, pageable and pinned; NCCL all-reduce time
+ * over every visible GPU (one rank with one GPU); and the built-in MLP's
+ * examples/s on the GPU against the CPU path, same model and batch.
+ * bench/gpu_torch_bench.py measures the same model in PyTorch on the GPU.
+ *
+ *   build/bench/gpu_bench [batch]
+ */
+#include "zt_gpu.h"
+#include "zt_mlp.h"
+#include "zt_util.h"
+#include <cblas.h>
+#include <cuda_runtime.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static double s_copy_gbs(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind)
+{
+    cudaMemcpy(dst, src, bytes, kind);
+    int64_t t0 = zt_now_us();
+    for (int i = 0; i < 10; i++)
+        cudaMemcpy(dst, src, bytes, kind);
+    cudaDeviceSynchronize();
+    return (double) bytes * 10 / ((double) (zt_now_us() - t0) / 1e6) / 1e9;
+}
+
+int main(int argc, char **argv)
+{
+    int B = argc > 1 ? atoi(argv[1]) : 64;
+    int ndev = zt_cuda_devices();
+    if (ndev == 0) {
+        printf("no CUDA device: skipped\n");
+        return 77;
+    }
+    struct cudaDeviceProp prop;
+    cudaGetDeviceProperties(&prop, 0);
+    printf("device 0: %s, %d visible\n", prop.name, ndev);
+    size_t bytes = 256u << 20;
+    void *dev, *pinned, *pageable = malloc(bytes);
+    memset(pageable, 1, bytes);
+    cudaMalloc(&dev, bytes);
+    cudaMallocHost(&pinned, bytes);
+    memset(pinned, 1, bytes);
+    printf("staging 256 MiB: host->device pageable %.1f GB/s, pinned %.1f GB/s; device->host pageable "
+           "%.1f GB/s, pinned %.1f GB/s\n", s_copy_gbs(dev, pageable, bytes, cudaMemcpyHostToDevice),
+           s_copy_gbs(dev, pinned, bytes, cudaMemcpyHostToDevice),
+           s_copy_gbs(pageable, dev, bytes, cudaMemcpyDeviceToHost),
+           s_copy_gbs(pinned, dev, bytes, cudaMemcpyDeviceToHost));
+    cudaFree(dev);
+    cudaFreeHost(pinned);
+    free(pageable);
+    /* the MLP, synthetic data of Fashion-MNIST's shape */
+    const int sizes[4] = { 784, 256, 128, 10 }, n = 60000;
+    uint8_t *x = malloc((size_t) n * 784), *y = malloc((size_t) n);
+    unsigned seed = 1;
+    for (size_t i = 0; i < (size_t) n * 784; i++)
+        x[i] = (uint8_t) (rand_r(&seed) & 255);
+    for (int i = 0; i < n; i++)
+        y[i] = (uint8_t) (rand_r(&seed) % 10);
+    char err[256];
+    zt_gpu_mlp_t *models[16];
+    for (int d = 0; d < ndev && d < 16; d++)
+        models[d] = zt_gpu_mlp_new_on(d, sizes, 4, B, x, y, n, 784, err, sizeof err);
+    zt_gpu_group_t *g = zt_gpu_group_new(models, ndev < 16 ? ndev : 16, err, sizeof err);
+    if (!g) {
+        printf("%s\n", err);
+        return 1;
+    }
+    zt_gpu_mlp_t *m0 = zt_gpu_group_mlp(g, 0);
+    zt_mlp_t *cpu = zt_mlp_new(sizes, 4, B);
+    zt_gpu_mlp_set_params(m0, zt_mlp_params(cpu));
+    int *order = malloc(sizeof(int) * (size_t) n);
+    for (int i = 0; i < n; i++)
+        order[i] = i;
+    zt_gpu_mlp_set_order(m0, order, n);
+    /* NCCL all-reduce of the model's gradients (235,146 floats) */
+    for (int i = 0; i < 5; i++)
+        zt_gpu_group_allreduce_grads(g);
+    int64_t t0 = zt_now_us();
+    for (int i = 0; i < 100; i++)
+        zt_gpu_group_allreduce_grads(g);
+    printf("NCCL all-reduce of 0.94 MB over %d rank%s: %.1f us\n", zt_gpu_group_size(g),
+           zt_gpu_group_size(g) == 1 ? "" : "s", (double) (zt_now_us() - t0) / 100);
+    int steps = 2000;
+    t0 = zt_now_us();
+    for (int s = 0; s < steps; s++) {
+        zt_gpu_mlp_train_batch(m0, (s * B) % (n - B), B);
+        zt_gpu_mlp_apply(m0, 2, 0.001f, 0.9f, 0.9f, 0.999f, 1e-7f);
+    }
+    double gpu_eps = (double) steps * B / ((double) (zt_now_us() - t0) / 1e6);
+    openblas_set_num_threads(1);
+    uint8_t *bx = malloc((size_t) B * 784), *by = malloc((size_t) B);
+    int cpu_steps = 300;
+    t0 = zt_now_us();
+    for (int s = 0; s < cpu_steps; s++) {
+        memcpy(bx, x + (size_t) ((s * B) % (n - B)) * 784, (size_t) B * 784);
+        memcpy(by, y + (s * B) % (n - B), (size_t) B);
+        zt_mlp_train_batch(cpu, bx, by, B);
+    }
+    double cpu_eps = (double) cpu_steps * B / ((double) (zt_now_us() - t0) / 1e6);
+    printf("MLP 784-256-128-10, batch %d, Adam: GPU %.0f examples/s, CPU (1 core, OpenBLAS) %.0f "
+           "examples/s: %.1fx\n", B, gpu_eps, cpu_eps, gpu_eps / cpu_eps);
+    zt_gpu_group_destroy(&g);
+    zt_mlp_destroy(&cpu);
+    return 0;
+}
