@@ -319,6 +319,7 @@ static int s_spawn(zt_coord_t *self, s_rep_t *r)
         fprintf(r->log, "=== ztrain: starting %s (incarnation %d, restart %d): %s\n", r->name,
                 self->layout.incarnation, r->restarts, argv[0]);
     zt_launch_t req = { r->pool, r->index, argv, envp };
+    zt_layout_release(&self->layout, r->pool, r->index); /* the replica binds it now */
     pid_t pid = 0;
     int fd = -1;
     int rc = self->backend->start(self->backend, &req, &pid, &fd);

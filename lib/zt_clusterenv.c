@@ -17,13 +17,17 @@ void zt_replica_name(int pool, int index, char *buf, size_t size)
     snprintf(buf, size, "workerpool%d-%d", pool, index);
 }
 
-/* Ports are ephemeral ports the kernel hands out (zt_ephemeral_port): it
- * gives them out in turn, so a port just handed out is not given to a
- * concurrent job's bind(0) for a long while. */
+/* Ports are ephemeral ports the kernel hands out, each kept bound (not
+ * listening) until its replica starts: while bound, no other bind(0) on the
+ * machine gets it, so two jobs started at the same moment never collide; the
+ * port is released just before its replica is forked. */
 
 int zt_layout_init(zt_layout_t *self, const zt_plan_t *plan, const char *job_dir, const char *trial)
 {
     memset(self, 0, sizeof *self);
+    for (int p = 0; p < ZT_POOLS; p++)
+        for (int i = 0; i < 1024; i++)
+            self->reserved[p][i] = -1;
     self->plan = plan;
     self->job_dir = strdup(job_dir);
     self->trial = trial ? strdup(trial) : NULL;
@@ -39,14 +43,25 @@ int zt_layout_init(zt_layout_t *self, const zt_plan_t *plan, const char *job_dir
         self->first_gpu[p] = gpu;
         gpu += pool->accel_count * pool->replicas;
         for (int i = 0; i < pool->replicas; i++)
-            if ((self->ports[p][i] = zt_ephemeral_port()) < 0)
+            if ((self->ports[p][i] = zt_reserve_port(&self->reserved[p][i])) < 0)
                 return ZT_ESYS;
     }
     return ZT_OK;
 }
 
+void zt_layout_release(zt_layout_t *self, int pool, int index)
+{
+    if (self->reserved[pool][index] >= 0) {
+        close(self->reserved[pool][index]);
+        self->reserved[pool][index] = -1;
+    }
+}
+
 void zt_layout_fini(zt_layout_t *self)
 {
+    for (int p = 0; p < ZT_POOLS; p++)
+        for (int i = 0; i < 1024; i++)
+            zt_layout_release(self, p, i);
     free(self->job_dir);
     free(self->base_dir);
     free(self->trial);

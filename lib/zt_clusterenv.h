@@ -18,6 +18,7 @@ typedef struct {
     int incarnation;                  /* job attempt, from 0 */
     bool cpu_only;                    /* run without GPUs */
     int ports[ZT_POOLS][1024];        /* each replica's port */
+    int reserved[ZT_POOLS][1024];     /* its reservation socket until the replica starts, or -1 */
     int first_gpu[ZT_POOLS];          /* first device of replica 0 of each pool */
 } zt_layout_t;
 
@@ -26,6 +27,8 @@ typedef struct {
 int zt_layout_init(zt_layout_t *self, const zt_plan_t *plan, const char *job_dir,
                    const char *trial);
 void zt_layout_fini(zt_layout_t *self);
+/* Releases a replica's port just before it starts (so that it can bind it). */
+void zt_layout_release(zt_layout_t *self, int pool, int index);
 
 /* "workerpoolN-I" */
 void zt_replica_name(int pool, int index, char *buf, size_t size);

@@ -214,6 +214,15 @@ char *zt_file_tail(const char *path, size_t max_bytes)
 
 int zt_ephemeral_port(void)
 {
+    int fd = -1, port = zt_reserve_port(&fd);
+    if (fd >= 0)
+        close(fd);
+    return port;
+}
+
+int zt_reserve_port(int *fd_p)
+{
+    *fd_p = -1;
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -1;
@@ -224,6 +233,9 @@ int zt_ephemeral_port(void)
     if (bind(fd, (struct sockaddr *) &a, sizeof a) == 0 &&
         getsockname(fd, (struct sockaddr *) &a, &len) == 0)
         port = ntohs(a.sin_port);
-    close(fd);
+    if (port < 0)
+        close(fd);
+    else
+        *fd_p = fd;
     return port;
 }

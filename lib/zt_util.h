@@ -24,6 +24,9 @@ bool zt_parse_int(const char *text, long long *out);
 char *zt_strdupf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* A free TCP port on 127.0.0.1 from the kernel (bound, then released). */
 int zt_ephemeral_port(void);
+/* The same, but the bound socket is kept in *fd_p (close-on-exec) so that no
+ * other bind(0) on this machine gets the port until it is closed. */
+int zt_reserve_port(int *fd_p);
 /* Directory of the running executable (for finding sibling binaries). */
 const char *zt_exe_dir(void);
 /* Last up-to max_bytes of a file, starting at a line boundary; heap string. */
