@@ -77,18 +77,7 @@ typedef struct { zt_doc_t *doc; zt_diag_t *diag; zt_study_t *s; } s_ctx_t;
 
 static void s_unknown(s_ctx_t *c, json_t *obj, const char *path, const char *const *known)
 {
-    const char *key;
-    json_t *v;
-    json_object_foreach(obj, key, v) {
-        bool ok = false;
-        for (int i = 0; known[i] && !ok; i++)
-            ok = !strcmp(key, known[i]);
-        if (!ok) {
-            char *p = zt_strdupf("%s%s%s", path, *path ? "." : "", key);
-            WARN(c, p, NULL, "unknown field, ignored");
-            free(p);
-        }
-    }
+    zt_doc_warn_unknown(c->doc, c->diag, obj, path, known);
 }
 
 static bool s_num(json_t *v, double *out)

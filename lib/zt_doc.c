@@ -2,6 +2,7 @@
 #include "zt_util.h"
 #include "ztrain/zt_error.h"
 #include <errno.h>
+#include <stdbool.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -269,4 +270,21 @@ void zt_doc_report(zt_doc_t *self, zt_diag_t *diag, int is_error, const char *pa
         zt_diag_add(diag, is_error, self->source, (int) json_integer_value(json_array_get(pos, 0)),
                     (int) json_integer_value(json_array_get(pos, 1)), path, vtext, "%s", rule);
     free(vtext);
+}
+
+void zt_doc_warn_unknown(zt_doc_t *self, zt_diag_t *diag, json_t *obj, const char *path,
+                         const char *const *known)
+{
+    const char *key;
+    json_t *v;
+    json_object_foreach(obj, key, v) {
+        bool ok = false;
+        for (int i = 0; known[i] && !ok; i++)
+            ok = !strcmp(key, known[i]);
+        if (!ok) {
+            char *p = zt_strdupf("%s%s%s", path, *path ? "." : "", key);
+            zt_doc_report(self, diag, 0, p, NULL, "unknown field, ignored");
+            free(p);
+        }
+    }
 }

@@ -31,4 +31,9 @@ void zt_doc_report(zt_doc_t *self, zt_diag_t *diag, int is_error, const char *pa
                    const json_t *value, const char *fmt, ...)
     __attribute__((format(printf, 6, 7)));
 
+/* Warns about every field of obj (at path) whose name is not in known
+ * (NULL-terminated): unknown fields are warnings, never errors. */
+void zt_doc_warn_unknown(zt_doc_t *self, zt_diag_t *diag, json_t *obj, const char *path,
+                         const char *const *known);
+
 #endif

@@ -28,18 +28,7 @@ static char *s_path(const char *base, const char *key)
 
 static void s_unknown_fields(s_ctx_t *c, json_t *obj, const char *path, const char *const *known)
 {
-    const char *key;
-    json_t *v;
-    json_object_foreach(obj, key, v) {
-        bool ok = false;
-        for (int i = 0; known[i] && !ok; i++)
-            ok = !strcmp(key, known[i]);
-        if (!ok) {
-            char *p = s_path(path, key);
-            WARN(c, p, NULL, "unknown field, ignored");
-            free(p);
-        }
-    }
+    zt_doc_warn_unknown(c->doc, c->diag, obj, path, known);
 }
 
 /* An object field: NULL when absent; an error when present but not an object. */
