@@ -178,20 +178,24 @@ static zt_plan_t *s_load(s_args_t *a, zt_diag_t *diag, bool check_gpus)
     return plan;
 }
 
+/* $ZT_JOBS_DIR/NAME-YYYYmmdd-HHMMSS-PID */
+static char *s_default_dir(const char *name)
+{
+    char stamp[32];
+    time_t t = time(NULL);
+    struct tm tm;
+    localtime_r(&t, &tm);
+    strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
+    return zt_strdupf("%s/%s-%s-%d", zt_knob_str(ZT_KNOB_JOBS_DIR), name, stamp, (int) getpid());
+}
+
 static char *s_job_dir(s_args_t *a, const zt_plan_t *plan)
 {
     char *dir;
     if (a->job_dir)
         dir = strdup(a->job_dir);
-    else {
-        char stamp[32];
-        time_t t = time(NULL);
-        struct tm tm;
-        localtime_r(&t, &tm);
-        strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
-        dir = zt_strdupf("%s/%s-%s-%d", zt_knob_str(ZT_KNOB_JOBS_DIR), plan->display_name, stamp,
-                         (int) getpid());
-    }
+    else
+        dir = s_default_dir(plan->display_name);
     if (zt_mkdir_p(dir) != ZT_OK) {
         fprintf(stderr, "ztrain: cannot make the job directory %s: %s\n", dir, strerror(errno));
         free(dir);
@@ -328,15 +332,7 @@ static int s_cmd_tune(s_args_t *a)
         fprintf(stderr, "ztrain tune: give a study file (a HyperparameterTuningJob spec)\n");
         return EXIT_USAGE;
     }
-    char *dir = a->study_dir ? strdup(a->study_dir) : NULL;
-    if (!dir) {
-        char stamp[32];
-        time_t t = time(NULL);
-        struct tm tm;
-        localtime_r(&t, &tm);
-        strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
-        dir = zt_strdupf("%s/study-%s-%d", zt_knob_str(ZT_KNOB_JOBS_DIR), stamp, (int) getpid());
-    }
+    char *dir = a->study_dir ? strdup(a->study_dir) : s_default_dir("study");
     char *me = zt_strdupf("%s/ztrain", zt_exe_dir());
     zt_study_opts_t o = { a->file, dir, me, (uint64_t) (a->seed ? a->seed : 1), a->cpu_only };
     zt_diag_t *diag = zt_diag_new();
