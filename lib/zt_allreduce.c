@@ -282,11 +282,9 @@ static void s_send_range(zt_allreduce_t *self, int bi, int64_t a, int64_t b, int
         if (only_reducer >= 0 && r != only_reducer)
             continue;
         int64_t lo = a > k->lo[r] ? a : k->lo[r], hi = b < k->hi[r] ? b : k->hi[r];
-        if (k->lo[r] == k->hi[r] && a <= k->lo[r] && k->lo[r] <= b)
-            lo = hi = k->lo[r]; /* an empty chunk: one empty piece completes it */
-        else if (lo >= hi)
+        if (lo >= hi)
             continue;
-        for (int64_t at = lo; at < hi || (at == lo && lo == hi);) {
+        for (int64_t at = lo; at < hi;) {
             int64_t c = hi - at < per ? hi - at : per;
             char *src = k->buf + at * (int64_t) k->es;
             /* inside a large tensor: send from its own buffer, never past its end */
@@ -460,10 +458,10 @@ int zt_allreduce_commit(zt_allreduce_t *self, int timeout_ms)
         k->piece_done = calloc((size_t) R + 1, sizeof(bool *));
         k->npieces = calloc((size_t) R + 1, sizeof(int));
         for (int r = 0; r < R; r++) {
-            zt_shard_range(lb->numel, R, r, &k->lo[r], &k->hi[r]);
+            zt_ar_chunk(lb->numel, k->es, bi, R, r, &k->lo[r], &k->hi[r]);
             int64_t per = PIECE_BYTES / (int64_t) k->es, n = k->hi[r] - k->lo[r];
-            k->npieces[r] = n == 0 ? 1 : (int) ((n + per - 1) / per);
-            k->piece_done[r] = calloc((size_t) k->npieces[r], sizeof(bool));
+            k->npieces[r] = (int) ((n + per - 1) / per); /* an empty chunk is never sent */
+            k->piece_done[r] = calloc((size_t) k->npieces[r] + 1, sizeof(bool));
         }
     }
     for (int t = 0; t < self->nt; t++)
@@ -616,7 +614,7 @@ static int s_wait_reducers(zt_allreduce_t *self, int timeout_ms)
                         s_bucket_t *k = &self->b[m.u.AR_RESULT.bucket];
                         int64_t off = m.u.AR_RESULT.offset, c = m.u.AR_RESULT.count;
                         int64_t per = PIECE_BYTES / (int64_t) k->es;
-                        int p = c == 0 ? 0 : (int) ((off - k->lo[r]) / per);
+                        int p = (int) ((off - k->lo[r]) / per);
                         if (k->active && m.u.AR_RESULT.gen == k->gen && off >= k->lo[r] && c >= 0 &&
                             off + c <= k->hi[r] && p >= 0 && p < k->npieces[r] &&
                             zmq_msg_size(&pm) == (size_t) c * k->es && !k->piece_done[r][p]) {

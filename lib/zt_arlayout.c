@@ -2,11 +2,24 @@
 #include "ztrain/zt_allreduce.h"
 #include "ztrain/zt_error.h"
 #include "ztrain/zt_knobs.h"
+#include "zt_shard.h"
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 size_t zt_dtype_size(int dtype) { return dtype == ZT_F32 ? 4 : 2; }
+
+void zt_ar_chunk(int64_t numel, size_t es, int b, int R, int r, int64_t *lo, int64_t *hi)
+{
+    if ((int64_t) es * numel < (int64_t) R * (64 << 10)) {
+        bool mine = b % R == r;
+        *lo = mine ? 0 : numel;
+        *hi = numel;
+        return;
+    }
+    zt_shard_range(numel, R, r, lo, hi);
+}
 
 int64_t zt_frame_bytes(void)
 {

@@ -29,6 +29,11 @@ typedef struct {
 int zt_ar_layout_build(zt_ar_layout_t *self, json_t *tensors, int64_t threshold);
 void zt_ar_layout_free(zt_ar_layout_t *self);
 size_t zt_dtype_size(int dtype);
+/* Chunk r of R of bucket b (numel elements of es bytes): the balanced,
+ * aligned ranges of zt_shard_range, except that a bucket under 64 KiB per
+ * reducer goes whole to one reducer (b mod R), the others getting nothing:
+ * cutting a small bucket only multiplies the messages. */
+void zt_ar_chunk(int64_t numel, size_t es, int b, int R, int r, int64_t *lo, int64_t *hi);
 /* Largest data-plane frame in bytes (ZT_PS_CHUNK_BYTES, at least 4 KiB). */
 int64_t zt_frame_bytes(void);
 const char *zt_dtype_name(int dtype);

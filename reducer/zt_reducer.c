@@ -159,7 +159,8 @@ static int s_configure(zt_reducer_t *self, const char *text, int workers)
     self->buckets = calloc((size_t) self->layout.nbuckets + 1, sizeof *self->buckets);
     for (int b = 0; b < self->layout.nbuckets; b++) {
         s_bucket_t *k = &self->buckets[b];
-        zt_shard_range(self->layout.buckets[b].numel, self->opts.reducers, self->opts.index, &k->lo, &k->hi);
+        zt_ar_chunk(self->layout.buckets[b].numel, zt_dtype_size(self->layout.buckets[b].dtype), b,
+                    self->opts.reducers, self->opts.index, &k->lo, &k->hi);
         k->dtype = self->layout.buckets[b].dtype;
         k->acc = calloc((size_t) (k->hi - k->lo) + 1, sizeof(float));
         for (int i = 0; i < 2; i++)
