@@ -883,6 +883,13 @@ static int s_start_trial(zt_study_t *s)
     free(log);
     t->pid = pid > 0 ? pid : 0;
     s->nt++;
+    if (pid < 0) { /* could not even start it: a failed trial */
+        zt_error("trial %d: cannot start %s: %s", t->id, s->opts.ztrain, strerror(errno));
+        t->state = "FAILED";
+        zt_wall_iso(t->ended, sizeof t->ended);
+        s->failed++;
+        return ZT_ESYS;
+    }
     char *pt = s_params_text(t);
     if (!s->tty)
         printf("trial %d ACTIVE %s\n", t->id, pt);
