@@ -47,7 +47,10 @@ class Supervision(unittest.TestCase):
         self.job_dir = os.path.join(self.d, "job")
 
     def test_env_dump_job_succeeds(self):
-        dump = 'env > "$ZT_JOB_DIR/env-$ZT_POOL-$ZT_INDEX.txt"; echo "hello from $ZT_POOL/$ZT_INDEX"; '
+        # Greet first, then make the env file appear atomically: the primary waits
+        # for the files, so every greeting is out before the job can end.
+        dump = ('echo "hello from $ZT_POOL/$ZT_INDEX"; env > "$ZT_JOB_DIR/.env-$ZT_POOL-$ZT_INDEX"; '
+                'mv "$ZT_JOB_DIR/.env-$ZT_POOL-$ZT_INDEX" "$ZT_JOB_DIR/env-$ZT_POOL-$ZT_INDEX.txt"; ')
         primary = UNTIL + dump + ('for f in 1-0 1-1 2-0 2-1 3-0; do until_file "$ZT_JOB_DIR/env-$f.txt"; done; '
                                   'echo primary done')
         path = spec(self.d, "dump", [cmd_pool(primary), cmd_pool(dump + "sleep 30", 2),
