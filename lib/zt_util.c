@@ -220,22 +220,58 @@ int zt_ephemeral_port(void)
     return port;
 }
 
+/* The kernel's automatic port range (bind(0) and connect() both draw from
+ * it), from /proc; 32768-60999 when unreadable. */
+static void s_local_range(int *lo, int *hi)
+{
+    *lo = 32768;
+    *hi = 60999;
+    FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+    if (f) {
+        if (fscanf(f, "%d %d", lo, hi) != 2) {
+            *lo = 32768;
+            *hi = 60999;
+        }
+        fclose(f);
+    }
+}
+
 int zt_reserve_port(int *fd_p)
 {
+    /* A port outside the kernel's automatic range: no connect() or bind(0)
+     * anywhere on the machine is ever handed it, so once released it stays
+     * free for the replica it was chosen for. */
     *fd_p = -1;
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return -1;
-    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = 0 };
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    int port = -1;
-    if (bind(fd, (struct sockaddr *) &a, sizeof a) == 0 &&
-        getsockname(fd, (struct sockaddr *) &a, &len) == 0)
-        port = ntohs(a.sin_port);
-    if (port < 0)
+    int lo, hi, first, last;
+    s_local_range(&lo, &hi);
+    if (lo - 10000 >= 1024) {
+        first = 10000;
+        last = lo - 1;
+    }
+    else {
+        first = hi + 1;
+        last = 65535;
+    }
+    if (last - first < 100) { /* no room outside: let the kernel choose */
+        first = 0;
+        last = 0;
+    }
+    unsigned seed = (unsigned) (getpid() ^ zt_now_us());
+    int span = last - first + 1, start = span > 1 ? (int) (rand_r(&seed) % (unsigned) span) : 0;
+    for (int k = 0; k < 200; k++) {
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+            return -1;
+        struct sockaddr_in a = { .sin_family = AF_INET };
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        a.sin_port = htons((uint16_t) (first ? first + (start + k) % span : 0));
+        socklen_t len = sizeof a;
+        if (bind(fd, (struct sockaddr *) &a, sizeof a) == 0 &&
+            getsockname(fd, (struct sockaddr *) &a, &len) == 0) {
+            *fd_p = fd;
+            return ntohs(a.sin_port);
+        }
         close(fd);
-    else
-        *fd_p = fd;
-    return port;
+    }
+    return -1;
 }
