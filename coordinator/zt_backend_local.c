@@ -25,14 +25,24 @@ typedef struct {
 static int s_start(zt_backend_t *self, const zt_launch_t *req, pid_t *pid_p, int *out_fd)
 {
     s_local_t *ctx = self->ctx;
-    int pfd[2];
+    int pfd[2], sync[2];
     if (pipe2(pfd, O_CLOEXEC) < 0)
         return ZT_ESYS;
+    /* sync: the child's end closes at exec (O_CLOEXEC); until then the child
+     * holds copies of all our descriptors, other replicas' port reservations
+     * included, so we do not go on before it has exec'd. */
+    if (pipe2(sync, O_CLOEXEC) < 0) {
+        close(pfd[0]);
+        close(pfd[1]);
+        return ZT_ESYS;
+    }
     pid_t parent = getpid();
     pid_t pid = fork();
     if (pid < 0) {
         close(pfd[0]);
         close(pfd[1]);
+        close(sync[0]);
+        close(sync[1]);
         return ZT_ESYS;
     }
     if (pid == 0) {
@@ -53,13 +63,19 @@ static int s_start(zt_backend_t *self, const zt_launch_t *req, pid_t *pid_p, int
         dup2(pfd[1], 2);
         /* Nothing else of the coordinator's leaks into the replica. */
         for (int fd = 3; fd < 1024; fd++)
-            close(fd);
+            if (fd != sync[1])
+                close(fd);
         execvpe(req->argv[0], req->argv, req->envp);
         dprintf(2, "ztrain: cannot execute '%s': %s\n", req->argv[0], strerror(errno));
         _exit(127);
     }
     setpgid(pid, pid); /* also here, so the group exists before we signal it */
     close(pfd[1]);
+    close(sync[1]);
+    char b;
+    while (read(sync[0], &b, 1) < 0 && errno == EINTR)
+        ; /* EOF: the child has exec'd (or exited) */
+    close(sync[0]);
     fcntl(pfd[0], F_SETFL, fcntl(pfd[0], F_GETFL) | O_NONBLOCK);
     if (ctx->n == ctx->cap) {
         int cap = ctx->cap ? ctx->cap * 2 : 16;
