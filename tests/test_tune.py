@@ -6,6 +6,7 @@ maxFailedTrialCount), Ctrl-C stops every trial, status reads the results."""
 import json
 import math
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -202,6 +203,22 @@ class Tune(unittest.TestCase):
                                os.path.join(self.d, name), "--suggest", "3")
                     self.assertEqual(r.returncode, 0, r.stderr)
                     self.assertEqual(len(json.loads(r.stdout)), 3)
+
+    def test_table_on_a_terminal_lines_otherwise(self):
+        path = write(self.d, "tty.json", study([X, Y], max_trials=3, parallel=1))
+        r = ztrain("tune", path, "--study-dir", os.path.join(self.d, "plain"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertNotIn("\033[", r.stdout)  # not a terminal: plain lines
+        self.assertIn("trial 1 ACTIVE x=", r.stdout)
+        self.assertRegex(r.stdout, r"trial 3 SUCCEEDED score=")
+        if not shutil.which("script"):
+            self.skipTest("no script(1) to give the study a terminal")
+        out = subprocess.run(["script", "-qec", "%s tune %s --study-dir %s" % (
+            ZTRAIN, path, os.path.join(self.d, "tty")), "/dev/null"], capture_output=True, text=True,
+            timeout=120, env=dict(os.environ, OBJECTIVE_DELAY="0.4")).stdout
+        self.assertGreaterEqual(out.count("\033[H\033[J"), 2)  # redrawn in place
+        self.assertIn("trial  state      latest       final        parameters", out)
+        self.assertNotIn("trial 1 ACTIVE x=", out)
 
     def test_ctrl_c_stops_every_trial(self):
         path = write(self.d, "slow.json", study([X, Y], max_trials=4, parallel=2))
