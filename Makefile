@@ -3,7 +3,7 @@ BUILD   ?= build
 JOBS    ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_ARGS ?=
 
-.PHONY: all deps configure build demo test bench clean
+.PHONY: all deps configure build demo test bench fuzz clean
 
 all: build
 
@@ -32,6 +32,14 @@ bench: build
 	$(BUILD)/bench/ar_bench $(BUILD)/bin/ztrain-reducer --fusion
 	python3 bench/train_bench.py $(BUILD)/bin
 	python3 bench/tune_bench.py $(BUILD)/bin
+
+# libFuzzer targets (clang): the message decoder and the job-spec loader.
+FUZZ_SECONDS ?= 60
+fuzz: deps
+	@CC=clang cmake -S . -B build-fuzz -DZT_FUZZ=ON -DZT_WITH_CUDA=OFF -DCMAKE_BUILD_TYPE=Debug >/dev/null
+	@cmake --build build-fuzz -j $(JOBS) --target fuzz_msg fuzz_spec
+	build-fuzz/bin/fuzz_msg -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048
+	build-fuzz/bin/fuzz_spec -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 -max_len=4096
 
 clean:
 	rm -rf $(BUILD)
