@@ -263,12 +263,6 @@ static void s_send_result(zt_reducer_t *self, int b, int rank)
     s_bucket_t *k = &self->buckets[b];
     size_t es = zt_dtype_size(k->dtype);
     int64_t n = k->hi - k->lo, per = PIECE_BYTES / (int64_t) es;
-    if (n == 0) { /* an empty chunk still completes */
-        zt_msg_t m = { .type = ZT_MSG_AR_RESULT };
-        m.u.AR_RESULT = (zt_msg_AR_RESULT_t) { b, k->result_gen, k->lo, 0, k->dtype };
-        s_send(self, rank, &m, NULL, 0);
-        return;
-    }
     for (int64_t at = 0; at < n; at += per) {
         int64_t c = n - at < per ? n - at : per;
         zt_msg_t m = { .type = ZT_MSG_AR_RESULT };
@@ -324,27 +318,6 @@ static void s_send_block(zt_reducer_t *self, int b, int j)
     }
 }
 
-static void s_complete(zt_reducer_t *self, int b)
-{
-    s_bucket_t *k = &self->buckets[b];
-    int64_t n = k->hi - k->lo;
-    int par = (int) (k->gen & 1);
-    while (atomic_load(&k->res_lent[par]) > 0) /* generation gen-2 still being sent */
-        zclock_sleep(0);
-    void *result = k->res[par];
-    if (k->dtype == ZT_F32)
-        memcpy(result, k->acc, (size_t) n * sizeof(float));
-    else
-        for (int64_t i = 0; i < n; i++) {
-            uint16_t h = k->dtype == ZT_F16 ? zt_f32_to_f16(k->acc[i]) : zt_f32_to_bf16(k->acc[i]);
-            memcpy((char *) result + 2 * i, &h, 2);
-        }
-    k->result_gen = k->gen;
-    for (int w = 0; w < self->workers; w++)
-        s_send_result(self, b, w);
-    s_reset_bucket(self, k);
-    k->gen++;
-}
 
 /* Asks a worker that is past generation gen for its copy of the sum (from:
  * that worker, or -1: any worker that sent pieces of a later generation). */
@@ -421,7 +394,7 @@ static void s_on_piece(zt_reducer_t *self, int rank, const zt_msg_t *m, zmq_msg_
     }
     s_bucket_t *k = &self->buckets[p->bucket];
     size_t es = zt_dtype_size(k->dtype);
-    if (p->dtype != k->dtype || p->offset < k->lo || p->count < 0 || p->offset + p->count > k->hi ||
+    if (p->dtype != k->dtype || p->offset < k->lo || p->count <= 0 || p->offset + p->count > k->hi ||
         !payload || zmq_msg_size(payload) != (size_t) p->count * es) {
         s_error(self, rank, -1, ZT_PS_BAD_PAYLOAD, "piece outside this reducer's chunk or wrong size");
         return;
@@ -468,13 +441,6 @@ static void s_on_piece(zt_reducer_t *self, int rank, const zt_msg_t *m, zmq_msg_
                 memcpy(&h, s + 2 * j, 2);
                 acc[j] += k->dtype == ZT_F16 ? zt_f16_to_f32(h) : zt_bf16_to_f32(h);
             }
-    }
-    if (k->hi == k->lo) { /* an empty chunk completes once everyone spoke; see s_complete */
-        for (int w = 0; w < self->workers; w++)
-            if (k->from[w].got < 0)
-                return;
-        s_complete(self, (int) p->bucket);
-        return;
     }
     int64_t per = PIECE_BYTES / (int64_t) es;
     int j0 = (int) ((p->offset - k->lo) / per);
