@@ -106,14 +106,8 @@ zt_allreduce_t *zt_allreduce_new(const zt_allreduce_opts_t *o)
         self->red = calloc((size_t) self->R, sizeof(zsock_t *));
         for (int r = 0; r < self->R; r++) {
             self->reducer_addrs[r] = strdup(o->reducers[r]);
-            self->red[r] = zsock_new(ZMQ_DEALER);
-            zsock_set_sndhwm(self->red[r], 100000);
-            zsock_set_rcvhwm(self->red[r], 100000);
-            zsock_set_linger(self->red[r], 0);
-            zsock_set_reconnect_ivl(self->red[r], 50);
-            int rc = strstr(o->reducers[r], "://") ? zsock_connect(self->red[r], "%s", o->reducers[r])
-                                                   : zsock_connect(self->red[r], "tcp://%s", o->reducers[r]);
-            if (rc != 0) {
+            self->red[r] = zt_data_dealer(o->reducers[r]);
+            if (!self->red[r]) {
                 zt_allreduce_destroy(&self);
                 return NULL;
             }
@@ -464,8 +458,6 @@ int zt_allreduce_commit(zt_allreduce_t *self, int timeout_ms)
             k->piece_done[r] = calloc((size_t) k->npieces[r] + 1, sizeof(bool));
         }
     }
-    for (int t = 0; t < self->nt; t++)
-        (void) t;
     int rc = ZT_OK;
     if (R > 0)
         rc = s_commit_reducers(self, timeout_ms);

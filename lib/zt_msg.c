@@ -293,6 +293,22 @@ zsock_t *zt_data_router(const char *endpoint)
     return router;
 }
 
+zsock_t *zt_data_dealer(const char *endpoint)
+{
+    zsock_t *d = zsock_new(ZMQ_DEALER);
+    if (!d)
+        return NULL;
+    zsock_set_sndhwm(d, 100000);
+    zsock_set_rcvhwm(d, 100000);
+    zsock_set_linger(d, 0);
+    zsock_set_reconnect_ivl(d, 50);
+    int rc = strstr(endpoint, "://") ? zsock_connect(d, "%s", endpoint)
+                                     : zsock_connect(d, "tcp://%s", endpoint);
+    if (rc != 0)
+        zsock_destroy(&d);
+    return d;
+}
+
 int zt_msg_send_routed(void *router, zmq_msg_t *identity, const zt_msg_t *msg, zmq_msg_t *payload,
                        int npayload)
 {

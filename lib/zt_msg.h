@@ -133,6 +133,10 @@ int zt_msg_recv_parts(void *socket, zmq_msg_t *parts, int max);
 /* A data-plane ROUTER bound to endpoint (high-water marks for bulk
  * transfers, no linger); NULL with the reason logged. */
 zsock_t *zt_data_router(const char *endpoint);
+/* A data-plane DEALER connected to endpoint ("host:port", or a full ZeroMQ
+ * endpoint), with the same high-water marks, no linger and quick
+ * reconnection (a restarted server is found again); NULL if it cannot. */
+zsock_t *zt_data_dealer(const char *endpoint);
 /* Sends [identity][header][payload...] on a ROUTER; the payload messages are
  * consumed (sent or closed). */
 int zt_msg_send_routed(void *router, zmq_msg_t *identity, const zt_msg_t *msg, zmq_msg_t *payload,

@@ -77,14 +77,8 @@ zt_ps_client_t *zt_ps_client_new(const char *const *servers, int nservers, int r
     self->socks = calloc((size_t) nservers, sizeof *self->socks);
     for (int s = 0; s < nservers; s++) {
         self->addrs[s] = strdup(servers[s]);
-        self->socks[s] = zsock_new(ZMQ_DEALER);
-        zsock_set_sndhwm(self->socks[s], 100000);
-        zsock_set_rcvhwm(self->socks[s], 100000);
-        zsock_set_linger(self->socks[s], 0);
-        zsock_set_reconnect_ivl(self->socks[s], 50);
-        int rc = strstr(servers[s], "://") ? zsock_connect(self->socks[s], "%s", servers[s])
-                                           : zsock_connect(self->socks[s], "tcp://%s", servers[s]);
-        if (rc != 0) {
+        self->socks[s] = zt_data_dealer(servers[s]);
+        if (!self->socks[s]) {
             zt_error("cannot connect to parameter server %d at %s", s, servers[s]);
             zt_ps_client_destroy(&self);
             return NULL;

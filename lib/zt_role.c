@@ -103,3 +103,18 @@ bool zt_role_stop_requested(void *replica)
 {
     return zsys_interrupted || (replica && zt_replica_shutdown_requested(replica));
 }
+
+int zt_server_start(const char *role, int argc, char **argv, zt_server_place_t *place,
+                    zt_replica_t **rep_p)
+{
+    *rep_p = NULL;
+    zt_log_init(role, getenv("ZT_INDEX") ? atoi(getenv("ZT_INDEX")) : 0);
+    if (zt_server_place(argc, argv, place) != 0)
+        return -1;
+    zt_log_init(role, place->index);
+    zt_tune_malloc();
+    zsys_init();
+    if (getenv("ZT_COORDINATOR") && !(*rep_p = zt_replica_new(role, 0)))
+        return -1;
+    return 0;
+}

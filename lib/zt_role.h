@@ -4,6 +4,7 @@
 #ifndef ZT_ROLE_H
 #define ZT_ROLE_H
 #include <stdbool.h>
+#include "ztrain/zt_replica.h"
 
 typedef struct {
     const char *binary;       /* "ztrain-worker" */
@@ -26,6 +27,11 @@ typedef struct {
 
 /* 0, or -1 (logged) when the place is incomplete. */
 int zt_server_place(int argc, char **argv, zt_server_place_t *out);
+/* The start of a pool-2 server main: logging as role, its place, heap
+ * tuning, and registration with the coordinator when ZT_COORDINATOR is set
+ * (*rep_p, else NULL). 0, or -1 with the reason logged. */
+int zt_server_start(const char *role, int argc, char **argv, zt_server_place_t *place,
+                    zt_replica_t **rep_p);
 /* True on SIGINT/SIGTERM or when the coordinator asked replica (may be NULL) to stop. */
 bool zt_role_stop_requested(void *replica);
 

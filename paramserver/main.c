@@ -24,14 +24,8 @@ int main(int argc, char **argv)
             return 0;
         }
     zt_server_place_t place;
-    zt_log_init("paramserver", getenv("ZT_INDEX") ? atoi(getenv("ZT_INDEX")) : 0);
-    if (zt_server_place(argc, argv, &place) != 0)
-        return 1;
-    zt_log_init("paramserver", place.index);
-    zt_tune_malloc();
-    zsys_init();
     zt_replica_t *rep = NULL;
-    if (getenv("ZT_COORDINATOR") && !(rep = zt_replica_new("paramserver", 0)))
+    if (zt_server_start("paramserver", argc, argv, &place, &rep) != 0)
         return 1;
     zt_ps_server_opts_t opts = { place.bind, place.index, place.count, place.checkpoint_dir };
     zt_ps_server_t *srv = zt_ps_server_new(&opts);
@@ -40,7 +34,7 @@ int main(int argc, char **argv)
         return 1;
     }
     zt_info("serving on %s (server %d of %d)", place.bind, place.index, place.count);
-    zt_ps_server_run(srv, NULL, zt_role_stop_requested, rep);
+    zt_ps_server_run(srv, zt_role_stop_requested, rep);
     zt_ps_server_destroy(&srv);
     zt_replica_destroy(&rep);
     zt_info("exiting");

@@ -412,11 +412,11 @@ static void s_handle(zt_ps_server_t *self, zmq_msg_t *parts, int n)
     }
 }
 
-int zt_ps_server_run(zt_ps_server_t *self, volatile bool *stop, bool (*should_stop)(void *), void *arg)
+int zt_ps_server_run(zt_ps_server_t *self, bool (*should_stop)(void *), void *arg)
 {
     void *zs = zsock_resolve(self->router);
     zmq_pollitem_t item = { zs, 0, ZMQ_POLLIN, 0 };
-    while (!(stop && *stop) && !(should_stop && should_stop(arg))) {
+    while (!(should_stop && should_stop(arg))) {
         if (zmq_poll(&item, 1, 100) <= 0)
             continue;
         for (int k = 0; k < 256; k++) {

@@ -20,8 +20,8 @@ typedef struct zt_ps_server_t zt_ps_server_t;
 
 zt_ps_server_t *zt_ps_server_new(const zt_ps_server_opts_t *opts);
 void zt_ps_server_destroy(zt_ps_server_t **self_p);
-/* Serves until *stop becomes true (checked every 100 ms). */
-int zt_ps_server_run(zt_ps_server_t *self, volatile bool *stop, bool (*should_stop)(void *), void *arg);
+/* Serves until should_stop(arg) is true (checked every 100 ms). */
+int zt_ps_server_run(zt_ps_server_t *self, bool (*should_stop)(void *), void *arg);
 /* Step of the checkpoint restored at start, or -1. */
 int64_t zt_ps_server_restored_step(zt_ps_server_t *self);
 

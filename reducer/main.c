@@ -22,14 +22,8 @@ int main(int argc, char **argv)
             return 0;
         }
     zt_server_place_t place;
-    zt_log_init("reducer", getenv("ZT_INDEX") ? atoi(getenv("ZT_INDEX")) : 0);
-    if (zt_server_place(argc, argv, &place) != 0)
-        return 1;
-    zt_log_init("reducer", place.index);
-    zt_tune_malloc();
-    zsys_init();
     zt_replica_t *rep = NULL;
-    if (getenv("ZT_COORDINATOR") && !(rep = zt_replica_new("reducer", 0)))
+    if (zt_server_start("reducer", argc, argv, &place, &rep) != 0)
         return 1;
     zt_reducer_opts_t opts = { place.bind, place.index, place.count };
     zt_reducer_t *srv = zt_reducer_new(&opts);
