@@ -491,6 +491,7 @@ int zt_trainer_run(const zt_train_opts_t *o)
     bx = malloc((size_t) o->batch_size * (size_t) train.dim);
     by = malloc((size_t) o->batch_size);
     int64_t t0 = zt_now_ms(), last_ckpt_ms = t0, win_ms = t0, win_examples = 0;
+    int64_t win_compute_us = 0, win_exchange_us = 0; /* where the window's steps went */
     double win_loss = 0;
     int win_n = 0;
     bool stop = false;
@@ -521,6 +522,7 @@ int zt_trainer_run(const zt_train_opts_t *o)
                 by[k] = train.y[idx];
             }
             float loss;
+            int64_t c0 = zt_now_us();
             if (r.gpu) {
                 if (r.ps) /* the pulled values go up; the gradients come down for the push */
                     s_gpu_params_up(&r);
@@ -530,6 +532,7 @@ int zt_trainer_run(const zt_train_opts_t *o)
             }
             else
                 loss = zt_mlp_train_batch(r.mlp, bx, by, B);
+            int64_t c1 = zt_now_us();
             if (r.ps) {
                 for (int t = 0; t < zt_mlp_tensors(r.mlp); t++)
                     zt_ps_push(r.ps, t, zt_mlp_grads(r.mlp) + zt_mlp_tensor_offset(r.mlp, t), step);
@@ -539,6 +542,7 @@ int zt_trainer_run(const zt_train_opts_t *o)
                     zt_error("%s", zt_ps_error(r.ps));
                     goto done;
                 }
+                win_exchange_us += zt_now_us() - c1;
             }
             else {
                 if (r.ar) { /* synchronous: average the gradients over every worker */
@@ -556,12 +560,14 @@ int zt_trainer_run(const zt_train_opts_t *o)
                     }
                     r.local_opt.lr = lr;
                 }
+                win_exchange_us += zt_now_us() - c1;
                 if (r.gpu) /* the optimizer step stays on the devices */
                     s_gpu_apply(&r, r.ar != NULL);
                 else
                     zt_opt_apply(&r.local_opt, zt_mlp_params(r.mlp), r.local_state, zt_mlp_grads(r.mlp),
                                  1.0f, zt_mlp_nparams(r.mlp));
             }
+            win_compute_us += zt_now_us() - c0; /* the whole step; the exchange comes off below */
             step++;
             win_examples += B;
             win_loss += loss;
@@ -569,8 +575,9 @@ int zt_trainer_run(const zt_train_opts_t *o)
             if (step % o->log_every == 0) {
                 int64_t now = zt_now_ms();
                 double eps = win_examples * 1000.0 / (double) (now - win_ms > 0 ? now - win_ms : 1);
-                printf("step %lld epoch %d examples/s %.0f loss %.4f\n", (long long) step, epoch + 1,
-                       eps, win_loss / win_n);
+                printf("step %lld epoch %d examples/s %.0f loss %.4f (per step: compute %.2f ms, "
+                       "exchange %.2f ms)\n", (long long) step, epoch + 1, eps, win_loss / win_n,
+                       (double) (win_compute_us - win_exchange_us) / 1000.0 / win_n, (double) win_exchange_us / 1000.0 / win_n);
                 fflush(stdout);
                 if (r.rep) {
                     zt_replica_report_metric(r.rep, "loss", win_loss / win_n, step);
@@ -578,6 +585,8 @@ int zt_trainer_run(const zt_train_opts_t *o)
                 }
                 win_ms = now;
                 win_examples = 0;
+                win_compute_us = 0;
+                win_exchange_us = 0;
                 win_loss = 0;
                 win_n = 0;
             }
