@@ -101,6 +101,32 @@ int main(int argc, char **argv)
     double cpu_eps = (double) cpu_steps * B / ((double) (zt_now_us() - t0) / 1e6);
     printf("MLP 784-256-128-10, batch %d, Adam: GPU %.0f examples/s, CPU (1 core, OpenBLAS) %.0f "
            "examples/s: %.1fx\n", B, gpu_eps, cpu_eps, gpu_eps / cpu_eps);
+    /* The trainer's replica step (group API): alone (NCCL in place), and
+     * with the gradient sum staged layer by layer into pinned host memory
+     * and the update coming back from it, as for reducers or parameter
+     * servers (the network left out). */
+    size_t nbytes = sizeof(float) * (size_t) zt_mlp_nparams(cpu);
+    float *host = malloc(nbytes);
+    memset(host, 0, nbytes);
+    zt_gpu_pin(host, nbytes);
+    zt_gpu_group_set_order(g, order, n);
+    for (int pass = 0; pass < 2; pass++) {
+        float *h = pass ? host : NULL;
+        t0 = zt_now_us();
+        for (int s = 0; s < steps; s++) {
+            zt_gpu_group_step(g, (s * B) % (n - B), B, h);
+            for (int l = 2; h && l >= 0; l--)
+                zt_gpu_group_wait_layer(g, l);
+            zt_gpu_group_apply(g, h, 2, 0.001f, 0.9f, 0.9f, 0.999f, 1e-7f);
+        }
+        double us = (double) (zt_now_us() - t0) / steps;
+        printf("replica step, %s: %.1f us (%.0f examples/s)\n",
+               pass ? "gradients staged through pinned host memory and back" : "alone on the GPUs", us,
+               B / us * 1e6);
+    }
+    zt_gpu_group_take_loss(g);
+    zt_gpu_unpin(host);
+    free(host);
     zt_gpu_group_destroy(&g);
     zt_mlp_destroy(&cpu);
     return 0;

@@ -26,7 +26,7 @@ struct zt_gpu_mlp_t {
     uint8_t *x, *y;             /* the dataset, on the device */
     int n_examples, dim;
     int *order;                 /* the epoch's permutation */
-    float *loss;                /* one float: the batch loss */
+    float *loss;                /* one float: the sum of batch losses since last taken */
     float step;                 /* Adam's step count (uniform here) */
     int device;                 /* which GPU */
 };
@@ -62,8 +62,10 @@ __global__ void k_bias_act(float *out, const float *b, int B, int cols, int relu
     out[i] = relu && v < 0 ? 0 : v;
 }
 
-/* One row per thread: softmax, cross-entropy, dZ = (p - onehot) / B. */
-__global__ void k_softmax_ce(const float *z, const uint8_t *labels, int B, int k, float *dz, float *loss)
+/* One row per thread: softmax, cross-entropy, dZ = (p - onehot) / denom,
+ * where denom is the whole batch (a device's share is part of it). */
+__global__ void k_softmax_ce(const float *z, const uint8_t *labels, int B, int k, float denom, float *dz,
+                             float *loss)
 {
     int r = blockIdx.x * blockDim.x + threadIdx.x;
     if (r >= B)
@@ -78,10 +80,10 @@ __global__ void k_softmax_ce(const float *z, const uint8_t *labels, int B, int k
     int y = labels[r];
     for (int j = 0; j < k; j++) {
         float p = expf(row[j] - mx) / sum;
-        dz[(size_t) r * k + j] = (p - (j == y)) / (float) B;
+        dz[(size_t) r * k + j] = (p - (j == y)) / denom;
     }
     float py = expf(row[y] - mx) / sum;
-    atomicAdd(loss, -logf(fmaxf(py, 1e-30f)) / (float) B);
+    atomicAdd(loss, -logf(fmaxf(py, 1e-30f)) / denom);
 }
 
 __global__ void k_colsum(const float *dz, int B, int cols, float *db)
@@ -181,6 +183,7 @@ extern "C" zt_gpu_mlp_t *zt_gpu_mlp_new_on(int device, const int *sizes, int nsi
     CK(cudaMalloc(&self->y, (size_t) n), "cudaMalloc labels");
     CK(cudaMalloc(&self->order, sizeof(int) * (size_t) n), "cudaMalloc order");
     CK(cudaMalloc(&self->loss, sizeof(float)), "cudaMalloc loss");
+    CK(cudaMemset(self->loss, 0, sizeof(float)), "cudaMemset loss");
     CK(cudaMemcpy(self->x, x, (size_t) n * dim, cudaMemcpyHostToDevice), "dataset to device");
     CK(cudaMemcpy(self->y, y, (size_t) n, cudaMemcpyHostToDevice), "labels to device");
     return self;
@@ -250,11 +253,12 @@ extern "C" int zt_gpu_mlp_set_order(zt_gpu_mlp_t *s, const int *order, int n)
     return s_copy(s->order, order, sizeof(int) * (size_t) n, cudaMemcpyHostToDevice, s->stream);
 }
 
-extern "C" float zt_gpu_mlp_train_batch(zt_gpu_mlp_t *s, int first, int B)
+/* Enqueues the forward pass on order[first .. first+B) and the loss
+ * gradient (divided by denom, the whole batch this share belongs to); the
+ * loss is added to the device's accumulator. */
+static void s_forward(zt_gpu_mlp_t *s, int first, int B, float denom)
 {
     cudaSetDevice(s->device);
-    if (B > s->batch_cap)
-        return -1;
     const float one = 1, zero = 0;
     uint8_t *labels = (uint8_t *) s->delta[0]; /* the input layer's delta is unused: labels live there */
     dim3 g((unsigned) ((s->dim + 255) / 256), (unsigned) B);
@@ -269,29 +273,60 @@ extern "C" float zt_gpu_mlp_train_batch(zt_gpu_mlp_t *s, int first, int B)
             s->act[l + 1], s->params + s->off[2 * l + 1], B, dout, l + 2 < s->n);
     }
     int L = s->n - 1, k = s->sizes[L];
-    cudaMemsetAsync(s->loss, 0, sizeof(float), s->stream);
-    k_softmax_ce<<<(unsigned) ((B + 127) / 128), 128, 0, s->stream>>>(s->act[L], labels, B, k, s->delta[L],
-                                                                      s->loss);
-    for (int l = L - 1; l >= 0; l--) {
-        int din = s->sizes[l], dout = s->sizes[l + 1];
-        float *dz = s->delta[l + 1];
-        /* dW (din x dout) = act[l]^T dz: dW^T = dz^T act[l] */
-        cublasSgemm(s->blas, CUBLAS_OP_N, CUBLAS_OP_T, dout, din, B, &one, dz, dout, s->act[l], din, &zero,
-                    s->grads + s->off[2 * l], dout);
-        k_colsum<<<(unsigned) ((dout + 127) / 128), 128, 0, s->stream>>>(dz, B, dout, s->grads + s->off[2 * l + 1]);
-        if (l > 0) {
-            /* da (B x din) = dz (B x dout) W^T: da^T = W dz^T */
-            cublasSgemm(s->blas, CUBLAS_OP_T, CUBLAS_OP_N, din, B, dout, &one, s->params + s->off[2 * l], dout,
-                        dz, dout, &zero, s->delta[l], din);
-            size_t cnt = (size_t) B * din;
-            k_relu_back<<<(unsigned) ((cnt + 255) / 256), 256, 0, s->stream>>>(s->delta[l], s->act[l], cnt);
-        }
+    k_softmax_ce<<<(unsigned) ((B + 127) / 128), 128, 0, s->stream>>>(s->act[L], labels, B, k, denom,
+                                                                      s->delta[L], s->loss);
+}
+
+/* Enqueues layer l's backward step: its weight and bias gradients, and the
+ * gradient flowing into layer l (none for the input). */
+static void s_backward_layer(zt_gpu_mlp_t *s, int l, int B)
+{
+    cudaSetDevice(s->device);
+    const float one = 1, zero = 0;
+    int din = s->sizes[l], dout = s->sizes[l + 1];
+    float *dz = s->delta[l + 1];
+    /* dW (din x dout) = act[l]^T dz: dW^T = dz^T act[l] */
+    cublasSgemm(s->blas, CUBLAS_OP_N, CUBLAS_OP_T, dout, din, B, &one, dz, dout, s->act[l], din, &zero,
+                s->grads + s->off[2 * l], dout);
+    k_colsum<<<(unsigned) ((dout + 127) / 128), 128, 0, s->stream>>>(dz, B, dout, s->grads + s->off[2 * l + 1]);
+    if (l > 0) {
+        /* da (B x din) = dz (B x dout) W^T: da^T = W dz^T */
+        cublasSgemm(s->blas, CUBLAS_OP_T, CUBLAS_OP_N, din, B, dout, &one, s->params + s->off[2 * l], dout, dz,
+                    dout, &zero, s->delta[l], din);
+        size_t cnt = (size_t) B * din;
+        k_relu_back<<<(unsigned) ((cnt + 255) / 256), 256, 0, s->stream>>>(s->delta[l], s->act[l], cnt);
     }
+}
+
+/* Layer l's parameters (weights then bias) are contiguous. */
+static int64_t s_layer_off(const zt_gpu_mlp_t *s, int l) { return s->off[2 * l]; }
+static int64_t s_layer_count(const zt_gpu_mlp_t *s, int l)
+{
+    return (int64_t) s->sizes[l] * s->sizes[l + 1] + s->sizes[l + 1];
+}
+
+/* Reads and resets the loss accumulator (synchronises the stream). */
+static float s_take_loss(zt_gpu_mlp_t *s)
+{
+    cudaSetDevice(s->device);
     float loss = -1;
     if (cudaMemcpyAsync(&loss, s->loss, sizeof loss, cudaMemcpyDeviceToHost, s->stream) != cudaSuccess ||
+        cudaMemsetAsync(s->loss, 0, sizeof(float), s->stream) != cudaSuccess ||
         cudaStreamSynchronize(s->stream) != cudaSuccess)
         return -1;
     return loss;
+}
+
+extern "C" float zt_gpu_mlp_train_batch(zt_gpu_mlp_t *s, int first, int B)
+{
+    if (B > s->batch_cap || B < 1)
+        return -1;
+    if (s_take_loss(s) < 0) /* starts from zero */
+        return -1;
+    s_forward(s, first, B, (float) B);
+    for (int l = s->n - 2; l >= 0; l--)
+        s_backward_layer(s, l, B);
+    return s_take_loss(s);
 }
 
 extern "C" int zt_gpu_mlp_scale_grads(zt_gpu_mlp_t *s, float factor)
@@ -302,13 +337,14 @@ extern "C" int zt_gpu_mlp_scale_grads(zt_gpu_mlp_t *s, float factor)
     return cudaStreamSynchronize(s->stream) == cudaSuccess ? 0 : -1;
 }
 
-extern "C" int zt_gpu_mlp_apply(zt_gpu_mlp_t *s, int kind, float lr, float momentum, float beta1, float beta2,
-                                float eps)
+/* Optimizer state in zt_optim's layout: momentum and Adagrad one array,
+ * Adam three (m, v, and the per-element step count, uniform here). */
+static int s_state_arrays(int kind) { return kind == 2 ? 2 : kind == 0 ? 0 : 1; }
+
+static int s_state_alloc(zt_gpu_mlp_t *s, int kind)
 {
-    cudaSetDevice(s->device);
     size_t n = (size_t) s->nparams;
-    int arrays = kind == 2 ? 2 : kind == 0 ? 0 : 1;
-    for (int a = 0; a < arrays; a++)
+    for (int a = 0; a < s_state_arrays(kind); a++)
         if (!s->state[a]) {
             if (cudaMalloc(&s->state[a], sizeof(float) * n) != cudaSuccess)
                 return -1;
@@ -317,17 +353,74 @@ extern "C" int zt_gpu_mlp_apply(zt_gpu_mlp_t *s, int kind, float lr, float momen
                 float *h = (float *) malloc(sizeof(float) * n);
                 for (size_t i = 0; i < n; i++)
                     h[i] = 0.1f;
-                s_copy(s->state[a], h, sizeof(float) * n, cudaMemcpyHostToDevice, s->stream);
+                int rc = s_copy(s->state[a], h, sizeof(float) * n, cudaMemcpyHostToDevice, s->stream);
                 free(h);
+                if (rc)
+                    return -1;
             }
-            else
-                cudaMemsetAsync(s->state[a], 0, sizeof(float) * n, s->stream);
+            else if (cudaMemsetAsync(s->state[a], 0, sizeof(float) * n, s->stream) != cudaSuccess)
+                return -1;
         }
+    return 0;
+}
+
+extern "C" int zt_gpu_mlp_get_state(zt_gpu_mlp_t *s, int kind, float *const *host)
+{
+    cudaSetDevice(s->device);
+    if (s_state_alloc(s, kind))
+        return -1;
+    size_t n = (size_t) s->nparams;
+    for (int a = 0; a < s_state_arrays(kind); a++)
+        if (s_copy(host[a], s->state[a], sizeof(float) * n, cudaMemcpyDeviceToHost, s->stream))
+            return -1;
+    if (kind == 2)
+        for (size_t i = 0; i < n; i++)
+            host[2][i] = s->step;
+    return 0;
+}
+
+extern "C" int zt_gpu_mlp_set_state(zt_gpu_mlp_t *s, int kind, const float *const *host)
+{
+    cudaSetDevice(s->device);
+    if (s_state_alloc(s, kind))
+        return -1;
+    size_t n = (size_t) s->nparams;
+    for (int a = 0; a < s_state_arrays(kind); a++)
+        if (s_copy(s->state[a], host[a], sizeof(float) * n, cudaMemcpyHostToDevice, s->stream))
+            return -1;
+    if (kind == 2)
+        s->step = n ? host[2][0] : 0;
+    return 0;
+}
+
+static void s_apply_enqueue(zt_gpu_mlp_t *s, int kind, float lr, float momentum, float beta1, float beta2,
+                            float eps)
+{
+    size_t n = (size_t) s->nparams;
     s->step += 1;
     k_opt<<<(unsigned) ((n + 255) / 256), 256, 0, s->stream>>>(kind, s->params, s->state[0], s->state[1],
                                                                s->grads, n, lr, momentum, beta1, beta2, eps,
                                                                s->step);
+}
+
+extern "C" int zt_gpu_mlp_apply(zt_gpu_mlp_t *s, int kind, float lr, float momentum, float beta1, float beta2,
+                                float eps)
+{
+    cudaSetDevice(s->device);
+    if (s_state_alloc(s, kind))
+        return -1;
+    s_apply_enqueue(s, kind, lr, momentum, beta1, beta2, eps);
     return cudaStreamSynchronize(s->stream) == cudaSuccess ? 0 : -1;
+}
+
+extern "C" int zt_gpu_pin(void *host, size_t bytes)
+{
+    return cudaHostRegister(host, bytes, cudaHostRegisterDefault) == cudaSuccess ? 0 : -1;
+}
+
+extern "C" void zt_gpu_unpin(void *host)
+{
+    cudaHostUnregister(host);
 }
 
 /* ------------------------------------------------------------ NCCL */
@@ -336,29 +429,50 @@ struct zt_gpu_group_t {
     int n;                      /* devices (ranks) */
     zt_gpu_mlp_t **mlp;         /* one model per device */
     ncclComm_t *comm;           /* one communicator per device */
+    cudaStream_t copy;          /* device 0: gradients down to the host */
+    cudaEvent_t reduced[MAX_LAYERS], down[MAX_LAYERS]; /* per layer, device 0 */
+    int shares[64];             /* the last step's split of the batch */
+    int dev0;                   /* device 0's CUDA ordinal */
 };
+
+#define GCK(call, what) do { if ((call) != 0) { snprintf(err, errlen, "%s failed", what); goto fail; } } while (0)
 
 extern "C" zt_gpu_group_t *zt_gpu_group_new(zt_gpu_mlp_t **mlps, int n, char *err, size_t errlen)
 {
+    if (n < 1 || n > 64) {
+        snprintf(err, errlen, "%d GPUs: between 1 and 64 supported", n);
+        return NULL;
+    }
     zt_gpu_group_t *g = (zt_gpu_group_t *) calloc(1, sizeof *g);
     g->n = n;
     g->mlp = (zt_gpu_mlp_t **) calloc((size_t) n, sizeof *g->mlp);
-    g->comm = (ncclComm_t *) calloc((size_t) n, sizeof *g->comm);
     int *devs = (int *) malloc(sizeof(int) * (size_t) n);
     for (int i = 0; i < n; i++) {
         g->mlp[i] = mlps[i];
         devs[i] = mlps[i]->device;
     }
+    g->dev0 = devs[0];
+    g->comm = (ncclComm_t *) calloc((size_t) n, sizeof *g->comm);
     ncclResult_t r = ncclCommInitAll(g->comm, n, devs);
     free(devs);
     if (r != ncclSuccess) {
         snprintf(err, errlen, "ncclCommInitAll over %d GPUs: %s", n, ncclGetErrorString(r));
         free(g->comm);
         g->comm = NULL;
-        zt_gpu_group_destroy(&g);
-        return NULL;
+        goto fail;
+    }
+    cudaSetDevice(g->mlp[0]->device);
+    GCK(cudaStreamCreateWithFlags(&g->copy, cudaStreamNonBlocking), "cudaStreamCreate (copies)");
+    for (int l = 0; l + 1 < g->mlp[0]->n; l++) {
+        GCK(cudaEventCreateWithFlags(&g->reduced[l], cudaEventDisableTiming), "cudaEventCreate");
+        GCK(cudaEventCreateWithFlags(&g->down[l], cudaEventDisableTiming), "cudaEventCreate");
     }
     return g;
+fail: /* the models stay the caller's */
+    for (int i = 0; i < n; i++)
+        g->mlp[i] = NULL;
+    zt_gpu_group_destroy(&g);
+    return NULL;
 }
 
 extern "C" void zt_gpu_group_destroy(zt_gpu_group_t **self_p)
@@ -366,6 +480,17 @@ extern "C" void zt_gpu_group_destroy(zt_gpu_group_t **self_p)
     if (!self_p || !*self_p)
         return;
     zt_gpu_group_t *g = *self_p;
+    if (g->copy || g->reduced[0]) {
+        cudaSetDevice(g->dev0);
+        for (int l = 0; l < MAX_LAYERS; l++) {
+            if (g->reduced[l])
+                cudaEventDestroy(g->reduced[l]);
+            if (g->down[l])
+                cudaEventDestroy(g->down[l]);
+        }
+        if (g->copy)
+            cudaStreamDestroy(g->copy);
+    }
     for (int i = 0; g->comm && i < g->n; i++)
         ncclCommDestroy(g->comm[i]);
     for (int i = 0; i < g->n; i++)
@@ -398,9 +523,158 @@ extern "C" int zt_gpu_group_allreduce(zt_gpu_group_t *g, float **bufs, size_t co
 extern "C" int zt_gpu_group_allreduce_grads(zt_gpu_group_t *g)
 {
     float *bufs[64];
-    if (g->n > 64)
-        return -1;
     for (int i = 0; i < g->n; i++)
         bufs[i] = g->mlp[i]->grads;
     return zt_gpu_group_allreduce(g, bufs, (size_t) g->mlp[0]->nparams);
+}
+
+extern "C" int zt_gpu_group_set_order(zt_gpu_group_t *g, const int *order, int n)
+{
+    for (int d = 0; d < g->n; d++)
+        if (zt_gpu_mlp_set_order(g->mlp[d], order, n))
+            return -1;
+    return 0;
+}
+
+/* One step's forward and backward, enqueued (nothing waits here). The batch
+ * is split between the devices; going down the layers, as soon as a layer's
+ * gradients exist on every device they are summed with NCCL: reduced onto
+ * device 0 and copied from there into `host` (pinned) on a copy stream, or
+ * all-reduced in place when host is NULL. The copies of one layer overlap
+ * the backward pass of the next and, on the host side, the network: see
+ * zt_gpu_group_wait_layer. */
+extern "C" int zt_gpu_group_step(zt_gpu_group_t *g, int first, int B, float *host)
+{
+    zt_gpu_mlp_t *m0 = g->mlp[0];
+    if (B < 1 || B > m0->batch_cap * g->n)
+        return -1;
+    int at = first;
+    for (int d = 0; d < g->n; d++) {
+        g->shares[d] = B / g->n + (d < B % g->n);
+        if (g->shares[d] > g->mlp[d]->batch_cap)
+            return -1;
+        if (g->shares[d] > 0)
+            s_forward(g->mlp[d], at, g->shares[d], (float) B);
+        at += g->shares[d];
+    }
+    for (int l = m0->n - 2; l >= 0; l--) {
+        int64_t off = s_layer_off(m0, l), cnt = s_layer_count(m0, l);
+        for (int d = 0; d < g->n; d++) {
+            if (g->shares[d] > 0)
+                s_backward_layer(g->mlp[d], l, g->shares[d]);
+            else if (cudaMemsetAsync(g->mlp[d]->grads + off, 0, sizeof(float) * (size_t) cnt,
+                                     g->mlp[d]->stream) != cudaSuccess)
+                return -1;
+        }
+        if (ncclGroupStart() != ncclSuccess)
+            return -1;
+        for (int d = 0; d < g->n; d++) {
+            float *p = g->mlp[d]->grads + off;
+            if (host)
+                ncclReduce(p, p, (size_t) cnt, ncclFloat, ncclSum, 0, g->comm[d], g->mlp[d]->stream);
+            else
+                ncclAllReduce(p, p, (size_t) cnt, ncclFloat, ncclSum, g->comm[d], g->mlp[d]->stream);
+        }
+        if (ncclGroupEnd() != ncclSuccess)
+            return -1;
+        if (host) {
+            cudaSetDevice(m0->device);
+            if (cudaEventRecord(g->reduced[l], m0->stream) != cudaSuccess ||
+                cudaStreamWaitEvent(g->copy, g->reduced[l], 0) != cudaSuccess ||
+                cudaMemcpyAsync(host + off, m0->grads + off, sizeof(float) * (size_t) cnt,
+                                cudaMemcpyDeviceToHost, g->copy) != cudaSuccess ||
+                cudaEventRecord(g->down[l], g->copy) != cudaSuccess)
+                return -1;
+        }
+    }
+    return 0;
+}
+
+extern "C" int zt_gpu_group_wait_layer(zt_gpu_group_t *g, int layer)
+{
+    if (layer < 0 || layer + 1 >= g->mlp[0]->n)
+        return -1;
+    cudaSetDevice(g->mlp[0]->device);
+    return cudaEventSynchronize(g->down[layer]) == cudaSuccess ? 0 : -1;
+}
+
+/* host (pinned) -> device 0 -> every device by NCCL broadcast. */
+static int s_up(zt_gpu_group_t *g, bool params, const float *host)
+{
+    zt_gpu_mlp_t *m0 = g->mlp[0];
+    size_t n = (size_t) m0->nparams;
+    cudaSetDevice(m0->device);
+    float *dst0 = params ? m0->params : m0->grads;
+    if (cudaMemcpyAsync(dst0, host, sizeof(float) * n, cudaMemcpyHostToDevice, m0->stream) != cudaSuccess)
+        return -1;
+    if (g->n == 1)
+        return 0;
+    if (ncclGroupStart() != ncclSuccess)
+        return -1;
+    for (int d = 0; d < g->n; d++) {
+        float *p = params ? g->mlp[d]->params : g->mlp[d]->grads;
+        ncclBroadcast(p, p, n, ncclFloat, 0, g->comm[d], g->mlp[d]->stream);
+    }
+    return ncclGroupEnd() == ncclSuccess ? 0 : -1;
+}
+
+static int s_sync_all(zt_gpu_group_t *g)
+{
+    for (int d = 0; d < g->n; d++) {
+        cudaSetDevice(g->mlp[d]->device);
+        if (cudaStreamSynchronize(g->mlp[d]->stream) != cudaSuccess)
+            return -1;
+    }
+    return 0;
+}
+
+extern "C" int zt_gpu_group_apply(zt_gpu_group_t *g, const float *host, int kind, float lr, float momentum,
+                                  float beta1, float beta2, float eps)
+{
+    if (host && s_up(g, false, host))
+        return -1;
+    for (int d = 0; d < g->n; d++) {
+        cudaSetDevice(g->mlp[d]->device);
+        if (s_state_alloc(g->mlp[d], kind))
+            return -1;
+        s_apply_enqueue(g->mlp[d], kind, lr, momentum, beta1, beta2, eps);
+    }
+    return s_sync_all(g);
+}
+
+extern "C" int zt_gpu_group_set_params(zt_gpu_group_t *g, const float *host)
+{
+    if (s_up(g, true, host))
+        return -1;
+    return s_sync_all(g);
+}
+
+extern "C" int zt_gpu_group_get_params(zt_gpu_group_t *g, float *host)
+{
+    return zt_gpu_mlp_get_params(g->mlp[0], host);
+}
+
+extern "C" int zt_gpu_group_get_state(zt_gpu_group_t *g, int kind, float *const *host)
+{
+    return zt_gpu_mlp_get_state(g->mlp[0], kind, host);
+}
+
+extern "C" int zt_gpu_group_set_state(zt_gpu_group_t *g, int kind, const float *const *host)
+{
+    for (int d = 0; d < g->n; d++)
+        if (zt_gpu_mlp_set_state(g->mlp[d], kind, host))
+            return -1;
+    return 0;
+}
+
+extern "C" float zt_gpu_group_take_loss(zt_gpu_group_t *g)
+{
+    float sum = 0;
+    for (int d = 0; d < g->n; d++) {
+        float l = s_take_loss(g->mlp[d]);
+        if (l < 0)
+            return -1;
+        sum += l;
+    }
+    return sum;
 }

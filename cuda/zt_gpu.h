@@ -43,6 +43,16 @@ int zt_gpu_mlp_scale_grads(zt_gpu_mlp_t *self, float factor);
 int zt_gpu_mlp_apply(zt_gpu_mlp_t *self, int kind, float lr, float momentum, float beta1, float beta2,
                      float eps);
 
+/* Optimizer state in zt_optim's layout (kind as zt_opt_kind_t: momentum and
+ * Adagrad one array, Adam three: m, v and the step count), for checkpoints. */
+int zt_gpu_mlp_get_state(zt_gpu_mlp_t *self, int kind, float *const *host);
+int zt_gpu_mlp_set_state(zt_gpu_mlp_t *self, int kind, const float *const *host);
+
+/* Page-locks a host buffer (cudaHostRegister) so that copies to and from it
+ * run at full speed and asynchronously; undone by zt_gpu_unpin. */
+int zt_gpu_pin(void *host, size_t bytes);
+void zt_gpu_unpin(void *host);
+
 /* Data parallelism inside a replica: one model per GPU, gradients summed
  * across them with NCCL (one communicator, a rank per device; with one GPU
  * the same code runs with a single rank). */
@@ -52,6 +62,30 @@ zt_gpu_group_t *zt_gpu_group_new(zt_gpu_mlp_t **mlps, int n, char *err, size_t e
 void zt_gpu_group_destroy(zt_gpu_group_t **self_p);
 int zt_gpu_group_size(zt_gpu_group_t *self);
 zt_gpu_mlp_t *zt_gpu_group_mlp(zt_gpu_group_t *self, int i);
+int zt_gpu_group_set_order(zt_gpu_group_t *self, const int *order, int n);
+/* Enqueues one step on order[first .. first+B), the batch split between the
+ * devices. Going down the layers, each layer's gradients are summed with
+ * NCCL as soon as they exist: with host (pinned, zt_mlp's flat layout) they
+ * are reduced onto device 0 and copied into host on a copy stream, layer by
+ * layer (zt_gpu_group_wait_layer says when one has landed), for the replica's
+ * exchange with reducers or parameter servers; without host they are
+ * all-reduced in place. Returns at once. */
+int zt_gpu_group_step(zt_gpu_group_t *self, int first, int B, float *host);
+/* Waits until layer `layer`'s gradients (weights and bias) are in host. */
+int zt_gpu_group_wait_layer(zt_gpu_group_t *self, int layer);
+/* One optimizer step on every device, with the gradients from host (pinned;
+ * up to device 0 and NCCL-broadcast from there), or those of the last step
+ * when host is NULL. Waits for the devices. */
+int zt_gpu_group_apply(zt_gpu_group_t *self, const float *host, int kind, float lr, float momentum,
+                       float beta1, float beta2, float eps);
+/* Parameters to every device (up to device 0, NCCL broadcast), and back. */
+int zt_gpu_group_set_params(zt_gpu_group_t *self, const float *host);
+int zt_gpu_group_get_params(zt_gpu_group_t *self, float *host);
+int zt_gpu_group_get_state(zt_gpu_group_t *self, int kind, float *const *host);
+int zt_gpu_group_set_state(zt_gpu_group_t *self, int kind, const float *const *host);
+/* The sum of the batch losses since last taken (a step's loss is its
+ * batch mean); waits for the devices. */
+float zt_gpu_group_take_loss(zt_gpu_group_t *self);
 /* Sums every device's gradients in place (ncclAllReduce). */
 int zt_gpu_group_allreduce_grads(zt_gpu_group_t *self);
 /* Sum of float buffers, one per device, in place (benchmarks). */

@@ -85,6 +85,27 @@ int main(void)
     }
     zt_gpu_mlp_get_params(gpu, gp);
     ok &= s_close("parameters after 50 steps", gp, p, np, 1e-3);
+    /* Optimizer state round trip (checkpoints): a copy made from the state
+     * read back takes the same next step, bitwise. */
+    float *gs[3], *p2 = malloc(sizeof(float) * (size_t) np), *p3 = malloc(sizeof(float) * (size_t) np);
+    for (int a2 = 0; a2 < 3; a2++)
+        gs[a2] = malloc(sizeof(float) * (size_t) np);
+    zt_gpu_mlp_get_state(gpu, ZT_OPT_ADAM, gs);
+    ok &= gs[2][0] == 50.0f;
+    zt_gpu_mlp_t *twin = zt_gpu_mlp_new(sizes, 4, B, x, y, n, 784, err, sizeof err);
+    zt_gpu_mlp_set_params(twin, gp);
+    zt_gpu_mlp_set_state(twin, ZT_OPT_ADAM, (const float *const *) gs);
+    zt_gpu_mlp_set_order(twin, order, n);
+    zt_gpu_mlp_train_batch(gpu, 0, B);
+    zt_gpu_mlp_train_batch(twin, 0, B);
+    zt_gpu_mlp_apply(gpu, ZT_OPT_ADAM, opt.lr, opt.momentum, opt.beta1, opt.beta2, opt.eps);
+    zt_gpu_mlp_apply(twin, ZT_OPT_ADAM, opt.lr, opt.momentum, opt.beta1, opt.beta2, opt.eps);
+    zt_gpu_mlp_get_params(gpu, p2);
+    zt_gpu_mlp_get_params(twin, p3);
+    int same = !memcmp(p2, p3, sizeof(float) * (size_t) np);
+    printf("optimizer state round trip: %s\n", same ? "same next step" : "DIFFERENT");
+    ok &= same;
+    zt_gpu_mlp_destroy(&twin);
     zt_gpu_mlp_destroy(&gpu);
     /* NCCL over every visible GPU (one rank with one GPU): device d's
      * gradients set to d + 1 everywhere sum to n(n+1)/2. */
@@ -103,12 +124,50 @@ int main(void)
     }
     zt_gpu_group_allreduce_grads(group);
     float want = (float) (ndev * (ndev + 1) / 2);
+    int nccl_ok = 1;
     for (int d = 0; d < zt_gpu_group_size(group); d++) {
         zt_gpu_mlp_get_grads(zt_gpu_group_mlp(group, d), g);
         for (int64_t i = 0; i < np; i++)
-            ok &= g[i] == want;
+            nccl_ok &= g[i] == want;
     }
-    printf("nccl all-reduce over %d GPU%s: %s\n", ndev, ndev == 1 ? "" : "s", ok ? "ok" : "WRONG");
+    printf("nccl all-reduce over %d GPU%s: %s\n", ndev, ndev == 1 ? "" : "s", nccl_ok ? "ok" : "WRONG");
+    ok &= nccl_ok;
+    /* The replica's step as the trainer runs it: the batch split over the
+     * devices, each layer reduced with NCCL and staged into pinned host
+     * memory layer by layer; the staged sum is the CPU's batch gradient,
+     * and the loss taken is the CPU's loss. */
+    float *host = malloc(sizeof(float) * (size_t) np);
+    ok &= zt_gpu_pin(host, sizeof(float) * (size_t) np) == 0;
+    for (int i = 0; i < np; i++)
+        host[i] = NAN;
+    zt_gpu_group_set_params(group, p);
+    zt_gpu_group_set_order(group, order, n);
+    int first = 3 * B;
+    for (int k = 0; k < B; k++) {
+        memcpy(bx + (size_t) k * 784, x + (size_t) order[first + k] * 784, 784);
+        by[k] = y[order[first + k]];
+    }
+    float lc = zt_mlp_train_batch(cpu, bx, by, B);
+    ok &= zt_gpu_group_step(group, first, B, host) == 0;
+    for (int l = 2; l >= 0; l--)
+        ok &= zt_gpu_group_wait_layer(group, l) == 0;
+    float lg = zt_gpu_group_take_loss(group);
+    printf("group step loss          cpu %.6f gpu %.6f\n", lc, lg);
+    ok &= fabsf(lc - lg) <= 1e-4f * fabsf(lc);
+    ok &= s_close("staged gradients", host, zt_mlp_grads(cpu), np, 1e-3);
+    /* ... and one SGD step from those host gradients, on every device */
+    zt_opt_t sgd;
+    zt_opt_defaults(&sgd);
+    sgd.kind = ZT_OPT_SGD;
+    sgd.lr = 0.5f;
+    ok &= zt_gpu_group_apply(group, host, ZT_OPT_SGD, sgd.lr, 0, 0, 0, 0) == 0;
+    zt_opt_apply(&sgd, p, NULL, host, 1.0f, np);
+    for (int d = 0; d < zt_gpu_group_size(group); d++) {
+        zt_gpu_mlp_get_params(zt_gpu_group_mlp(group, d), gp);
+        ok &= s_close("params after group apply", gp, p, np, 1e-5);
+    }
+    zt_gpu_unpin(host);
+    free(host);
     zt_gpu_group_destroy(&group);
     zt_mlp_destroy(&cpu);
     printf("%s\n", ok ? "gpu matches cpu" : "GPU AND CPU DIFFER");

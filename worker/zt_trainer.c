@@ -246,44 +246,22 @@ static int s_checkpoint(s_run_t *r, const char *root, const char *root_name, int
     return rc;
 }
 
-/* The replica's GPUs: one model each, identical parameters, the batch split
- * between them and their gradients summed with NCCL (one rank with one GPU). */
-static void s_gpu_params_up(s_run_t *r)
+/* The replica's GPUs (one model each, identical parameters, the batch split
+ * between them, NCCL between them; one rank with one GPU): parameters and
+ * optimizer state down to the host before a checkpoint, and up after a
+ * resume. */
+static void s_gpu_down(s_run_t *r)
 {
-    for (int d = 0; d < zt_gpu_group_size(r->gpu); d++)
-        zt_gpu_mlp_set_params(zt_gpu_group_mlp(r->gpu, d), zt_mlp_params(r->mlp));
+    zt_gpu_group_get_params(r->gpu, zt_mlp_params(r->mlp));
+    if (!r->ps)
+        zt_gpu_group_get_state(r->gpu, r->local_opt.kind, r->local_state);
 }
 
-static void s_gpu_set_order(s_run_t *r, const int *order, int n)
+static void s_gpu_up(s_run_t *r)
 {
-    for (int d = 0; d < zt_gpu_group_size(r->gpu); d++)
-        zt_gpu_mlp_set_order(zt_gpu_group_mlp(r->gpu, d), order, n);
-}
-
-static float s_gpu_step(s_run_t *r, int first, int B)
-{
-    int n = zt_gpu_group_size(r->gpu), at = first;
-    float loss = 0;
-    for (int d = 0; d < n; d++) {
-        int share = B / n + (d < B % n);
-        zt_gpu_mlp_t *m = zt_gpu_group_mlp(r->gpu, d);
-        loss += zt_gpu_mlp_train_batch(m, at, share) * (float) share / (float) B;
-        zt_gpu_mlp_scale_grads(m, (float) share / (float) B); /* mean over the whole batch */
-        at += share;
-    }
-    zt_gpu_group_allreduce_grads(r->gpu);
-    return loss;
-}
-
-static void s_gpu_apply(s_run_t *r, bool grads_from_host)
-{
-    for (int d = 0; d < zt_gpu_group_size(r->gpu); d++) {
-        zt_gpu_mlp_t *m = zt_gpu_group_mlp(r->gpu, d);
-        if (grads_from_host)
-            zt_gpu_mlp_set_grads(m, zt_mlp_grads(r->mlp));
-        zt_gpu_mlp_apply(m, r->local_opt.kind, r->local_opt.lr, r->local_opt.momentum, r->local_opt.beta1,
-                         r->local_opt.beta2, r->local_opt.eps);
-    }
+    zt_gpu_group_set_params(r->gpu, zt_mlp_params(r->mlp));
+    if (!r->ps)
+        zt_gpu_group_set_state(r->gpu, r->local_opt.kind, (const float *const *) r->local_state);
 }
 
 static int s_pull_all(s_run_t *r)
@@ -392,8 +370,6 @@ int zt_trainer_run(const zt_train_opts_t *o)
             zt_error("parameter servers: %s", r.ps ? zt_ps_error(r.ps) : "cannot connect");
             zt_cluster_free(servers);
             zt_cluster_free(reducers);
-    if (r.gpu && !r.ps)
-        s_gpu_params_up(&r);
             goto out;
         }
         zt_info("training against %d parameter server%s (%s%s), %lld parameters", nservers,
@@ -488,6 +464,14 @@ int zt_trainer_run(const zt_train_opts_t *o)
         json_decref(man);
         free(latest);
     }
+    if (r.gpu) {
+        /* the host side of the exchange: page-locked, so that the copies run
+         * at full speed and overlap the network */
+        zt_gpu_pin(zt_mlp_params(r.mlp), sizeof(float) * (size_t) zt_mlp_nparams(r.mlp));
+        zt_gpu_pin(zt_mlp_grads(r.mlp), sizeof(float) * (size_t) zt_mlp_nparams(r.mlp));
+        if (!r.ps)
+            s_gpu_up(&r);
+    }
     bx = malloc((size_t) o->batch_size * (size_t) train.dim);
     by = malloc((size_t) o->batch_size);
     int64_t t0 = zt_now_ms(), last_ckpt_ms = t0, win_ms = t0, win_examples = 0;
@@ -512,11 +496,11 @@ int zt_trainer_run(const zt_train_opts_t *o)
             mine[j] = tmp;
         }
         if (r.gpu)
-            s_gpu_set_order(&r, mine, nmine);
+            zt_gpu_group_set_order(r.gpu, mine, nmine);
         for (int b = (int) (step % steps_per_epoch); b < steps_per_epoch && !stop; b++) {
             int B = smallest - b * o->batch_size < o->batch_size ? smallest - b * o->batch_size
                                                                  : o->batch_size;
-            for (int k = 0; k < B; k++) {
+            for (int k = 0; !r.gpu && k < B; k++) { /* a GPU gathers its batch itself */
                 int idx = mine[b * o->batch_size + k];
                 memcpy(bx + (size_t) k * train.dim, train.x + (size_t) idx * train.dim, (size_t) train.dim);
                 by[k] = train.y[idx];
@@ -524,18 +508,25 @@ int zt_trainer_run(const zt_train_opts_t *o)
             float loss;
             int64_t c0 = zt_now_us();
             if (r.gpu) {
-                if (r.ps) /* the pulled values go up; the gradients come down for the push */
-                    s_gpu_params_up(&r);
-                loss = s_gpu_step(&r, b * o->batch_size, B);
-                if (r.ps || r.ar) /* the replica's sum leaves from GPU 0 */
-                    zt_gpu_mlp_get_grads(zt_gpu_group_mlp(r.gpu, 0), zt_mlp_grads(r.mlp));
+                /* the pulled values go up; the replica's gradient sum comes
+                 * down layer by layer for the push or the all-reduce */
+                if ((r.ps && zt_gpu_group_set_params(r.gpu, zt_mlp_params(r.mlp))) ||
+                    zt_gpu_group_step(r.gpu, b * o->batch_size, B,
+                                      r.ps || r.ar ? zt_mlp_grads(r.mlp) : NULL)) {
+                    zt_error("GPU step %lld failed", (long long) step);
+                    goto done;
+                }
+                loss = 0; /* the devices add it up; taken when logged */
             }
             else
                 loss = zt_mlp_train_batch(r.mlp, bx, by, B);
             int64_t c1 = zt_now_us();
             if (r.ps) {
-                for (int t = 0; t < zt_mlp_tensors(r.mlp); t++)
+                for (int t = zt_mlp_tensors(r.mlp) - 1; t >= 0; t--) { /* as backward makes them */
+                    if (r.gpu && t % 2 == 1) /* a layer's bias, then its weights */
+                        zt_gpu_group_wait_layer(r.gpu, t / 2);
                     zt_ps_push(r.ps, t, zt_mlp_grads(r.mlp) + zt_mlp_tensor_offset(r.mlp, t), step);
+                }
                 zt_ps_set_step(r.ps, step + 1);
                 s_pull_all(&r); /* after our push on each server: it sees our update */
                 if (zt_ps_wait(r.ps, (int) zt_knob_int(ZT_KNOB_PS_TIMEOUT_MS)) != ZT_OK) {
@@ -546,8 +537,11 @@ int zt_trainer_run(const zt_train_opts_t *o)
             }
             else {
                 if (r.ar) { /* synchronous: average the gradients over every worker */
-                    for (int t = zt_mlp_tensors(r.mlp) - 1; t >= 0; t--)
+                    for (int t = zt_mlp_tensors(r.mlp) - 1; t >= 0; t--) {
+                        if (r.gpu && t % 2 == 1) /* sent while the next layer comes down */
+                            zt_gpu_group_wait_layer(r.gpu, t / 2);
                         zt_allreduce_submit(r.ar, t, zt_mlp_grads(r.mlp) + zt_mlp_tensor_offset(r.mlp, t));
+                    }
                     if (zt_allreduce_wait(r.ar, true, (int) zt_knob_int(ZT_KNOB_PS_TIMEOUT_MS)) != ZT_OK) {
                         zt_error("all-reduce: %s", zt_allreduce_error(r.ar));
                         goto done;
@@ -561,8 +555,13 @@ int zt_trainer_run(const zt_train_opts_t *o)
                     r.local_opt.lr = lr;
                 }
                 win_exchange_us += zt_now_us() - c1;
-                if (r.gpu) /* the optimizer step stays on the devices */
-                    s_gpu_apply(&r, r.ar != NULL);
+                if (r.gpu && /* the optimizer step stays on the devices */
+                    zt_gpu_group_apply(r.gpu, r.ar ? zt_mlp_grads(r.mlp) : NULL, r.local_opt.kind,
+                                       r.local_opt.lr, r.local_opt.momentum, r.local_opt.beta1,
+                                       r.local_opt.beta2, r.local_opt.eps)) {
+                    zt_error("GPU optimizer step %lld failed", (long long) step);
+                    goto done;
+                }
                 else
                     zt_opt_apply(&r.local_opt, zt_mlp_params(r.mlp), r.local_state, zt_mlp_grads(r.mlp),
                                  1.0f, zt_mlp_nparams(r.mlp));
@@ -574,6 +573,8 @@ int zt_trainer_run(const zt_train_opts_t *o)
             win_n++;
             if (step % o->log_every == 0) {
                 int64_t now = zt_now_ms();
+                if (r.gpu)
+                    win_loss = zt_gpu_group_take_loss(r.gpu);
                 double eps = win_examples * 1000.0 / (double) (now - win_ms > 0 ? now - win_ms : 1);
                 printf("step %lld epoch %d examples/s %.0f loss %.4f (per step: compute %.2f ms, "
                        "exchange %.2f ms)\n", (long long) step, epoch + 1, eps, win_loss / win_n,
@@ -595,7 +596,7 @@ int zt_trainer_run(const zt_train_opts_t *o)
                 if ((o->checkpoint_steps > 0 && step % o->checkpoint_steps == 0) ||
                     (o->checkpoint_secs > 0 && now - last_ckpt_ms >= o->checkpoint_secs * 1000)) {
                     if (r.gpu && !r.ps)
-                        zt_gpu_mlp_get_params(zt_gpu_group_mlp(r.gpu, 0), zt_mlp_params(r.mlp));
+                        s_gpu_down(&r);
                     s_checkpoint(&r, r.ckpt_dir, "checkpoints", step, o->keep_checkpoints);
                     last_ckpt_ms = now;
                 }
@@ -607,7 +608,7 @@ int zt_trainer_run(const zt_train_opts_t *o)
     }
     double secs = (double) (zt_now_ms() - t0) / 1000.0;
     if (r.gpu && !r.ps)
-        zt_gpu_mlp_get_params(zt_gpu_group_mlp(r.gpu, 0), zt_mlp_params(r.mlp));
+        s_gpu_down(&r);
     if (!r.ps) { /* identical replicas have identical hashes */
         uint64_t h = 1469598103934665603ull;
         const unsigned char *pb = (const unsigned char *) zt_mlp_params(r.mlp);
@@ -646,6 +647,11 @@ out:
     zt_dataset_free(&test);
     zt_allreduce_destroy(&r.ar);
     zt_ps_client_destroy(&r.ps);
+    if (r.gpu) {
+        zt_gpu_group_destroy(&r.gpu);
+        zt_gpu_unpin(zt_mlp_params(r.mlp));
+        zt_gpu_unpin(zt_mlp_grads(r.mlp));
+    }
     zt_mlp_destroy(&r.mlp);
     for (int a = 0; a < 3; a++)
         free(r.local_state[a]);
