@@ -555,12 +555,13 @@ int zt_trainer_run(const zt_train_opts_t *o)
                     r.local_opt.lr = lr;
                 }
                 win_exchange_us += zt_now_us() - c1;
-                if (r.gpu && /* the optimizer step stays on the devices */
-                    zt_gpu_group_apply(r.gpu, r.ar ? zt_mlp_grads(r.mlp) : NULL, r.local_opt.kind,
-                                       r.local_opt.lr, r.local_opt.momentum, r.local_opt.beta1,
-                                       r.local_opt.beta2, r.local_opt.eps)) {
-                    zt_error("GPU optimizer step %lld failed", (long long) step);
-                    goto done;
+                if (r.gpu) { /* the optimizer step stays on the devices */
+                    if (zt_gpu_group_apply(r.gpu, r.ar ? zt_mlp_grads(r.mlp) : NULL, r.local_opt.kind,
+                                           r.local_opt.lr, r.local_opt.momentum, r.local_opt.beta1,
+                                           r.local_opt.beta2, r.local_opt.eps)) {
+                        zt_error("GPU optimizer step %lld failed", (long long) step);
+                        goto done;
+                    }
                 }
                 else
                     zt_opt_apply(&r.local_opt, zt_mlp_params(r.mlp), r.local_state, zt_mlp_grads(r.mlp),
@@ -578,7 +579,8 @@ int zt_trainer_run(const zt_train_opts_t *o)
                 double eps = win_examples * 1000.0 / (double) (now - win_ms > 0 ? now - win_ms : 1);
                 printf("step %lld epoch %d examples/s %.0f loss %.4f (per step: compute %.2f ms, "
                        "exchange %.2f ms)\n", (long long) step, epoch + 1, eps, win_loss / win_n,
-                       (double) (win_compute_us - win_exchange_us) / 1000.0 / win_n, (double) win_exchange_us / 1000.0 / win_n);
+                       (double) (win_compute_us - win_exchange_us) / 1000.0 / win_n,
+                       (double) win_exchange_us / 1000.0 / win_n);
                 fflush(stdout);
                 if (r.rep) {
                     zt_replica_report_metric(r.rep, "loss", win_loss / win_n, step);
