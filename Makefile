@@ -3,7 +3,7 @@ BUILD   ?= build
 JOBS    ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_ARGS ?=
 
-.PHONY: all deps configure build demo test bench fuzz clean
+.PHONY: all deps configure build demo test bench bench-gpu fuzz clean
 
 all: build
 
@@ -32,6 +32,10 @@ bench: build
 	$(BUILD)/bench/ar_bench $(BUILD)/bin/ztrain-reducer --fusion
 	python3 bench/train_bench.py $(BUILD)/bin
 	python3 bench/tune_bench.py $(BUILD)/bin
+
+# On a machine with a CUDA GPU (and PyTorch for the peer): the GPU figures.
+bench-gpu: build
+	for b in 64 256 1024; do $(BUILD)/bench/gpu_bench $$b; python3 bench/gpu_torch_bench.py $$b; done
 
 # libFuzzer targets (clang): the message decoder and the job-spec loader.
 FUZZ_SECONDS ?= 60
