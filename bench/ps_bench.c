@@ -6,6 +6,7 @@
  *   bench/ps_bench [path/to/ztrain-paramserver] [--quick]
  */
 #include "zt_util.h"
+#include "ztrain/zt_knobs.h"
 #include "ztrain/ztrain.h"
 #include "ztrain/zt_ps.h"
 #include <czmq.h>
@@ -17,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -209,22 +211,28 @@ static double s_bare_zmq_rtt_us(int n)
 
 /* Raw loopback TCP: one sender, one receiver, 64 MiB messages in 1 MiB
  * syscalls (the fastest size measured here). */
-static double s_raw_tcp(size_t bytes, int reps)
+/* One raw stream, loopback TCP (unix false) or a Unix-domain socket. */
+static double s_raw_stream(bool unix_domain, size_t bytes, int reps)
 {
-    int port = zt_ephemeral_port();
-    int ls = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t) zt_ephemeral_port()),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    struct sockaddr_un u = { .sun_family = AF_UNIX };
+    snprintf(u.sun_path, sizeof u.sun_path, "/tmp/zt-psbench-%d.sock", (int) getpid());
+    unlink(u.sun_path);
+    struct sockaddr *addr = unix_domain ? (struct sockaddr *) &u : (struct sockaddr *) &a;
+    socklen_t alen = unix_domain ? (socklen_t) sizeof u : (socklen_t) sizeof a;
+    int family = unix_domain ? AF_UNIX : AF_INET;
+    int ls = socket(family, SOCK_STREAM, 0);
     int one = 1;
     setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t) port),
-                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-    bind(ls, (struct sockaddr *) &a, sizeof a);
+    bind(ls, addr, alen);
     listen(ls, 1);
     pid_t pid = fork();
     char *buf = malloc(bytes);
     memset(buf, 1, bytes);
     if (pid == 0) {
-        int s = socket(AF_INET, SOCK_STREAM, 0);
-        connect(s, (struct sockaddr *) &a, sizeof a);
+        int s = socket(family, SOCK_STREAM, 0);
+        connect(s, addr, alen);
         for (int r = 0; r < reps + 1; r++)
             for (size_t off = 0; off < bytes;) {
                 size_t want = bytes - off < (1u << 20) ? bytes - off : (1u << 20);
@@ -252,6 +260,8 @@ static double s_raw_tcp(size_t bytes, int reps)
     waitpid(pid, NULL, 0);
     close(c);
     close(ls);
+    if (unix_domain)
+        unlink(u.sun_path);
     free(buf);
     return gbs;
 }
@@ -268,10 +278,13 @@ int main(int argc, char **argv)
     }
     setenv("ZT_LOG_LEVEL", "warn", 1);
     zt_log_init("bench", 0);
-    s_raw_gbs = s_raw_tcp(64u << 20, quick ? 4 : 16);
+    s_raw_gbs = s_raw_stream(false, 64u << 20, quick ? 4 : 16);
+    double uds = s_raw_stream(true, 64u << 20, quick ? 4 : 16);
     s_zmq_us = s_bare_zmq_rtt_us(quick ? 1000 : 5000);
-    printf("peers, same run: raw loopback TCP one stream %.2f GB/s; bare ZeroMQ 4 KiB round trip %.0f us\n\n",
-           s_raw_gbs, s_zmq_us);
+    printf("peers, same run: raw loopback TCP one stream %.2f GB/s, Unix-domain socket %.2f GB/s; bare "
+           "ZeroMQ 4 KiB round trip %.0f us\ndata plane: %s\n\n", s_raw_gbs, uds, s_zmq_us,
+           strcmp(zt_knob_str(ZT_KNOB_DATA_IPC), "auto") ? "TCP (ZT_DATA_IPC=off)"
+                                                         : "ipc:// twins of the loopback endpoints (ZT_DATA_IPC=auto)");
     printf("value   W  S | push (+ack, applied)       | pull                       | push+ack us     | ratio (push / pull)\n");
     const size_t sizes[5] = { 4u << 10, 64u << 10, 1u << 20, 16u << 20, 64u << 20 };
     const int ws[3] = { 1, 2, 4 }, ss[2] = { 1, 2 };

@@ -118,18 +118,15 @@ zt_allreduce_t *zt_allreduce_new(const zt_allreduce_opts_t *o)
         for (int w = 0; w < self->workers; w++)
             self->peer_addrs[w] = strstr(o->peers[w], "://") ? strdup(o->peers[w])
                                                             : zt_strdupf("tcp://%s", o->peers[w]);
-        self->ring_in = zsock_new(ZMQ_ROUTER);
-        self->ring_out = zsock_new(ZMQ_DEALER);
-        zsock_set_rcvhwm(self->ring_in, 100000);
-        zsock_set_sndhwm(self->ring_out, 100000);
-        zsock_set_linger(self->ring_in, 0);
-        zsock_set_linger(self->ring_out, 5000); /* deliver what others wait for */
-        if (zsock_bind(self->ring_in, "%s", self->peer_addrs[self->rank]) < 0 ||
-            zsock_connect(self->ring_out, "%s", self->peer_addrs[(self->rank + 1) % self->workers]) != 0) {
-            zt_error("ring: cannot bind %s", self->peer_addrs[self->rank]);
+        self->ring_in = zt_data_router(self->peer_addrs[self->rank]);
+        self->ring_out = zt_data_dealer(self->peer_addrs[(self->rank + 1) % self->workers]);
+        if (!self->ring_in || !self->ring_out) {
+            zt_error("ring: cannot bind %s or connect to %s", self->peer_addrs[self->rank],
+                     self->peer_addrs[(self->rank + 1) % self->workers]);
             zt_allreduce_destroy(&self);
             return NULL;
         }
+        zsock_set_linger(self->ring_out, 5000); /* deliver what others wait for */
         self->pending = calloc(MAX_PENDING, sizeof *self->pending);
     }
     self->tensors_json = json_array();

@@ -131,12 +131,18 @@ int zt_msg_send(zsock_t *sock, zframe_t *identity, const zt_msg_t *msg);
  * stored, 0 when nothing was waiting. The caller closes them. */
 int zt_msg_recv_parts(void *socket, zmq_msg_t *parts, int max);
 /* A data-plane ROUTER bound to endpoint (high-water marks for bulk
- * transfers, no linger); NULL with the reason logged. */
+ * transfers, no linger), and to the endpoint's ipc:// twin when it is a
+ * loopback or wildcard TCP address (ZT_DATA_IPC); NULL with the reason
+ * logged. */
 zsock_t *zt_data_router(const char *endpoint);
 /* A data-plane DEALER connected to endpoint ("host:port", or a full ZeroMQ
- * endpoint), with the same high-water marks, no linger and quick
- * reconnection (a restarted server is found again); NULL if it cannot. */
+ * endpoint; a loopback one through its ipc:// twin), with the same
+ * high-water marks, no linger and quick reconnection (a restarted server is
+ * found again); NULL if it cannot. */
 zsock_t *zt_data_dealer(const char *endpoint);
+/* The ipc:// twin of a loopback TCP endpoint (bind: also wildcards), or
+ * false when it has none or ZT_DATA_IPC is off. */
+bool zt_data_ipc_twin(const char *endpoint, bool bind, char *out, size_t len);
 /* Sends [identity][header][payload...] on a ROUTER; the payload messages are
  * consumed (sent or closed). */
 int zt_msg_send_routed(void *router, zmq_msg_t *identity, const zt_msg_t *msg, zmq_msg_t *payload,

@@ -36,6 +36,10 @@
       "flush a partly ready bucket after this long (else HOROVOD_CYCLE_TIME, else 5)") \
     X(COLLECTIVE_WARN_MS,  "ZT_COLLECTIVE_WARN_MS",  "10000",                     \
       "a bucket waiting this long logs which workers have not contributed (ms)")  \
+    X(DATA_IPC,            "ZT_DATA_IPC",            "auto",                      \
+      "auto: data-plane sockets on this host (loopback) also go over ipc://; off: TCP only") \
+    X(IPC_DIR,             "ZT_IPC_DIR",             "/tmp/ztrain-ipc",           \
+      "where the ipc:// twins of loopback data-plane endpoints live (ztrain-PORT.sock)") \
     X(DATA_DIR,            "ZT_DATA_DIR",            "/usr/share/datasets/fashion-mnist", \
       "where the trainer and evaluator find Fashion-MNIST (gzipped IDX files)")   \
     X(LOG_LEVEL,           "ZT_LOG_LEVEL",           "info",                      \
