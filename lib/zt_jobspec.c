@@ -283,6 +283,11 @@ static void s_check_machine(s_ctx_t *c, zt_pool_t *pool, const char *mt, const c
     }
     else if (count_given && count > 0)
         ERR(c, count_path, cv, "an accelerator count needs an accelerator type");
+    int ngpu = 0;
+    const char *comes = mt && !acc && !pool->machine.builtin_accel ? zt_machine_gpus(mt, &ngpu) : NULL;
+    if (comes) /* as Vertex AI: the GPUs of an a2/a3/g2 type must be named */
+        ERR(c, acc_path, NULL, "machine type %s comes with %d x %s: set acceleratorType %s and "
+            "acceleratorCount %d", mt, ngpu, comes, comes, ngpu);
     if (!acc && pool->machine.builtin_accel) {
         snprintf(pool->accel_type, sizeof pool->accel_type, "%s", pool->machine.builtin_accel);
         pool->accel_count = pool->machine.builtin_count;

@@ -187,6 +187,21 @@ bool zt_accel_allowed(const char *machine, const char *type, int count, char *al
     return count >= 0 && count <= 16 && (set & C(count));
 }
 
+const char *zt_machine_gpus(const char *machine, int *count)
+{
+    if (strncmp(machine, "a2-", 3) && strncmp(machine, "a3-", 3) && strncmp(machine, "g2-", 3))
+        return NULL; /* the accelerator-optimized families come with their GPUs */
+    for (size_t r = 0; r < sizeof s_table / sizeof *s_table; r++)
+        if (s_row_has(s_table[r].machines, machine))
+            for (int col = 0; col < N_ACCEL; col++)
+                for (int n = 1; n <= 16; n++)
+                    if (s_table[r].counts[col] & C(n)) {
+                        *count = n;
+                        return s_accel[col];
+                    }
+    return NULL;
+}
+
 const char *zt_accel_names(void)
 {
     static char buf[512];
@@ -229,4 +244,8 @@ void zt_machines_selftest(void)
     assert(!zt_accel_allowed("n1-highcpu-8", "NVIDIA_TESLA_T4", 1, allowed, sizeof allowed) &&
            !allowed[0]);
     assert(zt_scale_tier_find("PREMIUM_1")->ps == 11 && !zt_scale_tier_find("premium"));
+    int n = 0;
+    assert(!strcmp(zt_machine_gpus("a3-highgpu-2g", &n), "NVIDIA_H100_80GB") && n == 2);
+    assert(!strcmp(zt_machine_gpus("g2-standard-24", &n), "NVIDIA_L4") && n == 2);
+    assert(!zt_machine_gpus("n1-standard-8", &n));
 }

@@ -31,6 +31,9 @@ bool zt_machine_lookup(const char *name, zt_machine_t *out);
 bool zt_accel_canonical(const char *name, char *buf, size_t size);
 /* Whether machine (a Compute Engine type) takes count accelerators of type;
  * allowed receives the allowed counts, "1, 2, 4", or "" when none. */
+/* The GPUs an accelerator-optimized machine type (a2-, a3-, g2-) comes with:
+ * the accelerator's name and *count; NULL for other types. */
+const char *zt_machine_gpus(const char *machine, int *count);
 bool zt_accel_allowed(const char *machine, const char *type, int count, char *allowed,
                       size_t size);
 /* Comma-separated lists for messages. */

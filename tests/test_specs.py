@@ -80,6 +80,9 @@ INVALID = [
         "machineType": "a2-highgpu-1g", "acceleratorType": "NVIDIA_TESLA_V100",
         "acceleratorCount": 1})), [],
      ["NVIDIA_TESLA_V100 cannot be attached to a2-highgpu-1g"]),
+    ("a3-without-its-gpus", "json", vertex(pool(machineSpec={"machineType": "a3-highgpu-2g"})), [],
+     ["workerPoolSpecs[0].machineSpec.acceleratorType: machine type a3-highgpu-2g comes with 2 x "
+      "NVIDIA_H100_80GB: set acceleratorType NVIDIA_H100_80GB and acceleratorCount 2"]),
     ("a100-wrong-count", "json", vertex(pool(machineSpec={
         "machineType": "a2-highgpu-2g", "acceleratorType": "NVIDIA_TESLA_A100",
         "acceleratorCount": 4})), [],
