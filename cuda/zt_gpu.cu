@@ -104,13 +104,6 @@ __global__ void k_relu_back(float *da, const float *a, size_t n)
         da[i] = 0;
 }
 
-__global__ void k_scale(float *g, size_t n, float f)
-{
-    size_t i = (size_t) blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n)
-        g[i] *= f;
-}
-
 __global__ void k_opt(int kind, float *w, float *s0, float *s1, const float *g, size_t n, float lr, float mu,
                       float b1, float b2, float eps, float t)
 {
@@ -329,14 +322,6 @@ extern "C" float zt_gpu_mlp_train_batch(zt_gpu_mlp_t *s, int first, int B)
     return s_take_loss(s);
 }
 
-extern "C" int zt_gpu_mlp_scale_grads(zt_gpu_mlp_t *s, float factor)
-{
-    cudaSetDevice(s->device);
-    size_t n = (size_t) s->nparams;
-    k_scale<<<(unsigned) ((n + 255) / 256), 256, 0, s->stream>>>(s->grads, n, factor);
-    return cudaStreamSynchronize(s->stream) == cudaSuccess ? 0 : -1;
-}
-
 /* Optimizer state in zt_optim's layout: momentum and Adagrad one array,
  * Adam three (m, v, and the per-element step count, uniform here). */
 static int s_state_arrays(int kind) { return kind == 2 ? 2 : kind == 0 ? 0 : 1; }
@@ -431,7 +416,6 @@ struct zt_gpu_group_t {
     ncclComm_t *comm;           /* one communicator per device */
     cudaStream_t copy;          /* device 0: gradients down to the host */
     cudaEvent_t reduced[MAX_LAYERS], down[MAX_LAYERS]; /* per layer, device 0 */
-    int shares[64];             /* the last step's split of the batch */
     int dev0;                   /* device 0's CUDA ordinal */
 };
 
@@ -548,20 +532,20 @@ extern "C" int zt_gpu_group_step(zt_gpu_group_t *g, int first, int B, float *hos
     zt_gpu_mlp_t *m0 = g->mlp[0];
     if (B < 1 || B > m0->batch_cap * g->n)
         return -1;
-    int at = first;
+    int at = first, shares[64];
     for (int d = 0; d < g->n; d++) {
-        g->shares[d] = B / g->n + (d < B % g->n);
-        if (g->shares[d] > g->mlp[d]->batch_cap)
+        shares[d] = B / g->n + (d < B % g->n);
+        if (shares[d] > g->mlp[d]->batch_cap)
             return -1;
-        if (g->shares[d] > 0)
-            s_forward(g->mlp[d], at, g->shares[d], (float) B);
-        at += g->shares[d];
+        if (shares[d] > 0)
+            s_forward(g->mlp[d], at, shares[d], (float) B);
+        at += shares[d];
     }
     for (int l = m0->n - 2; l >= 0; l--) {
         int64_t off = s_layer_off(m0, l), cnt = s_layer_count(m0, l);
         for (int d = 0; d < g->n; d++) {
-            if (g->shares[d] > 0)
-                s_backward_layer(g->mlp[d], l, g->shares[d]);
+            if (shares[d] > 0)
+                s_backward_layer(g->mlp[d], l, shares[d]);
             else if (cudaMemsetAsync(g->mlp[d]->grads + off, 0, sizeof(float) * (size_t) cnt,
                                      g->mlp[d]->stream) != cudaSuccess)
                 return -1;

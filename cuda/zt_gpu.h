@@ -37,8 +37,6 @@ int zt_gpu_mlp_set_grads(zt_gpu_mlp_t *self, const float *host);
 int zt_gpu_mlp_set_order(zt_gpu_mlp_t *self, const int *order, int n);
 /* Forward and backward on order[first .. first+B); returns the batch loss. */
 float zt_gpu_mlp_train_batch(zt_gpu_mlp_t *self, int first, int B);
-/* Multiplies the gradients by factor (a device's share of a split batch). */
-int zt_gpu_mlp_scale_grads(zt_gpu_mlp_t *self, float factor);
 /* One optimizer step on the device (kind as zt_opt_kind_t). */
 int zt_gpu_mlp_apply(zt_gpu_mlp_t *self, int kind, float lr, float momentum, float beta1, float beta2,
                      float eps);

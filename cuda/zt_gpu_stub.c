@@ -43,7 +43,6 @@ int zt_gpu_group_size(zt_gpu_group_t *g) { (void) g; return 0; }
 zt_gpu_mlp_t *zt_gpu_group_mlp(zt_gpu_group_t *g, int i) { (void) g; (void) i; return NULL; }
 int zt_gpu_group_allreduce_grads(zt_gpu_group_t *g) { (void) g; return -1; }
 int zt_gpu_group_allreduce(zt_gpu_group_t *g, float **b, size_t c) { (void) g; (void) b; (void) c; return -1; }
-int zt_gpu_mlp_scale_grads(zt_gpu_mlp_t *s, float f) { (void) s; (void) f; return -1; }
 int zt_gpu_mlp_get_state(zt_gpu_mlp_t *s, int k, float *const *h) { (void) s; (void) k; (void) h; return -1; }
 int zt_gpu_mlp_set_state(zt_gpu_mlp_t *s, int k, const float *const *h) { (void) s; (void) k; (void) h; return -1; }
 int zt_gpu_pin(void *h, size_t b) { (void) h; (void) b; return -1; }

@@ -305,14 +305,23 @@ bool zt_data_ipc_twin(const char *endpoint, bool bind, char *out, size_t len)
     return n > 0 && (size_t) n < len && n - 6 < 100; /* sun_path holds 108 bytes */
 }
 
+/* A data-plane socket: high-water marks for bulk transfers, no linger. */
+static zsock_t *s_data_socket(int type)
+{
+    zsock_t *s = zsock_new(type);
+    if (s) {
+        zsock_set_sndhwm(s, 100000);
+        zsock_set_rcvhwm(s, 100000);
+        zsock_set_linger(s, 0);
+    }
+    return s;
+}
+
 zsock_t *zt_data_router(const char *endpoint)
 {
-    zsock_t *router = zsock_new(ZMQ_ROUTER);
+    zsock_t *router = s_data_socket(ZMQ_ROUTER);
     if (!router)
         return NULL;
-    zsock_set_sndhwm(router, 100000);
-    zsock_set_rcvhwm(router, 100000);
-    zsock_set_linger(router, 0);
     char twin[160];
     if (zsock_bind(router, "%s", endpoint) < 0) {
         zsys_error("cannot bind %s: %s", endpoint, zmq_strerror(zmq_errno()));
@@ -333,12 +342,9 @@ zsock_t *zt_data_router(const char *endpoint)
 
 zsock_t *zt_data_dealer(const char *endpoint)
 {
-    zsock_t *d = zsock_new(ZMQ_DEALER);
+    zsock_t *d = s_data_socket(ZMQ_DEALER);
     if (!d)
         return NULL;
-    zsock_set_sndhwm(d, 100000);
-    zsock_set_rcvhwm(d, 100000);
-    zsock_set_linger(d, 0);
     zsock_set_reconnect_ivl(d, 50);
     char twin[160];
     int rc = zt_data_ipc_twin(endpoint, false, twin, sizeof twin) ? zsock_connect(d, "%s", twin)

@@ -35,6 +35,17 @@ void zt_opt_init_state(const zt_opt_t *opt, float **state, int64_t n)
     }
 }
 
+/* One Adam element; d1, d2 are the bias corrections 1 - beta^t. */
+__attribute__((optimize("O3", "no-math-errno"), always_inline))
+static inline void s_adam(const zt_opt_t *opt, float *w, float *m, float *v, float *t, float gi, float ti,
+                          float d1, float d2)
+{
+    *t = ti;
+    *m = opt->beta1 * *m + (1.0f - opt->beta1) * gi;
+    *v = opt->beta2 * *v + (1.0f - opt->beta2) * gi * gi;
+    *w -= opt->lr * (*m / d1) / (sqrtf(*v / d2) + opt->eps);
+}
+
 __attribute__((optimize("O3", "no-math-errno")))
 void zt_opt_apply(const zt_opt_t *opt, float *restrict w, float **state, const float *restrict g,
                   float scale, int64_t n)
@@ -63,7 +74,7 @@ void zt_opt_apply(const zt_opt_t *opt, float *restrict w, float **state, const f
          * rather than two powf per element (4 ms -> 0.3 ms per step for the
          * demo MLP), with bitwise the same results. */
         float *restrict m = state[0], *restrict v = state[1], *restrict t = state[2];
-        const float b1 = opt->beta1, b2 = opt->beta2, eps = opt->eps;
+        const float b1 = opt->beta1, b2 = opt->beta2;
         for (int64_t at = 0; at < n; at += 1024) {
             int64_t end = n - at < 1024 ? n : at + 1024;
             const float t0 = t[at];
@@ -72,25 +83,15 @@ void zt_opt_apply(const zt_opt_t *opt, float *restrict w, float **state, const f
                 uniform &= t[i] == t0;
             if (uniform) {
                 const float ti = t0 + 1.0f, d1 = 1.0f - powf(b1, ti), d2 = 1.0f - powf(b2, ti);
+                for (int64_t i = at; i < end; i++)
+                    s_adam(opt, &w[i], &m[i], &v[i], &t[i], scale * g[i], ti, d1, d2);
+            }
+            else
                 for (int64_t i = at; i < end; i++) {
-                    float gi = scale * g[i];
-                    t[i] = ti;
-                    m[i] = b1 * m[i] + (1.0f - b1) * gi;
-                    v[i] = b2 * v[i] + (1.0f - b2) * gi * gi;
-                    w[i] -= lr * (m[i] / d1) / (sqrtf(v[i] / d2) + eps);
+                    const float ti = t[i] + 1.0f;
+                    s_adam(opt, &w[i], &m[i], &v[i], &t[i], scale * g[i], ti, 1.0f - powf(b1, ti),
+                           1.0f - powf(b2, ti));
                 }
-                continue;
-            }
-            for (int64_t i = at; i < end; i++) {
-                float gi = scale * g[i];
-                float ti = t[i] + 1.0f;
-                t[i] = ti;
-                m[i] = b1 * m[i] + (1.0f - b1) * gi;
-                v[i] = b2 * v[i] + (1.0f - b2) * gi * gi;
-                float mhat = m[i] / (1.0f - powf(b1, ti));
-                float vhat = v[i] / (1.0f - powf(b2, ti));
-                w[i] -= lr * mhat / (sqrtf(vhat) + eps);
-            }
         }
         break;
     }

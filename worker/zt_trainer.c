@@ -475,7 +475,7 @@ int zt_trainer_run(const zt_train_opts_t *o)
     bx = malloc((size_t) o->batch_size * (size_t) train.dim);
     by = malloc((size_t) o->batch_size);
     int64_t t0 = zt_now_ms(), last_ckpt_ms = t0, win_ms = t0, win_examples = 0;
-    int64_t win_compute_us = 0, win_exchange_us = 0; /* where the window's steps went */
+    int64_t win_step_us = 0, win_exchange_us = 0; /* where the window's steps went */
     double win_loss = 0;
     int win_n = 0;
     bool stop = false;
@@ -567,7 +567,7 @@ int zt_trainer_run(const zt_train_opts_t *o)
                     zt_opt_apply(&r.local_opt, zt_mlp_params(r.mlp), r.local_state, zt_mlp_grads(r.mlp),
                                  1.0f, zt_mlp_nparams(r.mlp));
             }
-            win_compute_us += zt_now_us() - c0; /* the whole step; the exchange comes off below */
+            win_step_us += zt_now_us() - c0; /* compute = step - exchange */
             step++;
             win_examples += B;
             win_loss += loss;
@@ -579,7 +579,7 @@ int zt_trainer_run(const zt_train_opts_t *o)
                 double eps = win_examples * 1000.0 / (double) (now - win_ms > 0 ? now - win_ms : 1);
                 printf("step %lld epoch %d examples/s %.0f loss %.4f (per step: compute %.2f ms, "
                        "exchange %.2f ms)\n", (long long) step, epoch + 1, eps, win_loss / win_n,
-                       (double) (win_compute_us - win_exchange_us) / 1000.0 / win_n,
+                       (double) (win_step_us - win_exchange_us) / 1000.0 / win_n,
                        (double) win_exchange_us / 1000.0 / win_n);
                 fflush(stdout);
                 if (r.rep) {
@@ -588,7 +588,7 @@ int zt_trainer_run(const zt_train_opts_t *o)
                 }
                 win_ms = now;
                 win_examples = 0;
-                win_compute_us = 0;
+                win_step_us = 0;
                 win_exchange_us = 0;
                 win_loss = 0;
                 win_n = 0;
