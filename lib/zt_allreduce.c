@@ -4,6 +4,7 @@
 #include "zt_cluster.h"
 #include "zt_msg.h"
 #include "zt_shard.h"
+#include "zt_spin.h"
 #include "zt_util.h"
 #include "ztrain/zt_error.h"
 #include "ztrain/zt_knobs.h"
@@ -65,6 +66,7 @@ struct zt_allreduce_t {
     uint64_t seq;
     s_pending_t *pending;
     int npending;
+    zt_spin_t spin;             /* busy-poll budget while waiting for sums */
     char err[512];
 };
 
@@ -88,6 +90,7 @@ zt_allreduce_t *zt_allreduce_new(const zt_allreduce_opts_t *o)
     self->rank = o->rank;
     self->workers = o->workers;
     self->R = o->nreducers;
+    zt_spin_init(&self->spin);
     /* Threshold precedence: explicit, ZT_FUSION_THRESHOLD, HOROVOD_FUSION_THRESHOLD,
      * ZT_BUCKET_CAP_MB, 64 MiB. Cycle: explicit, ZT_CYCLE_TIME_MS, HOROVOD_CYCLE_TIME, 5. */
     int64_t th = o->fusion_threshold;
@@ -571,7 +574,7 @@ static int s_wait_reducers(zt_allreduce_t *self, int timeout_ms)
                 s_resend(self, r);
             progress = now;
         }
-        if (zmq_poll(items, n, 50) <= 0)
+        if (zt_spin_poll(&self->spin, items, n, 50) <= 0)
             continue;
         for (int r = 0; r < n; r++) {
             if (!(items[r].revents & ZMQ_POLLIN))

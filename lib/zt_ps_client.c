@@ -9,6 +9,7 @@
 #include "zt_msg.h"
 #include "zt_optim.h"
 #include "zt_shard.h"
+#include "zt_spin.h"
 #include "zt_util.h"
 #include <jansson.h>
 #include <stdatomic.h>
@@ -56,6 +57,7 @@ struct zt_ps_client_t {
     int64_t chunk_elems;    /* largest payload frame, in floats (ZT_PS_CHUNK_BYTES) */
     uint64_t seq;           /* message sequence */
     atomic_int lent;        /* zero-copy frames not yet released by ZeroMQ */
+    zt_spin_t spin;         /* busy-poll budget while waiting for replies */
     char err[512];          /* last error */
 };
 
@@ -73,6 +75,7 @@ zt_ps_client_t *zt_ps_client_new(const char *const *servers, int nservers, int r
     self->nservers = nservers;
     self->rank = rank;
     self->chunk_elems = zt_frame_bytes() / (int64_t) sizeof(float);
+    zt_spin_init(&self->spin);
     self->addrs = calloc((size_t) nservers, sizeof *self->addrs);
     self->socks = calloc((size_t) nservers, sizeof *self->socks);
     for (int s = 0; s < nservers; s++) {
@@ -418,7 +421,7 @@ int zt_ps_wait(zt_ps_client_t *self, int timeout_ms)
             zclock_sleep(0);
             continue;
         }
-        int rc = zmq_poll(items, n, 50);
+        int rc = zt_spin_poll(&self->spin, items, n, 50);
         if (rc < 0)
             continue;
         for (int s = 0; s < n; s++) {

@@ -6,6 +6,7 @@
 #include "zt_optim.h"
 #include "zt_ckpt.h"
 #include "zt_mlp.h"
+#include "zt_spin.h"
 #include <stdlib.h>
 #include <stdio.h>
 
@@ -26,5 +27,7 @@ int main(void)
     puts("zt_ckpt: ok");
     zt_mlp_selftest();
     puts("zt_mlp: ok");
+    zt_spin_selftest();
+    puts("zt_spin: ok");
     return 0;
 }

@@ -40,6 +40,8 @@
       "auto: data-plane sockets on this host (loopback) also go over ipc://; off: TCP only") \
     X(IPC_DIR,             "ZT_IPC_DIR",             "/tmp/ztrain-ipc",           \
       "where the ipc:// twins of loopback data-plane endpoints live (ztrain-PORT.sock)") \
+    X(SPIN_US,             "ZT_SPIN_US",             "200",                       \
+      "a client waiting for a reply polls this long before sleeping (us, adaptive; 0: never)") \
     X(DATA_DIR,            "ZT_DATA_DIR",            "/usr/share/datasets/fashion-mnist", \
       "where the trainer and evaluator find Fashion-MNIST (gzipped IDX files)")   \
     X(LOG_LEVEL,           "ZT_LOG_LEVEL",           "info",                      \
