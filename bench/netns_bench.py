@@ -7,6 +7,7 @@ Open MPI over TCP across them, prints time per operation, algorithm bandwidth
 and the ratios, and removes everything again. Needs root.
 
     sudo python3 bench/netns_bench.py [build] [--rate 1gbit] [--workers 4] [--reducers 4]
+                                      [--queue 20ms] [--mtu 1500]
 """
 import atexit
 import os
@@ -24,6 +25,7 @@ def opt(name, default):
 
 
 RATE = opt("--rate", "1gbit")
+MTU = opt("--mtu", "1500")
 LATENCY = opt("--queue", "20ms")  # tbf queue: longer queues delay the other direction's ACKs
 N = int(opt("--workers", "4"))
 R = int(opt("--reducers", "4"))
@@ -57,11 +59,12 @@ def setup():
         sh("ip", "netns", "add", ns)
         sh("ip", "link", "add", "zt-v%d" % h, "type", "veth", "peer", "name", "zt-e%d" % h)
         sh("ip", "link", "set", "zt-e%d" % h, "netns", ns)
+        sh("ip", "link", "set", "zt-v%d" % h, "mtu", MTU)
         sh("ip", "link", "set", "zt-v%d" % h, "master", "ztbr0")
         sh("ip", "link", "set", "zt-v%d" % h, "up")
         sh("ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up")
         sh("ip", "netns", "exec", ns, "ip", "addr", "add", ip_of(h) + "/24", "dev", "zt-e%d" % h)
-        sh("ip", "netns", "exec", ns, "ip", "link", "set", "zt-e%d" % h, "up")
+        sh("ip", "netns", "exec", ns, "ip", "link", "set", "zt-e%d" % h, "mtu", MTU, "up")
         # The link's rate, both ways: out of the host, and into it.
         sh("ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", "zt-e%d" % h, "root", "tbf",
            "rate", RATE, "burst", "512kb", "latency", LATENCY)
@@ -128,7 +131,8 @@ def main():
     atexit.register(teardown)
     setup()
     print("%d workers, %d reducers, one host each, every link %s both ways (tc tbf, %s queue), "
-          "frames of %s bytes" % (N, R, RATE, LATENCY, os.environ.get("ZT_PS_CHUNK_BYTES", "1048576")))
+          "MTU %s, frames of %s bytes" % (N, R, RATE, LATENCY, MTU,
+                                          os.environ.get("ZT_PS_CHUNK_BYTES", "1048576")))
     mpi = run_mpi()
     print("\n%-8s %-16s %11s %10s   %s" % ("size", "who", "time", "algbw", "ratio"))
     for size in SIZES:

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define PIECE_BYTES zt_frame_bytes()
+#define PIECE_BYTES self->layout.piece_bytes
 #define RESEND_MS 2000
 #define MAX_PENDING 4096
 
@@ -40,6 +40,9 @@ typedef struct {
     bool **piece_done;          /* per reducer: result pieces received */
     int *npieces;
     atomic_int lent;            /* zero-copy frames ZeroMQ still holds */
+    bool windowed;              /* one large tensor: pieces go out under the send window */
+    int64_t *wnext, *wend;      /* per reducer: next element to send, end of what to send */
+    int64_t *wfly;              /* per reducer: bytes sent whose sums have not come back */
 } s_bucket_t;
 
 typedef struct {
@@ -62,6 +65,7 @@ struct zt_allreduce_t {
     char *layout_text;
     int64_t threshold;
     int cycle_ms;
+    int64_t *window;            /* per reducer: send window in bytes; 0: none */
     int64_t req;
     uint64_t seq;
     s_pending_t *pending;
@@ -107,7 +111,15 @@ zt_allreduce_t *zt_allreduce_new(const zt_allreduce_opts_t *o)
     if (self->R > 0) {
         self->reducer_addrs = calloc((size_t) self->R, sizeof(char *));
         self->red = calloc((size_t) self->R, sizeof(zsock_t *));
+        self->window = calloc((size_t) self->R, sizeof(int64_t));
+        int64_t net = zt_knob_int(ZT_KNOB_AR_WINDOW_BYTES), local = zt_knob_int(ZT_KNOB_AR_LOCAL_WINDOW_BYTES);
         for (int r = 0; r < self->R; r++) {
+            char twin[256];
+            bool here = !strncmp(o->reducers[r], "ipc://", 6) || !strncmp(o->reducers[r], "inproc://", 9) ||
+                        zt_data_ipc_twin(o->reducers[r], false, twin, sizeof twin);
+            self->window[r] = here ? local : net;
+            if (self->window[r] < 0)
+                self->window[r] = 0;
             self->reducer_addrs[r] = strdup(o->reducers[r]);
             self->red[r] = zt_data_dealer(o->reducers[r]);
             if (!self->red[r]) {
@@ -163,11 +175,15 @@ void zt_allreduce_destroy(zt_allreduce_t **self_p)
         free(k->npieces);
         free(k->lo);
         free(k->hi);
+        free(k->wnext);
+        free(k->wend);
+        free(k->wfly);
     }
     free(self->b);
     zt_ar_layout_free(&self->layout);
     free(self->pending);
     free(self->red);
+    free(self->window);
     free(self->reducer_addrs);
     free(self->peer_addrs);
     free(self->t);
@@ -267,6 +283,31 @@ static int s_hello(zt_allreduce_t *self, int r)
     return s_send(self, self->red[r], &m, self->layout_text, strlen(self->layout_text), NULL);
 }
 
+/* The send window. A reducer sends a block's sum only once every worker's
+ * piece of it has arrived, so over real links (TCP flows sharing each host's
+ * link unfairly) pieces that run ahead of the slowest worker's only wait
+ * there, while the sums trickle out late and the op ends in a long tail.
+ * A bucket holding one large tensor is sent in order, from its start, by
+ * every worker; it is the only kind windowed (so no two workers can each be
+ * waiting for pieces the other holds back): at most window bytes per reducer
+ * are out whose sums have not come back; each sum that comes back lets the
+ * next piece go. */
+static void s_pump(zt_allreduce_t *self, int bi, int r)
+{
+    s_bucket_t *k = &self->b[bi];
+    int t = self->layout.buckets[bi].first;
+    int64_t per = PIECE_BYTES / (int64_t) k->es, ta = self->layout.offset[t];
+    while (k->wnext[r] < k->wend[r] && (k->wfly[r] < self->window[r] || !self->window[r])) {
+        int64_t at = k->wnext[r], c = k->wend[r] - at < per ? k->wend[r] - at : per;
+        zt_msg_t m = { .type = ZT_MSG_AR_PIECE };
+        m.u.AR_PIECE = (zt_msg_AR_PIECE_t) { bi, k->gen, at, c, self->layout.buckets[bi].dtype, 0 };
+        s_send(self, self->red[r], &m, (char *) self->t[t].data + (at - ta) * (int64_t) k->es,
+               (size_t) c * k->es, k);
+        k->wfly[r] += c * (int64_t) k->es;
+        k->wnext[r] = at + c;
+    }
+}
+
 /* Sends elements [a, b) of bucket bi to the reducers owning them, in pieces. */
 static void s_send_range(zt_allreduce_t *self, int bi, int64_t a, int64_t b, int only_reducer)
 {
@@ -278,6 +319,12 @@ static void s_send_range(zt_allreduce_t *self, int bi, int64_t a, int64_t b, int
         int64_t lo = a > k->lo[r] ? a : k->lo[r], hi = b < k->hi[r] ? b : k->hi[r];
         if (lo >= hi)
             continue;
+        if (k->windowed && only_reducer < 0) {
+            k->wnext[r] = lo;
+            k->wend[r] = hi;
+            s_pump(self, bi, r);
+            continue;
+        }
         for (int64_t at = lo; at < hi;) {
             int64_t c = hi - at < per ? hi - at : per;
             char *src = k->buf + at * (int64_t) k->es;
@@ -432,11 +479,12 @@ int zt_allreduce_commit(zt_allreduce_t *self, int timeout_ms)
 {
     if (self->committed)
         return ZT_OK;
-    json_t *doc = json_pack("{s:O, s:I}", "tensors", self->tensors_json, "threshold",
-                            (json_int_t) self->threshold);
+    int64_t piece = zt_ar_piece_bytes();
+    json_t *doc = json_pack("{s:O, s:I, s:I}", "tensors", self->tensors_json, "threshold",
+                            (json_int_t) self->threshold, "piece_bytes", (json_int_t) piece);
     self->layout_text = json_dumps(doc, JSON_COMPACT | JSON_SORT_KEYS);
     json_decref(doc);
-    if (zt_ar_layout_build(&self->layout, self->tensors_json, self->threshold) != ZT_OK)
+    if (zt_ar_layout_build(&self->layout, self->tensors_json, self->threshold, piece) != ZT_OK)
         return ZT_EINVAL;
     int R = self->R;
     self->b = calloc((size_t) self->layout.nbuckets + 1, sizeof *self->b);
@@ -451,6 +499,10 @@ int zt_allreduce_commit(zt_allreduce_t *self, int timeout_ms)
         k->hi = calloc((size_t) R + 1, sizeof(int64_t));
         k->piece_done = calloc((size_t) R + 1, sizeof(bool *));
         k->npieces = calloc((size_t) R + 1, sizeof(int));
+        k->wnext = calloc((size_t) R + 1, sizeof(int64_t));
+        k->wend = calloc((size_t) R + 1, sizeof(int64_t));
+        k->wfly = calloc((size_t) R + 1, sizeof(int64_t));
+        k->windowed = lb->first == lb->last && s_direct(k, lb->numel);
         for (int r = 0; r < R; r++) {
             zt_ar_chunk(lb->numel, k->es, bi, R, r, &k->lo[r], &k->hi[r]);
             int64_t per = PIECE_BYTES / (int64_t) k->es, n = k->hi[r] - k->lo[r];
@@ -481,8 +533,10 @@ int zt_allreduce_submit(zt_allreduce_t *self, int tensor, void *data)
         s_wait_lent(k); /* last round's frames */
         k->active = true;
         k->nsubmitted = 0;
-        for (int r = 0; r < self->R; r++)
+        for (int r = 0; r < self->R; r++) {
             memset(k->piece_done[r], 0, (size_t) k->npieces[r]);
+            k->wnext[r] = k->wend[r] = k->wfly[r] = 0;
+        }
     }
     x->data = data;
     x->submitted = true;
@@ -610,11 +664,16 @@ static int s_wait_reducers(zt_allreduce_t *self, int timeout_ms)
                         if (k->active && m.u.AR_RESULT.gen == k->gen && off >= k->lo[r] && c >= 0 &&
                             off + c <= k->hi[r] && p >= 0 && p < k->npieces[r] &&
                             zmq_msg_size(&pm) == (size_t) c * k->es && !k->piece_done[r][p]) {
-                            s_wait_lent(k);
+                            if (!k->windowed) /* its pieces went from the tensor, not buf */
+                                s_wait_lent(k);
                             if (c)
                                 memcpy(k->buf + off * (int64_t) k->es, zmq_msg_data(&pm), (size_t) c * k->es);
                             k->piece_done[r][p] = true;
                             progress = zt_now_ms();
+                            if (k->windowed) {
+                                k->wfly[r] -= c * (int64_t) k->es;
+                                s_pump(self, m.u.AR_RESULT.bucket, r);
+                            }
                         }
                     }
                     else if (m.type == ZT_MSG_AR_RESEND && m.u.AR_RESEND.bucket >= 0 &&
@@ -747,7 +806,8 @@ static int s_ring_take(zt_allreduce_t *self, int bi, int step, int64_t lo, int64
 static void s_ring_give(zt_allreduce_t *self, int bi, int step, int64_t lo, int64_t hi)
 {
     s_bucket_t *k = &self->b[bi];
-    int64_t per = PIECE_BYTES / (int64_t) k->es;
+    /* ring pieces are data-plane frames: no reducer streams them back */
+    int64_t per = zt_frame_bytes() / (int64_t) k->es;
     for (int64_t at = lo; at < hi || at == lo; at += per) {
         int64_t c = hi - at < per ? hi - at : per;
         zt_msg_t m = { .type = ZT_MSG_AR_PIECE };

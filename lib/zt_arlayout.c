@@ -31,14 +31,24 @@ int64_t zt_frame_bytes(void)
     return v;
 }
 
+int64_t zt_ar_piece_bytes(void)
+{
+    int64_t k = zt_knob_int(ZT_KNOB_AR_PIECE_BYTES);
+    return k < 4096 ? 4096 : k;
+}
+
 const char *zt_dtype_name(int dtype)
 {
     return dtype == ZT_F32 ? "float32" : dtype == ZT_F16 ? "float16" : "bfloat16";
 }
 
-int zt_ar_layout_build(zt_ar_layout_t *self, json_t *tensors, int64_t threshold)
+int zt_ar_layout_build(zt_ar_layout_t *self, json_t *tensors, int64_t threshold, int64_t piece_bytes)
 {
     memset(self, 0, sizeof *self);
+    if (piece_bytes < 4096)
+        return ZT_EINVAL;
+    self->piece_bytes = piece_bytes;
+    self->threshold = threshold;
     int n = (int) json_array_size(tensors);
     self->ntensors = n;
     self->numel = calloc((size_t) n + 1, sizeof *self->numel);

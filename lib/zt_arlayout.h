@@ -23,10 +23,13 @@ typedef struct {
     int64_t *offset;       /* per tensor: first element within its bucket */
     int nbuckets;
     zt_ar_bucket_t *buckets;
+    int64_t threshold;     /* fusion threshold in bytes */
+    int64_t piece_bytes;   /* the unit of sending and of streamed sums */
 } zt_ar_layout_t;
 
-/* tensors: [{name, shape:[...], dtype}] */
-int zt_ar_layout_build(zt_ar_layout_t *self, json_t *tensors, int64_t threshold);
+/* tensors: [{name, shape:[...], dtype}]; piece_bytes >= 4096 (the workers'
+ * ZT_AR_PIECE_BYTES, carried to the reducers in the layout). */
+int zt_ar_layout_build(zt_ar_layout_t *self, json_t *tensors, int64_t threshold, int64_t piece_bytes);
 void zt_ar_layout_free(zt_ar_layout_t *self);
 size_t zt_dtype_size(int dtype);
 /* Chunk r of R of bucket b (numel elements of es bytes): the balanced,
@@ -36,6 +39,8 @@ size_t zt_dtype_size(int dtype);
 void zt_ar_chunk(int64_t numel, size_t es, int b, int R, int r, int64_t *lo, int64_t *hi);
 /* Largest data-plane frame in bytes (ZT_PS_CHUNK_BYTES, at least 4 KiB). */
 int64_t zt_frame_bytes(void);
+/* All-reduce piece in bytes (ZT_AR_PIECE_BYTES, at least 4 KiB). */
+int64_t zt_ar_piece_bytes(void);
 const char *zt_dtype_name(int dtype);
 /* dst[i] += src[i] for n elements of dtype (f16/bf16 through float32);
  * src may be unaligned. */

@@ -14,7 +14,7 @@
 #include <string.h>
 
 #define MAX_WORKERS 256
-#define PIECE_BYTES zt_frame_bytes()
+#define PIECE_BYTES self->layout.piece_bytes
 
 typedef struct { int64_t a, b; } s_iv_t;
 
@@ -146,12 +146,13 @@ static int s_configure(zt_reducer_t *self, const char *text, int workers)
     json_t *cfg = json_loads(text, 0, NULL);
     json_t *tensors = json_object_get(cfg, "tensors");
     int64_t threshold = json_integer_value(json_object_get(cfg, "threshold"));
+    int64_t piece = json_integer_value(json_object_get(cfg, "piece_bytes"));
     if (!cfg || !json_is_array(tensors) || threshold <= 0 || workers < 1 || workers > MAX_WORKERS) {
         json_decref(cfg);
         return ZT_EPROTO;
     }
     s_free_buckets(self);
-    if (zt_ar_layout_build(&self->layout, tensors, threshold) != ZT_OK) {
+    if (zt_ar_layout_build(&self->layout, tensors, threshold, piece) != ZT_OK) {
         json_decref(cfg);
         return ZT_EPROTO;
     }
@@ -488,6 +489,17 @@ static void s_on_hello(zt_reducer_t *self, int rank, const zt_msg_t *m, zmq_msg_
         json_t *theirs = json_object_get(doc, "tensors");
         zt_ar_describe_mismatch(self->first_tensors, self->first_rank, theirs, rank, self->failure,
                                 sizeof self->failure);
+        int64_t th = json_integer_value(json_object_get(doc, "threshold"));
+        int64_t piece = json_integer_value(json_object_get(doc, "piece_bytes"));
+        if (strstr(self->failure, "tensor lists differ") && piece != self->layout.piece_bytes)
+            snprintf(self->failure, sizeof self->failure, "worker %d sends all-reduce pieces of %lld "
+                     "bytes, worker %d of %lld (ZT_AR_PIECE_BYTES must be the same on every worker)",
+                     rank, (long long) piece, self->first_rank, (long long) self->layout.piece_bytes);
+        else if (strstr(self->failure, "tensor lists differ") && th != self->layout.threshold)
+            snprintf(self->failure, sizeof self->failure, "worker %d has a fusion threshold of %lld "
+                     "bytes, worker %d of %lld (ZT_FUSION_THRESHOLD, HOROVOD_FUSION_THRESHOLD or "
+                     "ZT_BUCKET_CAP_MB must be the same on every worker)", rank, (long long) th,
+                     self->first_rank, (long long) self->layout.threshold);
         if (workers != self->workers)
             snprintf(self->failure, sizeof self->failure, "worker %d counts %d workers, worker %d "
                      "counts %d", rank, workers, self->first_rank, self->workers);

@@ -67,7 +67,11 @@ static double s_get(void *buf, int t, int64_t i)
     return s_dtypes[t] == ZT_F16 ? zt_f16_to_f32(h) : zt_bf16_to_f32(h);
 }
 
-typedef struct { int N, R; int64_t threshold; int cycle_ms; int sleep_us; int mismatch; int kill_after; } s_case_t;
+/* mismatch: 1 a tensor's shape on worker 1, 2 its ZT_AR_PIECE_BYTES. window:
+ * 4 KiB pieces under a 4 KiB send window, so that every piece of the large
+ * tensor waits for the sum before it. */
+typedef struct { int N, R; int64_t threshold; int cycle_ms; int sleep_us; int mismatch; int kill_after;
+                 bool window; } s_case_t;
 
 /* One worker process; exits 0 when every result was exact. */
 static int s_worker(const s_case_t *c, int w)
@@ -82,21 +86,30 @@ static int s_worker(const s_case_t *c, int w)
         snprintf(peer_eps[p], sizeof peer_eps[p], "ipc://%s/peer%d", s_dir, p);
         peers[p] = peer_eps[p];
     }
+    if (c->window) {
+        setenv("ZT_AR_PIECE_BYTES", "4096", 1);
+        setenv("ZT_AR_LOCAL_WINDOW_BYTES", "4096", 1);
+    }
+    if (c->mismatch == 2 && w == 1)
+        setenv("ZT_AR_PIECE_BYTES", "8192", 1);
     zt_allreduce_opts_t o = { w, c->N, c->R ? reds : NULL, c->R, peers, c->threshold, c->cycle_ms };
     zt_allreduce_t *ar = zt_allreduce_new(&o);
     assert(ar);
     for (int t = 0; t < NT; t++) {
         int64_t shape[2] = { s_shapes[t][0], s_shapes[t][1] };
-        if (c->mismatch && w == 1 && t == 2)
+        if (c->mismatch == 1 && w == 1 && t == 2)
             shape[0] = 1000;
         assert(zt_allreduce_register(ar, s_names[t], shape, 2, s_dtypes[t]) == t);
     }
     int rc = zt_allreduce_commit(ar, 20000);
     if (c->mismatch) {
-        /* Every worker fails, naming the tensor, both shapes and both workers. */
+        /* Every worker fails, naming the tensor, both shapes and both workers
+         * (or the two piece sizes and the knob). */
         const char *e = zt_allreduce_error(ar);
-        bool named = strstr(e, "tensor 'c' is [") && strstr(e, "[1000, 1] float32 on worker 1") &&
-                     strstr(e, "[1001, 1] float32 on worker ");
+        bool named = c->mismatch == 1 ? strstr(e, "tensor 'c' is [") && strstr(e, "[1000, 1] float32 on worker 1") &&
+                                            strstr(e, "[1001, 1] float32 on worker ")
+                                      : strstr(e, "pieces of ") && strstr(e, " 8192 ") && strstr(e, " 131072 ") &&
+                                            strstr(e, "ZT_AR_PIECE_BYTES");
         if (rc != ZT_ESPEC || !named) {
             fprintf(stderr, "worker %d: rc %d, error '%s'\n", w, rc, zt_allreduce_error(ar));
             return 1;
@@ -185,8 +198,9 @@ static void s_run(const s_case_t *c)
         usleep(2000);
     }
     s_stop_reducers(c->R);
-    printf("N=%d R=%d threshold=%lld cycle=%d%s%s: %s\n", c->N, c->R, (long long) c->threshold,
+    printf("N=%d R=%d threshold=%lld cycle=%d%s%s%s: %s\n", c->N, c->R, (long long) c->threshold,
            c->cycle_ms, c->mismatch ? " mismatch" : "", c->kill_after ? " reducer-killed" : "",
+           c->window ? " 4 KiB window" : "",
            failed ? "FAILED" : "ok");
     fflush(stdout);
     assert(!failed);
@@ -198,15 +212,18 @@ int main(int argc, char **argv)
     snprintf(s_dir, sizeof s_dir, "/tmp/zt-test-ar-%d", (int) getpid());
     mkdir(s_dir, 0755);
     const s_case_t cases[] = {
-        { 1, 1, 1 << 26, 5, 0, 0, 0 },    { 2, 1, 1 << 26, 5, 0, 0, 0 },
-        { 2, 2, 1 << 26, 5, 0, 0, 0 },    { 3, 2, 1 << 26, 5, 0, 0, 0 },
-        { 4, 3, 1 << 26, 5, 0, 0, 0 },    { 4, 4, 1, 5, 0, 0, 0 },        /* unfused */
-        { 3, 2, 4096, 5, 0, 0, 0 },       /* several fused buckets */
-        { 2, 2, 1 << 26, 1, 3000, 0, 0 }, /* cycle time flushes partial buckets */
-        { 2, 0, 1 << 26, 5, 0, 0, 0 },    { 3, 0, 1 << 26, 5, 0, 0, 0 },  /* the ring */
-        { 4, 0, 4096, 5, 0, 0, 0 },       { 1, 0, 1 << 26, 5, 0, 0, 0 },
-        { 2, 1, 1 << 26, 5, 0, 1, 0 },    { 3, 0, 1 << 26, 5, 0, 1, 0 },  /* mismatches */
-        { 2, 1, 1 << 26, 5, 0, 0, 1 },    /* reducer killed and replaced */
+        { 1, 1, 1 << 26, 5, 0, 0, 0, false },    { 2, 1, 1 << 26, 5, 0, 0, 0, false },
+        { 2, 2, 1 << 26, 5, 0, 0, 0, false },    { 3, 2, 1 << 26, 5, 0, 0, 0, false },
+        { 4, 3, 1 << 26, 5, 0, 0, 0, false },    { 4, 4, 1, 5, 0, 0, 0, false },        /* unfused */
+        { 3, 2, 4096, 5, 0, 0, 0, false },       /* several fused buckets */
+        { 2, 2, 1 << 26, 1, 3000, 0, 0, false }, /* cycle time flushes partial buckets */
+        { 2, 0, 1 << 26, 5, 0, 0, 0, false },    { 3, 0, 1 << 26, 5, 0, 0, 0, false },  /* the ring */
+        { 4, 0, 4096, 5, 0, 0, 0, false },       { 1, 0, 1 << 26, 5, 0, 0, 0, false },
+        { 2, 1, 1 << 26, 5, 0, 1, 0, false },    { 3, 0, 1 << 26, 5, 0, 1, 0, false },  /* mismatches */
+        { 2, 1, 1 << 26, 5, 0, 0, 1, false },    /* reducer killed and replaced */
+        { 3, 2, 4096, 5, 0, 0, 0, true }, /* the send window binding at every piece */
+        { 2, 1, 4096, 5, 0, 0, 1, true }, /* ... and a reducer killed under it */
+        { 2, 1, 1 << 26, 5, 0, 2, 0, false },    /* piece sizes differ */
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
         s_run(&cases[i]);

@@ -36,6 +36,12 @@
       "flush a partly ready bucket after this long (else HOROVOD_CYCLE_TIME, else 5)") \
     X(COLLECTIVE_WARN_MS,  "ZT_COLLECTIVE_WARN_MS",  "10000",                     \
       "a bucket waiting this long logs which workers have not contributed (ms)")  \
+    X(AR_PIECE_BYTES,      "ZT_AR_PIECE_BYTES",      "131072",                    \
+      "all-reduce piece: what a worker sends at a time and a reducer sums and streams back (bytes)") \
+    X(AR_WINDOW_BYTES,     "ZT_AR_WINDOW_BYTES",     "524288",                    \
+      "bytes of one large tensor a worker has out per reducer over the network before sums come back (0: no limit)") \
+    X(AR_LOCAL_WINDOW_BYTES,"ZT_AR_LOCAL_WINDOW_BYTES","2097152",                  \
+      "the same for a reducer on this host (reached over ipc://)") \
     X(DATA_IPC,            "ZT_DATA_IPC",            "auto",                      \
       "auto: data-plane sockets on this host (loopback) also go over ipc://; off: TCP only") \
     X(IPC_DIR,             "ZT_IPC_DIR",             "/tmp/ztrain-ipc",           \
