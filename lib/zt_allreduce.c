@@ -5,6 +5,7 @@
 #include "zt_msg.h"
 #include "zt_shard.h"
 #include "zt_spin.h"
+#include "zt_shm.h"
 #include "zt_util.h"
 #include "ztrain/zt_error.h"
 #include "ztrain/zt_knobs.h"
@@ -41,6 +42,7 @@ typedef struct {
     int *npieces;
     atomic_int lent;            /* zero-copy frames ZeroMQ still holds */
     bool windowed;              /* one large tensor: pieces go out under the send window */
+    bool in_shm;                /* buf and last live in the shared region: every tensor is packed */
     int64_t *wnext, *wend;      /* per reducer: next element to send, end of what to send */
     int64_t *wfly;              /* per reducer: bytes sent whose sums have not come back */
 } s_bucket_t;
@@ -66,6 +68,8 @@ struct zt_allreduce_t {
     int64_t threshold;
     int cycle_ms;
     int64_t *window;            /* per reducer: send window in bytes; 0: none */
+    bool *red_local;            /* per reducer: on this host (ipc://) */
+    zt_shm_region_t *shm;       /* the buckets' buffers, read in place by local reducers */
     int64_t req;
     uint64_t seq;
     s_pending_t *pending;
@@ -112,12 +116,14 @@ zt_allreduce_t *zt_allreduce_new(const zt_allreduce_opts_t *o)
         self->reducer_addrs = calloc((size_t) self->R, sizeof(char *));
         self->red = calloc((size_t) self->R, sizeof(zsock_t *));
         self->window = calloc((size_t) self->R, sizeof(int64_t));
+        self->red_local = calloc((size_t) self->R, sizeof(bool));
         int64_t net = zt_knob_int(ZT_KNOB_AR_WINDOW_BYTES), local = zt_knob_int(ZT_KNOB_AR_LOCAL_WINDOW_BYTES);
         for (int r = 0; r < self->R; r++) {
             char twin[256];
             bool here = !strncmp(o->reducers[r], "ipc://", 6) || !strncmp(o->reducers[r], "inproc://", 9) ||
                         zt_data_ipc_twin(o->reducers[r], false, twin, sizeof twin);
             self->window[r] = here ? local : net;
+            self->red_local[r] = here;
             if (self->window[r] < 0)
                 self->window[r] = 0;
             self->reducer_addrs[r] = strdup(o->reducers[r]);
@@ -167,8 +173,10 @@ void zt_allreduce_destroy(zt_allreduce_t **self_p)
         s_bucket_t *k = &self->b[b];
         for (int w = 0; w < 2000 && atomic_load(&k->lent) > 0; w++)
             zclock_sleep(1);
-        free(k->buf);
-        free(k->last);
+        if (!k->in_shm) {
+            free(k->buf);
+            free(k->last);
+        }
         for (int r = 0; r < self->R; r++)
             free(k->piece_done[r]);
         free(k->piece_done);
@@ -184,6 +192,8 @@ void zt_allreduce_destroy(zt_allreduce_t **self_p)
     free(self->pending);
     free(self->red);
     free(self->window);
+    free(self->red_local);
+    zt_shm_destroy(&self->shm);
     free(self->reducer_addrs);
     free(self->peer_addrs);
     free(self->t);
@@ -230,7 +240,7 @@ int zt_allreduce_register(zt_allreduce_t *self, const char *name, const int64_t 
 #define DIRECT_BYTES (64 << 10)
 static bool s_direct(const s_bucket_t *k, int64_t numel)
 {
-    return (int64_t) k->es * numel >= DIRECT_BYTES;
+    return !k->in_shm && (int64_t) k->es * numel >= DIRECT_BYTES;
 }
 
 static void s_release(void *data, void *hint)
@@ -269,6 +279,20 @@ static int s_send(zt_allreduce_t *self, zsock_t *sock, zt_msg_t *m, void *payloa
     return ZT_OK;
 }
 
+/* A piece to reducer r: by reference when both are on this host and the
+ * bytes are in the shared region, else as a frame. */
+static void s_send_piece(zt_allreduce_t *self, int r, zt_msg_t *m, char *src, size_t bytes, s_bucket_t *lend)
+{
+    int64_t off = self->red_local[r] && bytes ? zt_shm_offset(self->shm, src, bytes) : -1;
+    if (off >= 0) {
+        zt_msg_set_str(m->u.AR_PIECE.shm, self->shm->name);
+        m->u.AR_PIECE.shm_off = off;
+        s_send(self, self->red[r], m, NULL, 0, NULL);
+    }
+    else
+        s_send(self, self->red[r], m, src, bytes, lend);
+}
+
 static void s_wait_lent(s_bucket_t *k)
 {
     while (atomic_load(&k->lent) > 0)
@@ -280,6 +304,7 @@ static int s_hello(zt_allreduce_t *self, int r)
     zt_msg_t m = { .type = ZT_MSG_AR_HELLO };
     m.u.AR_HELLO.req = ++self->req;
     m.u.AR_HELLO.workers = self->workers;
+    m.u.AR_HELLO.shm_ok = self->shm && self->red_local[r];
     return s_send(self, self->red[r], &m, self->layout_text, strlen(self->layout_text), NULL);
 }
 
@@ -300,9 +325,9 @@ static void s_pump(zt_allreduce_t *self, int bi, int r)
     while (k->wnext[r] < k->wend[r] && (k->wfly[r] < self->window[r] || !self->window[r])) {
         int64_t at = k->wnext[r], c = k->wend[r] - at < per ? k->wend[r] - at : per;
         zt_msg_t m = { .type = ZT_MSG_AR_PIECE };
-        m.u.AR_PIECE = (zt_msg_AR_PIECE_t) { bi, k->gen, at, c, self->layout.buckets[bi].dtype, 0 };
-        s_send(self, self->red[r], &m, (char *) self->t[t].data + (at - ta) * (int64_t) k->es,
-               (size_t) c * k->es, k);
+        m.u.AR_PIECE = (zt_msg_AR_PIECE_t) { .bucket = bi, .gen = k->gen, .offset = at, .count = c, .dtype = self->layout.buckets[bi].dtype, .step = 0 };
+        char *src = k->in_shm ? k->buf + at * (int64_t) k->es : (char *) self->t[t].data + (at - ta) * (int64_t) k->es;
+        s_send_piece(self, r, &m, src, (size_t) c * k->es, k);
         k->wfly[r] += c * (int64_t) k->es;
         k->wnext[r] = at + c;
     }
@@ -342,8 +367,8 @@ static void s_send_range(zt_allreduce_t *self, int bi, int64_t a, int64_t b, int
                     c = ta - at; /* stop the packed run where a large tensor starts */
             }
             zt_msg_t m = { .type = ZT_MSG_AR_PIECE };
-            m.u.AR_PIECE = (zt_msg_AR_PIECE_t) { bi, k->gen, at, c, lb->dtype, 0 };
-            s_send(self, self->red[r], &m, src, (size_t) c * k->es, c > 0 ? k : NULL);
+            m.u.AR_PIECE = (zt_msg_AR_PIECE_t) { .bucket = bi, .gen = k->gen, .offset = at, .count = c, .dtype = lb->dtype, .step = 0 };
+            s_send_piece(self, r, &m, src, (size_t) c * k->es, c > 0 ? k : NULL);
             if (c == 0)
                 break;
             at += c;
@@ -488,12 +513,33 @@ int zt_allreduce_commit(zt_allreduce_t *self, int timeout_ms)
         return ZT_EINVAL;
     int R = self->R;
     self->b = calloc((size_t) self->layout.nbuckets + 1, sizeof *self->b);
+    /* With a reducer on this host, the buckets' buffers go to shared memory:
+     * that reducer reads the pieces in place (see s_send_piece). */
+    bool any_local = false;
+    for (int r = 0; r < R; r++)
+        any_local = any_local || self->red_local[r];
+    size_t total = 0;
+    for (int bi = 0; bi < self->layout.nbuckets; bi++)
+        total += 2 * (((size_t) self->layout.buckets[bi].numel * zt_dtype_size(self->layout.buckets[bi].dtype) + 16 + 63) & ~(size_t) 63);
+    if (any_local)
+        self->shm = zt_shm_create("ar", total);
+    size_t at_shm = 0;
     for (int bi = 0; bi < self->layout.nbuckets; bi++) {
         s_bucket_t *k = &self->b[bi];
         zt_ar_bucket_t *lb = &self->layout.buckets[bi];
         k->es = zt_dtype_size(lb->dtype);
-        k->buf = malloc((size_t) lb->numel * k->es + 16);
-        k->last = malloc((size_t) lb->numel * k->es + 16);
+        size_t bytes = (size_t) lb->numel * k->es + 16;
+        if (self->shm) {
+            k->in_shm = true;
+            k->buf = self->shm->base + at_shm;
+            at_shm += (bytes + 63) & ~(size_t) 63;
+            k->last = self->shm->base + at_shm;
+            at_shm += (bytes + 63) & ~(size_t) 63;
+        }
+        else {
+            k->buf = malloc(bytes);
+            k->last = malloc(bytes);
+        }
         k->last_gen = -1;
         k->lo = calloc((size_t) R + 1, sizeof(int64_t));
         k->hi = calloc((size_t) R + 1, sizeof(int64_t));
@@ -502,7 +548,7 @@ int zt_allreduce_commit(zt_allreduce_t *self, int timeout_ms)
         k->wnext = calloc((size_t) R + 1, sizeof(int64_t));
         k->wend = calloc((size_t) R + 1, sizeof(int64_t));
         k->wfly = calloc((size_t) R + 1, sizeof(int64_t));
-        k->windowed = lb->first == lb->last && s_direct(k, lb->numel);
+        k->windowed = lb->first == lb->last && (int64_t) k->es * lb->numel >= DIRECT_BYTES;
         for (int r = 0; r < R; r++) {
             zt_ar_chunk(lb->numel, k->es, bi, R, r, &k->lo[r], &k->hi[r]);
             int64_t per = PIECE_BYTES / (int64_t) k->es, n = k->hi[r] - k->lo[r];
@@ -661,13 +707,23 @@ static int s_wait_reducers(zt_allreduce_t *self, int timeout_ms)
                         int64_t off = m.u.AR_RESULT.offset, c = m.u.AR_RESULT.count;
                         int64_t per = PIECE_BYTES / (int64_t) k->es;
                         int p = (int) ((off - k->lo[r]) / per);
+                        const char *src = zmq_msg_data(&pm);
+                        size_t got = zmq_msg_size(&pm);
+                        if (m.u.AR_RESULT.shm[0] && c >= 0) { /* in the reducer's shared memory */
+                            char why[300];
+                            src = zt_shm_peer(m.u.AR_RESULT.shm, m.u.AR_RESULT.shm_off, c * (int64_t) k->es,
+                                              why, sizeof why);
+                            got = src ? (size_t) c * k->es : 0;
+                            if (!src)
+                                zt_warn("reducer %d: %s", r, why);
+                        }
                         if (k->active && m.u.AR_RESULT.gen == k->gen && off >= k->lo[r] && c >= 0 &&
-                            off + c <= k->hi[r] && p >= 0 && p < k->npieces[r] &&
-                            zmq_msg_size(&pm) == (size_t) c * k->es && !k->piece_done[r][p]) {
+                            off + c <= k->hi[r] && p >= 0 && p < k->npieces[r] && src &&
+                            got == (size_t) c * k->es && !k->piece_done[r][p]) {
                             if (!k->windowed) /* its pieces went from the tensor, not buf */
                                 s_wait_lent(k);
                             if (c)
-                                memcpy(k->buf + off * (int64_t) k->es, zmq_msg_data(&pm), (size_t) c * k->es);
+                                memcpy(k->buf + off * (int64_t) k->es, src, (size_t) c * k->es);
                             k->piece_done[r][p] = true;
                             progress = zt_now_ms();
                             if (k->windowed) {
@@ -685,8 +741,7 @@ static int s_wait_reducers(zt_allreduce_t *self, int timeout_ms)
                         for (int64_t at = k->lo[r]; at < k->hi[r] || at == k->lo[r]; at += per) {
                             int64_t c = k->hi[r] - at < per ? k->hi[r] - at : per;
                             zt_msg_t a = { .type = ZT_MSG_AR_RESULT };
-                            a.u.AR_RESULT = (zt_msg_AR_RESULT_t) { m.u.AR_RESEND.bucket, k->last_gen, at, c,
-                                                                   self->layout.buckets[m.u.AR_RESEND.bucket].dtype };
+                            a.u.AR_RESULT = (zt_msg_AR_RESULT_t) { .bucket = m.u.AR_RESEND.bucket, .gen = k->last_gen, .offset = at, .count = c, .dtype = self->layout.buckets[m.u.AR_RESEND.bucket].dtype };
                             s_send(self, self->red[r], &a, k->last + at * (int64_t) k->es,
                                    (size_t) c * k->es, NULL);
                             if (c == 0 || at + c >= k->hi[r])
@@ -811,7 +866,7 @@ static void s_ring_give(zt_allreduce_t *self, int bi, int step, int64_t lo, int6
     for (int64_t at = lo; at < hi || at == lo; at += per) {
         int64_t c = hi - at < per ? hi - at : per;
         zt_msg_t m = { .type = ZT_MSG_AR_PIECE };
-        m.u.AR_PIECE = (zt_msg_AR_PIECE_t) { bi, k->gen, at, c, self->layout.buckets[bi].dtype, step };
+        m.u.AR_PIECE = (zt_msg_AR_PIECE_t) { .bucket = bi, .gen = k->gen, .offset = at, .count = c, .dtype = self->layout.buckets[bi].dtype, .step = step };
         s_send(self, self->ring_out, &m, k->buf + at * (int64_t) k->es, (size_t) c * k->es, c ? k : NULL);
         if (c == 0 || at + c >= hi)
             break;

@@ -38,14 +38,18 @@
 /* Reply: one raw frame per state array (values first), then the config JSON. */
 #define ZT_MSG_PS_SHARD(F, T)  F(T, I, req) F(T, I, offset) F(T, I, count) F(T, I, version) \
                                F(T, I, arrays)
-/* All-reduce (worker <-> reducer, worker <-> worker in the ring). */
-#define ZT_MSG_AR_HELLO(F, T)  F(T, I, req) F(T, I, workers) F(T, I, hash)   /* + layout JSON */
+/* All-reduce (worker <-> reducer, worker <-> worker in the ring). shm_ok: the
+ * worker is on the reducer's host and reads sums from its shared memory.
+ * shm: empty, the elements follow as a frame; else the zt_shm region holding
+ * them at byte shm_off. */
+#define ZT_MSG_AR_HELLO(F, T)  F(T, I, req) F(T, I, workers) F(T, I, hash) \
+                               F(T, I, shm_ok)                                /* + layout JSON */
 #define ZT_MSG_AR_READY(F, T)  F(T, I, req) F(T, I, buckets)
 #define ZT_MSG_AR_ERROR(F, T)  F(T, I, req) F(T, I, code) F(T, S, text)
 #define ZT_MSG_AR_PIECE(F, T)  F(T, I, bucket) F(T, I, gen) F(T, I, offset) F(T, I, count) \
-                               F(T, I, dtype) F(T, I, step)                   /* + elements */
+                               F(T, I, dtype) F(T, I, step) F(T, S, shm) F(T, I, shm_off) /* + elements */
 #define ZT_MSG_AR_RESULT(F, T) F(T, I, bucket) F(T, I, gen) F(T, I, offset) F(T, I, count) \
-                               F(T, I, dtype)                                 /* + elements */
+                               F(T, I, dtype) F(T, S, shm) F(T, I, shm_off)   /* + elements */
 #define ZT_MSG_AR_RESEND(F, T) F(T, I, bucket) F(T, I, gen)  /* "send me the result of gen again" */
 #define ZT_MSG_FILE_GET(F, T)  F(T, I, req) F(T, S, path) F(T, I, offset) F(T, I, length)
 #define ZT_MSG_FILE_DATA(F, T) F(T, I, req) F(T, I, offset) F(T, I, size) F(T, I, code) /* + bytes */

@@ -3,6 +3,7 @@
 #include "zt_bufpool.h"
 #include "zt_msg.h"
 #include "zt_shard.h"
+#include "zt_shm.h"
 #include "zt_util.h"
 #include "ztrain/zt_allreduce.h"
 #include "ztrain/zt_error.h"
@@ -64,6 +65,8 @@ struct zt_reducer_t {
     int first_rank;
     uint64_t seq;
     int64_t warn_ms;           /* ZT_COLLECTIVE_WARN_MS */
+    bool local[MAX_WORKERS];   /* worker on this host: reads sums from shm in place */
+    zt_shm_region_t *shm;      /* the sums (res) of every bucket, when shared */
 };
 
 /* Adds [a, b) to r; returns the uncovered parts in out (at most n+1). */
@@ -116,7 +119,8 @@ static void s_free_buckets(zt_reducer_t *self)
         for (int i = 0; i < 2; i++) {
             for (int w = 0; w < 5000 && atomic_load(&k->res_lent[i]) > 0; w++)
                 zclock_sleep(1);
-            free(k->res[i]);
+            if (!self->shm)
+                free(k->res[i]);
         }
         free(k->want_got.iv);
         free(k->block_sent);
@@ -126,6 +130,7 @@ static void s_free_buckets(zt_reducer_t *self)
     }
     free(self->buckets);
     self->buckets = NULL;
+    zt_shm_destroy(&self->shm);
     zt_ar_layout_free(&self->layout);
 }
 
@@ -158,14 +163,34 @@ static int s_configure(zt_reducer_t *self, const char *text, int workers)
     }
     self->workers = workers;
     self->buckets = calloc((size_t) self->layout.nbuckets + 1, sizeof *self->buckets);
+    /* The sums live in shared memory: workers on this host read them in place.
+     * A sum of generation g is written only once every worker has sent its
+     * piece of g, so after each has finished reading g - 1; two buffers (by
+     * parity) cover a worker that asks for g - 1 again while others are at g. */
+    size_t total = 0;
+    for (int b = 0; b < self->layout.nbuckets; b++) {
+        int64_t lo, hi;
+        size_t es = zt_dtype_size(self->layout.buckets[b].dtype);
+        zt_ar_chunk(self->layout.buckets[b].numel, es, b, self->opts.reducers, self->opts.index, &lo, &hi);
+        total += 2 * (((size_t) (hi - lo) * es + 1 + 63) & ~(size_t) 63);
+    }
+    self->shm = zt_shm_create("red", total);
+    size_t at_shm = 0;
     for (int b = 0; b < self->layout.nbuckets; b++) {
         s_bucket_t *k = &self->buckets[b];
         zt_ar_chunk(self->layout.buckets[b].numel, zt_dtype_size(self->layout.buckets[b].dtype), b,
                     self->opts.reducers, self->opts.index, &k->lo, &k->hi);
         k->dtype = self->layout.buckets[b].dtype;
         k->acc = calloc((size_t) (k->hi - k->lo) + 1, sizeof(float));
-        for (int i = 0; i < 2; i++)
-            k->res[i] = malloc((size_t) (k->hi - k->lo) * zt_dtype_size(k->dtype) + 1);
+        for (int i = 0; i < 2; i++) {
+            size_t bytes = (size_t) (k->hi - k->lo) * zt_dtype_size(k->dtype) + 1;
+            if (self->shm) {
+                k->res[i] = self->shm->base + at_shm;
+                at_shm += (bytes + 63) & ~(size_t) 63;
+            }
+            else
+                k->res[i] = malloc(bytes);
+        }
         int64_t per = PIECE_BYTES / (int64_t) zt_dtype_size(k->dtype), n = k->hi - k->lo;
         k->nblocks = n == 0 ? 1 : (int) ((n + per - 1) / per);
         k->block_sent = calloc((size_t) k->nblocks, sizeof(bool));
@@ -237,6 +262,13 @@ static void s_send_lent(zt_reducer_t *self, int rank, zt_msg_t *m, const void *p
     m->index = self->opts.index;
     zmq_msg_t pm;
     int np = 0;
+    int64_t off = m->type == ZT_MSG_AR_RESULT && self->local[rank] && payload && bytes
+                      ? zt_shm_offset(self->shm, payload, bytes) : -1;
+    if (off >= 0) { /* the worker reads it in place */
+        zt_msg_set_str(m->u.AR_RESULT.shm, self->shm->name);
+        m->u.AR_RESULT.shm_off = off;
+        payload = NULL;
+    }
     if (payload) {
         if (lent && bytes) { /* the same sum goes to every worker without a copy */
             atomic_fetch_add(lent, 1);
@@ -267,7 +299,7 @@ static void s_send_result(zt_reducer_t *self, int b, int rank)
     for (int64_t at = 0; at < n; at += per) {
         int64_t c = n - at < per ? n - at : per;
         zt_msg_t m = { .type = ZT_MSG_AR_RESULT };
-        m.u.AR_RESULT = (zt_msg_AR_RESULT_t) { b, k->result_gen, k->lo + at, c, k->dtype };
+        m.u.AR_RESULT = (zt_msg_AR_RESULT_t) { .bucket = b, .gen = k->result_gen, .offset = k->lo + at, .count = c, .dtype = k->dtype };
         int par = (int) (k->result_gen & 1);
         s_send_lent(self, rank, &m, (char *) k->res[par] + at * (int64_t) es, (size_t) c * es,
                     &k->res_lent[par]);
@@ -307,7 +339,7 @@ static void s_send_block(zt_reducer_t *self, int b, int j)
         }
     for (int w = 0; w < self->workers; w++) {
         zt_msg_t m = { .type = ZT_MSG_AR_RESULT };
-        m.u.AR_RESULT = (zt_msg_AR_RESULT_t) { b, k->gen, a, e - a, k->dtype };
+        m.u.AR_RESULT = (zt_msg_AR_RESULT_t) { .bucket = b, .gen = k->gen, .offset = a, .count = e - a, .dtype = k->dtype };
         s_send_lent(self, w, &m, res, (size_t) (e - a) * es, &k->res_lent[par]);
     }
     k->block_sent[j] = true;
@@ -395,9 +427,16 @@ static void s_on_piece(zt_reducer_t *self, int rank, const zt_msg_t *m, zmq_msg_
     }
     s_bucket_t *k = &self->buckets[p->bucket];
     size_t es = zt_dtype_size(k->dtype);
+    const char *src = payload ? zmq_msg_data(payload) : NULL;
+    size_t got = payload ? zmq_msg_size(payload) : 0;
+    char why[300] = "piece outside this reducer's chunk or wrong size";
+    if (p->shm[0] && p->count > 0) { /* in the worker's shared memory */
+        src = zt_shm_peer(p->shm, p->shm_off, p->count * (int64_t) es, why, sizeof why);
+        got = src ? (size_t) p->count * es : 0;
+    }
     if (p->dtype != k->dtype || p->offset < k->lo || p->count <= 0 || p->offset + p->count > k->hi ||
-        !payload || zmq_msg_size(payload) != (size_t) p->count * es) {
-        s_error(self, rank, -1, ZT_PS_BAD_PAYLOAD, "piece outside this reducer's chunk or wrong size");
+        !src || got != (size_t) p->count * es) {
+        s_error(self, rank, -1, ZT_PS_BAD_PAYLOAD, why);
         return;
     }
     if (k->gen < 0)
@@ -429,7 +468,6 @@ static void s_on_piece(zt_reducer_t *self, int rank, const zt_msg_t *m, zmq_msg_
         return;
     }
     int nf = s_ranges_add(r, p->offset, p->offset + p->count, fresh);
-    const char *src = zmq_msg_data(payload);
     for (int i = 0; i < nf; i++) {
         int64_t a = fresh[i].a, len = fresh[i].b - fresh[i].a;
         const char *s = src + (a - p->offset) * (int64_t) es;
@@ -516,6 +554,7 @@ static void s_on_hello(zt_reducer_t *self, int rank, const zt_msg_t *m, zmq_msg_
     free(text);
     self->said_hello[rank] = true;
     self->hello_req[rank] = m->u.AR_HELLO.req;
+    self->local[rank] = m->u.AR_HELLO.shm_ok != 0 && self->shm;
     int n = 0;
     for (int w = 0; w < self->workers; w++)
         n += self->said_hello[w];

@@ -7,6 +7,7 @@
 #include "zt_ckpt.h"
 #include "zt_mlp.h"
 #include "zt_spin.h"
+#include "zt_shm.h"
 #include <stdlib.h>
 #include <stdio.h>
 
@@ -29,5 +30,7 @@ int main(void)
     puts("zt_mlp: ok");
     zt_spin_selftest();
     puts("zt_spin: ok");
+    zt_shm_selftest();
+    puts(zt_shm_enabled() ? "zt_shm: ok" : "zt_shm: off (ZT_SHM=off or no /dev/shm)");
     return 0;
 }

@@ -2,14 +2,18 @@
  * in separate processes: exact sums of integer-valued floats for several N
  * and R, odd sizes, an empty tensor, float16 and bfloat16, fused, unfused
  * and cycle-time flushes, averaging, a shape mismatch that fails with the
- * naming error instead of hanging, and a reducer killed mid-job. */
+ * naming error instead of hanging, and a reducer killed mid-job. The
+ * reducers are on this host, so payloads go through shared memory unless
+ * ZT_SHM=off (ctest runs both); forged shared-memory references are refused. */
 #include "ztrain/ztrain.h"
 #include "ztrain/zt_allreduce.h"
+#include "zt_msg.h"
 #include <assert.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -30,6 +34,7 @@ static void s_start_reducer(int r, int R)
     snprintf(idx, sizeof idx, "%d", r);
     snprintf(cnt, sizeof cnt, "%d", R);
     if ((s_red_pids[r] = fork()) == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL); /* a failed assertion leaves no reducer behind */
         unsetenv("ZT_COORDINATOR");
         execl(s_bin, s_bin, "--bind", s_red_eps[r], "--index", idx, "--servers", cnt, (char *) NULL);
         _exit(127);
@@ -206,6 +211,56 @@ static void s_run(const s_case_t *c)
     assert(!failed);
 }
 
+/* A reducer handed pieces that name shared memory it must not or cannot
+ * map answers with an error saying why, and goes on summing. */
+static void s_forged_references(void)
+{
+    s_start_reducer(0, 1);
+    zt_log_init("test_allreduce", 0);
+    const char *reds[1] = { s_red_eps[0] }, *peers[1] = { "unused" };
+    zt_allreduce_opts_t o = { 0, 1, reds, 1, peers, 1 << 26, 5 };
+    zt_allreduce_t *ar = zt_allreduce_new(&o);
+    int64_t shape[1] = { 1 << 16 };
+    assert(ar && zt_allreduce_register(ar, "g", shape, 1, ZT_F32) == 0);
+    assert(zt_allreduce_commit(ar, 20000) == ZT_OK);
+    zsock_t *forger = zsock_new_dealer(s_red_eps[0]);
+    zsock_set_rcvtimeo(forger, 10000);
+    const char *names[3] = { "../../etc/passwd", "ztrain-ar-999999999-0", "ztrain-ar-1-" };
+    const char *why[3] = { "not a ztrain", "/dev/shm/ztrain-ar-999999999-0", "not a ztrain" };
+    for (int i = 0; i < 3; i++) {
+        zt_msg_t m = { .type = ZT_MSG_AR_PIECE, .pool = 1, .index = 0 };
+        m.u.AR_PIECE = (zt_msg_AR_PIECE_t) { .bucket = 0, .gen = 0, .offset = 0, .count = 16, .dtype = ZT_F32 };
+        zt_msg_set_str(m.u.AR_PIECE.shm, names[i]);
+        zframe_t *h = zt_msg_encode(&m);
+        assert(zframe_send(&h, forger, 0) == 0);
+        zmsg_t *reply = zmsg_recv(forger);
+        assert(reply);
+        zframe_t *rh = zmsg_first(reply);
+        zt_msg_t r;
+        assert(zt_msg_decode(zframe_data(rh), zframe_size(rh), &r, NULL) == ZT_OK);
+        if (r.type != ZT_MSG_AR_ERROR || !strstr(r.u.AR_ERROR.text, why[i])) {
+            fprintf(stderr, "forged '%s': got %s '%s'\n", names[i], zt_msg_type_name(r.type),
+                    r.type == ZT_MSG_AR_ERROR ? r.u.AR_ERROR.text : "");
+            abort();
+        }
+        zmsg_destroy(&reply);
+    }
+    zsock_destroy(&forger);
+    /* the reducer still sums (the forger took worker 0's identity: a resend
+     * after RESEND_MS finds the reducer again) */
+    float *g = malloc(sizeof(float) << 16);
+    for (int i = 0; i < 1 << 16; i++)
+        g[i] = (float) (i % 7);
+    assert(zt_allreduce_submit(ar, 0, g) == ZT_OK);
+    assert(zt_allreduce_wait(ar, false, 30000) == ZT_OK);
+    for (int i = 0; i < 1 << 16; i++)
+        assert(g[i] == (float) (i % 7));
+    free(g);
+    zt_allreduce_destroy(&ar);
+    s_stop_reducers(1);
+    printf("forged shared-memory references: refused, reducer still sums: ok\n");
+}
+
 int main(int argc, char **argv)
 {
     s_bin = argc > 1 ? argv[1] : "ztrain-reducer";
@@ -227,6 +282,7 @@ int main(int argc, char **argv)
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
         s_run(&cases[i]);
+    s_forged_references();
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", s_dir);
     return system(cmd) == 0 ? 0 : 1;
