@@ -119,9 +119,7 @@ zt_allreduce_t *zt_allreduce_new(const zt_allreduce_opts_t *o)
         self->red_local = calloc((size_t) self->R, sizeof(bool));
         int64_t net = zt_knob_int(ZT_KNOB_AR_WINDOW_BYTES), local = zt_knob_int(ZT_KNOB_AR_LOCAL_WINDOW_BYTES);
         for (int r = 0; r < self->R; r++) {
-            char twin[256];
-            bool here = !strncmp(o->reducers[r], "ipc://", 6) || !strncmp(o->reducers[r], "inproc://", 9) ||
-                        zt_data_ipc_twin(o->reducers[r], false, twin, sizeof twin);
+            bool here = zt_data_is_local(o->reducers[r]);
             self->window[r] = here ? local : net;
             self->red_local[r] = here;
             if (self->window[r] < 0)

@@ -305,6 +305,13 @@ bool zt_data_ipc_twin(const char *endpoint, bool bind, char *out, size_t len)
     return n > 0 && (size_t) n < len && n - 6 < 100; /* sun_path holds 108 bytes */
 }
 
+bool zt_data_is_local(const char *endpoint)
+{
+    char twin[256];
+    return !strncmp(endpoint, "ipc://", 6) || !strncmp(endpoint, "inproc://", 9) ||
+           zt_data_ipc_twin(endpoint, false, twin, sizeof twin);
+}
+
 /* A data-plane socket: high-water marks for bulk transfers, no linger. */
 static zsock_t *s_data_socket(int type)
 {

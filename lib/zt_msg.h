@@ -29,9 +29,14 @@
 /* Data plane (worker <-> parameter server, evaluator <-> chief). The tensor
  * bytes travel as raw frames after this header, never inside msgpack. */
 #define ZT_MSG_PS_CONFIG(F, T) F(T, I, req) F(T, I, total) F(T, I, hash)      /* + config JSON */
-#define ZT_MSG_PS_PULL(F, T)   F(T, I, req) F(T, I, offset) F(T, I, count) F(T, I, step)
-#define ZT_MSG_PS_PUSH(F, T)   F(T, I, req) F(T, I, offset) F(T, I, count) F(T, I, step) /* + grads */
-#define ZT_MSG_PS_VALUES(F, T) F(T, I, req) F(T, I, offset) F(T, I, count) F(T, I, version) /* + values */
+/* shm_ok: the worker is on the server's host and reads values from its
+ * shared memory; shm: empty, the floats follow as a frame, else the zt_shm
+ * region holding them at byte shm_off. */
+#define ZT_MSG_PS_PULL(F, T)   F(T, I, req) F(T, I, offset) F(T, I, count) F(T, I, step) F(T, I, shm_ok)
+#define ZT_MSG_PS_PUSH(F, T)   F(T, I, req) F(T, I, offset) F(T, I, count) F(T, I, step) \
+                               F(T, S, shm) F(T, I, shm_off)                  /* + grads */
+#define ZT_MSG_PS_VALUES(F, T) F(T, I, req) F(T, I, offset) F(T, I, count) F(T, I, version) \
+                               F(T, S, shm) F(T, I, shm_off)                  /* + values */
 #define ZT_MSG_PS_ACK(F, T)    F(T, I, req) F(T, I, version)
 #define ZT_MSG_PS_ERROR(F, T)  F(T, I, req) F(T, I, code) F(T, S, text)
 #define ZT_MSG_PS_SNAPSHOT(F, T) F(T, I, req) F(T, I, step)
@@ -147,6 +152,10 @@ zsock_t *zt_data_dealer(const char *endpoint);
 /* The ipc:// twin of a loopback TCP endpoint (bind: also wildcards), or
  * false when it has none or ZT_DATA_IPC is off. */
 bool zt_data_ipc_twin(const char *endpoint, bool bind, char *out, size_t len);
+/* Whether a client connecting to endpoint reaches a server on this host
+ * (ipc://, inproc://, or a loopback address with its twin): then the two
+ * may share memory (zt_shm). */
+bool zt_data_is_local(const char *endpoint);
 /* Sends [identity][header][payload...] on a ROUTER; the payload messages are
  * consumed (sent or closed). */
 int zt_msg_send_routed(void *router, zmq_msg_t *identity, const zt_msg_t *msg, zmq_msg_t *payload,

@@ -10,6 +10,7 @@
 #include "zt_optim.h"
 #include "zt_shard.h"
 #include "zt_spin.h"
+#include "zt_shm.h"
 #include "zt_util.h"
 #include <jansson.h>
 #include <stdatomic.h>
@@ -38,6 +39,7 @@ typedef struct {
     int64_t step;           /* push/pull step */
     int64_t sent_ms;        /* last sent */
     zt_ps_shard_t *shard;   /* snapshot: where it goes */
+    bool by_ref;            /* push: the gradients went to shared memory */
 } s_op_t;
 
 struct zt_ps_client_t {
@@ -58,6 +60,9 @@ struct zt_ps_client_t {
     uint64_t seq;           /* message sequence */
     atomic_int lent;        /* zero-copy frames not yet released by ZeroMQ */
     zt_spin_t spin;         /* busy-poll budget while waiting for replies */
+    bool *local;            /* per server: on this host */
+    zt_shm_region_t *shm;   /* pushes to local servers, at their key offsets */
+    bool shm_refused;       /* a server could not map it: sockets only from then on */
     char err[512];          /* last error */
 };
 
@@ -77,9 +82,11 @@ zt_ps_client_t *zt_ps_client_new(const char *const *servers, int nservers, int r
     self->chunk_elems = zt_frame_bytes() / (int64_t) sizeof(float);
     zt_spin_init(&self->spin);
     self->addrs = calloc((size_t) nservers, sizeof *self->addrs);
+    self->local = calloc((size_t) nservers, sizeof *self->local);
     self->socks = calloc((size_t) nservers, sizeof *self->socks);
     for (int s = 0; s < nservers; s++) {
         self->addrs[s] = strdup(servers[s]);
+        self->local[s] = zt_data_is_local(servers[s]);
         self->socks[s] = zt_data_dealer(servers[s]);
         if (!self->socks[s]) {
             zt_error("cannot connect to parameter server %d at %s", s, servers[s]);
@@ -109,6 +116,8 @@ void zt_ps_client_destroy(zt_ps_client_t **self_p)
     free(self->addrs);
     free(self->config);
     free(self->ops);
+    free(self->local);
+    zt_shm_destroy(&self->shm);
     free(self);
     *self_p = NULL;
 }
@@ -140,6 +149,19 @@ static void s_release(void *data, void *hint)
     atomic_fetch_sub(&((zt_ps_client_t *) hint)->lent, 1);
 }
 
+/* Whether another outstanding op of this kind, through shared memory,
+ * covers any of op's range (its bytes there are still to be read). */
+static bool s_shm_busy(zt_ps_client_t *self, const s_op_t *op)
+{
+    for (int i = 0; i < self->nops; i++) {
+        const s_op_t *o = &self->ops[i];
+        if (o != op && o->kind == op->kind && o->by_ref && o->req != -2 && o->offset < op->offset + op->count &&
+            op->offset < o->offset + o->count)
+            return true;
+    }
+    return false;
+}
+
 /* Sends one op (again, with a fresh id). */
 static int s_send(zt_ps_client_t *self, s_op_t *op)
 {
@@ -156,12 +178,27 @@ static int s_send(zt_ps_client_t *self, s_op_t *op)
         bytes = strlen(self->config);
         break;
     case OP_PULL:
+        /* the server's reply area for our range is ours until we read it */
+        op->by_ref = self->shm && !self->shm_refused && self->local[op->server] && !s_shm_busy(self, op);
         m.type = ZT_MSG_PS_PULL;
-        m.u.PS_PULL = (zt_msg_PS_PULL_t) { op->req, op->offset, op->count, op->step };
+        m.u.PS_PULL = (zt_msg_PS_PULL_t) { .req = op->req, .offset = op->offset, .count = op->count,
+                                           .step = op->step, .shm_ok = op->by_ref };
         break;
     case OP_PUSH:
         m.type = ZT_MSG_PS_PUSH;
-        m.u.PS_PUSH = (zt_msg_PS_PUSH_t) { op->req, op->offset, op->count, op->step };
+        m.u.PS_PUSH = (zt_msg_PS_PUSH_t) { .req = op->req, .offset = op->offset, .count = op->count,
+                                           .step = op->step };
+        if (self->shm && !self->shm_refused && self->local[op->server] && (op->by_ref || !s_shm_busy(self, op))) {
+            /* one copy into shared memory that the server reads in place,
+             * instead of the kernel's two (it acks once applied) */
+            if (!op->by_ref)
+                memcpy(self->shm->base + op->offset * (int64_t) sizeof(float), op->src,
+                       (size_t) op->count * sizeof(float));
+            op->by_ref = true;
+            zt_msg_set_str(m.u.PS_PUSH.shm, self->shm->name);
+            m.u.PS_PUSH.shm_off = op->offset * (int64_t) sizeof(float);
+            break;
+        }
         payload = op->src;
         bytes = (size_t) op->count * sizeof(float);
         break;
@@ -240,6 +277,11 @@ int zt_ps_connect(zt_ps_client_t *self, const zt_ps_options_t *o, int timeout_ms
     self->config = json_dumps(cfg, JSON_COMPACT | JSON_SORT_KEYS);
     json_decref(cfg);
     self->hash = (int64_t) (s_fnv(self->config) >> 1);
+    bool any_local = false;
+    for (int s = 0; s < self->nservers; s++)
+        any_local = any_local || self->local[s];
+    if (any_local && !self->shm)
+        self->shm = zt_shm_create("ps", (size_t) self->total * sizeof(float));
     for (int s = 0; s < self->nservers; s++) {
         s_op_t *op = s_new_op(self);
         op->kind = OP_CONFIG;
@@ -352,6 +394,14 @@ static void s_on_reply(zt_ps_client_t *self, int server, zmq_msg_t *parts, int n
             s_send(self, op);
             return;
         }
+        if (m.u.PS_ERROR.code == ZT_PS_BAD_PAYLOAD && op->kind == OP_PUSH && op->by_ref) {
+            zt_warn("parameter server %d (%s): %s; sending over the socket from now on", server,
+                    self->addrs[server], m.u.PS_ERROR.text);
+            self->shm_refused = true;
+            op->by_ref = false;
+            s_send(self, op);
+            return;
+        }
         snprintf(self->err, sizeof self->err, "parameter server %d (%s): %s", server,
                  self->addrs[server], m.u.PS_ERROR.text);
         op->req = -2; /* failed: wait() reports it */
@@ -359,12 +409,24 @@ static void s_on_reply(zt_ps_client_t *self, int server, zmq_msg_t *parts, int n
     }
     if (m.type == ZT_MSG_PS_VALUES && op->kind == OP_PULL) {
         size_t want = (size_t) op->count * sizeof(float);
-        if (nparts < 2 || zmq_msg_size(&parts[1]) != want || m.u.PS_VALUES.offset != op->offset) {
+        const void *src = nparts >= 2 ? zmq_msg_data(&parts[1]) : NULL;
+        size_t got = nparts >= 2 ? zmq_msg_size(&parts[1]) : 0;
+        if (m.u.PS_VALUES.shm[0] && op->by_ref) { /* in the server's shared memory */
+            char why[300];
+            src = zt_shm_peer(m.u.PS_VALUES.shm, m.u.PS_VALUES.shm_off, (int64_t) want, why, sizeof why);
+            got = src ? want : 0;
+            if (!src) {
+                zt_warn("parameter server %d: %s; asking for the values over the socket", server, why);
+                op->by_ref = false;
+                self->shm_refused = true;
+            }
+        }
+        if (!src || got != want || m.u.PS_VALUES.offset != op->offset) {
             zt_warn("parameter server %d sent a malformed reply; asking again", server);
             s_send(self, op);
             return;
         }
-        memcpy(op->dst, zmq_msg_data(&parts[1]), want);
+        memcpy(op->dst, src, want);
     }
     else if (m.type == ZT_MSG_PS_SHARD && op->kind == OP_SNAPSHOT) {
         zt_ps_shard_t *sh = op->shard;

@@ -4,6 +4,7 @@
 #include "zt_msg.h"
 #include "zt_optim.h"
 #include "zt_shard.h"
+#include "zt_shm.h"
 #include "zt_util.h"
 #include "ztrain/zt_error.h"
 #include "ztrain/zt_log.h"
@@ -14,7 +15,17 @@
 
 #define MAX_WORKERS 1024
 #define MAX_DEFERRED 4096
+#define MAX_AREAS 64
 
+/* A worker on this host pulls through its own area of shared memory: the
+ * values of a range go to the range's place there, the reply says where.
+ * The worker asks this way only while no other pull of its overlaps, and
+ * reads before it asks again, so nothing it reads is overwritten. */
+typedef struct {
+    unsigned char id[256];     /* the worker's ZeroMQ identity */
+    size_t idlen;
+    zt_shm_region_t *region;   /* hi - lo floats */
+} s_area_t;
 typedef struct {
     zmq_msg_t identity;        /* who asked */
     zt_msg_t msg;              /* the PULL */
@@ -45,7 +56,35 @@ struct zt_ps_server_t {
     uint64_t drops;            /* malformed requests */
     float *scratch;            /* aligned copy of a misaligned payload, reused */
     size_t scratch_cap;        /* its size in bytes */
+    s_area_t areas[MAX_AREAS]; /* pull replies through shared memory */
+    int nareas;
 };
+
+static void s_free_areas(zt_ps_server_t *self)
+{
+    for (int i = 0; i < self->nareas; i++)
+        zt_shm_destroy(&self->areas[i].region);
+    self->nareas = 0;
+}
+
+/* The area of the worker with this identity (made on first use), or NULL. */
+static zt_shm_region_t *s_area(zt_ps_server_t *self, zmq_msg_t *identity)
+{
+    size_t n = zmq_msg_size(identity);
+    for (int i = 0; i < self->nareas; i++)
+        if (self->areas[i].idlen == n && !memcmp(self->areas[i].id, zmq_msg_data(identity), n))
+            return self->areas[i].region;
+    if (self->nareas == MAX_AREAS || n > sizeof self->areas[0].id || self->hi <= self->lo)
+        return NULL;
+    zt_shm_region_t *r = zt_shm_create("psv", (size_t) (self->hi - self->lo) * sizeof(float));
+    if (!r)
+        return NULL;
+    s_area_t *a = &self->areas[self->nareas++];
+    memcpy(a->id, zmq_msg_data(identity), n);
+    a->idlen = n;
+    a->region = r;
+    return r;
+}
 
 static void s_free_state(zt_ps_server_t *self)
 {
@@ -56,6 +95,7 @@ static void s_free_state(zt_ps_server_t *self)
     free(self->config_text);
     self->values = self->accum = NULL;
     self->config_text = NULL;
+    s_free_areas(self);
     memset(self->state, 0, sizeof self->state);
     self->configured = false;
 }
@@ -250,7 +290,17 @@ static void s_answer_pull(zt_ps_server_t *self, zmq_msg_t *id, const zt_msg_t *q
 {
     int64_t off = q->u.PS_PULL.offset, count = q->u.PS_PULL.count;
     zt_msg_t m = { .type = ZT_MSG_PS_VALUES };
-    m.u.PS_VALUES = (zt_msg_PS_VALUES_t) { q->u.PS_PULL.req, off, count, self->version };
+    m.u.PS_VALUES = (zt_msg_PS_VALUES_t) { .req = q->u.PS_PULL.req, .offset = off, .count = count,
+                                           .version = self->version };
+    zt_shm_region_t *area = q->u.PS_PULL.shm_ok ? s_area(self, id) : NULL;
+    if (area) {
+        memcpy(area->base + (off - self->lo) * (int64_t) sizeof(float), self->values + (off - self->lo),
+               (size_t) count * sizeof(float));
+        zt_msg_set_str(m.u.PS_VALUES.shm, area->name);
+        m.u.PS_VALUES.shm_off = (off - self->lo) * (int64_t) sizeof(float);
+        s_reply(self, id, &m, NULL, 0);
+        return;
+    }
     zmq_msg_t payload;
     zt_bufpool_msg(self->pool, &payload, self->values + (off - self->lo), (size_t) count * sizeof(float));
     s_reply(self, id, &m, &payload, 1);
@@ -335,11 +385,22 @@ static void s_handle(zt_ps_server_t *self, zmq_msg_t *parts, int n)
             s_error(self, id, m.u.PS_PUSH.req, ZT_PS_BAD_RANGE, "range outside this shard");
             return;
         }
-        if (n < 3 || zmq_msg_size(&parts[2]) != (size_t) count * sizeof(float)) {
+        const float *g = NULL;
+        if (m.u.PS_PUSH.shm[0]) { /* in the worker's shared memory */
+            char why[300];
+            g = zt_shm_peer(m.u.PS_PUSH.shm, m.u.PS_PUSH.shm_off, count * (int64_t) sizeof(float), why,
+                            sizeof why);
+            if (!g) {
+                s_error(self, id, m.u.PS_PUSH.req, ZT_PS_BAD_PAYLOAD, why);
+                return;
+            }
+        }
+        else if (n < 3 || zmq_msg_size(&parts[2]) != (size_t) count * sizeof(float)) {
             s_error(self, id, m.u.PS_PUSH.req, ZT_PS_BAD_PAYLOAD, "payload size does not match count");
             return;
         }
-        const float *g = zmq_msg_data(&parts[2]);
+        else
+            g = zmq_msg_data(&parts[2]);
         if ((uintptr_t) g % _Alignof(float)) {
             /* ZeroMQ may hand over a frame at any offset of its receive
              * buffer: copy it somewhere aligned (reused, not per message). */

@@ -1,15 +1,21 @@
-/* Parameter servers against real ztrain-paramserver processes on ipc://:
- * exact SGD, momentum and Adam results, sharding over 1..4 servers covers
- * every element once, sync mode averages, the staleness bound holds,
- * snapshots match, a dead server is named, a mismatched model is refused. */
+/* Parameter servers against real ztrain-paramserver processes on ipc://
+ * (so pushes and pulls go through shared memory), or over loopback TCP
+ * with ZT_DATA_IPC=off (frames on the sockets): exact SGD, momentum and Adam
+ * results, sharding over 1..4 servers covers every element once, sync mode
+ * averages, the staleness bound holds, snapshots match, a dead server is
+ * named, a mismatched model is refused, forged shared-memory references are
+ * refused with the reason. */
 #include "ztrain/ztrain.h"
 #include "ztrain/zt_ps.h"
+#include "zt_msg.h"
+#include "zt_util.h"
 #include <assert.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -22,13 +28,18 @@ static const char *s_ep_ptrs[8];
 static void s_start(int n, const char *bin)
 {
     for (int i = 0; i < n; i++) {
-        snprintf(s_eps[i], sizeof s_eps[i], "ipc://%s/ps%d", s_dir, i);
+        const char *ipc = getenv("ZT_DATA_IPC");
+        if (ipc && !strcmp(ipc, "off"))
+            snprintf(s_eps[i], sizeof s_eps[i], "tcp://127.0.0.1:%d", zt_ephemeral_port());
+        else
+            snprintf(s_eps[i], sizeof s_eps[i], "ipc://%s/ps%d", s_dir, i);
         s_ep_ptrs[i] = s_eps[i];
         char idx[16], cnt[16];
         snprintf(idx, sizeof idx, "%d", i);
         snprintf(cnt, sizeof cnt, "%d", n);
         pid_t pid = fork();
         if (pid == 0) {
+            prctl(PR_SET_PDEATHSIG, SIGKILL); /* a failed assertion leaves no server behind */
             unsetenv("ZT_COORDINATOR");
             unsetenv("AIP_CHECKPOINT_DIR");
             execl(bin, bin, "--bind", s_eps[i], "--index", idx, "--servers", cnt, (char *) NULL);
@@ -236,6 +247,38 @@ int main(int argc, char **argv)
     zt_ps_client_destroy(&c0);
     s_stop(2);
     printf("dead server named: ok\n");
+    /* A push naming shared memory that is not a ztrain region, or one that
+     * does not exist, is refused with the reason; the server carries on. */
+    s_start(1, bin);
+    c0 = s_client(1, 0, "sgd", 0.5f, 0, 1, -1, ids);
+    zsock_t *forger = zsock_new_dealer(s_eps[0]);
+    zsock_set_rcvtimeo(forger, 10000);
+    const char *names[2] = { "../../etc/passwd", "ztrain-ps-999999999-0" };
+    const char *why[2] = { "not a ztrain", "/dev/shm/ztrain-ps-999999999-0" };
+    for (int i = 0; i < 2; i++) {
+        zt_msg_t m = { .type = ZT_MSG_PS_PUSH, .pool = 1, .index = 5 };
+        m.u.PS_PUSH = (zt_msg_PS_PUSH_t) { .req = 7, .offset = 0, .count = 4 };
+        zt_msg_set_str(m.u.PS_PUSH.shm, names[i]);
+        zframe_t *h = zt_msg_encode(&m);
+        assert(zframe_send(&h, forger, 0) == 0);
+        zframe_t *rh = zframe_recv(forger);
+        zt_msg_t r;
+        assert(rh && zt_msg_decode(zframe_data(rh), zframe_size(rh), &r, NULL) == ZT_OK);
+        if (r.type != ZT_MSG_PS_ERROR || r.u.PS_ERROR.req != 7 || !strstr(r.u.PS_ERROR.text, why[i])) {
+            fprintf(stderr, "forged '%s': got %s '%s'\n", names[i], zt_msg_type_name(r.type),
+                    r.type == ZT_MSG_PS_ERROR ? r.u.PS_ERROR.text : "");
+            abort();
+        }
+        zframe_destroy(&rh);
+    }
+    zsock_destroy(&forger);
+    s_push_all(c0, ids, g, 0);
+    s_pull_all(c0, ids, w);
+    for (int64_t i = 0; i < 37; i++)
+        assert(w[0][i] == -0.5f * g[0][i]);
+    zt_ps_client_destroy(&c0);
+    s_stop(1);
+    printf("forged shared-memory references refused: ok\n");
     for (int t = 0; t < 3; t++) {
         free(g[t]); free(g1[t]); free(w[t]); free(w0[t]);
     }

@@ -45,7 +45,7 @@
     X(DATA_IPC,            "ZT_DATA_IPC",            "auto",                      \
       "auto: data-plane sockets on this host (loopback) also go over ipc://; off: TCP only") \
     X(SHM,                 "ZT_SHM",                 "auto",                      \
-      "auto: all-reduce payloads between replicas on this host go through /dev/shm; off: over the sockets") \
+      "auto: all-reduce and parameter-server payloads between replicas on this host go through /dev/shm; off: over the sockets") \
     X(IPC_DIR,             "ZT_IPC_DIR",             "/tmp/ztrain-ipc",           \
       "where the ipc:// twins of loopback data-plane endpoints live (ztrain-PORT.sock)") \
     X(SPIN_US,             "ZT_SPIN_US",             "200",                       \
