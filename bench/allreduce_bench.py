@@ -5,6 +5,9 @@ and PyTorch's gloo backend from Debian's python3-torch, each run here in the
 same run when installed. Prints time per operation, algorithm bandwidth
 (size / time) and bus bandwidth (algbw * 2(n-1)/n, as nccl-tests define it),
 and the ratio of each peer's time to ztrain's (> 1: ztrain is faster).
+Rows marked "in place" (i.p.) write the gradient where zt_allreduce_buffer
+says, so that neither submit nor wait copies it; the others hand over their
+own buffer.
 
     python3 bench/allreduce_bench.py [build] [--quick]
 """
@@ -45,8 +48,9 @@ def free_port():
 
 
 def main():
-    rows = lines([os.path.join(BUILD, "bench", "ar_bench"), os.path.join(BUILD, "bin", "ztrain-reducer")]
-                 + (["--quick"] if QUICK else []))
+    ar = [os.path.join(BUILD, "bench", "ar_bench"), os.path.join(BUILD, "bin", "ztrain-reducer")]
+    rows = lines(ar + (["--quick"] if QUICK else []))
+    rows += lines(ar + ["--inplace"] + (["--quick"] if QUICK else []))
     peers = []
     if shutil.which("mpicc") and shutil.which("mpirun"):
         exe = os.path.join(BUILD, "bench", "mpi_allreduce")
@@ -73,13 +77,14 @@ def main():
           ("quick" if QUICK else "full"))
     for n in (2, 4):
         print("\nN = %d workers" % n)
-        print("%-10s %-14s %10s %9s %9s   %s" % ("size", "who", "time", "algbw", "busbw",
+        print("%-10s %-16s %10s %9s %9s   %s" % ("size", "who", "time", "algbw", "busbw",
                                                  "peer time / this time"))
         for size in SIZES:
             label = "%d KiB" % (size >> 10) if size < (1 << 20) else "%d MiB" % (size >> 20)
-            for who, r in [("ring", 0), ("reducers 1", 1), ("reducers 2", 2), ("reducers 4", 4)] + \
-                          [(p, 0) for p in peers]:
-                key = ("ztrain" if not who in peers else who, n, r, size)
+            for who, r in [("ring", 0), ("ring, in place", 0), ("reducers 1", 1), ("reducers 2", 2),
+                           ("reducers 2, i.p.", 2), ("reducers 4", 4)] + [(p, 0) for p in peers]:
+                key = (who if who in peers else "ztrain-ip" if "in place" in who or "i.p." in who
+                       else "ztrain", n, r, size)
                 if key not in t:
                     continue
                 s = t[key]
@@ -90,7 +95,7 @@ def main():
                     ratio = "  ".join("%s %.2fx" % (p, t[(p, n, 0, size)] / s) for p in peers
                                       if (p, n, 0, size) in t)
                 tm = "%.3f ms" % (s * 1e3) if s >= 1e-3 else "%.0f us" % (s * 1e6)
-                print("%-10s %-14s %10s %6.2f GB/s %6.2f GB/s   %s" % (label, who, tm, alg, bus, ratio))
+                print("%-10s %-16s %10s %6.2f GB/s %6.2f GB/s   %s" % (label, who, tm, alg, bus, ratio))
                 label = ""
 
 

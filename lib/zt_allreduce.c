@@ -566,6 +566,16 @@ int zt_allreduce_commit(zt_allreduce_t *self, int timeout_ms)
 
 /* ------------------------------------------------------------ submit */
 
+void *zt_allreduce_buffer(zt_allreduce_t *self, int tensor)
+{
+    if (!self->committed || tensor < 0 || tensor >= self->nt)
+        return NULL;
+    s_bucket_t *k = &self->b[self->layout.bucket[tensor]];
+    if (!k->active)
+        s_wait_lent(k); /* last round's frames may still be read from it */
+    return k->buf + self->layout.offset[tensor] * (int64_t) k->es;
+}
+
 int zt_allreduce_submit(zt_allreduce_t *self, int tensor, void *data)
 {
     if (!self->committed || tensor < 0 || tensor >= self->nt || self->t[tensor].submitted)
@@ -586,8 +596,9 @@ int zt_allreduce_submit(zt_allreduce_t *self, int tensor, void *data)
     x->submitted = true;
     x->sent = false;
     int64_t n = self->layout.numel[tensor];
-    if (n > 0 && (self->R == 0 || !s_direct(k, n))) /* small tensors are packed (fused) */
-        memcpy(k->buf + self->layout.offset[tensor] * (int64_t) k->es, data, (size_t) n * k->es);
+    char *packed = k->buf + self->layout.offset[tensor] * (int64_t) k->es;
+    if (n > 0 && (self->R == 0 || !s_direct(k, n)) && data != packed) /* small tensors are packed (fused) */
+        memcpy(packed, data, (size_t) n * k->es);
     k->nsubmitted++;
     if (!k->oldest_ms)
         k->oldest_ms = zt_now_ms();
@@ -924,8 +935,10 @@ int zt_allreduce_wait(zt_allreduce_t *self, bool average, int timeout_ms)
                 continue;
             int64_t n = self->layout.numel[t];
             const char *src = k->buf + self->layout.offset[t] * (int64_t) k->es;
-            if (!average || self->workers == 1)
-                memcpy(x->data, src, (size_t) n * k->es);
+            if (!average || self->workers == 1) {
+                if (x->data != src) /* not written in place (zt_allreduce_buffer) */
+                    memcpy(x->data, src, (size_t) n * k->es);
+            }
             else if (x->dtype == ZT_F32) {
                 const float *s = (const float *) src;
                 float *d = x->data, inv = 1.0f / (float) self->workers;

@@ -76,7 +76,7 @@ static double s_get(void *buf, int t, int64_t i)
  * 4 KiB pieces under a 4 KiB send window, so that every piece of the large
  * tensor waits for the sum before it. */
 typedef struct { int N, R; int64_t threshold; int cycle_ms; int sleep_us; int mismatch; int kill_after;
-                 bool window; } s_case_t;
+                 bool window, inplace; } s_case_t;
 
 /* One worker process; exits 0 when every result was exact. */
 static int s_worker(const s_case_t *c, int w)
@@ -126,9 +126,9 @@ static int s_worker(const s_case_t *c, int w)
         fprintf(stderr, "worker %d: commit: %s\n", w, zt_allreduce_error(ar));
         return 1;
     }
-    void *bufs[NT];
+    void *bufs[NT], *own[NT];
     for (int t = 0; t < NT; t++)
-        bufs[t] = malloc((size_t) s_numel(t) * 4 + 4);
+        bufs[t] = own[t] = malloc((size_t) s_numel(t) * 4 + 4);
     for (int round = 0; round < 3; round++) {
         if (c->kill_after && round == c->kill_after && w == 0) {
             /* worker 0 tells the parent to replace reducer 0, then carries on */
@@ -136,6 +136,8 @@ static int s_worker(const s_case_t *c, int w)
             fclose(f);
         }
         for (int t = NT - 1; t >= 0; t--) { /* backward order, like gradients */
+            if (c->inplace) /* written where the all-reduce keeps it: no copies */
+                assert((bufs[t] = zt_allreduce_buffer(ar, t)));
             s_fill(bufs[t], t, w, round);
             assert(zt_allreduce_submit(ar, t, bufs[t]) == ZT_OK);
             if (c->sleep_us)
@@ -163,7 +165,7 @@ static int s_worker(const s_case_t *c, int w)
             }
     }
     for (int t = 0; t < NT; t++)
-        free(bufs[t]);
+        free(own[t]);
     zt_allreduce_destroy(&ar);
     return 0;
 }
@@ -203,9 +205,9 @@ static void s_run(const s_case_t *c)
         usleep(2000);
     }
     s_stop_reducers(c->R);
-    printf("N=%d R=%d threshold=%lld cycle=%d%s%s%s: %s\n", c->N, c->R, (long long) c->threshold,
+    printf("N=%d R=%d threshold=%lld cycle=%d%s%s%s%s: %s\n", c->N, c->R, (long long) c->threshold,
            c->cycle_ms, c->mismatch ? " mismatch" : "", c->kill_after ? " reducer-killed" : "",
-           c->window ? " 4 KiB window" : "",
+           c->window ? " 4 KiB window" : "", c->inplace ? " in place" : "",
            failed ? "FAILED" : "ok");
     fflush(stdout);
     assert(!failed);
@@ -267,18 +269,20 @@ int main(int argc, char **argv)
     snprintf(s_dir, sizeof s_dir, "/tmp/zt-test-ar-%d", (int) getpid());
     mkdir(s_dir, 0755);
     const s_case_t cases[] = {
-        { 1, 1, 1 << 26, 5, 0, 0, 0, false },    { 2, 1, 1 << 26, 5, 0, 0, 0, false },
-        { 2, 2, 1 << 26, 5, 0, 0, 0, false },    { 3, 2, 1 << 26, 5, 0, 0, 0, false },
-        { 4, 3, 1 << 26, 5, 0, 0, 0, false },    { 4, 4, 1, 5, 0, 0, 0, false },        /* unfused */
-        { 3, 2, 4096, 5, 0, 0, 0, false },       /* several fused buckets */
-        { 2, 2, 1 << 26, 1, 3000, 0, 0, false }, /* cycle time flushes partial buckets */
-        { 2, 0, 1 << 26, 5, 0, 0, 0, false },    { 3, 0, 1 << 26, 5, 0, 0, 0, false },  /* the ring */
-        { 4, 0, 4096, 5, 0, 0, 0, false },       { 1, 0, 1 << 26, 5, 0, 0, 0, false },
-        { 2, 1, 1 << 26, 5, 0, 1, 0, false },    { 3, 0, 1 << 26, 5, 0, 1, 0, false },  /* mismatches */
-        { 2, 1, 1 << 26, 5, 0, 0, 1, false },    /* reducer killed and replaced */
-        { 3, 2, 4096, 5, 0, 0, 0, true }, /* the send window binding at every piece */
-        { 2, 1, 4096, 5, 0, 0, 1, true }, /* ... and a reducer killed under it */
-        { 2, 1, 1 << 26, 5, 0, 2, 0, false },    /* piece sizes differ */
+        { 1, 1, 1 << 26, 5, 0, 0, 0, false, false },    { 2, 1, 1 << 26, 5, 0, 0, 0, false, false },
+        { 2, 2, 1 << 26, 5, 0, 0, 0, false, false },    { 3, 2, 1 << 26, 5, 0, 0, 0, false, false },
+        { 4, 3, 1 << 26, 5, 0, 0, 0, false, false },    { 4, 4, 1, 5, 0, 0, 0, false, false },        /* unfused */
+        { 3, 2, 4096, 5, 0, 0, 0, false, false },       /* several fused buckets */
+        { 2, 2, 1 << 26, 1, 3000, 0, 0, false, false }, /* cycle time flushes partial buckets */
+        { 2, 0, 1 << 26, 5, 0, 0, 0, false, false },    { 3, 0, 1 << 26, 5, 0, 0, 0, false, false },  /* the ring */
+        { 4, 0, 4096, 5, 0, 0, 0, false, false },       { 1, 0, 1 << 26, 5, 0, 0, 0, false, false },
+        { 2, 1, 1 << 26, 5, 0, 1, 0, false, false },    { 3, 0, 1 << 26, 5, 0, 1, 0, false, false },  /* mismatches */
+        { 2, 1, 1 << 26, 5, 0, 0, 1, false, false },    /* reducer killed and replaced */
+        { 3, 2, 4096, 5, 0, 0, 0, true, false }, /* the send window binding at every piece */
+        { 2, 1, 4096, 5, 0, 0, 1, true, false }, /* ... and a reducer killed under it */
+        { 2, 1, 1 << 26, 5, 0, 2, 0, false, false },    /* piece sizes differ */
+        { 3, 2, 4096, 5, 0, 0, 0, false, true },  /* gradients written into zt_allreduce_buffer */
+        { 3, 2, 1 << 26, 5, 0, 0, 0, false, true }, { 3, 0, 4096, 5, 0, 0, 0, false, true },
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
         s_run(&cases[i]);

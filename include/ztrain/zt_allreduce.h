@@ -49,6 +49,14 @@ int zt_allreduce_commit(zt_allreduce_t *self, int timeout_ms);
 /* Hands a tensor over (its gradient is ready). The buffer must stay valid
  * and unmodified until wait returns; the result is written into it. */
 int zt_allreduce_submit(zt_allreduce_t *self, int tensor, void *data);
+/* Where to write tensor's gradient this round so that submit and wait copy
+ * nothing: pass this pointer to submit, and the result is there after wait.
+ * It lies in the all-reduce's own buffers (in shared memory with a reducer
+ * on this host), so it changes from round to round: ask again each round,
+ * before writing. After wait, read the result there, but do not write to
+ * it: it is kept for a reducer that restarts during the next round. NULL
+ * before commit or for a bad id. */
+void *zt_allreduce_buffer(zt_allreduce_t *self, int tensor);
 /* Completes every submitted tensor; average divides the sums by workers. */
 int zt_allreduce_wait(zt_allreduce_t *self, bool average, int timeout_ms);
 const char *zt_allreduce_error(zt_allreduce_t *self);
