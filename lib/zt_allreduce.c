@@ -636,12 +636,45 @@ static void s_resend(zt_allreduce_t *self, int r)
             chunk_done = chunk_done && k->piece_done[r][p];
         if (chunk_done)
             continue;
+        /* A block whose sum came back holds the sum now, not our piece (the
+         * sums land where the pieces were): send the sum, which a restarted
+         * reducer takes as it is; the pieces of the others again. */
         zt_ar_bucket_t *lb = &self->layout.buckets[bi];
-        for (int t = lb->first; t <= lb->last; t++)
-            if (self->t[t].sent) {
-                int64_t a = self->layout.offset[t];
-                s_send_range(self, bi, a, a + self->layout.numel[t], r);
+        int64_t per = PIECE_BYTES / (int64_t) k->es;
+        bool *sum_out = calloc((size_t) k->npieces[r] + 1, sizeof(bool));
+        for (int t = lb->first; t <= lb->last; t++) {
+            if (!self->t[t].sent)
+                continue;
+            int64_t a = self->layout.offset[t], b = a + self->layout.numel[t];
+            if (a < k->lo[r])
+                a = k->lo[r];
+            if (b > k->hi[r])
+                b = k->hi[r];
+            if (a >= b) {
+                s_send_range(self, bi, self->layout.offset[t], self->layout.offset[t] + self->layout.numel[t], r);
+                continue;
             }
+            for (int64_t at = a; at < b;) {
+                int p = (int) ((at - k->lo[r]) / per);
+                int64_t e = k->lo[r] + (int64_t) (p + 1) * per;
+                e = e < b ? e : b;
+                if (p < k->npieces[r] && k->piece_done[r][p]) {
+                    if (!sum_out[p]) {
+                        int64_t ba = k->lo[r] + (int64_t) p * per, be = ba + per < k->hi[r] ? ba + per : k->hi[r];
+                        zt_msg_t m = { .type = ZT_MSG_AR_RESULT };
+                        m.u.AR_RESULT = (zt_msg_AR_RESULT_t) { .bucket = bi, .gen = k->gen, .offset = ba,
+                                                               .count = be - ba, .dtype = lb->dtype };
+                        s_send(self, self->red[r], &m, k->buf + ba * (int64_t) k->es, (size_t) (be - ba) * k->es,
+                               NULL);
+                        sum_out[p] = true;
+                    }
+                }
+                else
+                    s_send_range(self, bi, at, e, r);
+                at = e;
+            }
+        }
+        free(sum_out);
     }
 }
 

@@ -317,8 +317,9 @@ static bool s_covered(const s_ranges_t *r, int64_t a, int64_t b)
 
 /* Sends block j of bucket b's sum to every worker as soon as every worker
  * has contributed it: the sums stream back while later blocks still arrive,
- * so each link carries both directions at once. */
-static void s_send_block(zt_reducer_t *self, int b, int j)
+ * so each link carries both directions at once. sum: the block's sum as a
+ * worker had it from this reducer's predecessor, or NULL: ours. */
+static void s_send_block(zt_reducer_t *self, int b, int j, const char *sum)
 {
     s_bucket_t *k = &self->buckets[b];
     size_t es = zt_dtype_size(k->dtype);
@@ -330,7 +331,9 @@ static void s_send_block(zt_reducer_t *self, int b, int j)
             zclock_sleep(0);
     char *res = (char *) k->res[par] + (a - k->lo) * (int64_t) es;
     const float *acc = k->acc + (a - k->lo);
-    if (k->dtype == ZT_F32)
+    if (sum)
+        memcpy(res, sum, (size_t) (e - a) * es);
+    else if (k->dtype == ZT_F32)
         memcpy(res, acc, (size_t) (e - a) * sizeof(float));
     else
         for (int64_t i = 0; i < e - a; i++) {
@@ -389,8 +392,29 @@ static void s_on_worker_result(zt_reducer_t *self, const zt_msg_t *m, zmq_msg_t 
         return;
     s_bucket_t *k = &self->buckets[p->bucket];
     size_t es = zt_dtype_size(k->dtype);
-    if (p->gen != k->want_gen || p->offset < k->lo || p->count < 0 || p->offset + p->count > k->hi ||
-        !payload || zmq_msg_size(payload) != (size_t) p->count * es)
+    if (p->offset < k->lo || p->count < 0 || p->offset + p->count > k->hi || !payload ||
+        zmq_msg_size(payload) != (size_t) p->count * es)
+        return;
+    if (p->gen != k->want_gen && (p->gen == k->gen || k->gen < 0)) {
+        /* A block of the generation being summed that a worker already had
+         * from our predecessor (restarted mid-broadcast): its pieces of it
+         * are gone (the sum took their place), so the sum is taken as it
+         * is, for the workers still without it. */
+        if (k->gen < 0)
+            k->gen = p->gen;
+        int64_t per = PIECE_BYTES / (int64_t) es;
+        int64_t rel = p->offset - k->lo;
+        if (rel % per || (p->count != per && p->offset + p->count != k->hi))
+            return; /* not one whole block */
+        int j = (int) (rel / per);
+        if (j < k->nblocks && !k->block_sent[j]) {
+            zt_info("bucket %lld block %d: a worker's copy of the sum taken (it had it from the "
+                    "reducer before this one)", (long long) p->bucket, j);
+            s_send_block(self, (int) p->bucket, j, zmq_msg_data(payload));
+        }
+        return;
+    }
+    if (p->gen != k->want_gen)
         return;
     s_iv_t fresh[64];
     if (k->want_got.n < 62) {
@@ -493,7 +517,7 @@ static void s_on_piece(zt_reducer_t *self, int rank, const zt_msg_t *m, zmq_msg_
             all = s_covered(&k->from[w], a, e);
         if (all) {
             int64_t gen = k->gen;
-            s_send_block(self, (int) p->bucket, j);
+            s_send_block(self, (int) p->bucket, j, NULL);
             if (k->gen != gen) /* that was the last block */
                 break;
         }
