@@ -3,7 +3,14 @@
 #include <assert.h>
 #include <msgpack.h>
 #include <string.h>
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
 #include "ztrain/zt_knobs.h"
 
 static size_t s_be(const uint8_t *p, int k);
@@ -324,6 +331,31 @@ static zsock_t *s_data_socket(int type)
     return s;
 }
 
+/* Removes the twins in dir that nobody listens on any more (their servers
+ * were killed with SIGKILL): a connect to them is refused. */
+static void s_sweep_ipc_dir(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        size_t n = strlen(e->d_name);
+        if (strncmp(e->d_name, "ztrain-", 7) || n < 12 || strcmp(e->d_name + n - 5, ".sock"))
+            continue;
+        struct sockaddr_un a = { .sun_family = AF_UNIX };
+        if (snprintf(a.sun_path, sizeof a.sun_path, "%s/%s", dir, e->d_name) >= (int) sizeof a.sun_path)
+            continue;
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+            break;
+        if (connect(fd, (struct sockaddr *) &a, sizeof a) < 0 && errno == ECONNREFUSED)
+            unlink(a.sun_path);
+        close(fd);
+    }
+    closedir(d);
+}
+
 zsock_t *zt_data_router(const char *endpoint)
 {
     zsock_t *router = s_data_socket(ZMQ_ROUTER);
@@ -336,7 +368,12 @@ zsock_t *zt_data_router(const char *endpoint)
     }
     else if (zt_data_ipc_twin(endpoint, true, twin, sizeof twin)) {
         /* clients on this host will connect there: failing to bind it is fatal */
+        static bool swept;
         mkdir(zt_knob_str(ZT_KNOB_IPC_DIR), 0777);
+        if (!swept) {
+            swept = true;
+            s_sweep_ipc_dir(zt_knob_str(ZT_KNOB_IPC_DIR));
+        }
         if (zsock_bind(router, "%s", twin) < 0) {
             zsys_error("cannot bind %s (the same-host twin of %s): %s; set ZT_IPC_DIR to a writable "
                        "directory, or ZT_DATA_IPC=off for TCP only", twin, endpoint,
@@ -438,6 +475,31 @@ static void s_ipc_twin_selftest(void)
     assert(!zt_data_ipc_twin("127.0.0.1:0x15", false, t, sizeof t));     /* not a port */
     assert(!zt_data_ipc_twin("127.0.0.1:70000", false, t, sizeof t));
     assert(!zt_data_ipc_twin("127.0.0.1", false, t, sizeof t));
+    /* The sweep removes twins nobody listens on, and nothing else. */
+    char d[48], paths[3][96]; /* well under sun_path's 108 */
+    snprintf(d, sizeof d, "/tmp/zt-ipc-sweep-%d", (int) getpid());
+    assert(mkdir(d, 0700) == 0);
+    const char *names[3] = { "ztrain-1.sock", "ztrain-2.sock", "other.sock" };
+    int fds[3];
+    for (int i = 0; i < 3; i++) {
+        struct sockaddr_un a = { .sun_family = AF_UNIX };
+        snprintf(paths[i], sizeof paths[i], "%s/%s", d, names[i]);
+        memcpy(a.sun_path, paths[i], strlen(paths[i]) + 1); /* 96 < 108 */
+        fds[i] = socket(AF_UNIX, SOCK_STREAM, 0);
+        assert(fds[i] >= 0 && bind(fds[i], (struct sockaddr *) &a, sizeof a) == 0);
+        if (i == 1)
+            assert(listen(fds[i], 4) == 0); /* alive */
+        else
+            close(fds[i]);                  /* its server is gone; the file stays */
+    }
+    s_sweep_ipc_dir(d);
+    assert(access(paths[0], F_OK) != 0);    /* stale twin: removed */
+    assert(access(paths[1], F_OK) == 0);    /* live: kept */
+    assert(access(paths[2], F_OK) == 0);    /* not ours: kept */
+    close(fds[1]);
+    for (int i = 0; i < 3; i++)
+        unlink(paths[i]);
+    rmdir(d);
 }
 
 void zt_msg_selftest(void)
