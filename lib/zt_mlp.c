@@ -14,7 +14,8 @@ struct zt_mlp_t {
     int64_t off[2 * ZT_MLP_MAX_LAYERS]; /* tensor offsets */
     char names[2 * ZT_MLP_MAX_LAYERS][8];
     float *params;                  /* nparams */
-    float *grads;                   /* nparams */
+    float *grads;                   /* nparams: own, or set_grads' */
+    float *own_grads;               /* the model's own */
     float *act[ZT_MLP_MAX_LAYERS + 1];  /* activations per layer, batch_cap x size */
     float *delta[ZT_MLP_MAX_LAYERS + 1];/* their gradients */
 };
@@ -38,7 +39,7 @@ zt_mlp_t *zt_mlp_new(const int *sizes, int n, int batch_cap)
     }
     self->nparams = at;
     self->params = calloc((size_t) at, sizeof(float));
-    self->grads = calloc((size_t) at, sizeof(float));
+    self->grads = self->own_grads = calloc((size_t) at, sizeof(float));
     for (int l = 0; l < n; l++) {
         self->act[l] = calloc((size_t) batch_cap * (size_t) sizes[l], sizeof(float));
         self->delta[l] = calloc((size_t) batch_cap * (size_t) sizes[l], sizeof(float));
@@ -56,7 +57,7 @@ void zt_mlp_destroy(zt_mlp_t **self_p)
         free(self->delta[l]);
     }
     free(self->params);
-    free(self->grads);
+    free(self->own_grads);
     free(self);
     *self_p = NULL;
 }
@@ -67,6 +68,7 @@ const char *zt_mlp_tensor_name(zt_mlp_t *self, int t) { return self->names[t]; }
 int64_t zt_mlp_nparams(zt_mlp_t *self) { return self->nparams; }
 float *zt_mlp_params(zt_mlp_t *self) { return self->params; }
 float *zt_mlp_grads(zt_mlp_t *self) { return self->grads; }
+void zt_mlp_set_grads(zt_mlp_t *self, float *grads) { self->grads = grads ? grads : self->own_grads; }
 
 void zt_mlp_tensor_shape(zt_mlp_t *self, int t, int *rows, int *cols)
 {

@@ -23,6 +23,9 @@ float zt_mlp_tensor_init_scale(zt_mlp_t *self, int t);
 int64_t zt_mlp_nparams(zt_mlp_t *self);
 float *zt_mlp_params(zt_mlp_t *self);
 float *zt_mlp_grads(zt_mlp_t *self);
+/* Where the next train_batch writes its gradients (nparams floats, laid out
+ * as the parameters); NULL: the model's own array again. */
+void zt_mlp_set_grads(zt_mlp_t *self, float *grads);
 /* Loss of a batch of B examples (pixels 0..255) and gradients of the mean loss. */
 float zt_mlp_train_batch(zt_mlp_t *self, const uint8_t *x, const uint8_t *y, int B);
 /* Mean loss and accuracy over n examples. */

@@ -170,6 +170,7 @@ typedef struct {
     zt_mlp_t *mlp;              /* the model */
     zt_ps_client_t *ps;         /* parameter servers, or NULL: local */
     zt_allreduce_t *ar;         /* synchronous: reducers or ring, or NULL */
+    bool ar_inplace;            /* the gradients are computed where the all-reduce keeps them */
     zt_gpu_group_t *gpu;        /* forward and backward on the replica's GPUs (NCCL), or NULL */
     zt_opt_t local_opt;         /* local training */
     float *local_state[3];
@@ -421,10 +422,17 @@ int zt_trainer_run(const zt_train_opts_t *o)
                 zt_cluster_free(reducers);
                 goto out;
             }
+            /* One bucket laid out as the model (the default threshold holds
+             * this MLP): backward writes straight into it, nothing is copied. */
+            float *base = zt_allreduce_buffer(r.ar, 0);
+            r.ar_inplace = base && !r.gpu;
+            for (int t = 0; r.ar_inplace && t < zt_mlp_tensors(r.mlp); t++)
+                r.ar_inplace = (float *) zt_allreduce_buffer(r.ar, t) == base + zt_mlp_tensor_offset(r.mlp, t);
             zt_info("synchronous training over %d workers, %s, %d bucket%s of up to %lld bytes, "
-                    "%lld parameters", r.world, nreducers ? "through reducers" : "ring all-reduce",
+                    "%lld parameters%s", r.world, nreducers ? "through reducers" : "ring all-reduce",
                     zt_allreduce_buckets(r.ar), zt_allreduce_buckets(r.ar) == 1 ? "" : "s",
-                    (long long) zt_allreduce_threshold(r.ar), (long long) zt_mlp_nparams(r.mlp));
+                    (long long) zt_allreduce_threshold(r.ar), (long long) zt_mlp_nparams(r.mlp),
+                    r.ar_inplace ? ", gradients written in place" : "");
         }
         else
             zt_info("training alone (no parameter servers), %lld parameters",
@@ -518,8 +526,11 @@ int zt_trainer_run(const zt_train_opts_t *o)
                 }
                 loss = 0; /* the devices add it up; taken when logged */
             }
-            else
+            else {
+                if (r.ar_inplace) /* this round's buffer (they alternate) */
+                    zt_mlp_set_grads(r.mlp, zt_allreduce_buffer(r.ar, 0));
                 loss = zt_mlp_train_batch(r.mlp, bx, by, B);
+            }
             int64_t c1 = zt_now_us();
             if (r.ps) {
                 for (int t = zt_mlp_tensors(r.mlp) - 1; t >= 0; t--) { /* as backward makes them */
@@ -647,6 +658,8 @@ out:
     zt_fileserver_destroy(&files);
     zt_dataset_free(&train);
     zt_dataset_free(&test);
+    if (r.mlp)
+        zt_mlp_set_grads(r.mlp, NULL); /* not into the all-reduce's buffers any more */
     zt_allreduce_destroy(&r.ar);
     zt_ps_client_destroy(&r.ps);
     if (r.gpu) {
