@@ -86,9 +86,12 @@ zt_shm_region_t *zt_shm_create(const char *tag, size_t size)
     char path[128];
     snprintf(path, sizeof path, SHM_DIR "/%s", self->name);
     int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    if (fd < 0 || ftruncate(fd, (off_t) size) < 0) {
+    /* Reserve the pages now: a sparse file in a full /dev/shm (containers
+     * often give it 64 MiB) would be a SIGBUS at the first write instead. */
+    int err = fd < 0 ? errno : posix_fallocate(fd, 0, (off_t) size);
+    if (err) {
         zt_warn("shared memory %s (%zu bytes): %s; sending over the socket instead", path, size,
-                strerror(errno));
+                strerror(err));
         if (fd >= 0) {
             close(fd);
             unlink(path);
@@ -196,6 +199,8 @@ void zt_shm_selftest(void)
     zt_shm_region_t *r = zt_shm_create("selftest", 1 << 20);
     assert(r && r->size == 1 << 20);
     assert(s_name_pid(r->name) == getpid());
+    /* more than /dev/shm can hold: refused at once (no SIGBUS later) */
+    assert(!zt_shm_create("selftest", (size_t) 1 << 44));
     strcpy(r->base + 4096, "hello");
     assert(zt_shm_offset(r, r->base + 4096, 6) == 4096);
     assert(zt_shm_offset(r, r->base + (1 << 20) - 2, 6) == -1);
