@@ -149,13 +149,16 @@ const void *zt_shm_peer(const char *name, int64_t off, int64_t len, char *err, s
         if (!strcmp(s_maps[i].name, name))
             m = &s_maps[i];
     if (!m) {
-        for (int i = 0; i < s_nmaps;) /* drop the regions of owners that are gone */
-            if (s_pid_gone(s_maps[i].pid)) {
+        for (int i = 0; i < s_nmaps;) { /* drop the regions of owners that are gone, or unlinked */
+            char p[128];
+            snprintf(p, sizeof p, SHM_DIR "/%s", s_maps[i].name);
+            if (s_pid_gone(s_maps[i].pid) || access(p, F_OK) != 0) {
                 munmap((void *) s_maps[i].base, s_maps[i].size);
                 s_maps[i] = s_maps[--s_nmaps];
             }
             else
                 i++;
+        }
         char path[128];
         snprintf(path, sizeof path, SHM_DIR "/%s", name);
         int fd = open(path, O_RDONLY | O_CLOEXEC);

@@ -25,6 +25,7 @@ typedef struct {
     unsigned char id[256];     /* the worker's ZeroMQ identity */
     size_t idlen;
     zt_shm_region_t *region;   /* hi - lo floats */
+    uint64_t used;             /* when last used (a counter), for eviction */
 } s_area_t;
 typedef struct {
     zmq_msg_t identity;        /* who asked */
@@ -58,6 +59,7 @@ struct zt_ps_server_t {
     size_t scratch_cap;        /* its size in bytes */
     s_area_t areas[MAX_AREAS]; /* pull replies through shared memory */
     int nareas;
+    uint64_t area_clock;
 };
 
 static void s_free_areas(zt_ps_server_t *self)
@@ -72,10 +74,24 @@ static zt_shm_region_t *s_area(zt_ps_server_t *self, zmq_msg_t *identity)
 {
     size_t n = zmq_msg_size(identity);
     for (int i = 0; i < self->nareas; i++)
-        if (self->areas[i].idlen == n && !memcmp(self->areas[i].id, zmq_msg_data(identity), n))
+        if (self->areas[i].idlen == n && !memcmp(self->areas[i].id, zmq_msg_data(identity), n)) {
+            self->areas[i].used = ++self->area_clock;
             return self->areas[i].region;
-    if (self->nareas == MAX_AREAS || n > sizeof self->areas[0].id || self->hi <= self->lo)
+        }
+    if (n > sizeof self->areas[0].id || self->hi <= self->lo)
         return NULL;
+    /* A restarted worker comes back under a new identity: beyond one area per
+     * worker and two spare, the least recently used goes (a worker still
+     * alive just gets a new one at its next pull). */
+    int keep = self->workers + 2 < MAX_AREAS ? self->workers + 2 : MAX_AREAS;
+    while (self->nareas >= keep && self->nareas > 0) {
+        int lru = 0;
+        for (int i = 1; i < self->nareas; i++)
+            if (self->areas[i].used < self->areas[lru].used)
+                lru = i;
+        zt_shm_destroy(&self->areas[lru].region);
+        self->areas[lru] = self->areas[--self->nareas];
+    }
     zt_shm_region_t *r = zt_shm_create("psv", (size_t) (self->hi - self->lo) * sizeof(float));
     if (!r)
         return NULL;
@@ -83,6 +99,7 @@ static zt_shm_region_t *s_area(zt_ps_server_t *self, zmq_msg_t *identity)
     memcpy(a->id, zmq_msg_data(identity), n);
     a->idlen = n;
     a->region = r;
+    a->used = ++self->area_clock;
     return r;
 }
 

@@ -8,6 +8,7 @@
 #include "ztrain/ztrain.h"
 #include "ztrain/zt_ps.h"
 #include "zt_msg.h"
+#include "zt_shm.h"
 #include "zt_util.h"
 #include <assert.h>
 #include <math.h>
@@ -277,8 +278,31 @@ int main(int argc, char **argv)
     for (int64_t i = 0; i < 37; i++)
         assert(w[0][i] == -0.5f * g[0][i]);
     zt_ps_client_destroy(&c0);
-    s_stop(1);
     printf("forged shared-memory references refused: ok\n");
+    /* Workers restarted again and again (a new identity each time) do not
+     * pile up pull areas on the server: one per worker and two spare. */
+    const char *ipc = getenv("ZT_DATA_IPC");
+    if (!(ipc && !strcmp(ipc, "off")) && zt_shm_enabled()) {
+        for (int k = 0; k < 6; k++) {
+            zt_ps_client_t *c = s_client(1, 0, "sgd", 0.5f, 0, 1, -1, ids);
+            s_pull_all(c, ids, w);
+            for (int64_t i = 0; i < 37; i++)
+                assert(w[0][i] == -0.5f * g[0][i]);
+            zt_ps_client_destroy(&c);
+        }
+        char cmd[200];
+        snprintf(cmd, sizeof cmd, "ls /dev/shm | grep -c '^ztrain-psv-%d-'", (int) s_pids[0]);
+        FILE *p = popen(cmd, "r");
+        int areas = -1;
+        assert(p && fscanf(p, "%d", &areas) == 1);
+        pclose(p);
+        if (areas < 1 || areas > 3) {
+            fprintf(stderr, "%d pull areas on the server after 7 workers came and went\n", areas);
+            abort();
+        }
+        printf("pull areas bounded (%d for 7 workers one after another): ok\n", areas);
+    }
+    s_stop(1);
     for (int t = 0; t < 3; t++) {
         free(g[t]); free(g1[t]); free(w[t]); free(w0[t]);
     }
