@@ -323,8 +323,10 @@ static void s_pump(zt_allreduce_t *self, int bi, int r)
     while (k->wnext[r] < k->wend[r] && (k->wfly[r] < self->window[r] || !self->window[r])) {
         int64_t at = k->wnext[r], c = k->wend[r] - at < per ? k->wend[r] - at : per;
         zt_msg_t m = { .type = ZT_MSG_AR_PIECE };
-        m.u.AR_PIECE = (zt_msg_AR_PIECE_t) { .bucket = bi, .gen = k->gen, .offset = at, .count = c, .dtype = self->layout.buckets[bi].dtype, .step = 0 };
-        char *src = k->in_shm ? k->buf + at * (int64_t) k->es : (char *) self->t[t].data + (at - ta) * (int64_t) k->es;
+        m.u.AR_PIECE = (zt_msg_AR_PIECE_t) { .bucket = bi, .gen = k->gen, .offset = at, .count = c,
+                                             .dtype = self->layout.buckets[bi].dtype, .step = 0 };
+        char *src = k->in_shm ? k->buf + at * (int64_t) k->es
+                              : (char *) self->t[t].data + (at - ta) * (int64_t) k->es;
         s_send_piece(self, r, &m, src, (size_t) c * k->es, k);
         k->wfly[r] += c * (int64_t) k->es;
         k->wnext[r] = at + c;
@@ -365,7 +367,8 @@ static void s_send_range(zt_allreduce_t *self, int bi, int64_t a, int64_t b, int
                     c = ta - at; /* stop the packed run where a large tensor starts */
             }
             zt_msg_t m = { .type = ZT_MSG_AR_PIECE };
-            m.u.AR_PIECE = (zt_msg_AR_PIECE_t) { .bucket = bi, .gen = k->gen, .offset = at, .count = c, .dtype = lb->dtype, .step = 0 };
+            m.u.AR_PIECE = (zt_msg_AR_PIECE_t) { .bucket = bi, .gen = k->gen, .offset = at, .count = c,
+                                                 .dtype = lb->dtype, .step = 0 };
             s_send_piece(self, r, &m, src, (size_t) c * k->es, c > 0 ? k : NULL);
             if (c == 0)
                 break;
@@ -517,8 +520,10 @@ int zt_allreduce_commit(zt_allreduce_t *self, int timeout_ms)
     for (int r = 0; r < R; r++)
         any_local = any_local || self->red_local[r];
     size_t total = 0;
-    for (int bi = 0; bi < self->layout.nbuckets; bi++)
-        total += 2 * (((size_t) self->layout.buckets[bi].numel * zt_dtype_size(self->layout.buckets[bi].dtype) + 16 + 63) & ~(size_t) 63);
+    for (int bi = 0; bi < self->layout.nbuckets; bi++) {
+        size_t bytes = (size_t) self->layout.buckets[bi].numel * zt_dtype_size(self->layout.buckets[bi].dtype);
+        total += 2 * ((bytes + 16 + 63) & ~(size_t) 63);
+    }
     if (any_local)
         self->shm = zt_shm_create("ar", total);
     size_t at_shm = 0;
@@ -782,8 +787,10 @@ static int s_wait_reducers(zt_allreduce_t *self, int timeout_ms)
                         int64_t per = PIECE_BYTES / (int64_t) k->es;
                         for (int64_t at = k->lo[r]; at < k->hi[r] || at == k->lo[r]; at += per) {
                             int64_t c = k->hi[r] - at < per ? k->hi[r] - at : per;
+                            int64_t bi = m.u.AR_RESEND.bucket;
                             zt_msg_t a = { .type = ZT_MSG_AR_RESULT };
-                            a.u.AR_RESULT = (zt_msg_AR_RESULT_t) { .bucket = m.u.AR_RESEND.bucket, .gen = k->last_gen, .offset = at, .count = c, .dtype = self->layout.buckets[m.u.AR_RESEND.bucket].dtype };
+                            a.u.AR_RESULT = (zt_msg_AR_RESULT_t) { .bucket = bi, .gen = k->last_gen, .offset = at,
+                                                                   .count = c, .dtype = self->layout.buckets[bi].dtype };
                             s_send(self, self->red[r], &a, k->last + at * (int64_t) k->es,
                                    (size_t) c * k->es, NULL);
                             if (c == 0 || at + c >= k->hi[r])
@@ -908,7 +915,8 @@ static void s_ring_give(zt_allreduce_t *self, int bi, int step, int64_t lo, int6
     for (int64_t at = lo; at < hi || at == lo; at += per) {
         int64_t c = hi - at < per ? hi - at : per;
         zt_msg_t m = { .type = ZT_MSG_AR_PIECE };
-        m.u.AR_PIECE = (zt_msg_AR_PIECE_t) { .bucket = bi, .gen = k->gen, .offset = at, .count = c, .dtype = self->layout.buckets[bi].dtype, .step = step };
+        m.u.AR_PIECE = (zt_msg_AR_PIECE_t) { .bucket = bi, .gen = k->gen, .offset = at, .count = c,
+                                             .dtype = self->layout.buckets[bi].dtype, .step = step };
         s_send(self, self->ring_out, &m, k->buf + at * (int64_t) k->es, (size_t) c * k->es, c ? k : NULL);
         if (c == 0 || at + c >= hi)
             break;

@@ -299,7 +299,8 @@ static void s_send_result(zt_reducer_t *self, int b, int rank)
     for (int64_t at = 0; at < n; at += per) {
         int64_t c = n - at < per ? n - at : per;
         zt_msg_t m = { .type = ZT_MSG_AR_RESULT };
-        m.u.AR_RESULT = (zt_msg_AR_RESULT_t) { .bucket = b, .gen = k->result_gen, .offset = k->lo + at, .count = c, .dtype = k->dtype };
+        m.u.AR_RESULT = (zt_msg_AR_RESULT_t) { .bucket = b, .gen = k->result_gen, .offset = k->lo + at,
+                                               .count = c, .dtype = k->dtype };
         int par = (int) (k->result_gen & 1);
         s_send_lent(self, rank, &m, (char *) k->res[par] + at * (int64_t) es, (size_t) c * es,
                     &k->res_lent[par]);
@@ -342,7 +343,8 @@ static void s_send_block(zt_reducer_t *self, int b, int j, const char *sum)
         }
     for (int w = 0; w < self->workers; w++) {
         zt_msg_t m = { .type = ZT_MSG_AR_RESULT };
-        m.u.AR_RESULT = (zt_msg_AR_RESULT_t) { .bucket = b, .gen = k->gen, .offset = a, .count = e - a, .dtype = k->dtype };
+        m.u.AR_RESULT = (zt_msg_AR_RESULT_t) { .bucket = b, .gen = k->gen, .offset = a, .count = e - a,
+                                               .dtype = k->dtype };
         s_send_lent(self, w, &m, res, (size_t) (e - a) * es, &k->res_lent[par]);
     }
     k->block_sent[j] = true;
