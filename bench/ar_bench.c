@@ -69,6 +69,15 @@ static double s_worker(int rank, int N, const char *const *reds, int R, const ch
     return s;
 }
 
+/* Reducer r ('r') or worker w ('w') endpoint: ipc:// with AR_BENCH_IPC, else loopback TCP. */
+static void s_endpoint(char *buf, size_t size, char who, int i)
+{
+    if (getenv("AR_BENCH_IPC"))
+        snprintf(buf, size, "ipc:///tmp/ar-bench-%d-%c%d", (int) getpid(), who, i);
+    else
+        snprintf(buf, size, "tcp://127.0.0.1:%d", zt_ephemeral_port());
+}
+
 static double s_run(const char *redbin, int N, int R, size_t bytes, int ntensors, int64_t threshold,
                     double budget)
 {
@@ -76,10 +85,7 @@ static double s_run(const char *redbin, int N, int R, size_t bytes, int ntensors
     const char *reds[4], *peers[8];
     pid_t rp[4];
     for (int r = 0; r < R; r++) {
-        if (getenv("AR_BENCH_IPC"))
-            snprintf(reps[r], sizeof reps[r], "ipc:///tmp/ar-bench-%d-r%d", (int) getpid(), r);
-        else
-            snprintf(reps[r], sizeof reps[r], "tcp://127.0.0.1:%d", zt_ephemeral_port());
+        s_endpoint(reps[r], sizeof reps[r], 'r', r);
         reds[r] = reps[r];
         char idx[16], cnt[16];
         snprintf(idx, sizeof idx, "%d", r);
@@ -92,10 +98,7 @@ static double s_run(const char *redbin, int N, int R, size_t bytes, int ntensors
         }
     }
     for (int w = 0; w < N; w++) {
-        if (getenv("AR_BENCH_IPC"))
-            snprintf(peps[w], sizeof peps[w], "ipc:///tmp/ar-bench-%d-w%d", (int) getpid(), w);
-        else
-            snprintf(peps[w], sizeof peps[w], "tcp://127.0.0.1:%d", zt_ephemeral_port());
+        s_endpoint(peps[w], sizeof peps[w], 'w', w);
         peers[w] = peps[w];
     }
     double total = (double) bytes * ntensors;

@@ -754,19 +754,16 @@ static int s_wait_reducers(zt_allreduce_t *self, int timeout_ms)
                         int64_t off = m.u.AR_RESULT.offset, c = m.u.AR_RESULT.count;
                         int64_t per = PIECE_BYTES / (int64_t) k->es;
                         int p = (int) ((off - k->lo[r]) / per);
-                        const char *src = zmq_msg_data(&pm);
-                        size_t got = zmq_msg_size(&pm);
-                        if (m.u.AR_RESULT.shm[0] && c >= 0) { /* in the reducer's shared memory */
-                            char why[300];
-                            src = zt_shm_peer(m.u.AR_RESULT.shm, m.u.AR_RESULT.shm_off, c * (int64_t) k->es,
-                                              why, sizeof why);
-                            got = src ? (size_t) c * k->es : 0;
-                            if (!src)
-                                zt_warn("reducer %d: %s", r, why);
-                        }
-                        if (k->active && m.u.AR_RESULT.gen == k->gen && off >= k->lo[r] && c >= 0 &&
-                            off + c <= k->hi[r] && p >= 0 && p < k->npieces[r] && src &&
-                            got == (size_t) c * k->es && !k->piece_done[r][p]) {
+                        bool wanted = k->active && m.u.AR_RESULT.gen == k->gen && off >= k->lo[r] && c >= 0 &&
+                                      off + c <= k->hi[r] && p >= 0 && p < k->npieces[r] && !k->piece_done[r][p];
+                        char why[300];
+                        const char *src = wanted ? zt_shm_payload(m.u.AR_RESULT.shm, m.u.AR_RESULT.shm_off,
+                                                                  c * (int64_t) k->es, zmq_msg_data(&pm),
+                                                                  zmq_msg_size(&pm), why, sizeof why)
+                                                 : NULL;
+                        if (wanted && !src)
+                            zt_warn("reducer %d: %s", r, why);
+                        if (src) {
                             if (!k->windowed) /* its pieces went from the tensor, not buf */
                                 s_wait_lent(k);
                             if (c)

@@ -409,19 +409,17 @@ static void s_on_reply(zt_ps_client_t *self, int server, zmq_msg_t *parts, int n
     }
     if (m.type == ZT_MSG_PS_VALUES && op->kind == OP_PULL) {
         size_t want = (size_t) op->count * sizeof(float);
-        const void *src = nparts >= 2 ? zmq_msg_data(&parts[1]) : NULL;
-        size_t got = nparts >= 2 ? zmq_msg_size(&parts[1]) : 0;
-        if (m.u.PS_VALUES.shm[0] && op->by_ref) { /* in the server's shared memory */
-            char why[300];
-            src = zt_shm_peer(m.u.PS_VALUES.shm, m.u.PS_VALUES.shm_off, (int64_t) want, why, sizeof why);
-            got = src ? want : 0;
-            if (!src) {
-                zt_warn("parameter server %d: %s; asking for the values over the socket", server, why);
-                op->by_ref = false;
-                self->shm_refused = true;
-            }
+        char why[300];
+        const char *shm = op->by_ref ? m.u.PS_VALUES.shm : ""; /* only where we asked for it */
+        const void *src = zt_shm_payload(shm, m.u.PS_VALUES.shm_off, (int64_t) want,
+                                         nparts >= 2 ? zmq_msg_data(&parts[1]) : NULL,
+                                         nparts >= 2 ? zmq_msg_size(&parts[1]) : 0, why, sizeof why);
+        if (!src && shm[0]) {
+            zt_warn("parameter server %d: %s; asking for the values over the socket", server, why);
+            op->by_ref = false;
+            self->shm_refused = true;
         }
-        if (!src || got != want || m.u.PS_VALUES.offset != op->offset) {
+        if (!src || m.u.PS_VALUES.offset != op->offset) {
             zt_warn("parameter server %d sent a malformed reply; asking again", server);
             s_send(self, op);
             return;

@@ -194,6 +194,22 @@ const void *zt_shm_peer(const char *name, int64_t off, int64_t len, char *err, s
     return p;
 }
 
+const void *zt_shm_payload(const char *shm, int64_t off, int64_t want, const void *frame, size_t frame_size,
+                           char *why, size_t whysize)
+{
+    if (want < 0) {
+        snprintf(why, whysize, "a payload of %lld bytes", (long long) want);
+        return NULL;
+    }
+    if (shm && shm[0])
+        return zt_shm_peer(shm, off, want, why, whysize);
+    if (frame_size != (size_t) want) {
+        snprintf(why, whysize, "a payload of %zu bytes where %lld were expected", frame_size, (long long) want);
+        return NULL;
+    }
+    return frame ? frame : ""; /* nothing to read, but not an error */
+}
+
 void zt_shm_selftest(void)
 {
     if (!zt_shm_enabled())
@@ -218,6 +234,12 @@ void zt_shm_selftest(void)
     assert(!zt_shm_peer("ztrain-x-1-", 0, 6, err, sizeof err) && strstr(err, "not a ztrain"));
     assert(!zt_shm_peer("ztrain-x-1-2a", 0, 6, err, sizeof err) && strstr(err, "not a ztrain"));
     assert(!zt_shm_peer("ztrain-none-999999999-0", 0, 6, err, sizeof err) && strstr(err, "/dev/shm/"));
+    /* a payload: from the region when named, else the frame of the right size */
+    assert(zt_shm_payload(r->name, 4096, 6, "framed", 6, err, sizeof err) == p);
+    assert(!strcmp(zt_shm_payload("", 0, 6, "framed", 6, err, sizeof err), "framed"));
+    assert(!zt_shm_payload("", 0, 6, "frame", 5, err, sizeof err) && strstr(err, "5 bytes where 6"));
+    assert(zt_shm_payload(NULL, 0, 0, NULL, 0, err, sizeof err));
+    assert(!zt_shm_payload("", 0, -4, NULL, 0, err, sizeof err));
     /* a region left by a process that is gone is swept by the next creator */
     char stale[128];
     snprintf(stale, sizeof stale, SHM_DIR "/ztrain-selftest-%d-0", 999999999);

@@ -37,6 +37,11 @@ int64_t zt_shm_offset(const zt_shm_region_t *self, const void *p, size_t len);
  * cannot be opened, or the range is outside it. Mappings of regions whose
  * owner has exited are dropped when a new one is mapped. */
 const void *zt_shm_peer(const char *name, int64_t off, int64_t len, char *err, size_t errsize);
+/* The want bytes a message carries: in the peer's region shm at off when shm
+ * is set, else in its frame (NULL, 0 when it has none), which must hold
+ * exactly want. NULL, the reason in why, when neither does. */
+const void *zt_shm_payload(const char *shm, int64_t off, int64_t want, const void *frame, size_t frame_size,
+                           char *why, size_t whysize);
 
 void zt_shm_selftest(void);
 

@@ -402,22 +402,14 @@ static void s_handle(zt_ps_server_t *self, zmq_msg_t *parts, int n)
             s_error(self, id, m.u.PS_PUSH.req, ZT_PS_BAD_RANGE, "range outside this shard");
             return;
         }
-        const float *g = NULL;
-        if (m.u.PS_PUSH.shm[0]) { /* in the worker's shared memory */
-            char why[300];
-            g = zt_shm_peer(m.u.PS_PUSH.shm, m.u.PS_PUSH.shm_off, count * (int64_t) sizeof(float), why,
-                            sizeof why);
-            if (!g) {
-                s_error(self, id, m.u.PS_PUSH.req, ZT_PS_BAD_PAYLOAD, why);
-                return;
-            }
-        }
-        else if (n < 3 || zmq_msg_size(&parts[2]) != (size_t) count * sizeof(float)) {
-            s_error(self, id, m.u.PS_PUSH.req, ZT_PS_BAD_PAYLOAD, "payload size does not match count");
+        char why[300];
+        const float *g = zt_shm_payload(m.u.PS_PUSH.shm, m.u.PS_PUSH.shm_off, count * (int64_t) sizeof(float),
+                                        n >= 3 ? zmq_msg_data(&parts[2]) : NULL, n >= 3 ? zmq_msg_size(&parts[2]) : 0,
+                                        why, sizeof why);
+        if (!g) {
+            s_error(self, id, m.u.PS_PUSH.req, ZT_PS_BAD_PAYLOAD, why);
             return;
         }
-        else
-            g = zmq_msg_data(&parts[2]);
         if ((uintptr_t) g % _Alignof(float)) {
             /* ZeroMQ may hand over a frame at any offset of its receive
              * buffer: copy it somewhere aligned (reused, not per message). */

@@ -453,15 +453,15 @@ static void s_on_piece(zt_reducer_t *self, int rank, const zt_msg_t *m, zmq_msg_
     }
     s_bucket_t *k = &self->buckets[p->bucket];
     size_t es = zt_dtype_size(k->dtype);
-    const char *src = payload ? zmq_msg_data(payload) : NULL;
-    size_t got = payload ? zmq_msg_size(payload) : 0;
-    char why[300] = "piece outside this reducer's chunk or wrong size";
-    if (p->shm[0] && p->count > 0) { /* in the worker's shared memory */
-        src = zt_shm_peer(p->shm, p->shm_off, p->count * (int64_t) es, why, sizeof why);
-        got = src ? (size_t) p->count * es : 0;
+    if (p->dtype != k->dtype || p->offset < k->lo || p->count <= 0 || p->offset + p->count > k->hi) {
+        s_error(self, rank, -1, ZT_PS_BAD_PAYLOAD, "piece outside this reducer's chunk");
+        return;
     }
-    if (p->dtype != k->dtype || p->offset < k->lo || p->count <= 0 || p->offset + p->count > k->hi ||
-        !src || got != (size_t) p->count * es) {
+    char why[300];
+    const char *src = zt_shm_payload(p->shm, p->shm_off, p->count * (int64_t) es,
+                                     payload ? zmq_msg_data(payload) : NULL, payload ? zmq_msg_size(payload) : 0,
+                                     why, sizeof why);
+    if (!src) {
         s_error(self, rank, -1, ZT_PS_BAD_PAYLOAD, why);
         return;
     }
