@@ -6,9 +6,10 @@
  *
  *   bench/ar_bench REDUCER_BINARY [--quick] [--fusion]
  */
-#include "zt_util.h"
+#include "base/zt_util.h"
 #include "ztrain/ztrain.h"
 #include "ztrain/zt_allreduce.h"
+#include <errno.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -136,48 +137,89 @@ static double s_run(const char *redbin, int N, int R, size_t bytes, int ntensors
     return worst;
 }
 
+static void s_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: ar_bench [REDUCER] [--quick] [--inplace] [--fusion] [--only N R BYTES]\n"
+            "       ar_bench --one RANK N BYTES ITERS REDUCERS PEERS\n\n"
+            "All-reduce time per operation for 2 and 4 workers through 0 (the ring), 1, 2 or 4\n"
+            "reducers, 4 KiB to 64 MiB; prints 'ztrain N R BYTES SECONDS' lines (bench/\n"
+            "allreduce_bench.py runs it beside Open MPI and gloo).\n\n"
+            "  REDUCER        the ztrain-reducer binary (default build/bin/ztrain-reducer)\n"
+            "  --quick        shorter runs, no 64 MiB\n"
+            "  --inplace      workers write gradients into zt_allreduce_buffer (no copies)\n"
+            "  --fusion       1000 tensors of 4 KiB: one by one against fusion thresholds\n"
+            "  --only N R BYTES  one configuration\n"
+            "  --one ...      one worker of a run started elsewhere (bench/netns_bench.py);\n"
+            "                 REDUCERS and PEERS are comma lists or '-'\n");
+}
+
 int main(int argc, char **argv)
 {
-    const char *redbin = argc > 1 ? argv[1] : "build/bin/ztrain-reducer";
+    const char *redbin = "build/bin/ztrain-reducer";
     bool quick = false, fusion = false;
-    int only_n = 0, only_r = -1;
+    int only_n = 0, only_r = -1, one_at = 0;
     size_t only_size = 0;
-    for (int i = 2; i < argc; i++) {
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            s_usage(stdout);
+            return 0;
+        }
         if (!strcmp(argv[i], "--quick"))
             quick = true;
-        if (!strcmp(argv[i], "--fusion"))
+        else if (!strcmp(argv[i], "--fusion"))
             fusion = true;
-        if (!strcmp(argv[i], "--inplace"))
+        else if (!strcmp(argv[i], "--inplace"))
             s_inplace = true;
-        if (!strcmp(argv[i], "--only") && i + 3 < argc) { /* --only N R BYTES */
+        else if (!strcmp(argv[i], "--only") && i + 3 < argc) { /* --only N R BYTES */
             only_n = atoi(argv[i + 1]);
             only_r = atoi(argv[i + 2]);
             only_size = (size_t) atoll(argv[i + 3]);
+            if (only_n < 1 || only_r < 0 || only_size < 4) {
+                fprintf(stderr, "ar_bench: --only wants N >= 1 workers, R >= 0 reducers and BYTES >= 4\n");
+                return 2;
+            }
             i += 3;
         }
+        else if (!strcmp(argv[i], "--one") && i + 6 < argc) {
+            one_at = i;
+            i += 6;
+        }
+        else if (argv[i][0] == '-') {
+            fprintf(stderr, "ar_bench: unknown option or missing values: '%s'\n", argv[i]);
+            s_usage(stderr);
+            return 2;
+        }
+        else
+            redbin = argv[i];
     }
+    if (!one_at && access(redbin, X_OK) != 0) {
+        fprintf(stderr, "ar_bench: '%s' is not an executable ztrain-reducer: %s\n", redbin, strerror(errno));
+        return 2;
+    }
+    zt_tune_malloc(); /* as ztrain's own binaries do */
     setenv("ZT_LOG_LEVEL", "warn", 1);
     zt_log_init("ar_bench", 0);
     /* --one RANK N BYTES ITERS REDUCERS PEERS: one worker of a run whose
      * processes are started elsewhere (bench/netns_bench.py puts each in its
      * own network namespace). REDUCERS and PEERS are comma lists or "-". */
-    for (int i = 2; i + 6 < argc + 0 && i < argc; i++)
-        if (!strcmp(argv[i], "--one") && i + 6 < argc) {
-            int rank = atoi(argv[i + 1]), N = atoi(argv[i + 2]), iters = atoi(argv[i + 4]);
-            size_t bytes = (size_t) atoll(argv[i + 3]);
-            char *lists[2] = { strdup(argv[i + 5]), strdup(argv[i + 6]) };
-            const char *items[2][64];
-            int counts[2] = { 0, 0 };
-            for (int l = 0; l < 2; l++) {
-                char *save = NULL;
-                for (char *t = strtok_r(lists[l], ",", &save); t && counts[l] < 64; t = strtok_r(NULL, ",", &save))
-                    if (strcmp(t, "-"))
-                        items[l][counts[l]++] = t;
-            }
-            double s = s_worker(rank, N, items[0], counts[0], items[1], bytes, 1, 64 << 20, iters);
-            printf("%.9f\n", s);
-            return 0;
+    if (one_at) {
+        const int i = one_at;
+        int rank = atoi(argv[i + 1]), N = atoi(argv[i + 2]), iters = atoi(argv[i + 4]);
+        size_t bytes = (size_t) atoll(argv[i + 3]);
+        char *lists[2] = { strdup(argv[i + 5]), strdup(argv[i + 6]) };
+        const char *items[2][64];
+        int counts[2] = { 0, 0 };
+        for (int l = 0; l < 2; l++) {
+            char *save = NULL;
+            for (char *t = strtok_r(lists[l], ",", &save); t && counts[l] < 64; t = strtok_r(NULL, ",", &save))
+                if (strcmp(t, "-"))
+                    items[l][counts[l]++] = t;
         }
+        double s = s_worker(rank, N, items[0], counts[0], items[1], bytes, 1, 64 << 20, iters);
+        printf("%.9f\n", s);
+        return 0;
+    }
     if (fusion) {
         /* 1000 tensors of 4 KiB: one by one (threshold 1 byte: every tensor
          * its own bucket) against fused at 1, 4, 16, 64 MiB. */

@@ -7,8 +7,8 @@
  *   build/bench/gpu_bench [batch]
  */
 #include "zt_gpu.h"
-#include "zt_mlp.h"
-#include "zt_util.h"
+#include "model/zt_mlp.h"
+#include "base/zt_util.h"
 #include <cblas.h>
 #include <cuda_runtime.h>
 #include <stdio.h>

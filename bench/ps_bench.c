@@ -5,11 +5,12 @@
  *
  *   bench/ps_bench [path/to/ztrain-paramserver] [--quick]
  */
-#include "zt_util.h"
+#include "base/zt_util.h"
 #include "ztrain/zt_knobs.h"
 #include "ztrain/ztrain.h"
 #include "ztrain/zt_ps.h"
 #include <czmq.h>
+#include <errno.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -271,11 +272,30 @@ int main(int argc, char **argv)
     const char *psbin = "build/bin/ztrain-paramserver";
     bool quick = false;
     for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            printf("usage: ps_bench [--quick] [PARAMSERVER]\n\n"
+                   "Parameter-server push and pull bandwidth and 4 KiB push+ack latency, one to four\n"
+                   "workers against one or two servers, with raw loopback TCP, a Unix-domain socket\n"
+                   "and bare ZeroMQ measured in the same run as peers.\n\n"
+                   "  PARAMSERVER  the ztrain-paramserver binary (default %s)\n"
+                   "  --quick      fewer sizes and shorter runs\n", psbin);
+            return 0;
+        }
         if (!strcmp(argv[i], "--quick"))
             quick = true;
+        else if (argv[i][0] == '-') {
+            fprintf(stderr, "ps_bench: unknown option '%s' (--help lists them)\n", argv[i]);
+            return 2;
+        }
         else
             psbin = argv[i];
     }
+    if (access(psbin, X_OK) != 0) {
+        fprintf(stderr, "ps_bench: '%s' is not an executable ztrain-paramserver: %s\n", psbin,
+                strerror(errno));
+        return 2;
+    }
+    zt_tune_malloc(); /* as ztrain's own binaries do */
     setenv("ZT_LOG_LEVEL", "warn", 1);
     zt_log_init("bench", 0);
     s_raw_gbs = s_raw_stream(false, 64u << 20, quick ? 4 : 16);

@@ -1,9 +1,9 @@
 #include "zt_cli.h"
-#include "zt_clusterenv.h"
+#include "launch/zt_clusterenv.h"
 #include "zt_coord.h"
-#include "zt_cuda_probe.h"
-#include "zt_study.h"
-#include "zt_util.h"
+#include "launch/zt_cuda_probe.h"
+#include "tune/zt_study.h"
+#include "base/zt_util.h"
 #include "ztrain/ztrain.h"
 #include <errno.h>
 #include <limits.h>

@@ -1,7 +1,8 @@
 #include "zt_coord.h"
-#include "zt_clusterenv.h"
-#include "zt_msg.h"
-#include "zt_util.h"
+#include "launch/zt_clusterenv.h"
+#include "wire/zt_msg.h"
+#include "wire/zt_transport.h"
+#include "base/zt_util.h"
 #include "ztrain/zt_error.h"
 #include "ztrain/zt_knobs.h"
 #include "ztrain/zt_log.h"
@@ -723,16 +724,15 @@ zt_coord_t *zt_coord_new(zt_plan_t **plan_p, zt_backend_t **backend_p, const zt_
     self->layout.cpu_only = opts->cpu_only;
     /* CZMQ must not take SIGINT/SIGTERM: the coordinator handles them. */
     zsys_handler_set(NULL);
-    self->router = zsock_new(ZMQ_ROUTER);
-    int port = self->router ? zsock_bind(self->router, "tcp://127.0.0.1:*[49152-]") : -1;
-    if (port < 0)
-        port = self->router ? zsock_bind(self->router, "tcp://127.0.0.1:*") : -1;
-    if (port < 0) {
+    int port = -1;
+    self->router = zt_sock_router(ZT_PLANE_CONTROL, "tcp://127.0.0.1:*[49152-]", &port);
+    if (!self->router)
+        self->router = zt_sock_router(ZT_PLANE_CONTROL, "tcp://127.0.0.1:*", &port);
+    if (!self->router) {
         zt_error("cannot bind the control plane on 127.0.0.1");
         zt_coord_destroy(&self);
         return NULL;
     }
-    zsock_set_linger(self->router, 0);
     self->layout.coordinator = zt_strdupf("tcp://127.0.0.1:%d", port);
     self->nreps = zt_plan_replicas(self->plan);
     self->reps = calloc((size_t) self->nreps, sizeof *self->reps);

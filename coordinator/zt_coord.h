@@ -6,8 +6,8 @@
 #ifndef ZT_COORD_H
 #define ZT_COORD_H
 #include <stdbool.h>
-#include "zt_backend.h"
-#include "zt_jobspec.h"
+#include "launch/zt_backend.h"
+#include "spec/zt_jobspec.h"
 
 typedef enum {
     ZT_JOB_QUEUED, ZT_JOB_PENDING, ZT_JOB_RUNNING, ZT_JOB_SUCCEEDED, ZT_JOB_FAILED,

@@ -1,7 +1,7 @@
 /* ztrain-evaluator: thin main; the logic is zt_evaluator. */
 #include "zt_evaluator.h"
-#include "zt_idx.h"
-#include "zt_role.h"
+#include "model/zt_idx.h"
+#include "runtime/zt_role.h"
 #include "ztrain/ztrain.h"
 #include <stdio.h>
 #include <stdlib.h>

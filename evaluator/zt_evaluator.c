@@ -1,9 +1,11 @@
 #include "zt_evaluator.h"
-#include "zt_ckpt.h"
-#include "zt_fileserver.h"
-#include "zt_idx.h"
-#include "zt_mlp.h"
-#include "zt_util.h"
+#include "model/zt_ckpt.h"
+#include "runtime/zt_env.h"
+#include "wire/zt_transport.h"
+#include "runtime/zt_fileserver.h"
+#include "model/zt_idx.h"
+#include "model/zt_mlp.h"
+#include "base/zt_util.h"
 #include "ztrain/ztrain.h"
 #include <cblas.h>
 #include <czmq.h>
@@ -26,9 +28,8 @@ static int s_evaluate(const char *address, const char *name, int64_t step, const
                       zt_dataset_t *test, zt_replica_t *rep)
 {
     char err[512];
-    zsock_t *dealer = zsock_new(ZMQ_DEALER);
-    zsock_set_linger(dealer, 0);
-    if (!dealer || zsock_connect(dealer, "%s", address) != 0) {
+    zsock_t *dealer = zt_sock_dealer(ZT_PLANE_CONTROL, address);
+    if (!dealer) {
         zt_warn("cannot connect to %s", address);
         zsock_destroy(&dealer);
         return ZT_EIO;
@@ -103,8 +104,8 @@ static int s_evaluate(const char *address, const char *name, int64_t step, const
 
 int zt_evaluator_run(const zt_evaluator_opts_t *o)
 {
-    const char *idx = getenv("ZT_INDEX");
-    zt_log_init("evaluator", idx ? atoi(idx) : 0);
+    int index = (int) zt_env_int_or(ZT_ENV_INDEX, 0);
+    zt_log_init("evaluator", index);
     openblas_set_num_threads(1);
     zsys_init();
     const char *dir = o->data_dir ? o->data_dir : zt_dataset_default_dir();
@@ -119,8 +120,8 @@ int zt_evaluator_run(const zt_evaluator_opts_t *o)
         zt_dataset_free(&test);
         return 1;
     }
-    const char *jd = getenv("ZT_JOB_DIR");
-    char *scratch = zt_strdupf("%s/evaluator-%s.%d", jd ? jd : "/tmp", idx ? idx : "0", (int) getpid());
+    const char *jd = zt_env_get(ZT_ENV_JOB_DIR);
+    char *scratch = zt_strdupf("%s/evaluator-%d.%d", jd ? jd : "/tmp", index, (int) getpid());
     zt_mkdir_p(scratch);
     int evaluated = 0;
     for (;;) {

@@ -1,7 +1,6 @@
 /* ztrain-paramserver: thin main; the shard logic is zt_ps_server. */
-#include "zt_cluster.h"
 #include "zt_ps_server.h"
-#include "zt_role.h"
+#include "runtime/zt_role.h"
 #include "ztrain/ztrain.h"
 #include <czmq.h>
 #include <stdlib.h>

@@ -1,11 +1,12 @@
 #include "zt_ps_server.h"
-#include "zt_bufpool.h"
-#include "zt_ckpt.h"
-#include "zt_msg.h"
-#include "zt_optim.h"
-#include "zt_shard.h"
-#include "zt_shm.h"
-#include "zt_util.h"
+#include "wire/zt_bufpool.h"
+#include "model/zt_ckpt.h"
+#include "wire/zt_msg.h"
+#include "wire/zt_transport.h"
+#include "model/zt_optim.h"
+#include "base/zt_shard.h"
+#include "wire/zt_shm.h"
+#include "base/zt_util.h"
 #include "ztrain/zt_error.h"
 #include "ztrain/zt_log.h"
 #include <czmq.h>
@@ -231,7 +232,7 @@ zt_ps_server_t *zt_ps_server_new(const zt_ps_server_opts_t *opts)
 {
     zt_ps_server_t *self = calloc(1, sizeof *self);
     self->opts = *opts;
-    if (!(self->router = zt_data_router(opts->bind))) {
+    if (!(self->router = zt_sock_router(ZT_PLANE_DATA, opts->bind, NULL))) {
         free(self);
         return NULL;
     }

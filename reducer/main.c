@@ -1,7 +1,6 @@
 /* ztrain-reducer: thin main; the reduction logic is zt_reducer. */
-#include "zt_cluster.h"
 #include "zt_reducer.h"
-#include "zt_role.h"
+#include "runtime/zt_role.h"
 #include "ztrain/ztrain.h"
 #include <czmq.h>
 #include <stdlib.h>

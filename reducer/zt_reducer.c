@@ -1,10 +1,11 @@
 #include "zt_reducer.h"
-#include "zt_arlayout.h"
-#include "zt_bufpool.h"
-#include "zt_msg.h"
-#include "zt_shard.h"
-#include "zt_shm.h"
-#include "zt_util.h"
+#include "allreduce/zt_arlayout.h"
+#include "wire/zt_bufpool.h"
+#include "wire/zt_msg.h"
+#include "wire/zt_transport.h"
+#include "base/zt_shard.h"
+#include "wire/zt_shm.h"
+#include "base/zt_util.h"
 #include "ztrain/zt_allreduce.h"
 #include "ztrain/zt_error.h"
 #include "ztrain/zt_knobs.h"
@@ -212,7 +213,7 @@ zt_reducer_t *zt_reducer_new(const zt_reducer_opts_t *opts)
 {
     zt_reducer_t *self = calloc(1, sizeof *self);
     self->opts = *opts;
-    if (!(self->router = zt_data_router(opts->bind))) {
+    if (!(self->router = zt_sock_router(ZT_PLANE_DATA, opts->bind, NULL))) {
         free(self);
         return NULL;
     }

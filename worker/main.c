@@ -1,6 +1,6 @@
 /* ztrain-worker: thin main. With --idle or --run-seconds it is a placeholder
  * replica (register, heartbeat, exit); otherwise the built-in trainer. */
-#include "zt_role.h"
+#include "runtime/zt_role.h"
 #include "zt_trainer.h"
 #include "ztrain/ztrain.h"
 #include <string.h>

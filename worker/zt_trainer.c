@@ -1,13 +1,13 @@
 #include "zt_trainer.h"
-#include "zt_ckpt.h"
-#include "zt_cluster.h"
-#include "zt_fileserver.h"
+#include "model/zt_ckpt.h"
+#include "runtime/zt_env.h"
+#include "runtime/zt_fileserver.h"
 #include "zt_gpu.h"
-#include "zt_idx.h"
-#include "zt_mlp.h"
-#include "zt_optim.h"
-#include "zt_shard.h"
-#include "zt_util.h"
+#include "model/zt_idx.h"
+#include "model/zt_mlp.h"
+#include "model/zt_optim.h"
+#include "base/zt_shard.h"
+#include "base/zt_util.h"
 #include "ztrain/ztrain.h"
 #include "ztrain/zt_ps.h"
 #include "ztrain/zt_allreduce.h"
@@ -285,9 +285,8 @@ int zt_trainer_run(const zt_train_opts_t *o)
     uint8_t *bx = NULL, *by = NULL;
     int *mine = NULL;
     zt_fileserver_t *files = NULL;
-    const char *e;
-    r.rank = (e = getenv("RANK")) ? atoi(e) : 0;
-    r.world = (e = getenv("WORLD_SIZE")) ? atoi(e) : 1;
+    r.rank = (int) zt_env_int_or(ZT_ENV_RANK, 0);
+    r.world = (int) zt_env_int_or(ZT_ENV_WORLD_SIZE, 1);
     if (r.world < 1 || r.rank < 0 || r.rank >= r.world) {
         zt_error("RANK=%d and WORLD_SIZE=%d do not fit", r.rank, r.world);
         return 1;
@@ -296,10 +295,10 @@ int zt_trainer_run(const zt_train_opts_t *o)
     openblas_set_num_threads(1);
     zt_tune_malloc();
     zsys_init();
-    const char *ck = getenv("AIP_CHECKPOINT_DIR"), *md = getenv("AIP_MODEL_DIR");
+    const char *ck = zt_env_get(ZT_ENV_AIP_CHECKPOINT_DIR), *md = zt_env_get(ZT_ENV_AIP_MODEL_DIR);
     r.ckpt_dir = strdup(ck && *ck ? ck : "checkpoints");
     r.model_dir = strdup(md && *md ? md : "model");
-    if (getenv("ZT_COORDINATOR") && !(r.rep = zt_replica_new(r.rank == 0 ? "chief" : "worker", 0)))
+    if (zt_env_get(ZT_ENV_COORDINATOR) && !(r.rep = zt_replica_new(r.rank == 0 ? "chief" : "worker", 0)))
         goto out;
     /* Data: this worker's disjoint shard of the training set. */
     const char *dir = o->data_dir ? o->data_dir : zt_dataset_default_dir();
@@ -321,7 +320,7 @@ int zt_trainer_run(const zt_train_opts_t *o)
     r.mlp = zt_mlp_new(sizes, ns, o->batch_size < 256 ? 256 : o->batch_size);
     /* The device: a GPU when asked (cuda), or when the replica was given one
      * (auto: CUDA_VISIBLE_DEVICES not empty) and this build has CUDA. */
-    const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
+    const char *cvd = zt_env_get(ZT_ENV_CUDA_VISIBLE_DEVICES);
     bool want_gpu = !strcmp(o->device, "cuda") ||
                     (!strcmp(o->device, "auto") && cvd && *cvd && zt_cuda_devices() > 0);
     if (want_gpu) {
@@ -348,12 +347,12 @@ int zt_trainer_run(const zt_train_opts_t *o)
      * (ZT_REDUCERS) or a ring between the workers, or alone. */
     int nservers = 0, nreducers = 0;
     char **servers = NULL, **reducers = NULL;
-    if (getenv("ZT_REDUCERS"))
-        reducers = zt_cluster_split(getenv("ZT_REDUCERS"), &nreducers);
-    else if (getenv("ZT_PARAMSERVERS"))
-        servers = zt_cluster_split(getenv("ZT_PARAMSERVERS"), &nservers);
+    if (zt_env_get(ZT_ENV_REDUCERS))
+        reducers = zt_env_list(ZT_ENV_REDUCERS, &nreducers);
+    else if (zt_env_get(ZT_ENV_PARAMSERVERS))
+        servers = zt_env_list(ZT_ENV_PARAMSERVERS, &nservers);
     else
-        servers = zt_cluster_pool(2, &nservers);
+        servers = zt_env_pool(2, &nservers);
     if (nservers > 0) {
         r.ps = zt_ps_client_new((const char *const *) servers, nservers, r.rank);
         for (int t = 0; r.ps && t < zt_mlp_tensors(r.mlp); t++)
@@ -369,8 +368,8 @@ int zt_trainer_run(const zt_train_opts_t *o)
         po.max_staleness = o->max_staleness;
         if (!r.ps || zt_ps_connect(r.ps, &po, (int) zt_knob_int(ZT_KNOB_PS_TIMEOUT_MS)) != ZT_OK) {
             zt_error("parameter servers: %s", r.ps ? zt_ps_error(r.ps) : "cannot connect");
-            zt_cluster_free(servers);
-            zt_cluster_free(reducers);
+            zt_env_free(servers);
+            zt_env_free(reducers);
             goto out;
         }
         zt_info("training against %d parameter server%s (%s%s), %lld parameters", nservers,
@@ -394,7 +393,7 @@ int zt_trainer_run(const zt_train_opts_t *o)
         }
         if (nreducers > 0 || r.world > 1) {
             int npeers = 0, nw = 0;
-            char **p0 = zt_cluster_pool(0, &npeers), **p1 = zt_cluster_pool(1, &nw);
+            char **p0 = zt_env_pool(0, &npeers), **p1 = zt_env_pool(1, &nw);
             const char *peers[1024];
             int np = 0;
             for (int i = 0; i < npeers && np < 1024; i++)
@@ -415,11 +414,11 @@ int zt_trainer_run(const zt_train_opts_t *o)
                 zt_error("all-reduce: %s", r.ar ? zt_allreduce_error(r.ar)
                                                 : "cannot start (no reducers, and the workers' "
                                                   "addresses are not in CLUSTER_SPEC)");
-            zt_cluster_free(p0);
-            zt_cluster_free(p1);
+            zt_env_free(p0);
+            zt_env_free(p1);
             if (rc2 != ZT_OK) {
-                zt_cluster_free(servers);
-                zt_cluster_free(reducers);
+                zt_env_free(servers);
+                zt_env_free(reducers);
                 goto out;
             }
             /* One bucket laid out as the model (the default threshold holds
@@ -438,8 +437,8 @@ int zt_trainer_run(const zt_train_opts_t *o)
             zt_info("training alone (no parameter servers), %lld parameters",
                     (long long) zt_mlp_nparams(r.mlp));
     }
-    zt_cluster_free(reducers);
-    zt_cluster_free(servers);
+    zt_env_free(reducers);
+    zt_env_free(servers);
     /* The chief serves its checkpoints to evaluators. */
     if (r.rank == 0 && r.rep) {
         const char *roots[2][2] = { { "checkpoints", r.ckpt_dir }, { "model", r.model_dir } };

@@ -22,6 +22,11 @@
 #define ZT_ALLREDUCE_H
 #include <stdbool.h>
 #include <stdint.h>
+#include "zt_half.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 typedef enum { ZT_F32 = 0, ZT_F16 = 1, ZT_BF16 = 2 } zt_dtype_t;
 
@@ -63,10 +68,7 @@ const char *zt_allreduce_error(zt_allreduce_t *self);
 int zt_allreduce_buckets(zt_allreduce_t *self);
 int64_t zt_allreduce_threshold(zt_allreduce_t *self);
 
-/* float16/bfloat16 conversions (round to nearest even). */
-float zt_f16_to_f32(uint16_t h);
-uint16_t zt_f32_to_f16(float f);
-float zt_bf16_to_f32(uint16_t h);
-uint16_t zt_f32_to_bf16(float f);
-
+#ifdef __cplusplus
+}
+#endif
 #endif

@@ -3,6 +3,10 @@
 #ifndef ZT_ERROR_H
 #define ZT_ERROR_H
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define ZT_ERRORS(X)                                                    \
     X(ZT_OK,         0,   "success")                                    \
     X(ZT_EINVAL,    -1,   "invalid argument")                           \
@@ -27,4 +31,7 @@ typedef enum {
 /* Text for an error code; never NULL. */
 const char *zt_strerror(int err);
 
+#ifdef __cplusplus
+}
+#endif
 #endif

@@ -5,6 +5,10 @@
 #include <stdio.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define ZT_KNOBS(X)                                                              \
     X(HEARTBEAT_MS,        "ZT_HEARTBEAT_MS",        "1000",                      \
       "interval between a replica's heartbeats to the coordinator (ms)")          \
@@ -69,4 +73,7 @@ int64_t zt_knob_int(zt_knob_t knob);
 /* Prints every knob: variable, default, meaning. */
 void zt_knobs_print(FILE *out);
 
+#ifdef __cplusplus
+}
+#endif
 #endif

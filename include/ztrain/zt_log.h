@@ -3,6 +3,10 @@
 #define ZT_LOG_H
 #include <stdarg.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef enum { ZT_LOG_ERROR = 0, ZT_LOG_WARN, ZT_LOG_INFO, ZT_LOG_DEBUG } zt_log_level_t;
 
 /* Sets the role name and index printed on every line; reads ZT_LOG_LEVEL. */
@@ -19,4 +23,7 @@ void zt_log_write(zt_log_level_t level, const char *fmt, ...)
 #define zt_info(...)  ZT_LOG(ZT_LOG_INFO, __VA_ARGS__)
 #define zt_debug(...) ZT_LOG(ZT_LOG_DEBUG, __VA_ARGS__)
 
+#ifdef __cplusplus
+}
+#endif
 #endif

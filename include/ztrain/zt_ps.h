@@ -7,6 +7,10 @@
 #define ZT_PS_H
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct zt_ps_client_t zt_ps_client_t;
 
 typedef struct {
@@ -68,4 +72,7 @@ typedef struct {
 int zt_ps_snapshot(zt_ps_client_t *self, zt_ps_shard_t *shards, int timeout_ms);
 void zt_ps_shards_free(zt_ps_shard_t *shards, int n);
 
+#ifdef __cplusplus
+}
+#endif
 #endif

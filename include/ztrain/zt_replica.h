@@ -9,6 +9,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct zt_replica_t zt_replica_t;
 
 /* Registers with the coordinator named by the environment. role is printed
@@ -45,4 +49,7 @@ int zt_replica_next_checkpoint(zt_replica_t *self, int64_t *step, char *name, si
  * 0, ZT_ETIMEDOUT, or ZT_ESHUTDOWN when asked to stop first. */
 int zt_replica_wait_running(zt_replica_t *self, int timeout_ms);
 
+#ifdef __cplusplus
+}
+#endif
 #endif

@@ -1,7 +1,7 @@
 /* libFuzzer target: any bytes into the control/data-plane decoder. It must
  * return an error or a message, never crash, hang or leak.
  *   make fuzz   (clang), then build-fuzz/bin/fuzz_msg -max_total_time=60 */
-#include "zt_msg.h"
+#include "wire/zt_msg.h"
 #include <stddef.h>
 #include <stdint.h>
 

@@ -1,0 +1,240 @@
+#include "launch/zt_clusterenv.h"
+#include "base/zt_util.h"
+#include "ztrain/zt_error.h"
+#include "ztrain/zt_knobs.h"
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+static const char *const s_tf_types[ZT_POOLS] = { "chief", "worker", "ps", "evaluator" };
+
+void zt_replica_name(int pool, int index, char *buf, size_t size)
+{
+    snprintf(buf, size, "workerpool%d-%d", pool, index);
+}
+
+/* Ports are ephemeral ports the kernel hands out, each kept bound (not
+ * listening) until its replica starts: while bound, no other bind(0) on the
+ * machine gets it, so two jobs started at the same moment never collide; the
+ * port is released just before its replica is forked. */
+
+int zt_layout_init(zt_layout_t *self, const zt_plan_t *plan, const char *job_dir, const char *trial)
+{
+    memset(self, 0, sizeof *self);
+    for (int p = 0; p < ZT_POOLS; p++)
+        for (int i = 0; i < 1024; i++)
+            self->reserved[p][i] = -1;
+    self->plan = plan;
+    self->job_dir = strdup(job_dir);
+    self->trial = trial ? strdup(trial) : NULL;
+    const char *base = plan->base_output_dir ? plan->base_output_dir : job_dir;
+    self->base_dir = trial ? zt_strdupf("%s/%s", base, trial) : strdup(base);
+    int gpu = 0;
+    for (int p = 0; p < ZT_POOLS; p++) {
+        const zt_pool_t *pool = &plan->pools[p];
+        if (!pool->present)
+            continue;
+        if (pool->replicas > 1024)
+            return ZT_EINVAL;
+        self->first_gpu[p] = gpu;
+        gpu += pool->accel_count * pool->replicas;
+        for (int i = 0; i < pool->replicas; i++)
+            if ((self->ports[p][i] = zt_reserve_port(&self->reserved[p][i])) < 0)
+                return ZT_ESYS;
+    }
+    return ZT_OK;
+}
+
+void zt_layout_release(zt_layout_t *self, int pool, int index)
+{
+    if (self->reserved[pool][index] >= 0) {
+        close(self->reserved[pool][index]);
+        self->reserved[pool][index] = -1;
+    }
+}
+
+void zt_layout_fini(zt_layout_t *self)
+{
+    for (int p = 0; p < ZT_POOLS; p++)
+        for (int i = 0; i < 1024; i++)
+            zt_layout_release(self, p, i);
+    free(self->job_dir);
+    free(self->base_dir);
+    free(self->trial);
+    free(self->coordinator);
+    memset(self, 0, sizeof *self);
+}
+
+json_t *zt_pool_addresses(const zt_layout_t *self, int pool)
+{
+    json_t *list = json_array();
+    for (int i = 0; self->plan->pools[pool].present && i < self->plan->pools[pool].replicas; i++)
+        json_array_append_new(list, json_sprintf("127.0.0.1:%d", self->ports[pool][i]));
+    return list;
+}
+
+static json_t *s_task(const zt_layout_t *self, const char *type, int index)
+{
+    json_t *task = json_pack("{s:s, s:i}", "type", type, "index", index);
+    if (self->trial)
+        json_object_set_new(task, "trial", json_string(self->trial));
+    return task;
+}
+
+json_t *zt_cluster_spec(const zt_layout_t *self, int pool, int index)
+{
+    json_t *cluster = json_object();
+    for (int p = 0; p < ZT_POOLS; p++)
+        if (self->plan->pools[p].present) {
+            char key[16];
+            snprintf(key, sizeof key, "workerpool%d", p);
+            json_object_set_new(cluster, key, zt_pool_addresses(self, p));
+        }
+    char type[16];
+    snprintf(type, sizeof type, "workerpool%d", pool);
+    return json_pack("{s:o, s:s, s:o, s:O}", "cluster", cluster, "environment", "cloud", "task",
+                     s_task(self, type, index), "job", self->plan->job);
+}
+
+json_t *zt_tf_config(const zt_layout_t *self, int pool, int index)
+{
+    if (zt_plan_replicas(self->plan) <= 1)
+        return NULL;
+    const char *chief = self->plan->tf_master ? "master" : "chief";
+    json_t *cluster = json_object();
+    for (int p = 0; p < 3; p++) /* evaluators are never part of the cluster */
+        if (self->plan->pools[p].present)
+            json_object_set_new(cluster, p == 0 ? chief : s_tf_types[p], zt_pool_addresses(self, p));
+    const char *type = pool == 0 ? chief : s_tf_types[pool];
+    return json_pack("{s:o, s:o, s:s, s:O}", "cluster", cluster, "task", s_task(self, type, index),
+                     "environment", "cloud", "job", self->plan->job);
+}
+
+char *zt_replica_config_dir(const zt_layout_t *self, int pool, int index)
+{
+    char name[32];
+    zt_replica_name(pool, index, name, sizeof name);
+    return zt_strdupf("%s/config/%s", self->job_dir, name);
+}
+
+static void s_put(json_t *env, const char *name, const char *value)
+{
+    json_array_append_new(env, json_pack("[ss]", name, value));
+}
+
+static void s_put_json(json_t *env, const char *name, json_t *value)
+{
+    char *text = json_dumps(value, JSON_COMPACT);
+    s_put(env, name, text);
+    free(text);
+    json_decref(value);
+}
+
+json_t *zt_replica_env(const zt_layout_t *self, int pool, int index)
+{
+    const zt_plan_t *plan = self->plan;
+    const zt_pool_t *pp = &plan->pools[pool];
+    json_t *env = json_array();
+    char buf[64];
+    s_put_json(env, "CLUSTER_SPEC", zt_cluster_spec(self, pool, index));
+    json_t *tf = zt_tf_config(self, pool, index);
+    if (tf)
+        s_put_json(env, "TF_CONFIG", tf);
+    if (pool <= 1) {
+        s_put(env, "MASTER_ADDR", "127.0.0.1");
+        snprintf(buf, sizeof buf, "%d", self->ports[0][0]);
+        s_put(env, "MASTER_PORT", buf);
+        int world = 1 + (plan->pools[1].present ? plan->pools[1].replicas : 0);
+        snprintf(buf, sizeof buf, "%d", world);
+        s_put(env, "WORLD_SIZE", buf);
+        snprintf(buf, sizeof buf, "%d", pool == 0 ? 0 : 1 + index);
+        s_put(env, "RANK", buf);
+    }
+    char *d = zt_strdupf("%s/model/", self->base_dir);
+    s_put(env, "AIP_MODEL_DIR", d);
+    free(d);
+    d = zt_strdupf("%s/checkpoints/", self->base_dir);
+    s_put(env, "AIP_CHECKPOINT_DIR", d);
+    free(d);
+    d = zt_strdupf("%s/logs/", self->base_dir);
+    s_put(env, "AIP_TENSORBOARD_LOG_DIR", d);
+    free(d);
+    /* SageMaker: every replica is a host algo-1..algo-N, in pool order. */
+    json_t *hosts = json_array();
+    char current[64] = "";
+    int n = 0;
+    for (int p = 0; p < ZT_POOLS; p++)
+        for (int i = 0; plan->pools[p].present && i < plan->pools[p].replicas; i++) {
+            snprintf(buf, sizeof buf, "algo-%d", ++n);
+            json_array_append_new(hosts, json_string(buf));
+            if (p == pool && i == index)
+                snprintf(current, sizeof current, "%s", buf);
+        }
+    s_put_json(env, "SM_HOSTS", json_incref(hosts));
+    s_put(env, "SM_CURRENT_HOST", current);
+    s_put_json(env, "SM_RESOURCE_CONFIG", json_pack("{s:s, s:o, s:s}", "current_host", current,
+                                                    "hosts", hosts, "network_interface_name", "lo"));
+    d = zt_replica_config_dir(self, pool, index);
+    s_put(env, "SM_INPUT_CONFIG_DIR", d);
+    free(d);
+    /* GPUs: each replica sees only its own; none when it asked for none. */
+    buf[0] = 0;
+    if (!self->cpu_only)
+        for (int g = 0; g < pp->accel_count; g++) {
+            int dev = self->first_gpu[pool] + index * pp->accel_count + g;
+            snprintf(buf + strlen(buf), sizeof buf - strlen(buf), "%s%d", g ? "," : "", dev);
+        }
+    s_put(env, "CUDA_VISIBLE_DEVICES", buf);
+    if (self->trial) {
+        s_put(env, "CLOUD_ML_TRIAL_ID", self->trial);
+        d = zt_strdupf("%s/hypertune/%s-%d.metric", self->base_dir, pool == 0 ? "chief" : "worker", index);
+        s_put(env, "CLOUD_ML_HP_METRIC_FILE", d);
+        free(d);
+    }
+    /* For programs that link libztrain. */
+    if (self->coordinator)
+        s_put(env, "ZT_COORDINATOR", self->coordinator);
+    snprintf(buf, sizeof buf, "%d", pool);
+    s_put(env, "ZT_POOL", buf);
+    snprintf(buf, sizeof buf, "%d", index);
+    s_put(env, "ZT_INDEX", buf);
+    snprintf(buf, sizeof buf, "%d", self->incarnation);
+    s_put(env, "ZT_INCARNATION", buf);
+    snprintf(buf, sizeof buf, "127.0.0.1:%d", self->ports[pool][index]);
+    s_put(env, "ZT_ADDRESS", buf);
+    s_put(env, "ZT_JOB_DIR", self->job_dir);
+    /* What pool 2 is, for the built-in trainer: reducers or parameter servers. */
+    zt_role_t r2 = plan->pools[2].present ? plan->pools[2].role : ZT_ROLE_NONE;
+    if (pool <= 1 && (r2 == ZT_ROLE_REDUCER || r2 == ZT_ROLE_PARAMSERVER)) {
+        json_t *addrs = zt_pool_addresses(self, 2);
+        char list[8192] = "";
+        size_t i;
+        json_t *a;
+        json_array_foreach(addrs, i, a)
+            snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? "," : "",
+                     json_string_value(a));
+        json_decref(addrs);
+        s_put(env, r2 == ZT_ROLE_REDUCER ? "ZT_REDUCERS" : "ZT_PARAMSERVERS", list);
+    }
+    if (pp->python_path) {
+        const char *old = getenv("PYTHONPATH");
+        d = old && *old ? zt_strdupf("%s:%s", pp->python_path, old) : strdup(pp->python_path);
+        s_put(env, "PYTHONPATH", d);
+        free(d);
+    }
+    /* The pool's own env[] last: it replaces what ztrain set. */
+    size_t k;
+    json_t *e;
+    json_array_foreach(pp->env, k, e) {
+        const char *name = json_string_value(json_array_get(e, 0));
+        for (size_t j = json_array_size(env); j-- > 0;)
+            if (!strcmp(name, json_string_value(json_array_get(json_array_get(env, j), 0))))
+                json_array_remove(env, j);
+        json_array_append(env, e);
+    }
+    return env;
+}

@@ -1,0 +1,77 @@
+/* zt_jobspec: a job (Vertex CustomJobSpec / CustomJob JSON, or legacy AI
+ * Platform trainingInput YAML, plus gcloud-style overrides) resolved into one
+ * plan: four positional pools, each with its machine, accelerators, replica
+ * count, program and environment. Every problem is reported to a zt_diag
+ * with the file or flag, the field path, the value and the rule. */
+#ifndef ZT_JOBSPEC_H
+#define ZT_JOBSPEC_H
+#include <jansson.h>
+#include <stdbool.h>
+#include "spec/zt_diag.h"
+#include "spec/zt_machines.h"
+
+#define ZT_POOLS 4
+
+typedef enum {
+    ZT_ROLE_NONE = 0, ZT_ROLE_WORKER, ZT_ROLE_PARAMSERVER, ZT_ROLE_REDUCER, ZT_ROLE_EVALUATOR
+} zt_role_t;
+
+typedef struct {
+    bool present;            /* pool has replicas */
+    int replicas;            /* replicaCount */
+    zt_machine_t machine;    /* machine type and its resources */
+    char accel_type[48];     /* canonical accelerator type, "" for none */
+    int accel_count;         /* accelerators per replica */
+    char disk_type[32];      /* boot disk type */
+    int disk_gb;             /* boot disk size */
+    char *image_uri;         /* container image (not pulled locally) */
+    zt_role_t role;          /* built-in role binary, or NONE for a user program */
+    json_t *argv;            /* the command: array of strings */
+    json_t *env;             /* pool env[]: array of [name, value] */
+    char *python_path;       /* from packageUris, prepended to PYTHONPATH */
+} zt_pool_t;
+
+typedef struct {
+    char *source;            /* the file, or "command line" */
+    char *format;            /* "CustomJobSpec", "CustomJob" or "trainingInput" */
+    char *display_name;      /* job name */
+    char *scale_tier;        /* legacy only */
+    zt_pool_t pools[ZT_POOLS];
+    char *base_output_dir;   /* NULL: the job directory */
+    double timeout_s;        /* scheduling.timeout; 0 = none */
+    bool restart_job_on_worker_restart;
+    bool disable_retries;
+    bool tf_master;          /* TF_CONFIG says "master" instead of "chief" */
+    json_t *job;             /* the job spec as given, for CLUSTER_SPEC "job" */
+} zt_plan_t;
+
+typedef struct {
+    const char *file;        /* may be NULL when --worker-pool-spec gives the pools */
+    json_t *flags;           /* [["--flag", "value"], ...] in command-line order */
+    char **user_args;        /* everything after "--" */
+    int n_user_args;
+    const char *tf_chief_name; /* "chief" or "master" to override, or NULL */
+    bool trial;              /* a study's trial: user args go to pools 0 and 1 only */
+    const char *spec_key;    /* the CustomJobSpec is root[spec_key] (a study's
+                                "trialJobSpec"), or NULL for the whole file */
+} zt_plan_opts_t;
+
+/* True for the override flags zt_plan_load understands ("--worker-count"...). */
+bool zt_plan_is_override_flag(const char *name);
+/* The list of override flags for --help. */
+const char *zt_plan_override_help(void);
+
+int zt_plan_load(const zt_plan_opts_t *opts, zt_plan_t **plan_p, zt_diag_t *diag);
+void zt_plan_destroy(zt_plan_t **self_p);
+/* Accelerators asked for against those found (gpus_found); an error unless
+ * cpu_only. Returns the total asked. */
+int zt_plan_check_gpus(zt_plan_t *self, int gpus_found, bool cpu_only, zt_diag_t *diag);
+/* Total replicas over all pools. */
+int zt_plan_replicas(const zt_plan_t *self);
+/* Role names: the pool's role in TF_CONFIG terms and the binary name. */
+const char *zt_role_binary(zt_role_t role);
+/* The resolved plan as JSON (what `ztrain validate --json` prints). */
+json_t *zt_plan_to_json(const zt_plan_t *self);
+void zt_plan_print(const zt_plan_t *self, FILE *out);
+
+#endif

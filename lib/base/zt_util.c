@@ -1,0 +1,290 @@
+#include "base/zt_util.h"
+#include "ztrain/ztrain.h"
+#include <malloc.h>
+#include "ztrain/zt_error.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+int64_t zt_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int64_t zt_now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t) ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+void zt_wall_iso(char *buf, size_t size)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    struct tm tm;
+    gmtime_r(&ts.tv_sec, &tm);
+    char base[32];
+    strftime(base, sizeof base, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(buf, size, "%s.%03ldZ", base, ts.tv_nsec / 1000000);
+}
+
+int zt_mkdir_p(const char *path)
+{
+    char tmp[PATH_MAX];
+    if (snprintf(tmp, sizeof tmp, "%s", path) >= (int) sizeof tmp)
+        return ZT_EINVAL;
+    for (char *p = tmp + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = 0;
+        if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
+            return ZT_ESYS;
+        *p = '/';
+    }
+    if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
+        return ZT_ESYS;
+    return ZT_OK;
+}
+
+int zt_write_file_atomic(const char *path, const void *data, size_t len)
+{
+    char tmp[PATH_MAX];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int) getpid()) >= (int) sizeof tmp)
+        return ZT_EINVAL;
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return ZT_ESYS;
+    const char *p = data;
+    size_t left = len;
+    while (left > 0) {
+        ssize_t n = write(fd, p, left);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            close(fd);
+            unlink(tmp);
+            return ZT_EIO;
+        }
+        p += n;
+        left -= (size_t) n;
+    }
+    if (fsync(fd) < 0 || close(fd) < 0) {
+        unlink(tmp);
+        return ZT_EIO;
+    }
+    if (rename(tmp, path) < 0) {
+        unlink(tmp);
+        return ZT_ESYS;
+    }
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", path);
+    int dfd = open(dirname(dir), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+        fsync(dfd);
+        close(dfd);
+    }
+    return ZT_OK;
+}
+
+char *zt_read_file(const char *path, size_t *len_p)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    size_t cap = 4096, len = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        size_t n = fread(buf + len, 1, cap - len - 1, f);
+        len += n;
+        if (n == 0)
+            break;
+        if (cap - len - 1 == 0) {
+            char *nb = realloc(buf, cap * 2);
+            if (!nb) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = nb;
+            cap *= 2;
+        }
+    }
+    int failed = ferror(f);
+    fclose(f);
+    if (!buf || failed) {
+        free(buf);
+        errno = EIO;
+        return NULL;
+    }
+    buf[len] = 0;
+    if (len_p)
+        *len_p = len;
+    return buf;
+}
+
+double zt_parse_duration(const char *text)
+{
+    if (!text || !*text)
+        return -1;
+    char *end;
+    errno = 0;
+    double v = strtod(text, &end);
+    if (errno || end == text || v < 0)
+        return -1;
+    if (!strcmp(end, "s") || !*end) return v;
+    if (!strcmp(end, "m"))           return v * 60;
+    if (!strcmp(end, "h"))           return v * 3600;
+    return -1;
+}
+
+bool zt_parse_int(const char *text, long long *out)
+{
+    if (!text || !*text)
+        return false;
+    char *end;
+    errno = 0;
+    long long v = strtoll(text, &end, 10);
+    if (errno || *end)
+        return false;
+    *out = v;
+    return true;
+}
+
+char *zt_strdupf(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char *s = NULL;
+    if (vasprintf(&s, fmt, ap) < 0)
+        s = NULL;
+    va_end(ap);
+    return s;
+}
+
+const char *zt_exe_dir(void)
+{
+    static char dir[PATH_MAX];
+    if (!dir[0]) {
+        char exe[PATH_MAX];
+        ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+        if (n <= 0)
+            return ".";
+        exe[n] = 0;
+        snprintf(dir, sizeof dir, "%s", dirname(exe));
+    }
+    return dir;
+}
+
+char *zt_file_tail(const char *path, size_t max_bytes)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return strdup("");
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    long start = size > (long) max_bytes ? size - (long) max_bytes : 0;
+    fseek(f, start, SEEK_SET);
+    char *buf = calloc(1, max_bytes + 1);
+    size_t n = buf ? fread(buf, 1, max_bytes, f) : 0;
+    fclose(f);
+    if (!buf)
+        return NULL;
+    buf[n] = 0;
+    char *p = buf;
+    if (start > 0) {
+        char *nl = strchr(buf, '\n');
+        if (nl)
+            p = nl + 1;
+    }
+    memmove(buf, p, strlen(p) + 1);
+    return buf;
+}
+
+int zt_ephemeral_port(void)
+{
+    int fd = -1, port = zt_reserve_port(&fd);
+    if (fd >= 0)
+        close(fd);
+    return port;
+}
+
+/* The kernel's automatic port range (bind(0) and connect() both draw from
+ * it), from /proc; 32768-60999 when unreadable. */
+static void s_local_range(int *lo, int *hi)
+{
+    *lo = 32768;
+    *hi = 60999;
+    FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+    if (f) {
+        if (fscanf(f, "%d %d", lo, hi) != 2) {
+            *lo = 32768;
+            *hi = 60999;
+        }
+        fclose(f);
+    }
+}
+
+int zt_reserve_port(int *fd_p)
+{
+    /* A port outside the kernel's automatic range: no connect() or bind(0)
+     * anywhere on the machine is ever handed it, so once released it stays
+     * free for the replica it was chosen for. */
+    *fd_p = -1;
+    int lo, hi, first, last;
+    s_local_range(&lo, &hi);
+    if (lo - 10000 >= 1024) {
+        first = 10000;
+        last = lo - 1;
+    }
+    else {
+        first = hi + 1;
+        last = 65535;
+    }
+    if (last - first < 100) { /* no room outside: let the kernel choose */
+        first = 0;
+        last = 0;
+    }
+    unsigned seed = (unsigned) (getpid() ^ zt_now_us());
+    int span = last - first + 1, start = span > 1 ? (int) (rand_r(&seed) % (unsigned) span) : 0;
+    for (int k = 0; k < 200; k++) {
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+            return -1;
+        struct sockaddr_in a = { .sin_family = AF_INET };
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        a.sin_port = htons((uint16_t) (first ? first + (start + k) % span : 0));
+        socklen_t len = sizeof a;
+        if (bind(fd, (struct sockaddr *) &a, sizeof a) == 0 &&
+            getsockname(fd, (struct sockaddr *) &a, &len) == 0) {
+            *fd_p = fd;
+            return ntohs(a.sin_port);
+        }
+        close(fd);
+    }
+    return -1;
+}
+
+const char *zt_version(void)
+{
+    return ZT_VERSION;
+}
+
+void zt_tune_malloc(void)
+{
+    mallopt(M_MMAP_THRESHOLD, 512 << 20);
+    mallopt(M_TRIM_THRESHOLD, 1 << 30);
+}

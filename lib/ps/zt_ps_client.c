@@ -1,0 +1,531 @@
+/* The parameter-server client: one DEALER per server, requests split by
+ * shard and into chunks, gradients sent zero-copy, replies matched by id. */
+#include "ztrain/zt_ps.h"
+#include "ztrain/zt_error.h"
+#include "ztrain/zt_knobs.h"
+#include "ztrain/zt_log.h"
+#include "wire/zt_msg.h"
+#include "wire/zt_transport.h"
+#include "model/zt_optim.h"
+#include "base/zt_shard.h"
+#include "wire/zt_spin.h"
+#include "wire/zt_shm.h"
+#include "base/zt_util.h"
+#include <jansson.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A request unanswered this long is sent again (lost to a restarting server). */
+#define ZT_PS_RESEND_MS 1500
+
+typedef struct {
+    char *name;             /* tensor name */
+    int64_t numel;          /* elements */
+    int64_t offset;         /* in the flat key space */
+    float scale;            /* initial values: uniform [-scale, scale]; 0 zeros */
+} s_tensor_t;
+
+typedef enum { OP_CONFIG, OP_PULL, OP_PUSH, OP_SNAPSHOT } s_kind_t;
+
+typedef struct {
+    int64_t req;            /* request id in flight */
+    s_kind_t kind;          /* what it is */
+    int server;             /* where it went */
+    int64_t offset, count;  /* global range */
+    float *dst;             /* pull: where values go */
+    const float *src;       /* push: the gradients */
+    int64_t step;           /* push/pull step */
+    int64_t sent_ms;        /* last sent */
+    zt_ps_shard_t *shard;   /* snapshot: where it goes */
+    bool by_ref;            /* push: the gradients went to shared memory */
+} s_op_t;
+
+struct zt_ps_client_t {
+    int nservers;           /* parameter servers */
+    char **addrs;           /* their host:port */
+    zsock_t **socks;        /* a DEALER each */
+    s_tensor_t *tensors;    /* declared tensors */
+    int ntensors, tcap;
+    int64_t total;          /* elements over all tensors */
+    int rank;               /* our worker rank */
+    char *config;           /* JSON sent in PS_CONFIG */
+    int64_t hash;           /* its hash */
+    s_op_t *ops;            /* outstanding requests */
+    int nops, opcap;
+    int64_t next_req;       /* request ids */
+    int64_t step;           /* the step pulls are for (sync, staleness) */
+    int64_t chunk_elems;    /* largest payload frame, in floats (ZT_PS_CHUNK_BYTES) */
+    uint64_t seq;           /* message sequence */
+    atomic_int lent;        /* zero-copy frames not yet released by ZeroMQ */
+    zt_spin_t spin;         /* busy-poll budget while waiting for replies */
+    bool *local;            /* per server: on this host */
+    zt_shm_region_t *shm;   /* pushes to local servers, at their key offsets */
+    bool shm_refused;       /* a server could not map it: sockets only from then on */
+    char err[512];          /* last error */
+};
+
+void zt_ps_options_defaults(zt_ps_options_t *o)
+{
+    *o = (zt_ps_options_t) { "adam", 0.001f, 0.9f, 0.9f, 0.999f, 1e-7f, 1, 0, 1, -1 };
+}
+
+zt_ps_client_t *zt_ps_client_new(const char *const *servers, int nservers, int rank)
+{
+    if (nservers < 1)
+        return NULL;
+    zt_ps_client_t *self = calloc(1, sizeof *self);
+    self->nservers = nservers;
+    self->rank = rank;
+    self->chunk_elems = zt_frame_bytes() / (int64_t) sizeof(float);
+    zt_spin_init(&self->spin);
+    self->addrs = calloc((size_t) nservers, sizeof *self->addrs);
+    self->local = calloc((size_t) nservers, sizeof *self->local);
+    self->socks = calloc((size_t) nservers, sizeof *self->socks);
+    for (int s = 0; s < nservers; s++) {
+        self->addrs[s] = strdup(servers[s]);
+        self->local[s] = zt_data_is_local(servers[s]);
+        self->socks[s] = zt_sock_dealer(ZT_PLANE_DATA, servers[s]);
+        if (!self->socks[s]) {
+            zt_error("cannot connect to parameter server %d at %s", s, servers[s]);
+            zt_ps_client_destroy(&self);
+            return NULL;
+        }
+    }
+    return self;
+}
+
+void zt_ps_client_destroy(zt_ps_client_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    zt_ps_client_t *self = *self_p;
+    for (int s = 0; s < self->nservers; s++) {
+        zsock_destroy(&self->socks[s]);
+        free(self->addrs[s]);
+    }
+    /* Destroying the sockets drops unsent frames, which releases them. */
+    for (int w = 0; w < 2000 && atomic_load(&self->lent) > 0; w++)
+        zclock_sleep(1);
+    for (int t = 0; t < self->ntensors; t++)
+        free(self->tensors[t].name);
+    free(self->tensors);
+    free(self->socks);
+    free(self->addrs);
+    free(self->config);
+    free(self->ops);
+    free(self->local);
+    zt_shm_destroy(&self->shm);
+    free(self);
+    *self_p = NULL;
+}
+
+int zt_ps_declare(zt_ps_client_t *self, const char *name, int64_t numel, float scale)
+{
+    if (self->config || numel < 0)
+        return ZT_EINVAL;
+    if (self->ntensors == self->tcap) {
+        self->tcap = self->tcap ? self->tcap * 2 : 8;
+        self->tensors = realloc(self->tensors, (size_t) self->tcap * sizeof *self->tensors);
+    }
+    self->tensors[self->ntensors] = (s_tensor_t) { strdup(name), numel, self->total, scale };
+    self->total += numel;
+    return self->ntensors++;
+}
+
+int zt_ps_tensors(zt_ps_client_t *self) { return self->ntensors; }
+const char *zt_ps_tensor_name(zt_ps_client_t *self, int t) { return self->tensors[t].name; }
+int64_t zt_ps_tensor_numel(zt_ps_client_t *self, int t) { return self->tensors[t].numel; }
+int64_t zt_ps_total(zt_ps_client_t *self) { return self->total; }
+int zt_ps_servers(zt_ps_client_t *self) { return self->nservers; }
+const char *zt_ps_config_json(zt_ps_client_t *self) { return self->config; }
+const char *zt_ps_error(zt_ps_client_t *self) { return self->err; }
+
+static void s_release(void *data, void *hint)
+{
+    (void) data;
+    atomic_fetch_sub(&((zt_ps_client_t *) hint)->lent, 1);
+}
+
+/* Whether another outstanding op of this kind, through shared memory,
+ * covers any of op's range (its bytes there are still to be read). */
+static bool s_shm_busy(zt_ps_client_t *self, const s_op_t *op)
+{
+    for (int i = 0; i < self->nops; i++) {
+        const s_op_t *o = &self->ops[i];
+        if (o != op && o->kind == op->kind && o->by_ref && o->req != -2 && o->offset < op->offset + op->count &&
+            op->offset < o->offset + o->count)
+            return true;
+    }
+    return false;
+}
+
+/* Sends one op (again, with a fresh id). */
+static int s_send(zt_ps_client_t *self, s_op_t *op)
+{
+    zt_msg_t m = { .pool = 1, .index = self->rank, .seq = self->seq++ };
+    op->req = ++self->next_req;
+    op->sent_ms = zt_now_ms();
+    const void *payload = NULL;
+    size_t bytes = 0;
+    switch (op->kind) {
+    case OP_CONFIG:
+        m.type = ZT_MSG_PS_CONFIG;
+        m.u.PS_CONFIG = (zt_msg_PS_CONFIG_t) { op->req, self->total, self->hash };
+        payload = self->config;
+        bytes = strlen(self->config);
+        break;
+    case OP_PULL:
+        /* the server's reply area for our range is ours until we read it */
+        op->by_ref = self->shm && !self->shm_refused && self->local[op->server] && !s_shm_busy(self, op);
+        m.type = ZT_MSG_PS_PULL;
+        m.u.PS_PULL = (zt_msg_PS_PULL_t) { .req = op->req, .offset = op->offset, .count = op->count,
+                                           .step = op->step, .shm_ok = op->by_ref };
+        break;
+    case OP_PUSH:
+        m.type = ZT_MSG_PS_PUSH;
+        m.u.PS_PUSH = (zt_msg_PS_PUSH_t) { .req = op->req, .offset = op->offset, .count = op->count,
+                                           .step = op->step };
+        if (self->shm && !self->shm_refused && self->local[op->server] && (op->by_ref || !s_shm_busy(self, op))) {
+            /* one copy into shared memory that the server reads in place,
+             * instead of the kernel's two (it acks once applied) */
+            if (!op->by_ref)
+                memcpy(self->shm->base + op->offset * (int64_t) sizeof(float), op->src,
+                       (size_t) op->count * sizeof(float));
+            op->by_ref = true;
+            zt_msg_set_str(m.u.PS_PUSH.shm, self->shm->name);
+            m.u.PS_PUSH.shm_off = op->offset * (int64_t) sizeof(float);
+            break;
+        }
+        payload = op->src;
+        bytes = (size_t) op->count * sizeof(float);
+        break;
+    case OP_SNAPSHOT:
+        m.type = ZT_MSG_PS_SNAPSHOT;
+        m.u.PS_SNAPSHOT = (zt_msg_PS_SNAPSHOT_t) { op->req, op->step };
+        break;
+    }
+    zframe_t *h = zt_msg_encode(&m);
+    if (!h)
+        return ZT_EINVAL;
+    void *zs = zsock_resolve(self->socks[op->server]);
+    if (zframe_send(&h, self->socks[op->server], payload ? ZFRAME_MORE : 0) < 0) {
+        zframe_destroy(&h);
+        return ZT_EIO;
+    }
+    if (payload) {
+        zmq_msg_t pm;
+        if (op->kind == OP_PUSH) { /* zero-copy: the caller keeps grads until wait() */
+            atomic_fetch_add(&self->lent, 1);
+            zmq_msg_init_data(&pm, (void *) payload, bytes, s_release, self);
+        }
+        else {
+            zmq_msg_init_size(&pm, bytes);
+            memcpy(zmq_msg_data(&pm), payload, bytes);
+        }
+        if (zmq_msg_send(&pm, zs, 0) < 0) {
+            zmq_msg_close(&pm);
+            return ZT_EIO;
+        }
+    }
+    return ZT_OK;
+}
+
+static s_op_t *s_new_op(zt_ps_client_t *self)
+{
+    if (self->nops == self->opcap) {
+        self->opcap = self->opcap ? self->opcap * 2 : 64;
+        self->ops = realloc(self->ops, (size_t) self->opcap * sizeof *self->ops);
+    }
+    s_op_t *op = &self->ops[self->nops++];
+    memset(op, 0, sizeof *op);
+    return op;
+}
+
+static uint64_t s_fnv(const char *s)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++)
+        h = (h ^ (unsigned char) *s) * 1099511628211ull;
+    return h;
+}
+
+int zt_ps_connect(zt_ps_client_t *self, const zt_ps_options_t *o, int timeout_ms)
+{
+    int kind = zt_opt_parse_kind(o->optimizer ? o->optimizer : "adam");
+    if (kind < 0) {
+        snprintf(self->err, sizeof self->err, "unknown optimizer '%s' (sgd, momentum, adam, adagrad)",
+                 o->optimizer);
+        return ZT_EINVAL;
+    }
+    json_t *tensors = json_array();
+    for (int t = 0; t < self->ntensors; t++)
+        json_array_append_new(tensors, json_pack("{s:s, s:I, s:I, s:f}", "name",
+                              self->tensors[t].name, "numel", (json_int_t) self->tensors[t].numel,
+                              "offset", (json_int_t) self->tensors[t].offset, "scale",
+                              (double) self->tensors[t].scale));
+    json_t *cfg = json_pack("{s:I, s:I, s:{s:s, s:f, s:f, s:f, s:f, s:f}, s:b, s:i, s:i, s:i, s:o}",
+                            "total", (json_int_t) self->total, "seed", (json_int_t) o->seed,
+                            "optimizer", "kind", zt_opt_kind_name(kind), "lr", (double) o->learning_rate,
+                            "momentum", (double) o->momentum, "beta1", (double) o->beta1,
+                            "beta2", (double) o->beta2, "eps", (double) o->epsilon,
+                            "sync", o->sync, "workers", o->workers, "max_staleness",
+                            o->max_staleness, "servers", self->nservers, "tensors", tensors);
+    free(self->config);
+    self->config = json_dumps(cfg, JSON_COMPACT | JSON_SORT_KEYS);
+    json_decref(cfg);
+    self->hash = (int64_t) (s_fnv(self->config) >> 1);
+    bool any_local = false;
+    for (int s = 0; s < self->nservers; s++)
+        any_local = any_local || self->local[s];
+    if (any_local && !self->shm)
+        self->shm = zt_shm_create("ps", (size_t) self->total * sizeof(float));
+    for (int s = 0; s < self->nservers; s++) {
+        s_op_t *op = s_new_op(self);
+        op->kind = OP_CONFIG;
+        op->server = s;
+        if (s_send(self, op) != ZT_OK)
+            return ZT_EIO;
+    }
+    return zt_ps_wait(self, timeout_ms);
+}
+
+/* Splits [offset, offset+count) of the key space by server and chunk. */
+static int s_queue(zt_ps_client_t *self, s_kind_t kind, int tensor, int64_t off, int64_t count,
+                   float *dst, const float *src, int64_t step)
+{
+    if (!self->config || tensor < 0 || tensor >= self->ntensors || off < 0 || count < 0 ||
+        off + count > self->tensors[tensor].numel)
+        return ZT_EINVAL;
+    int64_t at = self->tensors[tensor].offset + off, end = at + count;
+    const int64_t chunk = self->chunk_elems;
+    while (at < end) {
+        int s = zt_shard_owner(self->total, self->nservers, at);
+        int64_t lo, hi;
+        zt_shard_range(self->total, self->nservers, s, &lo, &hi);
+        int64_t n = (hi < end ? hi : end) - at;
+        if (n > chunk)
+            n = chunk;
+        s_op_t *op = s_new_op(self);
+        op->kind = kind;
+        op->server = s;
+        op->offset = at;
+        op->count = n;
+        op->step = step;
+        int64_t rel = at - self->tensors[tensor].offset - off;
+        op->dst = dst ? dst + rel : NULL;
+        op->src = src ? src + rel : NULL;
+        int rc = s_send(self, op);
+        if (rc != ZT_OK)
+            return rc;
+        at += n;
+    }
+    return ZT_OK;
+}
+
+void zt_ps_set_step(zt_ps_client_t *self, int64_t step)
+{
+    self->step = step;
+}
+
+int zt_ps_pull(zt_ps_client_t *self, int t, float *dst)
+{
+    return t >= 0 && t < self->ntensors ? s_queue(self, OP_PULL, t, 0, self->tensors[t].numel, dst, NULL, self->step)
+                                        : ZT_EINVAL;
+}
+
+int zt_ps_pull_range(zt_ps_client_t *self, int t, int64_t off, int64_t count, float *dst)
+{
+    return s_queue(self, OP_PULL, t, off, count, dst, NULL, self->step);
+}
+
+int zt_ps_push(zt_ps_client_t *self, int t, const float *grads, int64_t step)
+{
+    return t >= 0 && t < self->ntensors
+               ? s_queue(self, OP_PUSH, t, 0, self->tensors[t].numel, NULL, grads, step) : ZT_EINVAL;
+}
+
+int zt_ps_push_range(zt_ps_client_t *self, int t, int64_t off, int64_t count, const float *grads,
+                     int64_t step)
+{
+    return s_queue(self, OP_PUSH, t, off, count, NULL, grads, step);
+}
+
+static int s_find(zt_ps_client_t *self, int64_t req)
+{
+    for (int i = 0; i < self->nops; i++)
+        if (self->ops[i].req == req)
+            return i;
+    return -1;
+}
+
+static void s_remove(zt_ps_client_t *self, int i)
+{
+    self->ops[i] = self->ops[--self->nops];
+}
+
+static void s_on_reply(zt_ps_client_t *self, int server, zmq_msg_t *parts, int nparts)
+{
+    zt_msg_t m;
+    if (nparts < 1 || zt_msg_decode(zmq_msg_data(&parts[0]), zmq_msg_size(&parts[0]), &m, NULL) != ZT_OK) {
+        zt_warn("dropped a malformed reply from parameter server %d", server);
+        return;
+    }
+    int64_t req = m.type == ZT_MSG_PS_VALUES ? m.u.PS_VALUES.req : m.type == ZT_MSG_PS_ACK ? m.u.PS_ACK.req
+                  : m.type == ZT_MSG_PS_ERROR ? m.u.PS_ERROR.req : m.type == ZT_MSG_PS_SHARD
+                  ? m.u.PS_SHARD.req : -1;
+    int i = s_find(self, req);
+    if (i < 0)
+        return; /* a late answer to a request already sent again */
+    s_op_t *op = &self->ops[i];
+    if (op->server != server)
+        return;
+    if (m.type == ZT_MSG_PS_ERROR) {
+        if (m.u.PS_ERROR.code == ZT_PS_NOT_CONFIGURED) {
+            zt_info("parameter server %d (%s) lost its state: configuring it again", server,
+                    self->addrs[server]);
+            s_op_t *c = s_new_op(self);
+            op = &self->ops[i]; /* may have moved */
+            c->kind = OP_CONFIG;
+            c->server = server;
+            s_send(self, c);
+            s_send(self, op);
+            return;
+        }
+        if (m.u.PS_ERROR.code == ZT_PS_BAD_PAYLOAD && op->kind == OP_PUSH && op->by_ref) {
+            zt_warn("parameter server %d (%s): %s; sending over the socket from now on", server,
+                    self->addrs[server], m.u.PS_ERROR.text);
+            self->shm_refused = true;
+            op->by_ref = false;
+            s_send(self, op);
+            return;
+        }
+        snprintf(self->err, sizeof self->err, "parameter server %d (%s): %s", server,
+                 self->addrs[server], m.u.PS_ERROR.text);
+        op->req = -2; /* failed: wait() reports it */
+        return;
+    }
+    if (m.type == ZT_MSG_PS_VALUES && op->kind == OP_PULL) {
+        size_t want = (size_t) op->count * sizeof(float);
+        char why[300];
+        const char *shm = op->by_ref ? m.u.PS_VALUES.shm : ""; /* only where we asked for it */
+        const void *src = zt_shm_payload(shm, m.u.PS_VALUES.shm_off, (int64_t) want,
+                                         nparts >= 2 ? zmq_msg_data(&parts[1]) : NULL,
+                                         nparts >= 2 ? zmq_msg_size(&parts[1]) : 0, why, sizeof why);
+        if (!src && shm[0]) {
+            zt_warn("parameter server %d: %s; asking for the values over the socket", server, why);
+            op->by_ref = false;
+            self->shm_refused = true;
+        }
+        if (!src || m.u.PS_VALUES.offset != op->offset) {
+            zt_warn("parameter server %d sent a malformed reply; asking again", server);
+            s_send(self, op);
+            return;
+        }
+        memcpy(op->dst, src, want);
+    }
+    else if (m.type == ZT_MSG_PS_SHARD && op->kind == OP_SNAPSHOT) {
+        zt_ps_shard_t *sh = op->shard;
+        int arrays = (int) m.u.PS_SHARD.arrays;
+        size_t want = (size_t) m.u.PS_SHARD.count * sizeof(float);
+        if (arrays < 1 || arrays > 4 || nparts < 1 + arrays) {
+            snprintf(self->err, sizeof self->err, "parameter server %d sent a malformed snapshot", server);
+            op->req = -2;
+            return;
+        }
+        sh->offset = m.u.PS_SHARD.offset;
+        sh->count = m.u.PS_SHARD.count;
+        sh->version = m.u.PS_SHARD.version;
+        sh->arrays = arrays;
+        for (int a = 0; a < arrays; a++) {
+            if (zmq_msg_size(&parts[1 + a]) != want) {
+                snprintf(self->err, sizeof self->err, "parameter server %d: snapshot size mismatch", server);
+                op->req = -2;
+                return;
+            }
+            sh->data[a] = malloc(want ? want : 1);
+            memcpy(sh->data[a], zmq_msg_data(&parts[1 + a]), want);
+        }
+    }
+    else if (m.type != ZT_MSG_PS_ACK) {
+        zt_warn("unexpected %s from parameter server %d", zt_msg_type_name(m.type), server);
+        return;
+    }
+    s_remove(self, i);
+}
+
+int zt_ps_wait(zt_ps_client_t *self, int timeout_ms)
+{
+    int64_t deadline = zt_now_ms() + timeout_ms;
+    zmq_pollitem_t items[64];
+    int n = self->nservers < 64 ? self->nservers : 64;
+    for (int s = 0; s < n; s++)
+        items[s] = (zmq_pollitem_t) { zsock_resolve(self->socks[s]), 0, ZMQ_POLLIN, 0 };
+    while (self->nops > 0 || atomic_load(&self->lent) > 0) {
+        for (int i = 0; i < self->nops; i++)
+            if (self->ops[i].req == -2) {
+                self->nops = 0;
+                return ZT_EIO;
+            }
+        int64_t now = zt_now_ms();
+        if (now >= deadline) {
+            int s = self->nops > 0 ? self->ops[0].server : 0;
+            snprintf(self->err, sizeof self->err, "parameter server %d (%s) did not answer within "
+                     "%d ms (%d requests outstanding)", s, self->addrs[s], timeout_ms, self->nops);
+            self->nops = 0;
+            return ZT_ETIMEDOUT;
+        }
+        if (self->nops == 0) { /* only zero-copy frames still being sent */
+            zclock_sleep(0);
+            continue;
+        }
+        int rc = zt_spin_poll(&self->spin, items, n, 50);
+        if (rc < 0)
+            continue;
+        for (int s = 0; s < n; s++) {
+            if (!(items[s].revents & ZMQ_POLLIN))
+                continue;
+            for (int k = 0; k < 1024; k++) {
+                zmq_msg_t parts[6];
+                int np = zt_msg_recv_parts(items[s].socket, parts, 6);
+                if (np == 0)
+                    break;
+                s_on_reply(self, s, parts, np);
+                zt_msg_close_parts(parts, np);
+            }
+        }
+        now = zt_now_ms();
+        for (int i = 0; i < self->nops; i++)
+            if (self->ops[i].req > 0 && now - self->ops[i].sent_ms > ZT_PS_RESEND_MS) {
+                zt_debug("re-sending a request to parameter server %d", self->ops[i].server);
+                s_send(self, &self->ops[i]);
+            }
+    }
+    return ZT_OK;
+}
+
+int zt_ps_snapshot(zt_ps_client_t *self, zt_ps_shard_t *shards, int timeout_ms)
+{
+    memset(shards, 0, sizeof *shards * (size_t) self->nservers);
+    for (int s = 0; s < self->nservers; s++) {
+        s_op_t *op = s_new_op(self);
+        op->kind = OP_SNAPSHOT;
+        op->server = s;
+        op->shard = &shards[s];
+        if (s_send(self, op) != ZT_OK)
+            return ZT_EIO;
+    }
+    int rc = zt_ps_wait(self, timeout_ms);
+    if (rc != ZT_OK)
+        zt_ps_shards_free(shards, self->nservers);
+    return rc;
+}
+
+void zt_ps_shards_free(zt_ps_shard_t *shards, int n)
+{
+    for (int s = 0; s < n; s++)
+        for (int a = 0; a < 4; a++) {
+            free(shards[s].data[a]);
+            shards[s].data[a] = NULL;
+        }
+}

@@ -1,0 +1,80 @@
+#include "runtime/zt_env.h"
+#include "base/zt_util.h"
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const s_names[ZT_ENV_COUNT_] = {
+#define ZT_X_(id, name, help) name,
+    ZT_ENV_LIST(ZT_X_)
+#undef ZT_X_
+};
+
+const char *zt_env_name(zt_env_t var)
+{
+    return var >= 0 && var < ZT_ENV_COUNT_ ? s_names[var] : "";
+}
+
+const char *zt_env_get(zt_env_t var)
+{
+    return getenv(zt_env_name(var));
+}
+
+bool zt_env_int(zt_env_t var, int64_t *out)
+{
+    long long n;
+    const char *v = zt_env_get(var);
+    if (!v || !zt_parse_int(v, &n))
+        return false;
+    *out = n;
+    return true;
+}
+
+int64_t zt_env_int_or(zt_env_t var, int64_t def)
+{
+    int64_t v;
+    return zt_env_int(var, &v) ? v : def;
+}
+
+char **zt_env_list(zt_env_t var, int *n)
+{
+    return zt_env_split(zt_env_get(var), n);
+}
+
+char **zt_env_pool(int pool, int *n)
+{
+    *n = 0;
+    const char *text = zt_env_get(ZT_ENV_CLUSTER_SPEC);
+    json_t *cs = text ? json_loads(text, 0, NULL) : NULL;
+    char key[16];
+    snprintf(key, sizeof key, "workerpool%d", pool);
+    json_t *list = json_object_get(json_object_get(cs, "cluster"), key);
+    char **out = calloc(json_array_size(list) + 1, sizeof *out);
+    size_t i;
+    json_t *a;
+    json_array_foreach(list, i, a)
+        if (json_is_string(a))
+            out[(*n)++] = strdup(json_string_value(a));
+    json_decref(cs);
+    return out;
+}
+
+void zt_env_free(char **list)
+{
+    for (char **p = list; p && *p; p++)
+        free(*p);
+    free(list);
+}
+
+char **zt_env_split(const char *text, int *n)
+{
+    *n = 0;
+    size_t len = text ? strlen(text) : 0;
+    char **out = calloc(len / 2 + 2, sizeof *out);
+    char *dup = strdup(text ? text : ""), *save = NULL;
+    for (char *t = strtok_r(dup, ",", &save); t; t = strtok_r(NULL, ",", &save))
+        out[(*n)++] = strdup(t);
+    free(dup);
+    return out;
+}

@@ -1,0 +1,64 @@
+/* zt_env: the replica's environment contract. Every variable ztrain sets
+ * for a replica is named once here; the coordinator's launch code writes
+ * them by these names, and a replica reads them only through these calls.
+ * The formats of the managed services' variables (CLUSTER_SPEC, TF_CONFIG,
+ * ...) are written in coordinator/launch/zt_clusterenv.c. */
+#ifndef ZT_ENV_H
+#define ZT_ENV_H
+#include <stdbool.h>
+#include <stdint.h>
+
+#define ZT_ENV_LIST(X)                                                                    \
+    X(CLUSTER_SPEC,     "CLUSTER_SPEC",     "the job's pools and this replica's task (JSON)") \
+    X(TF_CONFIG,        "TF_CONFIG",        "TensorFlow's cluster and task (JSON; jobs of 2+ replicas)") \
+    X(MASTER_ADDR,      "MASTER_ADDR",      "PyTorch: the host of rank 0")                \
+    X(MASTER_PORT,      "MASTER_PORT",      "PyTorch: the port of rank 0")                \
+    X(WORLD_SIZE,       "WORLD_SIZE",       "PyTorch: replicas of pools 0 and 1")         \
+    X(RANK,             "RANK",             "PyTorch: this replica's rank (chief 0)")     \
+    X(AIP_MODEL_DIR,    "AIP_MODEL_DIR",    "where the final model goes")                 \
+    X(AIP_CHECKPOINT_DIR, "AIP_CHECKPOINT_DIR", "where checkpoints go")                   \
+    X(AIP_TENSORBOARD_LOG_DIR, "AIP_TENSORBOARD_LOG_DIR", "where logs go")                \
+    X(SM_HOSTS,         "SM_HOSTS",         "SageMaker: every replica's host name (JSON)") \
+    X(SM_CURRENT_HOST,  "SM_CURRENT_HOST",  "SageMaker: this replica's host name")        \
+    X(SM_RESOURCE_CONFIG, "SM_RESOURCE_CONFIG", "SageMaker: resourceconfig.json's text")  \
+    X(SM_INPUT_CONFIG_DIR, "SM_INPUT_CONFIG_DIR", "SageMaker: where resourceconfig.json is") \
+    X(CUDA_VISIBLE_DEVICES, "CUDA_VISIBLE_DEVICES", "this replica's GPUs")                \
+    X(TRIAL_ID,         "CLOUD_ML_TRIAL_ID", "the trial of a study")                      \
+    X(HP_METRIC_FILE,   "CLOUD_ML_HP_METRIC_FILE", "where cloudml-hypertune writes the trial's metric") \
+    X(COORDINATOR,      "ZT_COORDINATOR",   "the chief's control-plane endpoint")         \
+    X(POOL,             "ZT_POOL",          "this replica's pool (0-3)")                  \
+    X(INDEX,            "ZT_INDEX",         "this replica's index in its pool")           \
+    X(INCARNATION,      "ZT_INCARNATION",   "the job attempt, from 0")                    \
+    X(ADDRESS,          "ZT_ADDRESS",       "this replica's host:port")                   \
+    X(JOB_DIR,          "ZT_JOB_DIR",       "the job directory")                          \
+    X(REDUCERS,         "ZT_REDUCERS",      "pool 2's host:port list when it holds reducers") \
+    X(PARAMSERVERS,     "ZT_PARAMSERVERS",  "pool 2's host:port list when it holds parameter servers") \
+    X(PYTHONPATH,       "PYTHONPATH",       "the pool's pythonPackageSpec folder first")
+
+typedef enum {
+#define ZT_X_(id, name, help) ZT_ENV_##id,
+    ZT_ENV_LIST(ZT_X_)
+#undef ZT_X_
+    ZT_ENV_COUNT_
+} zt_env_t;
+
+/* The variable's name ("ZT_INDEX"). */
+const char *zt_env_name(zt_env_t var);
+/* Its value, or NULL when unset. */
+const char *zt_env_get(zt_env_t var);
+/* True with *out when set to a whole decimal number. */
+bool zt_env_int(zt_env_t var, int64_t *out);
+/* The number, or def when unset or not a number. */
+int64_t zt_env_int_or(zt_env_t var, int64_t def);
+/* A comma-separated host:port list (ZT_REDUCERS...): NULL-terminated, heap;
+ * *n its length (0 when unset). */
+char **zt_env_list(zt_env_t var, int *n);
+
+/* The host:port list of pool N from CLUSTER_SPEC (NULL-terminated, heap);
+ * *n its length. An absent pool or no CLUSTER_SPEC gives an empty list. */
+char **zt_env_pool(int pool, int *n);
+/* Splits a comma-separated list like zt_env_pool. */
+char **zt_env_split(const char *text, int *n);
+void zt_env_free(char **list);
+
+#endif

@@ -1,0 +1,203 @@
+#include "runtime/zt_fileserver.h"
+#include "wire/zt_msg.h"
+#include "wire/zt_transport.h"
+#include "base/zt_util.h"
+#include "ztrain/zt_error.h"
+#include "ztrain/zt_log.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define CHUNK (1 << 20)
+
+struct zt_fileserver_t {
+    zactor_t *actor;        /* serves on its own thread */
+    char *endpoint;         /* where, as asked */
+    char bound[256];        /* where, resolved */
+    char *roots[8][2];      /* name, directory */
+    int nroots;
+};
+
+/* Local path for "root/rel", or NULL if refused. */
+static char *s_resolve(zt_fileserver_t *self, const char *path)
+{
+    if (path[0] == '/' || strstr(path, ".."))
+        return NULL;
+    for (int i = 0; i < self->nroots; i++) {
+        size_t n = strlen(self->roots[i][0]);
+        if (!strncmp(path, self->roots[i][0], n) && path[n] == '/')
+            return zt_strdupf("%s/%s", self->roots[i][1], path + n + 1);
+    }
+    return NULL;
+}
+
+static void s_actor(zsock_t *pipe, void *arg)
+{
+    zt_fileserver_t *self = arg;
+    int port = -1;
+    zsock_t *router = zt_sock_router(ZT_PLANE_CONTROL, self->endpoint, &port);
+    int ok = router != NULL;
+    if (ok) {
+        snprintf(self->bound, sizeof self->bound, "%s", self->endpoint);
+        char *star = strrchr(self->bound, '*');
+        if (star)
+            snprintf(star, sizeof self->bound - (size_t) (star - self->bound), "%d", port);
+    }
+    zsock_signal(pipe, 0);
+    if (!ok)
+        zt_warn("file server cannot bind %s", self->endpoint);
+    zpoller_t *poller = zpoller_new(pipe, ok ? router : NULL, NULL);
+    zpoller_set_nonstop(poller, true);
+    char *buf = malloc(CHUNK);
+    for (;;) {
+        void *which = zpoller_wait(poller, -1);
+        if (which == pipe || !which)
+            break;
+        zmsg_t *zm = zmsg_recv(router);
+        zframe_t *id = zmsg_pop(zm), *body = zmsg_pop(zm);
+        zt_msg_t m;
+        if (body && zt_msg_decode(zframe_data(body), zframe_size(body), &m, NULL) == ZT_OK &&
+            m.type == ZT_MSG_FILE_GET) {
+            zt_msg_t r = { .type = ZT_MSG_FILE_DATA };
+            r.u.FILE_DATA.req = m.u.FILE_GET.req;
+            r.u.FILE_DATA.offset = m.u.FILE_GET.offset;
+            char *local = s_resolve(self, m.u.FILE_GET.path);
+            int fd = local ? open(local, O_RDONLY | O_CLOEXEC) : -1;
+            ssize_t n = 0;
+            if (!local)
+                r.u.FILE_DATA.code = ZT_FILE_DENIED;
+            else if (fd < 0)
+                r.u.FILE_DATA.code = ZT_FILE_NOT_FOUND;
+            else {
+                struct stat st;
+                fstat(fd, &st);
+                r.u.FILE_DATA.size = st.st_size;
+                int64_t want = m.u.FILE_GET.length > CHUNK || m.u.FILE_GET.length <= 0 ? CHUNK
+                                                                                      : m.u.FILE_GET.length;
+                n = pread(fd, buf, (size_t) want, (off_t) m.u.FILE_GET.offset);
+                if (n < 0)
+                    n = 0;
+            }
+            if (fd >= 0)
+                close(fd);
+            free(local);
+            zframe_t *h = zt_msg_encode(&r);
+            zframe_send(&id, router, ZFRAME_MORE);
+            zframe_send(&h, router, ZFRAME_MORE);
+            zframe_t *data = zframe_new(buf, (size_t) n);
+            zframe_send(&data, router, 0);
+        }
+        zframe_destroy(&id);
+        zframe_destroy(&body);
+        zmsg_destroy(&zm);
+    }
+    free(buf);
+    zpoller_destroy(&poller);
+    zsock_destroy(&router);
+}
+
+zt_fileserver_t *zt_fileserver_new(const char *endpoint, const char *const (*roots)[2], int n)
+{
+    zt_fileserver_t *self = calloc(1, sizeof *self);
+    self->endpoint = strdup(endpoint);
+    for (int i = 0; i < n && i < 8; i++) {
+        self->roots[i][0] = strdup(roots[i][0]);
+        self->roots[i][1] = strdup(roots[i][1]);
+        self->nroots++;
+    }
+    self->actor = zactor_new(s_actor, self);
+    return self;
+}
+
+const char *zt_fileserver_endpoint(zt_fileserver_t *self)
+{
+    return self->bound[0] ? self->bound : NULL;
+}
+
+void zt_fileserver_destroy(zt_fileserver_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    zt_fileserver_t *self = *self_p;
+    zactor_destroy(&self->actor);
+    for (int i = 0; i < self->nroots; i++) {
+        free(self->roots[i][0]);
+        free(self->roots[i][1]);
+    }
+    free(self->endpoint);
+    free(self);
+    *self_p = NULL;
+}
+
+int zt_file_fetch(zsock_t *dealer, const char *remote, const char *local, int timeout_ms,
+                  char *err, size_t errlen)
+{
+    char *data = NULL;
+    int64_t size = -1, got = 0, req = 0;
+    int rc = ZT_OK;
+    while (size < 0 || got < size) {
+        zt_msg_t m = { .type = ZT_MSG_FILE_GET, .pool = 3 };
+        m.u.FILE_GET.req = ++req;
+        zt_msg_set_str(m.u.FILE_GET.path, remote);
+        m.u.FILE_GET.offset = got;
+        m.u.FILE_GET.length = CHUNK;
+        zt_msg_send(dealer, NULL, &m);
+        zsock_set_rcvtimeo(dealer, timeout_ms);
+        zmsg_t *reply = NULL;
+        zt_msg_t r;
+        for (;;) { /* skip late replies to earlier requests */
+            zmsg_destroy(&reply);
+            reply = zmsg_recv(dealer);
+            if (!reply)
+                break;
+            zframe_t *h = zmsg_first(reply);
+            if (h && zt_msg_decode(zframe_data(h), zframe_size(h), &r, NULL) == ZT_OK &&
+                r.type == ZT_MSG_FILE_DATA && r.u.FILE_DATA.req == req)
+                break;
+        }
+        if (!reply) {
+            snprintf(err, errlen, "%s: no answer within %d ms", remote, timeout_ms);
+            rc = ZT_ETIMEDOUT;
+            break;
+        }
+        zframe_t *payload = zmsg_next(reply);
+        if (r.u.FILE_DATA.code) {
+            snprintf(err, errlen, "%s: %s", remote, r.u.FILE_DATA.code == ZT_FILE_DENIED
+                     ? "refused" : "not found");
+            zmsg_destroy(&reply);
+            rc = ZT_ENOTFOUND;
+            break;
+        }
+        if (size < 0) {
+            size = r.u.FILE_DATA.size;
+            if (size < 0 || size > ((int64_t) 1 << 34)) {
+                snprintf(err, errlen, "%s: implausible size", remote);
+                zmsg_destroy(&reply);
+                rc = ZT_EPROTO;
+                break;
+            }
+            data = malloc((size_t) size + 1);
+        }
+        size_t n = payload ? zframe_size(payload) : 0;
+        if (n == 0 && got < size) {
+            snprintf(err, errlen, "%s: the file shrank while being read", remote);
+            zmsg_destroy(&reply);
+            rc = ZT_EIO;
+            break;
+        }
+        if ((int64_t) n > size - got)
+            n = (size_t) (size - got);
+        memcpy(data + got, zframe_data(payload), n);
+        got += (int64_t) n;
+        zmsg_destroy(&reply);
+    }
+    if (rc == ZT_OK && zt_write_file_atomic(local, data ? data : "", (size_t) got) != ZT_OK) {
+        snprintf(err, errlen, "%s: cannot write %s: %s", remote, local, strerror(errno));
+        rc = ZT_EIO;
+    }
+    free(data);
+    return rc;
+}

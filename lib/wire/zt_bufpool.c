@@ -1,0 +1,81 @@
+#include "wire/zt_bufpool.h"
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define SLOTS 64
+
+typedef struct {
+    void *buf;              /* the memory */
+    size_t cap;             /* its size */
+    atomic_int busy;        /* lent to a message */
+} s_slot_t;
+
+struct zt_bufpool_t {
+    s_slot_t slots[SLOTS];  /* fixed: the I/O thread holds pointers to slots */
+    int allocations;        /* how many times a buffer was (re)allocated */
+};
+
+zt_bufpool_t *zt_bufpool_new(void)
+{
+    return calloc(1, sizeof(zt_bufpool_t));
+}
+
+void zt_bufpool_destroy(zt_bufpool_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    zt_bufpool_t *self = *self_p;
+    for (int i = 0; i < SLOTS; i++) {
+        for (int w = 0; w < 5000 && atomic_load(&self->slots[i].busy); w++)
+            usleep(1000);
+        if (!atomic_load(&self->slots[i].busy))
+            free(self->slots[i].buf);
+    }
+    free(self);
+    *self_p = NULL;
+}
+
+static void s_release(void *data, void *hint)
+{
+    (void) data;
+    atomic_store(&((s_slot_t *) hint)->busy, 0);
+}
+
+int zt_bufpool_msg(zt_bufpool_t *self, zmq_msg_t *msg, const void *data, size_t size)
+{
+    s_slot_t *best = NULL, *any = NULL;
+    for (int i = 0; i < SLOTS; i++) {
+        s_slot_t *s = &self->slots[i];
+        if (atomic_load(&s->busy))
+            continue;
+        if (s->cap >= size && (!best || s->cap < best->cap))
+            best = s;
+        if (!any || s->cap > any->cap)
+            any = s;
+    }
+    if (!best && any) { /* grow the largest free buffer */
+        void *nb = realloc(any->buf, size ? size : 1);
+        if (nb) {
+            any->buf = nb;
+            any->cap = size;
+            best = any;
+            self->allocations++;
+        }
+    }
+    if (!best) /* every slot lent: fall back to a plain copy */
+        return zmq_msg_init_size(msg, size) == 0 ? (memcpy(zmq_msg_data(msg), data, size), 0) : -1;
+    atomic_store(&best->busy, 1);
+    memcpy(best->buf, data, size);
+    if (zmq_msg_init_data(msg, best->buf, size, s_release, best) != 0) {
+        atomic_store(&best->busy, 0);
+        return -1;
+    }
+    return 0;
+}
+
+int zt_bufpool_allocations(zt_bufpool_t *self)
+{
+    return self->allocations;
+}

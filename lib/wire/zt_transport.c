@@ -1,0 +1,190 @@
+#include "wire/zt_transport.h"
+#include "ztrain/zt_knobs.h"
+#include "ztrain/zt_log.h"
+#include <assert.h>
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+int64_t zt_frame_bytes(void)
+{
+    static int64_t v;
+    if (!v) {
+        int64_t k = zt_knob_int(ZT_KNOB_PS_CHUNK_BYTES);
+        v = k < 4096 ? 4096 : k;
+    }
+    return v;
+}
+
+/* Same-host data plane. Loopback TCP costs a full TCP stack per byte; a
+ * Unix-domain socket moves bulk data about 1.3x faster here (bench/ps_bench
+ * prints both). So a server bound to a loopback or wildcard address also
+ * binds an ipc:// twin named by its port, and a client given a loopback
+ * address connects to the twin. Ports are unique per host (they are bound),
+ * so the names are too; ZT_DATA_IPC=off keeps everything on TCP. */
+bool zt_data_ipc_twin(const char *endpoint, bool bind, char *out, size_t len)
+{
+    if (strcmp(zt_knob_str(ZT_KNOB_DATA_IPC), "auto"))
+        return false;
+    const char *a = !strncmp(endpoint, "tcp://", 6) ? endpoint + 6 : strstr(endpoint, "://") ? NULL : endpoint;
+    const char *colon = a ? strrchr(a, ':') : NULL;
+    if (!colon)
+        return false;
+    size_t hl = (size_t) (colon - a);
+    bool local = (hl >= 4 && !strncmp(a, "127.", 4)) || (hl == 9 && !strncmp(a, "localhost", 9)) ||
+                 (bind && ((hl == 1 && a[0] == '*') || (hl == 7 && !strncmp(a, "0.0.0.0", 7))));
+    char *end;
+    long port = strtol(colon + 1, &end, 10);
+    if (!local || *end || port <= 0 || port > 65535)
+        return false;
+    int n = snprintf(out, len, "ipc://%s/ztrain-%ld.sock", zt_knob_str(ZT_KNOB_IPC_DIR), port);
+    return n > 0 && (size_t) n < len && n - 6 < 100; /* sun_path holds 108 bytes */
+}
+
+bool zt_data_is_local(const char *endpoint)
+{
+    char twin[256];
+    return !strncmp(endpoint, "ipc://", 6) || !strncmp(endpoint, "inproc://", 9) ||
+           zt_data_ipc_twin(endpoint, false, twin, sizeof twin);
+}
+
+/* The one constructor: every socket's options by plane. */
+static zsock_t *s_socket(int type, zt_plane_t plane)
+{
+    zsock_t *s = zsock_new(type);
+    if (!s)
+        return NULL;
+    if (plane == ZT_PLANE_DATA) {
+        zsock_set_sndhwm(s, 100000);
+        zsock_set_rcvhwm(s, 100000);
+        zsock_set_linger(s, 0);
+        if (type == ZMQ_DEALER)
+            zsock_set_reconnect_ivl(s, 50);
+    }
+    else
+        zsock_set_linger(s, type == ZMQ_DEALER ? 200 : 0);
+    return s;
+}
+
+/* Removes the twins in dir that nobody listens on any more (their servers
+ * were killed with SIGKILL): a connect to them is refused. */
+static void s_sweep_ipc_dir(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        size_t n = strlen(e->d_name);
+        if (strncmp(e->d_name, "ztrain-", 7) || n < 12 || strcmp(e->d_name + n - 5, ".sock"))
+            continue;
+        struct sockaddr_un a = { .sun_family = AF_UNIX };
+        if (snprintf(a.sun_path, sizeof a.sun_path, "%s/%s", dir, e->d_name) >= (int) sizeof a.sun_path)
+            continue;
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+            break;
+        if (connect(fd, (struct sockaddr *) &a, sizeof a) < 0 && errno == ECONNREFUSED)
+            unlink(a.sun_path);
+        close(fd);
+    }
+    closedir(d);
+}
+
+zsock_t *zt_sock_router(zt_plane_t plane, const char *endpoint, int *port_p)
+{
+    zsock_t *router = s_socket(ZMQ_ROUTER, plane);
+    if (!router)
+        return NULL;
+    char twin[160];
+    int port = zsock_bind(router, "%s", endpoint);
+    if (port < 0) {
+        zt_error("cannot bind %s: %s", endpoint, zmq_strerror(zmq_errno()));
+        zsock_destroy(&router);
+    }
+    else if (port_p)
+        *port_p = port;
+    if (router && plane == ZT_PLANE_DATA && zt_data_ipc_twin(endpoint, true, twin, sizeof twin)) {
+        /* clients on this host will connect there: failing to bind it is fatal */
+        static bool swept;
+        mkdir(zt_knob_str(ZT_KNOB_IPC_DIR), 0777);
+        if (!swept) {
+            swept = true;
+            s_sweep_ipc_dir(zt_knob_str(ZT_KNOB_IPC_DIR));
+        }
+        if (zsock_bind(router, "%s", twin) < 0) {
+            zt_error("cannot bind %s (the same-host twin of %s): %s; set ZT_IPC_DIR to a writable "
+                       "directory, or ZT_DATA_IPC=off for TCP only", twin, endpoint,
+                       zmq_strerror(zmq_errno()));
+            zsock_destroy(&router);
+        }
+    }
+    return router;
+}
+
+zsock_t *zt_sock_dealer(zt_plane_t plane, const char *endpoint)
+{
+    zsock_t *d = s_socket(ZMQ_DEALER, plane);
+    if (!d)
+        return NULL;
+    char twin[160];
+    bool twinned = plane == ZT_PLANE_DATA && zt_data_ipc_twin(endpoint, false, twin, sizeof twin);
+    int rc = twinned ? zsock_connect(d, "%s", twin)
+             : strstr(endpoint, "://")                              ? zsock_connect(d, "%s", endpoint)
+                                                                    : zsock_connect(d, "tcp://%s", endpoint);
+    if (rc != 0)
+        zsock_destroy(&d);
+    return d;
+}
+
+void zt_transport_selftest(void)
+{
+    char t[160];
+    const char *dir = zt_knob_str(ZT_KNOB_IPC_DIR);
+    char want[160];
+    snprintf(want, sizeof want, "ipc://%s/ztrain-5555.sock", dir);
+    bool on = !strcmp(zt_knob_str(ZT_KNOB_DATA_IPC), "auto");
+    assert(zt_data_ipc_twin("127.0.0.1:5555", false, t, sizeof t) == on);
+    assert(!on || !strcmp(t, want));
+    assert(zt_data_ipc_twin("tcp://127.0.0.1:5555", true, t, sizeof t) == on);
+    assert(zt_data_ipc_twin("localhost:5555", false, t, sizeof t) == on);
+    assert(zt_data_ipc_twin("tcp://*:5555", true, t, sizeof t) == on);
+    assert(!zt_data_ipc_twin("tcp://*:5555", false, t, sizeof t));       /* nobody connects to "*" */
+    assert(!zt_data_ipc_twin("10.0.0.2:5555", false, t, sizeof t));      /* another host */
+    assert(!zt_data_ipc_twin("tcp://10.0.0.2:5555", true, t, sizeof t));
+    assert(!zt_data_ipc_twin("ipc:///tmp/x.sock", false, t, sizeof t));  /* already not TCP */
+    assert(!zt_data_ipc_twin("127.0.0.1:0x15", false, t, sizeof t));     /* not a port */
+    assert(!zt_data_ipc_twin("127.0.0.1:70000", false, t, sizeof t));
+    assert(!zt_data_ipc_twin("127.0.0.1", false, t, sizeof t));
+    /* The sweep removes twins nobody listens on, and nothing else. */
+    char d[48], paths[3][96]; /* well under sun_path's 108 */
+    snprintf(d, sizeof d, "/tmp/zt-ipc-sweep-%d", (int) getpid());
+    assert(mkdir(d, 0700) == 0);
+    const char *names[3] = { "ztrain-1.sock", "ztrain-2.sock", "other.sock" };
+    int fds[3];
+    for (int i = 0; i < 3; i++) {
+        struct sockaddr_un a = { .sun_family = AF_UNIX };
+        snprintf(paths[i], sizeof paths[i], "%s/%s", d, names[i]);
+        memcpy(a.sun_path, paths[i], strlen(paths[i]) + 1); /* 96 < 108 */
+        fds[i] = socket(AF_UNIX, SOCK_STREAM, 0);
+        assert(fds[i] >= 0 && bind(fds[i], (struct sockaddr *) &a, sizeof a) == 0);
+        if (i == 1)
+            assert(listen(fds[i], 4) == 0); /* alive */
+        else
+            close(fds[i]);                  /* its server is gone; the file stays */
+    }
+    s_sweep_ipc_dir(d);
+    assert(access(paths[0], F_OK) != 0);    /* stale twin: removed */
+    assert(access(paths[1], F_OK) == 0);    /* live: kept */
+    assert(access(paths[2], F_OK) == 0);    /* not ours: kept */
+    close(fds[1]);
+    for (int i = 0; i < 3; i++)
+        unlink(paths[i]);
+    rmdir(d);
+}

@@ -1,0 +1,43 @@
+/* zt_transport: every ZeroMQ socket ztrain makes, control plane and data
+ * plane, comes from here. It is the one place for socket options (high-water
+ * marks, linger, reconnection), for the same-host ipc:// twins of the data
+ * plane, for the largest data frame, and for the job's credentials once
+ * sockets are authenticated. */
+#ifndef ZT_TRANSPORT_H
+#define ZT_TRANSPORT_H
+#include <czmq.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef enum {
+    ZT_PLANE_CONTROL, /* small messages: registration, heartbeats, files */
+    ZT_PLANE_DATA     /* tensors: parameter servers, reducers, the ring */
+} zt_plane_t;
+
+/* A ROUTER bound to endpoint (a full ZeroMQ endpoint; "tcp://host:*" picks
+ * a port, written to *port_p when port_p is not NULL). Control plane: no
+ * linger. Data plane: high-water marks for bulk transfers, no linger, and
+ * also bound to the endpoint's ipc:// twin when it is a loopback or wildcard
+ * TCP address (ZT_DATA_IPC). NULL with the reason logged. */
+zsock_t *zt_sock_router(zt_plane_t plane, const char *endpoint, int *port_p);
+/* A DEALER connected to endpoint ("host:port" or a full ZeroMQ endpoint).
+ * Control plane: lingers 200 ms so that a last message goes out. Data plane:
+ * the router's high-water marks, no linger, quick reconnection (a restarted
+ * server is found again), and a loopback endpoint through its ipc:// twin.
+ * NULL if it cannot. */
+zsock_t *zt_sock_dealer(zt_plane_t plane, const char *endpoint);
+
+/* The ipc:// twin of a loopback TCP endpoint (bind: also wildcards), or
+ * false when it has none or ZT_DATA_IPC is off. */
+bool zt_data_ipc_twin(const char *endpoint, bool bind, char *out, size_t len);
+/* Whether a client connecting to endpoint reaches a server on this host
+ * (ipc://, inproc://, or a loopback address with its twin): then the two
+ * may share memory (zt_shm). */
+bool zt_data_is_local(const char *endpoint);
+/* Largest data-plane payload frame in bytes (ZT_PS_CHUNK_BYTES, at least
+ * 4 KiB): parameter-server pushes and pulls, ring all-reduce blocks. */
+int64_t zt_frame_bytes(void);
+
+void zt_transport_selftest(void);
+
+#endif

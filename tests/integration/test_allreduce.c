@@ -1,0 +1,293 @@
+/* All-reduce against real ztrain-reducer processes (and the ring), workers
+ * in separate processes: exact sums of integer-valued floats for several N
+ * and R, odd sizes, an empty tensor, float16 and bfloat16, fused, unfused
+ * and cycle-time flushes, averaging, a shape mismatch that fails with the
+ * naming error instead of hanging, and a reducer killed mid-job. The
+ * reducers are on this host, so payloads go through shared memory unless
+ * ZT_SHM=off (ctest runs both); forged shared-memory references are refused. */
+#include "ztrain/ztrain.h"
+#include "ztrain/zt_allreduce.h"
+#include "wire/zt_msg.h"
+#include <assert.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define NT 6
+static const char *s_names[NT] = { "a", "b", "c", "d", "e", "f" };
+static const int64_t s_shapes[NT][2] = { { 7, 1 }, { 0, 1 }, { 1001, 1 }, { 3, 5 }, { 33, 1 }, { 100003, 1 } };
+static const int s_dtypes[NT] = { ZT_F32, ZT_F32, ZT_F32, ZT_F16, ZT_BF16, ZT_F32 };
+static char s_dir[200];
+static const char *s_bin;
+static char s_red_eps[4][256];
+static pid_t s_red_pids[4];
+
+static void s_start_reducer(int r, int R)
+{
+    snprintf(s_red_eps[r], sizeof s_red_eps[r], "ipc://%s/red%d", s_dir, r);
+    char idx[16], cnt[16];
+    snprintf(idx, sizeof idx, "%d", r);
+    snprintf(cnt, sizeof cnt, "%d", R);
+    if ((s_red_pids[r] = fork()) == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL); /* a failed assertion leaves no reducer behind */
+        unsetenv("ZT_COORDINATOR");
+        execl(s_bin, s_bin, "--bind", s_red_eps[r], "--index", idx, "--servers", cnt, (char *) NULL);
+        _exit(127);
+    }
+}
+
+static void s_stop_reducers(int R)
+{
+    for (int r = 0; r < R; r++) {
+        kill(s_red_pids[r], SIGKILL);
+        waitpid(s_red_pids[r], NULL, 0);
+    }
+}
+
+static int64_t s_numel(int t) { return s_shapes[t][0] * s_shapes[t][1]; }
+
+static double s_value(int w, int t, int64_t i, int round) { return (double) ((i % 5) + 1 + t + round) * (w + 1); }
+
+static void s_fill(void *buf, int t, int w, int round)
+{
+    for (int64_t i = 0; i < s_numel(t); i++) {
+        float v = (float) s_value(w, t, i, round);
+        if (s_dtypes[t] == ZT_F32)
+            ((float *) buf)[i] = v;
+        else
+            ((uint16_t *) buf)[i] = s_dtypes[t] == ZT_F16 ? zt_f32_to_f16(v) : zt_f32_to_bf16(v);
+    }
+}
+
+static double s_get(void *buf, int t, int64_t i)
+{
+    if (s_dtypes[t] == ZT_F32)
+        return ((float *) buf)[i];
+    uint16_t h = ((uint16_t *) buf)[i];
+    return s_dtypes[t] == ZT_F16 ? zt_f16_to_f32(h) : zt_bf16_to_f32(h);
+}
+
+/* mismatch: 1 a tensor's shape on worker 1, 2 its ZT_AR_PIECE_BYTES. window:
+ * 4 KiB pieces under a 4 KiB send window, so that every piece of the large
+ * tensor waits for the sum before it. */
+typedef struct { int N, R; int64_t threshold; int cycle_ms; int sleep_us; int mismatch; int kill_after;
+                 bool window, inplace; } s_case_t;
+
+/* One worker process; exits 0 when every result was exact. */
+static int s_worker(const s_case_t *c, int w)
+{
+    alarm(60);
+    zt_log_init("test_allreduce", w);
+    const char *reds[4], *peers[8];
+    char peer_eps[8][256];
+    for (int r = 0; r < c->R; r++)
+        reds[r] = s_red_eps[r];
+    for (int p = 0; p < c->N; p++) {
+        snprintf(peer_eps[p], sizeof peer_eps[p], "ipc://%s/peer%d", s_dir, p);
+        peers[p] = peer_eps[p];
+    }
+    if (c->window) {
+        setenv("ZT_AR_PIECE_BYTES", "4096", 1);
+        setenv("ZT_AR_LOCAL_WINDOW_BYTES", "4096", 1);
+    }
+    if (c->mismatch == 2 && w == 1)
+        setenv("ZT_AR_PIECE_BYTES", "8192", 1);
+    zt_allreduce_opts_t o = { w, c->N, c->R ? reds : NULL, c->R, peers, c->threshold, c->cycle_ms };
+    zt_allreduce_t *ar = zt_allreduce_new(&o);
+    assert(ar);
+    for (int t = 0; t < NT; t++) {
+        int64_t shape[2] = { s_shapes[t][0], s_shapes[t][1] };
+        if (c->mismatch == 1 && w == 1 && t == 2)
+            shape[0] = 1000;
+        assert(zt_allreduce_register(ar, s_names[t], shape, 2, s_dtypes[t]) == t);
+    }
+    int rc = zt_allreduce_commit(ar, 20000);
+    if (c->mismatch) {
+        /* Every worker fails, naming the tensor, both shapes and both workers
+         * (or the two piece sizes and the knob). */
+        const char *e = zt_allreduce_error(ar);
+        bool named = c->mismatch == 1 ? strstr(e, "tensor 'c' is [") && strstr(e, "[1000, 1] float32 on worker 1") &&
+                                            strstr(e, "[1001, 1] float32 on worker ")
+                                      : strstr(e, "pieces of ") && strstr(e, " 8192 ") && strstr(e, " 131072 ") &&
+                                            strstr(e, "ZT_AR_PIECE_BYTES");
+        if (rc != ZT_ESPEC || !named) {
+            fprintf(stderr, "worker %d: rc %d, error '%s'\n", w, rc, zt_allreduce_error(ar));
+            return 1;
+        }
+        zt_allreduce_destroy(&ar);
+        return 0;
+    }
+    if (rc != ZT_OK) {
+        fprintf(stderr, "worker %d: commit: %s\n", w, zt_allreduce_error(ar));
+        return 1;
+    }
+    void *bufs[NT], *own[NT];
+    for (int t = 0; t < NT; t++)
+        bufs[t] = own[t] = malloc((size_t) s_numel(t) * 4 + 4);
+    for (int round = 0; round < 3; round++) {
+        if (c->kill_after && round == c->kill_after && w == 0) {
+            /* worker 0 tells the parent to replace reducer 0, then carries on */
+            FILE *f = fopen(strcat(strcpy((char[300]) { 0 }, s_dir), "/kill"), "w");
+            fclose(f);
+        }
+        for (int t = NT - 1; t >= 0; t--) { /* backward order, like gradients */
+            if (c->inplace) /* written where the all-reduce keeps it: no copies */
+                assert((bufs[t] = zt_allreduce_buffer(ar, t)));
+            s_fill(bufs[t], t, w, round);
+            assert(zt_allreduce_submit(ar, t, bufs[t]) == ZT_OK);
+            if (c->sleep_us)
+                usleep((useconds_t) c->sleep_us);
+        }
+        bool avg = round == 2;
+        if ((rc = zt_allreduce_wait(ar, avg, 30000)) != ZT_OK) {
+            fprintf(stderr, "worker %d round %d: %s\n", w, round, zt_allreduce_error(ar));
+            return 1;
+        }
+        for (int t = 0; t < NT; t++)
+            for (int64_t i = 0; i < s_numel(t); i++) {
+                double want = 0;
+                for (int k = 0; k < c->N; k++)
+                    want += s_value(k, t, i, round);
+                if (avg)
+                    want /= c->N;
+                double got = s_get(bufs[t], t, i);
+                double tol = avg ? (s_dtypes[t] == ZT_F32 ? 1e-5 * want : 0.02 * want) : 0;
+                if (got < want - tol || got > want + tol) {
+                    fprintf(stderr, "worker %d round %d tensor %s[%lld]: %g, want %g\n", w, round,
+                            s_names[t], (long long) i, got, want);
+                    return 1;
+                }
+            }
+    }
+    for (int t = 0; t < NT; t++)
+        free(own[t]);
+    zt_allreduce_destroy(&ar);
+    return 0;
+}
+
+static void s_run(const s_case_t *c)
+{
+    for (int r = 0; r < c->R; r++)
+        s_start_reducer(r, c->R);
+    char kill_path[300];
+    snprintf(kill_path, sizeof kill_path, "%s/kill", s_dir);
+    unlink(kill_path);
+    pid_t pids[8];
+    for (int w = 0; w < c->N; w++)
+        if ((pids[w] = fork()) == 0)
+            exit(s_worker(c, w)); /* exit, not _exit: ZeroMQ delivers what is queued */
+    int failed = 0, left = c->N;
+    bool killed = false;
+    while (left > 0) {
+        int st;
+        pid_t p = waitpid(-1, &st, WNOHANG);
+        if (p > 0) {
+            bool mine = false;
+            for (int w = 0; w < c->N; w++)
+                mine = mine || pids[w] == p;
+            if (mine) {
+                left--;
+                failed += !(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+            }
+            continue;
+        }
+        if (c->kill_after && !killed && access(kill_path, F_OK) == 0) {
+            kill(s_red_pids[0], SIGKILL); /* as the coordinator would: restart it in place */
+            waitpid(s_red_pids[0], NULL, 0);
+            s_start_reducer(0, c->R);
+            killed = true;
+        }
+        usleep(2000);
+    }
+    s_stop_reducers(c->R);
+    printf("N=%d R=%d threshold=%lld cycle=%d%s%s%s%s: %s\n", c->N, c->R, (long long) c->threshold,
+           c->cycle_ms, c->mismatch ? " mismatch" : "", c->kill_after ? " reducer-killed" : "",
+           c->window ? " 4 KiB window" : "", c->inplace ? " in place" : "",
+           failed ? "FAILED" : "ok");
+    fflush(stdout);
+    assert(!failed);
+}
+
+/* A reducer handed pieces that name shared memory it must not or cannot
+ * map answers with an error saying why, and goes on summing. */
+static void s_forged_references(void)
+{
+    s_start_reducer(0, 1);
+    zt_log_init("test_allreduce", 0);
+    const char *reds[1] = { s_red_eps[0] }, *peers[1] = { "unused" };
+    zt_allreduce_opts_t o = { 0, 1, reds, 1, peers, 1 << 26, 5 };
+    zt_allreduce_t *ar = zt_allreduce_new(&o);
+    int64_t shape[1] = { 1 << 16 };
+    assert(ar && zt_allreduce_register(ar, "g", shape, 1, ZT_F32) == 0);
+    assert(zt_allreduce_commit(ar, 20000) == ZT_OK);
+    zsock_t *forger = zsock_new_dealer(s_red_eps[0]);
+    zsock_set_rcvtimeo(forger, 10000);
+    const char *names[3] = { "../../etc/passwd", "ztrain-ar-999999999-0", "ztrain-ar-1-" };
+    const char *why[3] = { "not a ztrain", "/dev/shm/ztrain-ar-999999999-0", "not a ztrain" };
+    for (int i = 0; i < 3; i++) {
+        zt_msg_t m = { .type = ZT_MSG_AR_PIECE, .pool = 1, .index = 0 };
+        m.u.AR_PIECE = (zt_msg_AR_PIECE_t) { .bucket = 0, .gen = 0, .offset = 0, .count = 16, .dtype = ZT_F32 };
+        zt_msg_set_str(m.u.AR_PIECE.shm, names[i]);
+        zframe_t *h = zt_msg_encode(&m);
+        assert(zframe_send(&h, forger, 0) == 0);
+        zmsg_t *reply = zmsg_recv(forger);
+        assert(reply);
+        zframe_t *rh = zmsg_first(reply);
+        zt_msg_t r;
+        assert(zt_msg_decode(zframe_data(rh), zframe_size(rh), &r, NULL) == ZT_OK);
+        if (r.type != ZT_MSG_AR_ERROR || !strstr(r.u.AR_ERROR.text, why[i])) {
+            fprintf(stderr, "forged '%s': got %s '%s'\n", names[i], zt_msg_type_name(r.type),
+                    r.type == ZT_MSG_AR_ERROR ? r.u.AR_ERROR.text : "");
+            abort();
+        }
+        zmsg_destroy(&reply);
+    }
+    zsock_destroy(&forger);
+    /* the reducer still sums (the forger took worker 0's identity: a resend
+     * after RESEND_MS finds the reducer again) */
+    float *g = malloc(sizeof(float) << 16);
+    for (int i = 0; i < 1 << 16; i++)
+        g[i] = (float) (i % 7);
+    assert(zt_allreduce_submit(ar, 0, g) == ZT_OK);
+    assert(zt_allreduce_wait(ar, false, 30000) == ZT_OK);
+    for (int i = 0; i < 1 << 16; i++)
+        assert(g[i] == (float) (i % 7));
+    free(g);
+    zt_allreduce_destroy(&ar);
+    s_stop_reducers(1);
+    printf("forged shared-memory references: refused, reducer still sums: ok\n");
+}
+
+int main(int argc, char **argv)
+{
+    s_bin = argc > 1 ? argv[1] : "ztrain-reducer";
+    snprintf(s_dir, sizeof s_dir, "/tmp/zt-test-ar-%d", (int) getpid());
+    mkdir(s_dir, 0755);
+    const s_case_t cases[] = {
+        { 1, 1, 1 << 26, 5, 0, 0, 0, false, false },    { 2, 1, 1 << 26, 5, 0, 0, 0, false, false },
+        { 2, 2, 1 << 26, 5, 0, 0, 0, false, false },    { 3, 2, 1 << 26, 5, 0, 0, 0, false, false },
+        { 4, 3, 1 << 26, 5, 0, 0, 0, false, false },    { 4, 4, 1, 5, 0, 0, 0, false, false },        /* unfused */
+        { 3, 2, 4096, 5, 0, 0, 0, false, false },       /* several fused buckets */
+        { 2, 2, 1 << 26, 1, 3000, 0, 0, false, false }, /* cycle time flushes partial buckets */
+        { 2, 0, 1 << 26, 5, 0, 0, 0, false, false },    { 3, 0, 1 << 26, 5, 0, 0, 0, false, false },  /* the ring */
+        { 4, 0, 4096, 5, 0, 0, 0, false, false },       { 1, 0, 1 << 26, 5, 0, 0, 0, false, false },
+        { 2, 1, 1 << 26, 5, 0, 1, 0, false, false },    { 3, 0, 1 << 26, 5, 0, 1, 0, false, false },  /* mismatches */
+        { 2, 1, 1 << 26, 5, 0, 0, 1, false, false },    /* reducer killed and replaced */
+        { 3, 2, 4096, 5, 0, 0, 0, true, false }, /* the send window binding at every piece */
+        { 2, 1, 4096, 5, 0, 0, 1, true, false }, /* ... and a reducer killed under it */
+        { 2, 1, 1 << 26, 5, 0, 2, 0, false, false },    /* piece sizes differ */
+        { 3, 2, 4096, 5, 0, 0, 0, false, true },  /* gradients written into zt_allreduce_buffer */
+        { 3, 2, 1 << 26, 5, 0, 0, 0, false, true }, { 3, 0, 4096, 5, 0, 0, 0, false, true },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+        s_run(&cases[i]);
+    s_forged_references();
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", s_dir);
+    return system(cmd) == 0 ? 0 : 1;
+}

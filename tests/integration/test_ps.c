@@ -1,0 +1,311 @@
+/* Parameter servers against real ztrain-paramserver processes on ipc://
+ * (so pushes and pulls go through shared memory), or over loopback TCP
+ * with ZT_DATA_IPC=off (frames on the sockets): exact SGD, momentum and Adam
+ * results, sharding over 1..4 servers covers every element once, sync mode
+ * averages, the staleness bound holds, snapshots match, a dead server is
+ * named, a mismatched model is refused, forged shared-memory references are
+ * refused with the reason. */
+#include "ztrain/ztrain.h"
+#include "ztrain/zt_ps.h"
+#include "wire/zt_msg.h"
+#include "wire/zt_shm.h"
+#include "base/zt_util.h"
+#include <assert.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static char s_dir[256];
+static pid_t s_pids[8];
+static char s_eps[8][300];
+static const char *s_ep_ptrs[8];
+
+static void s_start(int n, const char *bin)
+{
+    for (int i = 0; i < n; i++) {
+        const char *ipc = getenv("ZT_DATA_IPC");
+        if (ipc && !strcmp(ipc, "off"))
+            snprintf(s_eps[i], sizeof s_eps[i], "tcp://127.0.0.1:%d", zt_ephemeral_port());
+        else
+            snprintf(s_eps[i], sizeof s_eps[i], "ipc://%s/ps%d", s_dir, i);
+        s_ep_ptrs[i] = s_eps[i];
+        char idx[16], cnt[16];
+        snprintf(idx, sizeof idx, "%d", i);
+        snprintf(cnt, sizeof cnt, "%d", n);
+        pid_t pid = fork();
+        if (pid == 0) {
+            prctl(PR_SET_PDEATHSIG, SIGKILL); /* a failed assertion leaves no server behind */
+            unsetenv("ZT_COORDINATOR");
+            unsetenv("AIP_CHECKPOINT_DIR");
+            execl(bin, bin, "--bind", s_eps[i], "--index", idx, "--servers", cnt, (char *) NULL);
+            _exit(127);
+        }
+        s_pids[i] = pid;
+    }
+}
+
+static void s_stop(int n)
+{
+    for (int i = 0; i < n; i++)
+        if (s_pids[i] > 0) {
+            kill(s_pids[i], SIGKILL);
+            waitpid(s_pids[i], NULL, 0);
+            s_pids[i] = 0;
+        }
+}
+
+static zt_ps_client_t *s_client(int n, int rank, const char *opt, float lr, int sync, int workers,
+                                int staleness, int *ids)
+{
+    zt_ps_client_t *c = zt_ps_client_new(s_ep_ptrs, n, rank);
+    assert(c);
+    ids[0] = zt_ps_declare(c, "a", 37, 0);
+    ids[1] = zt_ps_declare(c, "b", 1000, 0);
+    ids[2] = zt_ps_declare(c, "c", 5, 0.5f);
+    zt_ps_options_t o;
+    zt_ps_options_defaults(&o);
+    o.optimizer = opt;
+    o.learning_rate = lr;
+    o.sync = sync;
+    o.workers = workers;
+    o.max_staleness = staleness;
+    int rc = zt_ps_connect(c, &o, 10000);
+    if (rc != ZT_OK)
+        fprintf(stderr, "connect: %s\n", zt_ps_error(c));
+    assert(rc == ZT_OK);
+    return c;
+}
+
+static void s_push_all(zt_ps_client_t *c, const int *ids, float *const *g, int64_t step)
+{
+    for (int t = 0; t < 3; t++)
+        assert(zt_ps_push(c, ids[t], g[t], step) == ZT_OK);
+    assert(zt_ps_wait(c, 10000) == ZT_OK);
+}
+
+static void s_pull_all(zt_ps_client_t *c, const int *ids, float **w)
+{
+    for (int t = 0; t < 3; t++)
+        assert(zt_ps_pull(c, ids[t], w[t]) == ZT_OK);
+    assert(zt_ps_wait(c, 10000) == ZT_OK);
+}
+
+int main(int argc, char **argv)
+{
+    const char *bin = argc > 1 ? argv[1] : "ztrain-paramserver";
+    zt_log_init("test_ps", 0);
+    snprintf(s_dir, sizeof s_dir, "/tmp/zt-test-ps-%d", (int) getpid());
+    mkdir(s_dir, 0755);
+    const int64_t sizes[3] = { 37, 1000, 5 };
+    float *g[3], *w[3], *w0[3];
+    for (int t = 0; t < 3; t++) {
+        g[t] = malloc(sizes[t] * sizeof(float));
+        w[t] = malloc(sizes[t] * sizeof(float));
+        w0[t] = malloc(sizes[t] * sizeof(float));
+        for (int64_t i = 0; i < sizes[t]; i++)
+            g[t][i] = (float) (t * 10000 + i + 1) * 0.001f; /* distinct per element */
+    }
+    int ids[3];
+    for (int n = 1; n <= 4; n++) {
+        /* SGD: w = w0 - lr * g, for every element exactly once. */
+        s_start(n, bin);
+        zt_ps_client_t *c = s_client(n, 0, "sgd", 0.5f, 0, 1, -1, ids);
+        s_pull_all(c, ids, w0);
+        for (int64_t i = 0; i < 37; i++)
+            assert(w0[0][i] == 0.0f);
+        for (int64_t i = 0; i < 5; i++)
+            assert(w0[2][i] != 0.0f && fabsf(w0[2][i]) <= 0.5f);
+        s_push_all(c, ids, g, 0);
+        s_pull_all(c, ids, w);
+        for (int t = 0; t < 3; t++)
+            for (int64_t i = 0; i < sizes[t]; i++)
+                assert(w[t][i] == w0[t][i] - 0.5f * g[t][i]);
+        /* A range push touches only its range. */
+        assert(zt_ps_push_range(c, ids[1], 500, 10, g[1], 1) == ZT_OK);
+        assert(zt_ps_wait(c, 10000) == ZT_OK);
+        float part[12];
+        assert(zt_ps_pull_range(c, ids[1], 499, 12, part) == ZT_OK && zt_ps_wait(c, 10000) == ZT_OK);
+        assert(part[0] == w[1][499] && part[11] == w[1][510]);
+        for (int i = 1; i <= 10; i++)
+            assert(part[i] == w[1][499 + i] - 0.5f * g[1][i - 1]);
+        /* Snapshot: values equal what a pull sees; SGD has no state arrays. */
+        zt_ps_shard_t shards[4];
+        assert(zt_ps_snapshot(c, shards, 10000) == ZT_OK);
+        int64_t covered = 0;
+        for (int s = 0; s < n; s++) {
+            assert(shards[s].arrays == 1 && shards[s].offset == covered);
+            covered += shards[s].count;
+        }
+        assert(covered == 37 + 1000 + 5);
+        assert(shards[0].data[0][0] == w[0][0]);
+        zt_ps_shards_free(shards, n);
+        /* Another worker with a different optimizer is refused. */
+        int ids2[3];
+        zt_ps_client_t *bad = zt_ps_client_new(s_ep_ptrs, n, 1);
+        zt_ps_declare(bad, "a", 37, 0);
+        zt_ps_options_t o;
+        zt_ps_options_defaults(&o);
+        assert(zt_ps_connect(bad, &o, 5000) == ZT_EIO);
+        assert(strstr(zt_ps_error(bad), "differs"));
+        (void) ids2;
+        zt_ps_client_destroy(&bad);
+        zt_ps_client_destroy(&c);
+        s_stop(n);
+        printf("sgd, ranges, snapshot, mismatch over %d server%s: ok\n", n, n > 1 ? "s" : "");
+    }
+    /* Momentum and Adam over 2 servers, two steps, against a reference. */
+    const char *opts[2] = { "momentum", "adam" };
+    for (int k = 0; k < 2; k++) {
+        s_start(2, bin);
+        zt_ps_client_t *c = s_client(2, 0, opts[k], 0.1f, 0, 1, -1, ids);
+        s_pull_all(c, ids, w0);
+        s_push_all(c, ids, g, 0);
+        s_push_all(c, ids, g, 1);
+        s_pull_all(c, ids, w);
+        for (int t = 0; t < 3; t++)
+            for (int64_t i = 0; i < sizes[t]; i++) {
+                double gi = g[t][i], ref;
+                if (k == 0) /* v1 = g, v2 = 0.9 g + g */
+                    ref = w0[t][i] - 0.1 * gi - 0.1 * (1.9 * gi);
+                else { /* Adam with a constant gradient moves lr * 1 each step */
+                    double m1 = 0.1 * gi, v1 = 0.001 * gi * gi;
+                    double s1 = (m1 / 0.1) / (sqrt(v1 / 0.001) + 1e-7);
+                    double m2 = 0.9 * m1 + 0.1 * gi, v2 = 0.999 * v1 + 0.001 * gi * gi;
+                    double s2 = (m2 / (1 - 0.81)) / (sqrt(v2 / (1 - 0.999 * 0.999)) + 1e-7);
+                    ref = w0[t][i] - 0.1 * s1 - 0.1 * s2;
+                }
+                assert(fabs(w[t][i] - ref) < 1e-5 * (1 + fabs(ref)));
+            }
+        zt_ps_shard_t shards[2];
+        assert(zt_ps_snapshot(c, shards, 10000) == ZT_OK);
+        assert(shards[0].arrays == (k == 0 ? 2 : 4));
+        if (k == 1)
+            assert(shards[0].data[3][0] == 2.0f); /* Adam's per-element step count */
+        zt_ps_shards_free(shards, 2);
+        zt_ps_client_destroy(&c);
+        s_stop(2);
+        printf("%s: ok\n", opts[k]);
+    }
+    /* Sync mode: the pushes of both workers for a step are averaged once;
+     * a pull for the next step waits for the slower worker. */
+    s_start(2, bin);
+    zt_ps_client_t *c0 = s_client(2, 0, "sgd", 1.0f, 1, 2, -1, ids);
+    zt_ps_client_t *c1 = s_client(2, 1, "sgd", 1.0f, 1, 2, -1, ids);
+    s_pull_all(c0, ids, w0);
+    float *g1[3];
+    for (int t = 0; t < 3; t++) {
+        g1[t] = malloc(sizes[t] * sizeof(float));
+        for (int64_t i = 0; i < sizes[t]; i++)
+            g1[t][i] = 3.0f * g[t][i];
+    }
+    s_push_all(c0, ids, g, 0);
+    zt_ps_set_step(c0, 1);
+    assert(zt_ps_pull(c0, ids[1], w[1]) == ZT_OK);
+    assert(zt_ps_wait(c0, 400) == ZT_ETIMEDOUT); /* worker 1 has not pushed step 0 */
+    s_push_all(c1, ids, g1, 0);
+    s_pull_all(c0, ids, w);
+    for (int t = 0; t < 3; t++)
+        for (int64_t i = 0; i < sizes[t]; i++)
+            assert(fabsf(w[t][i] - (w0[t][i] - 2.0f * g[t][i])) < 1e-6f * (1 + fabsf(w[t][i])));
+    zt_ps_client_destroy(&c0);
+    zt_ps_client_destroy(&c1);
+    s_stop(2);
+    printf("sync mode: ok\n");
+    /* Staleness bound 1 with two workers: worker 0 may not run 2 steps ahead. */
+    s_start(1, bin);
+    c0 = s_client(1, 0, "sgd", 0.1f, 0, 2, 1, ids);
+    c1 = s_client(1, 1, "sgd", 0.1f, 0, 2, 1, ids);
+    s_push_all(c0, ids, g, 0);
+    zt_ps_set_step(c0, 1);
+    s_pull_all(c0, ids, w); /* 1 step ahead: allowed */
+    s_push_all(c0, ids, g, 1);
+    zt_ps_set_step(c0, 2);
+    assert(zt_ps_pull(c0, ids[0], w[0]) == ZT_OK);
+    assert(zt_ps_wait(c0, 400) == ZT_ETIMEDOUT); /* 2 ahead of worker 1: waits */
+    s_push_all(c1, ids, g, 0);
+    s_pull_all(c0, ids, w); /* now 1 ahead */
+    zt_ps_client_destroy(&c0);
+    zt_ps_client_destroy(&c1);
+    s_stop(1);
+    printf("staleness bound: ok\n");
+    /* A dead server is named. */
+    s_start(2, bin);
+    c0 = s_client(2, 0, "sgd", 0.1f, 0, 1, -1, ids);
+    kill(s_pids[1], SIGKILL);
+    waitpid(s_pids[1], NULL, 0);
+    s_pids[1] = 0;
+    assert(zt_ps_push(c0, ids[1], g[1], 0) == ZT_OK); /* spans both servers */
+    assert(zt_ps_wait(c0, 1000) == ZT_ETIMEDOUT);
+    char want[400];
+    snprintf(want, sizeof want, "parameter server 1 (%s) did not answer within 1000 ms", s_eps[1]);
+    assert(strstr(zt_ps_error(c0), want));
+    zt_ps_client_destroy(&c0);
+    s_stop(2);
+    printf("dead server named: ok\n");
+    /* A push naming shared memory that is not a ztrain region, or one that
+     * does not exist, is refused with the reason; the server carries on. */
+    s_start(1, bin);
+    c0 = s_client(1, 0, "sgd", 0.5f, 0, 1, -1, ids);
+    zsock_t *forger = zsock_new_dealer(s_eps[0]);
+    zsock_set_rcvtimeo(forger, 10000);
+    const char *names[2] = { "../../etc/passwd", "ztrain-ps-999999999-0" };
+    const char *why[2] = { "not a ztrain", "/dev/shm/ztrain-ps-999999999-0" };
+    for (int i = 0; i < 2; i++) {
+        zt_msg_t m = { .type = ZT_MSG_PS_PUSH, .pool = 1, .index = 5 };
+        m.u.PS_PUSH = (zt_msg_PS_PUSH_t) { .req = 7, .offset = 0, .count = 4 };
+        zt_msg_set_str(m.u.PS_PUSH.shm, names[i]);
+        zframe_t *h = zt_msg_encode(&m);
+        assert(zframe_send(&h, forger, 0) == 0);
+        zframe_t *rh = zframe_recv(forger);
+        zt_msg_t r;
+        assert(rh && zt_msg_decode(zframe_data(rh), zframe_size(rh), &r, NULL) == ZT_OK);
+        if (r.type != ZT_MSG_PS_ERROR || r.u.PS_ERROR.req != 7 || !strstr(r.u.PS_ERROR.text, why[i])) {
+            fprintf(stderr, "forged '%s': got %s '%s'\n", names[i], zt_msg_type_name(r.type),
+                    r.type == ZT_MSG_PS_ERROR ? r.u.PS_ERROR.text : "");
+            abort();
+        }
+        zframe_destroy(&rh);
+    }
+    zsock_destroy(&forger);
+    s_push_all(c0, ids, g, 0);
+    s_pull_all(c0, ids, w);
+    for (int64_t i = 0; i < 37; i++)
+        assert(w[0][i] == -0.5f * g[0][i]);
+    zt_ps_client_destroy(&c0);
+    printf("forged shared-memory references refused: ok\n");
+    /* Workers restarted again and again (a new identity each time) do not
+     * pile up pull areas on the server: one per worker and two spare. */
+    const char *ipc = getenv("ZT_DATA_IPC");
+    if (!(ipc && !strcmp(ipc, "off")) && zt_shm_enabled()) {
+        for (int k = 0; k < 6; k++) {
+            zt_ps_client_t *c = s_client(1, 0, "sgd", 0.5f, 0, 1, -1, ids);
+            s_pull_all(c, ids, w);
+            for (int64_t i = 0; i < 37; i++)
+                assert(w[0][i] == -0.5f * g[0][i]);
+            zt_ps_client_destroy(&c);
+        }
+        char cmd[200];
+        snprintf(cmd, sizeof cmd, "ls /dev/shm | grep -c '^ztrain-psv-%d-'", (int) s_pids[0]);
+        FILE *p = popen(cmd, "r");
+        int areas = -1;
+        assert(p && fscanf(p, "%d", &areas) == 1);
+        pclose(p);
+        if (areas < 1 || areas > 3) {
+            fprintf(stderr, "%d pull areas on the server after 7 workers came and went\n", areas);
+            abort();
+        }
+        printf("pull areas bounded (%d for 7 workers one after another): ok\n", areas);
+    }
+    s_stop(1);
+    for (int t = 0; t < 3; t++) {
+        free(g[t]); free(g1[t]); free(w[t]); free(w0[t]);
+    }
+    rmdir(s_dir);
+    return 0;
+}

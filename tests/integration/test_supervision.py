@@ -1,0 +1,257 @@
+"""Supervision with real processes: environment of a 1+2+2+1 job, restart in
+place after kill -9, user error fails the job, heartbeat loss, job retries,
+timeout, SIGTERM leaves nothing behind, two jobs at once, garbage on the
+control plane."""
+import json
+import os
+import signal
+import subprocess
+import time
+import unittest
+
+from ztest import Job, alive, descendants, load_job, tmpdir, wait_for, write
+
+FAST = {"ZT_STOP_GRACE_MS": "2000", "ZT_HEARTBEAT_MS": "200"}
+
+
+def cmd_pool(script, n=1, machine="n1-standard-4"):
+    return {"machineSpec": {"machineType": machine}, "replicaCount": n,
+            "containerSpec": {"imageUri": "local", "command": ["sh", "-c", script]}}
+
+
+def role_pool(image, n=1, args=None):
+    p = {"machineSpec": {"machineType": "n1-standard-4"}, "replicaCount": n,
+         "containerSpec": {"imageUri": image}}
+    if args:
+        p["containerSpec"]["args"] = args
+    return p
+
+
+def spec(d, name, pools, **extra):
+    s = {"displayName": name, "jobSpec": {"workerPoolSpecs": pools}}
+    s["jobSpec"].update(extra)
+    return write(d, name + ".json", json.dumps(s))
+
+
+def replica(job, name):
+    return [r for r in job["replicas"] if r["name"] == name][0]
+
+
+# Waits (up to 30 s) until a file exists: `until_file PATH`.
+UNTIL = 'until_file() { i=0; while [ ! -e "$1" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done; }; '
+
+
+class Supervision(unittest.TestCase):
+    def setUp(self):
+        self.d = tmpdir("sup-")
+        self.job_dir = os.path.join(self.d, "job")
+
+    def test_env_dump_job_succeeds(self):
+        # Greet first, then make the env file appear atomically: the primary waits
+        # for the files, so every greeting is out before the job can end.
+        dump = ('echo "hello from $ZT_POOL/$ZT_INDEX"; env > "$ZT_JOB_DIR/.env-$ZT_POOL-$ZT_INDEX"; '
+                'mv "$ZT_JOB_DIR/.env-$ZT_POOL-$ZT_INDEX" "$ZT_JOB_DIR/env-$ZT_POOL-$ZT_INDEX.txt"; ')
+        primary = UNTIL + dump + ('for f in 1-0 1-1 2-0 2-1 3-0; do until_file "$ZT_JOB_DIR/env-$f.txt"; done; '
+                                  'echo primary done')
+        path = spec(self.d, "dump", [cmd_pool(primary), cmd_pool(dump + "sleep 30", 2),
+                                     cmd_pool(dump + "sleep 30", 2), cmd_pool(dump + "exit 0")])
+        job = Job(self, path, self.job_dir, env=FAST)
+        self.assertEqual(job.wait(), 0, job.err)
+        j = load_job(self.job_dir)
+        self.assertEqual(j["state"], "SUCCEEDED")
+        self.assertEqual([t["state"] for t in j["transitions"]],
+                         ["QUEUED", "PENDING", "RUNNING", "SUCCEEDED"])
+        self.assertEqual(len(j["replicas"]), 6)
+        seen = set()
+        for pool, n in enumerate([1, 2, 2, 1]):
+            for i in range(n):
+                env = dict(l.split("=", 1) for l in open(os.path.join(
+                    self.job_dir, "env-%d-%d.txt" % (pool, i))).read().splitlines() if "=" in l)
+                cs = json.loads(env["CLUSTER_SPEC"])
+                self.assertEqual(cs["task"], {"type": "workerpool%d" % pool, "index": i})
+                self.assertEqual(cs["cluster"]["workerpool%d" % pool][i],
+                                 replica(j, "workerpool%d-%d" % (pool, i))["address"])
+                self.assertEqual(json.loads(env["TF_CONFIG"])["task"]["index"], i)
+                seen.add(cs["cluster"]["workerpool%d" % pool][i])
+                self.assertTrue(os.path.exists(os.path.join(
+                    self.job_dir, "config", "workerpool%d-%d" % (pool, i), "resourceconfig.json")))
+                log = open(os.path.join(self.job_dir, "logs", "workerpool%d-%d.log" % (pool, i))).read()
+                self.assertIn("hello from %d/%d" % (pool, i), log)
+                self.assertIn("[workerpool%d-%d] hello from %d/%d" % (pool, i, pool, i), job.out)
+        self.assertEqual(len(seen), 6)
+        self.assertEqual(replica(j, "workerpool0-0")["exitStatus"], 0)
+        self.assertEqual(replica(j, "workerpool3-0")["state"], "SUCCEEDED")
+        self.assertEqual(replica(j, "workerpool1-0")["state"], "STOPPED")
+
+    def test_kill9_restarts_in_place(self):
+        worker = ('if [ ! -e "$ZT_JOB_DIR/crashed" ]; then echo "$CLUSTER_SPEC" > "$ZT_JOB_DIR/cs1"; '
+                  'touch "$ZT_JOB_DIR/crashed"; kill -9 $$; fi; '
+                  'echo "$CLUSTER_SPEC" > "$ZT_JOB_DIR/cs2"; touch "$ZT_JOB_DIR/second"; sleep 30')
+        primary = UNTIL + 'until_file "$ZT_JOB_DIR/second"; echo ok'
+        path = spec(self.d, "crash", [cmd_pool(primary), cmd_pool(worker)])
+        job = Job(self, path, self.job_dir, env=FAST)
+        self.assertEqual(job.wait(), 0, job.err)
+        j = load_job(self.job_dir)
+        self.assertEqual(j["state"], "SUCCEEDED")
+        self.assertEqual(replica(j, "workerpool1-0")["restarts"], 1)
+        self.assertEqual(j["jobRetries"], 0)
+        # Same pool, index and address after the restart.
+        cs1 = json.load(open(os.path.join(self.job_dir, "cs1")))
+        cs2 = json.load(open(os.path.join(self.job_dir, "cs2")))
+        self.assertEqual(cs1["cluster"], cs2["cluster"])
+        self.assertEqual(cs2["task"], {"type": "workerpool1", "index": 0})
+        self.assertIn("killed by signal 9", job.err)
+
+    def test_user_error_fails_job(self):
+        path = spec(self.d, "usererr", [cmd_pool("sleep 30"),
+                                        cmd_pool('echo "loading data"; echo "bad flag --lr" >&2; exit 1')])
+        job = Job(self, path, self.job_dir, env=FAST)
+        self.assertEqual(job.wait(), 1)
+        j = load_job(self.job_dir)
+        self.assertEqual(j["state"], "FAILED")
+        self.assertIn("workerpool1-0 exited with status 1", j["error"]["message"])
+        self.assertEqual(j["error"]["replica"], "workerpool1-0")
+        self.assertIn("bad flag --lr", j["error"]["logTail"])
+        self.assertEqual(replica(j, "workerpool1-0")["restarts"], 0)
+        self.assertIn("bad flag --lr", job.err)
+
+    def test_crash_loop_retries_then_fails(self):
+        path = spec(self.d, "loop", [cmd_pool("sleep 30"), cmd_pool("kill -9 $$")])
+        env = dict(FAST, ZT_MAX_RESTARTS="1", ZT_MAX_JOB_RETRIES="2")
+        job = Job(self, path, self.job_dir, env=env)
+        self.assertEqual(job.wait(), 1, job.err)
+        j = load_job(self.job_dir)
+        self.assertEqual(j["state"], "FAILED")
+        self.assertEqual(j["jobRetries"], 2)
+        self.assertEqual(j["incarnation"], 2)
+        self.assertIn("after 1 restarts", j["error"]["message"])
+        states = [t["state"] for t in j["transitions"]]
+        self.assertEqual(states.count("PENDING"), 3)
+        # disableRetries: no job retries.
+        path = spec(self.d, "noretry", [cmd_pool("sleep 30"), cmd_pool("kill -9 $$")],
+                    scheduling={"disableRetries": True})
+        job_dir = os.path.join(self.d, "job2")
+        job = Job(self, path, job_dir, env=env)
+        self.assertEqual(job.wait(), 1)
+        j = load_job(job_dir)
+        self.assertEqual(j["jobRetries"], 0)
+        self.assertIn("retries disabled", j["error"]["message"])
+
+    def test_restart_job_on_worker_restart(self):
+        worker = ('if [ ! -e "$ZT_JOB_DIR/crashed" ]; then touch "$ZT_JOB_DIR/crashed"; kill -9 $$; fi; '
+                  'sleep 30')
+        primary = ('echo start >> "$ZT_JOB_DIR/primary-starts"; ' + UNTIL +
+                   'until_file "$ZT_JOB_DIR/crashed"; sleep 0.5; '
+                   '[ $(wc -l < "$ZT_JOB_DIR/primary-starts") -ge 2 ] && exit 0; sleep 30')
+        path = spec(self.d, "rjow", [cmd_pool(primary), cmd_pool(worker)],
+                    scheduling={"restartJobOnWorkerRestart": True})
+        job = Job(self, path, self.job_dir, env=FAST)
+        self.assertEqual(job.wait(), 0, job.err)
+        self.assertEqual(open(os.path.join(self.job_dir, "primary-starts")).read().count("start"), 2)
+        j = load_job(self.job_dir)
+        self.assertEqual(j["incarnation"], 1)
+        self.assertEqual(replica(j, "workerpool1-0")["restarts"], 1)
+
+    def test_heartbeat_loss_is_a_crash(self):
+        path = spec(self.d, "hb", [role_pool("ztrain-worker", args=["--run-seconds=10"]),
+                                   role_pool("ztrain-worker", args=["--idle"])])
+        env = dict(FAST, ZT_HEARTBEAT_TIMEOUT_MS="3000")
+        job = Job(self, path, self.job_dir, env=env)
+        wait_for(lambda: (load_job(self.job_dir) or {}).get("state") == "RUNNING", what="RUNNING")
+        pid = replica(load_job(self.job_dir), "workerpool1-0")["pid"]
+        os.kill(pid, signal.SIGSTOP)  # alive, but silent
+        self.assertEqual(job.wait(), 0, job.err)
+        j = load_job(self.job_dir)
+        self.assertEqual(replica(j, "workerpool1-0")["restarts"], 1)
+        self.assertIn("sent no heartbeat", job.err)
+        self.assertFalse(alive(pid))
+
+    def test_timeout_cancels(self):
+        path = spec(self.d, "timeout", [cmd_pool("sleep 60"), cmd_pool("sleep 60")],
+                    scheduling={"timeout": "1.5s"})
+        job = Job(self, path, self.job_dir, env=FAST)
+        t0 = time.monotonic()
+        self.assertEqual(job.wait(), 3)
+        self.assertLess(time.monotonic() - t0, 30)
+        j = load_job(self.job_dir)
+        self.assertEqual([t["state"] for t in j["transitions"]][-2:], ["CANCELLING", "CANCELLED"])
+        self.assertIn("scheduling.timeout", j["error"]["message"])
+        for r in j["replicas"]:
+            self.assertFalse(alive(r["pid"]) if r["pid"] else False)
+
+    def test_sigterm_leaves_no_descendant(self):
+        # A grandchild in its own session escapes the process group: the
+        # subreaper sweep must still find and kill it.
+        primary = "setsid sleep 300 & sleep 300 & wait"
+        path = spec(self.d, "term", [cmd_pool(primary), role_pool("ztrain-worker", 2, args=["--idle"]),
+                                     role_pool("ztrain-paramserver")])
+        job = Job(self, path, self.job_dir, env=FAST)
+        wait_for(lambda: (load_job(self.job_dir) or {}).get("state") == "RUNNING", what="RUNNING")
+        kids = wait_for(lambda: (lambda k: k if len(k) >= 6 else None)(descendants(job.proc.pid)),
+                        what="replicas and their children")
+        job.proc.send_signal(signal.SIGTERM)
+        self.assertEqual(job.wait(), 3)
+        j = load_job(self.job_dir)
+        self.assertEqual(j["state"], "CANCELLED")
+        self.assertIn("CANCELLING", [t["state"] for t in j["transitions"]])
+        wait_for(lambda: not [k for k in kids if alive(k)], timeout=5, what="descendants gone")
+        self.assertEqual(descendants(job.proc.pid), [])
+
+    def test_two_jobs_at_once(self):
+        path = spec(self.d, "twin", [role_pool("ztrain-worker", args=["--run-seconds=1"]),
+                                     role_pool("ztrain-worker", 2, args=["--idle"]), role_pool("ztrain-paramserver", 2)])
+        a = Job(self, path, os.path.join(self.d, "a"), env=FAST)
+        b = Job(self, path, os.path.join(self.d, "b"), env=FAST)
+        self.assertEqual(a.wait(), 0, a.err)
+        self.assertEqual(b.wait(), 0, b.err)
+        ja, jb = load_job(os.path.join(self.d, "a")), load_job(os.path.join(self.d, "b"))
+        self.assertEqual((ja["state"], jb["state"]), ("SUCCEEDED", "SUCCEEDED"))
+        self.assertNotEqual(ja["coordinator"], jb["coordinator"])
+        addrs = [r["address"] for r in ja["replicas"] + jb["replicas"]]
+        self.assertEqual(len(set(addrs)), len(addrs))
+
+    def test_garbage_on_control_plane(self):
+        path = spec(self.d, "garbage", [role_pool("ztrain-worker", args=["--run-seconds=3"]),
+                                        role_pool("ztrain-worker", args=["--idle"])])
+        job = Job(self, path, self.job_dir, env=FAST)
+        wait_for(lambda: (load_job(self.job_dir) or {}).get("state") == "RUNNING", what="RUNNING")
+        ep = load_job(self.job_dir)["coordinator"]
+        subprocess.run([os.environ["ZT_CTL_GARBAGE"], ep], check=True, timeout=30)
+        self.assertEqual(job.wait(), 0, job.err)
+        j = load_job(self.job_dir)
+        drops = j["controlPlaneDrops"]
+        self.assertGreaterEqual(drops["malformed"], 2)
+        self.assertEqual(drops["badVersion"], 1)
+        self.assertGreaterEqual(drops["unknownSender"], 1)
+        self.assertEqual(j["state"], "SUCCEEDED")
+
+    def test_status_command(self):
+        path = spec(self.d, "status", [role_pool("ztrain-worker", args=["--run-seconds=0.5"])])
+        job = Job(self, path, self.job_dir, env=FAST)
+        self.assertEqual(job.wait(), 0, job.err)
+        r = subprocess.run([os.path.join(os.environ["ZT_BIN"], "ztrain"), "status", "--job-dir",
+                            self.job_dir], capture_output=True, text=True, timeout=30)
+        self.assertEqual(r.returncode, 0)
+        self.assertIn("job status: SUCCEEDED", r.stdout)
+        self.assertIn("workerpool0-0", r.stdout)
+
+
+    def test_examples_run(self):
+        root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+        for name, n in (("pytorch-style-job.json", 4), ("legacy-config.yaml", 8),
+                        ("vertex-job.json", 6)):
+            with self.subTest(name):
+                job_dir = os.path.join(self.d, name)
+                job = Job(self, os.path.join(root, "examples", name), job_dir, env=FAST, cwd=root)
+                self.assertEqual(job.wait(), 0, job.err)
+                j = load_job(job_dir)
+                self.assertEqual(j["state"], "SUCCEEDED")
+                self.assertEqual(len(j["replicas"]), n)
+                if name.startswith("pytorch"):
+                    self.assertIn("rendezvous complete: sum of ranks = 6 (expected 6)", job.out)
+                    for r in (1, 2, 3):
+                        self.assertIn("rank %d got sum 6 from rank 0" % r, job.out)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,99 @@
+"""Synchronous data-parallel training, on real processes: the sync example
+(reducers) on a shortened run, every replica's weights bitwise equal, a
+reducer killed with SIGKILL and restarted while the job still succeeds, the
+ring when there are no reducers, and a worker with another model failing the
+job with the naming error instead of hanging."""
+import json
+import os
+import re
+import signal
+import unittest
+
+from ztest import Job, job_file, load_job, pool, tmpdir, wait_for, write
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+FAST = {"ZT_STOP_GRACE_MS": "3000", "ZT_HEARTBEAT_MS": "300"}
+
+
+def hashes(out):
+    return dict(re.findall(r"\[(workerpool\d-\d)\] params fnv1a ([0-9a-f]{16})", out))
+
+
+def replica(job, name):
+    return [r for r in job["replicas"] if r["name"] == name][0]
+
+
+def spec(d, name, args, workers, reducers, evaluators=0, worker_args=None):
+    return job_file(d, name, [pool("ztrain-worker", 1, args),
+                              pool("ztrain-worker", workers, worker_args or args),
+                              pool("ztrain-reducer", reducers) if reducers else {},
+                              pool("ztrain-evaluator", evaluators) if evaluators else {}])
+
+
+class Sync(unittest.TestCase):
+    def setUp(self):
+        self.d = tmpdir("sync-")
+        self.job_dir = os.path.join(self.d, "job")
+
+    def test_example_shortened_identical_weights(self):
+        ex = json.load(open(os.path.join(ROOT, "examples", "fashion-mnist-sync.json")))
+        for p in ex["jobSpec"]["workerPoolSpecs"][:2]:
+            p["containerSpec"]["args"] = [a for a in p["containerSpec"]["args"]
+                                          if not a.startswith(("--epochs", "--checkpoint_steps"))]
+            p["containerSpec"]["args"] += ["--epochs=1", "--checkpoint_steps=80"]
+        path = write(self.d, "short.json", json.dumps(ex))
+        job = Job(self, path, self.job_dir, env=FAST)
+        self.assertEqual(job.wait(timeout=400), 0, job.err[-3000:])
+        j = load_job(self.job_dir)
+        self.assertGreaterEqual(j["metrics"]["accuracy"]["value"], 0.80)
+        h = hashes(job.out)
+        self.assertEqual(len(h), 4, job.out[-2000:])
+        self.assertEqual(len(set(h.values())), 1, h)  # bitwise identical weights
+        evals = {e["step"] for e in j["evaluations"] if e["name"] == "eval_accuracy"}
+        self.assertGreaterEqual(len(evals), 2)
+        self.assertIn("through reducers", open(os.path.join(self.job_dir, "logs",
+                                                            "workerpool1-2.log")).read())
+
+    def test_reducer_killed_job_succeeds(self):
+        args = ["--hidden=128", "--epochs=2", "--train_examples=20000", "--checkpoint_steps=50",
+                "--log_every=50"]
+        path = spec(self.d, "redkill", args, workers=2, reducers=2)
+        job = Job(self, path, self.job_dir, env=FAST)
+        wait_for(lambda: len((load_job(self.job_dir) or {}).get("checkpoints", [])) >= 1,
+                 timeout=200, what="a checkpoint")
+        os.kill(replica(load_job(self.job_dir), "workerpool2-1")["pid"], signal.SIGKILL)
+        self.assertEqual(job.wait(timeout=400), 0, job.err[-3000:])
+        j = load_job(self.job_dir)
+        self.assertEqual(j["state"], "SUCCEEDED")
+        self.assertEqual(replica(j, "workerpool2-1")["restarts"], 1)
+        h = hashes(job.out)
+        self.assertEqual(len(h), 3)
+        self.assertEqual(len(set(h.values())), 1, h)
+
+    def test_ring_without_reducers(self):
+        args = ["--hidden=64", "--epochs=1", "--train_examples=9000", "--log_every=50",
+                "--lr_scaling=linear", "--warmup_steps=20"]
+        path = spec(self.d, "ring", args, workers=2, reducers=0)
+        job = Job(self, path, self.job_dir, env=FAST)
+        self.assertEqual(job.wait(timeout=300), 0, job.err[-3000:])
+        h = hashes(job.out)
+        self.assertEqual(len(h), 3)
+        self.assertEqual(len(set(h.values())), 1, h)
+        self.assertIn("ring all-reduce", open(os.path.join(self.job_dir, "logs",
+                                                           "workerpool0-0.log")).read())
+
+    def test_model_mismatch_fails_with_names(self):
+        args = ["--hidden=64", "--epochs=1", "--train_examples=3000"]
+        path = spec(self.d, "mismatch", args, workers=1, reducers=1,
+                    worker_args=["--hidden=32", "--epochs=1", "--train_examples=3000"])
+        job = Job(self, path, self.job_dir, env=FAST)
+        self.assertEqual(job.wait(timeout=200), 1)
+        j = load_job(self.job_dir)
+        self.assertEqual(j["state"], "FAILED")
+        self.assertRegex(j["error"]["logTail"],
+                         r"tensor 'w0' is \[784, (64|32)\] float32 on worker \d but \[784, (32|64)\] "
+                         r"float32 on worker \d")
+
+
+if __name__ == "__main__":
+    unittest.main()

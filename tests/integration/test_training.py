@@ -1,0 +1,134 @@
+"""Asynchronous parameter-server training end to end, on real processes:
+the example job on a shortened run, a parameter server killed with SIGKILL
+mid-training (restarted, restores its shard, the job succeeds), a chief
+killed mid-training (resumes from the newest checkpoint), checkpoints that
+verify, and a clear error when the dataset is missing."""
+import json
+import os
+import signal
+import subprocess
+import unittest
+import zlib
+
+from ztest import BIN, Job, job_file, load_job, pool, tmpdir, wait_for, write
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+FAST = {"ZT_STOP_GRACE_MS": "3000", "ZT_HEARTBEAT_MS": "300"}
+
+
+def job_spec(d, name, trainer_args, workers=2, servers=2, evaluators=1):
+    return job_file(d, name, [pool("ztrain-worker", 1, trainer_args),
+                              pool("ztrain-worker", workers, trainer_args) if workers else {},
+                              pool("ztrain-paramserver", servers) if servers else {},
+                              pool("ztrain-evaluator", evaluators) if evaluators else {}])
+
+
+def metric(job, name):
+    return job["metrics"][name]["value"]
+
+
+def verify_checkpoint(path):
+    """Re-checks a checkpoint directory the way a reader must: manifest, sizes, CRC32."""
+    man = json.load(open(os.path.join(path, "manifest.json")))
+    total = 0
+    for f in man["files"]:
+        data = open(os.path.join(path, f["file"]), "rb").read()
+        assert len(data) == f["bytes"], f
+        assert zlib.crc32(data) == f["crc32"], f
+        total += f["count"]
+    assert total == sum(t["numel"] for t in man["tensors"])
+    return man
+
+
+def replica(job, name):
+    return [r for r in job["replicas"] if r["name"] == name][0]
+
+
+SHORT = ["--hidden=128", "--epochs=1", "--batch_size=64", "--log_every=100"]
+
+
+class Training(unittest.TestCase):
+    def setUp(self):
+        self.d = tmpdir("train-")
+        self.job_dir = os.path.join(self.d, "job")
+
+    def test_example_job_shortened(self):
+        ex = json.load(open(os.path.join(ROOT, "examples", "fashion-mnist-async.json")))
+        for p in ex["jobSpec"]["workerPoolSpecs"][:2]:
+            p["containerSpec"]["args"] = [a for a in p["containerSpec"]["args"]
+                                          if not a.startswith(("--epochs", "--checkpoint_steps"))]
+            p["containerSpec"]["args"] += ["--epochs=1", "--checkpoint_steps=100"]
+        path = write(self.d, "short.json", json.dumps(ex))
+        job = Job(self, path, self.job_dir, env=FAST)
+        self.assertEqual(job.wait(timeout=400), 0, job.err[-3000:])
+        j = load_job(self.job_dir)
+        self.assertEqual(j["state"], "SUCCEEDED")
+        self.assertGreaterEqual(metric(j, "accuracy"), 0.80)
+        evals = [e for e in j["evaluations"] if e["name"] == "eval_accuracy"]
+        self.assertGreaterEqual(len({e["step"] for e in evals}), 2, j["evaluations"])
+        self.assertTrue(all(0.5 < e["value"] <= 1 for e in evals))
+        self.assertGreaterEqual(len(j["checkpoints"]), 2)
+        self.assertIn("final test accuracy", job.out)
+        for line in job.out.splitlines():
+            if "examples/s" in line and line.startswith("[workerpool"):
+                self.assertRegex(line, r"step \d+ epoch \d examples/s \d+ loss \d+\.\d+")
+        model = os.path.join(self.job_dir, "model")
+        final = [n for n in os.listdir(model) if n.startswith("ckpt-")]
+        self.assertEqual(len(final), 1)
+        man = verify_checkpoint(os.path.join(model, final[0]))
+        self.assertEqual(man["model"]["sizes"], [784, 256, 128, 10])
+        self.assertEqual([t["name"] for t in man["tensors"]], ["w0", "b0", "w1", "b1", "w2", "b2"])
+        self.assertEqual(man["tensors"][0]["shape"], [784, 256])
+        ck = os.path.join(self.job_dir, "checkpoints")
+        for n in os.listdir(ck):
+            self.assertFalse(n.startswith("."), "a temporary checkpoint was left behind")
+            verify_checkpoint(os.path.join(ck, n))
+        r = subprocess.run([os.path.join(BIN, "ztrain"), "status", "--job-dir", self.job_dir],
+                           capture_output=True, text=True, timeout=30)
+        self.assertIn("latest evaluation: eval_", r.stdout)
+
+    def test_paramserver_killed_restores(self):
+        path = job_spec(self.d, "pskill", SHORT + ["--epochs=2", "--checkpoint_steps=100"],
+                        workers=1, evaluators=0)
+        job = Job(self, path, self.job_dir, env=FAST)
+        wait_for(lambda: len((load_job(self.job_dir) or {}).get("checkpoints", [])) >= 2,
+                 timeout=200, what="two checkpoints")
+        victim = replica(load_job(self.job_dir), "workerpool2-1")["pid"]
+        os.kill(victim, signal.SIGKILL)
+        self.assertEqual(job.wait(timeout=400), 0, job.err[-3000:])
+        j = load_job(self.job_dir)
+        self.assertEqual(j["state"], "SUCCEEDED")
+        self.assertEqual(replica(j, "workerpool2-1")["restarts"], 1)
+        log = open(os.path.join(self.job_dir, "logs", "workerpool2-1.log")).read()
+        self.assertIn("restored elements", log)
+        self.assertGreaterEqual(metric(j, "accuracy"), 0.80)
+
+    def test_chief_killed_resumes(self):
+        path = job_spec(self.d, "chiefkill", SHORT + ["--epochs=2", "--checkpoint_steps=100"],
+                        workers=1, evaluators=0)
+        job = Job(self, path, self.job_dir, env=FAST)
+        wait_for(lambda: len((load_job(self.job_dir) or {}).get("checkpoints", [])) >= 2,
+                 timeout=200, what="two checkpoints")
+        os.kill(replica(load_job(self.job_dir), "workerpool0-0")["pid"], signal.SIGKILL)
+        self.assertEqual(job.wait(timeout=400), 0, job.err[-3000:])
+        j = load_job(self.job_dir)
+        self.assertEqual(replica(j, "workerpool0-0")["restarts"], 1)
+        log = open(os.path.join(self.job_dir, "logs", "workerpool0-0.log")).read()
+        self.assertIn("resuming from", log)
+        self.assertGreaterEqual(metric(j, "accuracy"), 0.80)
+
+    def test_missing_dataset_is_a_clear_error(self):
+        r = subprocess.run([os.path.join(BIN, "ztrain-worker"), "--data_dir=/nonexistent/fm"],
+                           capture_output=True, text=True, timeout=60,
+                           env={k: v for k, v in os.environ.items() if not k.startswith("ZT_")})
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("/nonexistent/fm/train-images-idx3-ubyte.gz", r.stderr)
+        self.assertIn("dataset-fashion-mnist", r.stderr)
+        r = subprocess.run([os.path.join(BIN, "ztrain-worker"), "--learning_rate=fast"],
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--learning_rate=fast: expected a number", r.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()

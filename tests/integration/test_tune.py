@@ -1,0 +1,241 @@
+"""Hyperparameter studies (`ztrain tune`), on real trial jobs: validation,
+grid covers exactly the grid, random respects bounds and log scales, median
+stopping stops a clearly bad trial, parallelTrialCount is never exceeded, a
+failing trial is counted and the study goes on (and fails past
+maxFailedTrialCount), Ctrl-C stops every trial, status reads the results."""
+import json
+import math
+import os
+import shutil
+import signal
+import subprocess
+import time
+import unittest
+
+from ztest import ZTRAIN, descendants, tmpdir, wait_for, write, ztrain
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+OBJECTIVE = os.path.join(ROOT, "examples", "hypertune_objective.py")
+
+
+def study(params, algorithm=None, max_trials=6, parallel=1, extra=None, command=None, **fields):
+    spec = {"displayName": "t", "studySpec": {"metrics": [{"metricId": "score", "goal": "MAXIMIZE"}],
+                                               "parameters": params},
+            "maxTrialCount": max_trials, "parallelTrialCount": parallel,
+            "trialJobSpec": {"workerPoolSpecs": [{
+                "machineSpec": {"machineType": "n1-standard-4"}, "replicaCount": 1,
+                "containerSpec": {"imageUri": "local",
+                                  "command": command or ["python3", OBJECTIVE]}}]}}
+    if algorithm:
+        spec["studySpec"]["algorithm"] = algorithm
+    spec["studySpec"].update(extra or {})
+    spec.update(fields)
+    return json.dumps(spec)
+
+
+X = {"parameterId": "x", "doubleValueSpec": {"minValue": 0, "maxValue": 1}}
+Y = {"parameterId": "y", "doubleValueSpec": {"minValue": 0.0001, "maxValue": 1}, "scaleType": "UNIT_LOG_SCALE"}
+
+
+class Tune(unittest.TestCase):
+    def setUp(self):
+        self.d = tmpdir("tune-")
+
+    def tune(self, text, *args, env=None, timeout=120):
+        path = write(self.d, "study.json", text)
+        sd = os.path.join(self.d, "sd")
+        r = ztrain("tune", path, "--study-dir", sd, *args, env=env, timeout=timeout)
+        doc = None
+        if os.path.exists(os.path.join(sd, "study.json")):
+            doc = json.load(open(os.path.join(sd, "study.json")))
+        return r, doc, sd
+
+    def test_invalid_studies(self):
+        cases = [
+            (json.dumps({"maxTrialCount": 3}), "studySpec: required"),
+            (study([X]).replace('"MAXIMIZE"', '"BIGGER"'),
+             'studySpec.metrics[0].goal = "BIGGER": expected MAXIMIZE or MINIMIZE'),
+            (study([{"parameterId": "x", "doubleValueSpec": {"minValue": 2, "maxValue": 1}}]),
+             "studySpec.parameters[0].doubleValueSpec.maxValue = 1: must be greater than minValue (2)"),
+            (study([{"parameterId": "y", "doubleValueSpec": {"minValue": 0, "maxValue": 1},
+                     "scaleType": "UNIT_LOG_SCALE"}]), "a log scale needs minValue > 0"),
+            (study([X], "GRID_SEARCH"), "GRID_SEARCH needs integer, categorical or discrete parameters; "
+                                        "'x' is a doubleValueSpec"),
+            (study([X, {"parameterId": "x", "integerValueSpec": {"minValue": 1, "maxValue": 3}}]),
+             'studySpec.parameters[1].parameterId = "x": duplicate parameterId'),
+            (study([{"parameterId": "c", "categoricalValueSpec": {"values": []}}]),
+             "studySpec.parameters[0].categoricalValueSpec.values = []: required: a non-empty list"),
+            (study([X], max_trials=0), "maxTrialCount = 0: required: a whole number"),
+            (study([X], max_trials=2, parallel=5), "parallelTrialCount = 5: must be at most maxTrialCount (2)"),
+            (study([X], "SIMULATED_ANNEALING"), 'studySpec.algorithm = "SIMULATED_ANNEALING": expected'),
+            (study([X]).replace('"replicaCount": 1', '"replicaCount": 2'),
+             "trialJobSpec.workerPoolSpecs[0].replicaCount = 2: the primary pool must have exactly 1"),
+        ]
+        for text, want in cases:
+            with self.subTest(want):
+                r, _, sd = self.tune(text)
+                self.assertEqual(r.returncode, 2, r.stderr)
+                self.assertIn(want, r.stderr)
+                self.assertIn("nothing was started", r.stderr)
+                self.assertFalse(os.path.exists(os.path.join(sd, "trial-1")))
+
+    def test_grid_covers_exactly_the_grid(self):
+        params = [{"parameterId": "n", "integerValueSpec": {"minValue": 1, "maxValue": 3}},
+                  {"parameterId": "opt", "categoricalValueSpec": {"values": ["sgd", "adam"]}},
+                  {"parameterId": "lr", "discreteValueSpec": {"values": [0.1, 0.01]},
+                   "conditionalParameterSpecs": [{"parentDiscreteValues": {"values": [0.1]},
+                                                  "parameterSpec": {"parameterId": "mom",
+                                                                    "discreteValueSpec": {"values": [0.5, 0.9]}}}]}]
+        path = write(self.d, "grid.json", study(params, "GRID_SEARCH", max_trials=100))
+        r = ztrain("tune", path, "--study-dir", os.path.join(self.d, "g"), "--suggest", "1000")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        got = json.loads(r.stdout)
+        want = []
+        for n in (1, 2, 3):
+            for o in ("sgd", "adam"):
+                for lr in (0.01, 0.1):
+                    for mom in ((0.5, 0.9) if lr == 0.1 else (None,)):
+                        p = {"n": n, "opt": o, "lr": lr}
+                        if mom is not None:
+                            p["mom"] = mom
+                        want.append(p)
+        key = lambda p: json.dumps(p, sort_keys=True)
+        self.assertEqual(len(got), len(want))  # 3 x 2 x (1 + 2) = 18, no more
+        self.assertEqual(sorted(map(key, got)), sorted(map(key, want)))
+
+    def test_random_bounds_and_scales(self):
+        params = [X, Y, {"parameterId": "k", "integerValueSpec": {"minValue": -3, "maxValue": 4}},
+                  {"parameterId": "r", "doubleValueSpec": {"minValue": 1, "maxValue": 1000},
+                   "scaleType": "UNIT_REVERSE_LOG_SCALE"}]
+        path = write(self.d, "rnd.json", study(params, "RANDOM_SEARCH", max_trials=2000))
+        r = ztrain("tune", path, "--study-dir", os.path.join(self.d, "r"), "--suggest", "2000", "--seed", "7")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        got = json.loads(r.stdout)
+        self.assertEqual(len(got), 2000)
+        xs, ys, ks, rs = ([p[k] for p in got] for k in "xykr")
+        self.assertTrue(all(0 <= v <= 1 for v in xs))
+        self.assertTrue(all(0.0001 <= v <= 1 for v in ys))
+        self.assertTrue(all(isinstance(v, int) and -3 <= v <= 4 for v in ks))
+        self.assertEqual(set(ks), set(range(-3, 5)))
+        self.assertTrue(all(1 <= v <= 1000 for v in rs))
+        frac = lambda vals, cut: sum(v < cut for v in vals) / len(vals)
+        self.assertAlmostEqual(frac(xs, 0.5), 0.5, delta=0.05)            # linear
+        self.assertAlmostEqual(frac(ys, 0.01), 0.5, delta=0.05)           # log: geometric middle
+        self.assertLess(frac(ys, 0.5), 0.95)
+        self.assertAlmostEqual(frac(rs, 1000 + 1 - math.sqrt(1000)), 0.5, delta=0.05)  # reverse log
+        # seeded: the same seed, the same suggestions
+        r2 = ztrain("tune", path, "--study-dir", os.path.join(self.d, "r2"), "--suggest", "2000", "--seed", "7")
+        self.assertEqual(r.stdout, r2.stdout)
+
+    def test_study_runs_trials_as_jobs(self):
+        r, doc, sd = self.tune(study([X, Y], max_trials=5, parallel=2))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(doc["state"], "SUCCEEDED")
+        self.assertEqual(len(doc["trials"]), 5)
+        for t in doc["trials"]:
+            self.assertEqual(t["state"], "SUCCEEDED")
+            self.assertEqual(len(t["measurements"]), 3)  # every intermediate report
+            x, y = t["parameters"]["x"], t["parameters"]["y"]
+            want = 1 - (x - 0.3) ** 2 - (math.log10(y) + 2) ** 2 / 4
+            self.assertAlmostEqual(t["finalMeasurement"], want, places=5)  # LAST: the step-3 value
+            job = json.load(open(os.path.join(t["jobDir"], "job.json")))
+            self.assertEqual(job["state"], "SUCCEEDED")
+            log = open(os.path.join(t["jobDir"], "logs", "workerpool0-0.log")).read()
+            self.assertIn("x=%g y=%g" % (x, y), log)  # parameters arrived as --name=value
+        best = max(doc["trials"], key=lambda t: t["finalMeasurement"])
+        self.assertEqual(doc["bestTrial"]["id"], best["id"])
+        self.assertIn("study SUCCEEDED: best trial %s" % best["id"], r.stdout)
+        csv = open(os.path.join(sd, "trials.csv")).read().splitlines()
+        self.assertEqual(csv[0], "trial,state,x,y,score,measurements")
+        self.assertEqual(len(csv), 6)
+        s = ztrain("status", "--study-dir", sd)
+        self.assertIn("best: trial %s" % best["id"], s.stdout)
+
+    def test_median_stopping_stops_a_bad_trial(self):
+        # grid order is ascending: 0 (0.91), 0.29 (0.9999), 0.3 (1.0, best so far), 9 (awful)
+        params = [{"parameterId": "x", "discreteValueSpec": {"values": [0, 0.29, 0.3, 9]}}]
+        r, doc, _ = self.tune(study(params, "GRID_SEARCH", max_trials=4,
+                                    extra={"medianAutomatedStoppingSpec": {}}),
+                              env={"OBJECTIVE_STEPS": "6", "OBJECTIVE_DELAY": "0.4"}, timeout=200)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        states = {t["parameters"]["x"]: t for t in doc["trials"]}
+        self.assertEqual([states[x]["state"] for x in (0, 0.29, 0.3)], ["SUCCEEDED"] * 3)
+        bad = states[9]
+        self.assertEqual(bad["state"], "STOPPED")
+        self.assertLess(len(bad["measurements"]), 6)  # it did not run to the end
+        self.assertNotEqual(doc["bestTrial"]["parameters"]["x"], 9)
+
+    def test_parallel_limit_and_failures(self):
+        log = os.path.join(self.d, "spans.log")
+        cmd = ["sh", "-c", 'echo "start $(date +%s.%N)" >> ' + log + '; python3 ' + OBJECTIVE +
+               ' "$@"; rc=$?; echo "end $(date +%s.%N)" >> ' + log + '; exit $rc', "sh"]
+        params = [{"parameterId": "x", "discreteValueSpec": {"values": [0.1, 0.2, 0.3, 0.4]}},
+                  {"parameterId": "fail", "integerValueSpec": {"minValue": 0, "maxValue": 1}}]
+        r, doc, _ = self.tune(study(params, "GRID_SEARCH", max_trials=8, parallel=3, command=cmd,
+                                    maxFailedTrialCount=4),
+                              env={"OBJECTIVE_DELAY": "0.2"}, timeout=200)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        events = sorted((float(t), kind) for kind, t in (l.split() for l in open(log)))
+        running = peak = 0
+        for _, kind in events:
+            running += 1 if kind == "start" else -1
+            peak = max(peak, running)
+        self.assertLessEqual(peak, 3)
+        self.assertGreaterEqual(peak, 2)
+        failed = [t for t in doc["trials"] if t["state"] == "FAILED"]
+        self.assertEqual(len(failed), 4)
+        self.assertTrue(all(t["parameters"]["fail"] == 1 for t in failed))
+        self.assertEqual(doc["failedTrials"], 4)
+        self.assertEqual(len(doc["trials"]), 8)  # the study went on
+        self.assertEqual(doc["state"], "SUCCEEDED")
+        # past maxFailedTrialCount the study fails
+        r, doc, _ = self.tune(study(params, "GRID_SEARCH", max_trials=8, parallel=1,
+                                    maxFailedTrialCount=1))
+        self.assertEqual(r.returncode, 1)
+        self.assertEqual(doc["state"], "FAILED")
+        self.assertEqual(doc["failedTrials"], 2)
+
+    def test_example_studies_validate(self):
+        for name in sorted(os.listdir(os.path.join(ROOT, "examples"))):
+            if "study" in name and name.endswith(".json"):
+                with self.subTest(name):
+                    r = ztrain("tune", os.path.join(ROOT, "examples", name), "--study-dir",
+                               os.path.join(self.d, name), "--suggest", "3")
+                    self.assertEqual(r.returncode, 0, r.stderr)
+                    self.assertEqual(len(json.loads(r.stdout)), 3)
+
+    def test_table_on_a_terminal_lines_otherwise(self):
+        path = write(self.d, "tty.json", study([X, Y], max_trials=3, parallel=1))
+        r = ztrain("tune", path, "--study-dir", os.path.join(self.d, "plain"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertNotIn("\033[", r.stdout)  # not a terminal: plain lines
+        self.assertIn("trial 1 ACTIVE x=", r.stdout)
+        self.assertRegex(r.stdout, r"trial 3 SUCCEEDED score=")
+        if not shutil.which("script"):
+            self.skipTest("no script(1) to give the study a terminal")
+        out = subprocess.run(["script", "-qec", "%s tune %s --study-dir %s" % (
+            ZTRAIN, path, os.path.join(self.d, "tty")), "/dev/null"], capture_output=True, text=True,
+            timeout=120, env=dict(os.environ, OBJECTIVE_DELAY="0.4")).stdout
+        self.assertGreaterEqual(out.count("\033[H\033[J"), 2)  # redrawn in place
+        self.assertIn("trial  state      latest       final        parameters", out)
+        self.assertNotIn("trial 1 ACTIVE x=", out)
+
+    def test_ctrl_c_stops_every_trial(self):
+        path = write(self.d, "slow.json", study([X, Y], max_trials=4, parallel=2))
+        p = subprocess.Popen([ZTRAIN, "tune", path, "--study-dir", os.path.join(self.d, "c")],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env=dict(os.environ, OBJECTIVE_STEPS="100", OBJECTIVE_DELAY="0.5"),
+                             start_new_session=True)
+        self.addCleanup(lambda: p.poll() is None and os.killpg(p.pid, signal.SIGKILL))
+        kids = wait_for(lambda: (lambda k: k if len(k) >= 4 else None)(descendants(p.pid)),
+                        what="two trials running")
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=60)
+        self.assertEqual(p.returncode, 3, err)
+        doc = json.load(open(os.path.join(self.d, "c", "study.json")))
+        self.assertEqual(doc["state"], "CANCELLED")
+        wait_for(lambda: not descendants(p.pid), timeout=5, what="no trial left")
+
+
+if __name__ == "__main__":
+    unittest.main()
