@@ -1,0 +1,120 @@
+"""libztrain as a library: `cmake --install` into a temporary prefix, then a
+small C program and a small C++ program built with nothing but
+`pkg-config --cflags --libs ztrain` run against it: two processes doing a
+ring all-reduce (C with C, C++ with C++, and C with C++), and a push and
+pull against the installed ztrain-paramserver."""
+import os
+import shutil
+import socket
+import subprocess
+import unittest
+
+from ztest import tmpdir
+
+BUILD = os.environ.get("ZT_BUILD", os.path.join(os.path.dirname(__file__), "..", "..", "build"))
+SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "install")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Install(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.prefix = tmpdir("install-")
+        r = subprocess.run(["cmake", "--install", BUILD, "--prefix", cls.prefix],
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stdout + r.stderr
+        cls.env = dict(os.environ, PKG_CONFIG_PATH=os.path.join(cls.prefix, "lib", "pkgconfig"),
+                       LD_LIBRARY_PATH=os.path.join(cls.prefix, "lib"), ZT_LOG_LEVEL="warn")
+        flags = subprocess.run(["pkg-config", "--cflags", "--libs", "ztrain"], capture_output=True,
+                               text=True, env=cls.env, check=True).stdout.split()
+        cls.exe = {}
+        for lang, cc, src in (("c", "cc", "example.c"), ("c++", "c++", "example.cpp")):
+            out = os.path.join(cls.prefix, "example-" + lang)
+            r = subprocess.run([cc, "-Wall", "-Werror", os.path.join(SRC, src), "-o", out] + flags,
+                               capture_output=True, text=True, env=cls.env, timeout=120)
+            assert r.returncode == 0, "%s %s: %s" % (cc, src, r.stderr)
+            cls.exe[lang] = out
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.prefix, ignore_errors=True)
+
+    def test_layout(self):
+        p = self.prefix
+        for f in ("bin/ztrain", "bin/ztrain-worker", "bin/ztrain-paramserver", "bin/ztrain-reducer",
+                  "bin/ztrain-evaluator", "bin/ztrain-coordinator", "lib/libztrain.a",
+                  "lib/libztrain.so", "lib/pkgconfig/ztrain.pc", "include/ztrain/ztrain.h"):
+            self.assertTrue(os.path.exists(os.path.join(p, f)), f)
+        # Only the public API is installed: no private header of lib/.
+        self.assertEqual(sorted(os.listdir(os.path.join(p, "include"))), ["ztrain"])
+        for h in os.listdir(os.path.join(p, "include", "ztrain")):
+            with open(os.path.join(p, "include", "ztrain", h)) as f:
+                self.assertIn('extern "C"', f.read(), h)
+        # The shared library was linked against the installed one, not the build's.
+        ldd = subprocess.run(["ldd", self.exe["c"]], capture_output=True, text=True, env=self.env).stdout
+        self.assertIn(os.path.join(p, "lib", "libztrain.so"), ldd)
+
+    def ring(self, a, b):
+        eps = ["tcp://127.0.0.1:%d" % free_port() for _ in range(2)]
+        procs = [subprocess.Popen([self.exe[lang], "ring", str(r)] + eps, env=self.env,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for r, lang in enumerate((a, b))]
+        try:
+            outs = [p.communicate(timeout=60) for p in procs]
+        finally:
+            for p in procs:
+                p.kill()
+                p.wait()
+        for p, (out, err) in zip(procs, outs):
+            self.assertEqual(p.returncode, 0, err)
+            self.assertIn("ok (libztrain ", out)
+
+    def test_ring_c(self):
+        self.ring("c", "c")
+
+    def test_ring_cxx(self):
+        self.ring("c++", "c++")
+
+    def test_ring_mixed_fails_on_shape(self):
+        # The C program registers 1000 floats, the C++ one 4096: commit names the mismatch.
+        eps = ["tcp://127.0.0.1:%d" % free_port() for _ in range(2)]
+        procs = [subprocess.Popen([self.exe[lang], "ring", str(r)] + eps, env=self.env,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for r, lang in enumerate(("c", "c++"))]
+        try:
+            outs = [p.communicate(timeout=60) for p in procs]
+        finally:
+            for p in procs:
+                p.kill()
+                p.wait()
+        self.assertTrue(all(p.returncode != 0 for p in procs), outs)
+        self.assertTrue(any("1000" in err and "4096" in err for _, err in outs), outs)
+
+    def ps(self, lang):
+        ep = "tcp://127.0.0.1:%d" % free_port()
+        srv = subprocess.Popen([os.path.join(self.prefix, "bin", "ztrain-paramserver"), "--bind", ep,
+                                "--index", "0", "--servers", "1"], env=self.env,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            r = subprocess.run([self.exe[lang], "ps", ep], capture_output=True, text=True,
+                               env=self.env, timeout=60)
+        finally:
+            srv.kill()
+            srv.wait()
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("ok (libztrain ", r.stdout)
+
+    def test_ps_c(self):
+        self.ps("c")
+
+    def test_ps_cxx(self):
+        self.ps("c++")
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
