@@ -444,6 +444,12 @@ int zt_cli_main(int argc, char **argv, const char *command)
         return EXIT_USAGE;
     }
     int rc;
+    char why[512];
+    if (strcmp(a.command, "status") && zt_knobs_check(why, sizeof why) != ZT_OK) {
+        fprintf(stderr, "ztrain: %s\n", why);
+        json_decref(a.flags);
+        return EXIT_USAGE;
+    }
     if (!strcmp(a.command, "run"))
         rc = s_cmd_run(&a);
     else if (!strcmp(a.command, "validate"))

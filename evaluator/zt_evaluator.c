@@ -1,6 +1,7 @@
 #include "zt_evaluator.h"
 #include "model/zt_ckpt.h"
 #include "runtime/zt_env.h"
+#include "runtime/zt_role.h"
 #include "wire/zt_transport.h"
 #include "runtime/zt_fileserver.h"
 #include "model/zt_idx.h"
@@ -106,6 +107,8 @@ int zt_evaluator_run(const zt_evaluator_opts_t *o)
 {
     int index = (int) zt_env_int_or(ZT_ENV_INDEX, 0);
     zt_log_init("evaluator", index);
+    if (!zt_role_knobs_ok())
+        return 1;
     openblas_set_num_threads(1);
     zsys_init();
     const char *dir = o->data_dir ? o->data_dir : zt_dataset_default_dir();

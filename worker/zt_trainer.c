@@ -1,6 +1,7 @@
 #include "zt_trainer.h"
 #include "model/zt_ckpt.h"
 #include "runtime/zt_env.h"
+#include "runtime/zt_role.h"
 #include "runtime/zt_fileserver.h"
 #include "zt_gpu.h"
 #include "model/zt_idx.h"
@@ -292,6 +293,8 @@ int zt_trainer_run(const zt_train_opts_t *o)
         return 1;
     }
     zt_log_init(r.rank == 0 ? "chief" : "worker", r.rank);
+    if (!zt_role_knobs_ok())
+        return 1;
     openblas_set_num_threads(1);
     zt_tune_malloc();
     zsys_init();

@@ -174,6 +174,13 @@ static void s_env(s_ctx_t *c, json_t *parent, const char *path, json_t *out)
             else {
                 char *t = json_is_string(val) ? strdup(json_string_value(val))
                           : val ? json_dumps(val, JSON_ENCODE_ANY) : strdup("");
+                int knob = zt_knob_find(name);
+                char why[512];
+                if (knob >= 0 && zt_knob_check_value((zt_knob_t) knob, t, why, sizeof why) != ZT_OK) {
+                    char *vp = s_path(ip, "value");
+                    ERR(c, vp, val, "%s", why);
+                    free(vp);
+                }
                 json_array_append_new(out, json_pack("[ss]", name, t));
                 free(t);
             }

@@ -1,8 +1,12 @@
 /* ztrain: every tunable, declared once with its environment variable,
- * default and meaning. --help prints this table; the README lists it. */
+ * default, the values it takes and its meaning. --help prints this table;
+ * the README lists it. Values: "int" a whole number >= 0; "num" a decimal
+ * number >= 0; "a|b" one of those words ("auto|int": auto or a whole
+ * number); "path" any text. An empty default means unset. */
 #ifndef ZT_KNOBS_H
 #define ZT_KNOBS_H
 #include <stdio.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -10,57 +14,61 @@ extern "C" {
 #endif
 
 #define ZT_KNOBS(X)                                                              \
-    X(HEARTBEAT_MS,        "ZT_HEARTBEAT_MS",        "1000",                      \
+    X(HEARTBEAT_MS,        "ZT_HEARTBEAT_MS",        "1000", "int",                      \
       "interval between a replica's heartbeats to the coordinator (ms)")          \
-    X(HEARTBEAT_TIMEOUT_MS,"ZT_HEARTBEAT_TIMEOUT_MS","10000",                     \
+    X(HEARTBEAT_TIMEOUT_MS,"ZT_HEARTBEAT_TIMEOUT_MS","10000", "int",                     \
       "a registered replica silent this long is treated as crashed (ms)")         \
-    X(REGISTER_TIMEOUT_MS, "ZT_REGISTER_TIMEOUT_MS", "30000",                     \
+    X(REGISTER_TIMEOUT_MS, "ZT_REGISTER_TIMEOUT_MS", "30000", "int",                     \
       "a ztrain role replica must register within this time of starting (ms)")    \
-    X(MAX_RESTARTS,        "ZT_MAX_RESTARTS",        "5",                         \
+    X(MAX_RESTARTS,        "ZT_MAX_RESTARTS",        "5", "int",                         \
       "in-place restarts of one crashed replica before the job is retried")       \
-    X(MAX_JOB_RETRIES,     "ZT_MAX_JOB_RETRIES",     "3",                         \
+    X(MAX_JOB_RETRIES,     "ZT_MAX_JOB_RETRIES",     "3", "int",                         \
       "whole-job retries after a replica exhausts its restarts")                  \
-    X(STOP_GRACE_MS,       "ZT_STOP_GRACE_MS",       "5000",                      \
+    X(STOP_GRACE_MS,       "ZT_STOP_GRACE_MS",       "5000", "int",                      \
       "time between SIGTERM and SIGKILL when stopping a replica (ms)")            \
-    X(MAX_REPLICAS,        "ZT_MAX_REPLICAS",        "256",                       \
+    X(MAX_REPLICAS,        "ZT_MAX_REPLICAS",        "256", "int",                       \
       "largest replicaCount accepted for one pool on this machine")               \
-    X(GPU_COUNT,           "ZT_GPU_COUNT",           "auto",                      \
+    X(GPU_COUNT,           "ZT_GPU_COUNT",           "auto", "auto|int",                      \
       "GPUs on this machine (auto: count /dev/nvidiaN)")                          \
-    X(JOBS_DIR,            "ZT_JOBS_DIR",            "ztrain-jobs",               \
+    X(JOBS_DIR,            "ZT_JOBS_DIR",            "ztrain-jobs", "path",               \
       "where a job's directory is made when --job-dir is not given")              \
-    X(PS_CHUNK_BYTES,      "ZT_PS_CHUNK_BYTES",      "1048576",                   \
+    X(PS_CHUNK_BYTES,      "ZT_PS_CHUNK_BYTES",      "1048576", "int",                   \
       "largest payload frame of a parameter-server push or pull (bytes)")         \
-    X(PS_TIMEOUT_MS,       "ZT_PS_TIMEOUT_MS",       "120000",                    \
+    X(PS_TIMEOUT_MS,       "ZT_PS_TIMEOUT_MS",       "120000", "int",                    \
       "a parameter server silent this long fails the worker's call (ms)")         \
-    X(FUSION_THRESHOLD,    "ZT_FUSION_THRESHOLD",    "",                          \
+    X(FUSION_THRESHOLD,    "ZT_FUSION_THRESHOLD",    "", "int",                          \
       "all-reduce bucket size in bytes (else HOROVOD_FUSION_THRESHOLD, else ZT_BUCKET_CAP_MB, else 1 MiB)") \
-    X(BUCKET_CAP_MB,       "ZT_BUCKET_CAP_MB",       "",                          \
+    X(HOROVOD_FUSION_THRESHOLD, "HOROVOD_FUSION_THRESHOLD", "", "int",                 \
+      "Horovod's name for the all-reduce bucket size in bytes")                   \
+    X(BUCKET_CAP_MB,       "ZT_BUCKET_CAP_MB",       "", "num",                          \
       "bucket_cap_mb: all-reduce bucket size in MiB (PyTorch DDP's name)")        \
-    X(CYCLE_TIME_MS,       "ZT_CYCLE_TIME_MS",       "",                          \
+    X(CYCLE_TIME_MS,       "ZT_CYCLE_TIME_MS",       "", "num",                          \
       "flush a partly ready bucket after this long (else HOROVOD_CYCLE_TIME, else 5)") \
-    X(COLLECTIVE_WARN_MS,  "ZT_COLLECTIVE_WARN_MS",  "10000",                     \
+    X(HOROVOD_CYCLE_TIME,  "HOROVOD_CYCLE_TIME",     "", "num",                   \
+      "Horovod's name for the cycle time (ms)")                                   \
+    X(COLLECTIVE_WARN_MS,  "ZT_COLLECTIVE_WARN_MS",  "10000", "int",                     \
       "a bucket waiting this long logs which workers have not contributed (ms)")  \
-    X(AR_PIECE_BYTES,      "ZT_AR_PIECE_BYTES",      "131072",                    \
+    X(AR_PIECE_BYTES,      "ZT_AR_PIECE_BYTES",      "131072", "int",                    \
       "all-reduce piece: what a worker sends at a time and a reducer sums and streams back (bytes)") \
-    X(AR_WINDOW_BYTES,     "ZT_AR_WINDOW_BYTES",     "524288",                    \
+    X(AR_WINDOW_BYTES,     "ZT_AR_WINDOW_BYTES",     "524288", "int",                    \
       "bytes of one large tensor a worker has out per reducer over the network before sums come back (0: no limit)") \
-    X(AR_LOCAL_WINDOW_BYTES,"ZT_AR_LOCAL_WINDOW_BYTES","2097152",                  \
+    X(AR_LOCAL_WINDOW_BYTES,"ZT_AR_LOCAL_WINDOW_BYTES","2097152", "int",                  \
       "the same for a reducer on this host (reached over ipc://)") \
-    X(DATA_IPC,            "ZT_DATA_IPC",            "auto",                      \
+    X(DATA_IPC,            "ZT_DATA_IPC",            "auto", "auto|off",                      \
       "auto: data-plane sockets on this host (loopback) also go over ipc://; off: TCP only") \
-    X(SHM,                 "ZT_SHM",                 "auto",                      \
+    X(SHM,                 "ZT_SHM",                 "auto", "auto|off",                      \
       "auto: all-reduce and parameter-server payloads between replicas on this host go through /dev/shm; off: over the sockets") \
-    X(IPC_DIR,             "ZT_IPC_DIR",             "/tmp/ztrain-ipc",           \
+    X(IPC_DIR,             "ZT_IPC_DIR",             "/tmp/ztrain-ipc", "path",           \
       "where the ipc:// twins of loopback data-plane endpoints live (ztrain-PORT.sock)") \
-    X(SPIN_US,             "ZT_SPIN_US",             "200",                       \
+    X(SPIN_US,             "ZT_SPIN_US",             "200", "int",                       \
       "a client waiting for a reply polls this long before sleeping (us, adaptive; 0: never)") \
-    X(DATA_DIR,            "ZT_DATA_DIR",            "/usr/share/datasets/fashion-mnist", \
+    X(DATA_DIR,            "ZT_DATA_DIR",            "/usr/share/datasets/fashion-mnist", "path", \
       "where the trainer and evaluator find Fashion-MNIST (gzipped IDX files)")   \
-    X(LOG_LEVEL,           "ZT_LOG_LEVEL",           "info",                      \
+    X(LOG_LEVEL,           "ZT_LOG_LEVEL",           "info", "error|warn|info|debug",                      \
       "error, warn, info or debug")
 
 typedef enum {
-#define ZT_X_(id, env, def, help) ZT_KNOB_##id,
+#define ZT_X_(id, env, def, check, help) ZT_KNOB_##id,
     ZT_KNOBS(ZT_X_)
 #undef ZT_X_
     ZT_KNOB_COUNT_
@@ -68,8 +76,22 @@ typedef enum {
 
 /* The knob's value: its environment variable when set, else the default. */
 const char *zt_knob_str(zt_knob_t knob);
-/* As an integer; a malformed value logs a warning and gives the default. */
+/* True when its environment variable is set (and not empty). */
+int zt_knob_is_set(zt_knob_t knob);
+/* As a whole number; 0 when unset without a default. A malformed value is
+ * logged as an error and gives the default: check the knobs first. */
 int64_t zt_knob_int(zt_knob_t knob);
+/* As a decimal number, the same way. */
+double zt_knob_num(zt_knob_t knob);
+/* The knob named by its environment variable ("ZT_SHM"), or -1. */
+int zt_knob_find(const char *env);
+/* Whether value is one the knob takes: 0, or ZT_EINVAL with
+ * "NAME=VALUE: why" in err. */
+int zt_knob_check_value(zt_knob_t knob, const char *value, char *err, size_t len);
+/* Checks every knob set in the environment: 0, or ZT_EINVAL with the first
+ * bad one named in err ("HOROVOD_FUSION_THRESHOLD=64MB: not a whole number
+ * of ..."). ztrain's binaries call it first and stop on an error. */
+int zt_knobs_check(char *err, size_t len);
 /* Prints every knob: variable, default, meaning. */
 void zt_knobs_print(FILE *out);
 

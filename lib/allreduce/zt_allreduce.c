@@ -78,14 +78,11 @@ struct zt_allreduce_t {
     char err[512];
 };
 
-static int64_t s_env_bytes(const char *name, double scale)
+/* A fusion or cycle knob in its unit times scale; -1 when unset or 0. */
+static int64_t s_knob_scaled(zt_knob_t knob, double scale)
 {
-    const char *v = getenv(name);
-    if (!v || !*v)
-        return -1;
-    char *end;
-    double d = strtod(v, &end);
-    return end != v && !*end && d > 0 ? (int64_t) (d * scale) : -1;
+    double d = zt_knob_is_set(knob) ? zt_knob_num(knob) : 0;
+    return d > 0 ? (int64_t) (d * scale) : -1;
 }
 
 zt_allreduce_t *zt_allreduce_new(const zt_allreduce_opts_t *o)
@@ -93,6 +90,11 @@ zt_allreduce_t *zt_allreduce_new(const zt_allreduce_opts_t *o)
     if (o->workers < 1 || o->rank < 0 || o->rank >= o->workers || o->nreducers < 0 ||
         (o->nreducers == 0 && o->workers > 1 && !o->peers))
         return NULL;
+    char why[512];
+    if (zt_knobs_check(why, sizeof why) != ZT_OK) {
+        zt_error("all-reduce: %s", why);
+        return NULL;
+    }
     zt_allreduce_t *self = calloc(1, sizeof *self);
     self->rank = o->rank;
     self->workers = o->workers;
@@ -101,14 +103,14 @@ zt_allreduce_t *zt_allreduce_new(const zt_allreduce_opts_t *o)
     /* Threshold precedence: explicit, ZT_FUSION_THRESHOLD, HOROVOD_FUSION_THRESHOLD,
      * ZT_BUCKET_CAP_MB, 64 MiB. Cycle: explicit, ZT_CYCLE_TIME_MS, HOROVOD_CYCLE_TIME, 5. */
     int64_t th = o->fusion_threshold;
-    if (th <= 0) th = s_env_bytes("ZT_FUSION_THRESHOLD", 1);
-    if (th <= 0) th = s_env_bytes("HOROVOD_FUSION_THRESHOLD", 1);
-    if (th <= 0) th = s_env_bytes("ZT_BUCKET_CAP_MB", 1024.0 * 1024.0);
+    if (th <= 0) th = s_knob_scaled(ZT_KNOB_FUSION_THRESHOLD, 1);
+    if (th <= 0) th = s_knob_scaled(ZT_KNOB_HOROVOD_FUSION_THRESHOLD, 1);
+    if (th <= 0) th = s_knob_scaled(ZT_KNOB_BUCKET_CAP_MB, 1024.0 * 1024.0);
     if (th <= 0) th = (int64_t) 1 << 20; /* measured best: see the README's fusion figures */
     self->threshold = th;
     int64_t cy = o->cycle_time_ms;
-    if (cy < 0) cy = s_env_bytes("ZT_CYCLE_TIME_MS", 1);
-    if (cy < 0) cy = s_env_bytes("HOROVOD_CYCLE_TIME", 1);
+    if (cy < 0) cy = s_knob_scaled(ZT_KNOB_CYCLE_TIME_MS, 1);
+    if (cy < 0) cy = s_knob_scaled(ZT_KNOB_HOROVOD_CYCLE_TIME, 1);
     if (cy < 0) cy = 5;
     self->cycle_ms = (int) cy;
     if (self->R > 0) {

@@ -72,8 +72,13 @@ void zt_ps_options_defaults(zt_ps_options_t *o)
 
 zt_ps_client_t *zt_ps_client_new(const char *const *servers, int nservers, int rank)
 {
+    char why[512];
     if (nservers < 1)
         return NULL;
+    if (zt_knobs_check(why, sizeof why) != ZT_OK) {
+        zt_error("parameter-server client: %s", why);
+        return NULL;
+    }
     zt_ps_client_t *self = calloc(1, sizeof *self);
     self->nservers = nservers;
     self->rank = rank;

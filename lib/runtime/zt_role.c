@@ -47,6 +47,8 @@ int zt_role_main(const zt_role_info_t *info, int argc, char **argv)
             exit_code = atoi(a + 12);
     }
     zt_log_init(info->role, (int) zt_env_int_or(ZT_ENV_INDEX, -1));
+    if (!zt_role_knobs_ok())
+        return 1;
     zt_replica_t *rep = zt_replica_new(info->role, 0);
     if (!rep)
         return 1;
@@ -98,6 +100,15 @@ int zt_server_place(int argc, char **argv, zt_server_place_t *out)
     return 0;
 }
 
+bool zt_role_knobs_ok(void)
+{
+    char why[512];
+    if (zt_knobs_check(why, sizeof why) == ZT_OK)
+        return true;
+    zt_error("%s", why);
+    return false;
+}
+
 bool zt_role_stop_requested(void *replica)
 {
     return zsys_interrupted || (replica && zt_replica_shutdown_requested(replica));
@@ -108,6 +119,8 @@ int zt_server_start(const char *role, int argc, char **argv, zt_server_place_t *
 {
     *rep_p = NULL;
     zt_log_init(role, (int) zt_env_int_or(ZT_ENV_INDEX, 0));
+    if (!zt_role_knobs_ok())
+        return -1;
     if (zt_server_place(argc, argv, place) != 0)
         return -1;
     zt_log_init(role, place->index);

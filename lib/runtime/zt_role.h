@@ -32,6 +32,9 @@ int zt_server_place(int argc, char **argv, zt_server_place_t *out);
  * (*rep_p, else NULL). 0, or -1 with the reason logged. */
 int zt_server_start(const char *role, int argc, char **argv, zt_server_place_t *place,
                     zt_replica_t **rep_p);
+/* Checks the knobs set in the environment; logs the first bad one and
+ * returns false. Every role binary calls it before its work. */
+bool zt_role_knobs_ok(void);
 /* True on SIGINT/SIGTERM or when the coordinator asked replica (may be NULL) to stop. */
 bool zt_role_stop_requested(void *replica);
 

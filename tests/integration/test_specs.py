@@ -199,6 +199,16 @@ INVALID = [
      ["--master-accelerator=count=3,type=nvidia-tesla-t4"],
      ["command line (--master-accelerator)",
       "trainingInput.masterConfig.acceleratorConfig.count = 3: NVIDIA_TESLA_T4 on n1-standard-4"]),
+    ("env-knob-bad", "json",
+     vertex(pool(containerSpec={"imageUri": "x", "command": ["true"],
+                                "env": [{"name": "HOROVOD_FUSION_THRESHOLD", "value": "64MB"}]})), [],
+     ['workerPoolSpecs[0].containerSpec.env[0].value = "64MB": HOROVOD_FUSION_THRESHOLD=64MB: '
+      "not a whole number"]),
+    ("env-knob-choice", "json",
+     vertex(pool(containerSpec={"imageUri": "x", "command": ["true"],
+                                "env": [{"name": "ZT_SHM", "value": "on"}]})), [],
+     ['workerPoolSpecs[0].containerSpec.env[0].value = "on": ZT_SHM=on: not one of the values',
+      "auto|off"]),
 ]
 
 
@@ -226,6 +236,37 @@ class InvalidSpecs(unittest.TestCase):
         self.assertEqual(r.returncode, 2)
         self.assertIn("workerPoolSpecs[0].replicaCount = 2", r.stderr)
         self.assertFalse(os.path.exists(os.path.join(job_dir, "job.json")))
+
+    def test_bad_knob_in_environment(self):
+        # A knob with a value it does not take stops ztrain before anything starts,
+        # naming the variable and the value; it used to fall back to the default silently.
+        d = tmpdir("specs-knob-")
+        path = write(d, "ok.json", vertex(pool(containerSpec={"imageUri": "x", "command": ["true"]})))
+        job_dir = os.path.join(d, "job")
+        for var, value, why in (("HOROVOD_FUSION_THRESHOLD", "64MB", "not a whole number"),
+                                ("ZT_BUCKET_CAP_MB", "lots", "not a number"),
+                                ("ZT_HEARTBEAT_MS", "-5", "not a whole number"),
+                                ("ZT_DATA_IPC", "maybe", "auto|off")):
+            with self.subTest(var):
+                for cmd in (["run", path, "--job-dir", job_dir], ["validate", path]):
+                    r = ztrain(*cmd, env={var: value})
+                    self.assertEqual(r.returncode, 2, r.stderr)
+                    self.assertIn("%s=%s: " % (var, value), r.stderr)
+                    self.assertIn(why, r.stderr)
+                    self.assertFalse(os.path.exists(os.path.join(job_dir, "job.json")))
+        # Each role binary refuses it too, before any work.
+        import subprocess
+        from ztest import BIN
+        for b in ("ztrain-reducer", "ztrain-paramserver", "ztrain-worker", "ztrain-evaluator"):
+            with self.subTest(b):
+                r = subprocess.run([os.path.join(BIN, b)], capture_output=True, text=True, timeout=30,
+                                   env=dict(os.environ, HOROVOD_CYCLE_TIME="5ms"))
+                self.assertNotEqual(r.returncode, 0)
+                self.assertIn("HOROVOD_CYCLE_TIME=5ms: not a number", r.stderr + r.stdout)
+        # Good values pass.
+        r = ztrain("validate", path, env={"HOROVOD_FUSION_THRESHOLD": "67108864",
+                                          "ZT_BUCKET_CAP_MB": "25.5", "ZT_SHM": "OFF"})
+        self.assertEqual(r.returncode, 0, r.stderr)
 
     def test_unknown_fields_are_warnings(self):
         d = tmpdir("specs-warn-")

@@ -12,9 +12,44 @@
 #include "model/zt_mlp.h"
 #include "wire/zt_spin.h"
 #include "wire/zt_shm.h"
+#include "ztrain/ztrain.h"
+#include <assert.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* Knobs: read through the table; a bad value is an error naming the knob
+ * and the value, and the library refuses to start on it. */
+static void s_knobs(void)
+{
+    char why[512];
+    setenv("HOROVOD_FUSION_THRESHOLD", "64MB", 1);
+    assert(zt_knobs_check(why, sizeof why) == ZT_EINVAL);
+    assert(strstr(why, "HOROVOD_FUSION_THRESHOLD=64MB: not a whole number"));
+    const char *peers[1] = { "tcp://127.0.0.1:1" };
+    zt_allreduce_opts_t o = { .rank = 0, .workers = 1, .peers = peers, .cycle_time_ms = -1 };
+    zt_allreduce_t *ar = zt_allreduce_new(&o);
+    assert(ar == NULL); /* it used to fall back to 1 MiB silently */
+    setenv("HOROVOD_FUSION_THRESHOLD", "67108864", 1);
+    assert(zt_knobs_check(why, sizeof why) == ZT_OK);
+    ar = zt_allreduce_new(&o);
+    assert(ar && zt_allreduce_threshold(ar) == 64 << 20);
+    zt_allreduce_destroy(&ar);
+    setenv("ZT_BUCKET_CAP_MB", "2.5", 1); /* lower precedence than Horovod's */
+    unsetenv("HOROVOD_FUSION_THRESHOLD");
+    ar = zt_allreduce_new(&o);
+    assert(ar && zt_allreduce_threshold(ar) == (int64_t) (2.5 * 1024 * 1024));
+    zt_allreduce_destroy(&ar);
+    unsetenv("ZT_BUCKET_CAP_MB");
+    assert(zt_knob_find("ZT_SHM") == ZT_KNOB_SHM && zt_knob_find("NOPE") == -1);
+    assert(zt_knob_check_value(ZT_KNOB_SHM, "OFF", why, sizeof why) == ZT_OK);
+    assert(zt_knob_check_value(ZT_KNOB_SHM, "on", why, sizeof why) == ZT_EINVAL);
+    assert(zt_knob_check_value(ZT_KNOB_GPU_COUNT, "3", why, sizeof why) == ZT_OK);
+    assert(zt_knob_check_value(ZT_KNOB_GPU_COUNT, "x", why, sizeof why) == ZT_EINVAL);
+    assert(zt_knob_check_value(ZT_KNOB_BUCKET_CAP_MB, "1e2", why, sizeof why) == ZT_OK);
+    assert(zt_knob_check_value(ZT_KNOB_HEARTBEAT_MS, "-1", why, sizeof why) == ZT_EINVAL);
+}
 
 static void s_ckpt(void)
 {
@@ -34,6 +69,7 @@ static const struct {
     const char *name;
     void (*run)(void);
 } s_tests[] = {
+    TEST_ENTRY("knobs", s_knobs)
     TEST_ENTRY("diag", zt_diag_selftest)
     TEST_ENTRY("machines", zt_machines_selftest)
     TEST_ENTRY("msg", zt_msg_selftest)
