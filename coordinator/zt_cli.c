@@ -22,6 +22,7 @@ typedef struct {
     const char *job_dir;       /* --job-dir */
     const char *trial;         /* --trial */
     const char *tf_chief;      /* --tf-chief-name */
+    const char *backend;       /* --backend (else ZT_BACKEND) */
     int pool, index;           /* env: --pool, --index */
     const char *study_dir;     /* tune, status: --study-dir */
     long long seed;            /* tune: --seed */
@@ -38,7 +39,7 @@ static void s_usage(FILE *out, const char *prog)
         "usage: %s COMMAND [options]\n\n"
         "Runs training jobs written for Vertex AI / AI Platform on this machine.\n\n"
         "Commands:\n"
-        "  run FILE [--job-dir DIR] [--cpu-only] [overrides] [-- ARGS]\n"
+        "  run FILE [--job-dir DIR] [--backend NAME] [--cpu-only] [overrides] [-- ARGS]\n"
         "        start the coordinator, which starts and supervises every replica;\n"
         "        exits 0 when the job SUCCEEDED, 1 FAILED, 2 invalid spec, 3 CANCELLED\n"
         "  validate FILE [--json] [--cpu-only] [overrides] [-- ARGS]\n"
@@ -56,6 +57,8 @@ static void s_usage(FILE *out, const char *prog)
         "or legacy flags describe the job.\n\n"
         "Options:\n"
         "  --job-dir DIR        logs, job.json, outputs (default $ZT_JOBS_DIR/NAME-TIME-PID)\n"
+        "  --backend NAME       where replicas are placed and started: local (default:\n"
+        "                       $ZT_BACKEND, else local: every replica on this machine)\n"
         "  --cpu-only           run without GPUs even when accelerators are asked for\n"
         "  --trial ID           run as trial ID of a study (task.trial, CLOUD_ML_TRIAL_ID)\n"
         "  --tf-chief-name chief|master   name of pool 0 in TF_CONFIG\n"
@@ -67,7 +70,7 @@ static void s_usage(FILE *out, const char *prog)
 static bool s_takes_value(const char *name)
 {
     static const char *const v[] = { "--job-dir", "--trial", "--tf-chief-name", "--pool",
-                                     "--index", "--study-dir", "--seed", "--suggest", NULL };
+                                     "--index", "--study-dir", "--seed", "--suggest", "--backend", NULL };
     for (int i = 0; v[i]; i++)
         if (!strcmp(name, v[i]))
             return true;
@@ -129,6 +132,7 @@ static int s_parse(int argc, char **argv, const char *forced, s_args_t *a)
                     a->suggest = (int) n;
             }
             else if (!strcmp(name, "--trial")) a->trial = value;
+            else if (!strcmp(name, "--backend")) a->backend = value;
             else if (!strcmp(name, "--tf-chief-name")) a->tf_chief = value;
             else if (!strcmp(name, "--pool") || !strcmp(name, "--index")) {
                 if (!zt_parse_int(value, &n) || n < 0) {
@@ -253,7 +257,14 @@ static int s_cmd_run(s_args_t *a)
             plan->base_output_dir = abs;
         }
     }
-    zt_backend_t *backend = zt_backend_local_new();
+    char why[256];
+    zt_backend_t *backend = zt_backend_new(a->backend, why, sizeof why);
+    if (!backend) {
+        fprintf(stderr, "ztrain: --backend: %s\n", why);
+        free(dir);
+        zt_plan_destroy(&plan);
+        return EXIT_USAGE;
+    }
     zt_coord_opts_t opts = { dir, a->trial, a->cpu_only, true };
     zt_coord_t *coord = zt_coord_new(&plan, &backend, &opts);
     if (!coord) {
@@ -308,9 +319,14 @@ static int s_cmd_env(s_args_t *a)
     else {
         char cwd[PATH_MAX];
         const char *dir = a->job_dir ? a->job_dir : getcwd(cwd, sizeof cwd);
-        zt_layout_t layout;
-        if (zt_layout_init(&layout, plan, dir ? dir : ".", a->trial) == ZT_OK) {
-            layout.cpu_only = a->cpu_only;
+        zt_layout_t layout = { 0 };
+        zt_placement_t placement;
+        char why[256];
+        zt_backend_t *backend = zt_backend_new(a->backend, why, sizeof why);
+        if (!backend)
+            fprintf(stderr, "ztrain env: --backend: %s\n", why);
+        else if (backend->place(backend, plan, a->cpu_only, &placement) == ZT_OK &&
+                 zt_layout_init(&layout, plan, &placement, dir ? dir : ".", a->trial) == ZT_OK) {
             json_t *env = zt_replica_env(&layout, a->pool, a->index);
             size_t i;
             json_t *v;
@@ -321,6 +337,8 @@ static int s_cmd_env(s_args_t *a)
             rc = EXIT_OK;
         }
         zt_layout_fini(&layout);
+        if (backend)
+            backend->destroy(&backend);
     }
     zt_plan_destroy(&plan);
     return rc;
@@ -334,7 +352,7 @@ static int s_cmd_tune(s_args_t *a)
     }
     char *dir = a->study_dir ? strdup(a->study_dir) : s_default_dir("study");
     char *me = zt_strdupf("%s/ztrain", zt_exe_dir());
-    zt_study_opts_t o = { a->file, dir, me, (uint64_t) (a->seed ? a->seed : 1), a->cpu_only };
+    zt_study_opts_t o = { a->file, dir, me, (uint64_t) (a->seed ? a->seed : 1), a->cpu_only, a->backend };
     zt_diag_t *diag = zt_diag_new();
     zt_study_t *study = zt_study_new(&o, diag);
     zt_diag_print(diag, stderr);

@@ -31,7 +31,8 @@ typedef struct {
     int pool;                  /* workerPoolSpecs index */
     int index;                 /* replica index in the pool */
     char name[32];             /* workerpoolN-I */
-    pid_t pid;                 /* 0 when not running */
+    zt_handle_t *handle;       /* the backend's, NULL when not running */
+    int64_t pid;               /* its process id on its host, 0 when not running */
     int out_fd;                /* its stdout+stderr, -1 when closed */
     char line[4096];           /* partial output line */
     size_t line_len;           /* bytes in line */
@@ -53,7 +54,7 @@ typedef enum { AFTER_NOTHING, AFTER_FINISH, AFTER_RESPAWN } s_after_t;
 
 struct zt_coord_t {
     zt_plan_t *plan;            /* the job */
-    zt_layout_t layout;         /* ports, dirs, GPUs */
+    zt_layout_t layout;         /* placement, dirs */
     zt_backend_t *backend;      /* launches replicas */
     zt_coord_opts_t opts;       /* as given */
     s_rep_t *reps;              /* every replica, pool order */
@@ -122,8 +123,9 @@ static void s_write_state(zt_coord_t *self)
                               "state", s_rstate_names[r->state], "pid", (int) r->pid,
                               "restarts", r->total_restarts, "registered", r->registered,
                               "log", r->log_path ? r->log_path : "");
-        json_object_set_new(o, "address", json_sprintf("127.0.0.1:%d",
-                                                       self->layout.ports[r->pool][r->index]));
+        const zt_place_t *pl = zt_layout_place(&self->layout, r->pool, r->index);
+        json_object_set_new(o, "address", json_sprintf("%s:%d", pl->addr, pl->port));
+        json_object_set_new(o, "host", json_string(pl->host));
         if (r->last_status >= 0 && WIFEXITED(r->last_status))
             json_object_set_new(o, "exitStatus", json_integer(WEXITSTATUS(r->last_status)));
         else
@@ -319,11 +321,11 @@ static int s_spawn(zt_coord_t *self, s_rep_t *r)
     if (r->log)
         fprintf(r->log, "=== ztrain: starting %s (incarnation %d, restart %d): %s\n", r->name,
                 self->layout.incarnation, r->restarts, argv[0]);
-    zt_launch_t req = { r->pool, r->index, argv, envp };
-    zt_layout_release(&self->layout, r->pool, r->index); /* the replica binds it now */
-    pid_t pid = 0;
+    zt_launch_t req = { r->pool, r->index, zt_layout_ordinal(&self->layout, r->pool, r->index),
+                        argv, envp, NULL, 0 };
+    zt_handle_t *h = NULL;
     int fd = -1;
-    int rc = self->backend->start(self->backend, &req, &pid, &fd);
+    int rc = self->backend->start(self->backend, &req, &h, &fd);
     for (size_t i = 0; argv[i]; i++)
         free(argv[i]);
     free(argv);
@@ -334,7 +336,8 @@ static int s_spawn(zt_coord_t *self, s_rep_t *r)
         zt_error("%s: cannot start: %s", r->name, strerror(errno));
         return rc;
     }
-    r->pid = pid;
+    r->handle = h;
+    r->pid = self->backend->pid(self->backend, h);
     r->out_fd = fd;
     r->registered = false;
     r->killed_by_us = false;
@@ -342,7 +345,8 @@ static int s_spawn(zt_coord_t *self, s_rep_t *r)
     r->started_ms = zt_now_ms();
     r->expect_register = pool->role != ZT_ROLE_NONE;
     r->state = r->expect_register ? R_STARTING : R_RUNNING;
-    zt_info("%s: started pid %d", r->name, (int) pid);
+    zt_info("%s: started pid %lld on %s", r->name, (long long) r->pid,
+            zt_layout_place(&self->layout, r->pool, r->index)->host);
     return ZT_OK;
 }
 
@@ -369,8 +373,8 @@ static void s_spawn_all(zt_coord_t *self)
             self->stopping = true;
             self->kill_deadline = zt_now_ms() + self->grace_ms;
             for (int j = 0; j < i; j++)
-                if (self->reps[j].pid > 0)
-                    self->backend->kill(self->backend, self->reps[j].pid, SIGTERM);
+                if (self->reps[j].handle)
+                    self->backend->signal(self->backend, self->reps[j].handle, SIGTERM);
             return;
         }
     }
@@ -382,7 +386,7 @@ static int s_live(zt_coord_t *self)
 {
     int n = 0;
     for (int i = 0; i < self->nreps; i++)
-        n += self->reps[i].pid > 0;
+        n += self->reps[i].handle != NULL;
     return n;
 }
 
@@ -406,13 +410,13 @@ static void s_stop_all(zt_coord_t *self, s_after_t after, zt_job_state_t final_s
                                                                 : "the job is ending");
     for (int i = 0; i < self->nreps; i++) {
         s_rep_t *r = &self->reps[i];
-        if (r->pid <= 0)
+        if (!r->handle)
             continue;
         if (r->registered) {
             m.seq = self->seq++;
             zt_msg_send(self->router, r->identity, &m);
         }
-        self->backend->kill(self->backend, r->pid, SIGTERM);
+        self->backend->signal(self->backend, r->handle, SIGTERM);
     }
 }
 
@@ -435,6 +439,7 @@ static void s_cancel(zt_coord_t *self, const char *why)
 
 static void s_replica_exited(zt_coord_t *self, s_rep_t *r, int status)
 {
+    self->backend->release(self->backend, &r->handle);
     r->pid = 0;
     r->registered = false;
     zframe_destroy(&r->identity);
@@ -510,10 +515,10 @@ static void s_replica_exited(zt_coord_t *self, s_rep_t *r, int status)
     s_stop_all(self, AFTER_FINISH, ZT_JOB_FAILED);
 }
 
-static s_rep_t *s_find(zt_coord_t *self, pid_t pid)
+static s_rep_t *s_find(zt_coord_t *self, const zt_handle_t *h)
 {
     for (int i = 0; i < self->nreps; i++)
-        if (self->reps[i].pid == pid)
+        if (self->reps[i].handle == h)
             return &self->reps[i];
     return NULL;
 }
@@ -528,12 +533,14 @@ static s_rep_t *s_find_at(zt_coord_t *self, int pool, int index)
 
 static void s_reap_all(zt_coord_t *self)
 {
-    pid_t pid;
+    zt_handle_t *h;
     int status;
-    while (self->backend->reap(self->backend, &pid, &status) == 1) {
-        s_rep_t *r = s_find(self, pid);
+    while (self->backend->reap(self->backend, &h, &status) == 1) {
+        s_rep_t *r = s_find(self, h);
         if (r)
             s_replica_exited(self, r, status);
+        else
+            self->backend->release(self->backend, &h);
     }
 }
 
@@ -561,7 +568,7 @@ static void s_on_control(zt_coord_t *self)
         }
         else {
             s_rep_t *r = s_find_at(self, m.pool, m.index);
-            if (!r || r->pid <= 0) {
+            if (!r || !r->handle) {
                 self->unknown_senders++;
                 zt_warn("dropped %s from workerpool%d-%d: no such running replica",
                         zt_msg_type_name(m.type), m.pool, m.index);
@@ -659,9 +666,9 @@ static void s_timers(zt_coord_t *self)
     int64_t now = zt_now_ms();
     if (self->stopping && self->kill_deadline <= now)
         for (int i = 0; i < self->nreps; i++)
-            if (self->reps[i].pid > 0) {
+            if (self->reps[i].handle) {
                 zt_warn("%s did not stop within the grace period: SIGKILL", self->reps[i].name);
-                self->backend->kill(self->backend, self->reps[i].pid, SIGKILL);
+                self->backend->signal(self->backend, self->reps[i].handle, SIGKILL);
                 self->kill_deadline = now + 1000;
             }
     if (self->job_deadline && now >= self->job_deadline && self->state < ZT_JOB_SUCCEEDED) {
@@ -674,20 +681,20 @@ static void s_timers(zt_coord_t *self)
         return;
     for (int i = 0; i < self->nreps; i++) {
         s_rep_t *r = &self->reps[i];
-        if (r->pid <= 0 || r->killed_by_us)
+        if (!r->handle || r->killed_by_us)
             continue;
         if (r->registered && now - r->last_hb_ms > self->hb_timeout_ms) {
             zt_warn("%s sent no heartbeat for %lld ms: treating it as crashed", r->name,
                     (long long) (now - r->last_hb_ms));
             r->killed_by_us = true;
-            self->backend->kill(self->backend, r->pid, SIGKILL);
+            self->backend->signal(self->backend, r->handle, SIGKILL);
         }
         else if (!r->registered && r->expect_register &&
                  now - r->started_ms > self->register_timeout_ms) {
             zt_warn("%s did not register within %lld ms: treating it as crashed", r->name,
                     (long long) self->register_timeout_ms);
             r->killed_by_us = true;
-            self->backend->kill(self->backend, r->pid, SIGKILL);
+            self->backend->signal(self->backend, r->handle, SIGKILL);
         }
     }
 }
@@ -716,24 +723,31 @@ zt_coord_t *zt_coord_new(zt_plan_t **plan_p, zt_backend_t **backend_p, const zt_
     self->grace_ms = zt_knob_int(ZT_KNOB_STOP_GRACE_MS);
     self->max_restarts = (int) zt_knob_int(ZT_KNOB_MAX_RESTARTS);
     self->max_job_retries = (int) zt_knob_int(ZT_KNOB_MAX_JOB_RETRIES);
-    if (zt_layout_init(&self->layout, self->plan, opts->job_dir, opts->trial) != ZT_OK) {
-        zt_error("cannot lay out the job (ports): %s", strerror(errno));
+    zt_placement_t placement;
+    if (self->backend->place(self->backend, self->plan, opts->cpu_only, &placement) != ZT_OK ||
+        zt_layout_init(&self->layout, self->plan, &placement, opts->job_dir, opts->trial) != ZT_OK) {
+        zt_error("the %s backend cannot place the job", self->backend->name);
         zt_coord_destroy(&self);
         return NULL;
     }
-    self->layout.cpu_only = opts->cpu_only;
     /* CZMQ must not take SIGINT/SIGTERM: the coordinator handles them. */
     zsys_handler_set(NULL);
     int port = -1;
-    self->router = zt_sock_router(ZT_PLANE_CONTROL, "tcp://127.0.0.1:*[49152-]", &port);
-    if (!self->router)
-        self->router = zt_sock_router(ZT_PLANE_CONTROL, "tcp://127.0.0.1:*", &port);
+    const char *caddr = self->layout.placement.control_addr;
+    char *ep = zt_strdupf("tcp://%s:*[49152-]", caddr);
+    self->router = zt_sock_router(ZT_PLANE_CONTROL, ep, &port);
+    free(ep);
     if (!self->router) {
-        zt_error("cannot bind the control plane on 127.0.0.1");
+        ep = zt_strdupf("tcp://%s:*", caddr);
+        self->router = zt_sock_router(ZT_PLANE_CONTROL, ep, &port);
+        free(ep);
+    }
+    if (!self->router) {
+        zt_error("cannot bind the control plane on %s", caddr);
         zt_coord_destroy(&self);
         return NULL;
     }
-    self->layout.coordinator = zt_strdupf("tcp://127.0.0.1:%d", port);
+    self->layout.coordinator = zt_strdupf("tcp://%s:%d", caddr, port);
     self->nreps = zt_plan_replicas(self->plan);
     self->reps = calloc((size_t) self->nreps, sizeof *self->reps);
     char *logs = zt_strdupf("%s/logs", opts->job_dir);

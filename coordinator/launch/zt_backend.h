@@ -1,34 +1,81 @@
-/* zt_backend: how replicas are launched. Supervision talks only to this
- * interface; the local backend forks processes on this machine, and a
- * cluster engine (Slurm) is another implementation of the same calls. */
+/* zt_backend: how replicas are placed and launched. Supervision talks only
+ * to this interface and holds no process id and no address of its own
+ * making: a backend *places* every replica (its host, the address others
+ * reach it at, its port, its GPUs) and the coordinator's control plane, then
+ * *starts*, *signals* and *waits on* replicas through opaque handles. The
+ * local backend forks processes on this machine; a cluster engine (Slurm) is
+ * another implementation of the same calls. */
 #ifndef ZT_BACKEND_H
 #define ZT_BACKEND_H
-#include <sys/types.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "spec/zt_jobspec.h"
 
+/* Where one replica runs. */
+typedef struct {
+    char host[256];            /* host identity: two replicas share a host iff equal */
+    char addr[256];            /* the address other replicas reach it at */
+    int port;                  /* its port (ZT_ADDRESS, CLUSTER_SPEC) */
+    int first_gpu;             /* first of its GPUs on its host */
+    int ngpus;                 /* how many (0: none) */
+} zt_place_t;
+
+/* Where a whole job runs: every replica in pool order (pool 0 first), and
+ * where the coordinator's control plane listens. */
+typedef struct {
+    zt_place_t *replicas;      /* plan order; zt_plan_replicas(plan) of them */
+    int n;                     /* how many */
+    char control_addr[256];    /* the coordinator binds tcp://control_addr:* */
+} zt_placement_t;
+
+void zt_placement_fini(zt_placement_t *self);
+
+/* One replica to start. */
 typedef struct {
     int pool;                  /* pool of the replica */
     int index;                 /* index in the pool */
+    int ordinal;               /* its place in the placement (plan order) */
     char *const *argv;         /* program and arguments (argv[0] searched in PATH) */
     char *const *envp;         /* the replica's whole environment */
+    const char *log_path;      /* NULL: output through *out_fd; else appended to this file */
+    int death_signal;          /* sent to it if its starter dies (0: SIGKILL) */
 } zt_launch_t;
+
+/* A started replica; the backend's own. */
+typedef struct zt_handle_t zt_handle_t;
 
 typedef struct zt_backend_t zt_backend_t;
 struct zt_backend_t {
     const char *name;          /* "local" */
     void *ctx;                 /* the implementation's state */
-    /* Starts a replica: *pid_p identifies it, *out_fd (or -1) yields its
-     * stdout and stderr, non-blocking. 0 or a ZT_E* code. */
-    int (*start)(zt_backend_t *self, const zt_launch_t *req, pid_t *pid_p, int *out_fd);
+    /* Places every replica of plan (cpu_only: no GPUs). 0 or a ZT_E* code
+     * with the reason logged. Until each replica starts, its port is held
+     * for it. */
+    int (*place)(zt_backend_t *self, const zt_plan_t *plan, bool cpu_only, zt_placement_t *out);
+    /* Starts a replica: *handle_p identifies it; *out_fd (or -1) yields its
+     * stdout and stderr, non-blocking, unless req->log_path is given. 0 or a
+     * ZT_E* code. */
+    int (*start)(zt_backend_t *self, const zt_launch_t *req, zt_handle_t **handle_p, int *out_fd);
     /* Sends sig to the replica and everything it started. */
-    int (*kill)(zt_backend_t *self, pid_t pid, int sig);
-    /* Collects one ended replica without blocking: 1 with pid and wait
-     * status, 0 when none. Ids it never started may come back; ignore them. */
-    int (*reap)(zt_backend_t *self, pid_t *pid, int *status);
+    int (*signal)(zt_backend_t *self, zt_handle_t *handle, int sig);
+    /* Collects one ended replica without blocking: 1 with its handle and
+     * wait status, 0 when none. The caller gives the handle back with
+     * release once done with it. */
+    int (*reap)(zt_backend_t *self, zt_handle_t **handle_p, int *status);
+    void (*release)(zt_backend_t *self, zt_handle_t **handle_p);
+    /* The replica's process id on its host, for job.json and logs. */
+    int64_t (*pid)(zt_backend_t *self, const zt_handle_t *handle);
     /* Kills whatever any replica left behind (orphans, background jobs). */
     void (*cleanup)(zt_backend_t *self);
     void (*destroy)(zt_backend_t **self_p);
 };
 
+/* The backends this ztrain has, for messages: "local". */
+const char *zt_backend_names(void);
+/* The backend called name (NULL: ZT_BACKEND, default local); NULL with the
+ * reason in err when there is none of that name. */
+zt_backend_t *zt_backend_new(const char *name, char *err, size_t len);
 zt_backend_t *zt_backend_local_new(void);
 
 #endif

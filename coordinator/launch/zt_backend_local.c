@@ -1,9 +1,14 @@
-/* The local backend: each replica is a child process in its own process
- * group, killed with the coordinator (PR_SET_PDEATHSIG); the coordinator is
- * a subreaper, so whatever a replica leaves behind comes back to it and is
- * killed at cleanup. */
+/* The local backend: every replica on this machine. Placement: host this
+ * machine, address 127.0.0.1, ports the kernel hands out (each kept bound,
+ * not listening, until its replica starts, so two jobs started at the same
+ * moment never collide), GPUs in pool order. Each replica is a child process
+ * in its own process group, killed with the coordinator (PR_SET_PDEATHSIG);
+ * the coordinator is a subreaper, so whatever a replica leaves behind comes
+ * back to it and is killed at cleanup. */
 #include "launch/zt_backend.h"
+#include "base/zt_util.h"
 #include "ztrain/zt_error.h"
+#include "ztrain/zt_knobs.h"
 #include "ztrain/zt_log.h"
 #include <dirent.h>
 #include <errno.h>
@@ -16,38 +21,120 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+struct zt_handle_t {
+    pid_t pid;          /* the replica's process (and process group) */
+    zt_handle_t *next;  /* live handles */
+};
+
 typedef struct {
     pid_t *groups;      /* every process group started, for cleanup */
     int n;              /* how many */
     int cap;            /* allocated */
+    int *reserved;      /* per placed replica: its port's reservation socket, or -1 */
+    int nreserved;      /* how many placed */
+    zt_handle_t *live;  /* started and not yet reaped */
 } s_local_t;
 
-static int s_start(zt_backend_t *self, const zt_launch_t *req, pid_t *pid_p, int *out_fd)
+static void s_unreserve(s_local_t *ctx)
+{
+    for (int i = 0; i < ctx->nreserved; i++)
+        if (ctx->reserved[i] >= 0)
+            close(ctx->reserved[i]);
+    free(ctx->reserved);
+    ctx->reserved = NULL;
+    ctx->nreserved = 0;
+}
+
+static int s_place(zt_backend_t *self, const zt_plan_t *plan, bool cpu_only, zt_placement_t *out)
+{
+    s_local_t *ctx = self->ctx;
+    memset(out, 0, sizeof *out);
+    s_unreserve(ctx); /* a new placement replaces an older one */
+    int n = zt_plan_replicas(plan);
+    out->replicas = calloc((size_t) n, sizeof *out->replicas);
+    ctx->reserved = malloc(sizeof(int) * (size_t) (n ? n : 1));
+    if (!out->replicas || !ctx->reserved) {
+        free(out->replicas);
+        out->replicas = NULL;
+        return ZT_ENOMEM;
+    }
+    char host[256] = "localhost";
+    gethostname(host, sizeof host - 1);
+    snprintf(out->control_addr, sizeof out->control_addr, "127.0.0.1");
+    int gpu = 0, k = 0;
+    for (int p = 0; p < ZT_POOLS; p++) {
+        const zt_pool_t *pool = &plan->pools[p];
+        for (int i = 0; pool->present && i < pool->replicas; i++, k++) {
+            zt_place_t *pl = &out->replicas[k];
+            snprintf(pl->host, sizeof pl->host, "%s", host);
+            snprintf(pl->addr, sizeof pl->addr, "127.0.0.1");
+            pl->first_gpu = gpu;
+            pl->ngpus = cpu_only ? 0 : pool->accel_count;
+            gpu += pool->accel_count;
+            ctx->reserved[k] = -1;
+            ctx->nreserved = k + 1;
+            if ((pl->port = zt_reserve_port(&ctx->reserved[k])) < 0) {
+                zt_error("cannot reserve a port for workerpool%d-%d: %s", p, i, strerror(errno));
+                zt_placement_fini(out);
+                s_unreserve(ctx);
+                return ZT_ESYS;
+            }
+        }
+    }
+    out->n = k;
+    return ZT_OK;
+}
+
+static int s_start(zt_backend_t *self, const zt_launch_t *req, zt_handle_t **handle_p, int *out_fd)
 {
     s_local_t *ctx = self->ctx;
     int pfd[2], sync[2];
-    if (pipe2(pfd, O_CLOEXEC) < 0)
+    *handle_p = NULL;
+    *out_fd = -1;
+    /* The replica binds its port now. */
+    if (req->ordinal >= 0 && req->ordinal < ctx->nreserved && ctx->reserved[req->ordinal] >= 0) {
+        close(ctx->reserved[req->ordinal]);
+        ctx->reserved[req->ordinal] = -1;
+    }
+    zt_handle_t *h = calloc(1, sizeof *h);
+    if (!h)
+        return ZT_ENOMEM;
+    if (req->log_path) {
+        pfd[1] = open(req->log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+        pfd[0] = -1;
+        if (pfd[1] < 0) {
+            free(h);
+            return ZT_ESYS;
+        }
+    }
+    else if (pipe2(pfd, O_CLOEXEC) < 0) {
+        free(h);
         return ZT_ESYS;
+    }
     /* sync: the child's end closes at exec (O_CLOEXEC); until then the child
      * holds copies of all our descriptors, other replicas' port reservations
      * included, so we do not go on before it has exec'd. */
     if (pipe2(sync, O_CLOEXEC) < 0) {
-        close(pfd[0]);
+        if (pfd[0] >= 0)
+            close(pfd[0]);
         close(pfd[1]);
+        free(h);
         return ZT_ESYS;
     }
     pid_t parent = getpid();
     pid_t pid = fork();
     if (pid < 0) {
-        close(pfd[0]);
+        if (pfd[0] >= 0)
+            close(pfd[0]);
         close(pfd[1]);
         close(sync[0]);
         close(sync[1]);
+        free(h);
         return ZT_ESYS;
     }
     if (pid == 0) {
         setpgid(0, 0);
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        prctl(PR_SET_PDEATHSIG, req->death_signal > 0 ? req->death_signal : SIGKILL);
         if (getppid() != parent)
             _exit(137);
         sigset_t none;
@@ -76,7 +163,8 @@ static int s_start(zt_backend_t *self, const zt_launch_t *req, pid_t *pid_p, int
     while (read(sync[0], &b, 1) < 0 && errno == EINTR)
         ; /* EOF: the child has exec'd (or exited) */
     close(sync[0]);
-    fcntl(pfd[0], F_SETFL, fcntl(pfd[0], F_GETFL) | O_NONBLOCK);
+    if (pfd[0] >= 0)
+        fcntl(pfd[0], F_SETFL, fcntl(pfd[0], F_GETFL) | O_NONBLOCK);
     if (ctx->n == ctx->cap) {
         int cap = ctx->cap ? ctx->cap * 2 : 16;
         pid_t *g = realloc(ctx->groups, (size_t) cap * sizeof *g);
@@ -87,29 +175,59 @@ static int s_start(zt_backend_t *self, const zt_launch_t *req, pid_t *pid_p, int
     }
     if (ctx->n < ctx->cap)
         ctx->groups[ctx->n++] = pid;
-    *pid_p = pid;
+    h->pid = pid;
+    h->next = ctx->live;
+    ctx->live = h;
+    *handle_p = h;
     *out_fd = pfd[0];
     return ZT_OK;
 }
 
-static int s_kill(zt_backend_t *self, pid_t pid, int sig)
+static int s_signal(zt_backend_t *self, zt_handle_t *h, int sig)
 {
     (void) self;
-    if (pid <= 0)
+    if (!h || h->pid <= 0)
         return ZT_EINVAL;
-    if (kill(-pid, sig) < 0 && kill(pid, sig) < 0)
+    if (kill(-h->pid, sig) < 0 && kill(h->pid, sig) < 0)
         return errno == ESRCH ? ZT_ENOTFOUND : ZT_ESYS;
     return ZT_OK;
 }
 
-static int s_reap(zt_backend_t *self, pid_t *pid, int *status)
+/* Ids that are no replica of ours (their orphans, reparented to us) are
+ * collected and passed over. */
+static int s_reap(zt_backend_t *self, zt_handle_t **handle_p, int *status)
+{
+    s_local_t *ctx = self->ctx;
+    pid_t p;
+    while ((p = waitpid(-1, status, WNOHANG)) > 0)
+        for (zt_handle_t **at = &ctx->live; *at; at = &(*at)->next)
+            if ((*at)->pid == p) {
+                *handle_p = *at;
+                *at = (*at)->next;
+                (*handle_p)->next = NULL;
+                return 1;
+            }
+    return 0;
+}
+
+static void s_release(zt_backend_t *self, zt_handle_t **handle_p)
+{
+    s_local_t *ctx = self->ctx;
+    if (!handle_p || !*handle_p)
+        return;
+    for (zt_handle_t **at = &ctx->live; *at; at = &(*at)->next)
+        if (*at == *handle_p) {
+            *at = (*at)->next; /* given back before it ended: forget it */
+            break;
+        }
+    free(*handle_p);
+    *handle_p = NULL;
+}
+
+static int64_t s_pid(zt_backend_t *self, const zt_handle_t *h)
 {
     (void) self;
-    pid_t p = waitpid(-1, status, WNOHANG);
-    if (p <= 0)
-        return 0;
-    *pid = p;
-    return 1;
+    return h ? h->pid : 0;
 }
 
 /* Our children now: replicas' orphans are reparented to us (subreaper). */
@@ -170,6 +288,12 @@ static void s_destroy(zt_backend_t **self_p)
     if (!self_p || !*self_p)
         return;
     s_local_t *ctx = (*self_p)->ctx;
+    s_unreserve(ctx);
+    while (ctx->live) {
+        zt_handle_t *h = ctx->live;
+        ctx->live = h->next;
+        free(h);
+    }
     free(ctx->groups);
     free(ctx);
     free(*self_p);
@@ -189,10 +313,34 @@ zt_backend_t *zt_backend_local_new(void)
     prctl(PR_SET_CHILD_SUBREAPER, 1);
     self->name = "local";
     self->ctx = ctx;
+    self->place = s_place;
     self->start = s_start;
-    self->kill = s_kill;
+    self->signal = s_signal;
     self->reap = s_reap;
+    self->release = s_release;
+    self->pid = s_pid;
     self->cleanup = s_cleanup;
     self->destroy = s_destroy;
     return self;
+}
+
+void zt_placement_fini(zt_placement_t *self)
+{
+    free(self->replicas);
+    memset(self, 0, sizeof *self);
+}
+
+const char *zt_backend_names(void)
+{
+    return "local";
+}
+
+zt_backend_t *zt_backend_new(const char *name, char *err, size_t len)
+{
+    if (!name)
+        name = zt_knob_str(ZT_KNOB_BACKEND);
+    if (!strcmp(name, "local"))
+        return zt_backend_local_new();
+    snprintf(err, len, "unknown launch backend '%s' (this ztrain has: %s)", name, zt_backend_names());
+    return NULL;
 }

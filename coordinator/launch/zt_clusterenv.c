@@ -1,4 +1,5 @@
 #include "launch/zt_clusterenv.h"
+#include "runtime/zt_env.h"
 #include "base/zt_util.h"
 #include "ztrain/zt_error.h"
 #include "ztrain/zt_knobs.h"
@@ -17,51 +18,28 @@ void zt_replica_name(int pool, int index, char *buf, size_t size)
     snprintf(buf, size, "workerpool%d-%d", pool, index);
 }
 
-/* Ports are ephemeral ports the kernel hands out, each kept bound (not
- * listening) until its replica starts: while bound, no other bind(0) on the
- * machine gets it, so two jobs started at the same moment never collide; the
- * port is released just before its replica is forked. */
-
-int zt_layout_init(zt_layout_t *self, const zt_plan_t *plan, const char *job_dir, const char *trial)
+int zt_layout_init(zt_layout_t *self, const zt_plan_t *plan, zt_placement_t *placement_p,
+                   const char *job_dir, const char *trial)
 {
     memset(self, 0, sizeof *self);
-    for (int p = 0; p < ZT_POOLS; p++)
-        for (int i = 0; i < 1024; i++)
-            self->reserved[p][i] = -1;
     self->plan = plan;
+    self->placement = *placement_p;
+    memset(placement_p, 0, sizeof *placement_p);
     self->job_dir = strdup(job_dir);
     self->trial = trial ? strdup(trial) : NULL;
     const char *base = plan->base_output_dir ? plan->base_output_dir : job_dir;
     self->base_dir = trial ? zt_strdupf("%s/%s", base, trial) : strdup(base);
-    int gpu = 0;
+    int k = 0;
     for (int p = 0; p < ZT_POOLS; p++) {
-        const zt_pool_t *pool = &plan->pools[p];
-        if (!pool->present)
-            continue;
-        if (pool->replicas > 1024)
-            return ZT_EINVAL;
-        self->first_gpu[p] = gpu;
-        gpu += pool->accel_count * pool->replicas;
-        for (int i = 0; i < pool->replicas; i++)
-            if ((self->ports[p][i] = zt_reserve_port(&self->reserved[p][i])) < 0)
-                return ZT_ESYS;
+        self->first[p] = k;
+        k += plan->pools[p].present ? plan->pools[p].replicas : 0;
     }
-    return ZT_OK;
-}
-
-void zt_layout_release(zt_layout_t *self, int pool, int index)
-{
-    if (self->reserved[pool][index] >= 0) {
-        close(self->reserved[pool][index]);
-        self->reserved[pool][index] = -1;
-    }
+    return k == self->placement.n ? ZT_OK : ZT_EINVAL;
 }
 
 void zt_layout_fini(zt_layout_t *self)
 {
-    for (int p = 0; p < ZT_POOLS; p++)
-        for (int i = 0; i < 1024; i++)
-            zt_layout_release(self, p, i);
+    zt_placement_fini(&self->placement);
     free(self->job_dir);
     free(self->base_dir);
     free(self->trial);
@@ -69,11 +47,22 @@ void zt_layout_fini(zt_layout_t *self)
     memset(self, 0, sizeof *self);
 }
 
+int zt_layout_ordinal(const zt_layout_t *self, int pool, int index)
+{
+    return self->first[pool] + index;
+}
+
+const zt_place_t *zt_layout_place(const zt_layout_t *self, int pool, int index)
+{
+    return &self->placement.replicas[zt_layout_ordinal(self, pool, index)];
+}
+
 json_t *zt_pool_addresses(const zt_layout_t *self, int pool)
 {
     json_t *list = json_array();
     for (int i = 0; self->plan->pools[pool].present && i < self->plan->pools[pool].replicas; i++)
-        json_array_append_new(list, json_sprintf("127.0.0.1:%d", self->ports[pool][i]));
+        json_array_append_new(list, json_sprintf("%s:%d", zt_layout_place(self, pool, i)->addr,
+                                                 zt_layout_place(self, pool, i)->port));
     return list;
 }
 
@@ -134,34 +123,47 @@ static void s_put_json(json_t *env, const char *name, json_t *value)
     json_decref(value);
 }
 
+/* {"addr:port": host} for every replica. */
+static json_t *s_hosts(const zt_layout_t *self)
+{
+    json_t *map = json_object();
+    for (int i = 0; i < self->placement.n; i++) {
+        const zt_place_t *pl = &self->placement.replicas[i];
+        char key[300];
+        snprintf(key, sizeof key, "%s:%d", pl->addr, pl->port);
+        json_object_set_new(map, key, json_string(pl->host));
+    }
+    return map;
+}
+
 json_t *zt_replica_env(const zt_layout_t *self, int pool, int index)
 {
     const zt_plan_t *plan = self->plan;
     const zt_pool_t *pp = &plan->pools[pool];
     json_t *env = json_array();
     char buf[64];
-    s_put_json(env, "CLUSTER_SPEC", zt_cluster_spec(self, pool, index));
+    s_put_json(env, zt_env_name(ZT_ENV_CLUSTER_SPEC), zt_cluster_spec(self, pool, index));
     json_t *tf = zt_tf_config(self, pool, index);
     if (tf)
-        s_put_json(env, "TF_CONFIG", tf);
+        s_put_json(env, zt_env_name(ZT_ENV_TF_CONFIG), tf);
     if (pool <= 1) {
-        s_put(env, "MASTER_ADDR", "127.0.0.1");
-        snprintf(buf, sizeof buf, "%d", self->ports[0][0]);
-        s_put(env, "MASTER_PORT", buf);
+        s_put(env, zt_env_name(ZT_ENV_MASTER_ADDR), zt_layout_place(self, 0, 0)->addr);
+        snprintf(buf, sizeof buf, "%d", zt_layout_place(self, 0, 0)->port);
+        s_put(env, zt_env_name(ZT_ENV_MASTER_PORT), buf);
         int world = 1 + (plan->pools[1].present ? plan->pools[1].replicas : 0);
         snprintf(buf, sizeof buf, "%d", world);
-        s_put(env, "WORLD_SIZE", buf);
+        s_put(env, zt_env_name(ZT_ENV_WORLD_SIZE), buf);
         snprintf(buf, sizeof buf, "%d", pool == 0 ? 0 : 1 + index);
-        s_put(env, "RANK", buf);
+        s_put(env, zt_env_name(ZT_ENV_RANK), buf);
     }
     char *d = zt_strdupf("%s/model/", self->base_dir);
-    s_put(env, "AIP_MODEL_DIR", d);
+    s_put(env, zt_env_name(ZT_ENV_AIP_MODEL_DIR), d);
     free(d);
     d = zt_strdupf("%s/checkpoints/", self->base_dir);
-    s_put(env, "AIP_CHECKPOINT_DIR", d);
+    s_put(env, zt_env_name(ZT_ENV_AIP_CHECKPOINT_DIR), d);
     free(d);
     d = zt_strdupf("%s/logs/", self->base_dir);
-    s_put(env, "AIP_TENSORBOARD_LOG_DIR", d);
+    s_put(env, zt_env_name(ZT_ENV_AIP_TENSORBOARD_LOG_DIR), d);
     free(d);
     /* SageMaker: every replica is a host algo-1..algo-N, in pool order. */
     json_t *hosts = json_array();
@@ -174,39 +176,42 @@ json_t *zt_replica_env(const zt_layout_t *self, int pool, int index)
             if (p == pool && i == index)
                 snprintf(current, sizeof current, "%s", buf);
         }
-    s_put_json(env, "SM_HOSTS", json_incref(hosts));
-    s_put(env, "SM_CURRENT_HOST", current);
-    s_put_json(env, "SM_RESOURCE_CONFIG", json_pack("{s:s, s:o, s:s}", "current_host", current,
+    s_put_json(env, zt_env_name(ZT_ENV_SM_HOSTS), json_incref(hosts));
+    s_put(env, zt_env_name(ZT_ENV_SM_CURRENT_HOST), current);
+    s_put_json(env, zt_env_name(ZT_ENV_SM_RESOURCE_CONFIG), json_pack("{s:s, s:o, s:s}", "current_host", current,
                                                     "hosts", hosts, "network_interface_name", "lo"));
     d = zt_replica_config_dir(self, pool, index);
-    s_put(env, "SM_INPUT_CONFIG_DIR", d);
+    s_put(env, zt_env_name(ZT_ENV_SM_INPUT_CONFIG_DIR), d);
     free(d);
     /* GPUs: each replica sees only its own; none when it asked for none. */
     buf[0] = 0;
-    if (!self->cpu_only)
-        for (int g = 0; g < pp->accel_count; g++) {
-            int dev = self->first_gpu[pool] + index * pp->accel_count + g;
-            snprintf(buf + strlen(buf), sizeof buf - strlen(buf), "%s%d", g ? "," : "", dev);
-        }
-    s_put(env, "CUDA_VISIBLE_DEVICES", buf);
+    const zt_place_t *me = zt_layout_place(self, pool, index);
+    for (int g = 0; g < me->ngpus; g++)
+        snprintf(buf + strlen(buf), sizeof buf - strlen(buf), "%s%d", g ? "," : "", me->first_gpu + g);
+    s_put(env, zt_env_name(ZT_ENV_CUDA_VISIBLE_DEVICES), buf);
     if (self->trial) {
-        s_put(env, "CLOUD_ML_TRIAL_ID", self->trial);
+        s_put(env, zt_env_name(ZT_ENV_TRIAL_ID), self->trial);
         d = zt_strdupf("%s/hypertune/%s-%d.metric", self->base_dir, pool == 0 ? "chief" : "worker", index);
-        s_put(env, "CLOUD_ML_HP_METRIC_FILE", d);
+        s_put(env, zt_env_name(ZT_ENV_HP_METRIC_FILE), d);
         free(d);
     }
     /* For programs that link libztrain. */
     if (self->coordinator)
-        s_put(env, "ZT_COORDINATOR", self->coordinator);
+        s_put(env, zt_env_name(ZT_ENV_COORDINATOR), self->coordinator);
     snprintf(buf, sizeof buf, "%d", pool);
-    s_put(env, "ZT_POOL", buf);
+    s_put(env, zt_env_name(ZT_ENV_POOL), buf);
     snprintf(buf, sizeof buf, "%d", index);
-    s_put(env, "ZT_INDEX", buf);
+    s_put(env, zt_env_name(ZT_ENV_INDEX), buf);
     snprintf(buf, sizeof buf, "%d", self->incarnation);
-    s_put(env, "ZT_INCARNATION", buf);
-    snprintf(buf, sizeof buf, "127.0.0.1:%d", self->ports[pool][index]);
-    s_put(env, "ZT_ADDRESS", buf);
-    s_put(env, "ZT_JOB_DIR", self->job_dir);
+    s_put(env, zt_env_name(ZT_ENV_INCARNATION), buf);
+    char addr[300];
+    snprintf(addr, sizeof addr, "%s:%d", me->addr, me->port);
+    s_put(env, zt_env_name(ZT_ENV_ADDRESS), addr);
+    /* Host identity, so that shared memory and ipc:// are used only between
+     * replicas on one host: this replica's host, and every replica's. */
+    s_put(env, zt_env_name(ZT_ENV_HOST), me->host);
+    s_put_json(env, zt_env_name(ZT_ENV_HOSTS), s_hosts(self));
+    s_put(env, zt_env_name(ZT_ENV_JOB_DIR), self->job_dir);
     /* What pool 2 is, for the built-in trainer: reducers or parameter servers. */
     zt_role_t r2 = plan->pools[2].present ? plan->pools[2].role : ZT_ROLE_NONE;
     if (pool <= 1 && (r2 == ZT_ROLE_REDUCER || r2 == ZT_ROLE_PARAMSERVER)) {
@@ -218,12 +223,12 @@ json_t *zt_replica_env(const zt_layout_t *self, int pool, int index)
             snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? "," : "",
                      json_string_value(a));
         json_decref(addrs);
-        s_put(env, r2 == ZT_ROLE_REDUCER ? "ZT_REDUCERS" : "ZT_PARAMSERVERS", list);
+        s_put(env, zt_env_name(r2 == ZT_ROLE_REDUCER ? ZT_ENV_REDUCERS : ZT_ENV_PARAMSERVERS), list);
     }
     if (pp->python_path) {
-        const char *old = getenv("PYTHONPATH");
+        const char *old = zt_env_get(ZT_ENV_PYTHONPATH);
         d = old && *old ? zt_strdupf("%s:%s", pp->python_path, old) : strdup(pp->python_path);
-        s_put(env, "PYTHONPATH", d);
+        s_put(env, zt_env_name(ZT_ENV_PYTHONPATH), d);
         free(d);
     }
     /* The pool's own env[] last: it replaces what ztrain set. */

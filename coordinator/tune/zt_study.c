@@ -1,6 +1,9 @@
 #include "tune/zt_study.h"
 #include "spec/zt_doc.h"
 #include "spec/zt_jobspec.h"
+#include "launch/zt_backend.h"
+
+extern char **environ;
 #include "base/zt_util.h"
 #include "ztrain/zt_error.h"
 #include "ztrain/zt_log.h"
@@ -37,7 +40,7 @@ typedef struct {
     const char *state;         /* ACTIVE, SUCCEEDED, FAILED, STOPPING, STOPPED */
     json_t *params;            /* name -> value */
     double u[MAX_PARAMS];      /* scaled coordinates (0.5 when inactive) */
-    pid_t pid;                 /* its `ztrain run`, 0 when done */
+    zt_handle_t *run;          /* its `ztrain run`, NULL when done */
     char *job_dir, *base;      /* job directory, output base */
     json_t *meas;              /* [[step, value], ...] */
     double final;              /* the selected measurement */
@@ -67,6 +70,7 @@ struct zt_study_t {
     const char *state;         /* RUNNING, SUCCEEDED, FAILED, CANCELLED */
     int failed;
     bool tty;
+    zt_backend_t *launcher;    /* starts each trial's `ztrain run` */
 };
 
 /* ------------------------------------------------------------ parsing */
@@ -683,6 +687,7 @@ zt_study_t *zt_study_new(const zt_study_opts_t *opts, zt_diag_t *diag)
     }
     s->t = calloc((size_t) s->max_trials, sizeof *s->t);
     s->tty = isatty(STDOUT_FILENO);
+    s->launcher = zt_backend_local_new();
     return s;
 }
 
@@ -702,6 +707,10 @@ void zt_study_destroy(zt_study_t **self_p)
         free(s->t[i].base);
     }
     free(s->t);
+    if (s->launcher) {
+        s->launcher->cleanup(s->launcher);
+        s->launcher->destroy(&s->launcher);
+    }
     json_decref(s->grid);
     free(s->dir);
     free(s->trial_job);
@@ -862,28 +871,25 @@ static int s_start_trial(zt_study_t *s)
     argv[argc++] = strdup(idbuf);
     if (s->opts.cpu_only)
         argv[argc++] = strdup("--cpu-only");
+    if (s->opts.backend) {
+        argv[argc++] = strdup("--backend");
+        argv[argc++] = strdup(s->opts.backend);
+    }
     argv[argc++] = strdup("--");
     s_param_args(t, argv, &argc);
     argv[argc] = NULL;
     char *log = zt_strdupf("%s/trial-%d.log", s->dir, t->id);
-    pid_t pid = fork();
-    if (pid == 0) {
-        setpgid(0, 0);
-        prctl(PR_SET_PDEATHSIG, SIGTERM);
-        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        if (fd >= 0) {
-            dup2(fd, 1);
-            dup2(fd, 2);
-        }
-        execv(argv[0], argv);
-        _exit(127);
-    }
+    unlink(log);
+    /* The trial's own coordinator is started the way a job's replicas are,
+     * through the launch interface; its replicas go through opts.backend. */
+    zt_launch_t req = { -1, t->id, -1, argv, environ, log, SIGTERM };
+    int fd = -1;
+    int rc = s->launcher ? s->launcher->start(s->launcher, &req, &t->run, &fd) : ZT_ESYS;
     for (int i = 0; i < argc; i++)
         free(argv[i]);
     free(log);
-    t->pid = pid > 0 ? pid : 0;
     s->nt++;
-    if (pid < 0) { /* could not even start it: a failed trial */
+    if (rc != ZT_OK) { /* could not even start it: a failed trial */
         zt_error("trial %d: cannot start %s: %s", t->id, s->opts.ztrain, strerror(errno));
         t->state = "FAILED";
         zt_wall_iso(t->ended, sizeof t->ended);
@@ -894,7 +900,7 @@ static int s_start_trial(zt_study_t *s)
     if (!s->tty)
         printf("trial %d ACTIVE %s\n", t->id, pt);
     free(pt);
-    return pid > 0 ? ZT_OK : ZT_ESYS;
+    return ZT_OK;
 }
 
 static void s_write(zt_study_t *s)
@@ -1021,13 +1027,13 @@ static void s_median_stop(zt_study_t *s, s_trial_t *t)
             printf("trial %d STOPPING: best %.4g < median %.4g at step %g\n", t->id, mine, median, step);
         t->stop_requested = true;
         t->state = "STOPPING";
-        kill(-t->pid, SIGTERM);
+        s->launcher->signal(s->launcher, t->run, SIGTERM);
     }
 }
 
 static void s_finish(zt_study_t *s, s_trial_t *t, int status)
 {
-    t->pid = 0;
+    s->launcher->release(s->launcher, &t->run);
     t->exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     zt_wall_iso(t->ended, sizeof t->ended);
     s_collect(s, t);
@@ -1064,14 +1070,14 @@ int zt_study_run(zt_study_t *s)
     for (;;) {
         int running = 0;
         for (int i = 0; i < s->nt; i++)
-            running += s->t[i].pid > 0;
+            running += s->t[i].run != NULL;
         if (s_interrupted && !stopping) {
             stopping = true;
             s->state = "CANCELLED";
             zt_info("interrupted: stopping every trial");
             for (int i = 0; i < s->nt; i++)
-                if (s->t[i].pid > 0)
-                    kill(-s->t[i].pid, SIGTERM);
+                if (s->t[i].run)
+                    s->launcher->signal(s->launcher, s->t[i].run, SIGTERM);
         }
         while (!stopping && !exhausted && running < s->parallel && s->nt < s->max_trials) {
             if (s_start_trial(s) == ZT_ENOTFOUND) {
@@ -1084,10 +1090,10 @@ int zt_study_run(zt_study_t *s)
         if (running == 0 && (stopping || exhausted || s->nt >= s->max_trials))
             break;
         int status;
-        pid_t pid;
-        while ((pid = waitpid(-1, &status, WNOHANG)) > 0)
+        zt_handle_t *h;
+        while (s->launcher->reap(s->launcher, &h, &status) == 1)
             for (int i = 0; i < s->nt; i++)
-                if (s->t[i].pid == pid) {
+                if (s->t[i].run == h) {
                     s_finish(s, &s->t[i], status);
                     if (s->failed > s->max_failed && !stopping) {
                         zt_error("%d trials failed (maxFailedTrialCount %d): the study fails", s->failed,
@@ -1095,13 +1101,13 @@ int zt_study_run(zt_study_t *s)
                         stopping = true;
                         s->state = "FAILED";
                         for (int k = 0; k < s->nt; k++)
-                            if (s->t[k].pid > 0)
-                                kill(-s->t[k].pid, SIGTERM);
+                            if (s->t[k].run)
+                                s->launcher->signal(s->launcher, s->t[k].run, SIGTERM);
                     }
                     s_write(s);
                 }
         for (int i = 0; i < s->nt; i++)
-            if (s->t[i].pid > 0) {
+            if (s->t[i].run) {
                 size_t before = json_array_size(s->t[i].meas);
                 s_collect(s, &s->t[i]);
                 if (json_array_size(s->t[i].meas) != before) {

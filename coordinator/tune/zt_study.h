@@ -1,6 +1,7 @@
 /* zt_study: hyperparameter tuning. A study (Vertex HyperparameterTuningJob
  * style) runs many trials of one job: each trial is a whole job run by the
- * same supervision code (a child `ztrain run --trial ID`), its parameters
+ * same supervision code (a `ztrain run --trial ID`, started through the
+ * launch interface like any replica), its parameters
  * appended to the args of pools 0 and 1 as --name=value. Search is grid,
  * random or Bayesian (Gaussian-process regression with expected improvement
  * over the scaled parameter space), seeded. Measurements come from the
@@ -21,6 +22,7 @@ typedef struct {
     const char *ztrain;        /* the ztrain binary that runs each trial */
     uint64_t seed;             /* search seed */
     bool cpu_only;             /* passed to every trial */
+    const char *backend;       /* --backend of every trial, NULL: ZT_BACKEND */
 } zt_study_opts_t;
 
 /* Loads and validates; NULL with the problems in diag. */

@@ -30,6 +30,8 @@ extern "C" {
       "largest replicaCount accepted for one pool on this machine")               \
     X(GPU_COUNT,           "ZT_GPU_COUNT",           "auto", "auto|int",                      \
       "GPUs on this machine (auto: count /dev/nvidiaN)")                          \
+    X(BACKEND,             "ZT_BACKEND",             "local", "local",                    \
+      "where `ztrain run` places and starts replicas (--backend wins)")           \
     X(JOBS_DIR,            "ZT_JOBS_DIR",            "ztrain-jobs", "path",               \
       "where a job's directory is made when --job-dir is not given")              \
     X(PS_CHUNK_BYTES,      "ZT_PS_CHUNK_BYTES",      "1048576", "int",                   \

@@ -30,6 +30,8 @@
     X(INDEX,            "ZT_INDEX",         "this replica's index in its pool")           \
     X(INCARNATION,      "ZT_INCARNATION",   "the job attempt, from 0")                    \
     X(ADDRESS,          "ZT_ADDRESS",       "this replica's host:port")                   \
+    X(HOST,             "ZT_HOST",          "this replica's host (its identity, from the launch backend)") \
+    X(HOSTS,            "ZT_HOSTS",         "every replica's host: {\"addr:port\": host} (JSON)") \
     X(JOB_DIR,          "ZT_JOB_DIR",       "the job directory")                          \
     X(REDUCERS,         "ZT_REDUCERS",      "pool 2's host:port list when it holds reducers") \
     X(PARAMSERVERS,     "ZT_PARAMSERVERS",  "pool 2's host:port list when it holds parameter servers") \

@@ -1,6 +1,9 @@
 #include "wire/zt_transport.h"
 #include "ztrain/zt_knobs.h"
 #include "ztrain/zt_log.h"
+#include "runtime/zt_env.h"
+#include <jansson.h>
+#include <pthread.h>
 #include <assert.h>
 #include <dirent.h>
 #include <errno.h>
@@ -28,6 +31,46 @@ int64_t zt_frame_bytes(void)
  * binds an ipc:// twin named by its port, and a client given a loopback
  * address connects to the twin. Ports are unique per host (they are bound),
  * so the names are too; ZT_DATA_IPC=off keeps everything on TCP. */
+/* Host identity from the launch backend's placement: ZT_HOST is this
+ * replica's host, ZT_HOSTS every replica's ({"addr:port": host}). */
+static json_t *s_hosts;
+static const char *s_me;
+static pthread_once_t s_hosts_once = PTHREAD_ONCE_INIT;
+
+static void s_load_hosts(void)
+{
+    const char *map = zt_env_get(ZT_ENV_HOSTS);
+    s_me = zt_env_get(ZT_ENV_HOST);
+    s_hosts = map && s_me ? json_loads(map, 0, NULL) : NULL;
+    if (!json_is_object(s_hosts)) {
+        json_decref(s_hosts);
+        s_hosts = NULL;
+    }
+}
+
+void zt_transport_set_hosts(const char *me, const char *map)
+{
+    pthread_once(&s_hosts_once, s_load_hosts);
+    json_decref(s_hosts);
+    static char mine[256];
+    snprintf(mine, sizeof mine, "%s", me ? me : "");
+    s_me = mine;
+    s_hosts = me && map ? json_loads(map, 0, NULL) : NULL;
+    if (!json_is_object(s_hosts)) {
+        json_decref(s_hosts);
+        s_hosts = NULL;
+    }
+}
+
+/* 1: the replica at host:port runs on this host; 0: on another; -1: the
+ * placement does not say (a program started outside `ztrain run`). */
+static int s_same_host(const char *hostport)
+{
+    pthread_once(&s_hosts_once, s_load_hosts);
+    const char *h = s_hosts ? json_string_value(json_object_get(s_hosts, hostport)) : NULL;
+    return h ? !strcmp(h, s_me) : -1;
+}
+
 bool zt_data_ipc_twin(const char *endpoint, bool bind, char *out, size_t len)
 {
     if (strcmp(zt_knob_str(ZT_KNOB_DATA_IPC), "auto"))
@@ -37,7 +80,13 @@ bool zt_data_ipc_twin(const char *endpoint, bool bind, char *out, size_t len)
     if (!colon)
         return false;
     size_t hl = (size_t) (colon - a);
-    bool local = (hl >= 4 && !strncmp(a, "127.", 4)) || (hl == 9 && !strncmp(a, "localhost", 9)) ||
+    /* The placement decides: a server twins its endpoint, and a client uses
+     * the twin, when the placement puts that endpoint on this host. Without
+     * a placement (a program started outside `ztrain run`) a loopback
+     * address is this host; a server also twins a wildcard endpoint. */
+    int same = s_same_host(a);
+    bool local = same == 1 ||
+                 (same < 0 && ((hl >= 4 && !strncmp(a, "127.", 4)) || (hl == 9 && !strncmp(a, "localhost", 9)))) ||
                  (bind && ((hl == 1 && a[0] == '*') || (hl == 7 && !strncmp(a, "0.0.0.0", 7))));
     char *end;
     long port = strtol(colon + 1, &end, 10);
@@ -162,6 +211,16 @@ void zt_transport_selftest(void)
     assert(!zt_data_ipc_twin("127.0.0.1:0x15", false, t, sizeof t));     /* not a port */
     assert(!zt_data_ipc_twin("127.0.0.1:70000", false, t, sizeof t));
     assert(!zt_data_ipc_twin("127.0.0.1", false, t, sizeof t));
+    /* With a placement, host identity decides, whatever the address says. */
+    zt_transport_set_hosts("nodeA", "{\"10.0.0.2:5555\": \"nodeA\", \"127.0.0.1:6666\": \"nodeB\"}");
+    assert(zt_data_ipc_twin("10.0.0.2:5555", false, t, sizeof t) == on);  /* placed here */
+    assert(zt_data_ipc_twin("tcp://10.0.0.2:5555", true, t, sizeof t) == on);
+    assert(zt_data_is_local("10.0.0.2:5555") == on);
+    assert(!zt_data_ipc_twin("127.0.0.1:6666", false, t, sizeof t));      /* loopback, another host */
+    assert(!zt_data_is_local("127.0.0.1:6666"));
+    assert(zt_data_ipc_twin("127.0.0.1:7777", false, t, sizeof t) == on); /* not placed: loopback rule */
+    zt_transport_set_hosts(NULL, NULL);
+    assert(!zt_data_ipc_twin("10.0.0.2:5555", false, t, sizeof t));
     /* The sweep removes twins nobody listens on, and nothing else. */
     char d[48], paths[3][96]; /* well under sun_path's 108 */
     snprintf(d, sizeof d, "/tmp/zt-ipc-sweep-%d", (int) getpid());

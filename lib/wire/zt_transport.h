@@ -27,8 +27,10 @@ zsock_t *zt_sock_router(zt_plane_t plane, const char *endpoint, int *port_p);
  * NULL if it cannot. */
 zsock_t *zt_sock_dealer(zt_plane_t plane, const char *endpoint);
 
-/* The ipc:// twin of a loopback TCP endpoint (bind: also wildcards), or
- * false when it has none or ZT_DATA_IPC is off. */
+/* The ipc:// twin of a TCP endpoint on this host, or false when it has none
+ * or ZT_DATA_IPC is off. This host is decided by host identity: the launch
+ * backend's placement (ZT_HOST, ZT_HOSTS) when the endpoint is in it, else a
+ * loopback address (and, to bind, a wildcard). */
 bool zt_data_ipc_twin(const char *endpoint, bool bind, char *out, size_t len);
 /* Whether a client connecting to endpoint reaches a server on this host
  * (ipc://, inproc://, or a loopback address with its twin): then the two
@@ -38,6 +40,8 @@ bool zt_data_is_local(const char *endpoint);
  * 4 KiB): parameter-server pushes and pulls, ring all-reduce blocks. */
 int64_t zt_frame_bytes(void);
 
+/* Replaces the placement read from ZT_HOST and ZT_HOSTS (tests). */
+void zt_transport_set_hosts(const char *me, const char *map_json);
 void zt_transport_selftest(void);
 
 #endif

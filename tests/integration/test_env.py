@@ -171,6 +171,31 @@ class ReplicaEnv(unittest.TestCase):
         self.assertEqual(json.loads(e["CLUSTER_SPEC"])["job"]["scaleTier"], "STANDARD_1")
         self.assertEqual(e["AIP_MODEL_DIR"], "/tmp/zt-env-legacy/model/")
 
+    def test_host_identity(self):
+        # The launch backend's placement names every replica's host; the data
+        # plane uses shared memory and ipc:// only where the hosts are equal.
+        import socket
+        e = env_of(self.path, 1, 0)
+        hosts = json.loads(e["ZT_HOSTS"])
+        cs = json.loads(e["CLUSTER_SPEC"])["cluster"]
+        every = [a for p in sorted(cs) for a in cs[p]]
+        self.assertEqual(sorted(hosts), sorted(every))
+        self.assertEqual(e["ZT_HOST"], socket.gethostname())
+        self.assertEqual(set(hosts.values()), {e["ZT_HOST"]})
+        self.assertEqual(hosts[e["ZT_ADDRESS"]], e["ZT_HOST"])
+
+    def test_backend_choice(self):
+        r = ztrain("env", self.path, "--pool", "0", "--index", "0", "--backend", "local")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        for args, env in ((["--backend", "slurm"], {}), ([], {"ZT_BACKEND": "nope"})):
+            with self.subTest(args=args, env=env):
+                d = tmpdir("env-backend-")
+                r = ztrain("run", self.path, "--job-dir", d, "--cpu-only", *args, env=env)
+                self.assertEqual(r.returncode, 2, r.stderr)
+                self.assertIn("slurm" if args else "ZT_BACKEND=nope", r.stderr)
+                self.assertIn("local", r.stderr)  # what there is
+                self.assertFalse(os.path.exists(os.path.join(d, "job.json")))
+
     def test_bad_pool_and_index(self):
         r = ztrain("env", self.path, "--pool", "7", "--index", "0")
         self.assertEqual(r.returncode, 2)
