@@ -11,6 +11,11 @@ own buffer.
 
     python3 bench/allreduce_bench.py [build] [--quick]
 """
+import os as _os
+import sys as _sys
+_sys.path.insert(0, _os.path.dirname(_os.path.abspath(__file__)))
+import benchargs  # noqa: E402
+benchargs.check(__doc__, (), ('--quick',), 1)
 import os
 import shutil
 import socket

@@ -2,6 +2,11 @@
 """The gloo peer: torch.distributed all_reduce (gloo backend, TCP loopback)
 of float32 sums, same sizes; prints "gloo N 0 BYTES SECONDS" per size.
 Needs Debian's python3-torch (run with /usr/bin/python3)."""
+import os as _os
+import sys as _sys
+_sys.path.insert(0, _os.path.dirname(_os.path.abspath(__file__)))
+import benchargs  # noqa: E402
+benchargs.check(__doc__, (), (), 3)
 import os
 import sys
 import time

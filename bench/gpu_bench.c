@@ -27,7 +27,18 @@ static double s_copy_gbs(void *dst, const void *src, size_t bytes, enum cudaMemc
 
 int main(int argc, char **argv)
 {
-    int B = argc > 1 ? atoi(argv[1]) : 64;
+    if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+        printf("usage: gpu_bench [BATCH]\n\nThe built-in MLP's training step on the GPU (examples/s) against the\n"
+               "CPU path, at batch BATCH (default 64); bench/gpu_torch_bench.py is the PyTorch peer.\n");
+        return 0;
+    }
+    char *end = NULL;
+    long b = argc > 1 ? strtol(argv[1], &end, 10) : 64;
+    if (argc > 2 || (argc > 1 && (*end || b < 1 || b > 65536))) {
+        fprintf(stderr, "gpu_bench: BATCH must be one whole number from 1 to 65536 (--help)\n");
+        return 2;
+    }
+    int B = (int) b;
     int ndev = zt_cuda_devices();
     if (ndev == 0) {
         printf("no CUDA device: skipped\n");
