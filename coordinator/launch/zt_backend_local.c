@@ -323,24 +323,3 @@ zt_backend_t *zt_backend_local_new(void)
     self->destroy = s_destroy;
     return self;
 }
-
-void zt_placement_fini(zt_placement_t *self)
-{
-    free(self->replicas);
-    memset(self, 0, sizeof *self);
-}
-
-const char *zt_backend_names(void)
-{
-    return "local";
-}
-
-zt_backend_t *zt_backend_new(const char *name, char *err, size_t len)
-{
-    if (!name)
-        name = zt_knob_str(ZT_KNOB_BACKEND);
-    if (!strcmp(name, "local"))
-        return zt_backend_local_new();
-    snprintf(err, len, "unknown launch backend '%s' (this ztrain has: %s)", name, zt_backend_names());
-    return NULL;
-}
