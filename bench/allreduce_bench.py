@@ -11,10 +11,7 @@ own buffer.
 
     python3 bench/allreduce_bench.py [build] [--quick]
 """
-import os as _os
-import sys as _sys
-_sys.path.insert(0, _os.path.dirname(_os.path.abspath(__file__)))
-import benchargs  # noqa: E402
+import benchargs  # bench/ is the script's own folder, first on sys.path
 benchargs.check(__doc__, (), ('--quick',), 1)
 import os
 import shutil

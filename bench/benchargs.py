@@ -4,6 +4,11 @@ many positional arguments is an error (exit 2) before anything runs."""
 import sys
 
 
+def _fail(msg):
+    sys.stderr.write(msg + "\n")
+    sys.exit(2)
+
+
 def check(doc, valued=(), flags=(), positionals=1, argv=None):
     argv = sys.argv[1:] if argv is None else argv
     prog = sys.argv[0]
@@ -15,15 +20,15 @@ def check(doc, valued=(), flags=(), positionals=1, argv=None):
         a = argv[i]
         if a in valued:
             if i + 1 >= len(argv):
-                sys.exit("%s: %s needs a value (--help)" % (prog, a))
+                _fail("%s: %s needs a value (--help)" % (prog, a))
             i += 2
             continue
         if a in flags:
             i += 1
             continue
         if a.startswith("-"):
-            sys.exit("%s: unknown option '%s' (--help lists them)" % (prog, a))
+            _fail("%s: unknown option '%s' (--help lists them)" % (prog, a))
         npos += 1
         if npos > positionals:
-            sys.exit("%s: unexpected argument '%s' (--help)" % (prog, a))
+            _fail("%s: unexpected argument '%s' (--help)" % (prog, a))
         i += 1

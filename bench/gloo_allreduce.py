@@ -2,10 +2,7 @@
 """The gloo peer: torch.distributed all_reduce (gloo backend, TCP loopback)
 of float32 sums, same sizes; prints "gloo N 0 BYTES SECONDS" per size.
 Needs Debian's python3-torch (run with /usr/bin/python3)."""
-import os as _os
-import sys as _sys
-_sys.path.insert(0, _os.path.dirname(_os.path.abspath(__file__)))
-import benchargs  # noqa: E402
+import benchargs  # bench/ is the script's own folder, first on sys.path
 benchargs.check(__doc__, (), (), 3)
 import os
 import sys

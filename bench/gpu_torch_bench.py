@@ -4,10 +4,7 @@ cross-entropy, Adam 0.001) and batch in PyTorch on the GPU, examples/s.
 
     python3 bench/gpu_torch_bench.py [batch]
 """
-import os as _os
-import sys as _sys
-_sys.path.insert(0, _os.path.dirname(_os.path.abspath(__file__)))
-import benchargs  # noqa: E402
+import benchargs  # bench/ is the script's own folder, first on sys.path
 benchargs.check(__doc__, (), (), 1)
 import sys
 import time

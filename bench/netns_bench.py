@@ -9,10 +9,7 @@ and the ratios, and removes everything again. Needs root.
     sudo python3 bench/netns_bench.py [build] [--rate 1gbit] [--workers 4] [--reducers 4]
                                       [--queue 20ms] [--mtu 1500]
 """
-import os as _os
-import sys as _sys
-_sys.path.insert(0, _os.path.dirname(_os.path.abspath(__file__)))
-import benchargs  # noqa: E402
+import benchargs  # bench/ is the script's own folder, first on sys.path
 benchargs.check(__doc__, ('--rate', '--workers', '--reducers', '--queue', '--mtu'), (), 1)
 import atexit
 import os

@@ -8,10 +8,7 @@ seconds from RUNNING to the first checkpoint the evaluator scores >= 0.85.
 
     python3 bench/train_bench.py [build/bin] [--epochs N]
 """
-import os as _os
-import sys as _sys
-_sys.path.insert(0, _os.path.dirname(_os.path.abspath(__file__)))
-import benchargs  # noqa: E402
+import benchargs  # bench/ is the script's own folder, first on sys.path
 benchargs.check(__doc__, ('--epochs',), (), 1)
 import json
 import os

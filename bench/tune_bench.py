@@ -8,10 +8,7 @@ Prints every seed's best and the median best of each method.
 
     python3 bench/tune_bench.py [build/bin] [--seeds N] [--trials N]
 """
-import os as _os
-import sys as _sys
-_sys.path.insert(0, _os.path.dirname(_os.path.abspath(__file__)))
-import benchargs  # noqa: E402
+import benchargs  # bench/ is the script's own folder, first on sys.path
 benchargs.check(__doc__, ('--seeds', '--trials'), (), 1)
 import json
 import math

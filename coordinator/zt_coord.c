@@ -32,7 +32,6 @@ typedef struct {
     int index;                 /* replica index in the pool */
     char name[32];             /* workerpoolN-I */
     zt_handle_t *handle;       /* the backend's, NULL when not running */
-    int64_t pid;               /* its process id on its host, 0 when not running */
     int out_fd;                /* its stdout+stderr, -1 when closed */
     char line[4096];           /* partial output line */
     size_t line_len;           /* bytes in line */
@@ -120,7 +119,8 @@ static void s_write_state(zt_coord_t *self)
         s_rep_t *r = &self->reps[i];
         json_t *o = json_pack("{s:s, s:i, s:i, s:s, s:s, s:i, s:i, s:b, s:s}", "name", r->name,
                               "pool", r->pool, "index", r->index, "address", "",
-                              "state", s_rstate_names[r->state], "pid", (int) r->pid,
+                              "state", s_rstate_names[r->state], "pid",
+                              (int) (r->handle ? self->backend->pid(self->backend, r->handle) : 0),
                               "restarts", r->total_restarts, "registered", r->registered,
                               "log", r->log_path ? r->log_path : "");
         const zt_place_t *pl = zt_layout_place(&self->layout, r->pool, r->index);
@@ -337,7 +337,6 @@ static int s_spawn(zt_coord_t *self, s_rep_t *r)
         return rc;
     }
     r->handle = h;
-    r->pid = self->backend->pid(self->backend, h);
     r->out_fd = fd;
     r->registered = false;
     r->killed_by_us = false;
@@ -345,7 +344,7 @@ static int s_spawn(zt_coord_t *self, s_rep_t *r)
     r->started_ms = zt_now_ms();
     r->expect_register = pool->role != ZT_ROLE_NONE;
     r->state = r->expect_register ? R_STARTING : R_RUNNING;
-    zt_info("%s: started pid %lld on %s", r->name, (long long) r->pid,
+    zt_info("%s: started pid %lld on %s", r->name, (long long) self->backend->pid(self->backend, h),
             zt_layout_place(&self->layout, r->pool, r->index)->host);
     return ZT_OK;
 }
@@ -440,7 +439,6 @@ static void s_cancel(zt_coord_t *self, const char *why)
 static void s_replica_exited(zt_coord_t *self, s_rep_t *r, int status)
 {
     self->backend->release(self->backend, &r->handle);
-    r->pid = 0;
     r->registered = false;
     zframe_destroy(&r->identity);
     r->last_status = status;
@@ -796,7 +794,7 @@ void zt_coord_destroy(zt_coord_t **self_p)
         zframe_destroy(&r->identity);
     }
     free(self->reps);
-    zsock_destroy(&self->router);
+    zt_sock_destroy(&self->router);
     zt_layout_fini(&self->layout);
     zt_plan_destroy(&self->plan);
     json_decref(self->transitions);

@@ -32,7 +32,6 @@ static int s_evaluate(const char *address, const char *name, int64_t step, const
     zsock_t *dealer = zt_sock_dealer(ZT_PLANE_CONTROL, address);
     if (!dealer) {
         zt_warn("cannot connect to %s", address);
-        zsock_destroy(&dealer);
         return ZT_EIO;
     }
     char *copy = strdup(name);
@@ -58,7 +57,7 @@ static int s_evaluate(const char *address, const char *name, int64_t step, const
             break;
     }
     json_decref(man);
-    zsock_destroy(&dealer);
+    zt_sock_destroy(&dealer);
     free(rman);
     free(lman);
     if (rc != ZT_OK) {

@@ -250,7 +250,7 @@ void zt_ps_server_destroy(zt_ps_server_t **self_p)
     for (int i = 0; i < self->ndeferred; i++)
         zmq_msg_close(&self->deferred[i].identity);
     free(self->deferred);
-    zsock_destroy(&self->router);
+    zt_sock_destroy(&self->router);
     zt_bufpool_destroy(&self->pool);
     s_free_state(self);
     free(self->scratch);

@@ -230,7 +230,7 @@ void zt_reducer_destroy(zt_reducer_t **self_p)
     for (int w = 0; w < MAX_WORKERS; w++)
         if (self->have_id[w])
             zmq_msg_close(&self->ids[w]);
-    zsock_destroy(&self->router);
+    zt_sock_destroy(&self->router);
     zt_bufpool_destroy(&self->pool);
     s_free_buckets(self);
     json_decref(self->first_tensors);

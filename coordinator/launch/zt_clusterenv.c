@@ -60,9 +60,10 @@ const zt_place_t *zt_layout_place(const zt_layout_t *self, int pool, int index)
 json_t *zt_pool_addresses(const zt_layout_t *self, int pool)
 {
     json_t *list = json_array();
-    for (int i = 0; self->plan->pools[pool].present && i < self->plan->pools[pool].replicas; i++)
-        json_array_append_new(list, json_sprintf("%s:%d", zt_layout_place(self, pool, i)->addr,
-                                                 zt_layout_place(self, pool, i)->port));
+    for (int i = 0; self->plan->pools[pool].present && i < self->plan->pools[pool].replicas; i++) {
+        const zt_place_t *pl = zt_layout_place(self, pool, i);
+        json_array_append_new(list, json_sprintf("%s:%d", pl->addr, pl->port));
+    }
     return list;
 }
 

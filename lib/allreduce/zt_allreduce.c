@@ -159,11 +159,11 @@ void zt_allreduce_destroy(zt_allreduce_t **self_p)
         return;
     zt_allreduce_t *self = *self_p;
     for (int r = 0; r < self->R; r++) {
-        zsock_destroy(&self->red[r]);
+        zt_sock_destroy(&self->red[r]);
         free(self->reducer_addrs[r]);
     }
-    zsock_destroy(&self->ring_in);
-    zsock_destroy(&self->ring_out);
+    zt_sock_destroy(&self->ring_in);
+    zt_sock_destroy(&self->ring_out);
     for (int w = 0; self->peer_addrs && w < self->workers; w++)
         free(self->peer_addrs[w]);
     for (int i = 0; i < self->npending; i++)

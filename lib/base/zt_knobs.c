@@ -73,6 +73,12 @@ static bool s_choice(const char *check, const char *v)
     return false;
 }
 
+/* What a knob takes, in words. */
+static const char *s_takes(const s_knob_t *k)
+{
+    return !strcmp(k->check, "int") ? "a whole number" : !strcmp(k->check, "num") ? "a number" : k->check;
+}
+
 int zt_knob_check_value(zt_knob_t knob, const char *value, char *err, size_t len)
 {
     const s_knob_t *k = &s_knobs[knob];
@@ -94,10 +100,7 @@ int zt_knob_check_value(zt_knob_t knob, const char *value, char *err, size_t len
     if (!why)
         return ZT_OK;
     if (err && len)
-        snprintf(err, len, "%s=%s: %s; it takes %s (%s)", k->env, value, why,
-                 !strcmp(k->check, "int") ? "a whole number" : !strcmp(k->check, "num") ? "a number"
-                                                                                      : k->check,
-                 k->help);
+        snprintf(err, len, "%s=%s: %s; it takes %s (%s)", k->env, value, why, s_takes(k), k->help);
     return ZT_EINVAL;
 }
 
@@ -140,9 +143,5 @@ void zt_knobs_print(FILE *out)
     fprintf(out, "Environment (knobs):\n");
     for (int i = 0; i < ZT_KNOB_COUNT_; i++)
         fprintf(out, "  %-24s default %-12s takes %s\n  %24s %s\n", s_knobs[i].env,
-                *s_knobs[i].def ? s_knobs[i].def : "(unset)",
-                !strcmp(s_knobs[i].check, "int") ? "a whole number" : !strcmp(s_knobs[i].check, "num")
-                                                                          ? "a number"
-                                                                          : s_knobs[i].check,
-                "", s_knobs[i].help);
+                *s_knobs[i].def ? s_knobs[i].def : "(unset)", s_takes(&s_knobs[i]), "", s_knobs[i].help);
 }

@@ -13,6 +13,8 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -287,4 +289,16 @@ void zt_tune_malloc(void)
 {
     mallopt(M_MMAP_THRESHOLD, 512 << 20);
     mallopt(M_TRIM_THRESHOLD, 1 << 30);
+}
+
+int zt_stop_child(pid_t pid, int grace_ms)
+{
+    int status;
+    if (pid <= 0 || kill(pid, SIGTERM) < 0)
+        return pid > 0 && waitpid(pid, &status, 0) == pid ? status : -1;
+    for (int64_t end = zt_now_ms() + grace_ms; zt_now_ms() < end; usleep(5000))
+        if (waitpid(pid, &status, WNOHANG) == pid)
+            return status;
+    kill(pid, SIGKILL);
+    return waitpid(pid, &status, 0) == pid ? status : -1;
 }

@@ -4,6 +4,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 /* Monotonic milliseconds and microseconds. */
 int64_t zt_now_ms(void);
@@ -24,6 +25,9 @@ bool zt_parse_int(const char *text, long long *out);
 char *zt_strdupf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* A free TCP port on 127.0.0.1 from the kernel (bound, then released). */
 int zt_ephemeral_port(void);
+/* Stops a child process: SIGTERM, then SIGKILL if it has not exited within
+ * grace_ms; reaps it. Its wait status, or -1. */
+int zt_stop_child(pid_t pid, int grace_ms);
 /* The same, but the bound socket is kept in *fd_p (close-on-exec) so that no
  * other bind(0) on this machine gets the port until it is closed. */
 int zt_reserve_port(int *fd_p);

@@ -106,7 +106,7 @@ void zt_ps_client_destroy(zt_ps_client_t **self_p)
         return;
     zt_ps_client_t *self = *self_p;
     for (int s = 0; s < self->nservers; s++) {
-        zsock_destroy(&self->socks[s]);
+        zt_sock_destroy(&self->socks[s]);
         free(self->addrs[s]);
     }
     /* Destroying the sockets drops unsent frames, which releases them. */

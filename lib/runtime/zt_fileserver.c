@@ -96,7 +96,7 @@ static void s_actor(zsock_t *pipe, void *arg)
     }
     free(buf);
     zpoller_destroy(&poller);
-    zsock_destroy(&router);
+    zt_sock_destroy(&router);
 }
 
 zt_fileserver_t *zt_fileserver_new(const char *endpoint, const char *const (*roots)[2], int n)

@@ -89,7 +89,7 @@ static void s_actor(zsock_t *pipe, void *arg)
             zmsg_t *cmd = zmsg_recv(pipe);
             zmsg_destroy(&cmd);
             zpoller_destroy(&poller);
-            zsock_destroy(&dealer);
+            zt_sock_destroy(&dealer);
             return;
         }
         if (which != dealer)
@@ -159,7 +159,7 @@ static void s_actor(zsock_t *pipe, void *arg)
     }
 out:
     zpoller_destroy(&poller);
-    zsock_destroy(&dealer);
+    zt_sock_destroy(&dealer);
     if (!welcomed) { /* wait for $TERM so that zactor_destroy returns */
         zmsg_t *cmd = zmsg_recv(pipe);
         zmsg_destroy(&cmd);

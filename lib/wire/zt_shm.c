@@ -54,7 +54,7 @@ static bool s_pid_gone(long pid)
     return kill((pid_t) pid, 0) < 0 && errno == ESRCH;
 }
 
-static void s_sweep(void)
+void zt_shm_sweep(void)
 {
     DIR *d = opendir(SHM_DIR);
     if (!d)
@@ -79,7 +79,7 @@ zt_shm_region_t *zt_shm_create(const char *tag, size_t size)
     if (!zt_shm_enabled() || size == 0)
         return NULL;
     if (!atomic_exchange(&swept, true))
-        s_sweep();
+        zt_shm_sweep();
     zt_shm_region_t *self = calloc(1, sizeof *self);
     snprintf(self->name, sizeof self->name, "ztrain-%s-%d-%d", tag, (int) getpid(),
              atomic_fetch_add(&serial, 1));
@@ -246,7 +246,7 @@ void zt_shm_selftest(void)
     int fd = open(stale, O_RDWR | O_CREAT, 0600);
     assert(fd >= 0);
     close(fd);
-    s_sweep();
+    zt_shm_sweep();
     assert(access(stale, F_OK) != 0);
     char path[128];
     snprintf(path, sizeof path, SHM_DIR "/%s", r->name);

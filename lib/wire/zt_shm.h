@@ -28,6 +28,9 @@ bool zt_shm_enabled(void);
 /* A new region of size bytes (zero-filled), or NULL when off or it cannot
  * be made (logged). */
 zt_shm_region_t *zt_shm_create(const char *tag, size_t size);
+/* Removes the regions of processes that are gone (killed with SIGKILL);
+ * zt_shm_create does it once per process. */
+void zt_shm_sweep(void);
 /* Unmaps and unlinks. */
 void zt_shm_destroy(zt_shm_region_t **self_p);
 /* Offset of p inside the region, or -1 when p is not in it. */

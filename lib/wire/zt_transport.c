@@ -2,6 +2,7 @@
 #include "ztrain/zt_knobs.h"
 #include "ztrain/zt_log.h"
 #include "runtime/zt_env.h"
+#include "base/zt_util.h"
 #include <jansson.h>
 #include <pthread.h>
 #include <assert.h>
@@ -37,22 +38,10 @@ static json_t *s_hosts;
 static const char *s_me;
 static pthread_once_t s_hosts_once = PTHREAD_ONCE_INIT;
 
-static void s_load_hosts(void)
+static void s_set_hosts(const char *me, const char *map)
 {
-    const char *map = zt_env_get(ZT_ENV_HOSTS);
-    s_me = zt_env_get(ZT_ENV_HOST);
-    s_hosts = map && s_me ? json_loads(map, 0, NULL) : NULL;
-    if (!json_is_object(s_hosts)) {
-        json_decref(s_hosts);
-        s_hosts = NULL;
-    }
-}
-
-void zt_transport_set_hosts(const char *me, const char *map)
-{
-    pthread_once(&s_hosts_once, s_load_hosts);
-    json_decref(s_hosts);
     static char mine[256];
+    json_decref(s_hosts);
     snprintf(mine, sizeof mine, "%s", me ? me : "");
     s_me = mine;
     s_hosts = me && map ? json_loads(map, 0, NULL) : NULL;
@@ -60,6 +49,17 @@ void zt_transport_set_hosts(const char *me, const char *map)
         json_decref(s_hosts);
         s_hosts = NULL;
     }
+}
+
+static void s_load_hosts(void)
+{
+    s_set_hosts(zt_env_get(ZT_ENV_HOST), zt_env_get(ZT_ENV_HOSTS));
+}
+
+void zt_transport_set_hosts(const char *me, const char *map)
+{
+    pthread_once(&s_hosts_once, s_load_hosts);
+    s_set_hosts(me, map);
 }
 
 /* 1: the replica at host:port runs on this host; 0: on another; -1: the
@@ -146,6 +146,54 @@ static void s_sweep_ipc_dir(const char *dir)
     closedir(d);
 }
 
+/* The ipc:// files bound by routers made here, so that closing one removes
+ * them: libzmq leaves the file behind (seen with 4.3.4, even after an
+ * explicit unbind), and a server that exits cleanly must leave no socket
+ * file. A few servers per process at most. */
+#define MAX_BOUND 16
+static struct {
+    zsock_t *sock;
+    char path[2][160];
+} s_bound[MAX_BOUND];
+static pthread_mutex_t s_bound_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void s_remember_ipc(zsock_t *sock, int k, const char *endpoint)
+{
+    if (strncmp(endpoint, "ipc://", 6))
+        return;
+    pthread_mutex_lock(&s_bound_lock);
+    int at = -1;
+    for (int i = 0; i < MAX_BOUND && at < 0; i++)
+        if (s_bound[i].sock == sock)
+            at = i;
+    for (int i = 0; i < MAX_BOUND && at < 0; i++)
+        if (!s_bound[i].sock)
+            at = i;
+    if (at >= 0) {
+        s_bound[at].sock = sock;
+        snprintf(s_bound[at].path[k], sizeof s_bound[at].path[k], "%s", endpoint + 6);
+    }
+    pthread_mutex_unlock(&s_bound_lock);
+}
+
+void zt_sock_destroy(zsock_t **sock_p)
+{
+    if (!sock_p || !*sock_p)
+        return;
+    char paths[2][160] = { "", "" };
+    pthread_mutex_lock(&s_bound_lock);
+    for (int i = 0; i < MAX_BOUND; i++)
+        if (s_bound[i].sock == *sock_p) {
+            memcpy(paths, s_bound[i].path, sizeof paths);
+            memset(&s_bound[i], 0, sizeof s_bound[i]);
+        }
+    pthread_mutex_unlock(&s_bound_lock);
+    zsock_destroy(sock_p);
+    for (int k = 0; k < 2; k++)
+        if (paths[k][0])
+            unlink(paths[k]);
+}
+
 zsock_t *zt_sock_router(zt_plane_t plane, const char *endpoint, int *port_p)
 {
     zsock_t *router = s_socket(ZMQ_ROUTER, plane);
@@ -157,8 +205,11 @@ zsock_t *zt_sock_router(zt_plane_t plane, const char *endpoint, int *port_p)
         zt_error("cannot bind %s: %s", endpoint, zmq_strerror(zmq_errno()));
         zsock_destroy(&router);
     }
-    else if (port_p)
-        *port_p = port;
+    else {
+        if (port_p)
+            *port_p = port;
+        s_remember_ipc(router, 0, endpoint);
+    }
     if (router && plane == ZT_PLANE_DATA && zt_data_ipc_twin(endpoint, true, twin, sizeof twin)) {
         /* clients on this host will connect there: failing to bind it is fatal */
         static bool swept;
@@ -171,8 +222,10 @@ zsock_t *zt_sock_router(zt_plane_t plane, const char *endpoint, int *port_p)
             zt_error("cannot bind %s (the same-host twin of %s): %s; set ZT_IPC_DIR to a writable "
                        "directory, or ZT_DATA_IPC=off for TCP only", twin, endpoint,
                        zmq_strerror(zmq_errno()));
-            zsock_destroy(&router);
+            zt_sock_destroy(&router);
         }
+        else
+            s_remember_ipc(router, 1, twin);
     }
     return router;
 }
@@ -221,6 +274,18 @@ void zt_transport_selftest(void)
     assert(zt_data_ipc_twin("127.0.0.1:7777", false, t, sizeof t) == on); /* not placed: loopback rule */
     zt_transport_set_hosts(NULL, NULL);
     assert(!zt_data_ipc_twin("10.0.0.2:5555", false, t, sizeof t));
+    /* A server's twin goes with it. */
+    if (on) {
+        char ep[64], path[160];
+        snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", zt_ephemeral_port());
+        zsock_t *srv = zt_sock_router(ZT_PLANE_DATA, ep, NULL);
+        assert(srv && zt_data_ipc_twin(ep, true, t, sizeof t));
+        snprintf(path, sizeof path, "%s", t + 6);
+        assert(access(path, F_OK) == 0);
+        zt_sock_destroy(&srv);
+        assert(!srv && access(path, F_OK) != 0);
+        zt_sock_destroy(&srv); /* safe twice */
+    }
     /* The sweep removes twins nobody listens on, and nothing else. */
     char d[48], paths[3][96]; /* well under sun_path's 108 */
     snprintf(d, sizeof d, "/tmp/zt-ipc-sweep-%d", (int) getpid());

@@ -27,6 +27,10 @@ zsock_t *zt_sock_router(zt_plane_t plane, const char *endpoint, int *port_p);
  * NULL if it cannot. */
 zsock_t *zt_sock_dealer(zt_plane_t plane, const char *endpoint);
 
+/* Closes a socket made here (NULLs *sock_p; safe on NULL). A router's ipc
+ * files (an ipc:// endpoint, a twin) are removed with it. */
+void zt_sock_destroy(zsock_t **sock_p);
+
 /* The ipc:// twin of a TCP endpoint on this host, or false when it has none
  * or ZT_DATA_IPC is off. This host is decided by host identity: the launch
  * backend's placement (ZT_HOST, ZT_HOSTS) when the endpoint is in it, else a

@@ -8,6 +8,8 @@
 #include "ztrain/ztrain.h"
 #include "ztrain/zt_allreduce.h"
 #include "wire/zt_msg.h"
+#include "wire/zt_shm.h"
+#include "base/zt_util.h"
 #include <assert.h>
 #include <signal.h>
 #include <stdio.h>
@@ -44,8 +46,7 @@ static void s_start_reducer(int r, int R)
 static void s_stop_reducers(int R)
 {
     for (int r = 0; r < R; r++) {
-        kill(s_red_pids[r], SIGKILL);
-        waitpid(s_red_pids[r], NULL, 0);
+        zt_stop_child(s_red_pids[r], 5000); /* cleanly: it unlinks its regions and twin */
     }
 }
 
@@ -287,6 +288,7 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
         s_run(&cases[i]);
     s_forged_references();
+    zt_shm_sweep(); /* the regions of the reducers killed on purpose */
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", s_dir);
     return system(cmd) == 0 ? 0 : 1;

@@ -59,7 +59,8 @@ class Install(unittest.TestCase):
         ldd = subprocess.run(["ldd", self.exe["c"]], capture_output=True, text=True, env=self.env).stdout
         self.assertIn(os.path.join(p, "lib", "libztrain.so"), ldd)
 
-    def ring(self, a, b):
+    def run_ring(self, a, b):
+        """Ranks 0 (program a) and 1 (program b) of a ring; their exit codes and outputs."""
         eps = ["tcp://127.0.0.1:%d" % free_port() for _ in range(2)]
         procs = [subprocess.Popen([self.exe[lang], "ring", str(r)] + eps, env=self.env,
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -70,6 +71,10 @@ class Install(unittest.TestCase):
             for p in procs:
                 p.kill()
                 p.wait()
+        return procs, outs
+
+    def ring(self, a, b):
+        procs, outs = self.run_ring(a, b)
         for p, (out, err) in zip(procs, outs):
             self.assertEqual(p.returncode, 0, err)
             self.assertIn("ok (libztrain ", out)
@@ -82,16 +87,7 @@ class Install(unittest.TestCase):
 
     def test_ring_mixed_fails_on_shape(self):
         # The C program registers 1000 floats, the C++ one 4096: commit names the mismatch.
-        eps = ["tcp://127.0.0.1:%d" % free_port() for _ in range(2)]
-        procs = [subprocess.Popen([self.exe[lang], "ring", str(r)] + eps, env=self.env,
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                 for r, lang in enumerate(("c", "c++"))]
-        try:
-            outs = [p.communicate(timeout=60) for p in procs]
-        finally:
-            for p in procs:
-                p.kill()
-                p.wait()
+        procs, outs = self.run_ring("c", "c++")
         self.assertTrue(all(p.returncode != 0 for p in procs), outs)
         self.assertTrue(any("1000" in err and "4096" in err for _, err in outs), outs)
 
@@ -104,8 +100,14 @@ class Install(unittest.TestCase):
             r = subprocess.run([self.exe[lang], "ps", ep], capture_output=True, text=True,
                                env=self.env, timeout=60)
         finally:
-            srv.kill()
-            srv.wait()
+            srv.terminate()  # a clean exit unlinks its shared memory and ipc twin
+            try:
+                srv.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                srv.kill()
+                srv.wait()
+        self.assertEqual(srv.returncode, 0)
+        self.assertFalse([f for f in os.listdir("/dev/shm") if f.startswith("ztrain-psv-%d-" % srv.pid)])
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("ok (libztrain ", r.stdout)
 

@@ -54,8 +54,7 @@ static void s_stop(int n)
 {
     for (int i = 0; i < n; i++)
         if (s_pids[i] > 0) {
-            kill(s_pids[i], SIGKILL);
-            waitpid(s_pids[i], NULL, 0);
+            zt_stop_child(s_pids[i], 5000); /* cleanly: it unlinks its regions and twin */
             s_pids[i] = 0;
         }
 }
@@ -306,6 +305,8 @@ int main(int argc, char **argv)
     for (int t = 0; t < 3; t++) {
         free(g[t]); free(g1[t]); free(w[t]); free(w0[t]);
     }
-    rmdir(s_dir);
-    return 0;
+    zt_shm_sweep(); /* the regions of the servers killed on purpose */
+    char cmd[300];    /* and their ipc:// files */
+    snprintf(cmd, sizeof cmd, "rm -rf %s", s_dir);
+    return system(cmd) == 0 ? 0 : 1;
 }
