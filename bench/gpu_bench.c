@@ -8,6 +8,7 @@
  */
 #include "zt_gpu.h"
 #include "model/zt_mlp.h"
+#include "model/zt_optim.h"
 #include "base/zt_util.h"
 #include <cblas.h>
 #include <cuda_runtime.h>
@@ -94,10 +95,14 @@ int main(int argc, char **argv)
     printf("NCCL all-reduce of 0.94 MB over %d rank%s: %.1f us\n", zt_gpu_group_size(g),
            zt_gpu_group_size(g) == 1 ? "" : "s", (double) (zt_now_us() - t0) / 100);
     int steps = 2000;
+    zt_opt_t adam;
+    zt_opt_defaults(&adam);
+    adam.kind = ZT_OPT_ADAM;
+    adam.lr = 0.001f;
     t0 = zt_now_us();
     for (int s = 0; s < steps; s++) {
         zt_gpu_mlp_train_batch(m0, (s * B) % (n - B), B);
-        zt_gpu_mlp_apply(m0, 2, 0.001f, 0.9f, 0.9f, 0.999f, 1e-7f);
+        zt_gpu_mlp_apply(m0, &adam);
     }
     double gpu_eps = (double) steps * B / ((double) (zt_now_us() - t0) / 1e6);
     openblas_set_num_threads(1);
@@ -128,7 +133,7 @@ int main(int argc, char **argv)
             zt_gpu_group_step(g, (s * B) % (n - B), B, h);
             for (int l = 2; h && l >= 0; l--)
                 zt_gpu_group_wait_layer(g, l);
-            zt_gpu_group_apply(g, h, 2, 0.001f, 0.9f, 0.9f, 0.999f, 1e-7f);
+            zt_gpu_group_apply(g, h, &adam);
         }
         double us = (double) (zt_now_us() - t0) / steps;
         printf("replica step, %s: %.1f us (%.0f examples/s)\n",

@@ -1,6 +1,7 @@
 /* The trainer's MLP on a CUDA device. Row-major tensors as in zt_mlp; cuBLAS
  * is column-major, so C = A * W (row-major) is computed as C^T = W^T * A^T. */
 #include "zt_gpu.h"
+#include "zt_cuda_check.h"
 #include <cublas_v2.h>
 #include <nccl.h>
 #include <cuda_runtime.h>
@@ -31,8 +32,17 @@ struct zt_gpu_mlp_t {
     int device;                 /* which GPU */
 };
 
-#define CK(call, what) do { cudaError_t e_ = (call); if (e_ != cudaSuccess) { \
-    snprintf(err, errlen, "%s: %s", what, cudaGetErrorString(e_)); goto fail; } } while (0)
+/* This thread's last GPU error (zt_cuda_check.h). */
+static thread_local char s_last_error[320];
+
+void zt_gpu_fail(const char *call, const char *why)
+{
+    snprintf(s_last_error, sizeof s_last_error, "%s: %s", call, why);
+}
+
+extern "C" const char *zt_gpu_last_error(void) { return s_last_error[0] ? s_last_error : "no error"; }
+
+static void s_fail(const char *what, const char *why) { zt_gpu_fail(what, why); }
 
 extern "C" int zt_cuda_devices(void)
 {
@@ -104,24 +114,35 @@ __global__ void k_relu_back(float *da, const float *a, size_t n)
         da[i] = 0;
 }
 
-__global__ void k_opt(int kind, float *w, float *s0, float *s1, const float *g, size_t n, float lr, float mu,
-                      float b1, float b2, float eps, float t)
+/* The GPU update of each row of the optimizer table (zt_optim.h). The host
+ * launches it only for a known kind (s_opt_arrays), so there is no default. */
+__global__ void k_opt(zt_opt_t o, float *w, float *s0, float *s1, const float *g, size_t n, float t)
 {
     size_t i = (size_t) blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n)
         return;
     float gi = g[i];
-    switch (kind) {
-    case 0: w[i] -= lr * gi; break;                                   /* sgd */
-    case 1: s0[i] = mu * s0[i] + gi; w[i] -= lr * s0[i]; break;        /* momentum */
-    case 2: {                                                         /* adam */
-        s0[i] = b1 * s0[i] + (1 - b1) * gi;
-        s1[i] = b2 * s1[i] + (1 - b2) * gi * gi;
-        float mh = s0[i] / (1 - powf(b1, t)), vh = s1[i] / (1 - powf(b2, t));
-        w[i] -= lr * mh / (sqrtf(vh) + eps);
+    switch (o.kind) {
+    case ZT_OPT_SGD:
+        w[i] -= o.lr * gi;
+        break;
+    case ZT_OPT_MOMENTUM:
+        s0[i] = o.momentum * s0[i] + gi;
+        w[i] -= o.lr * s0[i];
+        break;
+    case ZT_OPT_ADAM: {
+        s0[i] = o.beta1 * s0[i] + (1 - o.beta1) * gi;
+        s1[i] = o.beta2 * s1[i] + (1 - o.beta2) * gi * gi;
+        float mh = s0[i] / (1 - powf(o.beta1, t)), vh = s1[i] / (1 - powf(o.beta2, t));
+        w[i] -= o.lr * mh / (sqrtf(vh) + o.eps);
         break;
     }
-    default: s0[i] += gi * gi; w[i] -= lr * gi / (sqrtf(s0[i]) + eps); /* adagrad */
+    case ZT_OPT_ADAGRAD:
+        s0[i] += gi * gi;
+        w[i] -= o.lr * gi / (sqrtf(s0[i]) + o.eps);
+        break;
+    case ZT_OPT_COUNT:
+        break;
     }
 }
 
@@ -145,6 +166,8 @@ extern "C" zt_gpu_mlp_t *zt_gpu_mlp_new_on(int device, const int *sizes, int nsi
         return NULL;
     }
     zt_gpu_mlp_t *self = (zt_gpu_mlp_t *) calloc(1, sizeof *self);
+    cudaError_t e;
+    cublasStatus_t be;
     self->device = device;
     self->n = nsizes;
     self->batch_cap = batch_cap;
@@ -159,28 +182,26 @@ extern "C" zt_gpu_mlp_t *zt_gpu_mlp_new_on(int device, const int *sizes, int nsi
     self->nparams = at;
     self->n_examples = n;
     self->dim = dim;
-    CK(cudaSetDevice(device), "cudaSetDevice");
-    CK(cudaStreamCreate(&self->stream), "cudaStreamCreate");
-    if (cublasCreate(&self->blas) != CUBLAS_STATUS_SUCCESS) {
-        snprintf(err, errlen, "cublasCreate failed");
-        goto fail;
-    }
+    ZT_CUDA_CHECK(cudaSetDevice(device), e, fail);
+    ZT_CUDA_CHECK(cudaStreamCreate(&self->stream), e, fail);
+    ZT_BLAS_CHECK(cublasCreate(&self->blas), be, fail);
     cublasSetStream(self->blas, self->stream);
-    CK(cudaMalloc(&self->params, sizeof(float) * (size_t) at), "cudaMalloc params");
-    CK(cudaMalloc(&self->grads, sizeof(float) * (size_t) at), "cudaMalloc grads");
+    ZT_CUDA_CHECK(cudaMalloc(&self->params, sizeof(float) * (size_t) at), e, fail);
+    ZT_CUDA_CHECK(cudaMalloc(&self->grads, sizeof(float) * (size_t) at), e, fail);
     for (int l = 0; l < nsizes; l++) {
-        CK(cudaMalloc(&self->act[l], sizeof(float) * (size_t) batch_cap * sizes[l]), "cudaMalloc act");
-        CK(cudaMalloc(&self->delta[l], sizeof(float) * (size_t) batch_cap * sizes[l]), "cudaMalloc delta");
+        ZT_CUDA_CHECK(cudaMalloc(&self->act[l], sizeof(float) * (size_t) batch_cap * sizes[l]), e, fail);
+        ZT_CUDA_CHECK(cudaMalloc(&self->delta[l], sizeof(float) * (size_t) batch_cap * sizes[l]), e, fail);
     }
-    CK(cudaMalloc(&self->x, (size_t) n * dim), "cudaMalloc dataset");
-    CK(cudaMalloc(&self->y, (size_t) n), "cudaMalloc labels");
-    CK(cudaMalloc(&self->order, sizeof(int) * (size_t) n), "cudaMalloc order");
-    CK(cudaMalloc(&self->loss, sizeof(float)), "cudaMalloc loss");
-    CK(cudaMemset(self->loss, 0, sizeof(float)), "cudaMemset loss");
-    CK(cudaMemcpy(self->x, x, (size_t) n * dim, cudaMemcpyHostToDevice), "dataset to device");
-    CK(cudaMemcpy(self->y, y, (size_t) n, cudaMemcpyHostToDevice), "labels to device");
+    ZT_CUDA_CHECK(cudaMalloc(&self->x, (size_t) n * dim), e, fail);
+    ZT_CUDA_CHECK(cudaMalloc(&self->y, (size_t) n), e, fail);
+    ZT_CUDA_CHECK(cudaMalloc(&self->order, sizeof(int) * (size_t) n), e, fail);
+    ZT_CUDA_CHECK(cudaMalloc(&self->loss, sizeof(float)), e, fail);
+    ZT_CUDA_CHECK(cudaMemset(self->loss, 0, sizeof(float)), e, fail);
+    ZT_CUDA_CHECK(cudaMemcpy(self->x, x, (size_t) n * dim, cudaMemcpyHostToDevice), e, fail);
+    ZT_CUDA_CHECK(cudaMemcpy(self->y, y, (size_t) n, cudaMemcpyHostToDevice), e, fail);
     return self;
 fail:
+    snprintf(err, errlen, "%s", zt_gpu_last_error());
     zt_gpu_mlp_destroy(&self);
     return NULL;
 }
@@ -213,9 +234,12 @@ extern "C" void zt_gpu_mlp_destroy(zt_gpu_mlp_t **self_p)
 
 static int s_copy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind, cudaStream_t st)
 {
-    if (cudaMemcpyAsync(dst, src, bytes, kind, st) != cudaSuccess)
-        return -1;
-    return cudaStreamSynchronize(st) == cudaSuccess ? 0 : -1;
+    cudaError_t e;
+    ZT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, st), e, fail);
+    ZT_CUDA_CHECK(cudaStreamSynchronize(st), e, fail);
+    return 0;
+fail:
+    return -1;
 }
 
 extern "C" int zt_gpu_mlp_set_params(zt_gpu_mlp_t *s, const float *h)
@@ -303,11 +327,13 @@ static float s_take_loss(zt_gpu_mlp_t *s)
 {
     cudaSetDevice(s->device);
     float loss = -1;
-    if (cudaMemcpyAsync(&loss, s->loss, sizeof loss, cudaMemcpyDeviceToHost, s->stream) != cudaSuccess ||
-        cudaMemsetAsync(s->loss, 0, sizeof(float), s->stream) != cudaSuccess ||
-        cudaStreamSynchronize(s->stream) != cudaSuccess)
-        return -1;
+    cudaError_t e;
+    ZT_CUDA_CHECK(cudaMemcpyAsync(&loss, s->loss, sizeof loss, cudaMemcpyDeviceToHost, s->stream), e, fail);
+    ZT_CUDA_CHECK(cudaMemsetAsync(s->loss, 0, sizeof(float), s->stream), e, fail);
+    ZT_CUDA_CHECK(cudaStreamSynchronize(s->stream), e, fail);
     return loss;
+fail:
+    return -1;
 }
 
 extern "C" float zt_gpu_mlp_train_batch(zt_gpu_mlp_t *s, int first, int B)
@@ -322,85 +348,122 @@ extern "C" float zt_gpu_mlp_train_batch(zt_gpu_mlp_t *s, int first, int B)
     return s_take_loss(s);
 }
 
-/* Optimizer state in zt_optim's layout: momentum and Adagrad one array,
- * Adam three (m, v, and the per-element step count, uniform here). */
-static int s_state_arrays(int kind) { return kind == 2 ? 2 : kind == 0 ? 0 : 1; }
-
-static int s_state_alloc(zt_gpu_mlp_t *s, int kind)
+/* Optimizer state in zt_optim's layout: the table's state arrays, the last
+ * one Adam's per-element step count, kept here as one number (s->step) since
+ * every element of a replica's model takes every step. -1: not a row. */
+static int s_opt_arrays(zt_opt_kind_t kind)
 {
-    size_t n = (size_t) s->nparams;
-    for (int a = 0; a < s_state_arrays(kind); a++)
-        if (!s->state[a]) {
-            if (cudaMalloc(&s->state[a], sizeof(float) * n) != cudaSuccess)
-                return -1;
-            /* Adagrad starts its accumulator at 0.1, as zt_optim does */
-            if (kind == 3) {
-                float *h = (float *) malloc(sizeof(float) * n);
-                for (size_t i = 0; i < n; i++)
-                    h[i] = 0.1f;
-                int rc = s_copy(s->state[a], h, sizeof(float) * n, cudaMemcpyHostToDevice, s->stream);
-                free(h);
-                if (rc)
-                    return -1;
-            }
-            else if (cudaMemsetAsync(s->state[a], 0, sizeof(float) * n, s->stream) != cudaSuccess)
-                return -1;
-        }
-    return 0;
+#define ZT_OPT_ARRAYS_(id, nm, arr, st) if (kind == ZT_OPT_##id) return arr;
+    ZT_OPTIMIZERS(ZT_OPT_ARRAYS_)
+#undef ZT_OPT_ARRAYS_
+    return -1;
 }
 
-extern "C" int zt_gpu_mlp_get_state(zt_gpu_mlp_t *s, int kind, float *const *host)
+static bool s_opt_step(zt_opt_kind_t kind)
+{
+#define ZT_OPT_STEP_(id, nm, arr, st) if (kind == ZT_OPT_##id) return st;
+    ZT_OPTIMIZERS(ZT_OPT_STEP_)
+#undef ZT_OPT_STEP_
+    return false;
+}
+
+/* The arrays kept on the device (the step count stays on the host). */
+static int s_device_arrays(zt_opt_kind_t kind) { return s_opt_arrays(kind) - (s_opt_step(kind) ? 1 : 0); }
+
+static int s_state_alloc(zt_gpu_mlp_t *s, const zt_opt_t *o)
+{
+    if (s_opt_arrays(o->kind) < 0) {
+        s_fail("optimizer", "not a row of the optimizer table");
+        return -1;
+    }
+    size_t n = (size_t) s->nparams;
+    float *h = NULL;
+    cudaError_t e = cudaSuccess;
+    for (int a = 0; a < s_device_arrays(o->kind); a++) {
+        if (s->state[a])
+            continue;
+        ZT_CUDA_CHECK(cudaMalloc(&s->state[a], sizeof(float) * n), e, fail);
+        if (o->kind == ZT_OPT_ADAGRAD) { /* the accumulator starts where the options say */
+            if (!h && !(h = (float *) malloc(sizeof(float) * n))) {
+                s_fail("optimizer state", "out of host memory");
+                return -1;
+            }
+            for (size_t i = 0; i < n; i++)
+                h[i] = o->initial_accumulator;
+            if (s_copy(s->state[a], h, sizeof(float) * n, cudaMemcpyHostToDevice, s->stream))
+                goto fail;
+        }
+        else
+            ZT_CUDA_CHECK(cudaMemsetAsync(s->state[a], 0, sizeof(float) * n, s->stream), e, fail);
+    }
+    free(h);
+    return 0;
+fail:
+    free(h);
+    return -1;
+}
+
+extern "C" int zt_gpu_mlp_get_state(zt_gpu_mlp_t *s, const zt_opt_t *o, float *const *host)
 {
     cudaSetDevice(s->device);
-    if (s_state_alloc(s, kind))
+    if (s_state_alloc(s, o))
         return -1;
     size_t n = (size_t) s->nparams;
-    for (int a = 0; a < s_state_arrays(kind); a++)
+    for (int a = 0; a < s_device_arrays(o->kind); a++)
         if (s_copy(host[a], s->state[a], sizeof(float) * n, cudaMemcpyDeviceToHost, s->stream))
             return -1;
-    if (kind == 2)
+    if (s_opt_step(o->kind))
         for (size_t i = 0; i < n; i++)
-            host[2][i] = s->step;
+            host[s_opt_arrays(o->kind) - 1][i] = s->step;
     return 0;
 }
 
-extern "C" int zt_gpu_mlp_set_state(zt_gpu_mlp_t *s, int kind, const float *const *host)
+extern "C" int zt_gpu_mlp_set_state(zt_gpu_mlp_t *s, const zt_opt_t *o, const float *const *host)
 {
     cudaSetDevice(s->device);
-    if (s_state_alloc(s, kind))
+    if (s_state_alloc(s, o))
         return -1;
     size_t n = (size_t) s->nparams;
-    for (int a = 0; a < s_state_arrays(kind); a++)
+    for (int a = 0; a < s_device_arrays(o->kind); a++)
         if (s_copy(s->state[a], host[a], sizeof(float) * n, cudaMemcpyHostToDevice, s->stream))
             return -1;
-    if (kind == 2)
-        s->step = n ? host[2][0] : 0;
+    if (s_opt_step(o->kind))
+        s->step = n ? host[s_opt_arrays(o->kind) - 1][0] : 0;
     return 0;
 }
 
-static void s_apply_enqueue(zt_gpu_mlp_t *s, int kind, float lr, float momentum, float beta1, float beta2,
-                            float eps)
+static int s_apply_enqueue(zt_gpu_mlp_t *s, const zt_opt_t *o)
 {
     size_t n = (size_t) s->nparams;
+    cudaError_t e;
     s->step += 1;
-    k_opt<<<(unsigned) ((n + 255) / 256), 256, 0, s->stream>>>(kind, s->params, s->state[0], s->state[1],
-                                                               s->grads, n, lr, momentum, beta1, beta2, eps,
-                                                               s->step);
+    k_opt<<<(unsigned) ((n + 255) / 256), 256, 0, s->stream>>>(*o, s->params, s->state[0], s->state[1],
+                                                               s->grads, n, s->step);
+    ZT_CUDA_CHECK(cudaGetLastError(), e, fail);
+    return 0;
+fail:
+    return -1;
 }
 
-extern "C" int zt_gpu_mlp_apply(zt_gpu_mlp_t *s, int kind, float lr, float momentum, float beta1, float beta2,
-                                float eps)
+extern "C" int zt_gpu_mlp_apply(zt_gpu_mlp_t *s, const zt_opt_t *o)
 {
+    cudaError_t e;
     cudaSetDevice(s->device);
-    if (s_state_alloc(s, kind))
+    if (s_state_alloc(s, o) || s_apply_enqueue(s, o))
         return -1;
-    s_apply_enqueue(s, kind, lr, momentum, beta1, beta2, eps);
-    return cudaStreamSynchronize(s->stream) == cudaSuccess ? 0 : -1;
+    ZT_CUDA_CHECK(cudaStreamSynchronize(s->stream), e, fail);
+    return 0;
+fail:
+    return -1;
 }
 
 extern "C" int zt_gpu_pin(void *host, size_t bytes)
 {
-    return cudaHostRegister(host, bytes, cudaHostRegisterDefault) == cudaSuccess ? 0 : -1;
+    cudaError_t e;
+    ZT_CUDA_CHECK(cudaHostRegister(host, bytes, cudaHostRegisterDefault), e, fail);
+    return 0;
+fail:
+    return -1;
 }
 
 extern "C" void zt_gpu_unpin(void *host)
@@ -419,7 +482,6 @@ struct zt_gpu_group_t {
     int dev0;                   /* device 0's CUDA ordinal */
 };
 
-#define GCK(call, what) do { if ((call) != 0) { snprintf(err, errlen, "%s failed", what); goto fail; } } while (0)
 
 extern "C" zt_gpu_group_t *zt_gpu_group_new(zt_gpu_mlp_t **mlps, int n, char *err, size_t errlen)
 {
@@ -437,22 +499,23 @@ extern "C" zt_gpu_group_t *zt_gpu_group_new(zt_gpu_mlp_t **mlps, int n, char *er
     }
     g->dev0 = devs[0];
     g->comm = (ncclComm_t *) calloc((size_t) n, sizeof *g->comm);
-    ncclResult_t r = ncclCommInitAll(g->comm, n, devs);
+    ncclResult_t r;
+    cudaError_t e;
+    ZT_NCCL_CHECK(ncclCommInitAll(g->comm, n, devs), r, no_comm);
     free(devs);
-    if (r != ncclSuccess) {
-        snprintf(err, errlen, "ncclCommInitAll over %d GPUs: %s", n, ncclGetErrorString(r));
-        free(g->comm);
-        g->comm = NULL;
-        goto fail;
-    }
     cudaSetDevice(g->mlp[0]->device);
-    GCK(cudaStreamCreateWithFlags(&g->copy, cudaStreamNonBlocking), "cudaStreamCreate (copies)");
+    ZT_CUDA_CHECK(cudaStreamCreateWithFlags(&g->copy, cudaStreamNonBlocking), e, fail);
     for (int l = 0; l + 1 < g->mlp[0]->n; l++) {
-        GCK(cudaEventCreateWithFlags(&g->reduced[l], cudaEventDisableTiming), "cudaEventCreate");
-        GCK(cudaEventCreateWithFlags(&g->down[l], cudaEventDisableTiming), "cudaEventCreate");
+        ZT_CUDA_CHECK(cudaEventCreateWithFlags(&g->reduced[l], cudaEventDisableTiming), e, fail);
+        ZT_CUDA_CHECK(cudaEventCreateWithFlags(&g->down[l], cudaEventDisableTiming), e, fail);
     }
     return g;
+no_comm:
+    free(devs);
+    free(g->comm);
+    g->comm = NULL;
 fail: /* the models stay the caller's */
+    snprintf(err, errlen, "%d GPUs: %s", n, zt_gpu_last_error());
     for (int i = 0; i < n; i++)
         g->mlp[i] = NULL;
     zt_gpu_group_destroy(&g);
@@ -490,18 +553,19 @@ extern "C" zt_gpu_mlp_t *zt_gpu_group_mlp(zt_gpu_group_t *g, int i) { return g->
 
 extern "C" int zt_gpu_group_allreduce(zt_gpu_group_t *g, float **bufs, size_t count)
 {
-    if (ncclGroupStart() != ncclSuccess)
-        return -1;
+    ncclResult_t r;
+    cudaError_t e;
+    ZT_NCCL_CHECK(ncclGroupStart(), r, fail);
     for (int i = 0; i < g->n; i++)
         ncclAllReduce(bufs[i], bufs[i], count, ncclFloat, ncclSum, g->comm[i], g->mlp[i]->stream);
-    if (ncclGroupEnd() != ncclSuccess)
-        return -1;
+    ZT_NCCL_CHECK(ncclGroupEnd(), r, fail);
     for (int i = 0; i < g->n; i++) {
         cudaSetDevice(g->mlp[i]->device);
-        if (cudaStreamSynchronize(g->mlp[i]->stream) != cudaSuccess)
-            return -1;
+        ZT_CUDA_CHECK(cudaStreamSynchronize(g->mlp[i]->stream), e, fail);
     }
     return 0;
+fail:
+    return -1;
 }
 
 extern "C" int zt_gpu_group_allreduce_grads(zt_gpu_group_t *g)
@@ -530,13 +594,19 @@ extern "C" int zt_gpu_group_set_order(zt_gpu_group_t *g, const int *order, int n
 extern "C" int zt_gpu_group_step(zt_gpu_group_t *g, int first, int B, float *host)
 {
     zt_gpu_mlp_t *m0 = g->mlp[0];
-    if (B < 1 || B > m0->batch_cap * g->n)
+    cudaError_t e;
+    ncclResult_t r;
+    if (B < 1 || B > m0->batch_cap * g->n) {
+        s_fail("step", "the batch is empty or larger than the devices hold");
         return -1;
+    }
     int at = first, shares[64];
     for (int d = 0; d < g->n; d++) {
         shares[d] = B / g->n + (d < B % g->n);
-        if (shares[d] > g->mlp[d]->batch_cap)
+        if (shares[d] > g->mlp[d]->batch_cap) {
+            s_fail("step", "a device's share is larger than its batch");
             return -1;
+        }
         if (shares[d] > 0)
             s_forward(g->mlp[d], at, shares[d], (float) B);
         at += shares[d];
@@ -546,12 +616,11 @@ extern "C" int zt_gpu_group_step(zt_gpu_group_t *g, int first, int B, float *hos
         for (int d = 0; d < g->n; d++) {
             if (shares[d] > 0)
                 s_backward_layer(g->mlp[d], l, shares[d]);
-            else if (cudaMemsetAsync(g->mlp[d]->grads + off, 0, sizeof(float) * (size_t) cnt,
-                                     g->mlp[d]->stream) != cudaSuccess)
-                return -1;
+            else
+                ZT_CUDA_CHECK(cudaMemsetAsync(g->mlp[d]->grads + off, 0, sizeof(float) * (size_t) cnt,
+                                              g->mlp[d]->stream), e, fail);
         }
-        if (ncclGroupStart() != ncclSuccess)
-            return -1;
+        ZT_NCCL_CHECK(ncclGroupStart(), r, fail);
         for (int d = 0; d < g->n; d++) {
             float *p = g->mlp[d]->grads + off;
             if (host)
@@ -559,27 +628,33 @@ extern "C" int zt_gpu_group_step(zt_gpu_group_t *g, int first, int B, float *hos
             else
                 ncclAllReduce(p, p, (size_t) cnt, ncclFloat, ncclSum, g->comm[d], g->mlp[d]->stream);
         }
-        if (ncclGroupEnd() != ncclSuccess)
-            return -1;
+        ZT_NCCL_CHECK(ncclGroupEnd(), r, fail);
         if (host) {
             cudaSetDevice(m0->device);
-            if (cudaEventRecord(g->reduced[l], m0->stream) != cudaSuccess ||
-                cudaStreamWaitEvent(g->copy, g->reduced[l], 0) != cudaSuccess ||
-                cudaMemcpyAsync(host + off, m0->grads + off, sizeof(float) * (size_t) cnt,
-                                cudaMemcpyDeviceToHost, g->copy) != cudaSuccess ||
-                cudaEventRecord(g->down[l], g->copy) != cudaSuccess)
-                return -1;
+            ZT_CUDA_CHECK(cudaEventRecord(g->reduced[l], m0->stream), e, fail);
+            ZT_CUDA_CHECK(cudaStreamWaitEvent(g->copy, g->reduced[l], 0), e, fail);
+            ZT_CUDA_CHECK(cudaMemcpyAsync(host + off, m0->grads + off, sizeof(float) * (size_t) cnt,
+                                          cudaMemcpyDeviceToHost, g->copy), e, fail);
+            ZT_CUDA_CHECK(cudaEventRecord(g->down[l], g->copy), e, fail);
         }
     }
     return 0;
+fail:
+    return -1;
 }
 
 extern "C" int zt_gpu_group_wait_layer(zt_gpu_group_t *g, int layer)
 {
-    if (layer < 0 || layer + 1 >= g->mlp[0]->n)
+    cudaError_t e;
+    if (layer < 0 || layer + 1 >= g->mlp[0]->n) {
+        s_fail("wait_layer", "no such layer");
         return -1;
+    }
     cudaSetDevice(g->mlp[0]->device);
-    return cudaEventSynchronize(g->down[layer]) == cudaSuccess ? 0 : -1;
+    ZT_CUDA_CHECK(cudaEventSynchronize(g->down[layer]), e, fail);
+    return 0;
+fail:
+    return -1;
 }
 
 /* host (pinned) -> device 0 -> every device by NCCL broadcast. */
@@ -587,41 +662,44 @@ static int s_up(zt_gpu_group_t *g, bool params, const float *host)
 {
     zt_gpu_mlp_t *m0 = g->mlp[0];
     size_t n = (size_t) m0->nparams;
+    cudaError_t e;
+    ncclResult_t r;
     cudaSetDevice(m0->device);
     float *dst0 = params ? m0->params : m0->grads;
-    if (cudaMemcpyAsync(dst0, host, sizeof(float) * n, cudaMemcpyHostToDevice, m0->stream) != cudaSuccess)
-        return -1;
+    ZT_CUDA_CHECK(cudaMemcpyAsync(dst0, host, sizeof(float) * n, cudaMemcpyHostToDevice, m0->stream), e, fail);
     if (g->n == 1)
         return 0;
-    if (ncclGroupStart() != ncclSuccess)
-        return -1;
+    ZT_NCCL_CHECK(ncclGroupStart(), r, fail);
     for (int d = 0; d < g->n; d++) {
         float *p = params ? g->mlp[d]->params : g->mlp[d]->grads;
         ncclBroadcast(p, p, n, ncclFloat, 0, g->comm[d], g->mlp[d]->stream);
     }
-    return ncclGroupEnd() == ncclSuccess ? 0 : -1;
+    ZT_NCCL_CHECK(ncclGroupEnd(), r, fail);
+    return 0;
+fail:
+    return -1;
 }
 
 static int s_sync_all(zt_gpu_group_t *g)
 {
+    cudaError_t e;
     for (int d = 0; d < g->n; d++) {
         cudaSetDevice(g->mlp[d]->device);
-        if (cudaStreamSynchronize(g->mlp[d]->stream) != cudaSuccess)
-            return -1;
+        ZT_CUDA_CHECK(cudaStreamSynchronize(g->mlp[d]->stream), e, fail);
     }
     return 0;
+fail:
+    return -1;
 }
 
-extern "C" int zt_gpu_group_apply(zt_gpu_group_t *g, const float *host, int kind, float lr, float momentum,
-                                  float beta1, float beta2, float eps)
+extern "C" int zt_gpu_group_apply(zt_gpu_group_t *g, const float *host, const zt_opt_t *o)
 {
     if (host && s_up(g, false, host))
         return -1;
     for (int d = 0; d < g->n; d++) {
         cudaSetDevice(g->mlp[d]->device);
-        if (s_state_alloc(g->mlp[d], kind))
+        if (s_state_alloc(g->mlp[d], o) || s_apply_enqueue(g->mlp[d], o))
             return -1;
-        s_apply_enqueue(g->mlp[d], kind, lr, momentum, beta1, beta2, eps);
     }
     return s_sync_all(g);
 }
@@ -638,15 +716,15 @@ extern "C" int zt_gpu_group_get_params(zt_gpu_group_t *g, float *host)
     return zt_gpu_mlp_get_params(g->mlp[0], host);
 }
 
-extern "C" int zt_gpu_group_get_state(zt_gpu_group_t *g, int kind, float *const *host)
+extern "C" int zt_gpu_group_get_state(zt_gpu_group_t *g, const zt_opt_t *o, float *const *host)
 {
-    return zt_gpu_mlp_get_state(g->mlp[0], kind, host);
+    return zt_gpu_mlp_get_state(g->mlp[0], o, host);
 }
 
-extern "C" int zt_gpu_group_set_state(zt_gpu_group_t *g, int kind, const float *const *host)
+extern "C" int zt_gpu_group_set_state(zt_gpu_group_t *g, const zt_opt_t *o, const float *const *host)
 {
     for (int d = 0; d < g->n; d++)
-        if (zt_gpu_mlp_set_state(g->mlp[d], kind, host))
+        if (zt_gpu_mlp_set_state(g->mlp[d], o, host))
             return -1;
     return 0;
 }

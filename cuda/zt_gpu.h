@@ -7,6 +7,7 @@
  * saying this build has no CUDA. */
 #ifndef ZT_GPU_H
 #define ZT_GPU_H
+#include "model/zt_optim.h"
 #include <stddef.h>
 #include <stdint.h>
 
@@ -16,6 +17,9 @@ extern "C" {
 
 /* CUDA devices this process can use (0 without CUDA or without a device). */
 int zt_cuda_devices(void);
+/* Why the last call on this thread that returned -1 or NULL failed: the
+ * CUDA, cuBLAS or NCCL call and the library's reason. */
+const char *zt_gpu_last_error(void);
 
 typedef struct zt_gpu_mlp_t zt_gpu_mlp_t;
 
@@ -37,14 +41,13 @@ int zt_gpu_mlp_set_grads(zt_gpu_mlp_t *self, const float *host);
 int zt_gpu_mlp_set_order(zt_gpu_mlp_t *self, const int *order, int n);
 /* Forward and backward on order[first .. first+B); returns the batch loss. */
 float zt_gpu_mlp_train_batch(zt_gpu_mlp_t *self, int first, int B);
-/* One optimizer step on the device (kind as zt_opt_kind_t). */
-int zt_gpu_mlp_apply(zt_gpu_mlp_t *self, int kind, float lr, float momentum, float beta1, float beta2,
-                     float eps);
+/* One optimizer step on the device (any row of the optimizer table). */
+int zt_gpu_mlp_apply(zt_gpu_mlp_t *self, const zt_opt_t *opt);
 
-/* Optimizer state in zt_optim's layout (kind as zt_opt_kind_t: momentum and
- * Adagrad one array, Adam three: m, v and the step count), for checkpoints. */
-int zt_gpu_mlp_get_state(zt_gpu_mlp_t *self, int kind, float *const *host);
-int zt_gpu_mlp_set_state(zt_gpu_mlp_t *self, int kind, const float *const *host);
+/* Optimizer state in zt_optim's layout (the table's state arrays; Adam's
+ * step count is its last), for checkpoints. */
+int zt_gpu_mlp_get_state(zt_gpu_mlp_t *self, const zt_opt_t *opt, float *const *host);
+int zt_gpu_mlp_set_state(zt_gpu_mlp_t *self, const zt_opt_t *opt, const float *const *host);
 
 /* Page-locks a host buffer (cudaHostRegister) so that copies to and from it
  * run at full speed and asynchronously; undone by zt_gpu_unpin. */
@@ -74,13 +77,12 @@ int zt_gpu_group_wait_layer(zt_gpu_group_t *self, int layer);
 /* One optimizer step on every device, with the gradients from host (pinned;
  * up to device 0 and NCCL-broadcast from there), or those of the last step
  * when host is NULL. Waits for the devices. */
-int zt_gpu_group_apply(zt_gpu_group_t *self, const float *host, int kind, float lr, float momentum,
-                       float beta1, float beta2, float eps);
+int zt_gpu_group_apply(zt_gpu_group_t *self, const float *host, const zt_opt_t *opt);
 /* Parameters to every device (up to device 0, NCCL broadcast), and back. */
 int zt_gpu_group_set_params(zt_gpu_group_t *self, const float *host);
 int zt_gpu_group_get_params(zt_gpu_group_t *self, float *host);
-int zt_gpu_group_get_state(zt_gpu_group_t *self, int kind, float *const *host);
-int zt_gpu_group_set_state(zt_gpu_group_t *self, int kind, const float *const *host);
+int zt_gpu_group_get_state(zt_gpu_group_t *self, const zt_opt_t *opt, float *const *host);
+int zt_gpu_group_set_state(zt_gpu_group_t *self, const zt_opt_t *opt, const float *const *host);
 /* The sum of the batch losses since last taken (a step's loss is its
  * batch mean); waits for the devices. */
 float zt_gpu_group_take_loss(zt_gpu_group_t *self);

@@ -131,14 +131,14 @@ static int s_configure(zt_ps_server_t *self, const char *text, bool init, char *
 {
     json_error_t jerr;
     json_t *cfg = json_loads(text, 0, &jerr);
-    json_t *opt = cfg ? json_object_get(cfg, "optimizer") : NULL;
     json_t *tensors = cfg ? json_object_get(cfg, "tensors") : NULL;
-    int kind = opt ? zt_opt_parse_kind(json_string_value(json_object_get(opt, "kind")) ?: "") : -1;
     int64_t total = cfg ? json_integer_value(json_object_get(cfg, "total")) : -1;
     int servers = cfg ? (int) json_integer_value(json_object_get(cfg, "servers")) : 0;
-    if (!cfg || !json_is_object(opt) || !json_is_array(tensors) || kind < 0 || total < 0 ||
-        total > ((int64_t) 1 << 40)) {
-        snprintf(err, errlen, "malformed model config");
+    zt_opt_t opt;
+    char why[160] = "";
+    if (!cfg || !json_is_array(tensors) || total < 0 || total > ((int64_t) 1 << 40) ||
+        zt_opt_from_json(&opt, json_object_get(cfg, "optimizer"), why, sizeof why)) {
+        snprintf(err, errlen, "malformed model config%s%s", *why ? ": " : "", why);
         json_decref(cfg);
         return ZT_EPROTO;
     }
@@ -149,13 +149,7 @@ static int s_configure(zt_ps_server_t *self, const char *text, bool init, char *
         return ZT_EINVAL;
     }
     s_free_state(self);
-    zt_opt_defaults(&self->opt);
-    self->opt.kind = (zt_opt_kind_t) kind;
-    self->opt.lr = (float) json_number_value(json_object_get(opt, "lr"));
-    self->opt.momentum = (float) json_number_value(json_object_get(opt, "momentum"));
-    self->opt.beta1 = (float) json_number_value(json_object_get(opt, "beta1"));
-    self->opt.beta2 = (float) json_number_value(json_object_get(opt, "beta2"));
-    self->opt.eps = (float) json_number_value(json_object_get(opt, "eps"));
+    self->opt = opt;
     self->sync = json_is_true(json_object_get(cfg, "sync"));
     self->workers = (int) json_integer_value(json_object_get(cfg, "workers"));
     if (self->workers < 1 || self->workers > MAX_WORKERS)

@@ -44,7 +44,7 @@ void zt_train_usage(FILE *out)
         "Built-in trainer flags (as the managed services pass hyperparameters):\n"
         "  --learning_rate=F     0.001       --batch_size=N        64\n"
         "  --hidden=N,N,...      256,128 (\"\" or 0: softmax regression)\n"
-        "  --epochs=N            5           --optimizer=NAME      adam (sgd, momentum, adagrad)\n"
+        "  --epochs=N            5           --optimizer=NAME      adam (one of %s)\n"
         "  --seed=N              1           --max_steps=N         0 (no limit)\n"
         "  --checkpoint_steps=N  500         --checkpoint_secs=S   0 (off)\n"
         "  --keep_checkpoints=N  5           --log_every=N         100\n"
@@ -55,7 +55,7 @@ void zt_train_usage(FILE *out)
         "  --lr_scaling=linear   synchronous modes: learning rate x workers, after\n"
         "  --warmup_steps=N      100 steps of linear warmup from the base rate\n"
         "  --device=auto|cpu|cuda  auto: the GPU when the replica has one (CUDA_VISIBLE_DEVICES)\n"
-        "  --data_dir=DIR        %s\n", zt_dataset_default_dir());
+        "  --data_dir=DIR        %s\n", zt_opt_names(), zt_dataset_default_dir());
 }
 
 static bool s_number(const char *name, const char *v, double lo, double hi, double *out)
@@ -138,7 +138,7 @@ int zt_train_opts_parse(zt_train_opts_t *o, int argc, char **argv)
         }
         else if (!strcmp(name, "optimizer")) {
             if (zt_opt_parse_kind(v) < 0) {
-                fprintf(stderr, "ztrain-worker: --optimizer=%s: expected sgd, momentum, adam or adagrad\n", v);
+                fprintf(stderr, "ztrain-worker: --optimizer=%s: expected one of %s\n", v, zt_opt_names());
                 ok = false;
             }
             snprintf(o->optimizer, sizeof o->optimizer, "%s", v);
@@ -213,9 +213,8 @@ static int s_checkpoint(s_run_t *r, const char *root, const char *root_name, int
                                       1 + zt_opt_state_arrays(r->local_opt.kind),
                                       { zt_mlp_params(r->mlp), r->local_state[0], r->local_state[1],
                                         r->local_state[2] } };
-        config = json_pack("{s:I, s:{s:s, s:f}}", "total", (json_int_t) zt_mlp_nparams(r->mlp),
-                           "optimizer", "kind", zt_opt_kind_name(r->local_opt.kind), "lr",
-                           (double) r->local_opt.lr);
+        config = json_pack("{s:I, s:o}", "total", (json_int_t) zt_mlp_nparams(r->mlp), "optimizer",
+                           zt_opt_to_json(&r->local_opt));
         rc = ZT_OK;
     }
     json_t *tensors = s_tensors_json(r->mlp);
@@ -256,14 +255,14 @@ static void s_gpu_down(s_run_t *r)
 {
     zt_gpu_group_get_params(r->gpu, zt_mlp_params(r->mlp));
     if (!r->ps)
-        zt_gpu_group_get_state(r->gpu, r->local_opt.kind, r->local_state);
+        zt_gpu_group_get_state(r->gpu, &r->local_opt, r->local_state);
 }
 
 static void s_gpu_up(s_run_t *r)
 {
     zt_gpu_group_set_params(r->gpu, zt_mlp_params(r->mlp));
     if (!r->ps)
-        zt_gpu_group_set_state(r->gpu, r->local_opt.kind, (const float *const *) r->local_state);
+        zt_gpu_group_set_state(r->gpu, &r->local_opt, (const float *const *) r->local_state);
 }
 
 static int s_pull_all(s_run_t *r)
@@ -569,9 +568,7 @@ int zt_trainer_run(const zt_train_opts_t *o)
                 }
                 win_exchange_us += zt_now_us() - c1;
                 if (r.gpu) { /* the optimizer step stays on the devices */
-                    if (zt_gpu_group_apply(r.gpu, r.ar ? zt_mlp_grads(r.mlp) : NULL, r.local_opt.kind,
-                                           r.local_opt.lr, r.local_opt.momentum, r.local_opt.beta1,
-                                           r.local_opt.beta2, r.local_opt.eps)) {
+                    if (zt_gpu_group_apply(r.gpu, r.ar ? zt_mlp_grads(r.mlp) : NULL, &r.local_opt)) {
                         zt_error("GPU optimizer step %lld failed", (long long) step);
                         goto done;
                     }

@@ -257,24 +257,28 @@ static uint64_t s_fnv(const char *s)
 
 int zt_ps_connect(zt_ps_client_t *self, const zt_ps_options_t *o, int timeout_ms)
 {
+    zt_opt_t opt;
+    zt_opt_defaults(&opt);
     int kind = zt_opt_parse_kind(o->optimizer ? o->optimizer : "adam");
     if (kind < 0) {
-        snprintf(self->err, sizeof self->err, "unknown optimizer '%s' (sgd, momentum, adam, adagrad)",
-                 o->optimizer);
+        snprintf(self->err, sizeof self->err, "unknown optimizer '%s' (%s)", o->optimizer, zt_opt_names());
         return ZT_EINVAL;
     }
+    opt.kind = (zt_opt_kind_t) kind;
+    opt.lr = o->learning_rate;
+    opt.momentum = o->momentum;
+    opt.beta1 = o->beta1;
+    opt.beta2 = o->beta2;
+    opt.eps = o->epsilon;
     json_t *tensors = json_array();
     for (int t = 0; t < self->ntensors; t++)
         json_array_append_new(tensors, json_pack("{s:s, s:I, s:I, s:f}", "name",
                               self->tensors[t].name, "numel", (json_int_t) self->tensors[t].numel,
                               "offset", (json_int_t) self->tensors[t].offset, "scale",
                               (double) self->tensors[t].scale));
-    json_t *cfg = json_pack("{s:I, s:I, s:{s:s, s:f, s:f, s:f, s:f, s:f}, s:b, s:i, s:i, s:i, s:o}",
+    json_t *cfg = json_pack("{s:I, s:I, s:o, s:b, s:i, s:i, s:i, s:o}",
                             "total", (json_int_t) self->total, "seed", (json_int_t) o->seed,
-                            "optimizer", "kind", zt_opt_kind_name(kind), "lr", (double) o->learning_rate,
-                            "momentum", (double) o->momentum, "beta1", (double) o->beta1,
-                            "beta2", (double) o->beta2, "eps", (double) o->epsilon,
-                            "sync", o->sync, "workers", o->workers, "max_staleness",
+                            "optimizer", zt_opt_to_json(&opt), "sync", o->sync, "workers", o->workers, "max_staleness",
                             o->max_staleness, "servers", self->nservers, "tensors", tensors);
     free(self->config);
     self->config = json_dumps(cfg, JSON_COMPACT | JSON_SORT_KEYS);

@@ -81,7 +81,7 @@ int main(void)
             ok &= s_close("gradients", g, zt_mlp_grads(cpu), np, 1e-3);
         }
         zt_opt_apply(&opt, p, st, zt_mlp_grads(cpu), 1.0f, np);
-        zt_gpu_mlp_apply(gpu, ZT_OPT_ADAM, opt.lr, opt.momentum, opt.beta1, opt.beta2, opt.eps);
+        zt_gpu_mlp_apply(gpu, &opt);
     }
     zt_gpu_mlp_get_params(gpu, gp);
     ok &= s_close("parameters after 50 steps", gp, p, np, 1e-3);
@@ -90,21 +90,56 @@ int main(void)
     float *gs[3], *p2 = malloc(sizeof(float) * (size_t) np), *p3 = malloc(sizeof(float) * (size_t) np);
     for (int a2 = 0; a2 < 3; a2++)
         gs[a2] = malloc(sizeof(float) * (size_t) np);
-    zt_gpu_mlp_get_state(gpu, ZT_OPT_ADAM, gs);
+    zt_gpu_mlp_get_state(gpu, &opt, gs);
     ok &= gs[2][0] == 50.0f;
     zt_gpu_mlp_t *twin = zt_gpu_mlp_new(sizes, 4, B, x, y, n, 784, err, sizeof err);
     zt_gpu_mlp_set_params(twin, gp);
-    zt_gpu_mlp_set_state(twin, ZT_OPT_ADAM, (const float *const *) gs);
+    zt_gpu_mlp_set_state(twin, &opt, (const float *const *) gs);
     zt_gpu_mlp_set_order(twin, order, n);
     zt_gpu_mlp_train_batch(gpu, 0, B);
     zt_gpu_mlp_train_batch(twin, 0, B);
-    zt_gpu_mlp_apply(gpu, ZT_OPT_ADAM, opt.lr, opt.momentum, opt.beta1, opt.beta2, opt.eps);
-    zt_gpu_mlp_apply(twin, ZT_OPT_ADAM, opt.lr, opt.momentum, opt.beta1, opt.beta2, opt.eps);
+    zt_gpu_mlp_apply(gpu, &opt);
+    zt_gpu_mlp_apply(twin, &opt);
     zt_gpu_mlp_get_params(gpu, p2);
     zt_gpu_mlp_get_params(twin, p3);
     int same = !memcmp(p2, p3, sizeof(float) * (size_t) np);
     printf("optimizer state round trip: %s\n", same ? "same next step" : "DIFFERENT");
     ok &= same;
+    /* Every row of the optimizer table: three steps on the device from the
+     * same gradients land where the CPU update lands. */
+    for (int k = 0; k < ZT_OPT_COUNT; k++) {
+        zt_opt_t o;
+        zt_opt_defaults(&o);
+        o.kind = (zt_opt_kind_t) k;
+        o.lr = 0.01f;
+        o.initial_accumulator = 0.05f;
+        zt_gpu_mlp_t *m = zt_gpu_mlp_new(sizes, 4, B, x, y, n, 784, err, sizeof err);
+        zt_gpu_mlp_set_params(m, p);
+        memcpy(p2, p, sizeof(float) * (size_t) np);
+        float *ks[3];
+        for (int a2 = 0; a2 < 3; a2++)
+            ks[a2] = malloc(sizeof(float) * (size_t) np);
+        zt_opt_init_state(&o, ks, np);
+        for (int step = 0; step < 3; step++) {
+            zt_gpu_mlp_set_grads(m, zt_mlp_grads(cpu));
+            ok &= zt_gpu_mlp_apply(m, &o) == 0;
+            zt_opt_apply(&o, p2, ks, zt_mlp_grads(cpu), 1.0f, np);
+        }
+        zt_gpu_mlp_get_params(m, p3);
+        char what[64];
+        snprintf(what, sizeof what, "%s: 3 steps, CPU and GPU", zt_opt_kind_name(o.kind));
+        ok &= s_close(what, p3, p2, np, 1e-4);
+        for (int a2 = 0; a2 < 3; a2++)
+            free(ks[a2]);
+        zt_gpu_mlp_destroy(&m);
+    }
+    /* Not a row of the table: refused, with the reason. */
+    zt_opt_t bad;
+    zt_opt_defaults(&bad);
+    bad.kind = ZT_OPT_COUNT;
+    int refused = zt_gpu_mlp_apply(twin, &bad) == -1 && strstr(zt_gpu_last_error(), "optimizer");
+    printf("unknown optimizer: %s (%s)\n", refused ? "refused" : "ACCEPTED", zt_gpu_last_error());
+    ok &= refused;
     zt_gpu_mlp_destroy(&twin);
     zt_gpu_mlp_destroy(&gpu);
     /* NCCL over every visible GPU (one rank with one GPU): device d's
@@ -160,7 +195,7 @@ int main(void)
     zt_opt_defaults(&sgd);
     sgd.kind = ZT_OPT_SGD;
     sgd.lr = 0.5f;
-    ok &= zt_gpu_group_apply(group, host, ZT_OPT_SGD, sgd.lr, 0, 0, 0, 0) == 0;
+    ok &= zt_gpu_group_apply(group, host, &sgd) == 0;
     zt_opt_apply(&sgd, p, NULL, host, 1.0f, np);
     for (int d = 0; d < zt_gpu_group_size(group); d++) {
         zt_gpu_mlp_get_params(zt_gpu_group_mlp(group, d), gp);
