@@ -1,0 +1,391 @@
+#include "zt_exchange.h"
+#include "model/zt_ckpt.h"
+#include "runtime/zt_env.h"
+#include "base/zt_shard.h"
+#include "base/zt_util.h"
+#include "ztrain/ztrain.h"
+#include "ztrain/zt_allreduce.h"
+#include <stdlib.h>
+#include <string.h>
+
+/* What each mode does around the compute. Every hook may be NULL. */
+typedef struct {
+    const char *name;
+    bool holds_model;                           /* values and optimizer state live here */
+    int (*before)(zt_exchange_t *, int64_t step);   /* before forward and backward */
+    int (*exchange)(zt_exchange_t *, int64_t step); /* the network: timed as the exchange */
+    int (*apply)(zt_exchange_t *, int64_t step);    /* the optimizer step, when here */
+} s_ops_t;
+
+struct zt_exchange_t {
+    const s_ops_t *ops;
+    zt_compute_t *c;
+    const zt_train_opts_t *o;
+    int rank, world;
+    bool to_host;               /* the compute brings the gradient sum to host memory */
+    int timeout_ms;             /* ZT_PS_TIMEOUT_MS */
+    zt_ps_client_t *ps;         /* ps */
+    zt_allreduce_t *ar;         /* allreduce */
+    bool ar_inplace;            /* backward writes straight into the all-reduce's bucket */
+    zt_opt_t opt;               /* local, allreduce */
+    float *state[ZT_OPT_MAX_STATE];
+    int64_t step_us, exchange_us;
+};
+
+/* ------------------------------------------------------------ the modes */
+
+static int s_apply_here(zt_exchange_t *x, int64_t step)
+{
+    if (zt_compute_apply(x->c, &x->opt, x->state, x->ar != NULL)) {
+        zt_error("optimizer step %lld failed: %s", (long long) step,
+                 x->c->gpu ? zt_gpu_last_error() : "on the CPU");
+        return ZT_EINVAL;
+    }
+    return ZT_OK;
+}
+
+static int s_ar_before(zt_exchange_t *x, int64_t step)
+{
+    (void) step;
+    if (x->ar_inplace) /* this round's buffer (they alternate) */
+        zt_mlp_set_grads(x->c->mlp, zt_allreduce_buffer(x->ar, 0));
+    return ZT_OK;
+}
+
+/* The learning rate for a step: with --lr_scaling=linear, the base rate
+ * times the workers, reached by a linear warmup. */
+static float s_scaled_lr(const zt_train_opts_t *o, int world, int64_t step)
+{
+    float lr = o->learning_rate;
+    if (!o->lr_linear || world <= 1)
+        return lr;
+    float target = lr * (float) world;
+    return o->warmup_steps > 0 && step < o->warmup_steps
+               ? lr + (target - lr) * (float) step / (float) o->warmup_steps : target;
+}
+
+/* Synchronous: average the gradients over every worker, each tensor sent
+ * as soon as it is in host memory (from GPUs while the next layer comes down). */
+static int s_ar_exchange(zt_exchange_t *x, int64_t step)
+{
+    zt_mlp_t *mlp = x->c->mlp;
+    for (int t = zt_mlp_tensors(mlp) - 1; t >= 0; t--) {
+        zt_compute_wait_tensor(x->c, t);
+        zt_allreduce_submit(x->ar, t, zt_mlp_grads(mlp) + zt_mlp_tensor_offset(mlp, t));
+    }
+    if (zt_allreduce_wait(x->ar, true, x->timeout_ms) != ZT_OK) {
+        zt_error("all-reduce: %s", zt_allreduce_error(x->ar));
+        return ZT_EINVAL;
+    }
+    x->opt.lr = s_scaled_lr(x->o, x->world, step);
+    return ZT_OK;
+}
+
+static int s_pull_all(zt_exchange_t *x)
+{
+    zt_mlp_t *mlp = x->c->mlp;
+    for (int t = 0; t < zt_mlp_tensors(mlp); t++)
+        zt_ps_pull(x->ps, t, zt_mlp_params(mlp) + zt_mlp_tensor_offset(mlp, t));
+    return ZT_OK;
+}
+
+static int s_ps_before(zt_exchange_t *x, int64_t step)
+{
+    if (zt_compute_upload(x->c, NULL, NULL)) { /* the pulled values go up */
+        zt_error("step %lld: parameters to the GPUs: %s", (long long) step, zt_gpu_last_error());
+        return ZT_EINVAL;
+    }
+    return ZT_OK;
+}
+
+/* Push each tensor as backward makes it, then pull the new values: each
+ * server sees our push before our pull. */
+static int s_ps_exchange(zt_exchange_t *x, int64_t step)
+{
+    zt_mlp_t *mlp = x->c->mlp;
+    for (int t = zt_mlp_tensors(mlp) - 1; t >= 0; t--) {
+        zt_compute_wait_tensor(x->c, t);
+        zt_ps_push(x->ps, t, zt_mlp_grads(mlp) + zt_mlp_tensor_offset(mlp, t), step);
+    }
+    zt_ps_set_step(x->ps, step + 1);
+    s_pull_all(x);
+    if (zt_ps_wait(x->ps, x->timeout_ms) != ZT_OK) {
+        zt_error("%s", zt_ps_error(x->ps));
+        return ZT_EINVAL;
+    }
+    return ZT_OK;
+}
+
+static const s_ops_t s_local = { "local", true, NULL, NULL, s_apply_here };
+static const s_ops_t s_allreduce = { "allreduce", true, s_ar_before, s_ar_exchange, s_apply_here };
+static const s_ops_t s_ps = { "ps", false, s_ps_before, s_ps_exchange, NULL };
+
+/* ------------------------------------------------------------ set-up */
+
+static int s_connect_ps(zt_exchange_t *x, char **servers, int nservers)
+{
+    zt_mlp_t *mlp = x->c->mlp;
+    const zt_train_opts_t *o = x->o;
+    x->ps = zt_ps_client_new((const char *const *) servers, nservers, x->rank);
+    for (int t = 0; x->ps && t < zt_mlp_tensors(mlp); t++)
+        zt_ps_declare(x->ps, zt_mlp_tensor_name(mlp, t), zt_mlp_tensor_numel(mlp, t),
+                      zt_mlp_tensor_init_scale(mlp, t));
+    zt_ps_options_t po;
+    zt_ps_options_defaults(&po);
+    po.optimizer = o->optimizer;
+    po.learning_rate = o->learning_rate;
+    po.seed = o->seed;
+    po.sync = o->sync;
+    po.workers = x->world;
+    po.max_staleness = o->max_staleness;
+    if (!x->ps || zt_ps_connect(x->ps, &po, x->timeout_ms) != ZT_OK) {
+        zt_error("parameter servers: %s", x->ps ? zt_ps_error(x->ps) : "cannot connect");
+        return ZT_EINVAL;
+    }
+    zt_info("training against %d parameter server%s (%s%s), %lld parameters", nservers,
+            nservers == 1 ? "" : "s", o->sync ? "sync" : "async",
+            o->max_staleness >= 0 ? ", bounded staleness" : "", (long long) zt_mlp_nparams(mlp));
+    return ZT_OK;
+}
+
+/* The model held here: its optimizer, its state and its seeded values. */
+static void s_hold_model(zt_exchange_t *x)
+{
+    zt_mlp_t *mlp = x->c->mlp;
+    int64_t n = zt_mlp_nparams(mlp);
+    zt_opt_defaults(&x->opt);
+    x->opt.kind = (zt_opt_kind_t) zt_opt_parse_kind(x->o->optimizer);
+    x->opt.lr = x->o->learning_rate;
+    for (int a = 0; a < zt_opt_state_arrays(x->opt.kind); a++)
+        x->state[a] = malloc((size_t) n * sizeof(float));
+    zt_opt_init_state(&x->opt, x->state, n);
+    float *p = zt_mlp_params(mlp);
+    for (int t = 0; t < zt_mlp_tensors(mlp); t++) {
+        int64_t off = zt_mlp_tensor_offset(mlp, t), cnt = zt_mlp_tensor_numel(mlp, t);
+        float scale = zt_mlp_tensor_init_scale(mlp, t);
+        for (int64_t i = off; i < off + cnt; i++)
+            p[i] = scale != 0 ? zt_init_uniform(x->o->seed, i, scale) : 0.0f;
+    }
+}
+
+/* The ring's endpoints by rank: the chief's pool, then the workers'. NULL
+ * when CLUSTER_SPEC does not name every worker. */
+static const char **s_ring_peers(int world, char ***p0, char ***p1)
+{
+    int n0 = 0, n1 = 0;
+    *p0 = zt_env_pool(0, &n0);
+    *p1 = zt_env_pool(1, &n1);
+    if (n0 + n1 != world)
+        return NULL;
+    const char **peers = calloc((size_t) world, sizeof *peers);
+    for (int i = 0; i < n0; i++)
+        peers[i] = (*p0)[i];
+    for (int i = 0; i < n1; i++)
+        peers[n0 + i] = (*p1)[i];
+    return peers;
+}
+
+static int s_connect_ar(zt_exchange_t *x, char **reducers, int nreducers)
+{
+    zt_mlp_t *mlp = x->c->mlp;
+    char **p0, **p1;
+    const char **peers = s_ring_peers(x->world, &p0, &p1);
+    zt_allreduce_opts_t ao = { x->rank, x->world, (const char *const *) reducers, nreducers, peers, 0, -1 };
+    x->ar = zt_allreduce_new(&ao);
+    for (int t = 0; x->ar && t < zt_mlp_tensors(mlp); t++) {
+        int rows, cols;
+        zt_mlp_tensor_shape(mlp, t, &rows, &cols);
+        int64_t shape[2] = { rows, cols };
+        zt_allreduce_register(x->ar, zt_mlp_tensor_name(mlp, t), shape, 2, ZT_F32);
+    }
+    int rc = x->ar ? zt_allreduce_commit(x->ar, x->timeout_ms) : ZT_EINVAL;
+    free(peers);
+    zt_env_free(p0);
+    zt_env_free(p1);
+    if (rc != ZT_OK) {
+        zt_error("all-reduce: %s", x->ar ? zt_allreduce_error(x->ar)
+                                         : "cannot start (no reducers, and the workers' "
+                                           "addresses are not in CLUSTER_SPEC)");
+        return rc;
+    }
+    /* One bucket laid out as the model (the default threshold holds this
+     * MLP): backward writes straight into it, nothing is copied. */
+    float *base = zt_allreduce_buffer(x->ar, 0);
+    x->ar_inplace = base && !x->c->gpu;
+    for (int t = 0; x->ar_inplace && t < zt_mlp_tensors(mlp); t++)
+        x->ar_inplace = (float *) zt_allreduce_buffer(x->ar, t) == base + zt_mlp_tensor_offset(mlp, t);
+    zt_info("synchronous training over %d workers, %s, %d bucket%s of up to %lld bytes, "
+            "%lld parameters%s", x->world, nreducers ? "through reducers" : "ring all-reduce",
+            zt_allreduce_buckets(x->ar), zt_allreduce_buckets(x->ar) == 1 ? "" : "s",
+            (long long) zt_allreduce_threshold(x->ar), (long long) zt_mlp_nparams(mlp),
+            x->ar_inplace ? ", gradients written in place" : "");
+    return ZT_OK;
+}
+
+zt_exchange_t *zt_exchange_new(zt_compute_t *c, const zt_train_opts_t *o, int rank, int world)
+{
+    zt_exchange_t *x = calloc(1, sizeof *x);
+    *x = (zt_exchange_t) { .c = c, .o = o, .rank = rank, .world = world,
+                           .timeout_ms = (int) zt_knob_int(ZT_KNOB_PS_TIMEOUT_MS) };
+    /* Where the model lives: parameter servers (ZT_PARAMSERVERS, or pool 2
+     * of CLUSTER_SPEC), or here, with gradients all-reduced through
+     * reducers (ZT_REDUCERS) or a ring between the workers, or alone. */
+    int nservers = 0, nreducers = 0, rc = ZT_OK;
+    char **servers = NULL, **reducers = NULL;
+    if (zt_env_get(ZT_ENV_REDUCERS))
+        reducers = zt_env_list(ZT_ENV_REDUCERS, &nreducers);
+    else if (zt_env_get(ZT_ENV_PARAMSERVERS))
+        servers = zt_env_list(ZT_ENV_PARAMSERVERS, &nservers);
+    else
+        servers = zt_env_pool(2, &nservers);
+    if (nservers > 0) {
+        x->ops = &s_ps;
+        rc = s_connect_ps(x, servers, nservers);
+    }
+    else {
+        s_hold_model(x);
+        x->ops = nreducers > 0 || world > 1 ? &s_allreduce : &s_local;
+        if (x->ops == &s_allreduce)
+            rc = s_connect_ar(x, reducers, nreducers);
+        else
+            zt_info("training alone (no parameter servers), %lld parameters",
+                    (long long) zt_mlp_nparams(c->mlp));
+    }
+    zt_env_free(servers);
+    zt_env_free(reducers);
+    /* GPUs bring the gradient sum down for the network; alone, they keep it */
+    x->to_host = x->ops != &s_local;
+    if (rc != ZT_OK)
+        zt_exchange_destroy(&x);
+    return x;
+}
+
+void zt_exchange_destroy(zt_exchange_t **self_p)
+{
+    zt_exchange_t *x = *self_p;
+    if (!x)
+        return;
+    if (x->c->mlp)
+        zt_mlp_set_grads(x->c->mlp, NULL); /* not into the all-reduce's buffers any more */
+    zt_allreduce_destroy(&x->ar);
+    zt_ps_client_destroy(&x->ps);
+    for (int a = 0; a < ZT_OPT_MAX_STATE; a++)
+        free(x->state[a]);
+    free(x);
+    *self_p = NULL;
+}
+
+const char *zt_exchange_mode(const zt_exchange_t *x) { return x->ops->name; }
+bool zt_exchange_holds_model(const zt_exchange_t *x) { return x->ops->holds_model; }
+
+/* ------------------------------------------------------------ training */
+
+int64_t zt_exchange_resume(zt_exchange_t *x, const char *dir, json_t *man, int64_t step)
+{
+    if (!x->ops->holds_model)
+        return step; /* the servers restored their shards themselves */
+    zt_mlp_t *mlp = x->c->mlp;
+    int64_t n = zt_mlp_nparams(mlp);
+    int rc = zt_ckpt_read_range(dir, man, 0, 0, n, zt_mlp_params(mlp));
+    for (int a = 0; rc == ZT_OK && a < zt_opt_state_arrays(x->opt.kind); a++)
+        rc = zt_ckpt_read_range(dir, man, 1 + a, 0, n, x->state[a]);
+    return rc == ZT_OK ? step : 0;
+}
+
+int zt_exchange_begin(zt_exchange_t *x, int64_t step)
+{
+    if (x->ops->holds_model) {
+        if (zt_compute_upload(x->c, &x->opt, x->state)) {
+            zt_error("model to the GPUs: %s", zt_gpu_last_error());
+            return ZT_EINVAL;
+        }
+        return ZT_OK;
+    }
+    zt_ps_set_step(x->ps, step);
+    s_pull_all(x);
+    if (zt_ps_wait(x->ps, x->timeout_ms) != ZT_OK) {
+        zt_error("%s", zt_ps_error(x->ps));
+        return ZT_EINVAL;
+    }
+    return ZT_OK;
+}
+
+int zt_exchange_step(zt_exchange_t *x, const int *order, int first, int B, int64_t step, float *loss)
+{
+    int64_t c0 = zt_now_us();
+    if (x->ops->before && x->ops->before(x, step) != ZT_OK)
+        return ZT_EINVAL;
+    if (zt_compute_step(x->c, order, first, B, x->to_host, loss)) {
+        zt_error("step %lld failed: %s", (long long) step, zt_gpu_last_error());
+        return ZT_EINVAL;
+    }
+    int64_t c1 = zt_now_us();
+    if (x->ops->exchange && x->ops->exchange(x, step) != ZT_OK)
+        return ZT_EINVAL;
+    x->exchange_us += zt_now_us() - c1;
+    if (x->ops->apply && x->ops->apply(x, step) != ZT_OK)
+        return ZT_EINVAL;
+    x->step_us += zt_now_us() - c0; /* compute = step - exchange */
+    return ZT_OK;
+}
+
+void zt_exchange_take_times(zt_exchange_t *x, int64_t *step_us, int64_t *exchange_us)
+{
+    *step_us = x->step_us;
+    *exchange_us = x->exchange_us;
+    x->step_us = x->exchange_us = 0;
+}
+
+/* ------------------------------------------------------------ snapshots */
+
+int zt_exchange_snapshot(zt_exchange_t *x, int64_t step, zt_ps_shard_t **shards_p, int *nshards,
+                         json_t **config)
+{
+    zt_mlp_t *mlp = x->c->mlp;
+    int n = x->ps ? zt_ps_servers(x->ps) : 1;
+    zt_ps_shard_t *shards = calloc((size_t) n, sizeof *shards);
+    *shards_p = NULL;
+    *nshards = 0;
+    *config = NULL;
+    if (x->ps) {
+        int rc = zt_ps_snapshot(x->ps, shards, 30000);
+        if (rc != ZT_OK) {
+            zt_warn("cannot snapshot the parameter servers: %s", zt_ps_error(x->ps));
+            free(shards);
+            return rc;
+        }
+        *config = json_loads(zt_ps_config_json(x->ps), 0, NULL);
+    }
+    else {
+        if (zt_compute_download(x->c, &x->opt, x->state)) {
+            zt_warn("cannot copy the model down from the GPUs: %s", zt_gpu_last_error());
+            free(shards);
+            return ZT_EINVAL;
+        }
+        shards[0] = (zt_ps_shard_t) { 0, zt_mlp_nparams(mlp), step, 1 + zt_opt_state_arrays(x->opt.kind),
+                                      { zt_mlp_params(mlp), x->state[0], x->state[1], x->state[2] } };
+        *config = json_pack("{s:I, s:o}", "total", (json_int_t) zt_mlp_nparams(mlp), "optimizer",
+                            zt_opt_to_json(&x->opt));
+    }
+    *shards_p = shards;
+    *nshards = n;
+    return ZT_OK;
+}
+
+void zt_exchange_snapshot_free(zt_exchange_t *x, zt_ps_shard_t *shards, int nshards, json_t *config)
+{
+    if (x->ps && shards)
+        zt_ps_shards_free(shards, nshards);
+    free(shards);
+    json_decref(config);
+}
+
+int zt_exchange_finish(zt_exchange_t *x, bool pull)
+{
+    if (x->ops->holds_model)
+        return zt_compute_download(x->c, &x->opt, x->state) ? ZT_EINVAL : ZT_OK;
+    if (!pull)
+        return ZT_OK;
+    s_pull_all(x); /* the final model, as the servers hold it */
+    return zt_ps_wait(x->ps, 60000);
+}

@@ -1,0 +1,55 @@
+/* zt_exchange: what a training step does with its gradients, one interface
+ * over the three ways a worker trains, so that the trainer's step loop has
+ * no per-mode branches:
+ *   local      alone: the optimizer step here;
+ *   allreduce  synchronous: gradients averaged over every worker (through
+ *              reducers, or a ring between the workers), then the same
+ *              optimizer step on every worker;
+ *   ps         the model lives on parameter servers: gradients pushed to
+ *              them tensor by tensor as backward makes them, the new values
+ *              pulled back.
+ * The mode comes from the replica's environment (ZT_REDUCERS,
+ * ZT_PARAMSERVERS, the parameter-server pool of CLUSTER_SPEC, WORLD_SIZE).
+ * The compute below (zt_compute) runs on the CPU or the replica's GPUs. */
+#ifndef ZT_EXCHANGE_H
+#define ZT_EXCHANGE_H
+#include "zt_compute.h"
+#include "zt_trainer.h"
+#include "ztrain/zt_ps.h"
+#include <jansson.h>
+
+typedef struct zt_exchange_t zt_exchange_t;
+
+/* Connects (servers, reducers or ring) as the environment says and, for a
+ * model held here, initialises it from the seed. NULL after logging why. */
+zt_exchange_t *zt_exchange_new(zt_compute_t *c, const zt_train_opts_t *o, int rank, int world);
+void zt_exchange_destroy(zt_exchange_t **self_p);
+/* "local", "allreduce" or "ps". */
+const char *zt_exchange_mode(const zt_exchange_t *self);
+/* True when this worker holds the model (local, allreduce); false when the
+ * parameter servers do. */
+bool zt_exchange_holds_model(const zt_exchange_t *self);
+
+/* Resume from a checkpoint (dir, its manifest, its step): a model held here
+ * reads its values and optimizer state; servers restore their own. Returns
+ * the step to continue from (0 when the checkpoint cannot be read). */
+int64_t zt_exchange_resume(zt_exchange_t *self, const char *dir, json_t *manifest, int64_t step);
+/* Before the first step: the values where the compute needs them (pulled
+ * from servers, or up to the GPUs). */
+int zt_exchange_begin(zt_exchange_t *self, int64_t step);
+/* One training step on order[first .. first+B): compute, exchange,
+ * optimizer. *loss as zt_compute_step. ZT_OK, or an error already logged. */
+int zt_exchange_step(zt_exchange_t *self, const int *order, int first, int B, int64_t step, float *loss);
+/* Microseconds spent in steps and in their exchange since last taken. */
+void zt_exchange_take_times(zt_exchange_t *self, int64_t *step_us, int64_t *exchange_us);
+
+/* The whole model at `step` for a checkpoint: shards (values first, then optimizer
+ * state) and the config to record. Free with zt_exchange_snapshot_free. */
+int zt_exchange_snapshot(zt_exchange_t *self, int64_t step, zt_ps_shard_t **shards, int *nshards,
+                         json_t **config);
+void zt_exchange_snapshot_free(zt_exchange_t *self, zt_ps_shard_t *shards, int nshards, json_t *config);
+/* After the last step: the final values in the host model (down from the
+ * GPUs; from the servers when `pull`). */
+int zt_exchange_finish(zt_exchange_t *self, bool pull);
+
+#endif
