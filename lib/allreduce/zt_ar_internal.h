@@ -1,0 +1,114 @@
+/* zt_ar_internal: what the all-reduce client's three parts share: the API
+ * and fusion buckets (zt_allreduce.c), the reducer transport
+ * (zt_ar_reducers.c) and the ring between workers (zt_ar_ring.c). Private
+ * to lib/allreduce. */
+#ifndef ZT_AR_INTERNAL_H
+#define ZT_AR_INTERNAL_H
+#include "ztrain/zt_allreduce.h"
+#include "allreduce/zt_arlayout.h"
+#include "wire/zt_msg.h"
+#include "wire/zt_transport.h"
+#include "base/zt_shard.h"
+#include "wire/zt_spin.h"
+#include "wire/zt_shm.h"
+#include "base/zt_util.h"
+#include "ztrain/zt_error.h"
+#include "ztrain/zt_knobs.h"
+#include "ztrain/zt_log.h"
+#include <czmq.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PIECE_BYTES self->layout.piece_bytes
+#define RESEND_MS 2000
+#define MAX_PENDING 4096
+
+typedef struct {
+    char name[64];              /* tensor name */
+    int64_t shape[8];
+    int ndims;
+    int dtype;
+    void *data;                 /* caller's buffer this round */
+    bool submitted, sent;       /* this round */
+} zt_ar_tensor_t;
+
+typedef struct {
+    char *buf;                  /* packed contributions, then the results */
+    char *last;                 /* the previous round's result (a restarted reducer may ask) */
+    int64_t last_gen;           /* its generation, -1 none */
+    size_t es;                  /* element size */
+    int64_t gen;                /* rounds completed */
+    bool active;                /* has submissions this round */
+    int nsubmitted;
+    int64_t oldest_ms;          /* first submitted-unsent tensor */
+    int64_t *lo, *hi;           /* per reducer chunk */
+    bool **piece_done;          /* per reducer: result pieces received */
+    int *npieces;
+    atomic_int lent;            /* zero-copy frames ZeroMQ still holds */
+    bool windowed;              /* one large tensor: pieces go out under the send window */
+    bool in_shm;                /* buf and last live in the shared region: every tensor is packed */
+    int64_t *wnext, *wend;      /* per reducer: next element to send, end of what to send */
+    int64_t *wfly;              /* per reducer: bytes sent whose sums have not come back */
+} zt_ar_state_t;
+
+typedef struct {
+    zt_msg_t msg;               /* a ring message received early */
+    zmq_msg_t payload;
+} zt_ar_pending_t;
+
+struct zt_allreduce_t {
+    int rank, workers, R;
+    char **reducer_addrs;
+    zsock_t **red;              /* DEALER per reducer */
+    char **peer_addrs;
+    zsock_t *ring_in, *ring_out;/* ROUTER (from prev), DEALER (to next) */
+    zt_ar_tensor_t *t;
+    int nt, tcap;
+    bool committed;
+    zt_ar_layout_t layout;
+    zt_ar_state_t *b;
+    json_t *tensors_json;
+    char *layout_text;
+    int64_t threshold;
+    int cycle_ms;
+    int64_t *window;            /* per reducer: send window in bytes; 0: none */
+    bool *red_local;            /* per reducer: on this host (ipc://) */
+    zt_shm_region_t *shm;       /* the buckets' buffers, read in place by local reducers */
+    int64_t req;
+    uint64_t seq;
+    zt_ar_pending_t *pending;
+    int npending;
+    zt_spin_t spin;             /* busy-poll budget while waiting for sums */
+    char err[512];
+};
+
+/* Tensors this large are sent straight from the caller's buffer instead of
+ * being packed into the bucket (packing only pays for small ones). */
+#define DIRECT_BYTES (64 << 10)
+static inline bool zt_ar_direct(const zt_ar_state_t *k, int64_t numel)
+{
+    return !k->in_shm && (int64_t) k->es * numel >= DIRECT_BYTES;
+}
+
+static inline void zt_ar_wait_lent(zt_ar_state_t *k)
+{
+    while (atomic_load(&k->lent) > 0)
+        zclock_sleep(0);
+}
+
+/* Sends m with an optional payload; with lend the payload is sent without
+ * a copy and counted in lend->lent until ZeroMQ lets it go. */
+int zt_ar_send(zt_allreduce_t *self, zsock_t *sock, zt_msg_t *m, void *payload, size_t bytes,
+               zt_ar_state_t *lend);
+
+/* Reducers: the layout to each, a bucket's pieces out, the sums back. */
+int zt_ar_commit_reducers(zt_allreduce_t *self, int timeout_ms);
+void zt_ar_flush(zt_allreduce_t *self, int bi);
+int zt_ar_wait_reducers(zt_allreduce_t *self, int timeout_ms);
+
+/* Ring: the neighbours connected, then reduce-scatter and all-gather. */
+int zt_ar_commit_ring(zt_allreduce_t *self, int timeout_ms);
+int zt_ar_wait_ring(zt_allreduce_t *self, int timeout_ms);
+
+#endif

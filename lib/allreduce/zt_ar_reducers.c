@@ -1,0 +1,415 @@
+/* The all-reduce client's reducer transport: each bucket is cut into a
+ * chunk per reducer and pieces per chunk; pieces go out (by reference in
+ * shared memory on the same host, zero-copy frames otherwise, under a send
+ * window for one large tensor), sums come back into the bucket, and a
+ * reducer that restarts or goes quiet is sent what it lacks again. */
+#include "allreduce/zt_ar_internal.h"
+
+/* A piece to reducer r: by reference when both are on this host and the
+ * bytes are in the shared region, else as a frame. */
+static void s_send_piece(zt_allreduce_t *self, int r, zt_msg_t *m, char *src, size_t bytes, zt_ar_state_t *lend)
+{
+    int64_t off = self->red_local[r] && bytes ? zt_shm_offset(self->shm, src, bytes) : -1;
+    if (off >= 0) {
+        zt_msg_set_str(m->u.AR_PIECE.shm, self->shm->name);
+        m->u.AR_PIECE.shm_off = off;
+        zt_ar_send(self, self->red[r], m, NULL, 0, NULL);
+    }
+    else
+        zt_ar_send(self, self->red[r], m, src, bytes, lend);
+}
+
+static int s_hello(zt_allreduce_t *self, int r)
+{
+    zt_msg_t m = { .type = ZT_MSG_AR_HELLO };
+    m.u.AR_HELLO.req = ++self->req;
+    m.u.AR_HELLO.workers = self->workers;
+    m.u.AR_HELLO.shm_ok = self->shm && self->red_local[r];
+    return zt_ar_send(self, self->red[r], &m, self->layout_text, strlen(self->layout_text), NULL);
+}
+
+/* The send window. A reducer sends a block's sum only once every worker's
+ * piece of it has arrived, so over real links (TCP flows sharing each host's
+ * link unfairly) pieces that run ahead of the slowest worker's only wait
+ * there, while the sums trickle out late and the op ends in a long tail.
+ * A bucket holding one large tensor is sent in order, from its start, by
+ * every worker; it is the only kind windowed (so no two workers can each be
+ * waiting for pieces the other holds back): at most window bytes per reducer
+ * are out whose sums have not come back; each sum that comes back lets the
+ * next piece go. */
+static void s_pump(zt_allreduce_t *self, int bi, int r)
+{
+    zt_ar_state_t *k = &self->b[bi];
+    int t = self->layout.buckets[bi].first;
+    int64_t per = PIECE_BYTES / (int64_t) k->es, ta = self->layout.offset[t];
+    while (k->wnext[r] < k->wend[r] && (k->wfly[r] < self->window[r] || !self->window[r])) {
+        int64_t at = k->wnext[r], c = k->wend[r] - at < per ? k->wend[r] - at : per;
+        zt_msg_t m = { .type = ZT_MSG_AR_PIECE };
+        m.u.AR_PIECE = (zt_msg_AR_PIECE_t) { .bucket = bi, .gen = k->gen, .offset = at, .count = c,
+                                             .dtype = self->layout.buckets[bi].dtype, .step = 0 };
+        char *src = k->in_shm ? k->buf + at * (int64_t) k->es
+                              : (char *) self->t[t].data + (at - ta) * (int64_t) k->es;
+        s_send_piece(self, r, &m, src, (size_t) c * k->es, k);
+        k->wfly[r] += c * (int64_t) k->es;
+        k->wnext[r] = at + c;
+    }
+}
+
+/* Sends elements [a, b) of bucket bi to the reducers owning them, in pieces. */
+static void s_send_range(zt_allreduce_t *self, int bi, int64_t a, int64_t b, int only_reducer)
+{
+    zt_ar_state_t *k = &self->b[bi];
+    int64_t per = PIECE_BYTES / (int64_t) k->es;
+    for (int r = 0; r < self->R; r++) {
+        if (only_reducer >= 0 && r != only_reducer)
+            continue;
+        int64_t lo = a > k->lo[r] ? a : k->lo[r], hi = b < k->hi[r] ? b : k->hi[r];
+        if (lo >= hi)
+            continue;
+        if (k->windowed && only_reducer < 0) {
+            k->wnext[r] = lo;
+            k->wend[r] = hi;
+            s_pump(self, bi, r);
+            continue;
+        }
+        for (int64_t at = lo; at < hi;) {
+            int64_t c = hi - at < per ? hi - at : per;
+            char *src = k->buf + at * (int64_t) k->es;
+            /* inside a large tensor: send from its own buffer, never past its end */
+            zt_ar_bucket_t *lb = &self->layout.buckets[bi];
+            for (int t = lb->first; c > 0 && t <= lb->last; t++) {
+                int64_t ta = self->layout.offset[t], tb = ta + self->layout.numel[t];
+                if (at >= ta && at < tb && zt_ar_direct(k, self->layout.numel[t])) {
+                    src = (char *) self->t[t].data + (at - ta) * (int64_t) k->es;
+                    if (at + c > tb)
+                        c = tb - at;
+                    break;
+                }
+                if (at < ta && at + c > ta && zt_ar_direct(k, self->layout.numel[t]))
+                    c = ta - at; /* stop the packed run where a large tensor starts */
+            }
+            zt_msg_t m = { .type = ZT_MSG_AR_PIECE };
+            m.u.AR_PIECE = (zt_msg_AR_PIECE_t) { .bucket = bi, .gen = k->gen, .offset = at, .count = c,
+                                                 .dtype = lb->dtype, .step = 0 };
+            s_send_piece(self, r, &m, src, (size_t) c * k->es, c > 0 ? k : NULL);
+            if (c == 0)
+                break;
+            at += c;
+        }
+    }
+}
+
+/* Sends every submitted, unsent tensor of bucket bi, coalescing neighbours. */
+void zt_ar_flush(zt_allreduce_t *self, int bi)
+{
+    zt_ar_bucket_t *lb = &self->layout.buckets[bi];
+    int64_t run_a = -1, run_b = -1;
+    for (int t = lb->first; t <= lb->last; t++) {
+        zt_ar_tensor_t *x = &self->t[t];
+        bool go = x->submitted && !x->sent;
+        int64_t a = self->layout.offset[t], b = a + self->layout.numel[t];
+        if (go) {
+            x->sent = true;
+            if (run_a < 0)
+                run_a = a;
+            run_b = b;
+        }
+        else if (run_a >= 0) {
+            s_send_range(self, bi, run_a, run_b, -1);
+            run_a = -1;
+        }
+    }
+    if (run_a >= 0)
+        s_send_range(self, bi, run_a, run_b, -1);
+    self->b[bi].oldest_ms = 0;
+}
+
+/* ------------------------------------------------------------ commit */
+
+int zt_ar_commit_reducers(zt_allreduce_t *self, int timeout_ms)
+{
+    bool *ok = calloc((size_t) self->R, sizeof(bool));
+    int nok = 0, rc = ZT_OK;
+    for (int r = 0; r < self->R; r++)
+        s_hello(self, r);
+    int64_t deadline = zt_now_ms() + timeout_ms, resend = zt_now_ms() + RESEND_MS;
+    zmq_pollitem_t items[64];
+    for (int r = 0; r < self->R && r < 64; r++)
+        items[r] = (zmq_pollitem_t) { zsock_resolve(self->red[r]), 0, ZMQ_POLLIN, 0 };
+    while (nok < self->R) {
+        if (zt_now_ms() >= deadline) {
+            snprintf(self->err, sizeof self->err, "the reducers did not confirm the tensor list within "
+                     "%d ms (%d of %d answered): not every worker registered?", timeout_ms, nok, self->R);
+            rc = ZT_ETIMEDOUT;
+            break;
+        }
+        if (zt_now_ms() >= resend) {
+            for (int r = 0; r < self->R; r++)
+                if (!ok[r])
+                    s_hello(self, r);
+            resend = zt_now_ms() + RESEND_MS;
+        }
+        if (zmq_poll(items, self->R < 64 ? self->R : 64, 50) <= 0)
+            continue;
+        for (int r = 0; r < self->R && r < 64; r++) {
+            if (!(items[r].revents & ZMQ_POLLIN))
+                continue;
+            zmsg_t *zm = zmsg_recv(self->red[r]);
+            zframe_t *h = zm ? zmsg_first(zm) : NULL;
+            zt_msg_t m;
+            if (h && zt_msg_decode(zframe_data(h), zframe_size(h), &m, NULL) == ZT_OK) {
+                if (m.type == ZT_MSG_AR_READY && !ok[r]) {
+                    ok[r] = true;
+                    nok++;
+                }
+                else if (m.type == ZT_MSG_AR_ERROR) {
+                    snprintf(self->err, sizeof self->err, "%s", m.u.AR_ERROR.text);
+                    rc = ZT_ESPEC;
+                }
+            }
+            zmsg_destroy(&zm);
+        }
+        if (rc != ZT_OK)
+            break;
+    }
+    free(ok);
+    return rc;
+}
+
+/* ------------------------------------------------------------ reducers: wait */
+
+static bool s_bucket_done(zt_allreduce_t *self, zt_ar_state_t *k)
+{
+    for (int r = 0; r < self->R; r++)
+        for (int p = 0; p < k->npieces[r]; p++)
+            if (!k->piece_done[r][p])
+                return false;
+    return true;
+}
+
+static void s_resend(zt_allreduce_t *self, int r)
+{
+    for (int bi = 0; bi < self->layout.nbuckets; bi++) {
+        zt_ar_state_t *k = &self->b[bi];
+        if (!k->active || s_bucket_done(self, k))
+            continue;
+        bool chunk_done = true;
+        for (int p = 0; p < k->npieces[r]; p++)
+            chunk_done = chunk_done && k->piece_done[r][p];
+        if (chunk_done)
+            continue;
+        /* A block whose sum came back holds the sum now, not our piece (the
+         * sums land where the pieces were): send the sum, which a restarted
+         * reducer takes as it is; the pieces of the others again. */
+        zt_ar_bucket_t *lb = &self->layout.buckets[bi];
+        int64_t per = PIECE_BYTES / (int64_t) k->es;
+        bool *sum_out = calloc((size_t) k->npieces[r] + 1, sizeof(bool));
+        for (int t = lb->first; t <= lb->last; t++) {
+            if (!self->t[t].sent)
+                continue;
+            int64_t a = self->layout.offset[t], b = a + self->layout.numel[t];
+            if (a < k->lo[r])
+                a = k->lo[r];
+            if (b > k->hi[r])
+                b = k->hi[r];
+            if (a >= b) {
+                s_send_range(self, bi, self->layout.offset[t], self->layout.offset[t] + self->layout.numel[t], r);
+                continue;
+            }
+            for (int64_t at = a; at < b;) {
+                int p = (int) ((at - k->lo[r]) / per);
+                int64_t e = k->lo[r] + (int64_t) (p + 1) * per;
+                e = e < b ? e : b;
+                if (p < k->npieces[r] && k->piece_done[r][p]) {
+                    if (!sum_out[p]) {
+                        int64_t ba = k->lo[r] + (int64_t) p * per, be = ba + per < k->hi[r] ? ba + per : k->hi[r];
+                        zt_msg_t m = { .type = ZT_MSG_AR_RESULT };
+                        m.u.AR_RESULT = (zt_msg_AR_RESULT_t) { .bucket = bi, .gen = k->gen, .offset = ba,
+                                                               .count = be - ba, .dtype = lb->dtype };
+                        zt_ar_send(self, self->red[r], &m, k->buf + ba * (int64_t) k->es, (size_t) (be - ba) * k->es,
+                               NULL);
+                        sum_out[p] = true;
+                    }
+                }
+                else
+                    s_send_range(self, bi, at, e, r);
+                at = e;
+            }
+        }
+        free(sum_out);
+    }
+}
+
+static bool s_all_done(zt_allreduce_t *self)
+{
+    for (int bi = 0; bi < self->layout.nbuckets; bi++)
+        if (self->b[bi].active && !s_bucket_done(self, &self->b[bi]))
+            return false;
+    return true;
+}
+
+/* The error for the first sum that did not come back in time. */
+static int s_timed_out(zt_allreduce_t *self, int timeout_ms)
+{
+    for (int bi = 0; bi < self->layout.nbuckets; bi++) {
+        zt_ar_state_t *k = &self->b[bi];
+        for (int r = 0; k->active && r < self->R; r++)
+            for (int p = 0; p < k->npieces[r]; p++)
+                if (!k->piece_done[r][p]) {
+                    snprintf(self->err, sizeof self->err, "bucket %d (tensors %s..%s): reducer %d (%s) sent "
+                             "no sum within %d ms; see its log for the workers it waits for", bi,
+                             self->t[self->layout.buckets[bi].first].name,
+                             self->t[self->layout.buckets[bi].last].name, r, self->reducer_addrs[r],
+                             timeout_ms);
+                    return ZT_ETIMEDOUT;
+                }
+    }
+    return ZT_OK;
+}
+
+/* One message from a reducer: its header frame and its payload (empty when
+ * none); a sender's extra frames are drained. false when nothing waits. */
+static bool s_recv_reply(void *sock, zmq_msg_t *hm, zmq_msg_t *pm)
+{
+    zmq_msg_init(hm);
+    zmq_msg_init(pm);
+    if (zmq_msg_recv(hm, sock, ZMQ_DONTWAIT) < 0) {
+        zmq_msg_close(hm);
+        zmq_msg_close(pm);
+        return false;
+    }
+    if (zmq_msg_more(hm))
+        zmq_msg_recv(pm, sock, 0);
+    while (zmq_msg_more(pm)) { /* never more than one payload: drain */
+        zmq_msg_t extra;
+        zmq_msg_init(&extra);
+        zmq_msg_recv(&extra, sock, 0);
+        bool more = zmq_msg_more(&extra);
+        zmq_msg_close(&extra);
+        if (!more)
+            break;
+    }
+    return true;
+}
+
+/* A sum from reducer r: into the bucket when it is one we wait for. */
+static bool s_on_result(zt_allreduce_t *self, int r, const zt_msg_AR_RESULT_t *res, zmq_msg_t *pm)
+{
+    if (res->bucket < 0 || res->bucket >= self->layout.nbuckets)
+        return false;
+    zt_ar_state_t *k = &self->b[res->bucket];
+    int64_t off = res->offset, c = res->count;
+    int64_t per = PIECE_BYTES / (int64_t) k->es;
+    int p = (int) ((off - k->lo[r]) / per);
+    if (!(k->active && res->gen == k->gen && off >= k->lo[r] && c >= 0 && off + c <= k->hi[r] && p >= 0 &&
+          p < k->npieces[r] && !k->piece_done[r][p]))
+        return false;
+    char why[300];
+    const char *src = zt_shm_payload(res->shm, res->shm_off, c * (int64_t) k->es, zmq_msg_data(pm),
+                                     zmq_msg_size(pm), why, sizeof why);
+    if (!src) {
+        zt_warn("reducer %d: %s", r, why);
+        return false;
+    }
+    if (!k->windowed) /* its pieces went from the tensor, not buf */
+        zt_ar_wait_lent(k);
+    if (c)
+        memcpy(k->buf + off * (int64_t) k->es, src, (size_t) c * k->es);
+    k->piece_done[r][p] = true;
+    if (k->windowed) {
+        k->wfly[r] -= c * (int64_t) k->es;
+        s_pump(self, res->bucket, r);
+    }
+    return true;
+}
+
+/* A restarted reducer rebuilds a sum some workers missed: our chunk of the
+ * previous round's result, again. */
+static void s_on_resend(zt_allreduce_t *self, int r, const zt_msg_AR_RESEND_t *rq)
+{
+    if (rq->bucket < 0 || rq->bucket >= self->layout.nbuckets || self->b[rq->bucket].last_gen != rq->gen)
+        return;
+    zt_ar_state_t *k = &self->b[rq->bucket];
+    int64_t per = PIECE_BYTES / (int64_t) k->es;
+    for (int64_t at = k->lo[r]; at < k->hi[r] || at == k->lo[r]; at += per) {
+        int64_t c = k->hi[r] - at < per ? k->hi[r] - at : per;
+        zt_msg_t a = { .type = ZT_MSG_AR_RESULT };
+        a.u.AR_RESULT = (zt_msg_AR_RESULT_t) { .bucket = rq->bucket, .gen = k->last_gen, .offset = at,
+                                               .count = c, .dtype = self->layout.buckets[rq->bucket].dtype };
+        zt_ar_send(self, self->red[r], &a, k->last + at * (int64_t) k->es, (size_t) c * k->es, NULL);
+        if (c == 0 || at + c >= k->hi[r])
+            break;
+    }
+}
+
+/* One reply from reducer r. ZT_OK, or the error that ends the wait;
+ * *progress is set when it moved a bucket forward. */
+static int s_on_reply(zt_allreduce_t *self, int r, zmq_msg_t *hm, zmq_msg_t *pm, bool *progress)
+{
+    zt_msg_t m;
+    if (zt_msg_decode(zmq_msg_data(hm), zmq_msg_size(hm), &m, NULL) != ZT_OK)
+        return ZT_OK; /* garbage: ignored */
+    switch (m.type) {
+    case ZT_MSG_AR_RESULT:
+        *progress |= s_on_result(self, r, &m.u.AR_RESULT, pm);
+        return ZT_OK;
+    case ZT_MSG_AR_RESEND:
+        s_on_resend(self, r, &m.u.AR_RESEND);
+        return ZT_OK;
+    case ZT_MSG_AR_ERROR:
+        if (m.u.AR_ERROR.code == ZT_PS_NOT_CONFIGURED) {
+            zt_info("reducer %d (%s) lost its state: sending the layout and the pieces again", r,
+                    self->reducer_addrs[r]);
+            s_hello(self, r);
+            s_resend(self, r);
+            *progress = true;
+            return ZT_OK;
+        }
+        snprintf(self->err, sizeof self->err, "reducer %d (%s): %s", r, self->reducer_addrs[r],
+                 m.u.AR_ERROR.text);
+        return m.u.AR_ERROR.code == ZT_PS_CONFIG_MISMATCH ? ZT_ESPEC : ZT_EIO;
+    default:
+        return ZT_OK;
+    }
+}
+
+/* Until every active bucket's sums are back: replies as they come, pieces
+ * sent again to a reducer that made no progress for RESEND_MS. */
+int zt_ar_wait_reducers(zt_allreduce_t *self, int timeout_ms)
+{
+    for (int bi = 0; bi < self->layout.nbuckets; bi++)
+        if (self->b[bi].active)
+            zt_ar_flush(self, bi);
+    int64_t deadline = zt_now_ms() + timeout_ms, progress = zt_now_ms();
+    zmq_pollitem_t items[64];
+    int n = self->R < 64 ? self->R : 64;
+    for (int r = 0; r < n; r++)
+        items[r] = (zmq_pollitem_t) { zsock_resolve(self->red[r]), 0, ZMQ_POLLIN, 0 };
+    while (!s_all_done(self)) {
+        int64_t now = zt_now_ms();
+        if (now >= deadline && s_timed_out(self, timeout_ms) != ZT_OK)
+            return ZT_ETIMEDOUT;
+        if (now - progress >= RESEND_MS) {
+            for (int r = 0; r < self->R; r++)
+                s_resend(self, r);
+            progress = now;
+        }
+        if (zt_spin_poll(&self->spin, items, n, 50) <= 0)
+            continue;
+        for (int r = 0; r < n; r++) {
+            zmq_msg_t hm, pm;
+            for (int budget = 0; (items[r].revents & ZMQ_POLLIN) && budget < 1024 &&
+                                 s_recv_reply(items[r].socket, &hm, &pm); budget++) {
+                bool moved = false;
+                int rc = s_on_reply(self, r, &hm, &pm, &moved);
+                zmq_msg_close(&hm);
+                zmq_msg_close(&pm);
+                if (rc != ZT_OK)
+                    return rc;
+                if (moved)
+                    progress = zt_now_ms();
+            }
+        }
+    }
+    return ZT_OK;
+}
