@@ -1,9 +1,8 @@
-#include "tune/zt_study.h"
-#include "spec/zt_doc.h"
-#include "spec/zt_jobspec.h"
-#include "launch/zt_backend.h"
-
-extern char **environ;
+/* A study's trial runner: each trial is a `ztrain run --trial ID` of the
+ * trial job with its parameters appended, started through the launch
+ * interface; measurements are read as they come, median stopping applied,
+ * and study.json / trials.csv kept current. */
+#include "tune/zt_study_int.h"
 #include "base/zt_util.h"
 #include "ztrain/zt_error.h"
 #include "ztrain/zt_log.h"
@@ -14,727 +13,10 @@ extern char **environ;
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#define MAX_PARAMS 32
-#define MAX_TRIALS 10000
+extern char **environ;
 
-typedef enum { P_DOUBLE, P_INT, P_CAT, P_DISC } s_kind_t;
-typedef enum { SC_LINEAR, SC_LOG, SC_RLOG } s_scale_t;
-typedef enum { A_BAYES, A_GRID, A_RANDOM } s_algo_t;
-
-typedef struct {
-    char name[64];             /* parameterId */
-    s_kind_t kind;
-    s_scale_t scale;
-    double min, max;           /* double, integer */
-    json_t *values;            /* categorical strings, discrete numbers (sorted) */
-    int parent;                /* -1: top level */
-    json_t *when;              /* parent values that make it active */
-} s_param_t;
-
-typedef struct {
-    int id;                    /* 1, 2, ... */
-    const char *state;         /* ACTIVE, SUCCEEDED, FAILED, STOPPING, STOPPED */
-    json_t *params;            /* name -> value */
-    double u[MAX_PARAMS];      /* scaled coordinates (0.5 when inactive) */
-    zt_handle_t *run;          /* its `ztrain run`, NULL when done */
-    char *job_dir, *base;      /* job directory, output base */
-    json_t *meas;              /* [[step, value], ...] */
-    double final;              /* the selected measurement */
-    bool has_final;
-    int exit_status;           /* of `ztrain run` */
-    char started[40], ended[40];
-    bool stop_requested;       /* median stopping */
-} s_trial_t;
-
-struct zt_study_t {
-    zt_study_opts_t opts;
-    char *dir;                 /* study directory (absolute) */
-    char *trial_job;           /* <dir>/trial-job.json */
-    char *base_output;         /* trialJobSpec's baseOutputDirectory, or NULL */
-    char metric[128];          /* metricId */
-    bool maximize;
-    s_param_t p[MAX_PARAMS];
-    int np;
-    s_algo_t algo;
-    bool select_best;          /* measurementSelectionType BEST */
-    bool median_stop;          /* medianAutomatedStoppingSpec */
-    int max_trials, parallel, max_failed;
-    json_t *grid;              /* GRID_SEARCH: every assignment */
-    s_trial_t *t;
-    int nt;
-    unsigned rng;              /* seeded */
-    const char *state;         /* RUNNING, SUCCEEDED, FAILED, CANCELLED */
-    int failed;
-    bool tty;
-    zt_backend_t *launcher;    /* starts each trial's `ztrain run` */
-};
-
-/* ------------------------------------------------------------ parsing */
-
-typedef struct { zt_doc_t *doc; zt_diag_t *diag; zt_study_t *s; } s_ctx_t;
-#define ERR(c, path, val, ...) zt_doc_report((c)->doc, (c)->diag, 1, (path), (val), __VA_ARGS__)
-#define WARN(c, path, val, ...) zt_doc_report((c)->doc, (c)->diag, 0, (path), (val), __VA_ARGS__)
-
-static void s_unknown(s_ctx_t *c, json_t *obj, const char *path, const char *const *known)
-{
-    zt_doc_warn_unknown(c->doc, c->diag, obj, path, known);
-}
-
-static bool s_num(json_t *v, double *out)
-{
-    if (json_is_number(v)) {
-        *out = json_number_value(v);
-        return true;
-    }
-    if (json_is_string(v)) { /* proto3 JSON writes int64 as strings */
-        char *end;
-        *out = strtod(json_string_value(v), &end);
-        return end != json_string_value(v) && !*end;
-    }
-    return false;
-}
-
-static int s_cmp_json_num(const void *a, const void *b)
-{
-    double x = json_number_value(*(json_t *const *) a), y = json_number_value(*(json_t *const *) b);
-    return x < y ? -1 : x > y;
-}
-
-static void s_parse_param(s_ctx_t *c, json_t *j, const char *path, int parent, json_t *when)
-{
-    zt_study_t *s = c->s;
-    if (!json_is_object(j)) {
-        ERR(c, path, j, "expected a parameter spec object");
-        return;
-    }
-    if (s->np >= MAX_PARAMS) {
-        ERR(c, path, NULL, "at most %d parameters", MAX_PARAMS);
-        return;
-    }
-    static const char *const known[] = { "parameterId", "doubleValueSpec", "integerValueSpec",
-        "categoricalValueSpec", "discreteValueSpec", "scaleType", "conditionalParameterSpecs", NULL };
-    s_unknown(c, j, path, known);
-    s_param_t *p = &s->p[s->np];
-    memset(p, 0, sizeof *p);
-    p->parent = parent;
-    p->when = when ? json_incref(when) : NULL;
-    const char *id = json_string_value(json_object_get(j, "parameterId"));
-    char *ip = zt_strdupf("%s.parameterId", path);
-    if (!id || !*id || strlen(id) >= sizeof p->name)
-        ERR(c, ip, json_object_get(j, "parameterId"), "required: a name (it becomes --name=value)");
-    else {
-        for (int i = 0; i < s->np; i++)
-            if (!strcmp(s->p[i].name, id))
-                ERR(c, ip, json_object_get(j, "parameterId"), "duplicate parameterId");
-        snprintf(p->name, sizeof p->name, "%s", id);
-    }
-    free(ip);
-    static const char *const specs[4] = { "doubleValueSpec", "integerValueSpec",
-                                          "categoricalValueSpec", "discreteValueSpec" };
-    int nspec = 0, which = -1;
-    for (int k = 0; k < 4; k++)
-        if (json_object_get(j, specs[k])) {
-            nspec++;
-            which = k;
-        }
-    if (nspec != 1) {
-        ERR(c, path, NULL, "give exactly one of doubleValueSpec, integerValueSpec, "
-            "categoricalValueSpec, discreteValueSpec (%d given)", nspec);
-        return;
-    }
-    p->kind = (s_kind_t) which;
-    json_t *spec = json_object_get(j, specs[which]);
-    char *sp = zt_strdupf("%s.%s", path, specs[which]);
-    if (p->kind == P_DOUBLE || p->kind == P_INT) {
-        char *mnp = zt_strdupf("%s.minValue", sp), *mxp = zt_strdupf("%s.maxValue", sp);
-        json_t *mn = json_object_get(spec, "minValue"), *mx = json_object_get(spec, "maxValue");
-        if (!s_num(mn, &p->min))
-            ERR(c, mnp, mn, "required: a number");
-        else if (!s_num(mx, &p->max))
-            ERR(c, mxp, mx, "required: a number");
-        else if (p->kind == P_DOUBLE ? p->min >= p->max : p->min > p->max)
-            ERR(c, mxp, mx, "must be %s minValue (%g)", p->kind == P_DOUBLE ? "greater than" : "at least",
-                p->min);
-        else if (p->kind == P_INT && (p->min != floor(p->min) || p->max != floor(p->max)))
-            ERR(c, sp, spec, "integerValueSpec bounds must be whole numbers");
-        free(mnp);
-        free(mxp);
-    }
-    else {
-        json_t *vals = json_object_get(spec, "values");
-        char *vp = zt_strdupf("%s.values", sp);
-        if (!json_is_array(vals) || json_array_size(vals) == 0)
-            ERR(c, vp, vals, "required: a non-empty list");
-        else {
-            p->values = json_array();
-            size_t i;
-            json_t *v;
-            json_array_foreach(vals, i, v) {
-                double d;
-                if (p->kind == P_CAT && !json_is_string(v)) {
-                    char *ep = zt_strdupf("%s[%zu]", vp, i);
-                    ERR(c, ep, v, "categorical values are strings");
-                    free(ep);
-                }
-                else if (p->kind == P_DISC && !s_num(v, &d)) {
-                    char *ep = zt_strdupf("%s[%zu]", vp, i);
-                    ERR(c, ep, v, "discrete values are numbers");
-                    free(ep);
-                }
-                else
-                    json_array_append_new(p->values, p->kind == P_CAT ? json_incref(v) : json_real(d));
-            }
-        }
-        free(vp);
-    }
-    const char *scale = json_string_value(json_object_get(j, "scaleType"));
-    char *scp = zt_strdupf("%s.scaleType", path);
-    if (!scale || !strcmp(scale, "UNIT_LINEAR_SCALE") || !strcmp(scale, "SCALE_TYPE_UNSPECIFIED"))
-        p->scale = SC_LINEAR;
-    else if (!strcmp(scale, "UNIT_LOG_SCALE"))
-        p->scale = SC_LOG;
-    else if (!strcmp(scale, "UNIT_REVERSE_LOG_SCALE"))
-        p->scale = SC_RLOG;
-    else
-        ERR(c, scp, json_object_get(j, "scaleType"),
-            "expected UNIT_LINEAR_SCALE, UNIT_LOG_SCALE or UNIT_REVERSE_LOG_SCALE");
-    if (p->scale != SC_LINEAR && (p->kind == P_DOUBLE || p->kind == P_INT) && p->min <= 0) {
-        json_t *v = json_real(p->min);
-        char *mnp = zt_strdupf("%s.minValue", sp);
-        ERR(c, mnp, v, "a log scale needs minValue > 0");
-        free(mnp);
-        json_decref(v);
-    }
-    if (p->scale != SC_LINEAR && p->kind == P_CAT)
-        WARN(c, scp, json_object_get(j, "scaleType"), "ignored for categorical parameters");
-    free(scp);
-    free(sp);
-    int me = s->np++;
-    /* sort discrete values ascending */
-    if (p->kind == P_DISC && p->values) {
-        size_t n = json_array_size(p->values);
-        json_t **a = malloc(n * sizeof *a);
-        for (size_t i = 0; i < n; i++)
-            a[i] = json_incref(json_array_get(p->values, i));
-        qsort(a, n, sizeof *a, s_cmp_json_num);
-        json_array_clear(p->values);
-        for (size_t i = 0; i < n; i++)
-            json_array_append_new(p->values, a[i]);
-        free(a);
-    }
-    json_t *conds = json_object_get(j, "conditionalParameterSpecs");
-    size_t i;
-    json_t *cs;
-    json_array_foreach(conds, i, cs) {
-        char *cp = zt_strdupf("%s.conditionalParameterSpecs[%zu]", path, i);
-        static const char *const ck[] = { "parentDiscreteValues", "parentIntValues",
-                                          "parentCategoricalValues", "parameterSpec", NULL };
-        s_unknown(c, cs, cp, ck);
-        json_t *w = json_object_get(json_object_get(cs, "parentDiscreteValues"), "values");
-        if (!w) w = json_object_get(json_object_get(cs, "parentIntValues"), "values");
-        if (!w) w = json_object_get(json_object_get(cs, "parentCategoricalValues"), "values");
-        if (!json_is_array(w))
-            ERR(c, cp, NULL, "give parentDiscreteValues, parentIntValues or parentCategoricalValues "
-                "{values: [...]}");
-        else {
-            char *pp = zt_strdupf("%s.parameterSpec", cp);
-            s_parse_param(c, json_object_get(cs, "parameterSpec"), pp, me, w);
-            free(pp);
-        }
-        free(cp);
-    }
-}
-
-/* ------------------------------------------------------------ values */
-
-static double s_to_value(const s_param_t *p, double u)
-{
-    u = u < 0 ? 0 : u > 1 ? 1 : u;
-    if (p->kind == P_CAT || p->kind == P_DISC) {
-        size_t n = json_array_size(p->values);
-        size_t i = (size_t) (u * (double) n);
-        return (double) (i >= n ? n - 1 : i);
-    }
-    double v;
-    if (p->scale == SC_LOG)
-        v = exp(log(p->min) + u * (log(p->max) - log(p->min)));
-    else if (p->scale == SC_RLOG)
-        v = p->max + p->min - exp(log(p->min) + (1 - u) * (log(p->max) - log(p->min)));
-    else
-        v = p->min + u * (p->max - p->min);
-    if (p->kind == P_INT)
-        v = floor(v + 0.5);
-    return v < p->min ? p->min : v > p->max ? p->max : v;
-}
-
-static json_t *s_json_value(const s_param_t *p, double v)
-{
-    if (p->kind == P_CAT)
-        return json_incref(json_array_get(p->values, (size_t) v));
-    if (p->kind == P_DISC) { /* whole numbers stay whole: --hidden=64, not 64.0 */
-        double d = json_number_value(json_array_get(p->values, (size_t) v));
-        return d == floor(d) && fabs(d) < 1e15 ? json_integer((json_int_t) d) : json_real(d);
-    }
-    if (p->kind == P_INT)
-        return json_integer((json_int_t) v);
-    char buf[32]; /* 8 significant digits: what the trial gets as a flag, exactly */
-    snprintf(buf, sizeof buf, "%.8g", v);
-    return json_real(strtod(buf, NULL));
-}
-
-/* Whether p is active given the values chosen so far. */
-static bool s_active(zt_study_t *s, int i, json_t *params)
-{
-    const s_param_t *p = &s->p[i];
-    if (p->parent < 0)
-        return true;
-    json_t *pv = json_object_get(params, s->p[p->parent].name);
-    if (!pv || !s_active(s, p->parent, params))
-        return false;
-    size_t k;
-    json_t *w;
-    json_array_foreach(p->when, k, w) {
-        double a, b;
-        if (json_is_string(w) && json_is_string(pv) && !strcmp(json_string_value(w), json_string_value(pv)))
-            return true;
-        if (s_num(w, &a) && s_num(pv, &b) && a == b)
-            return true;
-    }
-    return false;
-}
-
-/* Parameters for coordinates u (in parameter order: parents first). */
-static json_t *s_params_from_u(zt_study_t *s, double *u)
-{
-    json_t *params = json_object();
-    for (int i = 0; i < s->np; i++) {
-        if (!s_active(s, i, params)) {
-            u[i] = 0.5;
-            continue;
-        }
-        json_object_set_new(params, s->p[i].name, s_json_value(&s->p[i], s_to_value(&s->p[i], u[i])));
-    }
-    return params;
-}
-
-static double s_unit_of(const s_param_t *p, json_t *v)
-{
-    if (p->kind == P_CAT || p->kind == P_DISC) {
-        size_t n = json_array_size(p->values), i;
-        json_t *x;
-        json_array_foreach(p->values, i, x)
-            if (json_equal(x, v) || (json_is_number(x) && json_is_number(v) &&
-                                     json_number_value(x) == json_number_value(v)))
-                return ((double) i + 0.5) / (double) n;
-        return 0.5;
-    }
-    double x = json_number_value(v);
-    if (p->scale == SC_LOG)
-        return (log(x) - log(p->min)) / (log(p->max) - log(p->min));
-    if (p->scale == SC_RLOG)
-        return 1 - (log(p->max + p->min - x) - log(p->min)) / (log(p->max) - log(p->min));
-    return (x - p->min) / (p->max - p->min);
-}
-
-static double s_rand01(zt_study_t *s)
-{
-    return (double) (rand_r(&s->rng) % 1000000) / 1000000.0 + 0.0000005;
-}
-
-/* Grid: every combination of the discrete parameters, children expanded
- * only where their parent's value makes them active. */
-static void s_grid_expand(zt_study_t *s, int i, json_t *params, json_t *out)
-{
-    if (json_array_size(out) >= MAX_TRIALS)
-        return;
-    if (i == s->np) {
-        json_array_append_new(out, json_deep_copy(params));
-        return;
-    }
-    if (!s_active(s, i, params)) {
-        s_grid_expand(s, i + 1, params, out);
-        return;
-    }
-    const s_param_t *p = &s->p[i];
-    int n = p->kind == P_INT ? (int) (p->max - p->min) + 1 : (int) json_array_size(p->values);
-    for (int k = 0; k < n; k++) {
-        json_object_set_new(params, p->name, p->kind == P_INT ? json_integer((json_int_t) (p->min + k))
-                                                              : s_json_value(p, (double) k));
-        s_grid_expand(s, i + 1, params, out);
-    }
-    json_object_del(params, p->name);
-}
-
-/* ------------------------------------------------------------ Bayesian */
-
-static double s_kernel(const double *a, const double *b, int d, double ls)
-{
-    double r = 0;
-    for (int k = 0; k < d; k++)
-        r += (a[k] - b[k]) * (a[k] - b[k]);
-    return exp(-r / (2 * ls * ls));
-}
-
-/* Cholesky in place (lower); false if not positive definite. */
-static bool s_chol(double *A, int n)
-{
-    for (int j = 0; j < n; j++) {
-        double d = A[j * n + j];
-        for (int k = 0; k < j; k++)
-            d -= A[j * n + k] * A[j * n + k];
-        if (d <= 0)
-            return false;
-        A[j * n + j] = sqrt(d);
-        for (int i = j + 1; i < n; i++) {
-            double v = A[i * n + j];
-            for (int k = 0; k < j; k++)
-                v -= A[i * n + k] * A[j * n + k];
-            A[i * n + j] = v / A[j * n + j];
-        }
-    }
-    return true;
-}
-
-static void s_solve_lower(const double *L, int n, const double *b, double *x)
-{
-    for (int i = 0; i < n; i++) {
-        double v = b[i];
-        for (int k = 0; k < i; k++)
-            v -= L[i * n + k] * x[k];
-        x[i] = v / L[i * n + i];
-    }
-}
-
-static void s_solve_upper_t(const double *L, int n, const double *b, double *x)
-{
-    for (int i = n - 1; i >= 0; i--) {
-        double v = b[i];
-        for (int k = i + 1; k < n; k++)
-            v -= L[k * n + i] * x[k];
-        x[i] = v / L[i * n + i];
-    }
-}
-
-/* Expected improvement maximised over random and local candidates.
- * Observations: completed trials; running ones count at the current mean
- * ("constant liar") so parallel suggestions spread out. */
-static bool s_bayes(zt_study_t *s, double *u_out)
-{
-    int d = s->np, n = 0;
-    double *X = malloc(sizeof(double) * (size_t) (s->nt + 1) * (size_t) d);
-    double *y = malloc(sizeof(double) * (size_t) (s->nt + 1));
-    for (int i = 0; i < s->nt; i++)
-        if (s->t[i].has_final && (!strcmp(s->t[i].state, "SUCCEEDED") || !strcmp(s->t[i].state, "STOPPED"))) {
-            memcpy(X + n * d, s->t[i].u, sizeof(double) * (size_t) d);
-            y[n++] = s->maximize ? s->t[i].final : -s->t[i].final;
-        }
-    int nobs = n;
-    if (nobs < 2) {
-        free(X);
-        free(y);
-        return false;
-    }
-    double mean = 0, sd = 0;
-    for (int i = 0; i < nobs; i++)
-        mean += y[i] / nobs;
-    for (int i = 0; i < nobs; i++)
-        sd += (y[i] - mean) * (y[i] - mean) / nobs;
-    sd = sqrt(sd) > 1e-12 ? sqrt(sd) : 1;
-    for (int i = 0; i < s->nt; i++)
-        if (!strcmp(s->t[i].state, "ACTIVE")) {
-            memcpy(X + n * d, s->t[i].u, sizeof(double) * (size_t) d);
-            y[n++] = mean;
-        }
-    double best = -INFINITY;
-    for (int i = 0; i < n; i++) {
-        y[i] = (y[i] - mean) / sd;
-        if (i < nobs && y[i] > best)
-            best = y[i];
-    }
-    /* length scale by marginal likelihood */
-    const double scales[4] = { 0.1, 0.2, 0.35, 0.6 };
-    double *K = malloc(sizeof(double) * (size_t) n * (size_t) n), *alpha = malloc(sizeof(double) * (size_t) n);
-    double *tmp = malloc(sizeof(double) * (size_t) n), ls = 0.2, best_ll = -INFINITY;
-    for (int li = 0; li < 4; li++) {
-        for (int i = 0; i < n; i++)
-            for (int j = 0; j < n; j++)
-                K[i * n + j] = s_kernel(X + i * d, X + j * d, d, scales[li]) + (i == j ? 1e-4 : 0);
-        if (!s_chol(K, n))
-            continue;
-        s_solve_lower(K, n, y, tmp);
-        double ll = 0;
-        for (int i = 0; i < n; i++)
-            ll -= 0.5 * tmp[i] * tmp[i] + log(K[i * n + i]);
-        if (ll > best_ll) {
-            best_ll = ll;
-            ls = scales[li];
-        }
-    }
-    for (int i = 0; i < n; i++)
-        for (int j = 0; j < n; j++)
-            K[i * n + j] = s_kernel(X + i * d, X + j * d, d, ls) + (i == j ? 1e-4 : 0);
-    bool ok = s_chol(K, n);
-    if (ok) {
-        s_solve_lower(K, n, y, tmp);
-        s_solve_upper_t(K, n, tmp, alpha);
-        double cand[MAX_PARAMS], best_ei = -1, *ks = malloc(sizeof(double) * (size_t) n);
-        double *v = malloc(sizeof(double) * (size_t) n);
-        int best_i = 0;
-        for (int i = 1; i < nobs; i++)
-            if (y[i] > y[best_i])
-                best_i = i;
-        for (int c = 0; c < 3000; c++) {
-            for (int k = 0; k < d; k++) {
-                if (c % 3 == 0) { /* near the best so far */
-                    double g = (s_rand01(s) - 0.5) * 0.2;
-                    cand[k] = X[best_i * d + k] + g;
-                    cand[k] = cand[k] < 0 ? 0 : cand[k] > 1 ? 1 : cand[k];
-                }
-                else
-                    cand[k] = s_rand01(s);
-            }
-            double mu = 0;
-            for (int i = 0; i < n; i++) {
-                ks[i] = s_kernel(X + i * d, cand, d, ls);
-                mu += ks[i] * alpha[i];
-            }
-            s_solve_lower(K, n, ks, v);
-            double var = 1 + 1e-4;
-            for (int i = 0; i < n; i++)
-                var -= v[i] * v[i];
-            double sigma = var > 1e-12 ? sqrt(var) : 1e-6;
-            double z = (mu - best - 0.01) / sigma;
-            double ei = (mu - best - 0.01) * 0.5 * erfc(-z / sqrt(2)) + sigma * exp(-0.5 * z * z) / sqrt(2 * M_PI);
-            if (ei > best_ei) {
-                best_ei = ei;
-                memcpy(u_out, cand, sizeof(double) * (size_t) d);
-            }
-        }
-        free(ks);
-        free(v);
-    }
-    free(K);
-    free(alpha);
-    free(tmp);
-    free(X);
-    free(y);
-    return ok;
-}
-
-/* The next trial's parameters; NULL when the search space is used up. */
-static json_t *s_suggest(zt_study_t *s, double *u)
-{
-    if (s->algo == A_GRID) {
-        if ((size_t) s->nt >= json_array_size(s->grid))
-            return NULL;
-        json_t *params = json_deep_copy(json_array_get(s->grid, (size_t) s->nt));
-        for (int i = 0; i < s->np; i++) {
-            json_t *v = json_object_get(params, s->p[i].name);
-            u[i] = v ? s_unit_of(&s->p[i], v) : 0.5;
-        }
-        return params;
-    }
-    int n_init = s->np + 1 > 3 ? s->np + 1 : 3;
-    int done = 0;
-    for (int i = 0; i < s->nt; i++)
-        done += s->t[i].has_final;
-    if (s->algo == A_BAYES && done >= n_init && s_bayes(s, u))
-        return s_params_from_u(s, u);
-    for (int i = 0; i < s->np; i++)
-        u[i] = s_rand01(s);
-    return s_params_from_u(s, u);
-}
-
-/* ------------------------------------------------------------ load */
-
-zt_study_t *zt_study_new(const zt_study_opts_t *opts, zt_diag_t *diag)
-{
-    zt_doc_t *doc = NULL;
-    if (zt_doc_load(opts->file, &doc, diag) != ZT_OK)
-        return NULL;
-    zt_study_t *s = calloc(1, sizeof *s);
-    s->opts = *opts;
-    s->rng = (unsigned) (opts->seed ? opts->seed : 1);
-    s->state = "RUNNING";
-    s_ctx_t ctx = { doc, diag, s }, *c = &ctx;
-    json_t *root = doc->root;
-    static const char *const rk[] = { "displayName", "studySpec", "maxTrialCount", "parallelTrialCount",
-        "maxFailedTrialCount", "trialJobSpec", "labels", "encryptionSpec", NULL };
-    s_unknown(c, root, "", rk);
-    json_t *ss = json_object_get(root, "studySpec");
-    if (!json_is_object(ss))
-        ERR(c, "studySpec", ss, "required: the metrics, parameters and algorithm");
-    else {
-        static const char *const sk[] = { "metrics", "parameters", "algorithm", "measurementSelectionType",
-            "medianAutomatedStoppingSpec", "observationNoise", "decayCurveStoppingSpec",
-            "convexAutomatedStoppingSpec", "studyStoppingConfig", NULL };
-        s_unknown(c, ss, "studySpec", sk);
-        json_t *ms = json_object_get(ss, "metrics");
-        if (!json_is_array(ms) || json_array_size(ms) == 0)
-            ERR(c, "studySpec.metrics", ms, "required: [{metricId, goal}]");
-        else {
-            if (json_array_size(ms) > 1)
-                WARN(c, "studySpec.metrics", NULL, "only the first metric is optimised");
-            json_t *m = json_array_get(ms, 0);
-            const char *id = json_string_value(json_object_get(m, "metricId"));
-            const char *goal = json_string_value(json_object_get(m, "goal"));
-            if (!id || !*id || strlen(id) >= sizeof s->metric)
-                ERR(c, "studySpec.metrics[0].metricId", json_object_get(m, "metricId"),
-                    "required: the metric tag the trials report");
-            else
-                snprintf(s->metric, sizeof s->metric, "%s", id);
-            if (!goal || (strcmp(goal, "MAXIMIZE") && strcmp(goal, "MINIMIZE")))
-                ERR(c, "studySpec.metrics[0].goal", json_object_get(m, "goal"), "expected MAXIMIZE or MINIMIZE");
-            else
-                s->maximize = !strcmp(goal, "MAXIMIZE");
-        }
-        json_t *ps = json_object_get(ss, "parameters");
-        if (!json_is_array(ps) || json_array_size(ps) == 0)
-            ERR(c, "studySpec.parameters", ps, "required: at least one parameter");
-        size_t i;
-        json_t *pj;
-        json_array_foreach(ps, i, pj) {
-            char *pp = zt_strdupf("studySpec.parameters[%zu]", i);
-            s_parse_param(c, pj, pp, -1, NULL);
-            free(pp);
-        }
-        const char *algo = json_string_value(json_object_get(ss, "algorithm"));
-        if (!algo || !strcmp(algo, "ALGORITHM_UNSPECIFIED"))
-            s->algo = A_BAYES;
-        else if (!strcmp(algo, "GRID_SEARCH"))
-            s->algo = A_GRID;
-        else if (!strcmp(algo, "RANDOM_SEARCH"))
-            s->algo = A_RANDOM;
-        else
-            ERR(c, "studySpec.algorithm", json_object_get(ss, "algorithm"),
-                "expected GRID_SEARCH, RANDOM_SEARCH, or unset (Bayesian optimisation)");
-        if (s->algo == A_GRID)
-            for (int k = 0; k < s->np; k++)
-                if (s->p[k].kind == P_DOUBLE) {
-                    json_t *v = json_string(s->p[k].name);
-                    ERR(c, "studySpec.algorithm", json_object_get(ss, "algorithm"),
-                        "GRID_SEARCH needs integer, categorical or discrete parameters; '%s' is a "
-                        "doubleValueSpec", s->p[k].name);
-                    json_decref(v);
-                }
-        const char *sel = json_string_value(json_object_get(ss, "measurementSelectionType"));
-        if (sel && strcmp(sel, "LAST_MEASUREMENT") && strcmp(sel, "BEST_MEASUREMENT") &&
-            strcmp(sel, "LAST") && strcmp(sel, "BEST") && strcmp(sel, "MEASUREMENT_SELECTION_TYPE_UNSPECIFIED"))
-            ERR(c, "studySpec.measurementSelectionType", json_object_get(ss, "measurementSelectionType"),
-                "expected LAST_MEASUREMENT or BEST_MEASUREMENT");
-        s->select_best = sel && strstr(sel, "BEST");
-        s->median_stop = json_is_object(json_object_get(ss, "medianAutomatedStoppingSpec"));
-    }
-    double v;
-    json_t *mt = json_object_get(root, "maxTrialCount"), *pt = json_object_get(root, "parallelTrialCount"),
-           *mf = json_object_get(root, "maxFailedTrialCount");
-    if (!s_num(mt, &v) || v < 1 || v > MAX_TRIALS || v != floor(v))
-        ERR(c, "maxTrialCount", mt, "required: a whole number from 1 to %d", MAX_TRIALS);
-    else
-        s->max_trials = (int) v;
-    s->parallel = 1;
-    if (pt && (!s_num(pt, &v) || v < 1 || v != floor(v)))
-        ERR(c, "parallelTrialCount", pt, "expected a whole number >= 1");
-    else if (pt)
-        s->parallel = (int) v;
-    if (s->max_trials && s->parallel > s->max_trials) {
-        json_t *pv = json_integer(s->parallel);
-        ERR(c, "parallelTrialCount", pv, "must be at most maxTrialCount (%d)", s->max_trials);
-        json_decref(pv);
-    }
-    if (mf && (!s_num(mf, &v) || v < 0 || v != floor(v)))
-        ERR(c, "maxFailedTrialCount", mf, "expected a whole number >= 0");
-    /* 0 or unset: the service decides; ztrain allows half the trials to fail */
-    s->max_failed = mf && v > 0 ? (int) v : (s->max_trials > 1 ? s->max_trials / 2 : 1);
-    /* The trial job, checked like any job. */
-    zt_plan_opts_t po = { opts->file, json_array(), NULL, 0, NULL, true, "trialJobSpec" };
-    zt_plan_t *plan = NULL;
-    zt_plan_load(&po, &plan, diag);
-    json_decref(po.flags);
-    if (plan) {
-        if (plan->base_output_dir)
-            s->base_output = strdup(plan->base_output_dir);
-        zt_plan_destroy(&plan);
-    }
-    if (zt_diag_errors(diag) == 0) {
-        if (zt_mkdir_p(opts->study_dir) != ZT_OK) {
-            zt_diag_add(diag, true, opts->study_dir, 0, 0, NULL, NULL, "cannot make the study directory: %s",
-                        strerror(errno));
-        }
-        else {
-            char real[4096];
-            s->dir = strdup(realpath(opts->study_dir, real) ? real : opts->study_dir);
-            s->trial_job = zt_strdupf("%s/trial-job.json", s->dir);
-            char *text = json_dumps(json_object_get(root, "trialJobSpec"), JSON_INDENT(2));
-            zt_write_file_atomic(s->trial_job, text, strlen(text));
-            free(text);
-            if (s->algo == A_GRID) {
-                s->grid = json_array();
-                json_t *params = json_object();
-                s_grid_expand(s, 0, params, s->grid);
-                json_decref(params);
-            }
-        }
-    }
-    zt_doc_destroy(&doc);
-    if (zt_diag_errors(diag) > 0) {
-        zt_study_destroy(&s);
-        return NULL;
-    }
-    s->t = calloc((size_t) s->max_trials, sizeof *s->t);
-    s->tty = isatty(STDOUT_FILENO);
-    s->launcher = zt_backend_local_new();
-    return s;
-}
-
-void zt_study_destroy(zt_study_t **self_p)
-{
-    if (!self_p || !*self_p)
-        return;
-    zt_study_t *s = *self_p;
-    for (int i = 0; i < s->np; i++) {
-        json_decref(s->p[i].values);
-        json_decref(s->p[i].when);
-    }
-    for (int i = 0; i < s->nt; i++) {
-        json_decref(s->t[i].params);
-        json_decref(s->t[i].meas);
-        free(s->t[i].job_dir);
-        free(s->t[i].base);
-    }
-    free(s->t);
-    if (s->launcher) {
-        s->launcher->cleanup(s->launcher);
-        s->launcher->destroy(&s->launcher);
-    }
-    json_decref(s->grid);
-    free(s->dir);
-    free(s->trial_job);
-    free(s->base_output);
-    free(s);
-    *self_p = NULL;
-}
-
-char *zt_study_suggest_json(zt_study_t *s, int n)
-{
-    json_t *out = json_array();
-    for (int k = 0; k < n && s->nt < s->max_trials; k++) {
-        s_trial_t *t = &s->t[s->nt];
-        t->params = s_suggest(s, t->u);
-        if (!t->params)
-            break;
-        t->state = "SUCCEEDED";
-        t->id = ++s->nt;
-        json_array_append(out, t->params);
-    }
-    char *text = json_dumps(out, JSON_COMPACT | JSON_REAL_PRECISION(8));
-    json_decref(out);
-    return text;
-}
 
 /* ------------------------------------------------------------ running */
 
@@ -774,8 +56,8 @@ static void s_collect(zt_study_t *s, s_trial_t *t)
             json_t *j = json_loads(l, 0, NULL);
             double v, step;
             line++;
-            if (j && s_num(json_object_get(j, s->metric), &v) && isfinite(v))
-                s_add_meas(t, s_num(json_object_get(j, "global_step"), &step) ? step : line, v);
+            if (j && zt_study_num(json_object_get(j, s->metric), &v) && isfinite(v))
+                s_add_meas(t, zt_study_num(json_object_get(j, "global_step"), &step) ? step : line, v);
             json_decref(j);
         }
         free(text);
@@ -849,7 +131,7 @@ static int s_start_trial(zt_study_t *s)
 {
     s_trial_t *t = &s->t[s->nt];
     memset(t, 0, sizeof *t);
-    t->params = s_suggest(s, t->u);
+    t->params = zt_search_suggest(s, t->u);
     if (!t->params)
         return ZT_ENOTFOUND;
     t->id = s->nt + 1;
@@ -1057,70 +339,50 @@ static void s_finish(zt_study_t *s, s_trial_t *t, int status)
     }
 }
 
-int zt_study_run(zt_study_t *s)
+static void s_stop_all(zt_study_t *s)
 {
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = s_on_signal;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    bool exhausted = false, stopping = false;
-    int64_t last_table = 0;
-    s_write(s);
-    for (;;) {
-        int running = 0;
-        for (int i = 0; i < s->nt; i++)
-            running += s->t[i].run != NULL;
-        if (s_interrupted && !stopping) {
-            stopping = true;
-            s->state = "CANCELLED";
-            zt_info("interrupted: stopping every trial");
-            for (int i = 0; i < s->nt; i++)
-                if (s->t[i].run)
-                    s->launcher->signal(s->launcher, s->t[i].run, SIGTERM);
-        }
-        while (!stopping && !exhausted && running < s->parallel && s->nt < s->max_trials) {
-            if (s_start_trial(s) == ZT_ENOTFOUND) {
-                exhausted = true;
-                break;
+    for (int i = 0; i < s->nt; i++)
+        if (s->t[i].run)
+            s->launcher->signal(s->launcher, s->t[i].run, SIGTERM);
+}
+
+/* Trials that ended: their results; too many failures fail the study. */
+static void s_reap_trials(zt_study_t *s, bool *stopping)
+{
+    int status;
+    zt_handle_t *h;
+    while (s->launcher->reap(s->launcher, &h, &status) == 1)
+        for (int i = 0; i < s->nt; i++) {
+            if (s->t[i].run != h)
+                continue;
+            s_finish(s, &s->t[i], status);
+            if (s->failed > s->max_failed && !*stopping) {
+                zt_error("%d trials failed (maxFailedTrialCount %d): the study fails", s->failed, s->max_failed);
+                *stopping = true;
+                s->state = "FAILED";
+                s_stop_all(s);
             }
-            running++;
             s_write(s);
         }
-        if (running == 0 && (stopping || exhausted || s->nt >= s->max_trials))
-            break;
-        int status;
-        zt_handle_t *h;
-        while (s->launcher->reap(s->launcher, &h, &status) == 1)
-            for (int i = 0; i < s->nt; i++)
-                if (s->t[i].run == h) {
-                    s_finish(s, &s->t[i], status);
-                    if (s->failed > s->max_failed && !stopping) {
-                        zt_error("%d trials failed (maxFailedTrialCount %d): the study fails", s->failed,
-                                 s->max_failed);
-                        stopping = true;
-                        s->state = "FAILED";
-                        for (int k = 0; k < s->nt; k++)
-                            if (s->t[k].run)
-                                s->launcher->signal(s->launcher, s->t[k].run, SIGTERM);
-                    }
-                    s_write(s);
-                }
-        for (int i = 0; i < s->nt; i++)
-            if (s->t[i].run) {
-                size_t before = json_array_size(s->t[i].meas);
-                s_collect(s, &s->t[i]);
-                if (json_array_size(s->t[i].meas) != before) {
-                    s_median_stop(s, &s->t[i]);
-                    s_write(s);
-                }
+}
+
+/* New measurements of running trials, and median stopping on them. */
+static void s_poll_measurements(zt_study_t *s)
+{
+    for (int i = 0; i < s->nt; i++)
+        if (s->t[i].run) {
+            size_t before = json_array_size(s->t[i].meas);
+            s_collect(s, &s->t[i]);
+            if (json_array_size(s->t[i].meas) != before) {
+                s_median_stop(s, &s->t[i]);
+                s_write(s);
             }
-        if (zt_now_ms() - last_table > 1000) {
-            s_table(s);
-            last_table = zt_now_ms();
         }
-        usleep(100000);
-    }
+}
+
+/* The study's end state, its files, and the best trial on stdout. */
+static int s_conclude(zt_study_t *s)
+{
     int ok = 0;
     for (int i = 0; i < s->nt; i++)
         ok += !strcmp(s->t[i].state, "SUCCEEDED") || !strcmp(s->t[i].state, "STOPPED");
@@ -1144,6 +406,49 @@ int zt_study_run(zt_study_t *s)
     printf("results: %s/study.json, %s/trials.csv\n", s->dir, s->dir);
     json_decref(doc);
     return !strcmp(s->state, "SUCCEEDED") ? 0 : !strcmp(s->state, "CANCELLED") ? 3 : 1;
+}
+
+/* Keeps up to parallelTrialCount trials running until maxTrialCount (or
+ * the grid) is done, the study fails, or it is interrupted. */
+int zt_study_run(zt_study_t *s)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = s_on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    bool exhausted = false, stopping = false;
+    int64_t last_table = 0;
+    s_write(s);
+    for (;;) {
+        int running = 0;
+        for (int i = 0; i < s->nt; i++)
+            running += s->t[i].run != NULL;
+        if (s_interrupted && !stopping) {
+            stopping = true;
+            s->state = "CANCELLED";
+            zt_info("interrupted: stopping every trial");
+            s_stop_all(s);
+        }
+        while (!stopping && !exhausted && running < s->parallel && s->nt < s->max_trials) {
+            if (s_start_trial(s) == ZT_ENOTFOUND) {
+                exhausted = true;
+                break;
+            }
+            running++;
+            s_write(s);
+        }
+        if (running == 0 && (stopping || exhausted || s->nt >= s->max_trials))
+            break;
+        s_reap_trials(s, &stopping);
+        s_poll_measurements(s);
+        if (zt_now_ms() - last_table > 1000) {
+            s_table(s);
+            last_table = zt_now_ms();
+        }
+        usleep(100000);
+    }
+    return s_conclude(s);
 }
 
 int zt_study_status(const char *study_dir, bool as_json)

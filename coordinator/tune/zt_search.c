@@ -1,0 +1,369 @@
+/* A study's search: parameter values from scaled coordinates, grid and
+ * random search, and Bayesian optimisation (Gaussian-process regression
+ * with expected improvement), seeded. */
+#include "tune/zt_study_int.h"
+#include "base/zt_util.h"
+#include "ztrain/zt_error.h"
+#include "ztrain/zt_log.h"
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------ values */
+
+static double s_to_value(const s_param_t *p, double u)
+{
+    u = u < 0 ? 0 : u > 1 ? 1 : u;
+    if (p->kind == P_CAT || p->kind == P_DISC) {
+        size_t n = json_array_size(p->values);
+        size_t i = (size_t) (u * (double) n);
+        return (double) (i >= n ? n - 1 : i);
+    }
+    double v;
+    if (p->scale == SC_LOG)
+        v = exp(log(p->min) + u * (log(p->max) - log(p->min)));
+    else if (p->scale == SC_RLOG)
+        v = p->max + p->min - exp(log(p->min) + (1 - u) * (log(p->max) - log(p->min)));
+    else
+        v = p->min + u * (p->max - p->min);
+    if (p->kind == P_INT)
+        v = floor(v + 0.5);
+    return v < p->min ? p->min : v > p->max ? p->max : v;
+}
+
+static json_t *s_json_value(const s_param_t *p, double v)
+{
+    if (p->kind == P_CAT)
+        return json_incref(json_array_get(p->values, (size_t) v));
+    if (p->kind == P_DISC) { /* whole numbers stay whole: --hidden=64, not 64.0 */
+        double d = json_number_value(json_array_get(p->values, (size_t) v));
+        return d == floor(d) && fabs(d) < 1e15 ? json_integer((json_int_t) d) : json_real(d);
+    }
+    if (p->kind == P_INT)
+        return json_integer((json_int_t) v);
+    char buf[32]; /* 8 significant digits: what the trial gets as a flag, exactly */
+    snprintf(buf, sizeof buf, "%.8g", v);
+    return json_real(strtod(buf, NULL));
+}
+
+/* Whether p is active given the values chosen so far. */
+static bool s_active(zt_study_t *s, int i, json_t *params)
+{
+    const s_param_t *p = &s->p[i];
+    if (p->parent < 0)
+        return true;
+    json_t *pv = json_object_get(params, s->p[p->parent].name);
+    if (!pv || !s_active(s, p->parent, params))
+        return false;
+    size_t k;
+    json_t *w;
+    json_array_foreach(p->when, k, w) {
+        double a, b;
+        if (json_is_string(w) && json_is_string(pv) && !strcmp(json_string_value(w), json_string_value(pv)))
+            return true;
+        if (zt_study_num(w, &a) && zt_study_num(pv, &b) && a == b)
+            return true;
+    }
+    return false;
+}
+
+/* Parameters for coordinates u (in parameter order: parents first). */
+static json_t *s_params_from_u(zt_study_t *s, double *u)
+{
+    json_t *params = json_object();
+    for (int i = 0; i < s->np; i++) {
+        if (!s_active(s, i, params)) {
+            u[i] = 0.5;
+            continue;
+        }
+        json_object_set_new(params, s->p[i].name, s_json_value(&s->p[i], s_to_value(&s->p[i], u[i])));
+    }
+    return params;
+}
+
+static double s_unit_of(const s_param_t *p, json_t *v)
+{
+    if (p->kind == P_CAT || p->kind == P_DISC) {
+        size_t n = json_array_size(p->values), i;
+        json_t *x;
+        json_array_foreach(p->values, i, x)
+            if (json_equal(x, v) || (json_is_number(x) && json_is_number(v) &&
+                                     json_number_value(x) == json_number_value(v)))
+                return ((double) i + 0.5) / (double) n;
+        return 0.5;
+    }
+    double x = json_number_value(v);
+    if (p->scale == SC_LOG)
+        return (log(x) - log(p->min)) / (log(p->max) - log(p->min));
+    if (p->scale == SC_RLOG)
+        return 1 - (log(p->max + p->min - x) - log(p->min)) / (log(p->max) - log(p->min));
+    return (x - p->min) / (p->max - p->min);
+}
+
+static double s_rand01(zt_study_t *s)
+{
+    return (double) (rand_r(&s->rng) % 1000000) / 1000000.0 + 0.0000005;
+}
+
+/* Grid: every combination of the discrete parameters, children expanded
+ * only where their parent's value makes them active. */
+void zt_search_grid(zt_study_t *s, int i, json_t *params, json_t *out)
+{
+    if (json_array_size(out) >= MAX_TRIALS)
+        return;
+    if (i == s->np) {
+        json_array_append_new(out, json_deep_copy(params));
+        return;
+    }
+    if (!s_active(s, i, params)) {
+        zt_search_grid(s, i + 1, params, out);
+        return;
+    }
+    const s_param_t *p = &s->p[i];
+    int n = p->kind == P_INT ? (int) (p->max - p->min) + 1 : (int) json_array_size(p->values);
+    for (int k = 0; k < n; k++) {
+        json_object_set_new(params, p->name, p->kind == P_INT ? json_integer((json_int_t) (p->min + k))
+                                                              : s_json_value(p, (double) k));
+        zt_search_grid(s, i + 1, params, out);
+    }
+    json_object_del(params, p->name);
+}
+
+/* ------------------------------------------------------------ Bayesian */
+
+static double s_kernel(const double *a, const double *b, int d, double ls)
+{
+    double r = 0;
+    for (int k = 0; k < d; k++)
+        r += (a[k] - b[k]) * (a[k] - b[k]);
+    return exp(-r / (2 * ls * ls));
+}
+
+/* Cholesky in place (lower); false if not positive definite. */
+static bool s_chol(double *A, int n)
+{
+    for (int j = 0; j < n; j++) {
+        double d = A[j * n + j];
+        for (int k = 0; k < j; k++)
+            d -= A[j * n + k] * A[j * n + k];
+        if (d <= 0)
+            return false;
+        A[j * n + j] = sqrt(d);
+        for (int i = j + 1; i < n; i++) {
+            double v = A[i * n + j];
+            for (int k = 0; k < j; k++)
+                v -= A[i * n + k] * A[j * n + k];
+            A[i * n + j] = v / A[j * n + j];
+        }
+    }
+    return true;
+}
+
+static void s_solve_lower(const double *L, int n, const double *b, double *x)
+{
+    for (int i = 0; i < n; i++) {
+        double v = b[i];
+        for (int k = 0; k < i; k++)
+            v -= L[i * n + k] * x[k];
+        x[i] = v / L[i * n + i];
+    }
+}
+
+static void s_solve_upper_t(const double *L, int n, const double *b, double *x)
+{
+    for (int i = n - 1; i >= 0; i--) {
+        double v = b[i];
+        for (int k = i + 1; k < n; k++)
+            v -= L[k * n + i] * x[k];
+        x[i] = v / L[i * n + i];
+    }
+}
+
+/* Expected improvement maximised over random and local candidates.
+ * Observations: completed trials; running ones count at the current mean
+ * ("constant liar") so parallel suggestions spread out. */
+/* The Gaussian process's data: finished trials' scaled coordinates and
+ * their (sign-corrected, standardised) results, then active trials at the
+ * mean (so parallel suggestions spread out). */
+typedef struct {
+    int d, n, nobs;             /* dimensions, points, observed points */
+    double *X, *y;              /* n x d, n */
+    double best;                /* the best standardised observation */
+    int best_i;                 /* and its point */
+} s_gp_data_t;
+
+static bool s_gp_data(zt_study_t *s, s_gp_data_t *g)
+{
+    int d = s->np, n = 0;
+    double *X = malloc(sizeof(double) * (size_t) (s->nt + 1) * (size_t) d);
+    double *y = malloc(sizeof(double) * (size_t) (s->nt + 1));
+    for (int i = 0; i < s->nt; i++)
+        if (s->t[i].has_final && (!strcmp(s->t[i].state, "SUCCEEDED") || !strcmp(s->t[i].state, "STOPPED"))) {
+            memcpy(X + n * d, s->t[i].u, sizeof(double) * (size_t) d);
+            y[n++] = s->maximize ? s->t[i].final : -s->t[i].final;
+        }
+    int nobs = n;
+    if (nobs < 2) {
+        free(X);
+        free(y);
+        return false;
+    }
+    double mean = 0, sd = 0;
+    for (int i = 0; i < nobs; i++)
+        mean += y[i] / nobs;
+    for (int i = 0; i < nobs; i++)
+        sd += (y[i] - mean) * (y[i] - mean) / nobs;
+    sd = sqrt(sd) > 1e-12 ? sqrt(sd) : 1;
+    for (int i = 0; i < s->nt; i++)
+        if (!strcmp(s->t[i].state, "ACTIVE")) {
+            memcpy(X + n * d, s->t[i].u, sizeof(double) * (size_t) d);
+            y[n++] = mean;
+        }
+    double best = -INFINITY;
+    for (int i = 0; i < n; i++) {
+        y[i] = (y[i] - mean) / sd;
+        if (i < nobs && y[i] > best)
+            best = y[i];
+    }
+    int best_i = 0;
+    for (int i = 1; i < nobs; i++)
+        if (y[i] > y[best_i])
+            best_i = i;
+    *g = (s_gp_data_t) { d, n, nobs, X, y, best, best_i };
+    return true;
+}
+
+/* K = the kernel matrix at length scale ls (plus jitter), Cholesky-factored in place. */
+static bool s_gp_factor(const s_gp_data_t *g, double ls, double *K)
+{
+    for (int i = 0; i < g->n; i++)
+        for (int j = 0; j < g->n; j++)
+            K[i * g->n + j] = s_kernel(g->X + i * g->d, g->X + j * g->d, g->d, ls) + (i == j ? 1e-4 : 0);
+    return s_chol(K, g->n);
+}
+
+/* The length scale with the highest marginal likelihood among a few. */
+static double s_gp_length_scale(const s_gp_data_t *g, double *K, double *tmp)
+{
+    const double scales[4] = { 0.1, 0.2, 0.35, 0.6 };
+    double ls = 0.2, best_ll = -INFINITY;
+    for (int li = 0; li < 4; li++) {
+        if (!s_gp_factor(g, scales[li], K))
+            continue;
+        s_solve_lower(K, g->n, g->y, tmp);
+        double ll = 0;
+        for (int i = 0; i < g->n; i++)
+            ll -= 0.5 * tmp[i] * tmp[i] + log(K[i * g->n + i]);
+        if (ll > best_ll) {
+            best_ll = ll;
+            ls = scales[li];
+        }
+    }
+    return ls;
+}
+
+/* Expected improvement at a candidate, from the factored K and alpha. */
+static double s_gp_ei(const s_gp_data_t *g, const double *K, const double *alpha, double ls, const double *cand,
+                      double *ks, double *v)
+{
+    double mu = 0;
+    for (int i = 0; i < g->n; i++) {
+        ks[i] = s_kernel(g->X + i * g->d, cand, g->d, ls);
+        mu += ks[i] * alpha[i];
+    }
+    s_solve_lower(K, g->n, ks, v);
+    double var = 1 + 1e-4;
+    for (int i = 0; i < g->n; i++)
+        var -= v[i] * v[i];
+    double sigma = var > 1e-12 ? sqrt(var) : 1e-6;
+    double z = (mu - g->best - 0.01) / sigma;
+    return (mu - g->best - 0.01) * 0.5 * erfc(-z / sqrt(2)) + sigma * exp(-0.5 * z * z) / sqrt(2 * M_PI);
+}
+
+/* Bayesian optimisation: a Gaussian process over the finished trials, and
+ * the candidate (of 3000: a third near the best so far, the rest uniform)
+ * with the highest expected improvement. false with fewer than two
+ * results, or when the kernel matrix cannot be factored. */
+static bool s_bayes(zt_study_t *s, double *u_out)
+{
+    s_gp_data_t g;
+    if (!s_gp_data(s, &g))
+        return false;
+    int n = g.n, d = g.d;
+    double *K = malloc(sizeof(double) * (size_t) n * (size_t) n), *alpha = malloc(sizeof(double) * (size_t) n);
+    double *tmp = malloc(sizeof(double) * (size_t) n), *ks = malloc(sizeof(double) * (size_t) n);
+    double *v = malloc(sizeof(double) * (size_t) n);
+    double ls = s_gp_length_scale(&g, K, tmp);
+    bool ok = s_gp_factor(&g, ls, K);
+    if (ok) {
+        s_solve_lower(K, n, g.y, tmp);
+        s_solve_upper_t(K, n, tmp, alpha);
+        double cand[MAX_PARAMS], best_ei = -1;
+        for (int c = 0; c < 3000; c++) {
+            for (int k = 0; k < d; k++) {
+                if (c % 3 == 0) { /* near the best so far */
+                    double jitter = (s_rand01(s) - 0.5) * 0.2;
+                    cand[k] = g.X[g.best_i * d + k] + jitter;
+                    cand[k] = cand[k] < 0 ? 0 : cand[k] > 1 ? 1 : cand[k];
+                }
+                else
+                    cand[k] = s_rand01(s);
+            }
+            double ei = s_gp_ei(&g, K, alpha, ls, cand, ks, v);
+            if (ei > best_ei) {
+                best_ei = ei;
+                memcpy(u_out, cand, sizeof(double) * (size_t) d);
+            }
+        }
+    }
+    free(ks);
+    free(v);
+    free(K);
+    free(alpha);
+    free(tmp);
+    free(g.X);
+    free(g.y);
+    return ok;
+}
+
+/* The next trial's parameters; NULL when the search space is used up. */
+json_t *zt_search_suggest(zt_study_t *s, double *u)
+{
+    if (s->algo == A_GRID) {
+        if ((size_t) s->nt >= json_array_size(s->grid))
+            return NULL;
+        json_t *params = json_deep_copy(json_array_get(s->grid, (size_t) s->nt));
+        for (int i = 0; i < s->np; i++) {
+            json_t *v = json_object_get(params, s->p[i].name);
+            u[i] = v ? s_unit_of(&s->p[i], v) : 0.5;
+        }
+        return params;
+    }
+    int n_init = s->np + 1 > 3 ? s->np + 1 : 3;
+    int done = 0;
+    for (int i = 0; i < s->nt; i++)
+        done += s->t[i].has_final;
+    if (s->algo == A_BAYES && done >= n_init && s_bayes(s, u))
+        return s_params_from_u(s, u);
+    for (int i = 0; i < s->np; i++)
+        u[i] = s_rand01(s);
+    return s_params_from_u(s, u);
+}
+
+char *zt_study_suggest_json(zt_study_t *s, int n)
+{
+    json_t *out = json_array();
+    for (int k = 0; k < n && s->nt < s->max_trials; k++) {
+        s_trial_t *t = &s->t[s->nt];
+        t->params = zt_search_suggest(s, t->u);
+        if (!t->params)
+            break;
+        t->state = "SUCCEEDED";
+        t->id = ++s->nt;
+        json_array_append(out, t->params);
+    }
+    char *text = json_dumps(out, JSON_COMPACT | JSON_REAL_PRECISION(8));
+    json_decref(out);
+    return text;
+}

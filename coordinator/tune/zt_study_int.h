@@ -1,0 +1,87 @@
+/* zt_study_int: what the study's three parts share: the spec and its
+ * checks (zt_study_spec.c), the search (zt_search.c: grid, random,
+ * Bayesian) and the trial runner (zt_study.c). Private to tune/. */
+#ifndef ZT_STUDY_INT_H
+#define ZT_STUDY_INT_H
+#include "tune/zt_study.h"
+#include "launch/zt_backend.h"
+#include <jansson.h>
+#include <stdbool.h>
+
+#define MAX_PARAMS 32
+#define MAX_TRIALS 10000
+
+typedef enum { P_DOUBLE, P_INT, P_CAT, P_DISC } s_kind_t;
+typedef enum { SC_LINEAR, SC_LOG, SC_RLOG } s_scale_t;
+typedef enum { A_BAYES, A_GRID, A_RANDOM } s_algo_t;
+
+typedef struct {
+    char name[64];             /* parameterId */
+    s_kind_t kind;
+    s_scale_t scale;
+    double min, max;           /* double, integer */
+    json_t *values;            /* categorical strings, discrete numbers (sorted) */
+    int parent;                /* -1: top level */
+    json_t *when;              /* parent values that make it active */
+} s_param_t;
+
+typedef struct {
+    int id;                    /* 1, 2, ... */
+    const char *state;         /* ACTIVE, SUCCEEDED, FAILED, STOPPING, STOPPED */
+    json_t *params;            /* name -> value */
+    double u[MAX_PARAMS];      /* scaled coordinates (0.5 when inactive) */
+    zt_handle_t *run;          /* its `ztrain run`, NULL when done */
+    char *job_dir, *base;      /* job directory, output base */
+    json_t *meas;              /* [[step, value], ...] */
+    double final;              /* the selected measurement */
+    bool has_final;
+    int exit_status;           /* of `ztrain run` */
+    char started[40], ended[40];
+    bool stop_requested;       /* median stopping */
+} s_trial_t;
+
+struct zt_study_t {
+    zt_study_opts_t opts;
+    char *dir;                 /* study directory (absolute) */
+    char *trial_job;           /* <dir>/trial-job.json */
+    char *base_output;         /* trialJobSpec's baseOutputDirectory, or NULL */
+    char metric[128];          /* metricId */
+    bool maximize;
+    s_param_t p[MAX_PARAMS];
+    int np;
+    s_algo_t algo;
+    bool select_best;          /* measurementSelectionType BEST */
+    bool median_stop;          /* medianAutomatedStoppingSpec */
+    int max_trials, parallel, max_failed;
+    json_t *grid;              /* GRID_SEARCH: every assignment */
+    s_trial_t *t;
+    int nt;
+    unsigned rng;              /* seeded */
+    const char *state;         /* RUNNING, SUCCEEDED, FAILED, CANCELLED */
+    int failed;
+    bool tty;
+    zt_backend_t *launcher;    /* starts each trial's `ztrain run` */
+};
+
+static inline bool zt_study_num(json_t *v, double *out)
+{
+    if (json_is_number(v)) {
+        *out = json_number_value(v);
+        return true;
+    }
+    if (json_is_string(v)) { /* proto3 JSON writes int64 as strings */
+        char *end;
+        *out = strtod(json_string_value(v), &end);
+        return end != json_string_value(v) && !*end;
+    }
+    return false;
+}
+
+/* The next parameter set (and its scaled coordinates u): the grid's next
+ * assignment, a random point, or the Bayesian suggestion. NULL when the
+ * grid is exhausted. */
+json_t *zt_search_suggest(zt_study_t *s, double *u);
+/* Every assignment of parameters i.. onto params, appended to out. */
+void zt_search_grid(zt_study_t *s, int i, json_t *params, json_t *out);
+
+#endif

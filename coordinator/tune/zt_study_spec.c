@@ -1,0 +1,399 @@
+/* A study's spec, read and checked (Vertex HyperparameterTuningJob
+ * fields): every problem is reported with its path and value. */
+#include "tune/zt_study_int.h"
+#include "base/zt_util.h"
+#include "ztrain/zt_error.h"
+#include "ztrain/zt_log.h"
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "spec/zt_doc.h"
+#include "spec/zt_jobspec.h"
+#include <unistd.h>
+
+/* ------------------------------------------------------------ parsing */
+
+typedef struct { zt_doc_t *doc; zt_diag_t *diag; zt_study_t *s; } s_ctx_t;
+#define ERR(c, path, val, ...) zt_doc_report((c)->doc, (c)->diag, 1, (path), (val), __VA_ARGS__)
+#define WARN(c, path, val, ...) zt_doc_report((c)->doc, (c)->diag, 0, (path), (val), __VA_ARGS__)
+
+static void s_unknown(s_ctx_t *c, json_t *obj, const char *path, const char *const *known)
+{
+    zt_doc_warn_unknown(c->doc, c->diag, obj, path, known);
+}
+
+
+static int s_cmp_json_num(const void *a, const void *b)
+{
+    double x = json_number_value(*(json_t *const *) a), y = json_number_value(*(json_t *const *) b);
+    return x < y ? -1 : x > y;
+}
+
+/* parameterId: required, unique, short enough. */
+static void s_param_id(s_ctx_t *c, json_t *j, const char *path, s_param_t *p)
+{
+    zt_study_t *s = c->s;
+    const char *id = json_string_value(json_object_get(j, "parameterId"));
+    char *ip = zt_strdupf("%s.parameterId", path);
+    if (!id || !*id || strlen(id) >= sizeof p->name)
+        ERR(c, ip, json_object_get(j, "parameterId"), "required: a name (it becomes --name=value)");
+    else {
+        for (int i = 0; i < s->np; i++)
+            if (!strcmp(s->p[i].name, id))
+                ERR(c, ip, json_object_get(j, "parameterId"), "duplicate parameterId");
+        snprintf(p->name, sizeof p->name, "%s", id);
+    }
+    free(ip);
+}
+
+/* doubleValueSpec / integerValueSpec: minValue and maxValue. */
+static void s_param_range(s_ctx_t *c, json_t *spec, const char *sp, s_param_t *p)
+{
+    char *mnp = zt_strdupf("%s.minValue", sp), *mxp = zt_strdupf("%s.maxValue", sp);
+    json_t *mn = json_object_get(spec, "minValue"), *mx = json_object_get(spec, "maxValue");
+    if (!zt_study_num(mn, &p->min))
+        ERR(c, mnp, mn, "required: a number");
+    else if (!zt_study_num(mx, &p->max))
+        ERR(c, mxp, mx, "required: a number");
+    else if (p->kind == P_DOUBLE ? p->min >= p->max : p->min > p->max)
+        ERR(c, mxp, mx, "must be %s minValue (%g)", p->kind == P_DOUBLE ? "greater than" : "at least", p->min);
+    else if (p->kind == P_INT && (p->min != floor(p->min) || p->max != floor(p->max)))
+        ERR(c, sp, spec, "integerValueSpec bounds must be whole numbers");
+    free(mnp);
+    free(mxp);
+}
+
+/* categoricalValueSpec / discreteValueSpec: values (discrete ones sorted). */
+static void s_param_values(s_ctx_t *c, json_t *spec, const char *sp, s_param_t *p)
+{
+    json_t *vals = json_object_get(spec, "values");
+    char *vp = zt_strdupf("%s.values", sp);
+    if (!json_is_array(vals) || json_array_size(vals) == 0) {
+        ERR(c, vp, vals, "required: a non-empty list");
+        free(vp);
+        return;
+    }
+    p->values = json_array();
+    size_t i;
+    json_t *v;
+    json_array_foreach(vals, i, v) {
+        double d = 0;
+        char *ep = zt_strdupf("%s[%zu]", vp, i);
+        if (p->kind == P_CAT && !json_is_string(v))
+            ERR(c, ep, v, "categorical values are strings");
+        else if (p->kind == P_DISC && !zt_study_num(v, &d))
+            ERR(c, ep, v, "discrete values are numbers");
+        else
+            json_array_append_new(p->values, p->kind == P_CAT ? json_incref(v) : json_real(d));
+        free(ep);
+    }
+    free(vp);
+    if (p->kind != P_DISC)
+        return;
+    size_t n = json_array_size(p->values);
+    json_t **a = malloc((n + 1) * sizeof *a);
+    for (i = 0; i < n; i++)
+        a[i] = json_incref(json_array_get(p->values, i));
+    qsort(a, n, sizeof *a, s_cmp_json_num);
+    json_array_clear(p->values);
+    for (i = 0; i < n; i++)
+        json_array_append_new(p->values, a[i]);
+    free(a);
+}
+
+/* scaleType, and what it needs of the range. */
+static void s_param_scale(s_ctx_t *c, json_t *j, const char *path, const char *sp, s_param_t *p)
+{
+    const char *scale = json_string_value(json_object_get(j, "scaleType"));
+    char *scp = zt_strdupf("%s.scaleType", path);
+    if (!scale || !strcmp(scale, "UNIT_LINEAR_SCALE") || !strcmp(scale, "SCALE_TYPE_UNSPECIFIED"))
+        p->scale = SC_LINEAR;
+    else if (!strcmp(scale, "UNIT_LOG_SCALE"))
+        p->scale = SC_LOG;
+    else if (!strcmp(scale, "UNIT_REVERSE_LOG_SCALE"))
+        p->scale = SC_RLOG;
+    else
+        ERR(c, scp, json_object_get(j, "scaleType"),
+            "expected UNIT_LINEAR_SCALE, UNIT_LOG_SCALE or UNIT_REVERSE_LOG_SCALE");
+    if (p->scale != SC_LINEAR && (p->kind == P_DOUBLE || p->kind == P_INT) && p->min <= 0) {
+        json_t *v = json_real(p->min);
+        char *mnp = zt_strdupf("%s.minValue", sp);
+        ERR(c, mnp, v, "a log scale needs minValue > 0");
+        free(mnp);
+        json_decref(v);
+    }
+    if (p->scale != SC_LINEAR && p->kind == P_CAT)
+        WARN(c, scp, json_object_get(j, "scaleType"), "ignored for categorical parameters");
+    free(scp);
+}
+
+static void s_parse_param(s_ctx_t *c, json_t *j, const char *path, int parent, json_t *when);
+
+/* conditionalParameterSpecs: child parameters, active for some parent values. */
+static void s_param_children(s_ctx_t *c, json_t *j, const char *path, int me)
+{
+    json_t *conds = json_object_get(j, "conditionalParameterSpecs");
+    size_t i;
+    json_t *cs;
+    json_array_foreach(conds, i, cs) {
+        char *cp = zt_strdupf("%s.conditionalParameterSpecs[%zu]", path, i);
+        static const char *const ck[] = { "parentDiscreteValues", "parentIntValues",
+                                          "parentCategoricalValues", "parameterSpec", NULL };
+        s_unknown(c, cs, cp, ck);
+        json_t *w = json_object_get(json_object_get(cs, "parentDiscreteValues"), "values");
+        if (!w) w = json_object_get(json_object_get(cs, "parentIntValues"), "values");
+        if (!w) w = json_object_get(json_object_get(cs, "parentCategoricalValues"), "values");
+        if (!json_is_array(w))
+            ERR(c, cp, NULL, "give parentDiscreteValues, parentIntValues or parentCategoricalValues "
+                "{values: [...]}");
+        else {
+            char *pp = zt_strdupf("%s.parameterSpec", cp);
+            s_parse_param(c, json_object_get(cs, "parameterSpec"), pp, me, w);
+            free(pp);
+        }
+        free(cp);
+    }
+}
+
+/* One parameter spec (and, recursively, its conditional children). */
+static void s_parse_param(s_ctx_t *c, json_t *j, const char *path, int parent, json_t *when)
+{
+    zt_study_t *s = c->s;
+    if (!json_is_object(j)) {
+        ERR(c, path, j, "expected a parameter spec object");
+        return;
+    }
+    if (s->np >= MAX_PARAMS) {
+        ERR(c, path, NULL, "at most %d parameters", MAX_PARAMS);
+        return;
+    }
+    static const char *const known[] = { "parameterId", "doubleValueSpec", "integerValueSpec",
+        "categoricalValueSpec", "discreteValueSpec", "scaleType", "conditionalParameterSpecs", NULL };
+    s_unknown(c, j, path, known);
+    s_param_t *p = &s->p[s->np];
+    memset(p, 0, sizeof *p);
+    p->parent = parent;
+    p->when = when ? json_incref(when) : NULL;
+    s_param_id(c, j, path, p);
+    static const char *const specs[4] = { "doubleValueSpec", "integerValueSpec",
+                                          "categoricalValueSpec", "discreteValueSpec" };
+    int nspec = 0, which = -1;
+    for (int k = 0; k < 4; k++)
+        if (json_object_get(j, specs[k])) {
+            nspec++;
+            which = k;
+        }
+    if (nspec != 1) {
+        ERR(c, path, NULL, "give exactly one of doubleValueSpec, integerValueSpec, "
+            "categoricalValueSpec, discreteValueSpec (%d given)", nspec);
+        return;
+    }
+    p->kind = (s_kind_t) which;
+    json_t *spec = json_object_get(j, specs[which]);
+    char *sp = zt_strdupf("%s.%s", path, specs[which]);
+    if (p->kind == P_DOUBLE || p->kind == P_INT)
+        s_param_range(c, spec, sp, p);
+    else
+        s_param_values(c, spec, sp, p);
+    s_param_scale(c, j, path, sp, p);
+    free(sp);
+    s_param_children(c, j, path, s->np++);
+}
+
+/* ------------------------------------------------------------ load */
+
+/* studySpec.metrics: the first metric and its goal. */
+static void s_parse_metric(s_ctx_t *c, json_t *ss)
+{
+    zt_study_t *s = c->s;
+    json_t *ms = json_object_get(ss, "metrics");
+    if (!json_is_array(ms) || json_array_size(ms) == 0) {
+        ERR(c, "studySpec.metrics", ms, "required: [{metricId, goal}]");
+        return;
+    }
+    if (json_array_size(ms) > 1)
+        WARN(c, "studySpec.metrics", NULL, "only the first metric is optimised");
+    json_t *m = json_array_get(ms, 0);
+    const char *id = json_string_value(json_object_get(m, "metricId"));
+    const char *goal = json_string_value(json_object_get(m, "goal"));
+    if (!id || !*id || strlen(id) >= sizeof s->metric)
+        ERR(c, "studySpec.metrics[0].metricId", json_object_get(m, "metricId"),
+            "required: the metric tag the trials report");
+    else
+        snprintf(s->metric, sizeof s->metric, "%s", id);
+    if (!goal || (strcmp(goal, "MAXIMIZE") && strcmp(goal, "MINIMIZE")))
+        ERR(c, "studySpec.metrics[0].goal", json_object_get(m, "goal"), "expected MAXIMIZE or MINIMIZE");
+    else
+        s->maximize = !strcmp(goal, "MAXIMIZE");
+}
+
+/* studySpec.algorithm, and what grid search needs of the parameters. */
+static void s_parse_algorithm(s_ctx_t *c, json_t *ss)
+{
+    zt_study_t *s = c->s;
+    const char *algo = json_string_value(json_object_get(ss, "algorithm"));
+    if (!algo || !strcmp(algo, "ALGORITHM_UNSPECIFIED"))
+        s->algo = A_BAYES;
+    else if (!strcmp(algo, "GRID_SEARCH"))
+        s->algo = A_GRID;
+    else if (!strcmp(algo, "RANDOM_SEARCH"))
+        s->algo = A_RANDOM;
+    else
+        ERR(c, "studySpec.algorithm", json_object_get(ss, "algorithm"),
+            "expected GRID_SEARCH, RANDOM_SEARCH, or unset (Bayesian optimisation)");
+    for (int k = 0; s->algo == A_GRID && k < s->np; k++)
+        if (s->p[k].kind == P_DOUBLE)
+            ERR(c, "studySpec.algorithm", json_object_get(ss, "algorithm"),
+                "GRID_SEARCH needs integer, categorical or discrete parameters; '%s' is a "
+                "doubleValueSpec", s->p[k].name);
+}
+
+static void s_parse_study_spec(s_ctx_t *c, json_t *ss)
+{
+    zt_study_t *s = c->s;
+    static const char *const sk[] = { "metrics", "parameters", "algorithm", "measurementSelectionType",
+        "medianAutomatedStoppingSpec", "observationNoise", "decayCurveStoppingSpec",
+        "convexAutomatedStoppingSpec", "studyStoppingConfig", NULL };
+    s_unknown(c, ss, "studySpec", sk);
+    s_parse_metric(c, ss);
+    json_t *ps = json_object_get(ss, "parameters");
+    if (!json_is_array(ps) || json_array_size(ps) == 0)
+        ERR(c, "studySpec.parameters", ps, "required: at least one parameter");
+    size_t i;
+    json_t *pj;
+    json_array_foreach(ps, i, pj) {
+        char *pp = zt_strdupf("studySpec.parameters[%zu]", i);
+        s_parse_param(c, pj, pp, -1, NULL);
+        free(pp);
+    }
+    s_parse_algorithm(c, ss);
+    const char *sel = json_string_value(json_object_get(ss, "measurementSelectionType"));
+    if (sel && strcmp(sel, "LAST_MEASUREMENT") && strcmp(sel, "BEST_MEASUREMENT") && strcmp(sel, "LAST") &&
+        strcmp(sel, "BEST") && strcmp(sel, "MEASUREMENT_SELECTION_TYPE_UNSPECIFIED"))
+        ERR(c, "studySpec.measurementSelectionType", json_object_get(ss, "measurementSelectionType"),
+            "expected LAST_MEASUREMENT or BEST_MEASUREMENT");
+    s->select_best = sel && strstr(sel, "BEST");
+    s->median_stop = json_is_object(json_object_get(ss, "medianAutomatedStoppingSpec"));
+}
+
+/* maxTrialCount, parallelTrialCount, maxFailedTrialCount. */
+static void s_parse_counts(s_ctx_t *c, json_t *root)
+{
+    zt_study_t *s = c->s;
+    double v = 0;
+    json_t *mt = json_object_get(root, "maxTrialCount"), *pt = json_object_get(root, "parallelTrialCount"),
+           *mf = json_object_get(root, "maxFailedTrialCount");
+    if (!zt_study_num(mt, &v) || v < 1 || v > MAX_TRIALS || v != floor(v))
+        ERR(c, "maxTrialCount", mt, "required: a whole number from 1 to %d", MAX_TRIALS);
+    else
+        s->max_trials = (int) v;
+    s->parallel = 1;
+    if (pt && (!zt_study_num(pt, &v) || v < 1 || v != floor(v)))
+        ERR(c, "parallelTrialCount", pt, "expected a whole number >= 1");
+    else if (pt)
+        s->parallel = (int) v;
+    if (s->max_trials && s->parallel > s->max_trials) {
+        json_t *pv = json_integer(s->parallel);
+        ERR(c, "parallelTrialCount", pv, "must be at most maxTrialCount (%d)", s->max_trials);
+        json_decref(pv);
+    }
+    if (mf && (!zt_study_num(mf, &v) || v < 0 || v != floor(v)))
+        ERR(c, "maxFailedTrialCount", mf, "expected a whole number >= 0");
+    /* 0 or unset: the service decides; ztrain allows half the trials to fail */
+    s->max_failed = mf && v > 0 ? (int) v : (s->max_trials > 1 ? s->max_trials / 2 : 1);
+}
+
+/* The trial job, checked like any job; then the study directory, with the
+ * trial job written there (and, for grid search, every assignment). */
+static void s_trial_job(zt_study_t *s, json_t *root, zt_diag_t *diag)
+{
+    zt_plan_opts_t po = { s->opts.file, json_array(), NULL, 0, NULL, true, "trialJobSpec" };
+    zt_plan_t *plan = NULL;
+    zt_plan_load(&po, &plan, diag);
+    json_decref(po.flags);
+    if (plan) {
+        if (plan->base_output_dir)
+            s->base_output = strdup(plan->base_output_dir);
+        zt_plan_destroy(&plan);
+    }
+    if (zt_diag_errors(diag) > 0)
+        return;
+    if (zt_mkdir_p(s->opts.study_dir) != ZT_OK) {
+        zt_diag_add(diag, true, s->opts.study_dir, 0, 0, NULL, NULL, "cannot make the study directory: %s",
+                    strerror(errno));
+        return;
+    }
+    char real[4096];
+    s->dir = strdup(realpath(s->opts.study_dir, real) ? real : s->opts.study_dir);
+    s->trial_job = zt_strdupf("%s/trial-job.json", s->dir);
+    char *text = json_dumps(json_object_get(root, "trialJobSpec"), JSON_INDENT(2));
+    zt_write_file_atomic(s->trial_job, text, strlen(text));
+    free(text);
+    if (s->algo == A_GRID) {
+        s->grid = json_array();
+        json_t *params = json_object();
+        zt_search_grid(s, 0, params, s->grid);
+        json_decref(params);
+    }
+}
+
+zt_study_t *zt_study_new(const zt_study_opts_t *opts, zt_diag_t *diag)
+{
+    zt_doc_t *doc = NULL;
+    if (zt_doc_load(opts->file, &doc, diag) != ZT_OK)
+        return NULL;
+    zt_study_t *s = calloc(1, sizeof *s);
+    s->opts = *opts;
+    s->rng = (unsigned) (opts->seed ? opts->seed : 1);
+    s->state = "RUNNING";
+    s_ctx_t ctx = { doc, diag, s }, *c = &ctx;
+    json_t *root = doc->root;
+    static const char *const rk[] = { "displayName", "studySpec", "maxTrialCount", "parallelTrialCount",
+        "maxFailedTrialCount", "trialJobSpec", "labels", "encryptionSpec", NULL };
+    s_unknown(c, root, "", rk);
+    json_t *ss = json_object_get(root, "studySpec");
+    if (!json_is_object(ss))
+        ERR(c, "studySpec", ss, "required: the metrics, parameters and algorithm");
+    else
+        s_parse_study_spec(c, ss);
+    s_parse_counts(c, root);
+    s_trial_job(s, root, diag);
+    zt_doc_destroy(&doc);
+    if (zt_diag_errors(diag) > 0) {
+        zt_study_destroy(&s);
+        return NULL;
+    }
+    s->t = calloc((size_t) s->max_trials, sizeof *s->t);
+    s->tty = isatty(STDOUT_FILENO);
+    s->launcher = zt_backend_local_new();
+    return s;
+}
+
+void zt_study_destroy(zt_study_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    zt_study_t *s = *self_p;
+    for (int i = 0; i < s->np; i++) {
+        json_decref(s->p[i].values);
+        json_decref(s->p[i].when);
+    }
+    for (int i = 0; i < s->nt; i++) {
+        json_decref(s->t[i].params);
+        json_decref(s->t[i].meas);
+        free(s->t[i].job_dir);
+        free(s->t[i].base);
+    }
+    free(s->t);
+    if (s->launcher) {
+        s->launcher->cleanup(s->launcher);
+        s->launcher->destroy(&s->launcher);
+    }
+    json_decref(s->grid);
+    free(s->dir);
+    free(s->trial_job);
+    free(s->base_output);
+    free(s);
+    *self_p = NULL;
+}
