@@ -42,7 +42,7 @@ struct zt_ps_server_t {
     int64_t hash;              /* its hash */
     int64_t total, lo, hi;     /* key space and our range */
     float *values;             /* hi - lo */
-    float *state[3];           /* optimizer state */
+    float *state[ZT_OPT_MAX_STATE]; /* optimizer state */
     float *accum;              /* sync mode: sum of this step's pushes */
     zt_opt_t opt;              /* optimizer */
     bool sync;                 /* average pushes of all workers per step */
@@ -107,7 +107,7 @@ static zt_shm_region_t *s_area(zt_ps_server_t *self, zmq_msg_t *identity)
 static void s_free_state(zt_ps_server_t *self)
 {
     free(self->values);
-    for (int a = 0; a < 3; a++)
+    for (int a = 0; a < ZT_OPT_MAX_STATE; a++)
         free(self->state[a]);
     free(self->accum);
     free(self->config_text);
@@ -332,6 +332,156 @@ static void s_retry_deferred(zt_ps_server_t *self)
     }
 }
 
+/* PS_CONFIG: the first worker's config configures the server; later ones
+ * must match it. */
+static void s_on_config(zt_ps_server_t *self, zmq_msg_t *id, const zt_msg_t *m, zmq_msg_t *payload)
+{
+    char text[1 << 16];
+    size_t len = payload ? zmq_msg_size(payload) : 0;
+    if (len == 0 || len >= sizeof text) {
+        s_error(self, id, m->u.PS_CONFIG.req, ZT_PS_BAD_PAYLOAD, "config missing or too long");
+        return;
+    }
+    memcpy(text, zmq_msg_data(payload), len);
+    text[len] = 0;
+    bool same = self->configured && self->hash == m->u.PS_CONFIG.hash && !strcmp(text, self->config_text);
+    if (self->configured && !same) {
+        s_error(self, id, m->u.PS_CONFIG.req, ZT_PS_CONFIG_MISMATCH,
+                "this worker's model or optimizer differs from the one the server holds");
+        return;
+    }
+    if (!self->configured) {
+        char err[256];
+        if (s_configure(self, text, true, err, sizeof err) != ZT_OK) {
+            s_error(self, id, m->u.PS_CONFIG.req, ZT_PS_BAD_PAYLOAD, err);
+            return;
+        }
+        zt_info("configured: elements [%lld, %lld) of %lld, %s lr %g%s", (long long) self->lo,
+                (long long) self->hi, (long long) self->total, zt_opt_kind_name(self->opt.kind), self->opt.lr,
+                self->sync ? ", sync" : "");
+    }
+    zt_msg_t a = { .type = ZT_MSG_PS_ACK };
+    a.u.PS_ACK = (zt_msg_PS_ACK_t) { m->u.PS_CONFIG.req, self->version };
+    s_reply(self, id, &a, NULL, 0);
+}
+
+/* PS_PULL: answered now, or deferred until the staleness bound allows. */
+static void s_on_pull(zt_ps_server_t *self, zmq_msg_t *id, const zt_msg_t *m)
+{
+    if (!self->configured)
+        s_error(self, id, m->u.PS_PULL.req, ZT_PS_NOT_CONFIGURED, "not configured");
+    else if (!s_range_ok(self, m->u.PS_PULL.offset, m->u.PS_PULL.count))
+        s_error(self, id, m->u.PS_PULL.req, ZT_PS_BAD_RANGE, "range outside this shard");
+    else if (s_pull_ready(self, m))
+        s_answer_pull(self, id, m);
+    else if (self->ndeferred < MAX_DEFERRED) {
+        s_deferred_t *d = &self->deferred[self->ndeferred++];
+        zmq_msg_init(&d->identity);
+        zmq_msg_copy(&d->identity, id);
+        d->msg = *m;
+    }
+}
+
+/* A push's gradients, aligned: ZeroMQ may hand over a frame at any offset
+ * of its receive buffer, so a misaligned one is copied to scratch (reused,
+ * not per message). NULL with the reason in why. */
+static const float *s_push_grads(zt_ps_server_t *self, const zt_msg_t *m, zmq_msg_t *payload, char *why,
+                                 size_t whylen)
+{
+    int64_t count = m->u.PS_PUSH.count;
+    const float *g = zt_shm_payload(m->u.PS_PUSH.shm, m->u.PS_PUSH.shm_off, count * (int64_t) sizeof(float),
+                                    payload ? zmq_msg_data(payload) : NULL, payload ? zmq_msg_size(payload) : 0,
+                                    why, whylen);
+    if (!g || (uintptr_t) g % _Alignof(float) == 0)
+        return g;
+    size_t bytes = (size_t) count * sizeof(float);
+    if (bytes > self->scratch_cap) {
+        free(self->scratch);
+        self->scratch = malloc(bytes);
+        self->scratch_cap = self->scratch ? bytes : 0;
+    }
+    if (!self->scratch) {
+        snprintf(why, whylen, "out of memory");
+        return NULL;
+    }
+    memcpy(self->scratch, g, bytes);
+    return self->scratch;
+}
+
+/* Applies gradients for [off, off+count): at once (async), or averaged
+ * once every worker has pushed the whole shard (sync). */
+static void s_apply_push(zt_ps_server_t *self, int64_t off, int64_t count, const float *g)
+{
+    int64_t rel = off - self->lo, n = self->hi - self->lo;
+    if (!self->sync) {
+        float *st[ZT_OPT_MAX_STATE];
+        for (int a = 0; a < ZT_OPT_MAX_STATE; a++)
+            st[a] = self->state[a] ? self->state[a] + rel : NULL;
+        zt_opt_apply(&self->opt, self->values + rel, st, g, 1.0f, count);
+        self->version++;
+        return;
+    }
+    float *acc = self->accum + rel;
+    for (int64_t i = 0; i < count; i++)
+        acc[i] += g[i];
+    self->pushed += count;
+    if (self->pushed >= (int64_t) self->workers * n) {
+        zt_opt_apply(&self->opt, self->values, self->state, self->accum, 1.0f / self->workers, n);
+        memset(self->accum, 0, (size_t) n * sizeof(float));
+        self->pushed = 0;
+        self->version++;
+    }
+}
+
+static void s_on_push(zt_ps_server_t *self, zmq_msg_t *id, const zt_msg_t *m, zmq_msg_t *payload)
+{
+    int64_t off = m->u.PS_PUSH.offset, count = m->u.PS_PUSH.count;
+    if (!self->configured) {
+        s_error(self, id, m->u.PS_PUSH.req, ZT_PS_NOT_CONFIGURED, "not configured");
+        return;
+    }
+    if (!s_range_ok(self, off, count)) {
+        s_error(self, id, m->u.PS_PUSH.req, ZT_PS_BAD_RANGE, "range outside this shard");
+        return;
+    }
+    char why[300];
+    const float *g = s_push_grads(self, m, payload, why, sizeof why);
+    if (!g) {
+        s_error(self, id, m->u.PS_PUSH.req, ZT_PS_BAD_PAYLOAD, why);
+        return;
+    }
+    int rank = m->index >= 0 && m->index < MAX_WORKERS ? m->index : 0;
+    if (self->progress[rank] < m->u.PS_PUSH.step + 1)
+        self->progress[rank] = m->u.PS_PUSH.step + 1;
+    s_apply_push(self, off, count, g);
+    zt_msg_t a = { .type = ZT_MSG_PS_ACK };
+    a.u.PS_ACK = (zt_msg_PS_ACK_t) { m->u.PS_PUSH.req, self->version };
+    s_reply(self, id, &a, NULL, 0);
+    if (self->ndeferred)
+        s_retry_deferred(self);
+}
+
+/* PS_SNAPSHOT: the shard's values and optimizer state, one frame each. */
+static void s_on_snapshot(zt_ps_server_t *self, zmq_msg_t *id, const zt_msg_t *m)
+{
+    if (!self->configured) {
+        s_error(self, id, m->u.PS_SNAPSHOT.req, ZT_PS_NOT_CONFIGURED, "not configured");
+        return;
+    }
+    int arrays = 1 + zt_opt_state_arrays(self->opt.kind);
+    size_t bytes = (size_t) (self->hi - self->lo) * sizeof(float);
+    zmq_msg_t payload[1 + ZT_OPT_MAX_STATE];
+    for (int a = 0; a < arrays; a++) {
+        zmq_msg_init_size(&payload[a], bytes);
+        memcpy(zmq_msg_data(&payload[a]), a == 0 ? self->values : self->state[a - 1], bytes);
+    }
+    zt_msg_t r = { .type = ZT_MSG_PS_SHARD };
+    r.u.PS_SHARD = (zt_msg_PS_SHARD_t) { m->u.PS_SNAPSHOT.req, self->lo, self->hi - self->lo, self->version,
+                                         arrays };
+    s_reply(self, id, &r, payload, arrays);
+}
+
+/* One request: [identity, header, payload?]. Garbage is counted and dropped. */
 static void s_handle(zt_ps_server_t *self, zmq_msg_t *parts, int n)
 {
     zt_msg_t m;
@@ -340,137 +490,20 @@ static void s_handle(zt_ps_server_t *self, zmq_msg_t *parts, int n)
         zt_warn("dropped a malformed request (%llu so far)", (unsigned long long) self->drops);
         return;
     }
-    zmq_msg_t *id = &parts[0];
+    zmq_msg_t *id = &parts[0], *payload = n >= 3 ? &parts[2] : NULL;
     switch (m.type) {
-    case ZT_MSG_PS_CONFIG: {
-        char text[1 << 16];
-        size_t len = n >= 3 ? zmq_msg_size(&parts[2]) : 0;
-        if (len == 0 || len >= sizeof text) {
-            s_error(self, id, m.u.PS_CONFIG.req, ZT_PS_BAD_PAYLOAD, "config missing or too long");
-            return;
-        }
-        memcpy(text, zmq_msg_data(&parts[2]), len);
-        text[len] = 0;
-        if (self->configured && self->hash == m.u.PS_CONFIG.hash && !strcmp(text, self->config_text))
-            ;
-        else if (self->configured) {
-            s_error(self, id, m.u.PS_CONFIG.req, ZT_PS_CONFIG_MISMATCH,
-                    "this worker's model or optimizer differs from the one the server holds");
-            return;
-        }
-        else {
-            char err[256];
-            if (s_configure(self, text, true, err, sizeof err) != ZT_OK) {
-                s_error(self, id, m.u.PS_CONFIG.req, ZT_PS_BAD_PAYLOAD, err);
-                return;
-            }
-            zt_info("configured: elements [%lld, %lld) of %lld, %s lr %g%s", (long long) self->lo,
-                    (long long) self->hi, (long long) self->total,
-                    zt_opt_kind_name(self->opt.kind), self->opt.lr, self->sync ? ", sync" : "");
-        }
-        zt_msg_t a = { .type = ZT_MSG_PS_ACK };
-        a.u.PS_ACK = (zt_msg_PS_ACK_t) { m.u.PS_CONFIG.req, self->version };
-        s_reply(self, id, &a, NULL, 0);
+    case ZT_MSG_PS_CONFIG:
+        s_on_config(self, id, &m, payload);
         break;
-    }
     case ZT_MSG_PS_PULL:
-        if (!self->configured)
-            s_error(self, id, m.u.PS_PULL.req, ZT_PS_NOT_CONFIGURED, "not configured");
-        else if (!s_range_ok(self, m.u.PS_PULL.offset, m.u.PS_PULL.count))
-            s_error(self, id, m.u.PS_PULL.req, ZT_PS_BAD_RANGE, "range outside this shard");
-        else if (s_pull_ready(self, &m))
-            s_answer_pull(self, id, &m);
-        else if (self->ndeferred < MAX_DEFERRED) {
-            s_deferred_t *d = &self->deferred[self->ndeferred++];
-            zmq_msg_init(&d->identity);
-            zmq_msg_copy(&d->identity, id);
-            d->msg = m;
-        }
+        s_on_pull(self, id, &m);
         break;
-    case ZT_MSG_PS_PUSH: {
-        int64_t off = m.u.PS_PUSH.offset, count = m.u.PS_PUSH.count;
-        if (!self->configured) {
-            s_error(self, id, m.u.PS_PUSH.req, ZT_PS_NOT_CONFIGURED, "not configured");
-            return;
-        }
-        if (!s_range_ok(self, off, count)) {
-            s_error(self, id, m.u.PS_PUSH.req, ZT_PS_BAD_RANGE, "range outside this shard");
-            return;
-        }
-        char why[300];
-        const float *g = zt_shm_payload(m.u.PS_PUSH.shm, m.u.PS_PUSH.shm_off, count * (int64_t) sizeof(float),
-                                        n >= 3 ? zmq_msg_data(&parts[2]) : NULL, n >= 3 ? zmq_msg_size(&parts[2]) : 0,
-                                        why, sizeof why);
-        if (!g) {
-            s_error(self, id, m.u.PS_PUSH.req, ZT_PS_BAD_PAYLOAD, why);
-            return;
-        }
-        if ((uintptr_t) g % _Alignof(float)) {
-            /* ZeroMQ may hand over a frame at any offset of its receive
-             * buffer: copy it somewhere aligned (reused, not per message). */
-            size_t bytes = (size_t) count * sizeof(float);
-            if (bytes > self->scratch_cap) {
-                free(self->scratch);
-                self->scratch = malloc(bytes);
-                self->scratch_cap = self->scratch ? bytes : 0;
-            }
-            if (!self->scratch) {
-                s_error(self, id, m.u.PS_PUSH.req, ZT_PS_BAD_PAYLOAD, "out of memory");
-                return;
-            }
-            memcpy(self->scratch, g, bytes);
-            g = self->scratch;
-        }
-        int64_t rel = off - self->lo;
-        float *st[3] = { self->state[0] ? self->state[0] + rel : NULL,
-                         self->state[1] ? self->state[1] + rel : NULL,
-                         self->state[2] ? self->state[2] + rel : NULL };
-        int rank = m.index >= 0 && m.index < MAX_WORKERS ? m.index : 0;
-        if (self->progress[rank] < m.u.PS_PUSH.step + 1)
-            self->progress[rank] = m.u.PS_PUSH.step + 1;
-        if (self->sync) {
-            float *acc = self->accum + rel;
-            for (int64_t i = 0; i < count; i++)
-                acc[i] += g[i];
-            self->pushed += count;
-            if (self->pushed >= (int64_t) self->workers * (self->hi - self->lo)) {
-                float *all[3] = { self->state[0], self->state[1], self->state[2] };
-                zt_opt_apply(&self->opt, self->values, all, self->accum, 1.0f / self->workers,
-                             self->hi - self->lo);
-                memset(self->accum, 0, (size_t) (self->hi - self->lo) * sizeof(float));
-                self->pushed = 0;
-                self->version++;
-            }
-        }
-        else {
-            zt_opt_apply(&self->opt, self->values + rel, st, g, 1.0f, count);
-            self->version++;
-        }
-        zt_msg_t a = { .type = ZT_MSG_PS_ACK };
-        a.u.PS_ACK = (zt_msg_PS_ACK_t) { m.u.PS_PUSH.req, self->version };
-        s_reply(self, id, &a, NULL, 0);
-        if (self->ndeferred)
-            s_retry_deferred(self);
+    case ZT_MSG_PS_PUSH:
+        s_on_push(self, id, &m, payload);
         break;
-    }
-    case ZT_MSG_PS_SNAPSHOT: {
-        if (!self->configured) {
-            s_error(self, id, m.u.PS_SNAPSHOT.req, ZT_PS_NOT_CONFIGURED, "not configured");
-            return;
-        }
-        int arrays = 1 + zt_opt_state_arrays(self->opt.kind);
-        size_t bytes = (size_t) (self->hi - self->lo) * sizeof(float);
-        zmq_msg_t payload[4];
-        for (int a = 0; a < arrays; a++) {
-            zmq_msg_init_size(&payload[a], bytes);
-            memcpy(zmq_msg_data(&payload[a]), a == 0 ? self->values : self->state[a - 1], bytes);
-        }
-        zt_msg_t r = { .type = ZT_MSG_PS_SHARD };
-        r.u.PS_SHARD = (zt_msg_PS_SHARD_t) { m.u.PS_SNAPSHOT.req, self->lo, self->hi - self->lo,
-                                             self->version, arrays };
-        s_reply(self, id, &r, payload, arrays);
+    case ZT_MSG_PS_SNAPSHOT:
+        s_on_snapshot(self, id, &m);
         break;
-    }
     default:
         self->drops++;
         zt_warn("dropped %s: not a parameter-server request", zt_msg_type_name(m.type));
