@@ -1,0 +1,183 @@
+/* The legacy AI Platform format: trainingInput with masterConfig,
+ * workerCount/workerConfig, parameterServerCount/..., evaluatorCount/... */
+#include "spec/zt_spec_int.h"
+#include "base/zt_util.h"
+#include "ztrain/zt_error.h"
+#include "ztrain/zt_knobs.h"
+#include "launch/zt_cuda_probe.h"
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+
+/* ---------------------------------------------------------- legacy config */
+
+static void s_legacy_pool(zt_spec_ctx_t *c, json_t *ti, int idx, const char *type_key, const char *type,
+                          const char *cfg_key, int count, bool custom)
+{
+    zt_pool_t *pool = &c->plan->pools[idx];
+    pool->present = count > 0;
+    if (!pool->present)
+        return;
+    pool->replicas = count;
+    snprintf(pool->disk_type, sizeof pool->disk_type, "pd-ssd");
+    pool->disk_gb = 100;
+    char *cfgp = zt_sf_path("trainingInput", cfg_key);
+    json_t *cfg = zt_sf_obj(c, ti, "trainingInput", cfg_key);
+    const char *acc = NULL;
+    long long acount = 0;
+    bool acount_given = false;
+    char *acp = zt_sf_path(cfgp, "acceleratorConfig");
+    if (cfg) {
+        static const char *const known[] = { "acceleratorConfig", "imageUri", "containerCommand",
+            "containerArgs", "tpuTfVersion", "diskConfig", NULL };
+        zt_sf_unknown_fields(c, cfg, cfgp, known);
+        json_t *ac = zt_sf_obj(c, cfg, cfgp, "acceleratorConfig");
+        if (ac) {
+            static const char *const aknown[] = { "count", "type", NULL };
+            zt_sf_unknown_fields(c, ac, acp, aknown);
+            acc = zt_sf_str(c, ac, acp, "type", NULL);
+            acount = zt_sf_int(c, ac, acp, "count", 0, 0, 16, "no machine type takes more than 16",
+                           &acount_given);
+            if (!acc && acount_given) {
+                char *tp = zt_sf_path(acp, "type");
+                ERR(c, tp, NULL, "required with acceleratorConfig.count");
+                free(tp);
+            }
+            if (acc && !custom) {
+                WARN(c, acp, NULL, "ignored: accelerators are attached only with scaleTier CUSTOM");
+                acc = NULL;
+            }
+        }
+    }
+    char *tp = zt_strdupf("trainingInput.%s", type_key);
+    char *atp = zt_sf_path(acp, "type"), *ccp = zt_sf_path(acp, "count");
+    zt_sf_check_machine(c, pool, type, tp, acc, atp, acount, acount_given, ccp);
+    free(tp); free(atp); free(ccp); free(acp);
+    /* The program: a container command, the Python module, a ztrain role. */
+    const char *image = cfg ? zt_sf_str(c, cfg, cfgp, "imageUri", NULL) : NULL;
+    if (image)
+        pool->image_uri = strdup(image);
+    json_t *cmd = json_array();
+    if (cfg)
+        zt_sf_str_array(c, cfg, cfgp, "containerCommand", cmd);
+    const char *module = zt_sf_str(c, ti, "trainingInput", "pythonModule", NULL);
+    zt_role_t image_role = zt_sf_image_role(image, idx);
+    if (json_array_size(cmd) > 0)
+        json_array_extend(pool->argv, cmd);
+    else if (image && image_role != ZT_ROLE_NONE) {
+        pool->role = image_role;
+        json_array_append_new(pool->argv, json_string(zt_role_binary(pool->role)));
+    }
+    else if (image) {
+        char *ip = zt_sf_path(cfgp, "containerCommand");
+        ERR(c, ip, NULL, "required: image '%s' is not pulled on this machine, so give the "
+            "command to run (or an image naming a ztrain role)", image);
+        free(ip);
+    }
+    else if (module) {
+        zt_sf_python_module(pool, module);
+        zt_sf_package_uris(c, pool, ti, "trainingInput", "packageUris");
+    }
+    else {
+        pool->role = zt_sf_pool_default_role(idx);
+        json_array_append_new(pool->argv, json_string(zt_role_binary(pool->role)));
+    }
+    json_decref(cmd);
+    if (cfg)
+        zt_sf_str_array(c, cfg, cfgp, "containerArgs", pool->argv);
+    free(cfgp);
+}
+
+void zt_spec_legacy(zt_spec_ctx_t *c, json_t *ti)
+{
+    static const char *const known[] = {
+        "scaleTier", "masterType", "masterConfig", "workerType", "workerCount", "workerConfig",
+        "parameterServerType", "parameterServerCount", "parameterServerConfig", "evaluatorType",
+        "evaluatorCount", "evaluatorConfig", "useChiefInTfConfig", "region", "runtimeVersion",
+        "pythonVersion", "pythonModule", "packageUris", "args", "jobDir", "scheduling",
+        "hyperparameters", "serviceAccount", "network", "encryptionConfig", "enableWebAccess",
+        NULL };
+    const char *tp = "trainingInput";
+    zt_sf_unknown_fields(c, ti, tp, known);
+    zt_plan_t *plan = c->plan;
+    int64_t max_replicas = zt_knob_int(ZT_KNOB_MAX_REPLICAS);
+    const char *tier_name = zt_sf_str(c, ti, tp, "scaleTier", "BASIC");
+    char up[32];
+    snprintf(up, sizeof up, "%s", tier_name);
+    for (char *p = up; *p; p++)
+        *p = (char) toupper((unsigned char) *p);
+    const zt_scale_tier_t *tier = zt_scale_tier_find(up);
+    if (!tier) {
+        json_t *v = json_string(tier_name);
+        ERR(c, "trainingInput.scaleTier", v, "unknown scale tier (known: %s)", zt_scale_tier_names());
+        json_decref(v);
+        tier = zt_scale_tier_find("BASIC");
+    }
+    plan->scale_tier = strdup(tier->name);
+    bool custom = !strcmp(tier->name, "CUSTOM");
+    static const char *const names[ZT_POOLS][3] = {
+        { "masterType", NULL, "masterConfig" },
+        { "workerType", "workerCount", "workerConfig" },
+        { "parameterServerType", "parameterServerCount", "parameterServerConfig" },
+        { "evaluatorType", "evaluatorCount", "evaluatorConfig" },
+    };
+    for (int i = 0; i < ZT_POOLS; i++) {
+        const char *type = zt_sf_str(c, ti, tp, names[i][0], NULL);
+        bool count_given = false;
+        int count = i == 0 ? 1 : (int) zt_sf_int(c, ti, tp, names[i][1], 0, 0, max_replicas,
+                                               "replicas on one machine; ZT_MAX_REPLICAS raises it",
+                                               &count_given);
+        if (!custom) {
+            const char *tier_type = i == 0 ? tier->master : i == 1 ? tier->worker
+                                    : i == 2 ? tier->ps_machine : NULL;
+            int tier_count = i == 0 ? 1 : i == 1 ? tier->workers : i == 2 ? tier->ps : 0;
+            if (type || count_given) {
+                char *p = zt_sf_path(tp, type ? names[i][0] : names[i][1]);
+                WARN(c, p, NULL, "ignored: scaleTier %s fixes the machines (use CUSTOM to choose)",
+                     tier->name);
+                free(p);
+            }
+            type = tier_type;
+            count = tier_count;
+        }
+        else if (i == 0 && !type) {
+            ERR(c, "trainingInput.masterType", NULL, "required when scaleTier is CUSTOM");
+            type = "n1-standard-4";
+        }
+        else if (i > 0 && count > 0 && !type) {
+            char *p = zt_sf_path(tp, names[i][0]);
+            ERR(c, p, NULL, "required when %s is %d", names[i][1], count);
+            free(p);
+            type = "n1-standard-4";
+        }
+        s_legacy_pool(c, ti, i, names[i][0], type, names[i][2], count, custom);
+    }
+    json_t *args = json_array();
+    zt_sf_str_array(c, ti, tp, "args", args);
+    for (int i = 0; i < ZT_POOLS; i++)
+        if (plan->pools[i].present && (i < 2 || plan->pools[i].role == ZT_ROLE_NONE))
+            json_array_extend(plan->pools[i].argv, args);
+    json_decref(args);
+    const char *job_dir = zt_sf_str(c, ti, tp, "jobDir", NULL);
+    if (job_dir)
+        plan->base_output_dir = zt_sf_local_path(c, "trainingInput.jobDir", job_dir);
+    json_t *sch = zt_sf_obj(c, ti, tp, "scheduling");
+    if (sch) {
+        const char *t = zt_sf_str(c, sch, "trainingInput.scheduling", "maxRunningTime", NULL);
+        if (t && (plan->timeout_s = zt_parse_duration(t)) <= 0) {
+            json_t *v = json_string(t);
+            ERR(c, "trainingInput.scheduling.maxRunningTime", v,
+                "expected a positive duration such as \"7200s\"");
+            json_decref(v);
+            plan->timeout_s = 0;
+        }
+    }
+    if (json_object_get(ti, "hyperparameters"))
+        WARN(c, "trainingInput.hyperparameters", NULL, "ignored by `ztrain run`; use `ztrain tune`");
+    /* AI Platform: "master" unless useChiefInTfConfig, or runtime 2.1 and later. */
+    const char *rv = zt_sf_str(c, ti, tp, "runtimeVersion", NULL);
+    bool modern = rv && strtod(rv, NULL) >= 2.1;
+    plan->tf_master = !zt_sf_bool(c, ti, tp, "useChiefInTfConfig", modern);
+}

@@ -1,0 +1,208 @@
+/* The Vertex CustomJob format: jobSpec.workerPoolSpecs, each a containerSpec or
+ * pythonPackageSpec on a machineSpec. */
+#include "spec/zt_spec_int.h"
+#include "base/zt_util.h"
+#include "ztrain/zt_error.h"
+#include "ztrain/zt_knobs.h"
+#include "launch/zt_cuda_probe.h"
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+
+/* ------------------------------------------------------------ Vertex spec */
+
+static void s_vertex_program(zt_spec_ctx_t *c, int idx, zt_pool_t *pool, json_t *wps, const char *pp)
+{
+    char *csp = zt_sf_path(pp, "containerSpec");
+    char *psp = zt_sf_path(pp, "pythonPackageSpec");
+    json_t *cs = zt_sf_obj(c, wps, pp, "containerSpec");
+    json_t *ps = zt_sf_obj(c, wps, pp, "pythonPackageSpec");
+    if (cs && ps)
+        ERR(c, psp, NULL, "give containerSpec or pythonPackageSpec, not both");
+    else if (cs) {
+        static const char *const known[] = { "imageUri", "command", "args", "env", NULL };
+        zt_sf_unknown_fields(c, cs, csp, known);
+        const char *image = zt_sf_str(c, cs, csp, "imageUri", NULL);
+        if (image)
+            pool->image_uri = strdup(image);
+        else {
+            char *ip = zt_sf_path(csp, "imageUri");
+            ERR(c, ip, NULL, "required (locally it is not pulled, but it names the role when "
+                "no command is given)");
+            free(ip);
+        }
+        json_t *cmd = json_array();
+        zt_sf_str_array(c, cs, csp, "command", cmd);
+        if (json_array_size(cmd) > 0)
+            json_array_extend(pool->argv, cmd);
+        else if ((pool->role = zt_sf_image_role(image, idx)) != ZT_ROLE_NONE)
+            json_array_append_new(pool->argv, json_string(zt_role_binary(pool->role)));
+        else if (image) {
+            char *ip = zt_sf_path(csp, "command");
+            ERR(c, ip, NULL, "required: image '%s' is not pulled on this machine, so give the "
+                "command to run (or an image naming a ztrain role: ztrain-worker, "
+                "ztrain-paramserver, ztrain-reducer, ztrain-evaluator, reductionserver)", image);
+            free(ip);
+        }
+        json_decref(cmd);
+        zt_sf_str_array(c, cs, csp, "args", pool->argv);
+        zt_sf_env(c, cs, csp, pool->env);
+    }
+    else if (ps) {
+        static const char *const known[] = { "executorImageUri", "packageUris", "pythonModule",
+                                             "args", "env", NULL };
+        zt_sf_unknown_fields(c, ps, psp, known);
+        const char *image = zt_sf_str(c, ps, psp, "executorImageUri", NULL);
+        if (image)
+            pool->image_uri = strdup(image);
+        const char *module = zt_sf_str(c, ps, psp, "pythonModule", NULL);
+        if (!module) {
+            char *mp = zt_sf_path(psp, "pythonModule");
+            ERR(c, mp, NULL, "required: the module to run as python3 -m MODULE");
+            free(mp);
+        }
+        else
+            zt_sf_python_module(pool, module);
+        zt_sf_package_uris(c, pool, ps, psp, "packageUris");
+        zt_sf_str_array(c, ps, psp, "args", pool->argv);
+        zt_sf_env(c, ps, psp, pool->env);
+    }
+    else
+        ERR(c, pp, NULL, "give containerSpec (imageUri, command, args) or pythonPackageSpec "
+            "(pythonModule, args)");
+    free(csp);
+    free(psp);
+}
+
+void zt_spec_vertex(zt_spec_ctx_t *c, json_t *spec, const char *prefix)
+{
+    static const char *const known[] = {
+        "workerPoolSpecs", "baseOutputDirectory", "scheduling", "serviceAccount", "network",
+        "reservedIpRanges", "tensorboard", "enableWebAccess", "enableDashboardAccess",
+        "experiment", "experimentRun", "models", "persistentResourceId", "useChiefInTfConfig",
+        "protectedArtifactLocationId", NULL };
+    zt_sf_unknown_fields(c, spec, prefix, known);
+    zt_plan_t *plan = c->plan;
+    int64_t max_replicas = zt_knob_int(ZT_KNOB_MAX_REPLICAS);
+    char *wp = zt_sf_path(prefix, "workerPoolSpecs");
+    json_t *pools = json_object_get(spec, "workerPoolSpecs");
+    if (!pools)
+        ERR(c, wp, NULL, "required: the list of worker pools (pool 0 is the primary replica)");
+    else if (!json_is_array(pools))
+        ERR(c, wp, pools, "expected a list of worker pool specs");
+    else if (json_array_size(pools) == 0)
+        ERR(c, wp, pools, "at least the primary pool, workerPoolSpecs[0], is required");
+    else if (json_array_size(pools) > ZT_POOLS)
+        ERR(c, wp, NULL, "at most 4 pools (primary, workers, parameter servers or reducers, "
+            "evaluators); %zu given", json_array_size(pools));
+    for (int i = 0; json_is_array(pools) && i < ZT_POOLS && i < (int) json_array_size(pools); i++) {
+        json_t *wps = json_array_get(pools, (size_t) i);
+        char *pp = zt_strdupf("%s[%d]", wp, i);
+        zt_pool_t *pool = &plan->pools[i];
+        if (json_is_null(wps) || (json_is_object(wps) && json_object_size(wps) == 0)) {
+            if (i == 0)
+                ERR(c, pp, wps, "the primary pool is required (exactly one replica that "
+                    "coordinates the job)");
+            free(pp);
+            continue;
+        }
+        if (!json_is_object(wps)) {
+            ERR(c, pp, wps, "expected a worker pool spec object ({} skips the pool)");
+            free(pp);
+            continue;
+        }
+        static const char *const wknown[] = { "machineSpec", "replicaCount", "diskSpec",
+            "containerSpec", "pythonPackageSpec", "nfsMounts", NULL };
+        zt_sf_unknown_fields(c, wps, pp, wknown);
+        pool->present = true;
+        bool given;
+        pool->replicas = (int) zt_sf_int(c, wps, pp, "replicaCount", 1, 1, max_replicas,
+                                     "replicas on one machine; ZT_MAX_REPLICAS raises it", &given);
+        if (i == 0 && given && pool->replicas != 1) {
+            char *rp = zt_sf_path(pp, "replicaCount");
+            json_t *v = json_integer(pool->replicas);
+            ERR(c, rp, v, "the primary pool must have exactly 1 replica");
+            json_decref(v);
+            free(rp);
+        }
+        if (i == 0)
+            pool->replicas = 1;
+        char *msp = zt_sf_path(pp, "machineSpec");
+        json_t *ms = zt_sf_obj(c, wps, pp, "machineSpec");
+        if (ms) {
+            static const char *const mknown[] = { "machineType", "acceleratorType",
+                "acceleratorCount", "tpuTopology", "reservationAffinity", NULL };
+            zt_sf_unknown_fields(c, ms, msp, mknown);
+        }
+        char *mtp = zt_sf_path(msp, "machineType"), *atp = zt_sf_path(msp, "acceleratorType"),
+             *acp = zt_sf_path(msp, "acceleratorCount");
+        bool count_given = false;
+        long long count = ms ? zt_sf_int(c, ms, msp, "acceleratorCount", 0, 0, 16,
+                                     "no machine type takes more than 16", &count_given) : 0;
+        zt_sf_check_machine(c, pool, ms ? zt_sf_str(c, ms, msp, "machineType", NULL) : NULL, mtp,
+                        ms ? zt_sf_str(c, ms, msp, "acceleratorType", NULL) : NULL, atp, count,
+                        count_given, acp);
+        free(mtp); free(atp); free(acp); free(msp);
+        char *dsp = zt_sf_path(pp, "diskSpec");
+        json_t *ds = zt_sf_obj(c, wps, pp, "diskSpec");
+        snprintf(pool->disk_type, sizeof pool->disk_type, "pd-ssd");
+        pool->disk_gb = 100;
+        if (ds) {
+            static const char *const dknown[] = { "bootDiskType", "bootDiskSizeGb", NULL };
+            zt_sf_unknown_fields(c, ds, dsp, dknown);
+            const char *dt = zt_sf_str(c, ds, dsp, "bootDiskType", "pd-ssd");
+            if (strcmp(dt, "pd-ssd") && strcmp(dt, "pd-standard") && strcmp(dt, "hyperdisk-balanced")) {
+                char *tp = zt_sf_path(dsp, "bootDiskType");
+                json_t *v = json_string(dt);
+                ERR(c, tp, v, "expected pd-ssd, pd-standard or hyperdisk-balanced");
+                json_decref(v);
+                free(tp);
+            }
+            else
+                snprintf(pool->disk_type, sizeof pool->disk_type, "%s", dt);
+            pool->disk_gb = (int) zt_sf_int(c, ds, dsp, "bootDiskSizeGb", 100, 10, 64000,
+                                        "the largest boot disk", NULL);
+        }
+        free(dsp);
+        s_vertex_program(c, i, pool, wps, pp);
+        free(pp);
+    }
+    free(wp);
+    char *bp = zt_sf_path(prefix, "baseOutputDirectory");
+    json_t *bo = zt_sf_obj(c, spec, prefix, "baseOutputDirectory");
+    if (bo) {
+        const char *uri = zt_sf_str(c, bo, bp, "outputUriPrefix", NULL);
+        char *up = zt_sf_path(bp, "outputUriPrefix");
+        if (!uri)
+            ERR(c, up, NULL, "required: a local path or file:// URI");
+        else
+            plan->base_output_dir = zt_sf_local_path(c, up, uri);
+        free(up);
+    }
+    free(bp);
+    char *sp = zt_sf_path(prefix, "scheduling");
+    json_t *sch = zt_sf_obj(c, spec, prefix, "scheduling");
+    if (sch) {
+        static const char *const sknown[] = { "timeout", "restartJobOnWorkerRestart",
+            "disableRetries", "strategy", "maxWaitDuration", NULL };
+        zt_sf_unknown_fields(c, sch, sp, sknown);
+        const char *t = zt_sf_str(c, sch, sp, "timeout", NULL);
+        if (t) {
+            plan->timeout_s = zt_parse_duration(t);
+            if (plan->timeout_s <= 0) {
+                char *tp = zt_sf_path(sp, "timeout");
+                json_t *v = json_string(t);
+                ERR(c, tp, v, "expected a positive duration such as \"7200s\"");
+                json_decref(v);
+                free(tp);
+                plan->timeout_s = 0;
+            }
+        }
+        plan->restart_job_on_worker_restart = zt_sf_bool(c, sch, sp, "restartJobOnWorkerRestart", false);
+        plan->disable_retries = zt_sf_bool(c, sch, sp, "disableRetries", false);
+    }
+    free(sp);
+    plan->tf_master = !zt_sf_bool(c, spec, prefix, "useChiefInTfConfig", true);
+}
