@@ -544,6 +544,123 @@ static void s_reap_all(zt_coord_t *self)
 
 /* ------------------------------------------------------------ control plane */
 
+/* REGISTER: a replica of this incarnation is welcomed, told the job's
+ * state and (an evaluator) the last checkpoint; one of an older
+ * incarnation is told to shut down. */
+static void s_on_register(zt_coord_t *self, s_rep_t *r, zframe_t *id, const zt_msg_t *m)
+{
+    if (m->incarnation != self->layout.incarnation) {
+        zt_msg_t s = { .type = ZT_MSG_SHUTDOWN, .incarnation = self->layout.incarnation, .seq = self->seq++ };
+        zt_msg_set_str(s.u.SHUTDOWN.reason, "stale incarnation");
+        zt_msg_send(self->router, id, &s);
+        return;
+    }
+    zframe_destroy(&r->identity);
+    r->identity = zframe_dup(id);
+    r->registered = true;
+    r->last_hb_ms = zt_now_ms();
+    if (r->state == R_STARTING || r->state == R_RESTARTING)
+        r->state = R_RUNNING;
+    zt_info("%s registered (%s, pid %lld)", r->name, m->u.REGISTER.role, (long long) m->u.REGISTER.pid);
+    zt_msg_t w = { .type = ZT_MSG_WELCOME, .incarnation = self->layout.incarnation, .seq = self->seq++ };
+    w.u.WELCOME.heartbeat_ms = self->hb_ms;
+    w.u.WELCOME.replicas = self->nreps;
+    zt_msg_send(self->router, id, &w);
+    zt_msg_t s = { .type = ZT_MSG_STATUS, .incarnation = self->layout.incarnation, .seq = self->seq++ };
+    zt_msg_set_str(s.u.STATUS.state, s_job_names[self->state]);
+    s.u.STATUS.running = self->state == ZT_JOB_RUNNING;
+    zt_msg_send(self->router, id, &s);
+    if (r->pool == 3 && self->last_ckpt.type == ZT_MSG_CHECKPOINT) {
+        self->last_ckpt.seq = self->seq++;
+        zt_msg_send(self->router, id, &self->last_ckpt);
+    }
+    s_write_state(self);
+    s_check_all_up(self);
+}
+
+/* CHECKPOINT from the chief: recorded and passed on to every evaluator. */
+static void s_on_checkpoint(zt_coord_t *self, s_rep_t *r, zt_msg_t *m)
+{
+    char now[40];
+    zt_wall_iso(now, sizeof now);
+    zt_info("checkpoint %s at step %lld (from %s)", m->u.CHECKPOINT.name, (long long) m->u.CHECKPOINT.step,
+            r->name);
+    json_array_append_new(self->checkpoints, json_pack("{s:I, s:s, s:s}", "step",
+                          (json_int_t) m->u.CHECKPOINT.step, "name", m->u.CHECKPOINT.name, "time", now));
+    self->last_ckpt = *m;
+    for (int k = 0; k < self->nreps; k++)
+        if (self->reps[k].pool == 3 && self->reps[k].registered) {
+            m->seq = self->seq++;
+            zt_msg_send(self->router, self->reps[k].identity, m);
+        }
+    s_write_state(self);
+}
+
+/* METRIC: an evaluator's result is an evaluation; anyone else's a metric
+ * (and a sign of life). */
+static void s_on_metric(zt_coord_t *self, s_rep_t *r, const zt_msg_t *m)
+{
+    if (r->pool == 3) {
+        char now[40];
+        zt_wall_iso(now, sizeof now);
+        zt_info("evaluation by %s: %s = %.4f at step %lld", r->name, m->u.METRIC.name, m->u.METRIC.value,
+                (long long) m->u.METRIC.step);
+        json_array_append_new(self->evaluations, json_pack("{s:I, s:s, s:f, s:s, s:s}", "step",
+                              (json_int_t) m->u.METRIC.step, "name", m->u.METRIC.name, "value",
+                              m->u.METRIC.value, "replica", r->name, "time", now));
+    }
+    else {
+        r->last_hb_ms = zt_now_ms();
+        zt_info("%s metric %s = %g (step %lld)", r->name, m->u.METRIC.name, m->u.METRIC.value,
+                (long long) m->u.METRIC.step);
+        json_object_set_new(self->metrics, m->u.METRIC.name,
+                            json_pack("{s:f, s:I, s:s}", "value", m->u.METRIC.value, "step",
+                                      (json_int_t) m->u.METRIC.step, "replica", r->name));
+    }
+    s_write_state(self);
+}
+
+/* One decoded control message from identity id. Only a running replica may
+ * register, and only a registered one (from the identity it registered
+ * with) may send anything else. */
+static void s_on_message(zt_coord_t *self, zframe_t *id, zt_msg_t *m)
+{
+    s_rep_t *r = s_find_at(self, m->pool, m->index);
+    if (!r || !r->handle) {
+        self->unknown_senders++;
+        zt_warn("dropped %s from workerpool%d-%d: no such running replica", zt_msg_type_name(m->type), m->pool,
+                m->index);
+        return;
+    }
+    if (m->type == ZT_MSG_REGISTER) {
+        s_on_register(self, r, id, m);
+        return;
+    }
+    if (!r->registered || !zframe_eq(r->identity, id)) {
+        self->unknown_senders++;
+        zt_warn("dropped %s from %s: not registered", zt_msg_type_name(m->type), r->name);
+        return;
+    }
+    switch (m->type) {
+    case ZT_MSG_HEARTBEAT:
+        r->last_hb_ms = zt_now_ms();
+        break;
+    case ZT_MSG_CHECKPOINT:
+        s_on_checkpoint(self, r, m);
+        break;
+    case ZT_MSG_METRIC:
+        s_on_metric(self, r, m);
+        break;
+    case ZT_MSG_DONE:
+        zt_info("%s done: %s", r->name, m->u.DONE.reason);
+        break;
+    default:
+        zt_debug("ignored %s from %s", zt_msg_type_name(m->type), r->name);
+    }
+}
+
+/* Control messages waiting on the router: [identity, body] each; anything
+ * else, or a body that does not decode, is counted and dropped. */
 static void s_on_control(zt_coord_t *self)
 {
     for (int budget = 0; budget < 256; budget++) {
@@ -553,103 +670,16 @@ static void s_on_control(zt_coord_t *self)
         zframe_t *id = zmsg_pop(zm);
         zframe_t *body = zmsg_pop(zm);
         zt_msg_t m;
-        int rc = body && zmsg_size(zm) == 0
-                     ? zt_msg_decode(zframe_data(body), zframe_size(body), &m, &self->drops)
-                     : ZT_EPROTO;
-        if (rc != ZT_OK) {
+        int rc = body && zmsg_size(zm) == 0 ? zt_msg_decode(zframe_data(body), zframe_size(body), &m, &self->drops)
+                                            : ZT_EPROTO;
+        if (rc == ZT_OK)
+            s_on_message(self, id, &m);
+        else {
             if (!body || zmsg_size(zm) != 0)
                 self->drops.malformed++;
             zt_warn("dropped a malformed control message (%s); drops so far: %llu malformed, "
-                    "%llu wrong version", zt_strerror(rc),
-                    (unsigned long long) self->drops.malformed,
+                    "%llu wrong version", zt_strerror(rc), (unsigned long long) self->drops.malformed,
                     (unsigned long long) self->drops.bad_version);
-        }
-        else {
-            s_rep_t *r = s_find_at(self, m.pool, m.index);
-            if (!r || !r->handle) {
-                self->unknown_senders++;
-                zt_warn("dropped %s from workerpool%d-%d: no such running replica",
-                        zt_msg_type_name(m.type), m.pool, m.index);
-            }
-            else if (m.type == ZT_MSG_REGISTER) {
-                if (m.incarnation != self->layout.incarnation) {
-                    zt_msg_t s = { .type = ZT_MSG_SHUTDOWN, .incarnation = self->layout.incarnation,
-                                   .seq = self->seq++ };
-                    zt_msg_set_str(s.u.SHUTDOWN.reason, "stale incarnation");
-                    zt_msg_send(self->router, id, &s);
-                }
-                else {
-                    zframe_destroy(&r->identity);
-                    r->identity = zframe_dup(id);
-                    r->registered = true;
-                    r->last_hb_ms = zt_now_ms();
-                    if (r->state == R_STARTING || r->state == R_RESTARTING)
-                        r->state = R_RUNNING;
-                    zt_info("%s registered (%s, pid %lld)", r->name, m.u.REGISTER.role,
-                            (long long) m.u.REGISTER.pid);
-                    zt_msg_t w = { .type = ZT_MSG_WELCOME, .incarnation = self->layout.incarnation,
-                                   .seq = self->seq++ };
-                    w.u.WELCOME.heartbeat_ms = self->hb_ms;
-                    w.u.WELCOME.replicas = self->nreps;
-                    zt_msg_send(self->router, id, &w);
-                    zt_msg_t s = { .type = ZT_MSG_STATUS, .incarnation = self->layout.incarnation,
-                                   .seq = self->seq++ };
-                    zt_msg_set_str(s.u.STATUS.state, s_job_names[self->state]);
-                    s.u.STATUS.running = self->state == ZT_JOB_RUNNING;
-                    zt_msg_send(self->router, id, &s);
-                    if (r->pool == 3 && self->last_ckpt.type == ZT_MSG_CHECKPOINT) {
-                        self->last_ckpt.seq = self->seq++;
-                        zt_msg_send(self->router, id, &self->last_ckpt);
-                    }
-                    s_write_state(self);
-                    s_check_all_up(self);
-                }
-            }
-            else if (!r->registered || !zframe_eq(r->identity, id)) {
-                self->unknown_senders++;
-                zt_warn("dropped %s from %s: not registered", zt_msg_type_name(m.type), r->name);
-            }
-            else if (m.type == ZT_MSG_HEARTBEAT)
-                r->last_hb_ms = zt_now_ms();
-            else if (m.type == ZT_MSG_CHECKPOINT) {
-                char now[40];
-                zt_wall_iso(now, sizeof now);
-                zt_info("checkpoint %s at step %lld (from %s)", m.u.CHECKPOINT.name,
-                        (long long) m.u.CHECKPOINT.step, r->name);
-                json_array_append_new(self->checkpoints, json_pack("{s:I, s:s, s:s}", "step",
-                                      (json_int_t) m.u.CHECKPOINT.step, "name", m.u.CHECKPOINT.name,
-                                      "time", now));
-                self->last_ckpt = m;
-                for (int k = 0; k < self->nreps; k++)
-                    if (self->reps[k].pool == 3 && self->reps[k].registered) {
-                        m.seq = self->seq++;
-                        zt_msg_send(self->router, self->reps[k].identity, &m);
-                    }
-                s_write_state(self);
-            }
-            else if (m.type == ZT_MSG_METRIC && r->pool == 3) {
-                char now[40];
-                zt_wall_iso(now, sizeof now);
-                zt_info("evaluation by %s: %s = %.4f at step %lld", r->name, m.u.METRIC.name,
-                        m.u.METRIC.value, (long long) m.u.METRIC.step);
-                json_array_append_new(self->evaluations, json_pack("{s:I, s:s, s:f, s:s, s:s}",
-                                      "step", (json_int_t) m.u.METRIC.step, "name", m.u.METRIC.name,
-                                      "value", m.u.METRIC.value, "replica", r->name, "time", now));
-                s_write_state(self);
-            }
-            else if (m.type == ZT_MSG_METRIC) {
-                r->last_hb_ms = zt_now_ms();
-                zt_info("%s metric %s = %g (step %lld)", r->name, m.u.METRIC.name,
-                        m.u.METRIC.value, (long long) m.u.METRIC.step);
-                json_object_set_new(self->metrics, m.u.METRIC.name,
-                                    json_pack("{s:f, s:I, s:s}", "value", m.u.METRIC.value, "step",
-                                              (json_int_t) m.u.METRIC.step, "replica", r->name));
-                s_write_state(self);
-            }
-            else if (m.type == ZT_MSG_DONE)
-                zt_info("%s done: %s", r->name, m.u.DONE.reason);
-            else
-                zt_debug("ignored %s from %s", zt_msg_type_name(m.type), r->name);
         }
         zframe_destroy(&id);
         zframe_destroy(&body);

@@ -60,107 +60,133 @@ static void s_on_message(zt_replica_t *self, zt_msg_t *m)
     }
 }
 
-static void s_actor(zsock_t *pipe, void *arg)
+/* The actor's side of the control plane. */
+typedef struct {
+    zt_replica_t *self;
+    zsock_t *pipe, *dealer;
+    zpoller_t *poller;
+    uint64_t seq;
+    int64_t hb_ms;              /* heartbeat interval (the coordinator's, once welcomed) */
+    int64_t step;               /* the last step reported, sent with heartbeats */
+    zt_msg_drops_t drops;
+} s_actor_t;
+
+/* REGISTER, then WELCOME (or the deadline). 1: welcomed; 0: not; -1: the
+ * actor was destroyed meanwhile. */
+static int s_register(s_actor_t *a)
 {
-    zt_replica_t *self = arg;
-    zsock_signal(pipe, 0); /* started: zactor_new returns; registration follows */
-    zsock_t *dealer = zt_sock_dealer(ZT_PLANE_CONTROL, self->endpoint);
-    uint64_t seq = 0;
-    int64_t hb_ms = zt_knob_int(ZT_KNOB_HEARTBEAT_MS);
-    zt_msg_drops_t drops = { 0 };
-    int ok = dealer != NULL;
     zt_msg_t m;
-    if (ok) {
-        s_header(self, &m, ZT_MSG_REGISTER, &seq);
-        zt_msg_set_str(m.u.REGISTER.role, self->role);
-        m.u.REGISTER.pid = getpid();
-        zt_msg_set_str(m.u.REGISTER.address, zt_env_get(ZT_ENV_ADDRESS));
-        ok = zt_msg_send(dealer, NULL, &m) == ZT_OK;
-    }
-    /* Wait for WELCOME. */
-    int64_t deadline = zt_now_ms() + self->timeout_ms;
-    bool welcomed = false;
-    zpoller_t *poller = zpoller_new(pipe, dealer, NULL);
-    /* Signals are the main thread's business; this loop ends on $TERM only. */
-    zpoller_set_nonstop(poller, true);
-    while (ok && !welcomed && zt_now_ms() < deadline) {
-        void *which = zpoller_wait(poller, 100);
-        if (which == pipe) { /* destroyed before registration finished */
-            zmsg_t *cmd = zmsg_recv(pipe);
+    s_header(a->self, &m, ZT_MSG_REGISTER, &a->seq);
+    zt_msg_set_str(m.u.REGISTER.role, a->self->role);
+    m.u.REGISTER.pid = getpid();
+    zt_msg_set_str(m.u.REGISTER.address, zt_env_get(ZT_ENV_ADDRESS));
+    if (zt_msg_send(a->dealer, NULL, &m) != ZT_OK)
+        return 0;
+    int64_t deadline = zt_now_ms() + a->self->timeout_ms;
+    while (zt_now_ms() < deadline) {
+        void *which = zpoller_wait(a->poller, 100);
+        if (which == a->pipe) { /* destroyed before registration finished */
+            zmsg_t *cmd = zmsg_recv(a->pipe);
             zmsg_destroy(&cmd);
-            zpoller_destroy(&poller);
-            zt_sock_destroy(&dealer);
-            return;
+            return -1;
         }
-        if (which != dealer)
+        if (which != a->dealer)
             continue;
-        zframe_t *f = zframe_recv(dealer);
-        if (f && zt_msg_decode(zframe_data(f), zframe_size(f), &m, &drops) == ZT_OK) {
-            if (m.type == ZT_MSG_WELCOME) {
-                welcomed = true;
-                if (m.u.WELCOME.heartbeat_ms > 0)
-                    hb_ms = m.u.WELCOME.heartbeat_ms;
-            }
-            else
-                s_on_message(self, &m);
+        zframe_t *f = zframe_recv(a->dealer);
+        bool welcomed = false;
+        if (f && zt_msg_decode(zframe_data(f), zframe_size(f), &m, &a->drops) == ZT_OK) {
+            welcomed = m.type == ZT_MSG_WELCOME;
+            if (welcomed && m.u.WELCOME.heartbeat_ms > 0)
+                a->hb_ms = m.u.WELCOME.heartbeat_ms;
+            else if (!welcomed)
+                s_on_message(a->self, &m);
         }
         zframe_destroy(&f);
+        if (welcomed)
+            return 1;
     }
-    zsock_signal(pipe, welcomed ? 0 : 1);
-    if (!welcomed)
-        goto out;
-    int64_t next_hb = zt_now_ms() + hb_ms;
-    int64_t step = 0;
-    for (;;) {
+    return 0;
+}
+
+/* A command from the main thread: METRIC name value step, CHECKPOINT step
+ * name address, or $TERM. true when it is time to stop. */
+static bool s_on_command(s_actor_t *a)
+{
+    zmsg_t *cmd = zmsg_recv(a->pipe);
+    char *verb = cmd ? zmsg_popstr(cmd) : NULL;
+    bool term = !verb || !strcmp(verb, "$TERM");
+    zt_msg_t m;
+    if (verb && !strcmp(verb, "METRIC")) {
+        char *name = zmsg_popstr(cmd), *value = zmsg_popstr(cmd), *st = zmsg_popstr(cmd);
+        s_header(a->self, &m, ZT_MSG_METRIC, &a->seq);
+        zt_msg_set_str(m.u.METRIC.name, name);
+        m.u.METRIC.value = value ? strtod(value, NULL) : 0;
+        m.u.METRIC.step = st ? strtoll(st, NULL, 10) : 0;
+        a->step = m.u.METRIC.step;
+        zt_msg_send(a->dealer, NULL, &m);
+        free(name);
+        free(value);
+        free(st);
+    }
+    else if (verb && !strcmp(verb, "CHECKPOINT")) {
+        char *st = zmsg_popstr(cmd), *name = zmsg_popstr(cmd), *addr = zmsg_popstr(cmd);
+        s_header(a->self, &m, ZT_MSG_CHECKPOINT, &a->seq);
+        m.u.CHECKPOINT.step = st ? strtoll(st, NULL, 10) : 0;
+        zt_msg_set_str(m.u.CHECKPOINT.name, name);
+        zt_msg_set_str(m.u.CHECKPOINT.address, addr);
+        zt_msg_send(a->dealer, NULL, &m);
+        free(st);
+        free(name);
+        free(addr);
+    }
+    free(verb);
+    zmsg_destroy(&cmd);
+    return term;
+}
+
+static void s_on_coordinator(s_actor_t *a)
+{
+    zt_msg_t m;
+    zframe_t *f = zframe_recv(a->dealer);
+    if (f && zt_msg_decode(zframe_data(f), zframe_size(f), &m, &a->drops) == ZT_OK)
+        s_on_message(a->self, &m);
+    else
+        zt_warn("dropped a malformed message from the coordinator");
+    zframe_destroy(&f);
+}
+
+/* Registers, then relays the main thread's reports, handles the
+ * coordinator's messages and sends heartbeats until $TERM. */
+static void s_actor(zsock_t *pipe, void *arg)
+{
+    s_actor_t a = { .self = arg, .pipe = pipe, .hb_ms = zt_knob_int(ZT_KNOB_HEARTBEAT_MS) };
+    zsock_signal(pipe, 0); /* started: zactor_new returns; registration follows */
+    a.dealer = zt_sock_dealer(ZT_PLANE_CONTROL, a.self->endpoint);
+    a.poller = zpoller_new(pipe, a.dealer, NULL);
+    /* Signals are the main thread's business; this loop ends on $TERM only. */
+    zpoller_set_nonstop(a.poller, true);
+    int welcomed = a.dealer ? s_register(&a) : 0;
+    if (welcomed >= 0)
+        zsock_signal(pipe, welcomed ? 0 : 1);
+    int64_t next_hb = zt_now_ms() + a.hb_ms;
+    while (welcomed == 1) {
         int64_t wait = next_hb - zt_now_ms();
-        void *which = zpoller_wait(poller, (int) (wait > 0 ? wait : 0));
-        if (which == pipe) {
-            zmsg_t *cmd = zmsg_recv(pipe);
-            char *verb = cmd ? zmsg_popstr(cmd) : NULL;
-            bool term = !verb || !strcmp(verb, "$TERM");
-            if (verb && !strcmp(verb, "METRIC")) {
-                char *name = zmsg_popstr(cmd), *value = zmsg_popstr(cmd), *st = zmsg_popstr(cmd);
-                s_header(self, &m, ZT_MSG_METRIC, &seq);
-                zt_msg_set_str(m.u.METRIC.name, name);
-                m.u.METRIC.value = value ? strtod(value, NULL) : 0;
-                m.u.METRIC.step = st ? strtoll(st, NULL, 10) : 0;
-                step = m.u.METRIC.step;
-                zt_msg_send(dealer, NULL, &m);
-                free(name); free(value); free(st);
-            }
-            else if (verb && !strcmp(verb, "CHECKPOINT")) {
-                char *st = zmsg_popstr(cmd), *name = zmsg_popstr(cmd), *addr = zmsg_popstr(cmd);
-                s_header(self, &m, ZT_MSG_CHECKPOINT, &seq);
-                m.u.CHECKPOINT.step = st ? strtoll(st, NULL, 10) : 0;
-                zt_msg_set_str(m.u.CHECKPOINT.name, name);
-                zt_msg_set_str(m.u.CHECKPOINT.address, addr);
-                zt_msg_send(dealer, NULL, &m);
-                free(st); free(name); free(addr);
-            }
-            free(verb);
-            zmsg_destroy(&cmd);
-            if (term)
-                break;
-        }
-        else if (which == dealer) {
-            zframe_t *f = zframe_recv(dealer);
-            if (f && zt_msg_decode(zframe_data(f), zframe_size(f), &m, &drops) == ZT_OK)
-                s_on_message(self, &m);
-            else
-                zt_warn("dropped a malformed message from the coordinator");
-            zframe_destroy(&f);
-        }
+        void *which = zpoller_wait(a.poller, (int) (wait > 0 ? wait : 0));
+        if (which == pipe && s_on_command(&a))
+            break;
+        if (which == a.dealer)
+            s_on_coordinator(&a);
         if (zt_now_ms() >= next_hb) {
-            s_header(self, &m, ZT_MSG_HEARTBEAT, &seq);
-            m.u.HEARTBEAT.step = step;
-            zt_msg_send(dealer, NULL, &m);
-            next_hb = zt_now_ms() + hb_ms;
+            zt_msg_t m;
+            s_header(a.self, &m, ZT_MSG_HEARTBEAT, &a.seq);
+            m.u.HEARTBEAT.step = a.step;
+            zt_msg_send(a.dealer, NULL, &m);
+            next_hb = zt_now_ms() + a.hb_ms;
         }
     }
-out:
-    zpoller_destroy(&poller);
-    zt_sock_destroy(&dealer);
-    if (!welcomed) { /* wait for $TERM so that zactor_destroy returns */
+    zpoller_destroy(&a.poller);
+    zt_sock_destroy(&a.dealer);
+    if (welcomed == 0) { /* wait for $TERM so that zactor_destroy returns */
         zmsg_t *cmd = zmsg_recv(pipe);
         zmsg_destroy(&cmd);
     }
