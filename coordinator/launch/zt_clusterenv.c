@@ -137,38 +137,43 @@ static json_t *s_hosts(const zt_layout_t *self)
     return map;
 }
 
-json_t *zt_replica_env(const zt_layout_t *self, int pool, int index)
+static void s_put_int(json_t *env, zt_env_t var, long long v)
+{
+    char buf[32];
+    snprintf(buf, sizeof buf, "%lld", v);
+    s_put(env, zt_env_name(var), buf);
+}
+
+static void s_put_dir(json_t *env, zt_env_t var, const char *base, const char *sub)
+{
+    char *d = zt_strdupf("%s/%s/", base, sub);
+    s_put(env, zt_env_name(var), d);
+    free(d);
+}
+
+/* The frameworks' view: CLUSTER_SPEC, TF_CONFIG, and torch.distributed's
+ * MASTER_ADDR / MASTER_PORT / WORLD_SIZE / RANK for the chief and workers. */
+static void s_env_frameworks(json_t *env, const zt_layout_t *self, int pool, int index)
 {
     const zt_plan_t *plan = self->plan;
-    const zt_pool_t *pp = &plan->pools[pool];
-    json_t *env = json_array();
-    char buf[64];
     s_put_json(env, zt_env_name(ZT_ENV_CLUSTER_SPEC), zt_cluster_spec(self, pool, index));
     json_t *tf = zt_tf_config(self, pool, index);
     if (tf)
         s_put_json(env, zt_env_name(ZT_ENV_TF_CONFIG), tf);
-    if (pool <= 1) {
-        s_put(env, zt_env_name(ZT_ENV_MASTER_ADDR), zt_layout_place(self, 0, 0)->addr);
-        snprintf(buf, sizeof buf, "%d", zt_layout_place(self, 0, 0)->port);
-        s_put(env, zt_env_name(ZT_ENV_MASTER_PORT), buf);
-        int world = 1 + (plan->pools[1].present ? plan->pools[1].replicas : 0);
-        snprintf(buf, sizeof buf, "%d", world);
-        s_put(env, zt_env_name(ZT_ENV_WORLD_SIZE), buf);
-        snprintf(buf, sizeof buf, "%d", pool == 0 ? 0 : 1 + index);
-        s_put(env, zt_env_name(ZT_ENV_RANK), buf);
-    }
-    char *d = zt_strdupf("%s/model/", self->base_dir);
-    s_put(env, zt_env_name(ZT_ENV_AIP_MODEL_DIR), d);
-    free(d);
-    d = zt_strdupf("%s/checkpoints/", self->base_dir);
-    s_put(env, zt_env_name(ZT_ENV_AIP_CHECKPOINT_DIR), d);
-    free(d);
-    d = zt_strdupf("%s/logs/", self->base_dir);
-    s_put(env, zt_env_name(ZT_ENV_AIP_TENSORBOARD_LOG_DIR), d);
-    free(d);
-    /* SageMaker: every replica is a host algo-1..algo-N, in pool order. */
+    if (pool > 1)
+        return;
+    s_put(env, zt_env_name(ZT_ENV_MASTER_ADDR), zt_layout_place(self, 0, 0)->addr);
+    s_put_int(env, ZT_ENV_MASTER_PORT, zt_layout_place(self, 0, 0)->port);
+    s_put_int(env, ZT_ENV_WORLD_SIZE, 1 + (plan->pools[1].present ? plan->pools[1].replicas : 0));
+    s_put_int(env, ZT_ENV_RANK, pool == 0 ? 0 : 1 + index);
+}
+
+/* SageMaker: every replica is a host algo-1..algo-N, in pool order. */
+static void s_env_sagemaker(json_t *env, const zt_layout_t *self, int pool, int index)
+{
+    const zt_plan_t *plan = self->plan;
     json_t *hosts = json_array();
-    char current[64] = "";
+    char current[64] = "", buf[64];
     int n = 0;
     for (int p = 0; p < ZT_POOLS; p++)
         for (int i = 0; plan->pools[p].present && i < plan->pools[p].replicas; i++) {
@@ -179,60 +184,54 @@ json_t *zt_replica_env(const zt_layout_t *self, int pool, int index)
         }
     s_put_json(env, zt_env_name(ZT_ENV_SM_HOSTS), json_incref(hosts));
     s_put(env, zt_env_name(ZT_ENV_SM_CURRENT_HOST), current);
-    s_put_json(env, zt_env_name(ZT_ENV_SM_RESOURCE_CONFIG), json_pack("{s:s, s:o, s:s}", "current_host", current,
-                                                    "hosts", hosts, "network_interface_name", "lo"));
-    d = zt_replica_config_dir(self, pool, index);
+    s_put_json(env, zt_env_name(ZT_ENV_SM_RESOURCE_CONFIG), json_pack("{s:s, s:o, s:s}", "current_host",
+                                                                      current, "hosts", hosts,
+                                                                      "network_interface_name", "lo"));
+    char *d = zt_replica_config_dir(self, pool, index);
     s_put(env, zt_env_name(ZT_ENV_SM_INPUT_CONFIG_DIR), d);
     free(d);
-    /* GPUs: each replica sees only its own; none when it asked for none. */
-    buf[0] = 0;
+}
+
+/* For programs that link libztrain: the coordinator, who this replica is,
+ * where it listens, its host and every replica's (shared memory and ipc://
+ * only between replicas on one host), and what pool 2 is for the built-in
+ * trainer (reducers or parameter servers). */
+static void s_env_ztrain(json_t *env, const zt_layout_t *self, int pool, int index)
+{
     const zt_place_t *me = zt_layout_place(self, pool, index);
-    for (int g = 0; g < me->ngpus; g++)
-        snprintf(buf + strlen(buf), sizeof buf - strlen(buf), "%s%d", g ? "," : "", me->first_gpu + g);
-    s_put(env, zt_env_name(ZT_ENV_CUDA_VISIBLE_DEVICES), buf);
-    if (self->trial) {
-        s_put(env, zt_env_name(ZT_ENV_TRIAL_ID), self->trial);
-        d = zt_strdupf("%s/hypertune/%s-%d.metric", self->base_dir, pool == 0 ? "chief" : "worker", index);
-        s_put(env, zt_env_name(ZT_ENV_HP_METRIC_FILE), d);
-        free(d);
-    }
-    /* For programs that link libztrain. */
     if (self->coordinator)
         s_put(env, zt_env_name(ZT_ENV_COORDINATOR), self->coordinator);
-    snprintf(buf, sizeof buf, "%d", pool);
-    s_put(env, zt_env_name(ZT_ENV_POOL), buf);
-    snprintf(buf, sizeof buf, "%d", index);
-    s_put(env, zt_env_name(ZT_ENV_INDEX), buf);
-    snprintf(buf, sizeof buf, "%d", self->incarnation);
-    s_put(env, zt_env_name(ZT_ENV_INCARNATION), buf);
+    s_put_int(env, ZT_ENV_POOL, pool);
+    s_put_int(env, ZT_ENV_INDEX, index);
+    s_put_int(env, ZT_ENV_INCARNATION, self->incarnation);
     char addr[300];
     snprintf(addr, sizeof addr, "%s:%d", me->addr, me->port);
     s_put(env, zt_env_name(ZT_ENV_ADDRESS), addr);
-    /* Host identity, so that shared memory and ipc:// are used only between
-     * replicas on one host: this replica's host, and every replica's. */
     s_put(env, zt_env_name(ZT_ENV_HOST), me->host);
     s_put_json(env, zt_env_name(ZT_ENV_HOSTS), s_hosts(self));
     s_put(env, zt_env_name(ZT_ENV_JOB_DIR), self->job_dir);
-    /* What pool 2 is, for the built-in trainer: reducers or parameter servers. */
-    zt_role_t r2 = plan->pools[2].present ? plan->pools[2].role : ZT_ROLE_NONE;
-    if (pool <= 1 && (r2 == ZT_ROLE_REDUCER || r2 == ZT_ROLE_PARAMSERVER)) {
-        json_t *addrs = zt_pool_addresses(self, 2);
-        char list[8192] = "";
-        size_t i;
-        json_t *a;
-        json_array_foreach(addrs, i, a)
-            snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? "," : "",
-                     json_string_value(a));
-        json_decref(addrs);
-        s_put(env, zt_env_name(r2 == ZT_ROLE_REDUCER ? ZT_ENV_REDUCERS : ZT_ENV_PARAMSERVERS), list);
-    }
+    zt_role_t r2 = self->plan->pools[2].present ? self->plan->pools[2].role : ZT_ROLE_NONE;
+    if (pool > 1 || (r2 != ZT_ROLE_REDUCER && r2 != ZT_ROLE_PARAMSERVER))
+        return;
+    json_t *addrs = zt_pool_addresses(self, 2);
+    char list[8192] = "";
+    size_t i;
+    json_t *a;
+    json_array_foreach(addrs, i, a)
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? "," : "", json_string_value(a));
+    json_decref(addrs);
+    s_put(env, zt_env_name(r2 == ZT_ROLE_REDUCER ? ZT_ENV_REDUCERS : ZT_ENV_PARAMSERVERS), list);
+}
+
+/* The pool's PYTHONPATH, then its own env[] last: it replaces what ztrain set. */
+static void s_env_pool(json_t *env, const zt_pool_t *pp)
+{
     if (pp->python_path) {
         const char *old = zt_env_get(ZT_ENV_PYTHONPATH);
-        d = old && *old ? zt_strdupf("%s:%s", pp->python_path, old) : strdup(pp->python_path);
+        char *d = old && *old ? zt_strdupf("%s:%s", pp->python_path, old) : strdup(pp->python_path);
         s_put(env, zt_env_name(ZT_ENV_PYTHONPATH), d);
         free(d);
     }
-    /* The pool's own env[] last: it replaces what ztrain set. */
     size_t k;
     json_t *e;
     json_array_foreach(pp->env, k, e) {
@@ -242,5 +241,30 @@ json_t *zt_replica_env(const zt_layout_t *self, int pool, int index)
                 json_array_remove(env, j);
         json_array_append(env, e);
     }
+}
+
+json_t *zt_replica_env(const zt_layout_t *self, int pool, int index)
+{
+    json_t *env = json_array();
+    s_env_frameworks(env, self, pool, index);
+    /* Vertex's output directories under the job's base output directory. */
+    s_put_dir(env, ZT_ENV_AIP_MODEL_DIR, self->base_dir, "model");
+    s_put_dir(env, ZT_ENV_AIP_CHECKPOINT_DIR, self->base_dir, "checkpoints");
+    s_put_dir(env, ZT_ENV_AIP_TENSORBOARD_LOG_DIR, self->base_dir, "logs");
+    s_env_sagemaker(env, self, pool, index);
+    /* GPUs: each replica sees only its own; none when it asked for none. */
+    char buf[256] = "";
+    const zt_place_t *me = zt_layout_place(self, pool, index);
+    for (int g = 0; g < me->ngpus; g++)
+        snprintf(buf + strlen(buf), sizeof buf - strlen(buf), "%s%d", g ? "," : "", me->first_gpu + g);
+    s_put(env, zt_env_name(ZT_ENV_CUDA_VISIBLE_DEVICES), buf);
+    if (self->trial) { /* cloudml-hypertune's metric file */
+        s_put(env, zt_env_name(ZT_ENV_TRIAL_ID), self->trial);
+        char *d = zt_strdupf("%s/hypertune/%s-%d.metric", self->base_dir, pool == 0 ? "chief" : "worker", index);
+        s_put(env, zt_env_name(ZT_ENV_HP_METRIC_FILE), d);
+        free(d);
+    }
+    s_env_ztrain(env, self, pool, index);
+    s_env_pool(env, &self->plan->pools[pool]);
     return env;
 }
