@@ -441,6 +441,76 @@ static void s_on_worker_result(zt_reducer_t *self, const zt_msg_t *m, zmq_msg_t 
     }
 }
 
+/* A piece of another generation than the bucket's. true when handled. */
+static bool s_other_generation(zt_reducer_t *self, int rank, const zt_msg_AR_PIECE_t *p, s_bucket_t *k)
+{
+    if (k->gen < 0)
+        k->gen = p->gen; /* a fresh (restarted) reducer joins the workers' count */
+    if (p->gen < k->gen) { /* resent for a round already done: the worker missed the sum */
+        if (p->gen == k->result_gen)
+            s_send_result(self, (int) p->bucket, rank);
+        else
+            s_ask_for_result(self, (int) p->bucket, p->gen, -1);
+        return true;
+    }
+    if (p->gen > k->gen) {
+        /* This worker has the sum of our generation already (the reducer was
+         * restarted mid-broadcast): fetch it from the worker, finish that
+         * generation for the others, and move on; its pieces come again. */
+        if (p->gen == k->gen + 1)
+            s_ask_for_result(self, (int) p->bucket, k->gen, rank);
+        else
+            zt_warn("bucket %lld: worker %d is at generation %lld, this reducer at %lld; dropped",
+                    (long long) p->bucket, rank, (long long) p->gen, (long long) k->gen);
+        return true;
+    }
+    return false;
+}
+
+/* Adds the parts of a piece not yet received from this worker. */
+static void s_accumulate(s_bucket_t *k, s_ranges_t *r, const zt_msg_AR_PIECE_t *p, const char *src, size_t es)
+{
+    s_iv_t fresh[64];
+    int nf = s_ranges_add(r, p->offset, p->offset + p->count, fresh);
+    for (int i = 0; i < nf; i++) {
+        int64_t a = fresh[i].a, len = fresh[i].b - fresh[i].a;
+        const char *s = src + (a - p->offset) * (int64_t) es;
+        float *acc = k->acc + (a - k->lo);
+        if (k->dtype == ZT_F32)
+            zt_ar_add(acc, s, len, ZT_F32);
+        else
+            for (int64_t j = 0; j < len; j++) {
+                uint16_t h;
+                memcpy(&h, s + 2 * j, 2);
+                acc[j] += k->dtype == ZT_F16 ? zt_f16_to_f32(h) : zt_bf16_to_f32(h);
+            }
+    }
+}
+
+/* Sends the sum of every block the piece touched that every worker has now covered. */
+static void s_send_complete_blocks(zt_reducer_t *self, const zt_msg_AR_PIECE_t *p, s_bucket_t *k, size_t es)
+{
+    int64_t per = PIECE_BYTES / (int64_t) es;
+    int j0 = (int) ((p->offset - k->lo) / per);
+    int j1 = (int) ((p->offset + p->count - 1 - k->lo) / per);
+    for (int j = j0; j <= j1 && j < k->nblocks; j++) {
+        if (k->block_sent[j])
+            continue;
+        int64_t a = k->lo + (int64_t) j * per, e = a + per < k->hi ? a + per : k->hi;
+        bool all = true;
+        for (int w = 0; w < self->workers && all; w++)
+            all = s_covered(&k->from[w], a, e);
+        if (all) {
+            int64_t gen = k->gen;
+            s_send_block(self, (int) p->bucket, j, NULL);
+            if (k->gen != gen) /* that was the last block */
+                break;
+        }
+    }
+}
+
+/* AR_PIECE: checked, added to the bucket's sums, and the blocks it
+ * completes sent back to every worker. */
 static void s_on_piece(zt_reducer_t *self, int rank, const zt_msg_t *m, zmq_msg_t *payload)
 {
     const zt_msg_AR_PIECE_t *p = &m->u.AR_PIECE;
@@ -466,65 +536,16 @@ static void s_on_piece(zt_reducer_t *self, int rank, const zt_msg_t *m, zmq_msg_
         s_error(self, rank, -1, ZT_PS_BAD_PAYLOAD, why);
         return;
     }
-    if (k->gen < 0)
-        k->gen = p->gen; /* a fresh (restarted) reducer joins the workers' count */
-    if (p->gen < k->gen) { /* resent for a round already done: the worker missed the sum */
-        if (p->gen == k->result_gen)
-            s_send_result(self, (int) p->bucket, rank);
-        else
-            s_ask_for_result(self, (int) p->bucket, p->gen, -1);
+    if (s_other_generation(self, rank, p, k))
         return;
-    }
-    if (p->gen > k->gen) {
-        /* This worker has the sum of our generation already (the reducer was
-         * restarted mid-broadcast): fetch it from the worker, finish that
-         * generation for the others, and move on; its pieces come again. */
-        if (p->gen == k->gen + 1)
-            s_ask_for_result(self, (int) p->bucket, k->gen, rank);
-        else
-            zt_warn("bucket %lld: worker %d is at generation %lld, this reducer at %lld; dropped",
-                    (long long) p->bucket, rank, (long long) p->gen, (long long) k->gen);
-        return;
-    }
     if (!k->started_ms)
         k->started_ms = zt_now_ms();
-    s_iv_t fresh[64];
-    s_ranges_t *r = &k->from[rank];
-    if (r->n >= 62) { /* pathological cuts: fall back to whole-piece granularity */
+    if (k->from[rank].n >= 62) { /* pathological cuts: fall back to whole-piece granularity */
         zt_warn("bucket %lld: too many separate pieces from worker %d", (long long) p->bucket, rank);
         return;
     }
-    int nf = s_ranges_add(r, p->offset, p->offset + p->count, fresh);
-    for (int i = 0; i < nf; i++) {
-        int64_t a = fresh[i].a, len = fresh[i].b - fresh[i].a;
-        const char *s = src + (a - p->offset) * (int64_t) es;
-        float *acc = k->acc + (a - k->lo);
-        if (k->dtype == ZT_F32)
-            zt_ar_add(acc, s, len, ZT_F32);
-        else
-            for (int64_t j = 0; j < len; j++) {
-                uint16_t h;
-                memcpy(&h, s + 2 * j, 2);
-                acc[j] += k->dtype == ZT_F16 ? zt_f16_to_f32(h) : zt_bf16_to_f32(h);
-            }
-    }
-    int64_t per = PIECE_BYTES / (int64_t) es;
-    int j0 = (int) ((p->offset - k->lo) / per);
-    int j1 = (int) ((p->offset + p->count - 1 - k->lo) / per);
-    for (int j = j0; j <= j1 && j < k->nblocks; j++) {
-        if (k->block_sent[j])
-            continue;
-        int64_t a = k->lo + (int64_t) j * per, e = a + per < k->hi ? a + per : k->hi;
-        bool all = true;
-        for (int w = 0; w < self->workers && all; w++)
-            all = s_covered(&k->from[w], a, e);
-        if (all) {
-            int64_t gen = k->gen;
-            s_send_block(self, (int) p->bucket, j, NULL);
-            if (k->gen != gen) /* that was the last block */
-                break;
-        }
-    }
+    s_accumulate(k, &k->from[rank], p, src, es);
+    s_send_complete_blocks(self, p, k, es);
 }
 
 static void s_on_hello(zt_reducer_t *self, int rank, const zt_msg_t *m, zmq_msg_t *payload)

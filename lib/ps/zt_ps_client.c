@@ -373,6 +373,88 @@ static void s_remove(zt_ps_client_t *self, int i)
     self->ops[i] = self->ops[--self->nops];
 }
 
+/* PS_ERROR for op i: a server that lost its state is configured again and
+ * the op resent; a refused shared-memory push goes over the socket; any
+ * other error fails the op (wait() reports it). */
+static void s_on_error(zt_ps_client_t *self, int server, int i, const zt_msg_PS_ERROR_t *e)
+{
+    s_op_t *op = &self->ops[i];
+    if (e->code == ZT_PS_NOT_CONFIGURED) {
+        zt_info("parameter server %d (%s) lost its state: configuring it again", server, self->addrs[server]);
+        s_op_t *c = s_new_op(self);
+        op = &self->ops[i]; /* may have moved */
+        c->kind = OP_CONFIG;
+        c->server = server;
+        s_send(self, c);
+        s_send(self, op);
+        return;
+    }
+    if (e->code == ZT_PS_BAD_PAYLOAD && op->kind == OP_PUSH && op->by_ref) {
+        zt_warn("parameter server %d (%s): %s; sending over the socket from now on", server,
+                self->addrs[server], e->text);
+        self->shm_refused = true;
+        op->by_ref = false;
+        s_send(self, op);
+        return;
+    }
+    snprintf(self->err, sizeof self->err, "parameter server %d (%s): %s", server, self->addrs[server], e->text);
+    op->req = -2;
+}
+
+/* PS_VALUES for a pull: copied into the caller's buffer. false when the
+ * pull was sent again instead. */
+static bool s_on_values(zt_ps_client_t *self, int server, s_op_t *op, const zt_msg_PS_VALUES_t *v,
+                        zmq_msg_t *parts, int nparts)
+{
+    size_t want = (size_t) op->count * sizeof(float);
+    char why[300];
+    const char *shm = op->by_ref ? v->shm : ""; /* only where we asked for it */
+    const void *src = zt_shm_payload(shm, v->shm_off, (int64_t) want, nparts >= 2 ? zmq_msg_data(&parts[1]) : NULL,
+                                     nparts >= 2 ? zmq_msg_size(&parts[1]) : 0, why, sizeof why);
+    if (!src && shm[0]) {
+        zt_warn("parameter server %d: %s; asking for the values over the socket", server, why);
+        op->by_ref = false;
+        self->shm_refused = true;
+    }
+    if (!src || v->offset != op->offset) {
+        zt_warn("parameter server %d sent a malformed reply; asking again", server);
+        s_send(self, op);
+        return false;
+    }
+    memcpy(op->dst, src, want);
+    return true;
+}
+
+/* PS_SHARD for a snapshot: one frame per array. false (op failed) when malformed. */
+static bool s_on_shard(zt_ps_client_t *self, int server, s_op_t *op, const zt_msg_PS_SHARD_t *m,
+                       zmq_msg_t *parts, int nparts)
+{
+    zt_ps_shard_t *sh = op->shard;
+    int arrays = (int) m->arrays;
+    size_t want = (size_t) m->count * sizeof(float);
+    if (arrays < 1 || arrays > 4 || nparts < 1 + arrays) {
+        snprintf(self->err, sizeof self->err, "parameter server %d sent a malformed snapshot", server);
+        op->req = -2;
+        return false;
+    }
+    sh->offset = m->offset;
+    sh->count = m->count;
+    sh->version = m->version;
+    sh->arrays = arrays;
+    for (int a = 0; a < arrays; a++) {
+        if (zmq_msg_size(&parts[1 + a]) != want) {
+            snprintf(self->err, sizeof self->err, "parameter server %d: snapshot size mismatch", server);
+            op->req = -2;
+            return false;
+        }
+        sh->data[a] = malloc(want ? want : 1);
+        memcpy(sh->data[a], zmq_msg_data(&parts[1 + a]), want);
+    }
+    return true;
+}
+
+/* One reply from a server: matched to its op by request id; the op is done
+ * unless it had to be sent again or failed. */
 static void s_on_reply(zt_ps_client_t *self, int server, zmq_msg_t *parts, int nparts)
 {
     zt_msg_t m;
@@ -384,83 +466,26 @@ static void s_on_reply(zt_ps_client_t *self, int server, zmq_msg_t *parts, int n
                   : m.type == ZT_MSG_PS_ERROR ? m.u.PS_ERROR.req : m.type == ZT_MSG_PS_SHARD
                   ? m.u.PS_SHARD.req : -1;
     int i = s_find(self, req);
-    if (i < 0)
+    if (i < 0 || self->ops[i].server != server)
         return; /* a late answer to a request already sent again */
     s_op_t *op = &self->ops[i];
-    if (op->server != server)
-        return;
+    bool done;
     if (m.type == ZT_MSG_PS_ERROR) {
-        if (m.u.PS_ERROR.code == ZT_PS_NOT_CONFIGURED) {
-            zt_info("parameter server %d (%s) lost its state: configuring it again", server,
-                    self->addrs[server]);
-            s_op_t *c = s_new_op(self);
-            op = &self->ops[i]; /* may have moved */
-            c->kind = OP_CONFIG;
-            c->server = server;
-            s_send(self, c);
-            s_send(self, op);
-            return;
-        }
-        if (m.u.PS_ERROR.code == ZT_PS_BAD_PAYLOAD && op->kind == OP_PUSH && op->by_ref) {
-            zt_warn("parameter server %d (%s): %s; sending over the socket from now on", server,
-                    self->addrs[server], m.u.PS_ERROR.text);
-            self->shm_refused = true;
-            op->by_ref = false;
-            s_send(self, op);
-            return;
-        }
-        snprintf(self->err, sizeof self->err, "parameter server %d (%s): %s", server,
-                 self->addrs[server], m.u.PS_ERROR.text);
-        op->req = -2; /* failed: wait() reports it */
+        s_on_error(self, server, i, &m.u.PS_ERROR);
         return;
     }
-    if (m.type == ZT_MSG_PS_VALUES && op->kind == OP_PULL) {
-        size_t want = (size_t) op->count * sizeof(float);
-        char why[300];
-        const char *shm = op->by_ref ? m.u.PS_VALUES.shm : ""; /* only where we asked for it */
-        const void *src = zt_shm_payload(shm, m.u.PS_VALUES.shm_off, (int64_t) want,
-                                         nparts >= 2 ? zmq_msg_data(&parts[1]) : NULL,
-                                         nparts >= 2 ? zmq_msg_size(&parts[1]) : 0, why, sizeof why);
-        if (!src && shm[0]) {
-            zt_warn("parameter server %d: %s; asking for the values over the socket", server, why);
-            op->by_ref = false;
-            self->shm_refused = true;
-        }
-        if (!src || m.u.PS_VALUES.offset != op->offset) {
-            zt_warn("parameter server %d sent a malformed reply; asking again", server);
-            s_send(self, op);
-            return;
-        }
-        memcpy(op->dst, src, want);
-    }
-    else if (m.type == ZT_MSG_PS_SHARD && op->kind == OP_SNAPSHOT) {
-        zt_ps_shard_t *sh = op->shard;
-        int arrays = (int) m.u.PS_SHARD.arrays;
-        size_t want = (size_t) m.u.PS_SHARD.count * sizeof(float);
-        if (arrays < 1 || arrays > 4 || nparts < 1 + arrays) {
-            snprintf(self->err, sizeof self->err, "parameter server %d sent a malformed snapshot", server);
-            op->req = -2;
-            return;
-        }
-        sh->offset = m.u.PS_SHARD.offset;
-        sh->count = m.u.PS_SHARD.count;
-        sh->version = m.u.PS_SHARD.version;
-        sh->arrays = arrays;
-        for (int a = 0; a < arrays; a++) {
-            if (zmq_msg_size(&parts[1 + a]) != want) {
-                snprintf(self->err, sizeof self->err, "parameter server %d: snapshot size mismatch", server);
-                op->req = -2;
-                return;
-            }
-            sh->data[a] = malloc(want ? want : 1);
-            memcpy(sh->data[a], zmq_msg_data(&parts[1 + a]), want);
-        }
-    }
-    else if (m.type != ZT_MSG_PS_ACK) {
+    if (m.type == ZT_MSG_PS_VALUES && op->kind == OP_PULL)
+        done = s_on_values(self, server, op, &m.u.PS_VALUES, parts, nparts);
+    else if (m.type == ZT_MSG_PS_SHARD && op->kind == OP_SNAPSHOT)
+        done = s_on_shard(self, server, op, &m.u.PS_SHARD, parts, nparts);
+    else if (m.type == ZT_MSG_PS_ACK)
+        done = true;
+    else {
         zt_warn("unexpected %s from parameter server %d", zt_msg_type_name(m.type), server);
         return;
     }
-    s_remove(self, i);
+    if (done)
+        s_remove(self, i);
 }
 
 int zt_ps_wait(zt_ps_client_t *self, int timeout_ms)
