@@ -77,6 +77,8 @@ static bool s_takes_value(const char *name)
     return zt_plan_is_override_flag(name);
 }
 
+/* Long on purpose: one branch per option of every subcommand, in the
+ * order the usage text lists them. */
 static int s_parse(int argc, char **argv, const char *forced, s_args_t *a)
 {
     memset(a, 0, sizeof *a);

@@ -263,6 +263,68 @@ static void s_read_output(zt_coord_t *self, s_rep_t *r)
 
 /* ------------------------------------------------------------ replicas */
 
+/* argv: the pool's command; a role binary is found next to ztrain itself. */
+static char **s_argv(const zt_pool_t *pool)
+{
+    size_t argc = json_array_size(pool->argv);
+    char **argv = calloc(argc + 1, sizeof *argv);
+    for (size_t i = 0; i < argc; i++)
+        argv[i] = strdup(json_string_value(json_array_get(pool->argv, i)));
+    if (pool->role != ZT_ROLE_NONE) {
+        free(argv[0]);
+        argv[0] = zt_strdupf("%s/%s", zt_exe_dir(), zt_role_binary(pool->role));
+    }
+    return argv;
+}
+
+/* env: ours, with the replica's variables over it. */
+static char **s_envp(json_t *vars)
+{
+    size_t n_inherit = 0;
+    while (environ[n_inherit])
+        n_inherit++;
+    char **envp = calloc(n_inherit + json_array_size(vars) + 1, sizeof *envp);
+    size_t ne = 0, k;
+    json_t *v;
+    for (size_t i = 0; i < n_inherit; i++) {
+        bool overridden = false;
+        json_array_foreach(vars, k, v) {
+            const char *name = json_string_value(json_array_get(v, 0));
+            size_t len = strlen(name);
+            if (!strncmp(environ[i], name, len) && environ[i][len] == '=')
+                overridden = true;
+        }
+        if (!overridden)
+            envp[ne++] = strdup(environ[i]);
+    }
+    json_array_foreach(vars, k, v)
+        envp[ne++] = zt_strdupf("%s=%s", json_string_value(json_array_get(v, 0)),
+                                json_string_value(json_array_get(v, 1)));
+    return envp;
+}
+
+static void s_strv_free(char **v)
+{
+    for (size_t i = 0; v && v[i]; i++)
+        free(v[i]);
+    free(v);
+}
+
+/* SageMaker's resourceconfig.json in the replica's config dir. */
+static void s_write_resourceconfig(zt_coord_t *self, s_rep_t *r, char **envp)
+{
+    char *cfg = zt_replica_config_dir(&self->layout, r->pool, r->index);
+    zt_mkdir_p(cfg);
+    for (size_t i = 0; envp[i]; i++)
+        if (!strncmp(envp[i], "SM_RESOURCE_CONFIG=", 19)) {
+            char *path = zt_strdupf("%s/resourceconfig.json", cfg);
+            zt_write_file_atomic(path, envp[i] + 19, strlen(envp[i] + 19));
+            free(path);
+        }
+    free(cfg);
+}
+
+/* Starts (or restarts) a replica through the backend. */
 static int s_spawn(zt_coord_t *self, s_rep_t *r)
 {
     const zt_pool_t *pool = &self->plan->pools[r->pool];
@@ -273,51 +335,11 @@ static int s_spawn(zt_coord_t *self, s_rep_t *r)
         r->out_fd = -1;
     }
     r->line_len = 0;
-    /* argv: a role binary is found next to ztrain itself. */
-    size_t argc = json_array_size(pool->argv);
-    char **argv = calloc(argc + 1, sizeof *argv);
-    for (size_t i = 0; i < argc; i++)
-        argv[i] = strdup(json_string_value(json_array_get(pool->argv, i)));
-    if (pool->role != ZT_ROLE_NONE) {
-        free(argv[0]);
-        argv[0] = zt_strdupf("%s/%s", zt_exe_dir(), zt_role_binary(pool->role));
-    }
-    /* env: ours, with the replica's variables over it. */
+    char **argv = s_argv(pool);
     json_t *vars = zt_replica_env(&self->layout, r->pool, r->index);
-    size_t n_inherit = 0;
-    while (environ[n_inherit])
-        n_inherit++;
-    char **envp = calloc(n_inherit + json_array_size(vars) + 1, sizeof *envp);
-    size_t ne = 0;
-    for (size_t i = 0; i < n_inherit; i++) {
-        bool overridden = false;
-        size_t k;
-        json_t *v;
-        json_array_foreach(vars, k, v) {
-            const char *name = json_string_value(json_array_get(v, 0));
-            size_t len = strlen(name);
-            if (!strncmp(environ[i], name, len) && environ[i][len] == '=')
-                overridden = true;
-        }
-        if (!overridden)
-            envp[ne++] = strdup(environ[i]);
-    }
-    size_t k;
-    json_t *v;
-    json_array_foreach(vars, k, v)
-        envp[ne++] = zt_strdupf("%s=%s", json_string_value(json_array_get(v, 0)),
-                                json_string_value(json_array_get(v, 1)));
+    char **envp = s_envp(vars);
     json_decref(vars);
-    /* SageMaker's resourceconfig.json in the replica's config dir. */
-    char *cfg = zt_replica_config_dir(&self->layout, r->pool, r->index);
-    zt_mkdir_p(cfg);
-    for (size_t i = 0; envp[i]; i++)
-        if (!strncmp(envp[i], "SM_RESOURCE_CONFIG=", 19)) {
-            char *path = zt_strdupf("%s/resourceconfig.json", cfg);
-            zt_write_file_atomic(path, envp[i] + 19, strlen(envp[i] + 19));
-            free(path);
-        }
-    free(cfg);
+    s_write_resourceconfig(self, r, envp);
     if (r->log)
         fprintf(r->log, "=== ztrain: starting %s (incarnation %d, restart %d): %s\n", r->name,
                 self->layout.incarnation, r->restarts, argv[0]);
@@ -326,12 +348,8 @@ static int s_spawn(zt_coord_t *self, s_rep_t *r)
     zt_handle_t *h = NULL;
     int fd = -1;
     int rc = self->backend->start(self->backend, &req, &h, &fd);
-    for (size_t i = 0; argv[i]; i++)
-        free(argv[i]);
-    free(argv);
-    for (size_t i = 0; envp[i]; i++)
-        free(envp[i]);
-    free(envp);
+    s_strv_free(argv);
+    s_strv_free(envp);
     if (rc != ZT_OK) {
         zt_error("%s: cannot start: %s", r->name, strerror(errno));
         return rc;

@@ -64,6 +64,8 @@ static bool s_number(const char *name, const char *v, double lo, double hi, doub
     return true;
 }
 
+/* Long on purpose: one branch per flag, in the order zt_train_usage lists
+ * them, each checked where it is read. */
 int zt_train_opts_parse(zt_train_opts_t *o, int argc, char **argv)
 {
     for (int i = 1; i < argc; i++) {

@@ -85,6 +85,10 @@ static int s_place(zt_backend_t *self, const zt_plan_t *plan, bool cpu_only, zt_
     return ZT_OK;
 }
 
+/* Long on purpose: fork and exec. The child's part must stay one straight
+ * sequence of async-signal-safe calls (process group, death signal, output
+ * to the pipe and the log, exec), next to the parent's bookkeeping it
+ * mirrors. */
 static int s_start(zt_backend_t *self, const zt_launch_t *req, zt_handle_t **handle_p, int *out_fd)
 {
     s_local_t *ctx = self->ctx;

@@ -107,7 +107,9 @@ static json_t *s_flag_int_or_string(const char *v)
     return zt_parse_int(v, &n) ? json_integer(n) : json_string(v);
 }
 
-/* Applies the override flags to the document; legacy selects the format. */
+/* Applies the override flags to the document; legacy selects the format.
+ * Long on purpose: one branch per kind of override flag (pool fields, the
+ * job's fields, env and args), in the order --help lists them. */
 static void s_apply_flags(zt_spec_ctx_t *c, json_t *spec, const char *prefix, bool legacy,
                           json_t *flags)
 {
@@ -234,6 +236,79 @@ static void s_apply_flags(zt_spec_ctx_t *c, json_t *spec, const char *prefix, bo
 
 /* ------------------------------------------------------------------- load */
 
+/* The legacy format: a trainingInput document, or no file and a legacy override flag. */
+static void s_load_legacy(zt_spec_ctx_t *c, json_t *root, json_t *ti, const zt_plan_opts_t *opts)
+{
+    zt_plan_t *plan = c->plan;
+    static const char *const known[] = { "trainingInput", "jobId", "labels", NULL };
+    zt_sf_unknown_fields(c, root, "", known);
+    plan->format = strdup("trainingInput");
+    if (!ti) {
+        ti = json_object();
+        json_object_set_new(root, "trainingInput", ti);
+    }
+    if (!json_is_object(ti))
+        ERR(c, "trainingInput", ti, "expected an object");
+    else {
+        s_apply_flags(c, ti, "trainingInput", true, opts->flags);
+        zt_spec_legacy(c, ti);
+    }
+    const char *id = json_string_value(json_object_get(root, "jobId"));
+    if (!plan->display_name)
+        plan->display_name = strdup(id ? id : "job");
+    plan->job = json_deep_copy(ti);
+}
+
+/* The Vertex formats: a study's trial job (opts->spec_key), a CustomJob
+ * ({displayName, jobSpec}), or a bare CustomJobSpec. */
+static void s_load_vertex(zt_spec_ctx_t *c, json_t *root, const zt_plan_opts_t *opts)
+{
+    zt_plan_t *plan = c->plan;
+    json_t *spec = root;
+    const char *prefix = "";
+    json_t *js = json_object_get(root, opts->spec_key ? opts->spec_key : "jobSpec");
+    if (opts->spec_key) { /* a study: only the trial job is ours to check */
+        plan->format = strdup("CustomJobSpec");
+        if (!json_is_object(js)) {
+            ERR(c, opts->spec_key, js, js ? "expected a CustomJobSpec object" : "required: the job every trial runs");
+            js = json_object();
+            json_object_set_new(root, opts->spec_key, js);
+        }
+        spec = js;
+        prefix = opts->spec_key;
+    }
+    else if (js) {
+        static const char *const known[] = { "displayName", "jobSpec", "labels", "name", "encryptionSpec",
+            "state", "createTime", "startTime", "endTime", "updateTime", "error", "webAccessUris", NULL };
+        zt_sf_unknown_fields(c, root, "", known);
+        plan->format = strdup("CustomJob");
+        if (!json_is_object(js)) {
+            ERR(c, "jobSpec", js, "expected a CustomJobSpec object");
+            js = json_object();
+            json_object_set_new(root, "jobSpec", js);
+        }
+        spec = js;
+        prefix = "jobSpec";
+        const char *dn = zt_sf_str(c, root, "", "displayName", NULL);
+        if (dn && !plan->display_name)
+            plan->display_name = strdup(dn);
+    }
+    else {
+        plan->format = strdup("CustomJobSpec");
+        /* A bare spec may still carry a displayName; it is not an error. */
+        const char *dn = json_string_value(json_object_get(root, "displayName"));
+        if (dn) {
+            plan->display_name = strdup(dn);
+            json_object_del(root, "displayName");
+        }
+    }
+    s_apply_flags(c, spec, prefix, false, opts->flags);
+    zt_spec_vertex(c, spec, prefix);
+    if (!plan->display_name)
+        plan->display_name = strdup("job");
+    plan->job = json_deep_copy(spec);
+}
+
 int zt_plan_load(const zt_plan_opts_t *opts, zt_plan_t **plan_p, zt_diag_t *diag)
 {
     *plan_p = NULL;
@@ -250,8 +325,6 @@ int zt_plan_load(const zt_plan_opts_t *opts, zt_plan_t **plan_p, zt_diag_t *diag
         zt_sf_pool_init(&plan->pools[i]);
     plan->source = strdup(doc->source);
     zt_spec_ctx_t ctx = { doc, diag, plan };
-    zt_spec_ctx_t *c = &ctx;
-    json_t *root = doc->root;
     bool has_legacy_flag = false;
     size_t i;
     json_t *f;
@@ -260,74 +333,11 @@ int zt_plan_load(const zt_plan_opts_t *opts, zt_plan_t **plan_p, zt_diag_t *diag
         if (strcmp(n, "--worker-pool-spec") && strcmp(n, "--display-name"))
             has_legacy_flag = true;
     }
-    json_t *ti = opts->spec_key ? NULL : json_object_get(root, "trainingInput");
-    bool legacy = ti || (!opts->file && has_legacy_flag);
-    if (legacy) {
-        static const char *const known[] = { "trainingInput", "jobId", "labels", NULL };
-        zt_sf_unknown_fields(c, root, "", known);
-        plan->format = strdup("trainingInput");
-        if (!ti) {
-            ti = json_object();
-            json_object_set_new(root, "trainingInput", ti);
-        }
-        if (!json_is_object(ti))
-            ERR(c, "trainingInput", ti, "expected an object");
-        else {
-            s_apply_flags(c, ti, "trainingInput", true, opts->flags);
-            zt_spec_legacy(c, ti);
-        }
-        const char *id = json_string_value(json_object_get(root, "jobId"));
-        if (!plan->display_name)
-            plan->display_name = strdup(id ? id : "job");
-        plan->job = json_deep_copy(ti);
-    }
-    else {
-        json_t *spec = root;
-        const char *prefix = "";
-        json_t *js = json_object_get(root, opts->spec_key ? opts->spec_key : "jobSpec");
-        if (opts->spec_key) { /* a study: only the trial job is ours to check */
-            plan->format = strdup("CustomJobSpec");
-            if (!json_is_object(js)) {
-                ERR(c, opts->spec_key, js, js ? "expected a CustomJobSpec object"
-                                              : "required: the job every trial runs");
-                js = json_object();
-                json_object_set_new(root, opts->spec_key, js);
-            }
-            spec = js;
-            prefix = opts->spec_key;
-        }
-        else if (js) {
-            static const char *const known[] = { "displayName", "jobSpec", "labels", "name",
-                "encryptionSpec", "state", "createTime", "startTime", "endTime", "updateTime",
-                "error", "webAccessUris", NULL };
-            zt_sf_unknown_fields(c, root, "", known);
-            plan->format = strdup("CustomJob");
-            if (!json_is_object(js)) {
-                ERR(c, "jobSpec", js, "expected a CustomJobSpec object");
-                js = json_object();
-                json_object_set_new(root, "jobSpec", js);
-            }
-            spec = js;
-            prefix = "jobSpec";
-            const char *dn = zt_sf_str(c, root, "", "displayName", NULL);
-            if (dn && !plan->display_name)
-                plan->display_name = strdup(dn);
-        }
-        else {
-            plan->format = strdup("CustomJobSpec");
-            /* A bare spec may still carry a displayName; it is not an error. */
-            const char *dn = json_string_value(json_object_get(root, "displayName"));
-            if (dn) {
-                plan->display_name = strdup(dn);
-                json_object_del(root, "displayName");
-            }
-        }
-        s_apply_flags(c, spec, prefix, false, opts->flags);
-        zt_spec_vertex(c, spec, prefix);
-        if (!plan->display_name)
-            plan->display_name = strdup("job");
-        plan->job = json_deep_copy(spec);
-    }
+    json_t *ti = opts->spec_key ? NULL : json_object_get(doc->root, "trainingInput");
+    if (ti || (!opts->file && has_legacy_flag))
+        s_load_legacy(&ctx, doc->root, ti, opts);
+    else
+        s_load_vertex(&ctx, doc->root, opts);
     if (opts->tf_chief_name) {
         if (!strcmp(opts->tf_chief_name, "master"))
             plan->tf_master = true;

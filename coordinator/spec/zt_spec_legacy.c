@@ -90,6 +90,9 @@ static void s_legacy_pool(zt_spec_ctx_t *c, json_t *ti, int idx, const char *typ
     free(cfgp);
 }
 
+/* Long on purpose: one pass over trainingInput's fields in the format's
+ * own order (scale tier, then the master, worker, parameter-server and
+ * evaluator pools), each checked where it is read. */
 void zt_spec_legacy(zt_spec_ctx_t *c, json_t *ti)
 {
     static const char *const known[] = {

@@ -76,6 +76,10 @@ static void s_vertex_program(zt_spec_ctx_t *c, int idx, zt_pool_t *pool, json_t 
     free(psp);
 }
 
+/* Long on purpose: one pass over a CustomJob in the order a reader of the
+ * spec meets its fields (job fields, then each pool's machine, disk,
+ * program and replica count, then scheduling), each checked where it is
+ * read, so that the function reads against the format's reference. */
 void zt_spec_vertex(zt_spec_ctx_t *c, json_t *spec, const char *prefix)
 {
     static const char *const known[] = {

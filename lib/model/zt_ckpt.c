@@ -92,6 +92,10 @@ static char **s_list(const char *root, int *n_p)
     return names;
 }
 
+/* Long on purpose: one atomic write (a temporary directory, each shard's
+ * arrays, the manifest, fsync, rename, then pruning), kept in one function
+ * so that every failure removes the temporary directory in one place and
+ * no partial checkpoint is ever visible. */
 int zt_ckpt_write(const char *root, int64_t step, json_t *config, json_t *tensors, json_t *extra,
                   const zt_ps_shard_t *shards, int nshards, int keep, char **path_p)
 {
