@@ -115,7 +115,7 @@ __global__ void k_relu_back(float *da, const float *a, size_t n)
 }
 
 /* The GPU update of each row of the optimizer table (zt_optim.h). The host
- * launches it only for a known kind (s_opt_arrays), so there is no default. */
+ * launches it only for a row of the table (s_state_alloc), so there is no default. */
 __global__ void k_opt(zt_opt_t o, float *w, float *s0, float *s1, const float *g, size_t n, float t)
 {
     size_t i = (size_t) blockIdx.x * blockDim.x + threadIdx.x;
@@ -348,31 +348,18 @@ extern "C" float zt_gpu_mlp_train_batch(zt_gpu_mlp_t *s, int first, int B)
     return s_take_loss(s);
 }
 
-/* Optimizer state in zt_optim's layout: the table's state arrays, the last
- * one Adam's per-element step count, kept here as one number (s->step) since
- * every element of a replica's model takes every step. -1: not a row. */
-static int s_opt_arrays(zt_opt_kind_t kind)
+/* Optimizer state in zt_optim's layout (the table's state arrays). The
+ * last array of a row with a step count (Adam) is kept here as one number,
+ * s->step, since every element of a replica's model takes every step; the
+ * others live on the device. */
+static int s_device_arrays(zt_opt_kind_t kind)
 {
-#define ZT_OPT_ARRAYS_(id, nm, arr, st) if (kind == ZT_OPT_##id) return arr;
-    ZT_OPTIMIZERS(ZT_OPT_ARRAYS_)
-#undef ZT_OPT_ARRAYS_
-    return -1;
+    return zt_opt_state_arrays(kind) - (zt_opt_has_step(kind) ? 1 : 0);
 }
-
-static bool s_opt_step(zt_opt_kind_t kind)
-{
-#define ZT_OPT_STEP_(id, nm, arr, st) if (kind == ZT_OPT_##id) return st;
-    ZT_OPTIMIZERS(ZT_OPT_STEP_)
-#undef ZT_OPT_STEP_
-    return false;
-}
-
-/* The arrays kept on the device (the step count stays on the host). */
-static int s_device_arrays(zt_opt_kind_t kind) { return s_opt_arrays(kind) - (s_opt_step(kind) ? 1 : 0); }
 
 static int s_state_alloc(zt_gpu_mlp_t *s, const zt_opt_t *o)
 {
-    if (s_opt_arrays(o->kind) < 0) {
+    if ((unsigned) o->kind >= ZT_OPT_COUNT) {
         s_fail("optimizer", "not a row of the optimizer table");
         return -1;
     }
@@ -412,9 +399,9 @@ extern "C" int zt_gpu_mlp_get_state(zt_gpu_mlp_t *s, const zt_opt_t *o, float *c
     for (int a = 0; a < s_device_arrays(o->kind); a++)
         if (s_copy(host[a], s->state[a], sizeof(float) * n, cudaMemcpyDeviceToHost, s->stream))
             return -1;
-    if (s_opt_step(o->kind))
+    if (zt_opt_has_step(o->kind))
         for (size_t i = 0; i < n; i++)
-            host[s_opt_arrays(o->kind) - 1][i] = s->step;
+            host[zt_opt_state_arrays(o->kind) - 1][i] = s->step;
     return 0;
 }
 
@@ -427,8 +414,8 @@ extern "C" int zt_gpu_mlp_set_state(zt_gpu_mlp_t *s, const zt_opt_t *o, const fl
     for (int a = 0; a < s_device_arrays(o->kind); a++)
         if (s_copy(s->state[a], host[a], sizeof(float) * n, cudaMemcpyHostToDevice, s->stream))
             return -1;
-    if (s_opt_step(o->kind))
-        s->step = n ? host[s_opt_arrays(o->kind) - 1][0] : 0;
+    if (zt_opt_has_step(o->kind))
+        s->step = n ? host[zt_opt_state_arrays(o->kind) - 1][0] : 0;
     return 0;
 }
 

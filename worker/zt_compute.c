@@ -57,8 +57,6 @@ int zt_compute_init(zt_compute_t *c, const int *sizes, int nsizes, int batch, co
 
 void zt_compute_fini(zt_compute_t *c)
 {
-    if (c->mlp)
-        zt_mlp_set_grads(c->mlp, NULL); /* not into an all-reduce's buffers any more */
     if (c->gpu) {
         zt_gpu_group_destroy(&c->gpu);
         zt_gpu_unpin(zt_mlp_params(c->mlp));

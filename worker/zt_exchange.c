@@ -12,6 +12,7 @@
 typedef struct {
     const char *name;
     bool holds_model;                           /* values and optimizer state live here */
+    bool grads_to_host;                         /* GPUs bring the gradient sum down for the network */
     int (*before)(zt_exchange_t *, int64_t step);   /* before forward and backward */
     int (*exchange)(zt_exchange_t *, int64_t step); /* the network: timed as the exchange */
     int (*apply)(zt_exchange_t *, int64_t step);    /* the optimizer step, when here */
@@ -22,7 +23,6 @@ struct zt_exchange_t {
     zt_compute_t *c;
     const zt_train_opts_t *o;
     int rank, world;
-    bool to_host;               /* the compute brings the gradient sum to host memory */
     int timeout_ms;             /* ZT_PS_TIMEOUT_MS */
     zt_ps_client_t *ps;         /* ps */
     zt_allreduce_t *ar;         /* allreduce */
@@ -116,9 +116,9 @@ static int s_ps_exchange(zt_exchange_t *x, int64_t step)
     return ZT_OK;
 }
 
-static const s_ops_t s_local = { "local", true, NULL, NULL, s_apply_here };
-static const s_ops_t s_allreduce = { "allreduce", true, s_ar_before, s_ar_exchange, s_apply_here };
-static const s_ops_t s_ps = { "ps", false, s_ps_before, s_ps_exchange, NULL };
+static const s_ops_t s_local = { "local", true, false, NULL, NULL, s_apply_here };
+static const s_ops_t s_allreduce = { "allreduce", true, true, s_ar_before, s_ar_exchange, s_apply_here };
+static const s_ops_t s_ps = { "ps", false, true, s_ps_before, s_ps_exchange, NULL };
 
 /* ------------------------------------------------------------ set-up */
 
@@ -253,8 +253,6 @@ zt_exchange_t *zt_exchange_new(zt_compute_t *c, const zt_train_opts_t *o, int ra
     }
     zt_env_free(servers);
     zt_env_free(reducers);
-    /* GPUs bring the gradient sum down for the network; alone, they keep it */
-    x->to_host = x->ops != &s_local;
     if (rc != ZT_OK)
         zt_exchange_destroy(&x);
     return x;
@@ -315,7 +313,7 @@ int zt_exchange_step(zt_exchange_t *x, const int *order, int first, int B, int64
     int64_t c0 = zt_now_us();
     if (x->ops->before && x->ops->before(x, step) != ZT_OK)
         return ZT_EINVAL;
-    if (zt_compute_step(x->c, order, first, B, x->to_host, loss)) {
+    if (zt_compute_step(x->c, order, first, B, x->ops->grads_to_host, loss)) {
         zt_error("step %lld failed: %s", (long long) step, zt_gpu_last_error());
         return ZT_EINVAL;
     }

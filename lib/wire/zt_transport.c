@@ -26,12 +26,6 @@ int64_t zt_frame_bytes(void)
     return v;
 }
 
-/* Same-host data plane. Loopback TCP costs a full TCP stack per byte; a
- * Unix-domain socket moves bulk data about 1.3x faster here (bench/ps_bench
- * prints both). So a server bound to a loopback or wildcard address also
- * binds an ipc:// twin named by its port, and a client given a loopback
- * address connects to the twin. Ports are unique per host (they are bound),
- * so the names are too; ZT_DATA_IPC=off keeps everything on TCP. */
 /* Host identity from the launch backend's placement: ZT_HOST is this
  * replica's host, ZT_HOSTS every replica's ({"addr:port": host}). */
 static json_t *s_hosts;
@@ -71,6 +65,12 @@ static int s_same_host(const char *hostport)
     return h ? !strcmp(h, s_me) : -1;
 }
 
+/* Same-host data plane. Loopback TCP costs a full TCP stack per byte; a
+ * Unix-domain socket moves bulk data about 1.3x faster here (bench/ps_bench
+ * prints both). So a server on this host also binds an ipc:// twin named by
+ * its port, and a client connects to the twin of an endpoint on its own
+ * host (see s_same_host). Ports are unique per host (they are bound), so the
+ * names are too; ZT_DATA_IPC=off keeps everything on TCP. */
 bool zt_data_ipc_twin(const char *endpoint, bool bind, char *out, size_t len)
 {
     if (strcmp(zt_knob_str(ZT_KNOB_DATA_IPC), "auto"))
