@@ -118,5 +118,34 @@ class Install(unittest.TestCase):
         self.ps("c++")
 
 
+class Configure(unittest.TestCase):
+    """A second configure of the same build folder changes no compile or link
+    flag, so `make test` after `make demo` rebuilds nothing."""
+
+    def test_second_configure_changes_nothing(self):
+        top = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+        b = tmpdir("configure-")
+        self.addCleanup(shutil.rmtree, b, True)
+
+        def flags():
+            out = {}
+            for root, _, files in os.walk(b):
+                for f in files:
+                    if f in ("flags.make", "link.txt"):
+                        with open(os.path.join(root, f)) as fh:
+                            out[os.path.relpath(os.path.join(root, f), b)] = fh.read()
+            return out
+
+        runs = []
+        for _ in range(2):
+            r = subprocess.run(["cmake", "-S", top, "-B", b, "-DCMAKE_BUILD_TYPE=RelWithDebInfo"],
+                               capture_output=True, text=True, timeout=240)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            runs.append(flags())
+        self.assertGreater(len(runs[0]), 10)
+        for name in runs[0]:
+            self.assertEqual(runs[0][name], runs[1].get(name), name)
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)
