@@ -61,7 +61,7 @@ def run(name, replicas, servers, reducers=0):
     t85 = min(iso(e["time"]) for e in hit) - running if hit else float("nan")
     eps = 0.0
     for rep in range(replicas):
-        log = os.path.join(d, "job", "logs", "workerpool%d-%d.log" % ((0, 0) if rep == 0 else (1, rep - 1)))
+        log = os.path.join(d, "job", "replica-logs", "workerpool%d-%d.log" % ((0, 0) if rep == 0 else (1, rep - 1)))
         rates = [float(x) for x in re.findall(r"examples/s (\d+)", open(log).read())]
         if rates:
             eps += sum(rates) / len(rates)

@@ -169,8 +169,7 @@ static zt_plan_t *s_load(s_args_t *a, zt_diag_t *diag, bool check_gpus)
         fprintf(stderr, "ztrain %s: give a job file, or --worker-pool-spec flags\n", a->command);
         return NULL;
     }
-    zt_plan_opts_t opts = { a->file, a->flags, a->user_args, a->n_user_args, a->tf_chief,
-                            a->trial != NULL, NULL };
+    zt_plan_opts_t opts = { a->file, a->flags, a->user_args, a->n_user_args, a->tf_chief, NULL };
     zt_plan_t *plan = NULL;
     zt_plan_load(&opts, &plan, diag);
     if (plan && check_gpus)

@@ -35,7 +35,7 @@ typedef struct {
     int out_fd;                /* its stdout+stderr, -1 when closed */
     char line[4096];           /* partial output line */
     size_t line_len;           /* bytes in line */
-    FILE *log;                 /* <job-dir>/logs/workerpoolN-I.log */
+    FILE *log;                 /* <job-dir>/replica-logs/workerpoolN-I.log */
     char *log_path;            /* its path */
     s_rstate_t state;          /* replica state */
     int restarts;              /* in-place restarts in this incarnation */
@@ -310,17 +310,23 @@ static void s_strv_free(char **v)
     free(v);
 }
 
-/* SageMaker's resourceconfig.json in the replica's config dir. */
-static void s_write_resourceconfig(zt_coord_t *self, s_rep_t *r, char **envp)
+/* SageMaker's config files (hyperparameters.json, resourceconfig.json,
+ * inputdataconfig.json) in the replica's config dir. */
+static void s_write_config_files(zt_coord_t *self, s_rep_t *r)
 {
     char *cfg = zt_replica_config_dir(&self->layout, r->pool, r->index);
     zt_mkdir_p(cfg);
-    for (size_t i = 0; envp[i]; i++)
-        if (!strncmp(envp[i], "SM_RESOURCE_CONFIG=", 19)) {
-            char *path = zt_strdupf("%s/resourceconfig.json", cfg);
-            zt_write_file_atomic(path, envp[i] + 19, strlen(envp[i] + 19));
-            free(path);
-        }
+    json_t *files = zt_replica_config_files(&self->layout, r->pool, r->index), *doc;
+    const char *name;
+    json_object_foreach(files, name, doc) {
+        char *path = zt_strdupf("%s/%s", cfg, name);
+        char *text = json_dumps(doc, JSON_COMPACT);
+        if (zt_write_file_atomic(path, text, strlen(text)) != ZT_OK)
+            zt_warn("%s: cannot write %s: %s", r->name, path, strerror(errno));
+        free(text);
+        free(path);
+    }
+    json_decref(files);
     free(cfg);
 }
 
@@ -339,7 +345,7 @@ static int s_spawn(zt_coord_t *self, s_rep_t *r)
     json_t *vars = zt_replica_env(&self->layout, r->pool, r->index);
     char **envp = s_envp(vars);
     json_decref(vars);
-    s_write_resourceconfig(self, r, envp);
+    s_write_config_files(self, r);
     if (r->log)
         fprintf(r->log, "=== ztrain: starting %s (incarnation %d, restart %d): %s\n", r->name,
                 self->layout.incarnation, r->restarts, argv[0]);
@@ -796,7 +802,9 @@ zt_coord_t *zt_coord_new(zt_plan_t **plan_p, zt_backend_t **backend_p, const zt_
     self->layout.coordinator = zt_strdupf("tcp://%s:%d", caddr, port);
     self->nreps = zt_plan_replicas(self->plan);
     self->reps = calloc((size_t) self->nreps, sizeof *self->reps);
-    char *logs = zt_strdupf("%s/logs", opts->job_dir);
+    /* ztrain's own logs, apart from AIP_TENSORBOARD_LOG_DIR (<base>/logs/),
+     * which belongs to the program: it may clear it. */
+    char *logs = zt_strdupf("%s/replica-logs", opts->job_dir);
     zt_mkdir_p(logs);
     int n = 0;
     for (int p = 0; p < ZT_POOLS; p++)

@@ -26,6 +26,8 @@ typedef struct {
 typedef struct {
     zt_place_t *replicas;      /* plan order; zt_plan_replicas(plan) of them */
     int n;                     /* how many */
+    int master_port;           /* a second port on the chief's host, for MASTER_PORT
+                                  (torch's store), apart from its CLUSTER_SPEC port */
     char control_addr[256];    /* the coordinator binds tcp://control_addr:* */
 } zt_placement_t;
 

@@ -32,6 +32,7 @@ typedef struct {
     int cap;            /* allocated */
     int *reserved;      /* per placed replica: its port's reservation socket, or -1 */
     int nreserved;      /* how many placed */
+    int master_reserved; /* the chief's MASTER_PORT reservation, or -1 */
     zt_handle_t *live;  /* started and not yet reaped */
 } s_local_t;
 
@@ -43,6 +44,9 @@ static void s_unreserve(s_local_t *ctx)
     free(ctx->reserved);
     ctx->reserved = NULL;
     ctx->nreserved = 0;
+    if (ctx->master_reserved >= 0)
+        close(ctx->master_reserved);
+    ctx->master_reserved = -1;
 }
 
 static int s_place(zt_backend_t *self, const zt_plan_t *plan, bool cpu_only, zt_placement_t *out)
@@ -82,6 +86,12 @@ static int s_place(zt_backend_t *self, const zt_plan_t *plan, bool cpu_only, zt_
         }
     }
     out->n = k;
+    if ((out->master_port = zt_reserve_port(&ctx->master_reserved)) < 0) {
+        zt_error("cannot reserve a port for MASTER_PORT: %s", strerror(errno));
+        zt_placement_fini(out);
+        s_unreserve(ctx);
+        return ZT_ESYS;
+    }
     return ZT_OK;
 }
 
@@ -99,6 +109,10 @@ static int s_start(zt_backend_t *self, const zt_launch_t *req, zt_handle_t **han
     if (req->ordinal >= 0 && req->ordinal < ctx->nreserved && ctx->reserved[req->ordinal] >= 0) {
         close(ctx->reserved[req->ordinal]);
         ctx->reserved[req->ordinal] = -1;
+    }
+    if (req->ordinal == 0 && ctx->master_reserved >= 0) { /* the chief: its MASTER_PORT too */
+        close(ctx->master_reserved);
+        ctx->master_reserved = -1;
     }
     zt_handle_t *h = calloc(1, sizeof *h);
     if (!h)
@@ -313,6 +327,7 @@ zt_backend_t *zt_backend_local_new(void)
         free(ctx);
         return NULL;
     }
+    ctx->master_reserved = -1;
     /* Orphans of replicas come back to us, so cleanup can find them. */
     prctl(PR_SET_CHILD_SUBREAPER, 1);
     self->name = "local";

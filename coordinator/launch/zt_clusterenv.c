@@ -4,6 +4,10 @@
 #include "ztrain/zt_error.h"
 #include "ztrain/zt_knobs.h"
 #include <arpa/inet.h>
+#include <assert.h>
+#include <ctype.h>
+#include <dirent.h>
+#include <sys/stat.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -151,8 +155,46 @@ static void s_put_dir(json_t *env, zt_env_t var, const char *base, const char *s
     free(d);
 }
 
+/* torchrun's view of where rank r runs: the node is the host. Nodes are
+ * numbered in order of their first rank, processes on a node in rank order,
+ * so RANK = the ranks of earlier nodes + LOCAL_RANK when ranks are placed
+ * host by host, as every backend places them. */
+typedef struct {
+    int local_rank;         /* LOCAL_RANK: this process among its host's */
+    int local_world;        /* LOCAL_WORLD_SIZE: processes of the job on its host */
+    int node_rank;          /* GROUP_RANK / NODE_RANK: its host's rank */
+    int nodes;              /* GROUP_WORLD_SIZE: hosts with a rank on them */
+} s_node_t;
+
+static const zt_place_t *s_rank_place(const zt_layout_t *self, int rank)
+{
+    return rank == 0 ? zt_layout_place(self, 0, 0) : zt_layout_place(self, 1, rank - 1);
+}
+
+static s_node_t s_node_of(const zt_layout_t *self, int rank, int world)
+{
+    s_node_t n = { 0, 0, 0, 0 };
+    const char *mine = s_rank_place(self, rank)->host;
+    for (int r = 0; r < world; r++) {
+        const char *h = s_rank_place(self, r)->host;
+        bool first = true; /* the first rank on host h: a new node */
+        for (int q = 0; q < r && first; q++)
+            first = strcmp(s_rank_place(self, q)->host, h) != 0;
+        if (first && r <= rank && strcmp(h, mine))
+            n.node_rank++;
+        n.nodes += first;
+        if (!strcmp(h, mine)) {
+            n.local_world++;
+            n.local_rank += r < rank;
+        }
+    }
+    return n;
+}
+
 /* The frameworks' view: CLUSTER_SPEC, TF_CONFIG, and torch.distributed's
- * MASTER_ADDR / MASTER_PORT / WORLD_SIZE / RANK for the chief and workers. */
+ * (MASTER_*, WORLD_SIZE, RANK, and torchrun's per-node variables) for the
+ * chief and workers. MASTER_PORT is a port of its own on the chief's host,
+ * apart from its CLUSTER_SPEC port, so a program can open both. */
 static void s_env_frameworks(json_t *env, const zt_layout_t *self, int pool, int index)
 {
     const zt_plan_t *plan = self->plan;
@@ -162,34 +204,265 @@ static void s_env_frameworks(json_t *env, const zt_layout_t *self, int pool, int
         s_put_json(env, zt_env_name(ZT_ENV_TF_CONFIG), tf);
     if (pool > 1)
         return;
+    int world = 1 + (plan->pools[1].present ? plan->pools[1].replicas : 0);
+    int rank = pool == 0 ? 0 : 1 + index;
+    s_node_t node = s_node_of(self, rank, world);
     s_put(env, zt_env_name(ZT_ENV_MASTER_ADDR), zt_layout_place(self, 0, 0)->addr);
-    s_put_int(env, ZT_ENV_MASTER_PORT, zt_layout_place(self, 0, 0)->port);
-    s_put_int(env, ZT_ENV_WORLD_SIZE, 1 + (plan->pools[1].present ? plan->pools[1].replicas : 0));
-    s_put_int(env, ZT_ENV_RANK, pool == 0 ? 0 : 1 + index);
+    s_put_int(env, ZT_ENV_MASTER_PORT, self->placement.master_port);
+    s_put_int(env, ZT_ENV_WORLD_SIZE, world);
+    s_put_int(env, ZT_ENV_RANK, rank);
+    s_put_int(env, ZT_ENV_LOCAL_RANK, node.local_rank);
+    s_put_int(env, ZT_ENV_LOCAL_WORLD_SIZE, node.local_world);
+    s_put_int(env, ZT_ENV_GROUP_RANK, node.node_rank);
+    s_put_int(env, ZT_ENV_NODE_RANK, node.node_rank);
+    s_put_int(env, ZT_ENV_GROUP_WORLD_SIZE, node.nodes);
 }
 
-/* SageMaker: every replica is a host algo-1..algo-N, in pool order. */
-static void s_env_sagemaker(json_t *env, const zt_layout_t *self, int pool, int index)
+/* ------------------------------------------------------------ SageMaker */
+
+/* The program's hyperparameters, SageMaker's way round: its "--name=value"
+ * and "--name value" arguments, {name: "value"} (hyperparameters.json's
+ * form: every value a string). A bare "--flag" is not one. */
+json_t *zt_replica_hyperparameters(const zt_layout_t *self, int pool)
+{
+    json_t *hps = json_object();
+    json_t *argv = self->plan->pools[pool].argv;
+    size_t n = json_array_size(argv);
+    for (size_t i = 1; i < n; i++) {
+        const char *a = json_string_value(json_array_get(argv, i));
+        if (strncmp(a, "--", 2) || !a[2] || a[2] == '=')
+            continue;
+        const char *eq = strchr(a, '=');
+        const char *next = i + 1 < n ? json_string_value(json_array_get(argv, i + 1)) : NULL;
+        char *name = eq ? strndup(a + 2, (size_t) (eq - a - 2)) : strdup(a + 2);
+        if (eq)
+            json_object_set_new(hps, name, json_string(eq + 1));
+        else if (next && strncmp(next, "--", 2)) {
+            json_object_set_new(hps, name, json_string(next));
+            i++;
+        }
+        free(name);
+    }
+    return hps;
+}
+
+/* A value as the toolkit reads it: JSON where it parses ("256" is 256),
+ * else the string. */
+static json_t *s_sm_decode(const char *text)
+{
+    json_t *v = json_loads(text, JSON_DECODE_ANY, NULL);
+    return v ? v : json_string(text);
+}
+
+/* The fewest digits that give back every real number in v (Python's repr
+ * of 0.1 is 0.1; jansson's default, 17 digits, would say 0.10000000000000001). */
+static int s_sm_digits(const json_t *v)
+{
+    int most = 1;
+    if (json_is_real(v)) {
+        double x = json_real_value(v);
+        char buf[40];
+        for (most = 1; most < 17; most++) {
+            snprintf(buf, sizeof buf, "%.*g", most, x);
+            if (strtod(buf, NULL) == x)
+                break;
+        }
+    }
+    const char *k;
+    json_t *e;
+    size_t i;
+    if (json_is_object(v))
+        json_object_foreach((json_t *) v, k, e) {
+            int d = s_sm_digits(e);
+            most = d > most ? d : most;
+        }
+    if (json_is_array(v))
+        json_array_foreach(v, i, e) {
+            int d = s_sm_digits(e);
+            most = d > most ? d : most;
+        }
+    return most;
+}
+
+/* Environment-variable text as the toolkit writes it: strings as they are,
+ * everything else compact JSON with sorted keys. */
+static char *s_sm_text(const json_t *v)
+{
+    if (json_is_string(v))
+        return strdup(json_string_value(v));
+    return json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY | JSON_REAL_PRECISION(s_sm_digits(v)));
+}
+
+static void s_put_sm(json_t *env, const char *name, json_t *value)
+{
+    char *text = s_sm_text(value);
+    s_put(env, name, text);
+    free(text);
+    json_decref(value);
+}
+
+/* The program SageMaker would call the entry point: the script of
+ * "python3 train.py ...", the module of "python3 -m pkg.task ...", else the
+ * command itself. */
+static const char *s_sm_entry_point(json_t *argv)
+{
+    const char *a0 = json_string_value(json_array_get(argv, 0));
+    const char *a1 = json_string_value(json_array_get(argv, 1));
+    if (!a0)
+        return "";
+    const char *base = strrchr(a0, '/') ? strrchr(a0, '/') + 1 : a0;
+    if (strncmp(base, "python", 6) || !a1)
+        return a0;
+    if (!strcmp(a1, "-m") && json_array_size(argv) > 2)
+        return json_string_value(json_array_get(argv, 2));
+    return a1[0] == '-' ? a0 : a1;
+}
+
+static int s_strcmp_p(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *) a, *(const char *const *) b);
+}
+
+/* name = prefix + KEY in upper case (SM_HP_BATCH-SIZE, SM_CHANNEL_TRAINING). */
+static void s_put_upper(json_t *env, const char *prefix, const char *key, const char *value)
+{
+    char *name = zt_strdupf("%s%s", prefix, key);
+    for (char *c = name + strlen(prefix); *c; c++)
+        *c = (char) toupper((unsigned char) *c);
+    s_put(env, name, value);
+    free(name);
+}
+
+/* The job's data channels: the folders in <base>/input/data/, where
+ * SageMaker mounts them (sorted; a trial sees its study's). */
+static json_t *s_sm_channels(const zt_layout_t *self)
+{
+    const char *base = self->plan->base_output_dir ? self->plan->base_output_dir : self->job_dir;
+    char *root = zt_strdupf("%s/input/data", base);
+    json_t *dirs = json_object();
+    struct dirent **list = NULL;
+    int n = scandir(root, &list, NULL, alphasort);
+    for (int i = 0; i < n; i++) {
+        char *path = zt_strdupf("%s/%s", root, list[i]->d_name);
+        struct stat st;
+        if (list[i]->d_name[0] != '.' && stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+            json_object_set_new(dirs, list[i]->d_name, json_string(path));
+        free(path);
+        free(list[i]);
+    }
+    free(list);
+    free(root);
+    return dirs;
+}
+
+/* What SageMaker's training toolkit sees of one replica, as its
+ * SM_TRAINING_ENV: every SM_* variable and config file is taken from it. */
+static json_t *s_sm_training_env(const zt_layout_t *self, int pool, int index)
 {
     const zt_plan_t *plan = self->plan;
     json_t *hosts = json_array();
-    char current[64] = "", buf[64];
+    char current[64] = "", name[64];
     int n = 0;
     for (int p = 0; p < ZT_POOLS; p++)
         for (int i = 0; plan->pools[p].present && i < plan->pools[p].replicas; i++) {
-            snprintf(buf, sizeof buf, "algo-%d", ++n);
-            json_array_append_new(hosts, json_string(buf));
+            snprintf(name, sizeof name, "algo-%d", ++n);
+            json_array_append_new(hosts, json_string(name));
             if (p == pool && i == index)
-                snprintf(current, sizeof current, "%s", buf);
+                snprintf(current, sizeof current, "%s", name);
         }
-    s_put_json(env, zt_env_name(ZT_ENV_SM_HOSTS), json_incref(hosts));
-    s_put(env, zt_env_name(ZT_ENV_SM_CURRENT_HOST), current);
-    s_put_json(env, zt_env_name(ZT_ENV_SM_RESOURCE_CONFIG), json_pack("{s:s, s:o, s:s}", "current_host",
-                                                                      current, "hosts", hosts,
-                                                                      "network_interface_name", "lo"));
-    char *d = zt_replica_config_dir(self, pool, index);
-    s_put(env, zt_env_name(ZT_ENV_SM_INPUT_CONFIG_DIR), d);
-    free(d);
+    const char *base = plan->base_output_dir ? plan->base_output_dir : self->job_dir;
+    json_t *hps = zt_replica_hyperparameters(self, pool), *decoded = json_object(), *args = json_array();
+    const char *k;
+    json_t *v, *channels = s_sm_channels(self), *data_config = json_object();
+    json_object_foreach(hps, k, v)
+        json_object_set_new(decoded, k, s_sm_decode(json_string_value(v)));
+    /* SM_USER_ARGS: the toolkit's to_cmd_args, sorted by name. */
+    const char **keys = calloc(json_object_size(hps) + 1, sizeof *keys);
+    size_t nk = 0;
+    json_object_foreach(hps, k, v)
+        keys[nk++] = k;
+    qsort(keys, nk, sizeof *keys, s_strcmp_p);
+    for (size_t i = 0; i < nk; i++) {
+        json_array_append_new(args, json_sprintf(strlen(keys[i]) > 1 ? "--%s" : "-%s", keys[i]));
+        json_array_append(args, json_object_get(hps, keys[i]));
+    }
+    free(keys);
+    json_object_foreach(channels, k, v)
+        json_object_set_new(data_config, k, json_pack("{s:s, s:s, s:s}", "TrainingInputMode", "File",
+                                                      "S3DistributionType", "FullyReplicated",
+                                                      "RecordWrapperType", "None"));
+    json_decref(hps);
+    char *cfg = zt_replica_config_dir(self, pool, index);
+    const zt_place_t *me = zt_layout_place(self, pool, index);
+    json_t *e = json_pack("{s:o, s:s, s:O, s:o, s:s, s:o, s:s+, s:b, s:s, s:i, s:O, s:s+, s:s, s:i,"
+                          " s:i, s:s++, s:s+, s:s+, s:{s:s, s:O, s:s}, s:o, s:s}",
+                          "channel_input_dirs", channels, "current_host", current, "hosts", hosts,
+                          "hyperparameters", decoded, "input_config_dir", cfg,
+                          "input_data_config", data_config, "input_dir", base, "/input",
+                          "is_master", pool == 0 && index == 0, "job_name", plan->display_name, "log_level", 20,
+                          "master_hostname", json_array_get(hosts, 0), "model_dir", base, "/model",
+                          "network_interface_name", "lo", "num_cpus", plan->pools[pool].machine.vcpus,
+                          "num_gpus", me->ngpus, "output_data_dir", base, "/output/data/", current,
+                          "output_dir", base, "/output", "output_intermediate_dir", base, "/output/intermediate",
+                          "resource_config", "current_host", current, "hosts", hosts,
+                          "network_interface_name", "lo", "user_args", args, "user_entry_point",
+                          s_sm_entry_point(plan->pools[pool].argv));
+    json_decref(hosts);
+    free(cfg);
+    return e;
+}
+
+/* SageMaker's variables, every one a field of SM_TRAINING_ENV: hosts
+ * algo-1..algo-N in pool order, the job's directories, the replica's CPUs
+ * and GPUs, its channels and hyperparameters. */
+static void s_env_sagemaker(json_t *env, const zt_layout_t *self, int pool, int index)
+{
+    json_t *e = s_sm_training_env(self, pool, index);
+    static const struct { zt_env_t var; const char *field; } s_fields[] = {
+        { ZT_ENV_SM_HOSTS, "hosts" },
+        { ZT_ENV_SM_CURRENT_HOST, "current_host" },
+        { ZT_ENV_SM_RESOURCE_CONFIG, "resource_config" },
+        { ZT_ENV_SM_INPUT_DIR, "input_dir" },
+        { ZT_ENV_SM_INPUT_CONFIG_DIR, "input_config_dir" },
+        { ZT_ENV_SM_INPUT_DATA_CONFIG, "input_data_config" },
+        { ZT_ENV_SM_MODEL_DIR, "model_dir" },
+        { ZT_ENV_SM_OUTPUT_DIR, "output_dir" },
+        { ZT_ENV_SM_OUTPUT_DATA_DIR, "output_data_dir" },
+        { ZT_ENV_SM_OUTPUT_INTERMEDIATE_DIR, "output_intermediate_dir" },
+        { ZT_ENV_SM_NUM_CPUS, "num_cpus" },
+        { ZT_ENV_SM_NUM_GPUS, "num_gpus" },
+        { ZT_ENV_SM_LOG_LEVEL, "log_level" },
+        { ZT_ENV_SM_NETWORK_INTERFACE_NAME, "network_interface_name" },
+        { ZT_ENV_SM_HPS, "hyperparameters" },
+        { ZT_ENV_SM_USER_ARGS, "user_args" },
+        { ZT_ENV_SM_USER_ENTRY_POINT, "user_entry_point" },
+    };
+    for (size_t i = 0; i < sizeof s_fields / sizeof *s_fields; i++)
+        s_put_sm(env, zt_env_name(s_fields[i].var), json_incref(json_object_get(e, s_fields[i].field)));
+    json_t *channels = json_object_get(e, "channel_input_dirs"), *names = json_array(), *v;
+    const char *k;
+    json_object_foreach(channels, k, v)
+        json_array_append_new(names, json_string(k));
+    s_put_sm(env, zt_env_name(ZT_ENV_SM_CHANNELS), names); /* sorted: jansson keeps insertion order */
+    json_object_foreach(channels, k, v)
+        s_put_upper(env, zt_env_name(ZT_ENV_SM_CHANNEL_), k, json_string_value(v));
+    json_object_foreach(json_object_get(e, "hyperparameters"), k, v) {
+        char *text = s_sm_text(v);
+        s_put_upper(env, zt_env_name(ZT_ENV_SM_HP_), k, text);
+        free(text);
+    }
+    s_put_sm(env, zt_env_name(ZT_ENV_SM_TRAINING_ENV), e);
+}
+
+json_t *zt_replica_config_files(const zt_layout_t *self, int pool, int index)
+{
+    json_t *e = s_sm_training_env(self, pool, index);
+    json_t *files = json_pack("{s:o, s:O, s:O}", "hyperparameters.json",
+                              zt_replica_hyperparameters(self, pool), "resourceconfig.json",
+                              json_object_get(e, "resource_config"), "inputdataconfig.json",
+                              json_object_get(e, "input_data_config"));
+    json_decref(e);
+    return files;
 }
 
 /* For programs that link libztrain: the coordinator, who this replica is,
@@ -267,4 +540,68 @@ json_t *zt_replica_env(const zt_layout_t *self, int pool, int index)
     s_env_ztrain(env, self, pool, index);
     s_env_pool(env, &self->plan->pools[pool]);
     return env;
+}
+
+/* ------------------------------------------------------------ selftest */
+
+static const char *s_env_value(json_t *env, const char *name)
+{
+    size_t i;
+    json_t *e;
+    json_array_foreach(env, i, e)
+        if (!strcmp(json_string_value(json_array_get(e, 0)), name))
+            return json_string_value(json_array_get(e, 1));
+    return NULL;
+}
+
+/* torchrun's per-node variables on a placement over two hosts: the chief
+ * and worker 0 on host a, workers 1 and 2 on host b. */
+void zt_clusterenv_selftest(void)
+{
+    zt_plan_t plan;
+    memset(&plan, 0, sizeof plan);
+    plan.display_name = "selftest";
+    plan.job = json_object();
+    for (int p = 0; p < 3; p++) {
+        plan.pools[p].present = true;
+        plan.pools[p].replicas = p == 0 ? 1 : p == 1 ? 3 : 1;
+        plan.pools[p].argv = json_pack("[s, s, s, s]", "python3", "t.py", "--lr", "0.5");
+        plan.pools[p].env = json_array();
+    }
+    zt_placement_t pl = { calloc(5, sizeof(zt_place_t)), 5, 7000, "127.0.0.1" };
+    const char *hosts[5] = { "a", "a", "b", "b", "a" };
+    for (int i = 0; i < 5; i++) {
+        snprintf(pl.replicas[i].host, sizeof pl.replicas[i].host, "%s", hosts[i]);
+        snprintf(pl.replicas[i].addr, sizeof pl.replicas[i].addr, "10.0.0.%d", i);
+        pl.replicas[i].port = 6000 + i;
+    }
+    zt_layout_t lay;
+    assert(zt_layout_init(&lay, &plan, &pl, "/tmp/zt-selftest-job", NULL) == ZT_OK);
+    /* rank: local rank, local world, node */
+    const int want[4][3] = { { 0, 2, 0 }, { 1, 2, 0 }, { 0, 2, 1 }, { 1, 2, 1 } };
+    for (int rank = 0; rank < 4; rank++) {
+        json_t *env = zt_replica_env(&lay, rank ? 1 : 0, rank ? rank - 1 : 0);
+        char buf[3][16];
+        for (int k = 0; k < 3; k++)
+            snprintf(buf[k], sizeof buf[k], "%d", want[rank][k]);
+        assert(!strcmp(s_env_value(env, "LOCAL_RANK"), buf[0]));
+        assert(!strcmp(s_env_value(env, "LOCAL_WORLD_SIZE"), buf[1]));
+        assert(!strcmp(s_env_value(env, "GROUP_RANK"), buf[2]));
+        assert(!strcmp(s_env_value(env, "NODE_RANK"), buf[2]));
+        assert(!strcmp(s_env_value(env, "GROUP_WORLD_SIZE"), "2"));
+        assert(!strcmp(s_env_value(env, "MASTER_ADDR"), "10.0.0.0"));
+        assert(!strcmp(s_env_value(env, "MASTER_PORT"), "7000"));
+        assert(!strcmp(s_env_value(env, "SM_HP_LR"), "0.5"));
+        json_decref(env);
+    }
+    json_t *ps = zt_replica_env(&lay, 2, 0); /* not a rank: no torch variables */
+    assert(!s_env_value(ps, "LOCAL_RANK") && !s_env_value(ps, "RANK"));
+    assert(!strcmp(s_env_value(ps, "SM_CURRENT_HOST"), "algo-5"));
+    json_decref(ps);
+    zt_layout_fini(&lay);
+    for (int p = 0; p < 3; p++) {
+        json_decref(plan.pools[p].argv);
+        json_decref(plan.pools[p].env);
+    }
+    json_decref(plan.job);
 }

@@ -39,7 +39,17 @@ json_t *zt_cluster_spec(const zt_layout_t *self, int pool, int index);
 json_t *zt_tf_config(const zt_layout_t *self, int pool, int index);
 /* The variables ztrain sets for one replica, in order: [[name, value], ...]. */
 json_t *zt_replica_env(const zt_layout_t *self, int pool, int index);
-/* The replica's config directory (resourceconfig.json lives there). */
+/* The files SageMaker's toolkit reads in the replica's config directory:
+ * {"hyperparameters.json": {...}, "resourceconfig.json": {...},
+ *  "inputdataconfig.json": {...}}. */
+json_t *zt_replica_config_files(const zt_layout_t *self, int pool, int index);
+/* The pool's program's "--name value" / "--name=value" arguments as
+ * {name: "value"}. */
+json_t *zt_replica_hyperparameters(const zt_layout_t *self, int pool);
+/* The replica's config directory (SageMaker's config files live there). */
 char *zt_replica_config_dir(const zt_layout_t *self, int pool, int index);
+
+/* torchrun's variables over a placement of two hosts; aborts on failure. */
+void zt_clusterenv_selftest(void);
 
 #endif

@@ -347,10 +347,11 @@ int zt_plan_load(const zt_plan_opts_t *opts, zt_plan_t **plan_p, zt_diag_t *diag
             zt_diag_add(diag, true, "command line (--tf-chief-name)", 0, 0, NULL, NULL,
                         "'%s': expected chief or master", opts->tf_chief_name);
     }
-    /* Arguments after "--" go to the training program of pools 0 and 1, and
-     * to any user program in pools 2 and 3 (a trial's parameters: 0 and 1 only). */
+    /* Arguments after "--" (a trial's parameters among them) go to the
+     * training program of pools 0 and 1, and to any user program in pools 2
+     * and 3; ztrain's own parameter server, reducer and evaluator take none. */
     for (int p = 0; p < ZT_POOLS; p++)
-        if (plan->pools[p].present && (p < 2 || (!opts->trial && plan->pools[p].role == ZT_ROLE_NONE)))
+        if (plan->pools[p].present && (p < 2 || plan->pools[p].role == ZT_ROLE_NONE))
             for (int a = 0; a < opts->n_user_args; a++)
                 json_array_append_new(plan->pools[p].argv, json_string(opts->user_args[a]));
     zt_doc_destroy(&doc);

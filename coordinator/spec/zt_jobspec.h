@@ -51,7 +51,6 @@ typedef struct {
     char **user_args;        /* everything after "--" */
     int n_user_args;
     const char *tf_chief_name; /* "chief" or "master" to override, or NULL */
-    bool trial;              /* a study's trial: user args go to pools 0 and 1 only */
     const char *spec_key;    /* the CustomJobSpec is root[spec_key] (a study's
                                 "trialJobSpec"), or NULL for the whole file */
 } zt_plan_opts_t;

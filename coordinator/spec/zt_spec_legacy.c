@@ -159,13 +159,21 @@ void zt_spec_legacy(zt_spec_ctx_t *c, json_t *ti)
     }
     json_t *args = json_array();
     zt_sf_str_array(c, ti, tp, "args", args);
-    for (int i = 0; i < ZT_POOLS; i++)
-        if (plan->pools[i].present && (i < 2 || plan->pools[i].role == ZT_ROLE_NONE))
-            json_array_extend(plan->pools[i].argv, args);
-    json_decref(args);
     const char *job_dir = zt_sf_str(c, ti, tp, "jobDir", NULL);
     if (job_dir)
         plan->base_output_dir = zt_sf_local_path(c, "trainingInput.jobDir", job_dir);
+    /* AI Platform gave the program its jobDir as "--job-dir PATH" after
+     * args; ztrain's own binaries take no such flag. */
+    for (int i = 0; i < ZT_POOLS; i++) {
+        zt_pool_t *pool = &plan->pools[i];
+        if (pool->present && (i < 2 || pool->role == ZT_ROLE_NONE))
+            json_array_extend(pool->argv, args);
+        if (pool->present && pool->role == ZT_ROLE_NONE && plan->base_output_dir) {
+            json_array_append_new(pool->argv, json_string("--job-dir"));
+            json_array_append_new(pool->argv, json_string(plan->base_output_dir));
+        }
+    }
+    json_decref(args);
     json_t *sch = zt_sf_obj(c, ti, tp, "scheduling");
     if (sch) {
         const char *t = zt_sf_str(c, sch, "trainingInput.scheduling", "maxRunningTime", NULL);

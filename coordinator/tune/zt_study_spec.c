@@ -308,7 +308,7 @@ static void s_parse_counts(s_ctx_t *c, json_t *root)
  * trial job written there (and, for grid search, every assignment). */
 static void s_trial_job(zt_study_t *s, json_t *root, zt_diag_t *diag)
 {
-    zt_plan_opts_t po = { s->opts.file, json_array(), NULL, 0, NULL, true, "trialJobSpec" };
+    zt_plan_opts_t po = { s->opts.file, json_array(), NULL, 0, NULL, "trialJobSpec" };
     zt_plan_t *plan = NULL;
     zt_plan_load(&po, &plan, diag);
     json_decref(po.flags);

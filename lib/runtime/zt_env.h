@@ -15,13 +15,35 @@
     X(MASTER_PORT,      "MASTER_PORT",      "PyTorch: the port of rank 0")                \
     X(WORLD_SIZE,       "WORLD_SIZE",       "PyTorch: replicas of pools 0 and 1")         \
     X(RANK,             "RANK",             "PyTorch: this replica's rank (chief 0)")     \
+    X(LOCAL_RANK,       "LOCAL_RANK",       "torchrun: this process among the job's on its host (rank order)") \
+    X(LOCAL_WORLD_SIZE, "LOCAL_WORLD_SIZE", "torchrun: processes of pools 0 and 1 on this host") \
+    X(GROUP_RANK,       "GROUP_RANK",       "torchrun: this host's rank among the job's hosts") \
+    X(NODE_RANK,        "NODE_RANK",        "the same as GROUP_RANK (torchrun's --node-rank)") \
+    X(GROUP_WORLD_SIZE, "GROUP_WORLD_SIZE", "torchrun: hosts with a process of pools 0 and 1") \
     X(AIP_MODEL_DIR,    "AIP_MODEL_DIR",    "where the final model goes")                 \
     X(AIP_CHECKPOINT_DIR, "AIP_CHECKPOINT_DIR", "where checkpoints go")                   \
     X(AIP_TENSORBOARD_LOG_DIR, "AIP_TENSORBOARD_LOG_DIR", "where logs go")                \
     X(SM_HOSTS,         "SM_HOSTS",         "SageMaker: every replica's host name (JSON)") \
     X(SM_CURRENT_HOST,  "SM_CURRENT_HOST",  "SageMaker: this replica's host name")        \
     X(SM_RESOURCE_CONFIG, "SM_RESOURCE_CONFIG", "SageMaker: resourceconfig.json's text")  \
-    X(SM_INPUT_CONFIG_DIR, "SM_INPUT_CONFIG_DIR", "SageMaker: where resourceconfig.json is") \
+    X(SM_INPUT_DIR,     "SM_INPUT_DIR",     "SageMaker: <base>/input")                    \
+    X(SM_INPUT_CONFIG_DIR, "SM_INPUT_CONFIG_DIR", "SageMaker: the replica's config folder (hyperparameters.json, resourceconfig.json, inputdataconfig.json)") \
+    X(SM_INPUT_DATA_CONFIG, "SM_INPUT_DATA_CONFIG", "SageMaker: inputdataconfig.json's text") \
+    X(SM_MODEL_DIR,     "SM_MODEL_DIR",     "SageMaker: <base>/model")                    \
+    X(SM_OUTPUT_DIR,    "SM_OUTPUT_DIR",    "SageMaker: <base>/output")                   \
+    X(SM_OUTPUT_DATA_DIR, "SM_OUTPUT_DATA_DIR", "SageMaker: <base>/output/data/<current host>") \
+    X(SM_OUTPUT_INTERMEDIATE_DIR, "SM_OUTPUT_INTERMEDIATE_DIR", "SageMaker: <base>/output/intermediate") \
+    X(SM_NUM_CPUS,      "SM_NUM_CPUS",      "SageMaker: the machine type's vCPUs")        \
+    X(SM_NUM_GPUS,      "SM_NUM_GPUS",      "SageMaker: this replica's GPUs")             \
+    X(SM_LOG_LEVEL,     "SM_LOG_LEVEL",     "SageMaker: 20 (Python's INFO)")              \
+    X(SM_NETWORK_INTERFACE_NAME, "SM_NETWORK_INTERFACE_NAME", "SageMaker: the interface replicas talk over") \
+    X(SM_CHANNELS,      "SM_CHANNELS",      "SageMaker: the folders in <base>/input/data/ (JSON list)") \
+    X(SM_CHANNEL_,      "SM_CHANNEL_",      "SageMaker: prefix; SM_CHANNEL_<NAME> is channel name's folder") \
+    X(SM_HPS,           "SM_HPS",           "SageMaker: the program's --name value arguments (JSON)") \
+    X(SM_HP_,           "SM_HP_",           "SageMaker: prefix; SM_HP_<NAME> is one hyperparameter") \
+    X(SM_USER_ARGS,     "SM_USER_ARGS",     "SageMaker: the hyperparameters as arguments (JSON list)") \
+    X(SM_USER_ENTRY_POINT, "SM_USER_ENTRY_POINT", "SageMaker: the program")              \
+    X(SM_TRAINING_ENV,  "SM_TRAINING_ENV",  "SageMaker: all of the above as one JSON object") \
     X(CUDA_VISIBLE_DEVICES, "CUDA_VISIBLE_DEVICES", "this replica's GPUs")                \
     X(TRIAL_ID,         "CLOUD_ML_TRIAL_ID", "the trial of a study")                      \
     X(HP_METRIC_FILE,   "CLOUD_ML_HP_METRIC_FILE", "where cloudml-hypertune writes the trial's metric") \

@@ -26,7 +26,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         fclose(f);
         zt_diag_t *diag = zt_diag_new();
         json_t *flags = json_array();
-        zt_plan_opts_t o = { path[k], flags, NULL, 0, NULL, false, NULL };
+        zt_plan_opts_t o = { path[k], flags, NULL, 0, NULL, NULL };
         zt_plan_t *plan = NULL;
         zt_plan_load(&o, &plan, diag);
         zt_plan_destroy(&plan);

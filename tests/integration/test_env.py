@@ -4,7 +4,9 @@ import json
 import os
 import unittest
 
-from ztest import ztrain, tmpdir, write
+import sys
+
+from ztest import Job, ztrain, tmpdir, write
 
 SPEC = {
     "displayName": "env-job",
@@ -88,11 +90,11 @@ class ReplicaEnv(unittest.TestCase):
                     self.assertEqual(tf["job"], job)
                     if pool <= 1:
                         self.assertEqual(e["MASTER_ADDR"], "127.0.0.1")
-                        self.assertEqual(e["MASTER_PORT"], cs["cluster"]["workerpool0"][0].split(":")[1])
+                        self.assertNotEqual(e["MASTER_PORT"], cs["cluster"]["workerpool0"][0].split(":")[1])
                         self.assertEqual(e["WORLD_SIZE"], "3")
                         self.assertEqual(e["RANK"], str(0 if pool == 0 else 1 + index))
                     else:
-                        for k in ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK"):
+                        for k in ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "LOCAL_RANK"):
                             self.assertNotIn(k, e)
                     base = "/tmp/zt-env-base" + ("/" + trial if trial else "")
                     if pool == 1:  # the pool's own env[] comes last and wins
@@ -203,6 +205,186 @@ class ReplicaEnv(unittest.TestCase):
         r = ztrain("env", self.path, "--pool", "1", "--index", "2")
         self.assertEqual(r.returncode, 2)
         self.assertIn("--index 2: pool 1 has 2 replicas", r.stderr)
+
+
+# A real program in every pool: it records what it was given, opens a server
+# on its CLUSTER_SPEC port and, on the chief, another on MASTER_PORT (as a
+# TensorFlow server and a torch store would), and clears its TensorBoard
+# folder as many programs do. The chief waits for the others' records.
+PROG = r"""
+import json, os, shutil, socket, sys, time
+pool, index = os.environ["ZT_POOL"], os.environ["ZT_INDEX"]
+name = "workerpool%s-%s" % (pool, index)
+print("contract-line-from", name, flush=True)
+rec = {"argv": sys.argv[1:], "env": dict(os.environ), "files": {}}
+cfg = os.environ["SM_INPUT_CONFIG_DIR"]
+for f in ("hyperparameters.json", "resourceconfig.json", "inputdataconfig.json"):
+    with open(os.path.join(cfg, f)) as fh:
+        rec["files"][f] = json.load(fh)
+cs = json.loads(os.environ["CLUSTER_SPEC"])
+socks = []
+def serve(port):
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("127.0.0.1", int(port)))
+    s.listen()
+    socks.append(s)
+serve(cs["cluster"]["workerpool" + pool][int(index)].split(":")[1])
+if pool == "0":
+    serve(os.environ["MASTER_PORT"])
+    rec["bound_both"] = True
+tb = os.environ["AIP_TENSORBOARD_LOG_DIR"]
+shutil.rmtree(tb, ignore_errors=True)
+os.makedirs(tb, exist_ok=True)
+with open(os.path.join(tb, "events.out.tfevents.%s" % name), "w") as fh:
+    fh.write("x")
+out = os.path.join(os.environ["AIP_MODEL_DIR"], name + ".json")
+with open(out + ".tmp", "w") as fh:
+    json.dump(rec, fh)
+os.rename(out + ".tmp", out)
+if pool == "0":
+    others = ["workerpool1-0", "workerpool1-1", "workerpool2-0"]
+    deadline = time.time() + 60
+    while time.time() < deadline and not all(
+            os.path.exists(os.path.join(os.environ["AIP_MODEL_DIR"], o + ".json")) for o in others):
+        time.sleep(0.1)
+else:
+    time.sleep(60)
+"""
+
+
+def user_pool(n, machine, args):
+    return {"machineSpec": {"machineType": machine}, "replicaCount": n,
+            "containerSpec": {"imageUri": "python", "command": [sys.executable, "prog.py"],
+                              "args": args}}
+
+
+class Contract(unittest.TestCase):
+    """What a real program sees, run as a job: torchrun's variables, its own
+    MASTER_PORT, SageMaker's toolkit variables and files, its TensorBoard
+    folder apart from ztrain's logs."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.d = tmpdir("contract-")
+        write(cls.d, "prog.py", PROG)
+        cls.base = os.path.join(cls.d, "out")
+        os.makedirs(os.path.join(cls.base, "input", "data", "training"))
+        os.makedirs(os.path.join(cls.base, "input", "data", "eval"))
+        spec = {"displayName": "contract", "jobSpec": {
+            "workerPoolSpecs": [user_pool(1, "n1-standard-4", ["--lr", "0.25", "--name=abc"]),
+                                user_pool(2, "n1-standard-8", ["--lr", "0.5"]),
+                                user_pool(1, "n1-highmem-2", ["--ps"])],
+            "baseOutputDirectory": {"outputUriPrefix": cls.base},
+            "scheduling": {"timeout": "120s"}}}
+        path = write(cls.d, "job.json", json.dumps(spec))
+        cls.job_dir = os.path.join(cls.d, "job")
+        t = unittest.TestCase()
+        job = Job(t, path, cls.job_dir, "--", "--extra", "7", cwd=cls.d)
+        cls.rc = job.wait(timeout=120)
+        cls.err = job.err
+        t.doCleanups()
+        cls.rec = {}
+        for n in ("workerpool0-0", "workerpool1-0", "workerpool1-1", "workerpool2-0"):
+            with open(os.path.join(cls.base, "model", n + ".json")) as f:
+                cls.rec[n] = json.load(f)
+
+    def test_job_succeeded(self):
+        self.assertEqual(self.rc, 0, self.err)
+
+    def test_torchrun_variables(self):
+        for name, rank in (("workerpool0-0", 0), ("workerpool1-0", 1), ("workerpool1-1", 2)):
+            e = self.rec[name]["env"]
+            self.assertEqual(e["RANK"], str(rank))
+            self.assertEqual(e["WORLD_SIZE"], "3")
+            # One host: the node holds every rank.
+            self.assertEqual(e["LOCAL_RANK"], str(rank), name)
+            self.assertEqual(e["LOCAL_WORLD_SIZE"], "3")
+            self.assertEqual(e["GROUP_RANK"], "0")
+            self.assertEqual(e["NODE_RANK"], "0")
+            self.assertEqual(e["GROUP_WORLD_SIZE"], "1")
+        for k in ("LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "NODE_RANK", "RANK"):
+            self.assertNotIn(k, self.rec["workerpool2-0"]["env"])
+
+    def test_master_port_is_its_own(self):
+        e = self.rec["workerpool0-0"]["env"]
+        chief = json.loads(e["CLUSTER_SPEC"])["cluster"]["workerpool0"][0]
+        self.assertNotEqual(e["MASTER_PORT"], chief.split(":")[1])
+        self.assertTrue(self.rec["workerpool0-0"].get("bound_both"))
+        ports = [e["MASTER_PORT"]] + [a.split(":")[1] for p in json.loads(e["CLUSTER_SPEC"])["cluster"].values()
+                                      for a in p]
+        self.assertEqual(len(set(ports)), len(ports))
+        for n in ("workerpool1-0", "workerpool1-1"):
+            self.assertEqual(self.rec[n]["env"]["MASTER_PORT"], e["MASTER_PORT"])
+
+    def test_user_args_reach_every_user_program(self):
+        self.assertEqual(self.rec["workerpool0-0"]["argv"], ["--lr", "0.25", "--name=abc", "--extra", "7"])
+        self.assertEqual(self.rec["workerpool2-0"]["argv"], ["--ps", "--extra", "7"])
+
+    def test_tensorboard_apart_from_replica_logs(self):
+        tb = self.rec["workerpool0-0"]["env"]["AIP_TENSORBOARD_LOG_DIR"]
+        self.assertEqual(tb, os.path.join(self.base, "logs") + "/")
+        logs = os.path.join(self.job_dir, "replica-logs")
+        self.assertNotEqual(os.path.realpath(tb), os.path.realpath(logs))
+        for n in self.rec:  # the program cleared its folder; ztrain's logs are whole
+            with open(os.path.join(logs, n + ".log")) as f:
+                self.assertIn("contract-line-from " + n, f.read())
+        self.assertTrue(os.listdir(tb))
+
+    def test_sagemaker(self):
+        e = self.rec["workerpool0-0"]["env"]
+        b = self.base
+        self.assertEqual(e["SM_MODEL_DIR"], b + "/model")
+        self.assertEqual(e["SM_OUTPUT_DIR"], b + "/output")
+        self.assertEqual(e["SM_OUTPUT_DATA_DIR"], b + "/output/data/algo-1")
+        self.assertEqual(e["SM_INPUT_DIR"], b + "/input")
+        self.assertEqual(e["SM_NUM_CPUS"], "4")
+        self.assertEqual(e["SM_NUM_GPUS"], "0")
+        self.assertEqual(self.rec["workerpool1-1"]["env"]["SM_NUM_CPUS"], "8")
+        self.assertEqual(json.loads(e["SM_CHANNELS"]), ["eval", "training"])
+        self.assertEqual(e["SM_CHANNEL_TRAINING"], b + "/input/data/training")
+        self.assertEqual(e["SM_CHANNEL_EVAL"], b + "/input/data/eval")
+        self.assertEqual(json.loads(e["SM_HPS"]), {"lr": 0.25, "name": "abc", "extra": 7})
+        self.assertEqual(e["SM_HP_LR"], "0.25")
+        self.assertEqual(e["SM_HP_NAME"], "abc")
+        self.assertEqual(e["SM_HP_EXTRA"], "7")
+        self.assertEqual(json.loads(e["SM_USER_ARGS"]), ["--extra", "7", "--lr", "0.25", "--name", "abc"])
+        self.assertEqual(e["SM_USER_ENTRY_POINT"], "prog.py")
+        te = json.loads(e["SM_TRAINING_ENV"])
+        self.assertEqual(te["hyperparameters"], json.loads(e["SM_HPS"]))
+        self.assertEqual(te["current_host"], "algo-1")
+        self.assertEqual(te["hosts"], ["algo-1", "algo-2", "algo-3", "algo-4"])
+        self.assertTrue(te["is_master"])
+        self.assertEqual(te["channel_input_dirs"]["training"], e["SM_CHANNEL_TRAINING"])
+        for k, var in (("model_dir", "SM_MODEL_DIR"), ("output_data_dir", "SM_OUTPUT_DATA_DIR"),
+                       ("input_config_dir", "SM_INPUT_CONFIG_DIR"), ("num_cpus", "SM_NUM_CPUS")):
+            self.assertEqual(str(te[k]), e[var], k)
+        self.assertEqual(json.loads(e["SM_RESOURCE_CONFIG"]), te["resource_config"])
+        self.assertFalse(json.loads(self.rec["workerpool1-0"]["env"]["SM_TRAINING_ENV"])["is_master"])
+        f = self.rec["workerpool0-0"]["files"]
+        self.assertEqual(f["hyperparameters.json"], {"lr": "0.25", "name": "abc", "extra": "7"})
+        self.assertEqual(f["resourceconfig.json"]["current_host"], "algo-1")
+        self.assertEqual(f["resourceconfig.json"]["hosts"], te["hosts"])
+        self.assertEqual(sorted(f["inputdataconfig.json"]), ["eval", "training"])
+        self.assertEqual(f["inputdataconfig.json"]["training"]["TrainingInputMode"], "File")
+        self.assertEqual(self.rec["workerpool2-0"]["files"]["resourceconfig.json"]["current_host"], "algo-4")
+
+
+class LegacyJobDir(unittest.TestCase):
+    def test_job_dir_is_an_argument(self):
+        # AI Platform's sample trainers declare --job-dir as required.
+        d = tmpdir("legacy-jobdir-")
+        write(d, "task.py", "import argparse\np = argparse.ArgumentParser()\n"
+              "p.add_argument('--job-dir', required=True)\np.add_argument('--steps', type=int)\n"
+              "a = p.parse_args()\nopen(a.job_dir + '/seen', 'w').write('%s %d' % (a.job_dir, a.steps))\n")
+        jd = os.path.join(d, "out")
+        path = write(d, "config.yaml", "trainingInput:\n  scaleTier: BASIC\n  jobDir: %s\n"
+                     "  masterConfig:\n    imageUri: python\n    containerCommand: [%s, %s/task.py]\n"
+                     "  args: ['--steps=40']\n" % (jd, sys.executable, d))
+        job = Job(self, path, os.path.join(d, "job"))
+        self.assertEqual(job.wait(timeout=60), 0, job.err)
+        with open(os.path.join(jd, "seen")) as f:
+            self.assertEqual(f.read(), "%s 40" % jd)
 
 
 if __name__ == "__main__":

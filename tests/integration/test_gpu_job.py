@@ -25,7 +25,7 @@ def gpu_pool(image, args):
 
 
 def chief_log(job_dir):
-    return open(os.path.join(job_dir, "logs", "workerpool0-0.log")).read()
+    return open(os.path.join(job_dir, "replica-logs", "workerpool0-0.log")).read()
 
 
 class GpuJobs(unittest.TestCase):

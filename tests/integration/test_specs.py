@@ -407,9 +407,9 @@ class ValidSpecs(unittest.TestCase):
         p = plan(path, "--", "--lr=0.1")
         self.assertEqual([("--lr=0.1" in (x["command"] if x else [])) for x in p["pools"]],
                          [True, True, True, False])  # user program of pool 2: yes; evaluator role: no
-        p = plan(path, "--trial", "3", "--", "--lr=0.1")  # a trial: pools 0 and 1 only
+        p = plan(path, "--trial", "3", "--", "--lr=0.1")  # a trial's parameters: the same pools
         self.assertEqual([("--lr=0.1" in (x["command"] if x else [])) for x in p["pools"]],
-                         [True, True, False, False])
+                         [True, True, True, False])
 
     def test_flags_only_job(self):
         r = ztrain("validate", "--json", "--worker-pool-spec=machine-type=n1-standard-4,"

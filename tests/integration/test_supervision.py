@@ -75,7 +75,7 @@ class Supervision(unittest.TestCase):
                 seen.add(cs["cluster"]["workerpool%d" % pool][i])
                 self.assertTrue(os.path.exists(os.path.join(
                     self.job_dir, "config", "workerpool%d-%d" % (pool, i), "resourceconfig.json")))
-                log = open(os.path.join(self.job_dir, "logs", "workerpool%d-%d.log" % (pool, i))).read()
+                log = open(os.path.join(self.job_dir, "replica-logs", "workerpool%d-%d.log" % (pool, i))).read()
                 self.assertIn("hello from %d/%d" % (pool, i), log)
                 self.assertIn("[workerpool%d-%d] hello from %d/%d" % (pool, i, pool, i), job.out)
         self.assertEqual(len(seen), 6)

@@ -51,7 +51,7 @@ class Sync(unittest.TestCase):
         self.assertEqual(len(set(h.values())), 1, h)  # bitwise identical weights
         evals = {e["step"] for e in j["evaluations"] if e["name"] == "eval_accuracy"}
         self.assertGreaterEqual(len(evals), 2)
-        self.assertIn("through reducers", open(os.path.join(self.job_dir, "logs",
+        self.assertIn("through reducers", open(os.path.join(self.job_dir, "replica-logs",
                                                             "workerpool1-2.log")).read())
 
     def test_reducer_killed_job_succeeds(self):
@@ -79,7 +79,7 @@ class Sync(unittest.TestCase):
         h = hashes(job.out)
         self.assertEqual(len(h), 3)
         self.assertEqual(len(set(h.values())), 1, h)
-        self.assertIn("ring all-reduce", open(os.path.join(self.job_dir, "logs",
+        self.assertIn("ring all-reduce", open(os.path.join(self.job_dir, "replica-logs",
                                                            "workerpool0-0.log")).read())
 
     def test_model_mismatch_fails_with_names(self):

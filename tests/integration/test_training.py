@@ -99,7 +99,7 @@ class Training(unittest.TestCase):
         j = load_job(self.job_dir)
         self.assertEqual(j["state"], "SUCCEEDED")
         self.assertEqual(replica(j, "workerpool2-1")["restarts"], 1)
-        log = open(os.path.join(self.job_dir, "logs", "workerpool2-1.log")).read()
+        log = open(os.path.join(self.job_dir, "replica-logs", "workerpool2-1.log")).read()
         self.assertIn("restored elements", log)
         self.assertGreaterEqual(metric(j, "accuracy"), 0.80)
 
@@ -113,7 +113,7 @@ class Training(unittest.TestCase):
         self.assertEqual(job.wait(timeout=400), 0, job.err[-3000:])
         j = load_job(self.job_dir)
         self.assertEqual(replica(j, "workerpool0-0")["restarts"], 1)
-        log = open(os.path.join(self.job_dir, "logs", "workerpool0-0.log")).read()
+        log = open(os.path.join(self.job_dir, "replica-logs", "workerpool0-0.log")).read()
         self.assertIn("resuming from", log)
         self.assertGreaterEqual(metric(j, "accuracy"), 0.80)
 

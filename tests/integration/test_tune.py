@@ -140,7 +140,7 @@ class Tune(unittest.TestCase):
             self.assertAlmostEqual(t["finalMeasurement"], want, places=5)  # LAST: the step-3 value
             job = json.load(open(os.path.join(t["jobDir"], "job.json")))
             self.assertEqual(job["state"], "SUCCEEDED")
-            log = open(os.path.join(t["jobDir"], "logs", "workerpool0-0.log")).read()
+            log = open(os.path.join(t["jobDir"], "replica-logs", "workerpool0-0.log")).read()
             self.assertIn("x=%g y=%g" % (x, y), log)  # parameters arrived as --name=value
         best = max(doc["trials"], key=lambda t: t["finalMeasurement"])
         self.assertEqual(doc["bestTrial"]["id"], best["id"])
@@ -150,6 +150,20 @@ class Tune(unittest.TestCase):
         self.assertEqual(len(csv), 6)
         s = ztrain("status", "--study-dir", sd)
         self.assertIn("best: trial %s" % best["id"], s.stdout)
+
+    def test_parameters_reach_every_user_program(self):
+        # A single-program trial with a parameter-server pool: the program in
+        # pool 2 declares the same required flag as the chief's.
+        ps = os.path.join(self.d, "ps.py")
+        write(self.d, "ps.py", "import argparse, time\np = argparse.ArgumentParser()\n"
+              "p.add_argument('--x', type=float, required=True)\np.parse_known_args()\ntime.sleep(60)\n")
+        spec = json.loads(study([X], max_trials=2))
+        spec["trialJobSpec"]["workerPoolSpecs"] += [
+            {}, {"machineSpec": {"machineType": "n1-standard-4"}, "replicaCount": 1,
+                 "containerSpec": {"imageUri": "local", "command": ["python3", ps]}}]
+        r, doc, _ = self.tune(json.dumps(spec), env={"OBJECTIVE_DELAY": "0.3"})
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertEqual([t["state"] for t in doc["trials"]], ["SUCCEEDED"] * 2)
 
     def test_median_stopping_stops_a_bad_trial(self):
         # grid order is ascending: 0 (0.91), 0.29 (0.9999), 0.3 (1.0, best so far), 9 (awful)

@@ -2,6 +2,7 @@
  * selftest. `zt_selftest` runs them all; `zt_selftest NAME...` runs those
  * named; `zt_selftest --list` names them. Exit 0 when all ran (a failing
  * assertion aborts). */
+#include "launch/zt_clusterenv.h"
 #include "spec/zt_diag.h"
 #include "spec/zt_machines.h"
 #include "wire/zt_msg.h"
@@ -72,6 +73,7 @@ static const struct {
     TEST_ENTRY("knobs", s_knobs)
     TEST_ENTRY("diag", zt_diag_selftest)
     TEST_ENTRY("machines", zt_machines_selftest)
+    TEST_ENTRY("clusterenv", zt_clusterenv_selftest)
     TEST_ENTRY("msg", zt_msg_selftest)
     TEST_ENTRY("transport", zt_transport_selftest)
     TEST_ENTRY("shard", zt_shard_selftest)
