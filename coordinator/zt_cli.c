@@ -4,6 +4,8 @@
 #include "launch/zt_cuda_probe.h"
 #include "tune/zt_study.h"
 #include "base/zt_util.h"
+#include "base/zt_json.h"
+#include "model/zt_ckpt.h"
 #include "ztrain/ztrain.h"
 #include <errno.h>
 #include <limits.h>
@@ -28,6 +30,8 @@ typedef struct {
     long long seed;            /* tune: --seed */
     int suggest;               /* tune: --suggest N (print, run nothing) */
     bool cpu_only, json;       /* --cpu-only, --json */
+    bool allow_unknown;        /* --allow-unknown-fields */
+    bool overwrite, resume;    /* --overwrite, --resume: a directory holding another job or study */
     json_t *flags;             /* override flags in order */
     char **user_args;          /* after -- */
     int n_user_args;
@@ -62,6 +66,12 @@ static void s_usage(FILE *out, const char *prog)
         "  --cpu-only           run without GPUs even when accelerators are asked for\n"
         "  --trial ID           run as trial ID of a study (task.trial, CLOUD_ML_TRIAL_ID)\n"
         "  --tf-chief-name chief|master   name of pool 0 in TF_CONFIG\n"
+        "  --allow-unknown-fields  unknown spec fields are warnings, not errors (a spec\n"
+        "                       written for a newer service)\n"
+        "  --overwrite          run: start afresh in a job directory that holds another\n"
+        "                       job; tune: start the study over instead of resuming it\n"
+        "  --resume             run: continue the job in the directory (its checkpoints)\n"
+        "                       even though its spec changed\n"
         "  --json               machine-readable output (validate, status)\n"
         "  --version, --help\n\n%s\n", prog, zt_plan_override_help());
     zt_knobs_print(out);
@@ -108,6 +118,9 @@ static int s_parse(int argc, char **argv, const char *forced, s_args_t *a)
             const char *value = NULL;
             if (!strcmp(name, "--cpu-only")) { a->cpu_only = true; continue; }
             if (!strcmp(name, "--json")) { a->json = true; continue; }
+            if (!strcmp(name, "--allow-unknown-fields")) { a->allow_unknown = true; continue; }
+            if (!strcmp(name, "--overwrite")) { a->overwrite = true; continue; }
+            if (!strcmp(name, "--resume")) { a->resume = true; continue; }
             if (!s_takes_value(name)) {
                 fprintf(stderr, "ztrain: unknown option %s (see ztrain --help)\n", name);
                 return -1;
@@ -169,7 +182,8 @@ static zt_plan_t *s_load(s_args_t *a, zt_diag_t *diag, bool check_gpus)
         fprintf(stderr, "ztrain %s: give a job file, or --worker-pool-spec flags\n", a->command);
         return NULL;
     }
-    zt_plan_opts_t opts = { a->file, a->flags, a->user_args, a->n_user_args, a->tf_chief, NULL };
+    zt_plan_opts_t opts = { a->file, a->flags, a->user_args, a->n_user_args, a->tf_chief, NULL,
+                            a->allow_unknown };
     zt_plan_t *plan = NULL;
     zt_plan_load(&opts, &plan, diag);
     if (plan && check_gpus)
@@ -215,24 +229,81 @@ static char *s_job_dir(s_args_t *a, const zt_plan_t *plan)
 }
 
 /* A non-terminal job.json whose coordinator still lives means the directory is in use. */
-static bool s_dir_in_use(const char *dir)
+static bool s_dir_in_use(const char *dir, json_t *doc)
+{
+    const char *state = json_string_value(json_object_get(doc, "state"));
+    int pid = (int) json_integer_value(json_object_get(doc, "coordinatorPid"));
+    bool busy = state && pid > 0 && pid != getpid() && strcmp(state, "SUCCEEDED") &&
+                strcmp(state, "FAILED") && strcmp(state, "CANCELLED") &&
+                (kill(pid, 0) == 0 || errno == EPERM);
+    if (busy)
+        fprintf(stderr, "ztrain: %s is the directory of a job still running (coordinator "
+                        "pid %d); choose another --job-dir\n", dir, pid);
+    return busy;
+}
+
+/* Removes what a job left in dir (job.json, its logs and config, its
+ * checkpoints under base), so that the next one starts afresh. */
+static void s_clear_job(const char *dir, const zt_plan_t *plan)
+{
+    char *p = zt_strdupf("%s/job.json", dir);
+    unlink(p);
+    free(p);
+    const char *sub[] = { "replica-logs", "config" };
+    for (int i = 0; i < 2; i++) {
+        p = zt_strdupf("%s/%s", dir, sub[i]);
+        zt_rm_tree(p);
+        free(p);
+    }
+    p = zt_strdupf("%s/checkpoints", plan->base_output_dir ? plan->base_output_dir : dir);
+    int n = zt_ckpt_remove_all(p);
+    if (n > 0)
+        zt_info("--overwrite: removed %d checkpoint%s of the earlier job from %s", n, n == 1 ? "" : "s", p);
+    free(p);
+}
+
+/* A job directory may hold a job already: the same one (the same resolved
+ * spec, recorded in job.json) is resumed from its checkpoints; another one
+ * is refused unless --overwrite (start afresh) or --resume (continue it). */
+static bool s_dir_ok(s_args_t *a, const char *dir, const zt_plan_t *plan)
 {
     char *path = zt_strdupf("%s/job.json", dir);
     json_t *doc = json_load_file(path, 0, NULL);
     free(path);
-    bool busy = false;
-    if (doc) {
+    if (!doc)
+        return true;
+    bool ok = !s_dir_in_use(dir, doc);
+    json_t *mine = zt_plan_to_json(plan), *theirs = json_object_get(doc, "plan");
+    char diff[400];
+    if (ok && zt_json_diff(mine, theirs, diff, sizeof diff)) {
+        const char *name = json_string_value(json_object_get(doc, "name"));
         const char *state = json_string_value(json_object_get(doc, "state"));
-        int pid = (int) json_integer_value(json_object_get(doc, "coordinatorPid"));
-        busy = state && pid > 0 && pid != getpid() && strcmp(state, "SUCCEEDED") &&
-               strcmp(state, "FAILED") && strcmp(state, "CANCELLED") &&
-               (kill(pid, 0) == 0 || errno == EPERM);
-        if (busy)
-            fprintf(stderr, "ztrain: %s is the directory of a job still running (coordinator "
-                            "pid %d); choose another --job-dir\n", dir, pid);
-        json_decref(doc);
+        const char *src = json_string_value(json_object_get(theirs, "source"));
+        if (a->overwrite)
+            s_clear_job(dir, plan);
+        else if (a->resume)
+            zt_warn("--resume: continuing job '%s' in %s with a different spec (%s)", name ? name : "?", dir,
+                    diff);
+        else {
+            fprintf(stderr,
+                    "ztrain: %s holds another job: '%s' (%s, from %s), not this one '%s' (from %s); they "
+                    "differ at %s (the new job's vs the earlier one's). Its checkpoints would be restored "
+                    "into this job. Give --overwrite to start afresh there (its job.json, logs and "
+                    "checkpoints are removed), --resume to continue it with this spec, or another "
+                    "--job-dir.\n",
+                    dir, name ? name : "?", state ? state : "?", src ? src : "?", plan->display_name,
+                    plan->source, diff);
+            ok = false;
+        }
     }
-    return busy;
+    else if (ok && a->overwrite)
+        s_clear_job(dir, plan);
+    else if (ok)
+        zt_info("resuming job '%s' in %s: the same spec (its checkpoints are restored)", plan->display_name,
+                dir);
+    json_decref(mine);
+    json_decref(doc);
+    return ok;
 }
 
 static int s_cmd_run(s_args_t *a)
@@ -242,14 +313,11 @@ static int s_cmd_run(s_args_t *a)
     zt_diag_destroy(&diag);
     if (!plan)
         return EXIT_USAGE;
-    char *dir = s_job_dir(a, plan);
-    if (!dir || s_dir_in_use(dir)) {
-        free(dir);
+    if (a->overwrite && a->resume) {
+        fprintf(stderr, "ztrain run: --overwrite and --resume exclude each other\n");
         zt_plan_destroy(&plan);
         return EXIT_USAGE;
     }
-    if (a->cpu_only && zt_plan_check_gpus(plan, 1 << 30, true, NULL) > 0)
-        zt_warn("--cpu-only: running without GPUs although the job asks for accelerators");
     if (plan->base_output_dir && plan->base_output_dir[0] != '/') {
         char real[PATH_MAX];
         if (getcwd(real, sizeof real)) {
@@ -258,6 +326,14 @@ static int s_cmd_run(s_args_t *a)
             plan->base_output_dir = abs;
         }
     }
+    char *dir = s_job_dir(a, plan);
+    if (!dir || !s_dir_ok(a, dir, plan)) {
+        free(dir);
+        zt_plan_destroy(&plan);
+        return EXIT_USAGE;
+    }
+    if (a->cpu_only && zt_plan_check_gpus(plan, 1 << 30, true, NULL) > 0)
+        zt_warn("--cpu-only: running without GPUs although the job asks for accelerators");
     char why[256];
     zt_backend_t *backend = zt_backend_new(a->backend, why, sizeof why);
     if (!backend) {
@@ -353,7 +429,8 @@ static int s_cmd_tune(s_args_t *a)
     }
     char *dir = a->study_dir ? strdup(a->study_dir) : s_default_dir("study");
     char *me = zt_strdupf("%s/ztrain", zt_exe_dir());
-    zt_study_opts_t o = { a->file, dir, me, (uint64_t) (a->seed ? a->seed : 1), a->cpu_only, a->backend };
+    zt_study_opts_t o = { a->file, dir, me, (uint64_t) (a->seed ? a->seed : 1), a->cpu_only, a->backend,
+                          a->allow_unknown, a->overwrite };
     zt_diag_t *diag = zt_diag_new();
     zt_study_t *study = zt_study_new(&o, diag);
     zt_diag_print(diag, stderr);

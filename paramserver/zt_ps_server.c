@@ -4,6 +4,7 @@
 #include "wire/zt_msg.h"
 #include "wire/zt_transport.h"
 #include "model/zt_optim.h"
+#include "base/zt_json.h"
 #include "base/zt_shard.h"
 #include "wire/zt_shm.h"
 #include "base/zt_util.h"
@@ -346,8 +347,16 @@ static void s_on_config(zt_ps_server_t *self, zmq_msg_t *id, const zt_msg_t *m, 
     text[len] = 0;
     bool same = self->configured && self->hash == m->u.PS_CONFIG.hash && !strcmp(text, self->config_text);
     if (self->configured && !same) {
-        s_error(self, id, m->u.PS_CONFIG.req, ZT_PS_CONFIG_MISMATCH,
-                "this worker's model or optimizer differs from the one the server holds");
+        char diff[400], why[512];
+        json_t *mine = json_loads(text, 0, NULL), *held = json_loads(self->config_text, 0, NULL);
+        if (!zt_json_diff(mine, held, diff, sizeof diff))
+            snprintf(diff, sizeof diff, "same fields, different hash");
+        snprintf(why, sizeof why, "model or optimizer differs from the server's: %s (this worker's vs "
+                 "the server's)", diff);
+        json_decref(mine);
+        json_decref(held);
+        zt_warn("refused a configuration: %s", why);
+        s_error(self, id, m->u.PS_CONFIG.req, ZT_PS_CONFIG_MISMATCH, why);
         return;
     }
     if (!self->configured) {

@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
+#include <ctype.h>
 #include <string.h>
 #include <strings.h>
 #include <yaml.h>
@@ -272,8 +273,53 @@ void zt_doc_report(zt_doc_t *self, zt_diag_t *diag, int is_error, const char *pa
     free(vtext);
 }
 
-void zt_doc_warn_unknown(zt_doc_t *self, zt_diag_t *diag, json_t *obj, const char *path,
-                         const char *const *known)
+/* Levenshtein distance, case-insensitive (field names are short). */
+static size_t s_distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 64 || lb > 64)
+        return (size_t) -1;
+    size_t row[65];
+    for (size_t j = 0; j <= lb; j++)
+        row[j] = j;
+    for (size_t i = 1; i <= la; i++) {
+        size_t diag = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= lb; j++) {
+            size_t up = row[j];
+            size_t cost = tolower((unsigned char) a[i - 1]) != tolower((unsigned char) b[j - 1]);
+            size_t best = diag + cost;
+            if (row[j] + 1 < best)
+                best = row[j] + 1;
+            if (row[j - 1] + 1 < best)
+                best = row[j - 1] + 1;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    return row[lb];
+}
+
+const char *zt_doc_nearest(const char *name, const char *const *known)
+{
+    const char *best = NULL;
+    size_t best_d = (size_t) -1, len = strlen(name);
+    for (int i = 0; known[i]; i++) {
+        size_t d = s_distance(name, known[i]);
+        /* a prefix of a known name ("replicaCont") is a typo of it too */
+        if (len >= 4 && !strncasecmp(known[i], name, len))
+            d = d < 1 ? d : 1;
+        if (d < best_d) {
+            best_d = d;
+            best = known[i];
+        }
+    }
+    size_t limit = len <= 4 ? 1 : len <= 8 ? 2 : 3;
+    return best && best_d <= limit ? best : NULL;
+}
+
+void zt_doc_check_unknown(zt_doc_t *self, zt_diag_t *diag, json_t *obj, const char *path,
+                          const char *const *known, bool allow)
 {
     const char *key;
     json_t *v;
@@ -281,10 +327,21 @@ void zt_doc_warn_unknown(zt_doc_t *self, zt_diag_t *diag, json_t *obj, const cha
         bool ok = false;
         for (int i = 0; known[i] && !ok; i++)
             ok = !strcmp(key, known[i]);
-        if (!ok) {
-            char *p = zt_strdupf("%s%s%s", path, *path ? "." : "", key);
-            zt_doc_report(self, diag, 0, p, NULL, "unknown field, ignored");
-            free(p);
-        }
+        if (ok)
+            continue;
+        char *p = zt_strdupf("%s%s%s", path, *path ? "." : "", key);
+        const char *near = zt_doc_nearest(key, known);
+        char names[1024] = "";
+        for (int i = 0; known[i]; i++)
+            snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "", known[i]);
+        if (allow)
+            zt_doc_report(self, diag, 0, p, NULL, "unknown field, ignored (--allow-unknown-fields)");
+        else if (near)
+            zt_doc_report(self, diag, 1, p, NULL, "unknown field; did you mean \"%s\"? "
+                          "(--allow-unknown-fields ignores fields of a newer service)", near);
+        else
+            zt_doc_report(self, diag, 1, p, NULL, "unknown field (known here: %s; --allow-unknown-fields "
+                          "ignores fields of a newer service)", names);
+        free(p);
     }
 }

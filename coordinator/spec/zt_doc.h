@@ -31,9 +31,14 @@ void zt_doc_report(zt_doc_t *self, zt_diag_t *diag, int is_error, const char *pa
                    const json_t *value, const char *fmt, ...)
     __attribute__((format(printf, 6, 7)));
 
-/* Warns about every field of obj (at path) whose name is not in known
- * (NULL-terminated): unknown fields are warnings, never errors. */
-void zt_doc_warn_unknown(zt_doc_t *self, zt_diag_t *diag, json_t *obj, const char *path,
-                         const char *const *known);
+/* Reports every field of obj (at path) whose name is not in known
+ * (NULL-terminated): an error naming the nearest known name ("did you
+ * mean"), or the known names; only a warning when allow (a spec written
+ * for a newer service: --allow-unknown-fields). */
+void zt_doc_check_unknown(zt_doc_t *self, zt_diag_t *diag, json_t *obj, const char *path,
+                          const char *const *known, bool allow);
+/* The known name nearest to name by edit distance, or NULL when none is
+ * near enough to be a typo of it. */
+const char *zt_doc_nearest(const char *name, const char *const *known);
 
 #endif

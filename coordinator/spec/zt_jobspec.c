@@ -324,7 +324,7 @@ int zt_plan_load(const zt_plan_opts_t *opts, zt_plan_t **plan_p, zt_diag_t *diag
     for (int i = 0; i < ZT_POOLS; i++)
         zt_sf_pool_init(&plan->pools[i]);
     plan->source = strdup(doc->source);
-    zt_spec_ctx_t ctx = { doc, diag, plan };
+    zt_spec_ctx_t ctx = { doc, diag, plan, opts->allow_unknown_fields };
     bool has_legacy_flag = false;
     size_t i;
     json_t *f;

@@ -53,6 +53,7 @@ typedef struct {
     const char *tf_chief_name; /* "chief" or "master" to override, or NULL */
     const char *spec_key;    /* the CustomJobSpec is root[spec_key] (a study's
                                 "trialJobSpec"), or NULL for the whole file */
+    bool allow_unknown_fields; /* unknown fields are warnings, not errors */
 } zt_plan_opts_t;
 
 /* True for the override flags zt_plan_load understands ("--worker-count"...). */

@@ -20,7 +20,7 @@ char *zt_sf_path(const char *base, const char *key)
 
 void zt_sf_unknown_fields(zt_spec_ctx_t *c, json_t *obj, const char *path, const char *const *known)
 {
-    zt_doc_warn_unknown(c->doc, c->diag, obj, path, known);
+    zt_doc_check_unknown(c->doc, c->diag, obj, path, known, c->allow_unknown);
 }
 
 /* An object field: NULL when absent; an error when present but not an object. */

@@ -13,6 +13,7 @@ typedef struct {
     zt_doc_t *doc;       /* the document (positions, origins) */
     zt_diag_t *diag;     /* where problems go */
     zt_plan_t *plan;     /* what is being built */
+    bool allow_unknown;  /* unknown fields are warnings (--allow-unknown-fields) */
 } zt_spec_ctx_t;
 
 #define ERR(c, path, val, ...)  zt_doc_report((c)->doc, (c)->diag, 1, (path), (val), __VA_ARGS__)
@@ -21,7 +22,8 @@ typedef struct {
 /* "base.key" (or "key" at the top), to free. */
 char *zt_sf_path(const char *base, const char *key);
 
-/* A warning for every field of obj not in known (NULL-terminated). */
+/* An error (a warning with --allow-unknown-fields) for every field of obj
+ * not in known (NULL-terminated). */
 void zt_sf_unknown_fields(zt_spec_ctx_t *c, json_t *obj, const char *path, const char *const *known);
 
 /* An object field: NULL when absent; an error when present but not an object. */

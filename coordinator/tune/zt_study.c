@@ -153,6 +153,9 @@ static int s_start_trial(zt_study_t *s)
     argv[argc++] = strdup(idbuf);
     if (s->opts.cpu_only)
         argv[argc++] = strdup("--cpu-only");
+    if (s->opts.allow_unknown_fields)
+        argv[argc++] = strdup("--allow-unknown-fields");
+    argv[argc++] = strdup("--overwrite"); /* a trial's directory is the study's to reuse */
     if (s->opts.backend) {
         argv[argc++] = strdup("--backend");
         argv[argc++] = strdup(s->opts.backend);

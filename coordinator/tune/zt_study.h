@@ -23,6 +23,8 @@ typedef struct {
     uint64_t seed;             /* search seed */
     bool cpu_only;             /* passed to every trial */
     const char *backend;       /* --backend of every trial, NULL: ZT_BACKEND */
+    bool allow_unknown_fields; /* unknown fields are warnings (and so in every trial) */
+    bool overwrite;            /* start over in a study directory that holds results */
 } zt_study_opts_t;
 
 /* Loads and validates; NULL with the problems in diag. */

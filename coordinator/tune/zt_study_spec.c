@@ -14,13 +14,13 @@
 
 /* ------------------------------------------------------------ parsing */
 
-typedef struct { zt_doc_t *doc; zt_diag_t *diag; zt_study_t *s; } s_ctx_t;
+typedef struct { zt_doc_t *doc; zt_diag_t *diag; zt_study_t *s; bool allow_unknown; } s_ctx_t;
 #define ERR(c, path, val, ...) zt_doc_report((c)->doc, (c)->diag, 1, (path), (val), __VA_ARGS__)
 #define WARN(c, path, val, ...) zt_doc_report((c)->doc, (c)->diag, 0, (path), (val), __VA_ARGS__)
 
 static void s_unknown(s_ctx_t *c, json_t *obj, const char *path, const char *const *known)
 {
-    zt_doc_warn_unknown(c->doc, c->diag, obj, path, known);
+    zt_doc_check_unknown(c->doc, c->diag, obj, path, known, c->allow_unknown);
 }
 
 
@@ -214,7 +214,15 @@ static void s_parse_metric(s_ctx_t *c, json_t *ss)
     }
     if (json_array_size(ms) > 1)
         WARN(c, "studySpec.metrics", NULL, "only the first metric is optimised");
-    json_t *m = json_array_get(ms, 0);
+    json_t *m;
+    size_t i;
+    json_array_foreach(ms, i, m) {
+        static const char *const mk[] = { "metricId", "goal", "safetyConfig", NULL };
+        char *mp = zt_strdupf("studySpec.metrics[%zu]", i);
+        s_unknown(c, m, mp, mk);
+        free(mp);
+    }
+    m = json_array_get(ms, 0);
     const char *id = json_string_value(json_object_get(m, "metricId"));
     const char *goal = json_string_value(json_object_get(m, "goal"));
     if (!id || !*id || strlen(id) >= sizeof s->metric)
@@ -308,7 +316,8 @@ static void s_parse_counts(s_ctx_t *c, json_t *root)
  * trial job written there (and, for grid search, every assignment). */
 static void s_trial_job(zt_study_t *s, json_t *root, zt_diag_t *diag)
 {
-    zt_plan_opts_t po = { s->opts.file, json_array(), NULL, 0, NULL, "trialJobSpec" };
+    zt_plan_opts_t po = { s->opts.file, json_array(), NULL, 0, NULL, "trialJobSpec",
+                          s->opts.allow_unknown_fields };
     zt_plan_t *plan = NULL;
     zt_plan_load(&po, &plan, diag);
     json_decref(po.flags);
@@ -347,7 +356,7 @@ zt_study_t *zt_study_new(const zt_study_opts_t *opts, zt_diag_t *diag)
     s->opts = *opts;
     s->rng = (unsigned) (opts->seed ? opts->seed : 1);
     s->state = "RUNNING";
-    s_ctx_t ctx = { doc, diag, s }, *c = &ctx;
+    s_ctx_t ctx = { doc, diag, s, s->opts.allow_unknown_fields }, *c = &ctx;
     json_t *root = doc->root;
     static const char *const rk[] = { "displayName", "studySpec", "maxTrialCount", "parallelTrialCount",
         "maxFailedTrialCount", "trialJobSpec", "labels", "encryptionSpec", NULL };

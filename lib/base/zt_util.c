@@ -7,6 +7,7 @@
 #include <libgen.h>
 #include <limits.h>
 #include <stdarg.h>
+#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -301,4 +302,19 @@ int zt_stop_child(pid_t pid, int grace_ms)
             return status;
     kill(pid, SIGKILL);
     return waitpid(pid, &status, 0) == pid ? status : -1;
+}
+
+static int s_rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void) st;
+    (void) ftw;
+    return (flag == FTW_DP ? rmdir(path) : unlink(path)) == 0 || errno == ENOENT ? 0 : -1;
+}
+
+int zt_rm_tree(const char *path)
+{
+    struct stat st;
+    if (lstat(path, &st) < 0)
+        return errno == ENOENT ? ZT_OK : ZT_ESYS;
+    return nftw(path, s_rm_one, 16, FTW_DEPTH | FTW_PHYS) == 0 ? ZT_OK : ZT_ESYS;
 }

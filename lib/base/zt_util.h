@@ -13,6 +13,9 @@ int64_t zt_now_us(void);
 void zt_wall_iso(char *buf, size_t size);
 /* mkdir -p; 0 or ZT_ESYS. */
 int zt_mkdir_p(const char *path);
+/* rm -rf path (not following symbolic links); 0, or ZT_ESYS when something
+ * stayed. */
+int zt_rm_tree(const char *path);
 /* Writes data to path atomically: temporary file, fsync, rename, fsync dir. */
 int zt_write_file_atomic(const char *path, const void *data, size_t len);
 /* Reads a whole file (NUL-terminated); NULL with errno set on failure. */

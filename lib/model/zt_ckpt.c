@@ -61,6 +61,24 @@ static void s_rm_rf(const char *dir)
     rmdir(dir);
 }
 
+int zt_ckpt_remove_all(const char *root)
+{
+    DIR *d = opendir(root);
+    if (!d)
+        return -1;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (!strncmp(e->d_name, "ckpt-", 5) || !strncmp(e->d_name, ".ckpt-", 6)) {
+            char *p = zt_strdupf("%s/%s", root, e->d_name);
+            s_rm_rf(p);
+            free(p);
+            n++;
+        }
+    closedir(d);
+    return n;
+}
+
 static int s_cmp_desc(const void *a, const void *b)
 {
     return strcmp(*(char *const *) b, *(char *const *) a);

@@ -23,6 +23,9 @@ char *zt_ckpt_latest(const char *root, json_t **manifest_p);
 /* Reads array `array` (0 = values) of global elements [lo, hi) into dst. */
 int zt_ckpt_read_range(const char *dir, json_t *manifest, int array, int64_t lo, int64_t hi,
                        float *dst);
+/* Removes every checkpoint under root (ckpt-* and unfinished .ckpt-*);
+ * how many, or -1 when root cannot be read. Nothing else is touched. */
+int zt_ckpt_remove_all(const char *root);
 void zt_ckpt_selftest(const char *tmpdir);
 
 #endif

@@ -144,15 +144,25 @@ int main(int argc, char **argv)
         assert(covered == 37 + 1000 + 5);
         assert(shards[0].data[0][0] == w[0][0]);
         zt_ps_shards_free(shards, n);
-        /* Another worker with a different optimizer is refused. */
-        int ids2[3];
+        /* Another worker with a different model, or the same model with a
+         * different learning rate, is refused: the error names the field
+         * and both values. */
         zt_ps_client_t *bad = zt_ps_client_new(s_ep_ptrs, n, 1);
         zt_ps_declare(bad, "a", 37, 0);
         zt_ps_options_t o;
         zt_ps_options_defaults(&o);
         assert(zt_ps_connect(bad, &o, 5000) == ZT_EIO);
         assert(strstr(zt_ps_error(bad), "differs"));
-        (void) ids2;
+        zt_ps_client_destroy(&bad);
+        bad = zt_ps_client_new(s_ep_ptrs, n, 1);
+        zt_ps_declare(bad, "a", 37, 0);
+        zt_ps_declare(bad, "b", 1000, 0);
+        zt_ps_declare(bad, "c", 5, 0.5f);
+        o.optimizer = "sgd";
+        o.learning_rate = 0.25f;
+        assert(zt_ps_connect(bad, &o, 5000) == ZT_EIO);
+        printf("  mismatch: %s\n", zt_ps_error(bad));
+        assert(strstr(zt_ps_error(bad), "lr: 0.25 vs 0.5"));
         zt_ps_client_destroy(&bad);
         zt_ps_client_destroy(&c);
         s_stop(n);

@@ -268,19 +268,30 @@ class InvalidSpecs(unittest.TestCase):
                                           "ZT_BUCKET_CAP_MB": "25.5", "ZT_SHM": "OFF"})
         self.assertEqual(r.returncode, 0, r.stderr)
 
-    def test_unknown_fields_are_warnings(self):
-        d = tmpdir("specs-warn-")
+    def test_unknown_fields_are_errors(self):
+        # A typo used to be a warning, and the pool silently ran 1 replica, not 2.
+        d = tmpdir("specs-unknown-")
         p = pool()
-        p["fancyField"] = 1
-        path = write(d, "warn.json", vertex(p, colour="blue"))
+        del p["replicaCount"]
+        p["replicaCont"] = 2
+        path = write(d, "typo.json", vertex(pool(), p, colour="blue"))
         r = ztrain("validate", path)
-        self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertIn("warning: workerPoolSpecs[0].fancyField: unknown field, ignored", r.stderr)
-        self.assertIn("warning: colour: unknown field, ignored", r.stderr)
-        y = write(d, "warn.yaml", "trainingInput:\n  scaleTier: BASIC\n  colour: blue\n")
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertRegex(r.stderr, r"typo.json:\d+:\d+: error: workerPoolSpecs\[1\].replicaCont: unknown field; "
+                                   r'did you mean "replicaCount"\?')
+        self.assertIn("error: colour: unknown field (known here: workerPoolSpecs, ", r.stderr)
+        self.assertIn("--allow-unknown-fields", r.stderr)
+        self.assertIn("nothing was started", r.stderr)
+        y = write(d, "typo.yaml", "trainingInput:\n  scaleTier: BASIC\n  jobdir: /tmp/x\n")
         r = ztrain("validate", y)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn('typo.yaml:3:3: error: trainingInput.jobdir: unknown field; did you mean "jobDir"?', r.stderr)
+        # A spec written for a newer service: warnings, and it runs.
+        r = ztrain("validate", path, "--allow-unknown-fields")
         self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertIn("warn.yaml:3:3: warning: trainingInput.colour: unknown field", r.stderr)
+        self.assertIn("warning: workerPoolSpecs[1].replicaCont: unknown field, ignored", r.stderr)
+        r = ztrain("validate", y, "--allow-unknown-fields")
+        self.assertEqual(r.returncode, 0, r.stderr)
 
     def test_cpu_only_accepts_missing_gpus(self):
         d = tmpdir("specs-cpu-")

@@ -253,5 +253,51 @@ class Supervision(unittest.TestCase):
                         self.assertIn("rank %d got sum 6 from rank 0" % r, job.out)
 
 
+class JobDirReuse(unittest.TestCase):
+    """A job directory that holds another job is refused, naming both; the
+    same job is resumed; --overwrite starts afresh, --resume continues."""
+
+    def setUp(self):
+        self.d = tmpdir("reuse-")
+        self.job_dir = os.path.join(self.d, "job")
+        self.a = spec(self.d, "job-a", [cmd_pool("exit 0")])
+        self.b = spec(self.d, "job-b", [cmd_pool("exit 0"), cmd_pool("sleep 30")])
+        job = Job(self, self.a, self.job_dir, env=FAST)
+        self.assertEqual(job.wait(), 0, job.err)
+        # what a checkpointing job leaves behind
+        self.ckpt = os.path.join(self.job_dir, "checkpoints", "ckpt-000000001200")
+        os.makedirs(self.ckpt)
+        write(self.ckpt, "manifest.json", "{}")
+
+    def test_another_job_is_refused(self):
+        job = Job(self, self.b, self.job_dir, env=FAST)
+        self.assertEqual(job.wait(), 2, job.err)
+        self.assertIn("holds another job: 'job-a' (SUCCEEDED", job.err)
+        self.assertIn("not this one 'job-b'", job.err)
+        self.assertIn("--overwrite", job.err)
+        self.assertIn("--resume", job.err)
+        self.assertIn("differ at ", job.err)
+        self.assertEqual(load_job(self.job_dir)["name"], "job-a")  # untouched
+        self.assertTrue(os.path.isdir(self.ckpt))
+
+    def test_the_same_job_resumes(self):
+        job = Job(self, self.a, self.job_dir, env=FAST)
+        self.assertEqual(job.wait(), 0, job.err)
+        self.assertIn("resuming job 'job-a'", job.err)
+        self.assertTrue(os.path.isdir(self.ckpt))
+
+    def test_overwrite_starts_afresh(self):
+        job = Job(self, self.b, self.job_dir, "--overwrite", env=FAST)
+        self.assertEqual(job.wait(), 0, job.err)
+        self.assertEqual(load_job(self.job_dir)["name"], "job-b")
+        self.assertFalse(os.path.exists(self.ckpt))
+
+    def test_resume_continues(self):
+        job = Job(self, self.b, self.job_dir, "--resume", env=FAST)
+        self.assertEqual(job.wait(), 0, job.err)
+        self.assertIn("--resume: continuing job 'job-a'", job.err)
+        self.assertTrue(os.path.isdir(self.ckpt))
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -70,6 +70,12 @@ class Tune(unittest.TestCase):
             (study([X], "SIMULATED_ANNEALING"), 'studySpec.algorithm = "SIMULATED_ANNEALING": expected'),
             (study([X]).replace('"replicaCount": 1', '"replicaCount": 2'),
              "trialJobSpec.workerPoolSpecs[0].replicaCount = 2: the primary pool must have exactly 1"),
+            (study([X]).replace('"parallelTrialCount"', '"paralelTrialCount"'),
+             'paralelTrialCount: unknown field; did you mean "parallelTrialCount"?'),
+            (study([X]).replace('"metricId"', '"metricID"'),
+             'studySpec.metrics[0].metricID: unknown field; did you mean "metricId"?'),
+            (study([X]).replace('"replicaCount": 1', '"replicaCount": 1, "replicaCont": 1'),
+             'trialJobSpec.workerPoolSpecs[0].replicaCont: unknown field; did you mean "replicaCount"?'),
         ]
         for text, want in cases:
             with self.subTest(want):

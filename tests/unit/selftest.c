@@ -8,6 +8,7 @@
 #include "wire/zt_msg.h"
 #include "wire/zt_transport.h"
 #include "base/zt_shard.h"
+#include "base/zt_json.h"
 #include "model/zt_optim.h"
 #include "model/zt_ckpt.h"
 #include "model/zt_mlp.h"
@@ -72,6 +73,7 @@ static const struct {
 } s_tests[] = {
     TEST_ENTRY("knobs", s_knobs)
     TEST_ENTRY("diag", zt_diag_selftest)
+    TEST_ENTRY("json", zt_json_selftest)
     TEST_ENTRY("machines", zt_machines_selftest)
     TEST_ENTRY("clusterenv", zt_clusterenv_selftest)
     TEST_ENTRY("msg", zt_msg_selftest)

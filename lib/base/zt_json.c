@@ -1,0 +1,105 @@
+#include "base/zt_json.h"
+#include <assert.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A value as short text: compact JSON, cut with "..." past 60 characters. */
+static void s_short(const json_t *v, char *out, size_t len)
+{
+    char *t = v ? json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY) : NULL;
+    const char *text = t ? t : "(absent)";
+    if (strlen(text) > 60)
+        snprintf(out, len, "%.57s...", text);
+    else
+        snprintf(out, len, "%s", text);
+    free(t);
+}
+
+static int s_cmp(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *) a, *(const char *const *) b);
+}
+
+/* The sorted union of the keys of a and b (heap; *n its length). */
+static const char **s_keys(const json_t *a, const json_t *b, size_t *n)
+{
+    const char **keys = calloc(json_object_size(a) + json_object_size(b) + 1, sizeof *keys);
+    const char *k;
+    json_t *v;
+    *n = 0;
+    json_object_foreach((json_t *) a, k, v)
+        keys[(*n)++] = k;
+    json_object_foreach((json_t *) b, k, v)
+        if (!json_object_get(a, k))
+            keys[(*n)++] = k;
+    qsort(keys, *n, sizeof *keys, s_cmp);
+    return keys;
+}
+
+static bool s_diff(const json_t *a, const json_t *b, char *path, size_t plen, char *out, size_t len)
+{
+    if (a && b && json_equal((json_t *) a, (json_t *) b))
+        return false;
+    size_t at = strlen(path);
+    if (json_is_object(a) && json_is_object(b)) {
+        size_t n;
+        const char **keys = s_keys(a, b, &n);
+        bool found = false;
+        for (size_t i = 0; i < n && !found; i++) {
+            snprintf(path + at, plen - at, "%s%s", at ? "." : "", keys[i]);
+            found = s_diff(json_object_get(a, keys[i]), json_object_get(b, keys[i]), path, plen, out, len);
+            path[at] = 0;
+        }
+        free(keys);
+        if (found)
+            return true;
+    }
+    if (json_is_array(a) && json_is_array(b) && json_array_size(a) == json_array_size(b)) {
+        for (size_t i = 0; i < json_array_size(a); i++) {
+            snprintf(path + at, plen - at, "[%zu]", i);
+            bool found = s_diff(json_array_get(a, i), json_array_get(b, i), path, plen, out, len);
+            path[at] = 0;
+            if (found)
+                return true;
+        }
+    }
+    char sa[80], sb[80];
+    s_short(a, sa, sizeof sa);
+    s_short(b, sb, sizeof sb);
+    snprintf(out, len, "%s: %s vs %s", at ? path : "(the whole document)", sa, sb);
+    return true;
+}
+
+bool zt_json_diff(const json_t *a, const json_t *b, char *out, size_t len)
+{
+    char path[512] = "";
+    if (len)
+        out[0] = 0;
+    return s_diff(a, b, path, sizeof path, out, len);
+}
+
+void zt_json_selftest(void)
+{
+    char why[256];
+    json_t *a = json_pack("{s:{s:s, s:f}, s:[i,i,i], s:i}", "optimizer", "kind", "adam", "lr", 0.01,
+                          "layers", 784, 64, 10, "seed", 1);
+    json_t *b = json_deep_copy(a);
+    assert(!zt_json_diff(a, b, why, sizeof why) && why[0] == 0);
+    json_object_set_new(json_object_get(b, "optimizer"), "lr", json_real(0.1));
+    assert(zt_json_diff(a, b, why, sizeof why));
+    assert(!strcmp(why, "optimizer.lr: 0.01 vs 0.10000000000000001") || !strcmp(why, "optimizer.lr: 0.01 vs 0.1"));
+    json_object_set_new(json_object_get(b, "optimizer"), "lr", json_real(0.01));
+    json_array_set_new(json_object_get(b, "layers"), 1, json_integer(128));
+    assert(zt_json_diff(a, b, why, sizeof why) && !strcmp(why, "layers[1]: 64 vs 128"));
+    json_array_append_new(json_object_get(b, "layers"), json_integer(5));
+    assert(zt_json_diff(a, b, why, sizeof why) && !strncmp(why, "layers: [784,64,10] vs [784,128,10,5]", 36));
+    json_object_del(b, "layers");
+    json_object_set(b, "layers", json_object_get(a, "layers"));
+    json_object_set_new(b, "extra", json_true());
+    assert(zt_json_diff(a, b, why, sizeof why) && !strcmp(why, "extra: (absent) vs true"));
+    assert(zt_json_diff(json_integer(1), json_string("x"), why, sizeof why) &&
+           !strcmp(why, "(the whole document): 1 vs \"x\""));
+    json_decref(a);
+    json_decref(b);
+}
