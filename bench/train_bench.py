@@ -65,7 +65,7 @@ def run(name, replicas, servers, reducers=0):
         rates = [float(x) for x in re.findall(r"examples/s (\d+)", open(log).read())]
         if rates:
             eps += sum(rates) / len(rates)
-    acc = job["metrics"]["accuracy"]["value"]
+    acc = job["metrics"]["workerpool0-0"]["accuracy"]["value"]
     return eps, t85, acc, wall
 
 

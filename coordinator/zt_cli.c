@@ -232,10 +232,10 @@ static char *s_job_dir(s_args_t *a, const zt_plan_t *plan)
 static bool s_dir_in_use(const char *dir, json_t *doc)
 {
     const char *state = json_string_value(json_object_get(doc, "state"));
-    int pid = (int) json_integer_value(json_object_get(doc, "coordinatorPid"));
-    bool busy = state && pid > 0 && pid != getpid() && strcmp(state, "SUCCEEDED") &&
-                strcmp(state, "FAILED") && strcmp(state, "CANCELLED") &&
-                (kill(pid, 0) == 0 || errno == EPERM);
+    json_t *rec = json_object_get(doc, "coordinatorProcess");
+    int pid = (int) json_integer_value(json_object_get(rec, "pid"));
+    bool busy = state && strcmp(state, "SUCCEEDED") && strcmp(state, "FAILED") && strcmp(state, "CANCELLED") &&
+                zt_json_process_alive(rec) != 0 && pid != getpid();
     if (busy)
         fprintf(stderr, "ztrain: %s is the directory of a job still running (coordinator "
                         "pid %d); choose another --job-dir\n", dir, pid);
@@ -455,37 +455,47 @@ static int s_cmd_tune(s_args_t *a)
     return rc;
 }
 
-static int s_cmd_status(s_args_t *a)
+/* The exit status `ztrain status` gives a state: as `ztrain run` would. */
+static int s_state_exit(const char *state)
 {
-    if (a->study_dir)
-        return zt_study_status(a->study_dir, a->json);
-    if (!a->job_dir) {
-        fprintf(stderr, "ztrain status: give --job-dir DIR or --study-dir DIR\n");
-        return EXIT_USAGE;
-    }
-    char *path = zt_strdupf("%s/job.json", a->job_dir);
-    json_error_t err;
-    json_t *doc = json_load_file(path, 0, &err);
-    if (!doc) {
-        fprintf(stderr, "ztrain status: %s: %s\n", path, err.text);
-        free(path);
-        return EXIT_USAGE;
-    }
-    free(path);
-    if (a->json) {
-        char *t = json_dumps(doc, JSON_INDENT(2));
-        printf("%s\n", t);
-        free(t);
-        json_decref(doc);
-        return EXIT_OK;
-    }
+    if (!state)
+        return EXIT_FAILED;
+    if (!strcmp(state, "FAILED"))
+        return EXIT_FAILED;
+    if (!strcmp(state, "CANCELLED"))
+        return EXIT_CANCELLED;
+    return EXIT_OK;
+}
+
+/* A job.json or study.json whose state is not final, but whose process is
+ * gone (killed, or the machine restarted): its state is FAILED, and the
+ * record says so, in what status shows (the file itself is left as it is). */
+static void s_check_owner(json_t *doc, const char *record_key, const char *what)
+{
     const char *state = json_string_value(json_object_get(doc, "state"));
-    int pid = (int) json_integer_value(json_object_get(doc, "coordinatorPid"));
-    bool terminal = state && (!strcmp(state, "SUCCEEDED") || !strcmp(state, "FAILED") ||
-                              !strcmp(state, "CANCELLED"));
+    bool final = state && (!strcmp(state, "SUCCEEDED") || !strcmp(state, "FAILED") ||
+                           !strcmp(state, "CANCELLED"));
+    json_t *rec = json_object_get(doc, record_key);
+    if (final || zt_json_process_alive(rec) != 0)
+        return;
+    char *msg = zt_strdupf("its %s (pid %lld on %s) is gone without recording an end: it was killed or "
+                           "its machine restarted while the state was %s", what,
+                           (long long) json_integer_value(json_object_get(rec, "pid")),
+                           json_string_value(json_object_get(rec, "host")), state ? state : "?");
+    json_object_set_new(doc, "recordedState", json_string(state ? state : "?"));
+    json_object_set_new(doc, "state", json_string("FAILED"));
+    json_object_set_new(doc, "processGone", json_true());
+    json_object_set_new(doc, "error", json_pack("{s:s}", "message", msg));
+    free(msg);
+}
+
+static void s_print_job(json_t *doc)
+{
+    const char *state = json_string_value(json_object_get(doc, "state"));
     printf("job %s: %s", json_string_value(json_object_get(doc, "name")), state ? state : "?");
-    if (!terminal && pid > 0 && kill(pid, 0) < 0 && errno == ESRCH)
-        printf(" (but coordinator pid %d is gone: the job was interrupted)", pid);
+    if (json_is_true(json_object_get(doc, "processGone")))
+        printf(" (recorded %s, but the coordinator is gone)",
+               json_string_value(json_object_get(doc, "recordedState")));
     printf("\n  incarnation %lld, job retries %lld\n",
            (long long) json_integer_value(json_object_get(doc, "incarnation")),
            (long long) json_integer_value(json_object_get(doc, "jobRetries")));
@@ -508,12 +518,12 @@ static int s_cmd_status(s_args_t *a)
                (long long) json_integer_value(json_object_get(v, "restarts")), ex,
                json_string_value(json_object_get(v, "address")));
     }
-    const char *key;
-    json_object_foreach(json_object_get(doc, "metrics"), key, v)
-        printf("  metric %s = %g (step %lld, %s)\n", key,
-               json_real_value(json_object_get(v, "value")),
-               (long long) json_integer_value(json_object_get(v, "step")),
-               json_string_value(json_object_get(v, "replica")));
+    const char *rep, *name;
+    json_t *per, *m;
+    json_object_foreach(json_object_get(doc, "metrics"), rep, per)
+        json_object_foreach(per, name, m)
+            printf("  %-16s %s = %g (step %lld)\n", rep, name, json_number_value(json_object_get(m, "value")),
+                   (long long) json_integer_value(json_object_get(m, "step")));
     json_t *evs = json_object_get(doc, "evaluations");
     printf("  checkpoints: %zu, evaluations: %zu\n", json_array_size(json_object_get(doc, "checkpoints")),
            json_array_size(evs));
@@ -527,8 +537,40 @@ static int s_cmd_status(s_args_t *a)
     json_t *e = json_object_get(doc, "error");
     if (json_is_object(e))
         printf("  error: %s\n", json_string_value(json_object_get(e, "message")));
+}
+
+/* Exits as `ztrain run` would have: 0 SUCCEEDED (or still running), 1
+ * FAILED (or its process gone), 3 CANCELLED; 2 when there is nothing to
+ * read. */
+static int s_cmd_status(s_args_t *a)
+{
+    if (!a->study_dir && !a->job_dir) {
+        fprintf(stderr, "ztrain status: give --job-dir DIR or --study-dir DIR\n");
+        return EXIT_USAGE;
+    }
+    bool study = a->study_dir != NULL;
+    char *path = zt_strdupf("%s/%s", study ? a->study_dir : a->job_dir, study ? "study.json" : "job.json");
+    json_error_t err;
+    json_t *doc = json_load_file(path, 0, &err);
+    if (!doc) {
+        fprintf(stderr, "ztrain status: %s: %s\n", path, err.text);
+        free(path);
+        return EXIT_USAGE;
+    }
+    free(path);
+    s_check_owner(doc, study ? "process" : "coordinatorProcess", study ? "`ztrain tune`" : "coordinator");
+    if (a->json) {
+        char *t = json_dumps(doc, JSON_INDENT(2));
+        printf("%s\n", t);
+        free(t);
+    }
+    else if (study)
+        zt_study_print(a->study_dir, doc);
+    else
+        s_print_job(doc);
+    int rc = s_state_exit(json_string_value(json_object_get(doc, "state")));
     json_decref(doc);
-    return EXIT_OK;
+    return rc;
 }
 
 int zt_cli_main(int argc, char **argv, const char *command)

@@ -3,6 +3,7 @@
 #include "wire/zt_msg.h"
 #include "wire/zt_transport.h"
 #include "base/zt_util.h"
+#include "base/zt_json.h"
 #include "ztrain/zt_error.h"
 #include "ztrain/zt_knobs.h"
 #include "ztrain/zt_log.h"
@@ -150,6 +151,7 @@ static void s_write_state(zt_coord_t *self)
         "unknownType", (json_int_t) self->drops.unknown_type,
         "tooLong", (json_int_t) self->drops.too_long,
         "unknownSender", (json_int_t) self->unknown_senders);
+    json_object_set_new(doc, "coordinatorProcess", zt_json_this_process());
     json_object_set(doc, "checkpoints", self->checkpoints);
     json_object_set(doc, "evaluations", self->evaluations);
     char *text = json_dumps(doc, JSON_INDENT(2));
@@ -622,6 +624,32 @@ static void s_on_checkpoint(zt_coord_t *self, s_rep_t *r, zt_msg_t *m)
 
 /* METRIC: an evaluator's result is an evaluation; anyone else's a metric
  * (and a sign of life). */
+/* job.json's metrics: per replica, per name, the latest value and the
+ * series of the newest ZT_METRIC_HISTORY [step, value] pairs. */
+static void s_record_metric(zt_coord_t *self, s_rep_t *r, const char *name, double value, int64_t step)
+{
+    json_t *mine = json_object_get(self->metrics, r->name);
+    if (!mine) {
+        mine = json_object();
+        json_object_set_new(self->metrics, r->name, mine);
+    }
+    json_t *entry = json_object_get(mine, name);
+    if (!entry) {
+        entry = json_pack("{s:[]}", "series");
+        json_object_set_new(mine, name, entry);
+    }
+    char now[40];
+    zt_wall_iso(now, sizeof now);
+    json_object_set_new(entry, "value", json_real(value));
+    json_object_set_new(entry, "step", json_integer((json_int_t) step));
+    json_object_set_new(entry, "time", json_string(now));
+    json_t *series = json_object_get(entry, "series");
+    json_array_append_new(series, json_pack("[I, f]", (json_int_t) step, value));
+    size_t keep = (size_t) zt_knob_int(ZT_KNOB_METRIC_HISTORY);
+    while (json_array_size(series) > keep)
+        json_array_remove(series, 0);
+}
+
 static void s_on_metric(zt_coord_t *self, s_rep_t *r, const zt_msg_t *m)
 {
     if (r->pool == 3) {
@@ -635,11 +663,10 @@ static void s_on_metric(zt_coord_t *self, s_rep_t *r, const zt_msg_t *m)
     }
     else {
         r->last_hb_ms = zt_now_ms();
-        zt_info("%s metric %s = %g (step %lld)", r->name, m->u.METRIC.name, m->u.METRIC.value,
-                (long long) m->u.METRIC.step);
-        json_object_set_new(self->metrics, m->u.METRIC.name,
-                            json_pack("{s:f, s:I, s:s}", "value", m->u.METRIC.value, "step",
-                                      (json_int_t) m->u.METRIC.step, "replica", r->name));
+        /* The replica's own progress line says it already; no echo here. */
+        zt_debug("%s metric %s = %g (step %lld)", r->name, m->u.METRIC.name, m->u.METRIC.value,
+                 (long long) m->u.METRIC.step);
+        s_record_metric(self, r, m->u.METRIC.name, m->u.METRIC.value, m->u.METRIC.step);
     }
     s_write_state(self);
 }
@@ -821,8 +848,10 @@ zt_coord_t *zt_coord_new(zt_plan_t **plan_p, zt_backend_t **backend_p, const zt_
                 zt_warn("cannot open %s: %s", r->log_path, strerror(errno));
         }
     free(logs);
-    const char *sub[] = { "model", "checkpoints", "logs" };
-    for (int i = 0; i < 3; i++) {
+    /* The output folders, and in a trial the metric file's (a program may
+     * write CLOUD_ML_HP_METRIC_FILE without making its folder). */
+    const char *sub[] = { "model", "checkpoints", "logs", "hypertune" };
+    for (int i = 0; i < (self->layout.trial ? 4 : 3); i++) {
         char *d = zt_strdupf("%s/%s", self->layout.base_dir, sub[i]);
         zt_mkdir_p(d);
         free(d);

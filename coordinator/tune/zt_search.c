@@ -330,10 +330,16 @@ static bool s_bayes(zt_study_t *s, double *u_out)
 /* The next trial's parameters; NULL when the search space is used up. */
 json_t *zt_search_suggest(zt_study_t *s, double *u)
 {
-    if (s->algo == A_GRID) {
-        if ((size_t) s->nt >= json_array_size(s->grid))
+    if (s->algo == A_GRID) { /* the first assignment no trial has had (a resumed study has some) */
+        size_t g = 0;
+        for (bool taken = true; taken && g < json_array_size(s->grid); g += taken) {
+            taken = false;
+            for (int i = 0; i < s->nt && !taken; i++)
+                taken = json_equal(s->t[i].params, json_array_get(s->grid, g));
+        }
+        if (g >= json_array_size(s->grid))
             return NULL;
-        json_t *params = json_deep_copy(json_array_get(s->grid, (size_t) s->nt));
+        json_t *params = json_deep_copy(json_array_get(s->grid, g));
         for (int i = 0; i < s->np; i++) {
             json_t *v = json_object_get(params, s->p[i].name);
             u[i] = v ? s_unit_of(&s->p[i], v) : 0.5;

@@ -4,6 +4,7 @@
  * and study.json / trials.csv kept current. */
 #include "tune/zt_study_int.h"
 #include "base/zt_util.h"
+#include "base/zt_json.h"
 #include "ztrain/zt_error.h"
 #include "ztrain/zt_log.h"
 #include <dirent.h>
@@ -38,46 +39,50 @@ static void s_add_meas(s_trial_t *t, double step, double value)
     json_array_append_new(t->meas, json_pack("[ff]", step, value));
 }
 
-/* Measurements: the hypertune metric files of the trial, and libztrain
- * metric reports (job.json metrics and evaluations). */
-static void s_collect(zt_study_t *s, s_trial_t *t)
+/* The tags a metric-file line or a job.json metric set reports, for the
+ * message of an INFEASIBLE trial. */
+static void s_note_tags(json_t *tags, json_t *obj)
 {
-    char *hdir = zt_strdupf("%s/hypertune", t->base);
-    DIR *d = opendir(hdir);
-    struct dirent *e;
-    while (d && (e = readdir(d))) {
-        if (e->d_name[0] == '.')
-            continue;
-        char *path = zt_strdupf("%s/%s", hdir, e->d_name);
-        char *text = zt_read_file(path, NULL);
-        free(path);
-        int line = 0;
-        for (char *save = NULL, *l = text ? strtok_r(text, "\n", &save) : NULL; l; l = strtok_r(NULL, "\n", &save)) {
-            json_t *j = json_loads(l, 0, NULL);
-            double v, step;
-            line++;
-            if (j && zt_study_num(json_object_get(j, s->metric), &v) && isfinite(v))
-                s_add_meas(t, zt_study_num(json_object_get(j, "global_step"), &step) ? step : line, v);
-            json_decref(j);
-        }
-        free(text);
+    const char *k;
+    json_t *v;
+    json_object_foreach(obj, k, v)
+        if (strcmp(k, "global_step") && strcmp(k, "timestamp") && strcmp(k, "trial") &&
+            strcmp(k, "checkpoint_path") &&
+            !json_object_get(tags, k))
+            json_object_set_new(tags, k, json_true());
+}
+
+/* Measurements come from the trial's primary replica (workerpool0-0), as
+ * the managed service takes them: its hypertune metric file, and what it
+ * reported through libztrain (job.json's metrics of workerpool0-0). The
+ * tags it reported go to tags (may be NULL). */
+static void s_collect(zt_study_t *s, s_trial_t *t, json_t *tags)
+{
+    char *path = zt_strdupf("%s/hypertune/chief-0.metric", t->base);
+    char *text = zt_read_file(path, NULL);
+    free(path);
+    int line = 0;
+    for (char *save = NULL, *l = text ? strtok_r(text, "\n", &save) : NULL; l; l = strtok_r(NULL, "\n", &save)) {
+        json_t *j = json_loads(l, 0, NULL);
+        double v, step;
+        line++;
+        if (j && zt_study_num(json_object_get(j, s->metric), &v) && isfinite(v))
+            s_add_meas(t, zt_study_num(json_object_get(j, "global_step"), &step) ? step : line, v);
+        if (tags && json_is_object(j))
+            s_note_tags(tags, j);
+        json_decref(j);
     }
-    if (d)
-        closedir(d);
-    free(hdir);
+    free(text);
     char *jp = zt_strdupf("%s/job.json", t->job_dir);
     json_t *job = json_load_file(jp, 0, NULL);
     free(jp);
-    json_t *m = json_object_get(json_object_get(job, "metrics"), s->metric);
-    if (m)
-        s_add_meas(t, (double) json_integer_value(json_object_get(m, "step")),
-                   json_number_value(json_object_get(m, "value")));
+    json_t *primary = json_object_get(json_object_get(job, "metrics"), "workerpool0-0");
     size_t i;
-    json_t *ev;
-    json_array_foreach(json_object_get(job, "evaluations"), i, ev)
-        if (!strcmp(json_string_value(json_object_get(ev, "name")) ?: "", s->metric))
-            s_add_meas(t, (double) json_integer_value(json_object_get(ev, "step")),
-                       json_number_value(json_object_get(ev, "value")));
+    json_t *m;
+    json_array_foreach(json_object_get(json_object_get(primary, s->metric), "series"), i, m)
+        s_add_meas(t, json_number_value(json_array_get(m, 0)), json_number_value(json_array_get(m, 1)));
+    if (tags)
+        s_note_tags(tags, primary);
     json_decref(job);
 }
 
@@ -134,7 +139,7 @@ static int s_start_trial(zt_study_t *s)
     t->params = zt_search_suggest(s, t->u);
     if (!t->params)
         return ZT_ENOTFOUND;
-    t->id = s->nt + 1;
+    t->id = ++s->next_id;
     t->meas = json_array();
     t->state = "ACTIVE";
     t->job_dir = zt_strdupf("%s/trial-%d", s->dir, t->id);
@@ -188,18 +193,90 @@ static int s_start_trial(zt_study_t *s)
     return ZT_OK;
 }
 
+/* One CSV field, RFC 4180: quoted when it holds a comma, a quote or a line
+ * break, with its quotes doubled. */
+static void s_csv_field(FILE *f, const char *text, bool first)
+{
+    if (!first)
+        fputc(',', f);
+    if (!strpbrk(text, ",\"\r\n")) {
+        fputs(text, f);
+        return;
+    }
+    fputc('"', f);
+    for (const char *c = text; *c; c++) {
+        if (*c == '"')
+            fputc('"', f);
+        fputc(*c, f);
+    }
+    fputc('"', f);
+}
+
+static char *s_value_text(json_t *v)
+{
+    return !v ? strdup("") : json_is_string(v) ? strdup(json_string_value(v))
+                                               : json_dumps(v, JSON_ENCODE_ANY | JSON_REAL_PRECISION(8));
+}
+
+/* trials.csv: a header, then a row per trial (RFC 4180, CRLF line ends). */
+static void s_write_csv(zt_study_t *s)
+{
+    char *csv = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&csv, &len);
+    s_csv_field(f, "trial", true);
+    s_csv_field(f, "state", false);
+    for (int k = 0; k < s->np; k++)
+        s_csv_field(f, s->p[k].name, false);
+    s_csv_field(f, s->metric, false);
+    s_csv_field(f, "measurements", false);
+    fputs("\r\n", f);
+    for (int i = 0; i < s->nt; i++) {
+        s_trial_t *t = &s->t[i];
+        char buf[64];
+        snprintf(buf, sizeof buf, "%d", t->id);
+        s_csv_field(f, buf, true);
+        s_csv_field(f, t->state, false);
+        for (int k = 0; k < s->np; k++) {
+            char *text = s_value_text(json_object_get(t->params, s->p[k].name));
+            s_csv_field(f, text, false);
+            free(text);
+        }
+        snprintf(buf, sizeof buf, "%.6g", t->final);
+        s_csv_field(f, t->has_final ? buf : "", false);
+        snprintf(buf, sizeof buf, "%zu", json_array_size(t->meas));
+        s_csv_field(f, buf, false);
+        fputs("\r\n", f);
+    }
+    fclose(f);
+    char *path = zt_strdupf("%s/trials.csv", s->dir);
+    zt_write_file_atomic(path, csv, len);
+    free(path);
+    free(csv);
+}
+
+static json_t *s_trial_json(s_trial_t *t, int np)
+{
+    json_t *u = json_array();
+    for (int k = 0; k < np; k++)
+        json_array_append_new(u, json_real(t->u[k]));
+    json_t *o = json_pack("{s:s, s:s, s:O, s:O, s:s, s:s, s:s, s:o}", "id", "", "state", t->state,
+                          "parameters", t->params, "measurements", t->meas, "jobDir", t->job_dir,
+                          "startTime", t->started, "endTime", t->ended, "scaledParameters", u);
+    json_object_set_new(o, "id", json_sprintf("%d", t->id));
+    json_object_set_new(o, "finalMeasurement", t->has_final ? json_real(t->final) : json_null());
+    if (t->message)
+        json_object_set_new(o, "message", json_string(t->message));
+    return o;
+}
+
 static void s_write(zt_study_t *s)
 {
     json_t *trials = json_array();
     int best = -1;
     for (int i = 0; i < s->nt; i++) {
         s_trial_t *t = &s->t[i];
-        json_t *o = json_pack("{s:s, s:s, s:O, s:O, s:s, s:s, s:s}", "id", "", "state", t->state,
-                              "parameters", t->params, "measurements", t->meas, "jobDir", t->job_dir,
-                              "startTime", t->started, "endTime", t->ended);
-        json_object_set_new(o, "id", json_sprintf("%d", t->id));
-        json_object_set_new(o, "finalMeasurement", t->has_final ? json_real(t->final) : json_null());
-        json_array_append_new(trials, o);
+        json_array_append_new(trials, s_trial_json(t, s->np));
         if (t->has_final && (!strcmp(t->state, "SUCCEEDED") || !strcmp(t->state, "STOPPED")) &&
             (best < 0 || s_better(s, t->final, s->t[best].final)))
             best = i;
@@ -208,6 +285,8 @@ static void s_write(zt_study_t *s)
                             "metricId", s->metric, "goal", s->maximize ? "MAXIMIZE" : "MINIMIZE",
                             "maxTrialCount", s->max_trials, "parallelTrialCount", s->parallel,
                             "failedTrials", s->failed, "trials", trials);
+    json_object_set_new(doc, "process", zt_json_this_process());
+    json_object_set(doc, "spec", s->spec);
     json_object_set_new(doc, "algorithm", json_string(s->algo == A_GRID ? "GRID_SEARCH" : s->algo == A_RANDOM
                                                                              ? "RANDOM_SEARCH" : "BAYESIAN"));
     if (best >= 0)
@@ -219,35 +298,113 @@ static void s_write(zt_study_t *s)
     zt_write_file_atomic(path, text, strlen(text));
     free(path);
     free(text);
-    /* trials.csv */
-    char *csv = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&csv, &len);
-    fprintf(f, "trial,state");
-    for (int k = 0; k < s->np; k++)
-        fprintf(f, ",%s", s->p[k].name);
-    fprintf(f, ",%s,measurements\n", s->metric);
-    for (int i = 0; i < s->nt; i++) {
-        s_trial_t *t = &s->t[i];
-        fprintf(f, "%d,%s", t->id, t->state);
-        for (int k = 0; k < s->np; k++) {
-            json_t *v = json_object_get(t->params, s->p[k].name);
-            char *text2 = !v ? strdup("") : json_is_string(v) ? strdup(json_string_value(v))
-                                                             : json_dumps(v, JSON_ENCODE_ANY | JSON_REAL_PRECISION(8));
-            fprintf(f, ",%s", text2);
-            free(text2);
-        }
-        if (t->has_final)
-            fprintf(f, ",%.6g", t->final);
-        else
-            fprintf(f, ",");
-        fprintf(f, ",%zu\n", json_array_size(t->meas));
+    json_decref(doc);
+    s_write_csv(s);
+}
+
+/* ------------------------------------------------------------ resuming */
+
+/* A trial of an earlier run, as study.json recorded it, into t. False when
+ * it did not finish (it is run again as a new trial). */
+static bool s_restore_trial(zt_study_t *s, json_t *o, s_trial_t *t)
+{
+    static const char *const finished[] = { "SUCCEEDED", "FAILED", "INFEASIBLE", "STOPPED", NULL };
+    const char *state = json_string_value(json_object_get(o, "state"));
+    int k = 0;
+    while (finished[k] && (!state || strcmp(state, finished[k])))
+        k++;
+    if (!finished[k] || !json_is_object(json_object_get(o, "parameters")))
+        return false;
+    memset(t, 0, sizeof *t);
+    t->id = atoi(json_string_value(json_object_get(o, "id")) ?: "0");
+    t->state = finished[k];
+    t->params = json_incref(json_object_get(o, "parameters"));
+    t->meas = json_deep_copy(json_object_get(o, "measurements"));
+    if (!json_is_array(t->meas)) {
+        json_decref(t->meas);
+        t->meas = json_array();
     }
-    fclose(f);
-    path = zt_strdupf("%s/trials.csv", s->dir);
-    zt_write_file_atomic(path, csv, len);
+    t->job_dir = strdup(json_string_value(json_object_get(o, "jobDir")) ?: "");
+    t->base = strdup("");
+    snprintf(t->started, sizeof t->started, "%s", json_string_value(json_object_get(o, "startTime")) ?: "");
+    snprintf(t->ended, sizeof t->ended, "%s", json_string_value(json_object_get(o, "endTime")) ?: "");
+    t->has_final = json_is_number(json_object_get(o, "finalMeasurement"));
+    t->final = json_number_value(json_object_get(o, "finalMeasurement"));
+    if (json_is_string(json_object_get(o, "message")))
+        t->message = strdup(json_string_value(json_object_get(o, "message")));
+    json_t *u = json_object_get(o, "scaledParameters");
+    for (int p = 0; p < s->np; p++)
+        t->u[p] = json_is_number(json_array_get(u, (size_t) p)) ? json_number_value(json_array_get(u, (size_t) p))
+                                                               : 0.5;
+    return true;
+}
+
+/* Removes an earlier study's files: study.json, trials.csv, trial-N and
+ * trial-N.log. Nothing else in the directory is touched. */
+static void s_clear_dir(zt_study_t *s)
+{
+    DIR *d = opendir(s->dir);
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        int id, end = 0;
+        bool trial = sscanf(e->d_name, "trial-%d%n", &id, &end) == 1 &&
+                     (!e->d_name[end] || !strcmp(e->d_name + end, ".log"));
+        if (trial || !strcmp(e->d_name, "study.json") || !strcmp(e->d_name, "trials.csv")) {
+            char *p = zt_strdupf("%s/%s", s->dir, e->d_name);
+            zt_rm_tree(p);
+            free(p);
+        }
+    }
+    if (d)
+        closedir(d);
+}
+
+void zt_study_adopt_dir(zt_study_t *s, zt_diag_t *diag)
+{
+    char *path = zt_strdupf("%s/study.json", s->dir);
+    json_t *doc = json_load_file(path, 0, NULL);
     free(path);
-    free(csv);
+    char diff[400];
+    if (!doc)
+        return;
+    if (zt_json_process_alive(json_object_get(doc, "process")) == 1)
+        zt_diag_add(diag, true, s->dir, 0, 0, NULL, NULL, "a study is running there (pid %lld); choose "
+                    "another --study-dir", (long long) json_integer_value(json_object_get(
+                        json_object_get(doc, "process"), "pid")));
+    else if (s->opts.overwrite) {
+        zt_info("--overwrite: starting the study in %s over", s->dir);
+        s_clear_dir(s);
+    }
+    else if (zt_json_diff(s->spec, json_object_get(doc, "spec"), diff, sizeof diff))
+        zt_diag_add(diag, true, s->dir, 0, 0, NULL, NULL, "holds the results of another study (they differ "
+                    "at %s, this one's vs the earlier one's); give --overwrite to start over there, or "
+                    "another --study-dir", diff);
+    else {
+        size_t i;
+        json_t *o;
+        int last_id = 0, kept = 0;
+        json_array_foreach(json_object_get(doc, "trials"), i, o) {
+            int id = atoi(json_string_value(json_object_get(o, "id")) ?: "0");
+            last_id = id > last_id ? id : last_id;
+            if (s->nt < s->max_trials && s_restore_trial(s, o, &s->t[s->nt])) {
+                s->failed += !strcmp(s->t[s->nt].state, "FAILED");
+                s->nt++;
+                kept++;
+            }
+            else { /* unfinished: what it left goes; it runs again as a new trial */
+                char *p = zt_strdupf("%s/trial-%d", s->dir, id);
+                zt_rm_tree(p);
+                free(p);
+                p = zt_strdupf("%s/trial-%d.log", s->dir, id);
+                unlink(p);
+                free(p);
+            }
+        }
+        s->next_id = last_id;
+        s->rng ^= 2654435761u * (unsigned) (last_id + 1); /* new draws, not the earlier run's again */
+        zt_info("resuming the study in %s: %d finished trial%s kept; trials from %d on", s->dir, kept,
+                kept == 1 ? "" : "s", last_id + 1);
+    }
     json_decref(doc);
 }
 
@@ -321,32 +478,52 @@ static void s_finish(zt_study_t *s, s_trial_t *t, int status)
     s->launcher->release(s->launcher, &t->run);
     t->exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     zt_wall_iso(t->ended, sizeof t->ended);
-    s_collect(s, t);
+    json_t *tags = json_object();
+    s_collect(s, t, tags);
     t->has_final = s_select(s, t, INFINITY, &t->final);
     if (t->stop_requested)
         t->state = "STOPPED";
+    else if (t->cancelled) /* the study stopped it: not the trial's failure */
+        t->state = "CANCELLED";
     else if (t->exit_status == 0 && t->has_final)
         t->state = "SUCCEEDED";
+    else if (t->exit_status == 0) { /* ran, but never measured the study's metric */
+        char names[512] = "";
+        const char *k;
+        json_t *v;
+        json_object_foreach(tags, k, v)
+            snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", names[0] ? ", " : "", k);
+        t->state = "INFEASIBLE";
+        free(t->message);
+        t->message = zt_strdupf("workerpool0-0 reported no '%s' (%s%s)", s->metric,
+                                names[0] ? "it reported: " : "it reported no metric at all", names);
+    }
     else {
         t->state = "FAILED";
         s->failed++;
     }
+    json_decref(tags);
     if (!s->tty) {
         if (t->has_final)
             printf("trial %d %s %s=%.6g (%zu measurements)\n", t->id, t->state, s->metric, t->final,
                    json_array_size(t->meas));
+        else if (t->message)
+            printf("trial %d %s: %s\n", t->id, t->state, t->message);
         else
-            printf("trial %d %s (exit status %d%s; see %s/trial-%d.log)\n", t->id, t->state, t->exit_status,
-                   t->exit_status == 0 ? ", no measurement of the metric" : "", s->dir, t->id);
+            printf("trial %d %s (exit status %d; see %s/trial-%d.log)\n", t->id, t->state, t->exit_status,
+                   s->dir, t->id);
         fflush(stdout);
     }
 }
 
+/* Stops every running trial; they end CANCELLED. */
 static void s_stop_all(zt_study_t *s)
 {
     for (int i = 0; i < s->nt; i++)
-        if (s->t[i].run)
+        if (s->t[i].run) {
+            s->t[i].cancelled = true;
             s->launcher->signal(s->launcher, s->t[i].run, SIGTERM);
+        }
 }
 
 /* Trials that ended: their results; too many failures fail the study. */
@@ -375,7 +552,7 @@ static void s_poll_measurements(zt_study_t *s)
     for (int i = 0; i < s->nt; i++)
         if (s->t[i].run) {
             size_t before = json_array_size(s->t[i].meas);
-            s_collect(s, &s->t[i]);
+            s_collect(s, &s->t[i], NULL);
             if (json_array_size(s->t[i].meas) != before) {
                 s_median_stop(s, &s->t[i]);
                 s_write(s);
@@ -420,6 +597,8 @@ int zt_study_run(zt_study_t *s)
     sa.sa_handler = s_on_signal;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    /* `ztrain tune ... | head`: the table's reader may go; the study goes on. */
+    signal(SIGPIPE, SIG_IGN);
     bool exhausted = false, stopping = false;
     int64_t last_table = 0;
     s_write(s);
@@ -454,27 +633,13 @@ int zt_study_run(zt_study_t *s)
     return s_conclude(s);
 }
 
-int zt_study_status(const char *study_dir, bool as_json)
+void zt_study_print(const char *study_dir, json_t *doc)
 {
-    char *path = zt_strdupf("%s/study.json", study_dir);
-    json_error_t err;
-    json_t *doc = json_load_file(path, 0, &err);
-    if (!doc) {
-        fprintf(stderr, "ztrain status: %s: %s\n", path, err.text);
-        free(path);
-        return 2;
-    }
-    free(path);
-    if (as_json) {
-        char *t = json_dumps(doc, JSON_INDENT(2));
-        printf("%s\n", t);
-        free(t);
-        json_decref(doc);
-        return 0;
-    }
-    printf("study %s: %s, %s %s, %s\n", study_dir, json_string_value(json_object_get(doc, "state")),
-           json_string_value(json_object_get(doc, "goal")), json_string_value(json_object_get(doc, "metricId")),
-           json_string_value(json_object_get(doc, "algorithm")));
+    printf("study %s: %s", study_dir, json_string_value(json_object_get(doc, "state")));
+    if (json_is_true(json_object_get(doc, "processGone")))
+        printf(" (recorded %s, but `ztrain tune` is gone)", json_string_value(json_object_get(doc, "recordedState")));
+    printf(", %s %s, %s\n", json_string_value(json_object_get(doc, "goal")),
+           json_string_value(json_object_get(doc, "metricId")), json_string_value(json_object_get(doc, "algorithm")));
     printf("  %-6s %-10s %-12s %s\n", "trial", "state", "final", "parameters");
     size_t i;
     json_t *t;
@@ -491,6 +656,7 @@ int zt_study_status(const char *study_dir, bool as_json)
     if (json_is_object(b))
         printf("  best: trial %s, %.6g\n", json_string_value(json_object_get(b, "id")),
                json_number_value(json_object_get(b, "finalMeasurement")));
-    json_decref(doc);
-    return 0;
+    json_t *e = json_object_get(doc, "error");
+    if (json_is_object(e))
+        printf("  error: %s\n", json_string_value(json_object_get(e, "message")));
 }

@@ -10,6 +10,7 @@
  * <study-dir>/study.json and trials.csv. */
 #ifndef ZT_STUDY_H
 #define ZT_STUDY_H
+#include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include "spec/zt_diag.h"
@@ -34,7 +35,7 @@ void zt_study_destroy(zt_study_t **self_p);
 int zt_study_run(zt_study_t *self);
 /* Proposes up to n parameter sets without running anything (tests). */
 char *zt_study_suggest_json(zt_study_t *self, int n);
-/* Prints a study directory's study.json as a table. */
-int zt_study_status(const char *study_dir, bool json);
+/* Prints a study's study.json (doc) as a table. */
+void zt_study_print(const char *study_dir, json_t *doc);
 
 #endif

@@ -27,7 +27,7 @@ typedef struct {
 
 typedef struct {
     int id;                    /* 1, 2, ... */
-    const char *state;         /* ACTIVE, SUCCEEDED, FAILED, STOPPING, STOPPED */
+    const char *state;         /* ACTIVE, SUCCEEDED, FAILED, INFEASIBLE, STOPPING, STOPPED, CANCELLED */
     json_t *params;            /* name -> value */
     double u[MAX_PARAMS];      /* scaled coordinates (0.5 when inactive) */
     zt_handle_t *run;          /* its `ztrain run`, NULL when done */
@@ -38,6 +38,8 @@ typedef struct {
     int exit_status;           /* of `ztrain run` */
     char started[40], ended[40];
     bool stop_requested;       /* median stopping */
+    bool cancelled;            /* stopped by the study (Ctrl-C, or the study failed) */
+    char *message;             /* why it is INFEASIBLE or FAILED, or NULL */
 } s_trial_t;
 
 struct zt_study_t {
@@ -54,8 +56,10 @@ struct zt_study_t {
     bool median_stop;          /* medianAutomatedStoppingSpec */
     int max_trials, parallel, max_failed;
     json_t *grid;              /* GRID_SEARCH: every assignment */
+    json_t *spec;              /* the study file as given, recorded in study.json */
     s_trial_t *t;
     int nt;
+    int next_id;               /* the last trial id given (a resumed study goes on from it) */
     unsigned rng;              /* seeded */
     const char *state;         /* RUNNING, SUCCEEDED, FAILED, CANCELLED */
     int failed;
@@ -76,6 +80,13 @@ static inline bool zt_study_num(json_t *v, double *out)
     }
     return false;
 }
+
+/* Takes over the study directory before anything is written there: with
+ * --overwrite, clears an earlier study's results; else an earlier run of
+ * the same study (same spec) is resumed: its finished trials are kept and
+ * the search goes on from them. A different study there is an error in
+ * diag. */
+void zt_study_adopt_dir(zt_study_t *s, zt_diag_t *diag);
 
 /* The next parameter set (and its scaled coordinates u): the grid's next
  * assignment, a random point, or the Bayesian suggestion. NULL when the

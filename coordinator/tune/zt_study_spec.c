@@ -335,6 +335,11 @@ static void s_trial_job(zt_study_t *s, json_t *root, zt_diag_t *diag)
     }
     char real[4096];
     s->dir = strdup(realpath(s->opts.study_dir, real) ? real : s->opts.study_dir);
+    s->spec = json_incref(root);
+    s->t = calloc((size_t) s->max_trials, sizeof *s->t);
+    zt_study_adopt_dir(s, diag);
+    if (zt_diag_errors(diag) > 0)
+        return;
     s->trial_job = zt_strdupf("%s/trial-job.json", s->dir);
     char *text = json_dumps(json_object_get(root, "trialJobSpec"), JSON_INDENT(2));
     zt_write_file_atomic(s->trial_job, text, strlen(text));
@@ -373,7 +378,6 @@ zt_study_t *zt_study_new(const zt_study_opts_t *opts, zt_diag_t *diag)
         zt_study_destroy(&s);
         return NULL;
     }
-    s->t = calloc((size_t) s->max_trials, sizeof *s->t);
     s->tty = isatty(STDOUT_FILENO);
     s->launcher = zt_backend_local_new();
     return s;
@@ -393,6 +397,7 @@ void zt_study_destroy(zt_study_t **self_p)
         json_decref(s->t[i].meas);
         free(s->t[i].job_dir);
         free(s->t[i].base);
+        free(s->t[i].message);
     }
     free(s->t);
     if (s->launcher) {
@@ -400,6 +405,7 @@ void zt_study_destroy(zt_study_t **self_p)
         s->launcher->destroy(&s->launcher);
     }
     json_decref(s->grid);
+    json_decref(s->spec);
     free(s->dir);
     free(s->trial_job);
     free(s->base_output);

@@ -32,6 +32,8 @@ extern "C" {
       "GPUs on this machine (auto: count /dev/nvidiaN)")                          \
     X(BACKEND,             "ZT_BACKEND",             "local", "local",                    \
       "where `ztrain run` places and starts replicas (--backend wins)")           \
+    X(METRIC_HISTORY,      "ZT_METRIC_HISTORY",      "100", "int",                       \
+      "job.json keeps this many of each replica's newest values of each metric (its series)") \
     X(JOBS_DIR,            "ZT_JOBS_DIR",            "ztrain-jobs", "path",               \
       "where a job's directory is made when --job-dir is not given")              \
     X(PS_CHUNK_BYTES,      "ZT_PS_CHUNK_BYTES",      "1048576", "int",                   \

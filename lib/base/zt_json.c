@@ -1,5 +1,7 @@
 #include "base/zt_json.h"
+#include "base/zt_util.h"
 #include <assert.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,6 +81,25 @@ bool zt_json_diff(const json_t *a, const json_t *b, char *out, size_t len)
     return s_diff(a, b, path, sizeof path, out, len);
 }
 
+json_t *zt_json_this_process(void)
+{
+    char host[256] = "";
+    gethostname(host, sizeof host - 1);
+    return json_pack("{s:i, s:I, s:s}", "pid", (int) getpid(), "startTime",
+                     (json_int_t) zt_proc_start_time(getpid()), "host", host);
+}
+
+int zt_json_process_alive(const json_t *record)
+{
+    char host[256] = "";
+    gethostname(host, sizeof host - 1);
+    const char *h = json_string_value(json_object_get(record, "host"));
+    json_int_t pid = json_integer_value(json_object_get(record, "pid"));
+    if (!h || pid <= 0 || strcmp(h, host))
+        return -1;
+    return zt_proc_alive((pid_t) pid, (uint64_t) json_integer_value(json_object_get(record, "startTime")));
+}
+
 void zt_json_selftest(void)
 {
     char why[256];
@@ -102,4 +123,11 @@ void zt_json_selftest(void)
            !strcmp(why, "(the whole document): 1 vs \"x\""));
     json_decref(a);
     json_decref(b);
+    json_t *me = zt_json_this_process();
+    assert(zt_json_process_alive(me) == 1);
+    json_object_set_new(me, "startTime", json_integer(1)); /* the pid reused by another process */
+    assert(zt_json_process_alive(me) == 0);
+    json_object_set_new(me, "host", json_string("elsewhere.invalid"));
+    assert(zt_json_process_alive(me) == -1);
+    json_decref(me);
 }

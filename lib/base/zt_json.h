@@ -12,6 +12,14 @@
  * document)". */
 bool zt_json_diff(const json_t *a, const json_t *b, char *out, size_t len);
 
+/* This process as a record for a state file: {"pid", "startTime", "host"},
+ * so that a reader can tell a live owner from a dead one even after the
+ * pid is reused. */
+json_t *zt_json_this_process(void);
+/* 1 when the process a record names still runs, 0 when it is gone, -1 when
+ * that cannot be known from here (another host, no record). */
+int zt_json_process_alive(const json_t *record);
+
 /* Aborts unless zt_json_diff names the right field and values. */
 void zt_json_selftest(void);
 

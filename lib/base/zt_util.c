@@ -318,3 +318,35 @@ int zt_rm_tree(const char *path)
         return errno == ENOENT ? ZT_OK : ZT_ESYS;
     return nftw(path, s_rm_one, 16, FTW_DEPTH | FTW_PHYS) == 0 ? ZT_OK : ZT_ESYS;
 }
+
+uint64_t zt_proc_start_time(pid_t pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int) pid);
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    char *p = strrchr(buf, ')'); /* the command name may hold spaces and parentheses */
+    if (!p || p[1] != ' ' || p[2] == 'Z')
+        return 0;
+    /* fields from 3 (state) on; the start time is field 22 */
+    unsigned long long start = 0;
+    int field = 2;
+    for (char *save = NULL, *t = strtok_r(p + 1, " ", &save); t; t = strtok_r(NULL, " ", &save))
+        if (++field == 22) {
+            start = strtoull(t, NULL, 10);
+            break;
+        }
+    return start;
+}
+
+bool zt_proc_alive(pid_t pid, uint64_t start_time)
+{
+    if (pid <= 0)
+        return false;
+    uint64_t now = zt_proc_start_time(pid);
+    return now != 0 && (start_time == 0 || now == start_time);
+}

@@ -34,6 +34,12 @@ int zt_stop_child(pid_t pid, int grace_ms);
 /* The same, but the bound socket is kept in *fd_p (close-on-exec) so that no
  * other bind(0) on this machine gets the port until it is closed. */
 int zt_reserve_port(int *fd_p);
+/* When process pid started (clock ticks after boot, /proc/PID/stat), or 0
+ * when there is no such process. With the pid it names one process even
+ * after the pid is reused. */
+uint64_t zt_proc_start_time(pid_t pid);
+/* True when the process recorded as (pid, start time) still runs here. */
+bool zt_proc_alive(pid_t pid, uint64_t start_time);
 /* Directory of the running executable (for finding sibling binaries). */
 const char *zt_exe_dir(void);
 /* Last up-to max_bytes of a file, starting at a line boundary; heap string. */

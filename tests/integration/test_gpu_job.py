@@ -43,7 +43,7 @@ class GpuJobs(unittest.TestCase):
         job = Job(self, path, self.job_dir, env=FAST)
         self.assertEqual(job.wait(timeout=300), 0, job.err[-3000:])
         j = load_job(self.job_dir)
-        self.assertGreaterEqual(j["metrics"]["accuracy"]["value"], 0.82)
+        self.assertGreaterEqual(j["metrics"]["workerpool0-0"]["accuracy"]["value"], 0.82)
         log = chief_log(self.job_dir)
         self.assertIn("forward and backward on 1 GPU", log)
         self.assertIn("through reducers", log)
@@ -57,7 +57,7 @@ class GpuJobs(unittest.TestCase):
         job = Job(self, path, self.job_dir, env=FAST)
         self.assertEqual(job.wait(timeout=300), 0, job.err[-3000:])
         j = load_job(self.job_dir)
-        self.assertGreaterEqual(j["metrics"]["accuracy"]["value"], 0.80)
+        self.assertGreaterEqual(j["metrics"]["workerpool0-0"]["accuracy"]["value"], 0.80)
         log = chief_log(self.job_dir)
         self.assertIn("forward and backward on 1 GPU", log)
         self.assertIn("parameter servers", log)
@@ -75,7 +75,7 @@ class GpuJobs(unittest.TestCase):
         self.assertEqual([r for r in j["replicas"] if r["name"] == "workerpool0-0"][0]["restarts"], 1)
         log = chief_log(self.job_dir)
         self.assertRegex(log, r"resuming from \S+ at step \d+")
-        self.assertGreaterEqual(j["metrics"]["accuracy"]["value"], 0.84)
+        self.assertGreaterEqual(j["metrics"]["workerpool0-0"]["accuracy"]["value"], 0.84)
         # the resumed run's loss carries on from where it was, not from 2.3
         first_after = re.split(r"resuming from", log)[-1]
         losses = [float(x) for x in re.findall(r"examples/s \d+ loss (\d+\.\d+)", first_after)]

@@ -9,7 +9,7 @@ import subprocess
 import time
 import unittest
 
-from ztest import Job, alive, descendants, load_job, tmpdir, wait_for, write
+from ztest import Job, alive, descendants, load_job, tmpdir, wait_for, write, ztrain
 
 FAST = {"ZT_STOP_GRACE_MS": "2000", "ZT_HEARTBEAT_MS": "200"}
 
@@ -297,6 +297,57 @@ class JobDirReuse(unittest.TestCase):
         self.assertEqual(job.wait(), 0, job.err)
         self.assertIn("--resume: continuing job 'job-a'", job.err)
         self.assertTrue(os.path.isdir(self.ckpt))
+
+
+class Status(unittest.TestCase):
+    """`ztrain status` exits as `ztrain run` did, and tells a job whose
+    coordinator is gone from a running one."""
+
+    def setUp(self):
+        self.d = tmpdir("status-")
+        self.job_dir = os.path.join(self.d, "job")
+
+    def status(self, *extra):
+        return ztrain("status", "--job-dir", self.job_dir, *extra)
+
+    def test_exit_codes_follow_the_state(self):
+        for script, rc, state in (("exit 0", 0, "SUCCEEDED"), ("exit 1", 1, "FAILED")):
+            with self.subTest(state=state):
+                job = Job(self, spec(self.d, "st", [cmd_pool(script)]), self.job_dir, "--overwrite", env=FAST)
+                self.assertEqual(job.wait(), rc, job.err)
+                s = self.status()
+                self.assertEqual(s.returncode, rc, s.stdout)
+                self.assertIn(": " + state, s.stdout)
+                j = self.status("--json")
+                self.assertEqual(j.returncode, rc)
+                self.assertEqual(json.loads(j.stdout)["state"], state)
+        job = Job(self, spec(self.d, "st", [cmd_pool("sleep 30")]), self.job_dir, "--overwrite", env=FAST)
+        wait_for(lambda: (load_job(self.job_dir) or {}).get("state") == "RUNNING", what="RUNNING")
+        self.assertEqual(self.status().returncode, 0)
+        job.proc.send_signal(signal.SIGINT)
+        self.assertEqual(job.wait(), 3)
+        self.assertEqual(self.status().returncode, 3)
+
+    def test_killed_coordinator_is_not_running(self):
+        prog = cmd_pool('test -e "$ZT_JOB_DIR/go" && exit 0; sleep 60')
+        job = Job(self, spec(self.d, "k", [prog]), self.job_dir, env=FAST)
+        wait_for(lambda: (load_job(self.job_dir) or {}).get("state") == "RUNNING", what="RUNNING")
+        s = self.status()
+        self.assertEqual(s.returncode, 0, s.stdout)
+        self.assertIn("job k: RUNNING\n", s.stdout)
+        os.kill(job.proc.pid, signal.SIGKILL)
+        job.proc.wait()
+        s = self.status()
+        self.assertEqual(s.returncode, 1, s.stdout)
+        self.assertIn("job k: FAILED (recorded RUNNING, but the coordinator is gone)", s.stdout)
+        self.assertIn("was killed or its machine restarted", s.stdout)
+        doc = json.loads(self.status("--json").stdout)
+        self.assertEqual((doc["state"], doc["recordedState"], doc["processGone"]), ("FAILED", "RUNNING", True))
+        # and the same job may run there again: nothing runs there now
+        write(self.job_dir, "go", "")
+        job = Job(self, spec(self.d, "k", [prog]), self.job_dir, env=FAST)
+        self.assertEqual(job.wait(), 0, job.err)
+        self.assertIn("resuming job 'k'", job.err)
 
 
 if __name__ == "__main__":

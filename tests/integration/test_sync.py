@@ -45,7 +45,7 @@ class Sync(unittest.TestCase):
         job = Job(self, path, self.job_dir, env=FAST)
         self.assertEqual(job.wait(timeout=400), 0, job.err[-3000:])
         j = load_job(self.job_dir)
-        self.assertGreaterEqual(j["metrics"]["accuracy"]["value"], 0.80)
+        self.assertGreaterEqual(j["metrics"]["workerpool0-0"]["accuracy"]["value"], 0.80)
         h = hashes(job.out)
         self.assertEqual(len(h), 4, job.out[-2000:])
         self.assertEqual(len(set(h.values())), 1, h)  # bitwise identical weights

@@ -24,7 +24,7 @@ def job_spec(d, name, trainer_args, workers=2, servers=2, evaluators=1):
 
 
 def metric(job, name):
-    return job["metrics"][name]["value"]
+    return job["metrics"]["workerpool0-0"][name]["value"]  # the chief's
 
 
 def verify_checkpoint(path):
@@ -59,11 +59,20 @@ class Training(unittest.TestCase):
                                           if not a.startswith(("--epochs", "--checkpoint_steps"))]
             p["containerSpec"]["args"] += ["--epochs=1", "--checkpoint_steps=100"]
         path = write(self.d, "short.json", json.dumps(ex))
-        job = Job(self, path, self.job_dir, env=FAST)
+        job = Job(self, path, self.job_dir, env=dict(FAST, ZT_METRIC_HISTORY="5"))
         self.assertEqual(job.wait(timeout=400), 0, job.err[-3000:])
         j = load_job(self.job_dir)
         self.assertEqual(j["state"], "SUCCEEDED")
         self.assertGreaterEqual(metric(j, "accuracy"), 0.80)
+        # Every replica's own series (bounded by ZT_METRIC_HISTORY, newest kept)
+        # and its latest value, not one value from whoever reported last.
+        self.assertEqual(sorted(j["metrics"]), ["workerpool0-0", "workerpool1-0", "workerpool1-1"])
+        for name, per in j["metrics"].items():
+            loss = per["loss"]
+            self.assertTrue(0 < len(loss["series"]) <= 5, (name, loss))
+            self.assertEqual(loss["series"][-1], [loss["step"], loss["value"]])
+            steps = [s for s, _ in loss["series"]]
+            self.assertEqual(steps, sorted(steps))
         evals = [e for e in j["evaluations"] if e["name"] == "eval_accuracy"]
         self.assertGreaterEqual(len({e["step"] for e in evals}), 2, j["evaluations"])
         self.assertTrue(all(0.5 < e["value"] <= 1 for e in evals))

@@ -3,6 +3,8 @@ grid covers exactly the grid, random respects bounds and log scales, median
 stopping stops a clearly bad trial, parallelTrialCount is never exceeded, a
 failing trial is counted and the study goes on (and fails past
 maxFailedTrialCount), Ctrl-C stops every trial, status reads the results."""
+import csv
+import io
 import json
 import math
 import os
@@ -210,7 +212,7 @@ class Tune(unittest.TestCase):
         self.assertEqual(doc["state"], "SUCCEEDED")
         # past maxFailedTrialCount the study fails
         r, doc, _ = self.tune(study(params, "GRID_SEARCH", max_trials=8, parallel=1,
-                                    maxFailedTrialCount=1))
+                                    maxFailedTrialCount=1), "--overwrite")
         self.assertEqual(r.returncode, 1)
         self.assertEqual(doc["state"], "FAILED")
         self.assertEqual(doc["failedTrials"], 2)
@@ -255,6 +257,158 @@ class Tune(unittest.TestCase):
         doc = json.load(open(os.path.join(self.d, "c", "study.json")))
         self.assertEqual(doc["state"], "CANCELLED")
         wait_for(lambda: not descendants(p.pid), timeout=5, what="no trial left")
+
+
+def shell_pool(script, n=1):
+    return {"machineSpec": {"machineType": "n1-standard-4"}, "replicaCount": n,
+            "containerSpec": {"imageUri": "local", "command": ["sh", "-c", script, "sh"]}}
+
+
+class Measurements(unittest.TestCase):
+    """Where a trial's measurements come from, and what a trial that
+    measured nothing is."""
+
+    def setUp(self):
+        self.d = tmpdir("meas-")
+
+    def run_study(self, pools, params=None, max_trials=1, metric="score"):
+        spec = json.loads(study(params or [X], max_trials=max_trials))
+        spec["studySpec"]["metrics"][0]["metricId"] = metric
+        spec["trialJobSpec"]["workerPoolSpecs"] = pools
+        path = write(self.d, "s.json", json.dumps(spec))
+        sd = os.path.join(self.d, "sd")
+        r = ztrain("tune", path, "--study-dir", sd, timeout=120)
+        return r, json.load(open(os.path.join(sd, "study.json")))
+
+    def test_shell_program_writes_the_metric_file(self):
+        # The metric file's folder exists before the trial starts.
+        r, doc = self.run_study([shell_pool('echo "{\\"score\\": 0.75}" > "$CLOUD_ML_HP_METRIC_FILE"')])
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertEqual(doc["trials"][0]["state"], "SUCCEEDED")
+        self.assertEqual(doc["trials"][0]["finalMeasurement"], 0.75)
+
+    def test_only_the_primary_replica_counts(self):
+        chief = ('until [ -e "$AIP_MODEL_DIR/worker-done" ]; do sleep 0.05; done; '
+                 'echo "{\\"score\\": 0.25, \\"global_step\\": \\"1\\"}" > "$CLOUD_ML_HP_METRIC_FILE"')
+        worker = ('echo "{\\"score\\": 0.99, \\"global_step\\": \\"9\\"}" > "$CLOUD_ML_HP_METRIC_FILE"; '
+                  'mkdir -p "$AIP_MODEL_DIR"; touch "$AIP_MODEL_DIR/worker-done"; sleep 30')
+        r, doc = self.run_study([shell_pool(chief), shell_pool(worker, 2)])
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        t = doc["trials"][0]
+        self.assertEqual(t["state"], "SUCCEEDED")
+        self.assertEqual(t["finalMeasurement"], 0.25)
+        self.assertEqual(t["measurements"], [[1.0, 0.25]])  # nothing of the workers'
+
+    def test_no_measurement_is_infeasible(self):
+        r, doc = self.run_study([shell_pool('echo "{\\"accuracy\\": 0.5, \\"loss\\": 1}" > '
+                                            '"$CLOUD_ML_HP_METRIC_FILE"')], max_trials=2)
+        for t in doc["trials"]:
+            self.assertEqual(t["state"], "INFEASIBLE")
+            self.assertIn("reported no 'score'", t["message"])
+            self.assertIn("accuracy, loss", t["message"])
+        self.assertEqual(doc["failedTrials"], 0)
+        self.assertIn("INFEASIBLE: workerpool0-0 reported no 'score'", r.stdout)
+        self.assertEqual(r.returncode, 1)  # no trial succeeded
+
+
+class StudyLife(unittest.TestCase):
+    """Ctrl-C, a closed pipe, a killed study, resuming, CSV."""
+
+    def setUp(self):
+        self.d = tmpdir("life-")
+        self.sd = os.path.join(self.d, "sd")
+
+    def start(self, text, *args, env=None):
+        path = write(self.d, "s.json", text)
+        p = subprocess.Popen([ZTRAIN, "tune", path, "--study-dir", self.sd, *args],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env=dict(os.environ, **(env or {})), start_new_session=True)
+        self.addCleanup(lambda: p.poll() is None and os.killpg(p.pid, signal.SIGKILL))
+        return p
+
+    def doc(self):
+        try:
+            return json.load(open(os.path.join(self.sd, "study.json")))
+        except (OSError, ValueError):
+            return None
+
+    def states(self):
+        d = self.doc()
+        return [t["state"] for t in d["trials"]] if d else []
+
+    GRID = [{"parameterId": "x", "discreteValueSpec": {"values": [0.1, 0.2, 0.3, 0.4]}}]
+
+    def test_ctrl_c_cancels_and_resume_goes_on(self):
+        text = study(self.GRID, "GRID_SEARCH", max_trials=4)
+        p = self.start(text, env={"OBJECTIVE_STEPS": "4", "OBJECTIVE_DELAY": "0.5"})
+        wait_for(lambda: self.states()[:2] == ["SUCCEEDED", "ACTIVE"], timeout=60, what="trial 2 running")
+        p.send_signal(signal.SIGINT)
+        p.communicate(timeout=60)
+        self.assertEqual(p.returncode, 3)
+        doc = self.doc()
+        self.assertEqual(doc["state"], "CANCELLED")
+        self.assertEqual(self.states(), ["SUCCEEDED", "CANCELLED"])
+        self.assertEqual(doc["failedTrials"], 0)  # not failures
+        first = doc["trials"][0]
+        s = ztrain("status", "--study-dir", self.sd)
+        self.assertEqual(s.returncode, 3, s.stdout)
+        # The same study again: trial 1 kept, the rest of the grid runs.
+        r = ztrain("tune", os.path.join(self.d, "s.json"), "--study-dir", self.sd, timeout=120)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        doc = self.doc()
+        self.assertEqual(doc["trials"][0], first | {"scaledParameters": doc["trials"][0]["scaledParameters"]})
+        self.assertEqual([t["id"] for t in doc["trials"]], ["1", "3", "4", "5"])
+        self.assertEqual(sorted(t["parameters"]["x"] for t in doc["trials"]), [0.1, 0.2, 0.3, 0.4])
+        self.assertEqual(self.states(), ["SUCCEEDED"] * 4)
+        self.assertFalse(os.path.exists(os.path.join(self.sd, "trial-2")))
+        # A different study in the same folder is refused; --overwrite starts over.
+        other = study(self.GRID, "GRID_SEARCH", max_trials=2)
+        path = write(self.d, "other.json", other)
+        r = ztrain("tune", path, "--study-dir", self.sd)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("holds the results of another study", r.stderr)
+        self.assertIn("maxTrialCount: 2 vs 4", r.stderr)
+        r = ztrain("tune", path, "--study-dir", self.sd, "--overwrite", timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual([t["id"] for t in self.doc()["trials"]], ["1", "2"])
+        self.assertFalse(os.path.exists(os.path.join(self.sd, "trial-5")))
+
+    def test_head_does_not_kill_the_study(self):
+        path = write(self.d, "s.json", study(self.GRID, "GRID_SEARCH", max_trials=4))
+        r = subprocess.run(["sh", "-c", '"$0" tune "$1" --study-dir "$2" | head -1', ZTRAIN, path, self.sd],
+                           capture_output=True, text=True, timeout=120)
+        self.assertEqual(r.stdout.count("\n"), 1)
+        wait_for(lambda: self.doc() and self.doc()["state"] != "RUNNING", timeout=60, what="the study's end")
+        self.assertEqual(self.doc()["state"], "SUCCEEDED")
+        self.assertEqual(self.states(), ["SUCCEEDED"] * 4)
+
+    def test_status_of_a_killed_study(self):
+        p = self.start(study(self.GRID, "GRID_SEARCH", max_trials=4),
+                       env={"OBJECTIVE_STEPS": "100", "OBJECTIVE_DELAY": "0.5"})
+        wait_for(lambda: self.states() == ["ACTIVE"], timeout=60, what="a trial running")
+        s = ztrain("status", "--study-dir", self.sd)
+        self.assertEqual(s.returncode, 0, s.stdout)
+        self.assertIn(": RUNNING", s.stdout)
+        os.kill(p.pid, signal.SIGKILL)
+        p.wait()
+        s = ztrain("status", "--study-dir", self.sd)
+        self.assertEqual(s.returncode, 1, s.stdout)
+        self.assertIn("FAILED (recorded RUNNING, but `ztrain tune` is gone)", s.stdout)
+        j = ztrain("status", "--study-dir", self.sd, "--json")
+        self.assertEqual(j.returncode, 1)
+        doc = json.loads(j.stdout)
+        self.assertEqual((doc["state"], doc["recordedState"], doc["processGone"]), ("FAILED", "RUNNING", True))
+
+    def test_trials_csv_is_rfc4180(self):
+        params = [{"parameterId": "c", "categoricalValueSpec": {"values": ["a,b", 'say "hi"']}}]
+        r = ztrain("tune", write(self.d, "c.json", study(params, "GRID_SEARCH", max_trials=2)),
+                   "--study-dir", self.sd, timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(os.path.join(self.sd, "trials.csv"), newline="") as f:
+            rows = list(csv.reader(f))
+        self.assertEqual(rows[0], ["trial", "state", "c", "score", "measurements"])
+        self.assertEqual(sorted(row[2] for row in rows[1:]), ['a,b', 'say "hi"'])
+        self.assertTrue(all(len(row) == 5 for row in rows))
 
 
 if __name__ == "__main__":
