@@ -8,6 +8,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A failed exchange is an error, unless the job is stopping (SHUTDOWN or
+ * SIGTERM interrupted the wait): then it is just how the step ended. */
+#define ZT_FAIL_LOG(...)                 \
+    do {                                 \
+        if (zt_stop_requested())         \
+            zt_info(__VA_ARGS__);        \
+        else                             \
+            zt_error(__VA_ARGS__);       \
+    } while (0)
+
 /* What each mode does around the compute. Every hook may be NULL. */
 typedef struct {
     const char *name;
@@ -74,7 +84,7 @@ static int s_ar_exchange(zt_exchange_t *x, int64_t step)
         zt_allreduce_submit(x->ar, t, zt_mlp_grads(mlp) + zt_mlp_tensor_offset(mlp, t));
     }
     if (zt_allreduce_wait(x->ar, true, x->timeout_ms) != ZT_OK) {
-        zt_error("all-reduce: %s", zt_allreduce_error(x->ar));
+        ZT_FAIL_LOG("all-reduce: %s", zt_allreduce_error(x->ar));
         return ZT_EINVAL;
     }
     x->opt.lr = s_scaled_lr(x->o, x->world, step);
@@ -110,7 +120,7 @@ static int s_ps_exchange(zt_exchange_t *x, int64_t step)
     zt_ps_set_step(x->ps, step + 1);
     s_pull_all(x);
     if (zt_ps_wait(x->ps, x->timeout_ms) != ZT_OK) {
-        zt_error("%s", zt_ps_error(x->ps));
+        ZT_FAIL_LOG("%s", zt_ps_error(x->ps));
         return ZT_EINVAL;
     }
     return ZT_OK;
@@ -139,7 +149,7 @@ static int s_connect_ps(zt_exchange_t *x, char **servers, int nservers)
     po.workers = x->world;
     po.max_staleness = o->max_staleness;
     if (!x->ps || zt_ps_connect(x->ps, &po, x->timeout_ms) != ZT_OK) {
-        zt_error("parameter servers: %s", x->ps ? zt_ps_error(x->ps) : "cannot connect");
+        ZT_FAIL_LOG("parameter servers: %s", x->ps ? zt_ps_error(x->ps) : "cannot connect");
         return ZT_EINVAL;
     }
     zt_info("training against %d parameter server%s (%s%s), %lld parameters", nservers,
@@ -203,7 +213,7 @@ static int s_connect_ar(zt_exchange_t *x, char **reducers, int nreducers)
     zt_env_free(p0);
     zt_env_free(p1);
     if (rc != ZT_OK) {
-        zt_error("all-reduce: %s", x->ar ? zt_allreduce_error(x->ar)
+        ZT_FAIL_LOG("all-reduce: %s", x->ar ? zt_allreduce_error(x->ar)
                                          : "cannot start (no reducers, and the workers' "
                                            "addresses are not in CLUSTER_SPEC)");
         return rc;
@@ -302,7 +312,7 @@ int zt_exchange_begin(zt_exchange_t *x, int64_t step)
     zt_ps_set_step(x->ps, step);
     s_pull_all(x);
     if (zt_ps_wait(x->ps, x->timeout_ms) != ZT_OK) {
-        zt_error("%s", zt_ps_error(x->ps));
+        ZT_FAIL_LOG("%s", zt_ps_error(x->ps));
         return ZT_EINVAL;
     }
     return ZT_OK;

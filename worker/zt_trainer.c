@@ -329,8 +329,7 @@ static void s_maybe_checkpoint(s_run_t *r, int64_t step)
 
 static bool s_stopping(s_run_t *r, int64_t step)
 {
-    return (r->o->max_steps && step >= r->o->max_steps) || zsys_interrupted ||
-           (r->rep && zt_replica_shutdown_requested(r->rep));
+    return (r->o->max_steps && step >= r->o->max_steps) || zt_stop_requested();
 }
 
 /* The step loop: every epoch reshuffles this worker's shard; every step
@@ -353,7 +352,7 @@ static int64_t s_train(s_run_t *r, int64_t step)
             int B = r->smallest - first < o->batch_size ? r->smallest - first : o->batch_size;
             float loss;
             if (zt_exchange_step(r->x, r->mine, first, B, step, &loss) != ZT_OK)
-                return -1;
+                return zt_stop_requested() ? step : -1; /* stopping: an interrupted exchange is no failure */
             step++;
             s_log_window(r, step, epoch, B, loss);
             s_maybe_checkpoint(r, step);
@@ -368,7 +367,7 @@ static int64_t s_train(s_run_t *r, int64_t step)
  * and, from the chief, the final model and its test accuracy. */
 static int s_finish(s_run_t *r, int64_t step, double secs)
 {
-    bool final = r->rank == 0 && !zsys_interrupted && !(r->rep && zt_replica_shutdown_requested(r->rep));
+    bool final = r->rank == 0 && !zt_stop_requested();
     zt_exchange_finish(r->x, final);
     zt_mlp_t *mlp = r->compute.mlp;
     if (zt_exchange_holds_model(r->x)) {
@@ -445,7 +444,11 @@ int zt_trainer_run(const zt_train_opts_t *o)
         snprintf(r.address, sizeof r.address, "%s", zt_fileserver_endpoint(r.files) ?: "");
     }
     int64_t step = s_resume(&r), t0 = zt_now_ms();
-    if (zt_exchange_begin(r.x, step) != ZT_OK || (step = s_train(&r, step)) < 0)
+    if (zt_exchange_begin(r.x, step) != ZT_OK) {
+        rc = zt_stop_requested() ? 0 : 1; /* asked to stop while connecting */
+        goto out;
+    }
+    if ((step = s_train(&r, step)) < 0)
         goto out;
     if (s_finish(&r, step, (double) (zt_now_ms() - t0) / 1000.0) == 0)
         rc = 0;

@@ -137,6 +137,11 @@ int zt_ar_commit_reducers(zt_allreduce_t *self, int timeout_ms)
     for (int r = 0; r < self->R && r < 64; r++)
         items[r] = (zmq_pollitem_t) { zsock_resolve(self->red[r]), 0, ZMQ_POLLIN, 0 };
     while (nok < self->R) {
+        if (zt_stop_requested()) {
+            snprintf(self->err, sizeof self->err, "stopping before the reducers confirmed the tensor list");
+            rc = ZT_ESHUTDOWN;
+            break;
+        }
         if (zt_now_ms() >= deadline) {
             snprintf(self->err, sizeof self->err, "the reducers did not confirm the tensor list within "
                      "%d ms (%d of %d answered): not every worker registered?", timeout_ms, nok, self->R);
@@ -387,6 +392,10 @@ int zt_ar_wait_reducers(zt_allreduce_t *self, int timeout_ms)
         items[r] = (zmq_pollitem_t) { zsock_resolve(self->red[r]), 0, ZMQ_POLLIN, 0 };
     while (!s_all_done(self)) {
         int64_t now = zt_now_ms();
+        if (zt_stop_requested()) {
+            snprintf(self->err, sizeof self->err, "stopping with buckets unfinished");
+            return ZT_ESHUTDOWN;
+        }
         if (now >= deadline && s_timed_out(self, timeout_ms) != ZT_OK)
             return ZT_ETIMEDOUT;
         if (now - progress >= RESEND_MS) {

@@ -17,8 +17,13 @@ int zt_ar_commit_ring(zt_allreduce_t *self, int timeout_ms)
     while (seen < self->workers - 1) {
         zt_msg_t in;
         zmq_msg_t payload;
-        int left = (int) (deadline - zt_now_ms());
-        if (left <= 0 || s_ring_recv_msg(self, &in, &payload, left) != ZT_OK) {
+        int left = (int) (deadline - zt_now_ms()), got = left <= 0 ? ZT_ETIMEDOUT
+                                                                    : s_ring_recv_msg(self, &in, &payload, left);
+        if (got == ZT_ESHUTDOWN) {
+            snprintf(self->err, sizeof self->err, "ring: stopping");
+            return ZT_ESHUTDOWN;
+        }
+        if (got != ZT_OK) {
             snprintf(self->err, sizeof self->err, "ring: heard from %d of %d other workers within %d ms",
                      seen, self->workers - 1, timeout_ms);
             return ZT_ETIMEDOUT;
@@ -52,15 +57,23 @@ int zt_ar_commit_ring(zt_allreduce_t *self, int timeout_ms)
 
 /* ------------------------------------------------------------ ring */
 
+/* One message from the ring within timeout_ms: ZT_OK, ZT_ETIMEDOUT, or
+ * ZT_ESHUTDOWN as soon as the process is stopping. */
 static int s_ring_recv_msg(zt_allreduce_t *self, zt_msg_t *m, zmq_msg_t *payload, int timeout_ms)
 {
-    zsock_set_rcvtimeo(self->ring_in, timeout_ms);
+    int64_t deadline = zt_now_ms() + timeout_ms;
     for (;;) {
+        if (zt_stop_requested())
+            return ZT_ESHUTDOWN;
+        int64_t left = deadline - zt_now_ms();
+        if (left <= 0)
+            return ZT_ETIMEDOUT;
+        zsock_set_rcvtimeo(self->ring_in, left < 100 ? (int) left : 100);
         zmq_msg_t id, hm;
         zmq_msg_init(&id);
         if (zmq_msg_recv(&id, zsock_resolve(self->ring_in), 0) < 0) {
             zmq_msg_close(&id);
-            return ZT_ETIMEDOUT;
+            continue;
         }
         zmq_msg_close(&id);
         zmq_msg_init(&hm);
@@ -102,8 +115,13 @@ static int s_ring_take(zt_allreduce_t *self, int bi, int step, int64_t lo, int64
             self->pending[found] = self->pending[--self->npending];
         }
         else {
-            int left = (int) (deadline - zt_now_ms());
-            if (left <= 0 || s_ring_recv_msg(self, &m, &pm, left) != ZT_OK) {
+            int left = (int) (deadline - zt_now_ms()), rcv = left <= 0 ? ZT_ETIMEDOUT
+                                                                        : s_ring_recv_msg(self, &m, &pm, left);
+            if (rcv == ZT_ESHUTDOWN) {
+                snprintf(self->err, sizeof self->err, "ring: stopping");
+                return ZT_ESHUTDOWN;
+            }
+            if (rcv != ZT_OK) {
                 snprintf(self->err, sizeof self->err, "ring: worker %d sent nothing for bucket %d step %d "
                          "within %d ms", (self->rank + self->workers - 1) % self->workers, bi, step, timeout_ms);
                 return ZT_ETIMEDOUT;

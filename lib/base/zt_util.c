@@ -1,6 +1,8 @@
 #include "base/zt_util.h"
 #include "ztrain/ztrain.h"
+#include <czmq.h>
 #include <malloc.h>
+#include <stdatomic.h>
 #include "ztrain/zt_error.h"
 #include <errno.h>
 #include <fcntl.h>
@@ -349,4 +351,16 @@ bool zt_proc_alive(pid_t pid, uint64_t start_time)
         return false;
     uint64_t now = zt_proc_start_time(pid);
     return now != 0 && (start_time == 0 || now == start_time);
+}
+
+static atomic_bool s_stop;
+
+void zt_stop_request(void)
+{
+    atomic_store(&s_stop, true);
+}
+
+bool zt_stop_requested(void)
+{
+    return atomic_load(&s_stop) || zsys_interrupted;
 }

@@ -6,6 +6,13 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+/* The process is stopping: the coordinator sent SHUTDOWN (zt_stop_request),
+ * or SIGTERM / SIGINT arrived. Every blocking wait of libztrain (parameter
+ * servers, all-reduce) checks it at least every 100 ms and returns
+ * ZT_ESHUTDOWN, so that a role exits promptly and cleanly. */
+void zt_stop_request(void);
+bool zt_stop_requested(void);
+
 /* Monotonic milliseconds and microseconds. */
 int64_t zt_now_ms(void);
 int64_t zt_now_us(void);

@@ -501,6 +501,12 @@ int zt_ps_wait(zt_ps_client_t *self, int timeout_ms)
                 self->nops = 0;
                 return ZT_EIO;
             }
+        if (self->nops > 0 && zt_stop_requested()) {
+            snprintf(self->err, sizeof self->err, "stopping: %d parameter-server requests left unanswered",
+                     self->nops);
+            self->nops = 0;
+            return ZT_ESHUTDOWN;
+        }
         int64_t now = zt_now_ms();
         if (now >= deadline) {
             int s = self->nops > 0 ? self->ops[0].server : 0;

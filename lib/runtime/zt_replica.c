@@ -46,6 +46,7 @@ static void s_on_message(zt_replica_t *self, zt_msg_t *m)
     if (m->type == ZT_MSG_SHUTDOWN) {
         zt_info("coordinator asks to shut down: %s", m->u.SHUTDOWN.reason);
         atomic_store(&self->shutdown, true);
+        zt_stop_request();
     }
     else if (m->type == ZT_MSG_STATUS)
         atomic_store(&self->job_running, !strcmp(m->u.STATUS.state, "RUNNING") ? 1 : 0);

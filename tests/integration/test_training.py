@@ -139,5 +139,53 @@ class Training(unittest.TestCase):
         self.assertIn("--learning_rate=fast: expected a number", r.stderr)
 
 
+class CleanEnd(unittest.TestCase):
+    """A job that ends, normally or by Ctrl-C, async or sync, leaves no
+    shared-memory region and no ipc socket file of its own, and every role
+    stops on SHUTDOWN within the grace period (nobody is SIGKILLed)."""
+
+    def run_job(self, example, epochs, interrupt_after=None):
+        d = tmpdir("clean-")
+        ipc = os.path.join(d, "ipc")
+        ex = json.load(open(os.path.join(ROOT, "examples", example)))
+        for p in ex["jobSpec"]["workerPoolSpecs"][:2]:
+            p["containerSpec"]["args"] = [a for a in p["containerSpec"]["args"]
+                                          if not a.startswith("--epochs")] + ["--epochs=%d" % epochs]
+        path = write(d, "job.json", json.dumps(ex))
+        job = Job(self, path, os.path.join(d, "job"), env=dict(FAST, ZT_IPC_DIR=ipc, ZT_STOP_GRACE_MS="8000"))
+        if interrupt_after is not None:
+            wait_for(lambda: (load_job(job.job_dir) or {}).get("state") == "RUNNING", timeout=60,
+                     what="RUNNING")
+            wait_for(lambda: os.path.exists(ipc) and os.listdir(ipc), timeout=30, what="data-plane sockets")
+            import time
+            time.sleep(interrupt_after)
+            job.proc.send_signal(signal.SIGINT)
+        rc = job.wait(timeout=300)
+        pids = set(int(p) for p in __import__("re").findall(r"started pid (\d+)", job.err))
+        self.assertTrue(pids, job.err[-2000:])
+        left = [f for f in os.listdir("/dev/shm") if f.startswith("ztrain-") and
+                any(("-%d-" % p) in f for p in pids)]
+        self.assertEqual(left, [], "shared memory left behind")
+        self.assertEqual(os.listdir(ipc) if os.path.exists(ipc) else [], [], "ipc socket files left behind")
+        self.assertNotIn("did not stop within the grace period", job.err)
+        return rc, job
+
+    def test_async_normal_end(self):
+        rc, job = self.run_job("fashion-mnist-async.json", 1)
+        self.assertEqual(rc, 0, job.err[-2000:])
+
+    def test_async_ctrl_c(self):
+        for after in (0.0, 1.0):
+            with self.subTest(after=after):
+                rc, job = self.run_job("fashion-mnist-async.json", 50, interrupt_after=after)
+                self.assertEqual(rc, 3, job.err[-2000:])
+
+    def test_sync_ctrl_c(self):
+        for after in (0.0, 1.0):
+            with self.subTest(after=after):
+                rc, job = self.run_job("fashion-mnist-sync.json", 50, interrupt_after=after)
+                self.assertEqual(rc, 3, job.err[-2000:])
+
+
 if __name__ == "__main__":
     unittest.main()
