@@ -74,7 +74,7 @@ static void s_usage(FILE *out, const char *prog)
         "                       even though its spec changed\n"
         "  --json               machine-readable output (validate, status)\n"
         "  --version, --help\n\n%s\n", prog, zt_plan_override_help());
-    zt_knobs_print(out);
+    zt_knobs_print_for(out, ZT_FOR_COORD);
 }
 
 static bool s_takes_value(const char *name)

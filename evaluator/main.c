@@ -1,27 +1,57 @@
 /* ztrain-evaluator: thin main; the logic is zt_evaluator. */
 #include "zt_evaluator.h"
-#include "model/zt_idx.h"
+#include "base/zt_util.h"
 #include "runtime/zt_role.h"
 #include "ztrain/ztrain.h"
+#include <getopt.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
+
+static const char s_usage[] =
+    "usage: ztrain-evaluator [--data-dir DIR] [--test-examples N] [--idle | --run-seconds S]\n\n"
+    "Evaluator replica: pulls each new checkpoint from the chief over ZeroMQ and scores it\n"
+    "on the Fashion-MNIST test set, reporting eval_accuracy and eval_loss to the\n"
+    "coordinator. Started by `ztrain run`, which sets ZT_COORDINATOR, ZT_POOL, ZT_INDEX\n"
+    "and CLUSTER_SPEC; it exits 0 when the coordinator ends the job or on SIGTERM.\n";
+
+enum { F_DATA_DIR = 1, F_TEST_EXAMPLES };
+
+typedef struct {
+    zt_evaluator_opts_t eval;
+    zt_role_opts_t role;
+} s_opts_t;
+
+static int s_on_flag(int id, const char *v, void *ctx)
+{
+    s_opts_t *o = ctx;
+    long long n;
+    if (id == F_DATA_DIR)
+        o->eval.data_dir = v;
+    else if (id == F_TEST_EXAMPLES) {
+        if (!zt_parse_int(v, &n) || n < 0 || n > 1 << 30) {
+            fprintf(stderr, "ztrain-evaluator: --test-examples: '%s' is not a whole number\n", v);
+            return -1;
+        }
+        o->eval.test_limit = (int) n;
+    }
+    else
+        return zt_role_flag("ztrain-evaluator", id, v, &o->role);
+    return 0;
+}
 
 int main(int argc, char **argv)
 {
-    static const zt_role_info_t info = {
-        "ztrain-evaluator", "evaluator",
-        "Evaluator replica: pulls each new checkpoint from the chief over ZeroMQ and scores\n"
-        "it on the Fashion-MNIST test set (--data_dir=DIR, --test_examples=N)." };
-    zt_evaluator_opts_t o = { NULL, 0 };
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--idle") || !strncmp(argv[i], "--run-seconds=", 14) ||
-            !strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))
-            return zt_role_main(&info, argc, argv);
-        if (!strncmp(argv[i], "--data_dir=", 11))
-            o.data_dir = argv[i] + 11;
-        else if (!strncmp(argv[i], "--test_examples=", 16))
-            o.test_limit = atoi(argv[i] + 16);
-    }
-    return zt_evaluator_run(&o);
+    static const zt_role_info_t info = { "ztrain-evaluator", "evaluator", "" };
+    static const zt_flag_t flags[] = {
+        { "data-dir", required_argument, F_DATA_DIR, "DIR", "Fashion-MNIST's folder (default $ZT_DATA_DIR)" },
+        { "test-examples", required_argument, F_TEST_EXAMPLES, "N", "score the first N test examples (0: all)" },
+        ZT_ROLE_FLAGS,
+        { NULL, 0, 0, NULL, NULL },
+    };
+    s_opts_t o = { { NULL, 0 }, { false, -1, 0 } };
+    int rc = zt_role_parse("ztrain-evaluator", s_usage, ZT_FOR_EVAL, flags, argc, argv, s_on_flag, &o);
+    if (rc != 0)
+        return rc == 1 ? 0 : 2;
+    if (o.role.placeholder)
+        return zt_role_main(&info, &o.role);
+    return zt_evaluator_run(&o.eval);
 }

@@ -2,29 +2,25 @@
 #include "zt_ps_server.h"
 #include "runtime/zt_role.h"
 #include "ztrain/ztrain.h"
-#include <czmq.h>
-#include <stdlib.h>
-#include <string.h>
+
+static const char s_usage[] =
+    "usage: ztrain-paramserver [--bind ENDPOINT] [--index I] [--servers N] [--checkpoint-dir DIR]\n\n"
+    "A parameter-server shard. Under `ztrain run` everything comes from the\n"
+    "environment: it binds ZT_ADDRESS, is server ZT_INDEX of the parameter servers\n"
+    "listed in CLUSTER_SPEC (workerpool2), restores from the newest good checkpoint\n"
+    "in AIP_CHECKPOINT_DIR, registers with the coordinator and heartbeats. The\n"
+    "model layout, optimizer and mode (async, --sync, staleness bound) come from\n"
+    "the workers' configuration message. Without ZT_COORDINATOR it runs standalone\n"
+    "(benchmarks, tests) until SIGINT/SIGTERM.\n";
 
 int main(int argc, char **argv)
 {
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            printf("usage: ztrain-paramserver [--bind ENDPOINT] [--index I] [--servers N]\n"
-                   "                          [--checkpoint-dir DIR] [--help]\n\n"
-                   "A parameter-server shard. Under `ztrain run` everything comes from the\n"
-                   "environment: it binds ZT_ADDRESS, is server ZT_INDEX of the parameter servers\n"
-                   "listed in CLUSTER_SPEC (workerpool2), restores from the newest good checkpoint\n"
-                   "in AIP_CHECKPOINT_DIR, registers with the coordinator and heartbeats. The\n"
-                   "model layout, optimizer and mode (async, --sync, staleness bound) come from\n"
-                   "the workers' configuration message. Without ZT_COORDINATOR it runs standalone\n"
-                   "(benchmarks, tests) until SIGINT/SIGTERM.\n\n");
-            zt_knobs_print(stdout);
-            return 0;
-        }
     zt_server_place_t place;
+    int rc = zt_server_place("ztrain-paramserver", s_usage, ZT_FOR_PS, true, argc, argv, &place);
+    if (rc != 0)
+        return rc == 1 ? 0 : 2;
     zt_replica_t *rep = NULL;
-    if (zt_server_start("paramserver", argc, argv, &place, &rep) != 0)
+    if (zt_server_start("paramserver", &place, &rep) != 0)
         return 1;
     zt_ps_server_opts_t opts = { place.bind, place.index, place.count, place.checkpoint_dir };
     zt_ps_server_t *srv = zt_ps_server_new(&opts);

@@ -2,27 +2,24 @@
 #include "zt_reducer.h"
 #include "runtime/zt_role.h"
 #include "ztrain/ztrain.h"
-#include <czmq.h>
-#include <stdlib.h>
-#include <string.h>
+
+static const char s_usage[] =
+    "usage: ztrain-reducer [--bind ENDPOINT] [--index I] [--servers N]\n\n"
+    "A Reduction Server replica: reducer I of N sums chunk I of every gradient bucket\n"
+    "over all workers and sends the sum back. Under `ztrain run` everything comes from\n"
+    "the environment: it binds ZT_ADDRESS, is reducer ZT_INDEX of those listed in\n"
+    "CLUSTER_SPEC (workerpool2), registers with the coordinator and heartbeats. The\n"
+    "bucket layout comes from the workers. Without ZT_COORDINATOR it runs standalone\n"
+    "(benchmarks, tests) until SIGINT/SIGTERM.\n";
 
 int main(int argc, char **argv)
 {
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            printf("usage: ztrain-reducer [--bind ENDPOINT] [--index I] [--servers N] [--help]\n\n"
-                   "A Reduction Server replica: reducer I of N sums chunk I of every gradient bucket\n"
-                   "over all workers and sends the sum back. Under `ztrain run` everything comes from\n"
-                   "the environment: it binds ZT_ADDRESS, is reducer ZT_INDEX of those listed in\n"
-                   "CLUSTER_SPEC (workerpool2), registers with the coordinator and heartbeats. The\n"
-                   "bucket layout comes from the workers. Without ZT_COORDINATOR it runs standalone\n"
-                   "(benchmarks, tests) until SIGINT/SIGTERM.\n\n");
-            zt_knobs_print(stdout);
-            return 0;
-        }
     zt_server_place_t place;
+    int rc = zt_server_place("ztrain-reducer", s_usage, ZT_FOR_REDUCER, false, argc, argv, &place);
+    if (rc != 0)
+        return rc == 1 ? 0 : 2;
     zt_replica_t *rep = NULL;
-    if (zt_server_start("reducer", argc, argv, &place, &rep) != 0)
+    if (zt_server_start("reducer", &place, &rep) != 0)
         return 1;
     zt_reducer_opts_t opts = { place.bind, place.index, place.count };
     zt_reducer_t *srv = zt_reducer_new(&opts);

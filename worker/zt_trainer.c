@@ -32,130 +32,148 @@ void zt_train_opts_defaults(zt_train_opts_t *o)
     snprintf(o->device, sizeof o->device, "auto");
 }
 
-void zt_train_usage(FILE *out)
-{
-    fprintf(out,
-        "Built-in trainer flags (as the managed services pass hyperparameters):\n"
-        "  --learning_rate=F     0.001       --batch_size=N        64\n"
-        "  --hidden=N,N,...      256,128 (\"\" or 0: softmax regression)\n"
-        "  --epochs=N            5           --optimizer=NAME      adam (one of %s)\n"
-        "  --seed=N              1           --max_steps=N         0 (no limit)\n"
-        "  --checkpoint_steps=N  500         --checkpoint_secs=S   0 (off)\n"
-        "  --keep_checkpoints=N  5           --log_every=N         100\n"
-        "  --sync                average the pushes of every worker per step\n"
-        "  --max_staleness=K     a worker K steps ahead of the slowest waits (-1: unbounded)\n"
-        "  --train_examples=N    use the first N training examples (0: all)\n"
-        "  --test_examples=N     use the first N test examples (0: all)\n"
-        "  --lr_scaling=linear   synchronous modes: learning rate x workers, after\n"
-        "  --warmup_steps=N      100 steps of linear warmup from the base rate\n"
-        "  --device=auto|cpu|cuda  auto: the GPU when the replica has one (CUDA_VISIBLE_DEVICES)\n"
-        "  --data_dir=DIR        %s\n", zt_opt_names(), zt_dataset_default_dir());
-}
+enum {
+    T_LR = 1, T_BATCH, T_EPOCHS, T_SEED, T_MAX_STEPS, T_CKPT_STEPS, T_CKPT_SECS, T_KEEP, T_LOG_EVERY,
+    T_STALENESS, T_TRAIN_EX, T_TEST_EX, T_WARMUP, T_NUMBERS_, /* numbers above, in s_numbers' order */
+    T_LR_SCALING, T_DATA_DIR, T_DEVICE, T_OPTIMIZER, T_HIDDEN, T_SYNC, T_JOB_DIR
+};
 
-static bool s_number(const char *name, const char *v, double lo, double hi, double *out)
-{
-    char *end;
-    double d = strtod(v, &end);
-    if (end == v || *end || d < lo || d > hi) {
-        fprintf(stderr, "ztrain-worker: --%s=%s: expected a number in [%g, %g]\n", name, v, lo, hi);
-        return false;
-    }
-    *out = d;
-    return true;
-}
+/* The numeric flags' ranges, by id - T_LR. */
+static const struct { const char *name; double lo, hi; } s_numbers[] = {
+    { "learning_rate", 1e-9, 100 }, { "batch_size", 1, 65536 }, { "epochs", 1, 100000 }, { "seed", 0, 1e18 },
+    { "max_steps", 0, 1e15 }, { "checkpoint_steps", 0, 1e9 }, { "checkpoint_secs", 0, 1e9 },
+    { "keep_checkpoints", 0, 1e6 }, { "log_every", 1, 1e9 }, { "max_staleness", -1, 1e9 },
+    { "train_examples", 0, 1e9 }, { "test_examples", 0, 1e9 }, { "warmup_steps", 0, 1e9 },
+};
 
-/* Long on purpose: one branch per flag, in the order zt_train_usage lists
- * them, each checked where it is read. */
-int zt_train_opts_parse(zt_train_opts_t *o, int argc, char **argv)
+static const zt_flag_t s_flags[] = {
+    { "learning_rate", 1, T_LR, "F", "learning rate (0.001); --lr too" },
+    { "lr", 1, T_LR, "F", "the same" },
+    { "batch_size", 1, T_BATCH, "N", "examples per step and worker (64)" },
+    { "hidden", 1, T_HIDDEN, "N,N,..", "hidden layers (256,128; \"\" or 0: softmax regression)" },
+    { "epochs", 1, T_EPOCHS, "N", "passes over each worker's shard (5)" },
+    { "optimizer", 1, T_OPTIMIZER, "NAME", "adam (the optimizer table's names)" },
+    { "seed", 1, T_SEED, "N", "initialisation and shuffling (1)" },
+    { "max_steps", 1, T_MAX_STEPS, "N", "stop after N steps (0: no limit)" },
+    { "checkpoint_steps", 1, T_CKPT_STEPS, "N", "the chief checkpoints every N steps (500; 0: off)" },
+    { "checkpoint_secs", 1, T_CKPT_SECS, "S", "... and every S seconds (0: off)" },
+    { "keep_checkpoints", 1, T_KEEP, "N", "checkpoints kept (5)" },
+    { "log_every", 1, T_LOG_EVERY, "N", "a progress line every N steps (100)" },
+    { "sync", 2, T_SYNC, "true|false", "average the pushes of every worker per step" },
+    { "max_staleness", 1, T_STALENESS, "K", "a worker K steps ahead of the slowest waits (-1: unbounded)" },
+    { "train_examples", 1, T_TRAIN_EX, "N", "use the first N training examples (0: all)" },
+    { "test_examples", 1, T_TEST_EX, "N", "use the first N test examples (0: all)" },
+    { "lr_scaling", 1, T_LR_SCALING, "linear|none", "synchronous modes: learning rate x workers" },
+    { "warmup_steps", 1, T_WARMUP, "N", "steps of linear warmup to the scaled rate (100)" },
+    { "device", 1, T_DEVICE, "auto|cpu|cuda", "auto: the GPU when the replica has one" },
+    { "data_dir", 1, T_DATA_DIR, "DIR", "Fashion-MNIST's folder (default $ZT_DATA_DIR)" },
+    { "job_dir", 1, T_JOB_DIR, "DIR", "accepted and unused (AI Platform passes it)" },
+    ZT_ROLE_FLAGS,
+    { NULL, 0, 0, NULL, NULL },
+};
+
+static const char s_usage[] =
+    "usage: ztrain-worker [options]\n\n"
+    "Worker replica: the built-in Fashion-MNIST trainer (softmax regression or an MLP)\n"
+    "against the job's parameter servers or reducers, or alone. Started by `ztrain run`,\n"
+    "which sets RANK, WORLD_SIZE, CLUSTER_SPEC and ZT_*; flags take --name=value or\n"
+    "--name value, with - or _ in names, as the managed services pass hyperparameters.\n";
+
+typedef struct {
+    zt_train_opts_t *o;
+    zt_role_opts_t *role;
+} s_parse_t;
+
+/* Long on purpose: one case per flag of s_flags, each checked where it is read. */
+static int s_on_flag(int id, const char *v, void *ctx)
 {
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strncmp(a, "--", 2))
-            continue;
-        char name[64];
-        const char *eq = strchr(a, '=');
-        const char *v = eq ? eq + 1 : NULL;
-        snprintf(name, sizeof name, "%.*s", (int) (eq ? eq - a - 2 : (long) strlen(a) - 2), a + 2);
-        for (char *p = name; *p; p++)
-            if (*p == '-')
-                *p = '_';
-        if (!strcmp(name, "sync")) {
-            o->sync = !v || strcasecmp(v, "false");
-            continue;
-        }
-        if (!v && i + 1 < argc && strncmp(argv[i + 1], "--", 2))
-            v = argv[++i];
-        if (!v)
-            v = "";
-        double d;
-        bool ok = true;
-        if (!strcmp(name, "learning_rate") || !strcmp(name, "lr"))
-            { if ((ok = s_number(name, v, 1e-9, 100, &d))) o->learning_rate = (float) d; }
-        else if (!strcmp(name, "batch_size"))
-            { if ((ok = s_number(name, v, 1, 65536, &d))) o->batch_size = (int) d; }
-        else if (!strcmp(name, "epochs"))
-            { if ((ok = s_number(name, v, 1, 100000, &d))) o->epochs = (int) d; }
-        else if (!strcmp(name, "seed"))
-            { if ((ok = s_number(name, v, 0, 1e18, &d))) o->seed = (uint64_t) d; }
-        else if (!strcmp(name, "max_steps"))
-            { if ((ok = s_number(name, v, 0, 1e15, &d))) o->max_steps = (int64_t) d; }
-        else if (!strcmp(name, "checkpoint_steps"))
-            { if ((ok = s_number(name, v, 0, 1e9, &d))) o->checkpoint_steps = (int) d; }
-        else if (!strcmp(name, "checkpoint_secs"))
-            { if ((ok = s_number(name, v, 0, 1e9, &d))) o->checkpoint_secs = d; }
-        else if (!strcmp(name, "keep_checkpoints"))
-            { if ((ok = s_number(name, v, 0, 1e6, &d))) o->keep_checkpoints = (int) d; }
-        else if (!strcmp(name, "log_every"))
-            { if ((ok = s_number(name, v, 1, 1e9, &d))) o->log_every = (int) d; }
-        else if (!strcmp(name, "max_staleness"))
-            { if ((ok = s_number(name, v, -1, 1e9, &d))) o->max_staleness = (int) d; }
-        else if (!strcmp(name, "train_examples"))
-            { if ((ok = s_number(name, v, 0, 1e9, &d))) o->train_limit = (int) d; }
-        else if (!strcmp(name, "test_examples"))
-            { if ((ok = s_number(name, v, 0, 1e9, &d))) o->test_limit = (int) d; }
-        else if (!strcmp(name, "warmup_steps"))
-            { if ((ok = s_number(name, v, 0, 1e9, &d))) o->warmup_steps = (int) d; }
-        else if (!strcmp(name, "lr_scaling")) {
-            if (!strcmp(v, "linear"))
-                o->lr_linear = true;
-            else if (strcmp(v, "none")) {
-                fprintf(stderr, "ztrain-worker: --lr_scaling=%s: expected linear or none\n", v);
-                ok = false;
-            }
-        }
-        else if (!strcmp(name, "data_dir"))
-            o->data_dir = v;
-        else if (!strcmp(name, "device")) {
-            if (strcmp(v, "auto") && strcmp(v, "cpu") && strcmp(v, "cuda")) {
-                fprintf(stderr, "ztrain-worker: --device=%s: expected auto, cpu or cuda\n", v);
-                ok = false;
-            }
-            snprintf(o->device, sizeof o->device, "%s", v);
-        }
-        else if (!strcmp(name, "optimizer")) {
-            if (zt_opt_parse_kind(v) < 0) {
-                fprintf(stderr, "ztrain-worker: --optimizer=%s: expected one of %s\n", v, zt_opt_names());
-                ok = false;
-            }
-            snprintf(o->optimizer, sizeof o->optimizer, "%s", v);
-        }
-        else if (!strcmp(name, "hidden")) {
-            o->nhidden = 0;
-            char buf[128];
-            snprintf(buf, sizeof buf, "%s", v);
-            char *save = NULL;
-            for (char *t = strtok_r(buf, ",", &save); t && ok; t = strtok_r(NULL, ",", &save)) {
-                ok = s_number(name, t, 0, 65536, &d);
-                if (ok && d > 0 && o->nhidden < 7)
-                    o->hidden[o->nhidden++] = (int) d;
-            }
-        }
-        else if (strcmp(name, "job_dir") && strcmp(name, "job-dir"))
-            fprintf(stderr, "ztrain-worker: ignoring unknown flag --%s\n", name);
-        if (!ok)
+    s_parse_t *p = ctx;
+    zt_train_opts_t *o = p->o;
+    if (id >= T_LR && id < T_NUMBERS_) {
+        char *end;
+        double d = strtod(v, &end);
+        const char *name = s_numbers[id - T_LR].name;
+        if (end == v || *end || d < s_numbers[id - T_LR].lo || d > s_numbers[id - T_LR].hi) {
+            fprintf(stderr, "ztrain-worker: --%s=%s: expected a number in [%g, %g]\n", name, v,
+                    s_numbers[id - T_LR].lo, s_numbers[id - T_LR].hi);
             return -1;
+        }
+        switch (id) {
+        case T_LR: o->learning_rate = (float) d; break;
+        case T_BATCH: o->batch_size = (int) d; break;
+        case T_EPOCHS: o->epochs = (int) d; break;
+        case T_SEED: o->seed = (uint64_t) d; break;
+        case T_MAX_STEPS: o->max_steps = (int64_t) d; break;
+        case T_CKPT_STEPS: o->checkpoint_steps = (int) d; break;
+        case T_CKPT_SECS: o->checkpoint_secs = d; break;
+        case T_KEEP: o->keep_checkpoints = (int) d; break;
+        case T_LOG_EVERY: o->log_every = (int) d; break;
+        case T_STALENESS: o->max_staleness = (int) d; break;
+        case T_TRAIN_EX: o->train_limit = (int) d; break;
+        case T_TEST_EX: o->test_limit = (int) d; break;
+        default: o->warmup_steps = (int) d; break;
+        }
+        return 0;
     }
-    return 0;
+    switch (id) {
+    case T_SYNC:
+        if (v && strcasecmp(v, "true") && strcasecmp(v, "false")) {
+            fprintf(stderr, "ztrain-worker: --sync=%s: expected true or false\n", v);
+            return -1;
+        }
+        o->sync = !v || !strcasecmp(v, "true");
+        return 0;
+    case T_LR_SCALING:
+        if (strcmp(v, "linear") && strcmp(v, "none")) {
+            fprintf(stderr, "ztrain-worker: --lr_scaling=%s: expected linear or none\n", v);
+            return -1;
+        }
+        o->lr_linear = !strcmp(v, "linear");
+        return 0;
+    case T_DATA_DIR:
+        o->data_dir = v;
+        return 0;
+    case T_JOB_DIR:
+        return 0;
+    case T_DEVICE:
+        if (strcmp(v, "auto") && strcmp(v, "cpu") && strcmp(v, "cuda")) {
+            fprintf(stderr, "ztrain-worker: --device=%s: expected auto, cpu or cuda\n", v);
+            return -1;
+        }
+        snprintf(o->device, sizeof o->device, "%s", v);
+        return 0;
+    case T_OPTIMIZER:
+        if (zt_opt_parse_kind(v) < 0) {
+            fprintf(stderr, "ztrain-worker: --optimizer=%s: expected one of %s\n", v, zt_opt_names());
+            return -1;
+        }
+        snprintf(o->optimizer, sizeof o->optimizer, "%s", v);
+        return 0;
+    case T_HIDDEN: {
+        o->nhidden = 0;
+        char buf[128];
+        snprintf(buf, sizeof buf, "%s", v);
+        char *save = NULL, *end;
+        for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+            double d = strtod(t, &end);
+            if (end == t || *end || d < 0 || d > 65536) {
+                fprintf(stderr, "ztrain-worker: --hidden=%s: expected sizes such as 256,128\n", v);
+                return -1;
+            }
+            if (d > 0 && o->nhidden < 7)
+                o->hidden[o->nhidden++] = (int) d;
+        }
+        return 0;
+    }
+    default:
+        return zt_role_flag("ztrain-worker", id, v, p->role) < 0 ? -1 : 0;
+    }
+}
+
+int zt_train_opts_parse(zt_train_opts_t *o, zt_role_opts_t *role, int argc, char **argv)
+{
+    s_parse_t p = { o, role };
+    return zt_role_parse("ztrain-worker", s_usage, ZT_FOR_WORKER, s_flags, argc, argv, s_on_flag, &p);
 }
 
 /* ------------------------------------------------------------ the run */

@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdint.h>
+#include "runtime/zt_role.h"
 
 typedef struct {
     float learning_rate;       /* --learning_rate (0.001) */
@@ -35,10 +36,11 @@ typedef struct {
 } zt_train_opts_t;
 
 void zt_train_opts_defaults(zt_train_opts_t *o);
-/* Parses --name=value / --name value; unknown names are warned about and
- * ignored (studies may pass more). 0, or -1 with the reason on stderr. */
-int zt_train_opts_parse(zt_train_opts_t *o, int argc, char **argv);
-void zt_train_usage(FILE *out);
+/* Parses the command line (getopt_long: --name=value or --name value, with
+ * - or _): the trainer's flags into o, the placeholder replica's (--idle,
+ * --run-seconds) into role. 0 to go on, 1 when --help or --version was
+ * printed, 2 on an unknown flag or a bad value (printed). */
+int zt_train_opts_parse(zt_train_opts_t *o, zt_role_opts_t *role, int argc, char **argv);
 /* Trains; 0 on success (exit status of the replica). */
 int zt_trainer_run(const zt_train_opts_t *o);
 

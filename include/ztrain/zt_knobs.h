@@ -13,66 +13,75 @@
 extern "C" {
 #endif
 
+/* Which binaries a knob applies to (their --help lists it). */
+#define ZT_FOR_COORD    1u  /* ztrain and ztrain-coordinator */
+#define ZT_FOR_WORKER   2u  /* ztrain-worker, and programs that link libztrain */
+#define ZT_FOR_PS       4u  /* ztrain-paramserver */
+#define ZT_FOR_REDUCER  8u  /* ztrain-reducer */
+#define ZT_FOR_EVAL    16u  /* ztrain-evaluator */
+#define ZT_FOR_ALL     31u
+
+/* X(ID, VARIABLE, DEFAULT, VALUES, APPLIES TO, MEANING) */
 #define ZT_KNOBS(X)                                                              \
-    X(HEARTBEAT_MS,        "ZT_HEARTBEAT_MS",        "1000", "int",                      \
+    X(HEARTBEAT_MS,        "ZT_HEARTBEAT_MS",        "1000", "int", ZT_FOR_ALL,                      \
       "interval between a replica's heartbeats to the coordinator (ms)")          \
-    X(HEARTBEAT_TIMEOUT_MS,"ZT_HEARTBEAT_TIMEOUT_MS","10000", "int",                     \
+    X(HEARTBEAT_TIMEOUT_MS,"ZT_HEARTBEAT_TIMEOUT_MS","10000", "int", ZT_FOR_COORD,                     \
       "a registered replica silent this long is treated as crashed (ms)")         \
-    X(REGISTER_TIMEOUT_MS, "ZT_REGISTER_TIMEOUT_MS", "30000", "int",                     \
+    X(REGISTER_TIMEOUT_MS, "ZT_REGISTER_TIMEOUT_MS", "30000", "int", ZT_FOR_COORD,                     \
       "a ztrain role replica must register within this time of starting (ms)")    \
-    X(MAX_RESTARTS,        "ZT_MAX_RESTARTS",        "5", "int",                         \
+    X(MAX_RESTARTS,        "ZT_MAX_RESTARTS",        "5", "int", ZT_FOR_COORD,                         \
       "in-place restarts of one crashed replica before the job is retried")       \
-    X(MAX_JOB_RETRIES,     "ZT_MAX_JOB_RETRIES",     "3", "int",                         \
+    X(MAX_JOB_RETRIES,     "ZT_MAX_JOB_RETRIES",     "3", "int", ZT_FOR_COORD,                         \
       "whole-job retries after a replica exhausts its restarts")                  \
-    X(STOP_GRACE_MS,       "ZT_STOP_GRACE_MS",       "5000", "int",                      \
+    X(STOP_GRACE_MS,       "ZT_STOP_GRACE_MS",       "5000", "int", ZT_FOR_COORD,                      \
       "time between SIGTERM and SIGKILL when stopping a replica (ms)")            \
-    X(MAX_REPLICAS,        "ZT_MAX_REPLICAS",        "256", "int",                       \
+    X(MAX_REPLICAS,        "ZT_MAX_REPLICAS",        "256", "int", ZT_FOR_COORD,                       \
       "largest replicaCount accepted for one pool on this machine")               \
-    X(GPU_COUNT,           "ZT_GPU_COUNT",           "auto", "auto|int",                      \
+    X(GPU_COUNT,           "ZT_GPU_COUNT",           "auto", "auto|int", ZT_FOR_COORD|ZT_FOR_WORKER,                      \
       "GPUs on this machine (auto: count /dev/nvidiaN)")                          \
-    X(BACKEND,             "ZT_BACKEND",             "local", "local",                    \
+    X(BACKEND,             "ZT_BACKEND",             "local", "local", ZT_FOR_COORD,                    \
       "where `ztrain run` places and starts replicas (--backend wins)")           \
-    X(METRIC_HISTORY,      "ZT_METRIC_HISTORY",      "100", "int",                       \
+    X(METRIC_HISTORY,      "ZT_METRIC_HISTORY",      "100", "int", ZT_FOR_COORD,                       \
       "job.json keeps this many of each replica's newest values of each metric (its series)") \
-    X(JOBS_DIR,            "ZT_JOBS_DIR",            "ztrain-jobs", "path",               \
+    X(JOBS_DIR,            "ZT_JOBS_DIR",            "ztrain-jobs", "path", ZT_FOR_COORD,               \
       "where a job's directory is made when --job-dir is not given")              \
-    X(PS_CHUNK_BYTES,      "ZT_PS_CHUNK_BYTES",      "1048576", "int",                   \
+    X(PS_CHUNK_BYTES,      "ZT_PS_CHUNK_BYTES",      "1048576", "int", ZT_FOR_WORKER|ZT_FOR_PS,                   \
       "largest payload frame of a parameter-server push or pull (bytes)")         \
-    X(PS_TIMEOUT_MS,       "ZT_PS_TIMEOUT_MS",       "120000", "int",                    \
+    X(PS_TIMEOUT_MS,       "ZT_PS_TIMEOUT_MS",       "120000", "int", ZT_FOR_WORKER,                    \
       "a parameter server silent this long fails the worker's call (ms)")         \
-    X(FUSION_THRESHOLD,    "ZT_FUSION_THRESHOLD",    "", "int",                          \
+    X(FUSION_THRESHOLD,    "ZT_FUSION_THRESHOLD",    "", "int", ZT_FOR_WORKER,                          \
       "all-reduce bucket size in bytes (else HOROVOD_FUSION_THRESHOLD, else ZT_BUCKET_CAP_MB, else 1 MiB)") \
-    X(HOROVOD_FUSION_THRESHOLD, "HOROVOD_FUSION_THRESHOLD", "", "int",                 \
+    X(HOROVOD_FUSION_THRESHOLD, "HOROVOD_FUSION_THRESHOLD", "", "int", ZT_FOR_WORKER,                 \
       "Horovod's name for the all-reduce bucket size in bytes")                   \
-    X(BUCKET_CAP_MB,       "ZT_BUCKET_CAP_MB",       "", "num",                          \
+    X(BUCKET_CAP_MB,       "ZT_BUCKET_CAP_MB",       "", "num", ZT_FOR_WORKER,                          \
       "bucket_cap_mb: all-reduce bucket size in MiB (PyTorch DDP's name)")        \
-    X(CYCLE_TIME_MS,       "ZT_CYCLE_TIME_MS",       "", "num",                          \
+    X(CYCLE_TIME_MS,       "ZT_CYCLE_TIME_MS",       "", "num", ZT_FOR_WORKER,                          \
       "flush a partly ready bucket after this long (else HOROVOD_CYCLE_TIME, else 5)") \
-    X(HOROVOD_CYCLE_TIME,  "HOROVOD_CYCLE_TIME",     "", "num",                   \
+    X(HOROVOD_CYCLE_TIME,  "HOROVOD_CYCLE_TIME",     "", "num", ZT_FOR_WORKER,                   \
       "Horovod's name for the cycle time (ms)")                                   \
-    X(COLLECTIVE_WARN_MS,  "ZT_COLLECTIVE_WARN_MS",  "10000", "int",                     \
+    X(COLLECTIVE_WARN_MS,  "ZT_COLLECTIVE_WARN_MS",  "10000", "int", ZT_FOR_REDUCER,                     \
       "a bucket waiting this long logs which workers have not contributed (ms)")  \
-    X(AR_PIECE_BYTES,      "ZT_AR_PIECE_BYTES",      "131072", "int",                    \
+    X(AR_PIECE_BYTES,      "ZT_AR_PIECE_BYTES",      "131072", "int", ZT_FOR_WORKER,                    \
       "all-reduce piece: what a worker sends at a time and a reducer sums and streams back (bytes)") \
-    X(AR_WINDOW_BYTES,     "ZT_AR_WINDOW_BYTES",     "524288", "int",                    \
+    X(AR_WINDOW_BYTES,     "ZT_AR_WINDOW_BYTES",     "524288", "int", ZT_FOR_WORKER,                    \
       "bytes of one large tensor a worker has out per reducer over the network before sums come back (0: no limit)") \
-    X(AR_LOCAL_WINDOW_BYTES,"ZT_AR_LOCAL_WINDOW_BYTES","2097152", "int",                  \
+    X(AR_LOCAL_WINDOW_BYTES,"ZT_AR_LOCAL_WINDOW_BYTES","2097152", "int", ZT_FOR_WORKER,                  \
       "the same for a reducer on this host (reached over ipc://)") \
-    X(DATA_IPC,            "ZT_DATA_IPC",            "auto", "auto|off",                      \
+    X(DATA_IPC,            "ZT_DATA_IPC",            "auto", "auto|off", ZT_FOR_WORKER|ZT_FOR_PS|ZT_FOR_REDUCER,                      \
       "auto: data-plane sockets on this host (loopback) also go over ipc://; off: TCP only") \
-    X(SHM,                 "ZT_SHM",                 "auto", "auto|off",                      \
+    X(SHM,                 "ZT_SHM",                 "auto", "auto|off", ZT_FOR_WORKER|ZT_FOR_PS|ZT_FOR_REDUCER,                      \
       "auto: all-reduce and parameter-server payloads between replicas on this host go through /dev/shm; off: over the sockets") \
-    X(IPC_DIR,             "ZT_IPC_DIR",             "/tmp/ztrain-ipc", "path",           \
+    X(IPC_DIR,             "ZT_IPC_DIR",             "/tmp/ztrain-ipc", "path", ZT_FOR_WORKER|ZT_FOR_PS|ZT_FOR_REDUCER,           \
       "where the ipc:// twins of loopback data-plane endpoints live (ztrain-PORT.sock)") \
-    X(SPIN_US,             "ZT_SPIN_US",             "200", "int",                       \
+    X(SPIN_US,             "ZT_SPIN_US",             "200", "int", ZT_FOR_WORKER,                       \
       "a client waiting for a reply polls this long before sleeping (us, adaptive; 0: never)") \
-    X(DATA_DIR,            "ZT_DATA_DIR",            "/usr/share/datasets/fashion-mnist", "path", \
+    X(DATA_DIR,            "ZT_DATA_DIR",            "/usr/share/datasets/fashion-mnist", "path", ZT_FOR_WORKER|ZT_FOR_EVAL, \
       "where the trainer and evaluator find Fashion-MNIST (gzipped IDX files)")   \
-    X(LOG_LEVEL,           "ZT_LOG_LEVEL",           "info", "error|warn|info|debug",                      \
+    X(LOG_LEVEL,           "ZT_LOG_LEVEL",           "info", "error|warn|info|debug", ZT_FOR_ALL,                      \
       "error, warn, info or debug")
 
 typedef enum {
-#define ZT_X_(id, env, def, check, help) ZT_KNOB_##id,
+#define ZT_X_(id, env, def, check, roles, help) ZT_KNOB_##id,
     ZT_KNOBS(ZT_X_)
 #undef ZT_X_
     ZT_KNOB_COUNT_
@@ -98,6 +107,8 @@ int zt_knob_check_value(zt_knob_t knob, const char *value, char *err, size_t len
 int zt_knobs_check(char *err, size_t len);
 /* Prints every knob: variable, default, meaning. */
 void zt_knobs_print(FILE *out);
+/* Prints the knobs that apply to one of roles (ZT_FOR_* bits). */
+void zt_knobs_print_for(FILE *out, unsigned roles);
 
 #ifdef __cplusplus
 }

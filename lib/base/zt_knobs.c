@@ -8,9 +8,9 @@
 #include <string.h>
 #include <strings.h>
 
-typedef struct { const char *env, *def, *check, *help; } s_knob_t;
+typedef struct { const char *env, *def, *check; unsigned roles; const char *help; } s_knob_t;
 static const s_knob_t s_knobs[] = {
-#define ZT_X_(id, env, def, check, help) { env, def, check, help },
+#define ZT_X_(id, env, def, check, roles, help) { env, def, check, roles, help },
     ZT_KNOBS(ZT_X_)
 #undef ZT_X_
 };
@@ -138,10 +138,16 @@ double zt_knob_num(zt_knob_t knob)
     return d;
 }
 
+void zt_knobs_print_for(FILE *out, unsigned roles)
+{
+    fprintf(out, "Environment (knobs that apply here):\n");
+    for (int i = 0; i < ZT_KNOB_COUNT_; i++)
+        if (s_knobs[i].roles & roles)
+            fprintf(out, "  %-24s default %-12s takes %s\n  %24s %s\n", s_knobs[i].env,
+                    *s_knobs[i].def ? s_knobs[i].def : "(unset)", s_takes(&s_knobs[i]), "", s_knobs[i].help);
+}
+
 void zt_knobs_print(FILE *out)
 {
-    fprintf(out, "Environment (knobs):\n");
-    for (int i = 0; i < ZT_KNOB_COUNT_; i++)
-        fprintf(out, "  %-24s default %-12s takes %s\n  %24s %s\n", s_knobs[i].env,
-                *s_knobs[i].def ? s_knobs[i].def : "(unset)", s_takes(&s_knobs[i]), "", s_knobs[i].help);
+    zt_knobs_print_for(out, ZT_FOR_ALL);
 }

@@ -3,49 +3,113 @@
 #include "base/zt_util.h"
 #include "runtime/zt_env.h"
 #include <czmq.h>
+#include <getopt.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static void s_usage(const zt_role_info_t *info, FILE *out)
+/* "--name" in both spellings: with hyphens and with underscores. */
+static int s_build_longopts(const zt_flag_t *flags, struct option *out, char names[][64], int max)
 {
-    fprintf(out,
-            "usage: %s [--idle | --run-seconds=S] [--exit-code=N] [--help] [USER ARGS...]\n"
-            "%s\n\n"
-            "Started by `ztrain run` (the coordinator), which sets ZT_COORDINATOR, ZT_POOL,\n"
-            "ZT_INDEX and ZT_INCARNATION. The replica registers, heartbeats, and exits 0 when\n"
-            "the coordinator ends the job or on SIGTERM.\n\n"
-            "  --run-seconds=S  wait until the job is RUNNING, work S seconds, then exit\n"
-            "                   with --exit-code (default: run until the job ends)\n"
-            "  --exit-code=N    status to exit with after --run-seconds (default 0)\n"
-            "Unknown --name=value arguments (hyperparameters) are accepted and ignored.\n\n",
-            info->binary, info->summary);
-    zt_knobs_print(out);
+    int n = 0;
+    for (int i = 0; flags[i].name && n + 2 < max; i++) {
+        out[n++] = (struct option) { flags[i].name, flags[i].has_arg, NULL, flags[i].id };
+        snprintf(names[i], 64, "%s", flags[i].name);
+        bool changed = false;
+        for (char *c = names[i]; *c; c++)
+            if (*c == '-' || *c == '_') {
+                *c = *c == '-' ? '_' : '-';
+                changed = true;
+            }
+        if (changed)
+            out[n++] = (struct option) { names[i], flags[i].has_arg, NULL, flags[i].id };
+    }
+    out[n++] = (struct option) { "help", no_argument, NULL, 'h' };
+    out[n++] = (struct option) { "version", no_argument, NULL, 'V' };
+    out[n] = (struct option) { NULL, 0, NULL, 0 };
+    return n;
 }
 
-int zt_role_main(const zt_role_info_t *info, int argc, char **argv)
+static void s_print_flags(FILE *out, const zt_flag_t *flags)
 {
-    double run_seconds = -1;
-    int exit_code = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            s_usage(info, stdout);
-            return 0;
-        }
-        if (!strncmp(a, "--run-seconds=", 14)) {
-            char *end;
-            run_seconds = strtod(a + 14, &end);
-            if (*end || run_seconds < 0) {
-                fprintf(stderr, "%s: --run-seconds: '%s' is not a number of seconds\n",
-                        info->binary, a + 14);
-                return 2;
-            }
-        }
-        else if (!strcmp(a, "--idle"))
-            run_seconds = -1;
-        else if (!strncmp(a, "--exit-code=", 12))
-            exit_code = atoi(a + 12);
+    fprintf(out, "Options:\n");
+    for (int i = 0; flags[i].name; i++) {
+        char left[64];
+        snprintf(left, sizeof left, "--%s%s%s%s", flags[i].name, flags[i].arg ? (flags[i].has_arg == 2 ? "[=" : " ") : "",
+                 flags[i].arg ? flags[i].arg : "", flags[i].arg && flags[i].has_arg == 2 ? "]" : "");
+        fprintf(out, "  %-26s %s\n", left, flags[i].help);
     }
+    fprintf(out, "  %-26s %s\n  %-26s %s\n\n", "--help", "this text", "--version", "the version");
+}
+
+int zt_role_parse(const char *binary, const char *usage, unsigned knob_roles, const zt_flag_t *flags,
+                  int argc, char **argv, int (*on)(int id, const char *value, void *ctx), void *ctx)
+{
+    struct option longopts[128];
+    char names[64][64];
+    s_build_longopts(flags, longopts, names, 128);
+    optind = 1;
+    opterr = 0;
+    int c, idx = 0;
+    while ((c = getopt_long(argc, argv, "+h", longopts, &idx)) != -1) {
+        if (c == 'h') {
+            printf("%s\n", usage);
+            s_print_flags(stdout, flags);
+            zt_knobs_print_for(stdout, knob_roles);
+            return 1;
+        }
+        if (c == 'V') {
+            printf("%s %s\n", binary, ZT_VERSION);
+            return 1;
+        }
+        if (c == '?') { /* optopt: a known flag without its value; 0: an unknown one */
+            const char *bad = argv[optind - 1];
+            if (optopt)
+                fprintf(stderr, "%s: %s needs a value (see %s --help)\n", binary, bad, binary);
+            else
+                fprintf(stderr, "%s: unknown option %s (see %s --help)\n", binary, bad, binary);
+            return 2;
+        }
+        if (on(c, optarg, ctx) != 0)
+            return 2;
+    }
+    if (optind < argc) {
+        fprintf(stderr, "%s: unexpected argument '%s' (see %s --help)\n", binary, argv[optind], binary);
+        return 2;
+    }
+    return 0;
+}
+
+int zt_role_flag(const char *binary, int id, const char *value, zt_role_opts_t *o)
+{
+    char *end;
+    switch (id - ZT_ROLE_FLAG_ID) {
+    case 0:
+        o->placeholder = true;
+        o->run_seconds = -1;
+        return 0;
+    case 1:
+        o->placeholder = true;
+        o->run_seconds = strtod(value, &end);
+        if (*end || !*value || o->run_seconds < 0) {
+            fprintf(stderr, "%s: --run-seconds: '%s' is not a number of seconds\n", binary, value);
+            return -1;
+        }
+        return 0;
+    case 2:
+        o->exit_code = (int) strtol(value, &end, 10);
+        if (*end || !*value || o->exit_code < 0 || o->exit_code > 255) {
+            fprintf(stderr, "%s: --exit-code: '%s' is not a status from 0 to 255\n", binary, value);
+            return -1;
+        }
+        return 0;
+    default:
+        return 1;
+    }
+}
+
+int zt_role_main(const zt_role_info_t *info, const zt_role_opts_t *o)
+{
     zt_log_init(info->role, (int) zt_env_int_or(ZT_ENV_INDEX, -1));
     if (!zt_role_knobs_ok())
         return 1;
@@ -54,11 +118,11 @@ int zt_role_main(const zt_role_info_t *info, int argc, char **argv)
         return 1;
     zt_info("registered (pool %d, index %d)", zt_replica_pool(rep), zt_replica_index(rep));
     int rc = 0;
-    if (run_seconds >= 0) {
+    if (o->run_seconds >= 0) {
         if (zt_replica_wait_running(rep, -1) == ZT_OK) {
-            zt_info("job is RUNNING; working for %.1f s", run_seconds);
-            if (zt_replica_wait_shutdown(rep, (int) (run_seconds * 1000)) == ZT_ETIMEDOUT)
-                rc = exit_code;
+            zt_info("job is RUNNING; working for %.1f s", o->run_seconds);
+            if (zt_replica_wait_shutdown(rep, (int) (o->run_seconds * 1000)) == ZT_ETIMEDOUT)
+                rc = o->exit_code;
         }
     }
     else
@@ -68,7 +132,32 @@ int zt_role_main(const zt_role_info_t *info, int argc, char **argv)
     return rc;
 }
 
-int zt_server_place(int argc, char **argv, zt_server_place_t *out)
+enum { S_BIND = 1, S_INDEX, S_SERVERS, S_CKPT };
+
+static int s_on_server_flag(int id, const char *v, void *ctx)
+{
+    zt_server_place_t *out = ctx;
+    long long n;
+    switch (id) {
+    case S_BIND:
+        snprintf(out->bind, sizeof out->bind, "%s", v);
+        return 0;
+    case S_INDEX:
+    case S_SERVERS:
+        if (!zt_parse_int(v, &n) || n < 0 || n > 1 << 20) {
+            fprintf(stderr, "--%s: '%s' is not a whole number\n", id == S_INDEX ? "index" : "servers", v);
+            return -1;
+        }
+        *(id == S_INDEX ? &out->index : &out->count) = (int) n;
+        return 0;
+    default:
+        out->checkpoint_dir = v;
+        return 0;
+    }
+}
+
+int zt_server_place(const char *binary, const char *usage, unsigned knob_roles, bool with_ckpt, int argc,
+                    char **argv, zt_server_place_t *out)
 {
     memset(out, 0, sizeof *out);
     const char *addr = zt_env_get(ZT_ENV_ADDRESS);
@@ -77,27 +166,15 @@ int zt_server_place(int argc, char **argv, zt_server_place_t *out)
     out->index = (int) zt_env_int_or(ZT_ENV_INDEX, 0);
     zt_env_free(zt_env_pool(2, &out->count));
     out->checkpoint_dir = zt_env_get(ZT_ENV_AIP_CHECKPOINT_DIR);
-    for (int i = 1; i + 1 < argc; i++) {
-        const char *a = argv[i], *v = argv[i + 1];
-        if (!strcmp(a, "--bind"))
-            snprintf(out->bind, sizeof out->bind, "%s", v);
-        else if (!strcmp(a, "--index"))
-            out->index = atoi(v);
-        else if (!strcmp(a, "--servers"))
-            out->count = atoi(v);
-        else if (!strcmp(a, "--checkpoint-dir"))
-            out->checkpoint_dir = v;
-        else
-            continue;
-        i++;
-    }
-    if (!out->bind[0] || out->count < 1 || out->index < 0 || out->index >= out->count) {
-        zt_error("need a bind address (ZT_ADDRESS or --bind) and this server's place (ZT_INDEX or "
-                 "--index, of CLUSTER_SPEC's workerpool2 or --servers); got '%s', %d of %d",
-                 out->bind, out->index, out->count);
-        return -1;
-    }
-    return 0;
+    const zt_flag_t flags[] = {
+        { "bind", required_argument, S_BIND, "ENDPOINT", "where to listen (default tcp://$ZT_ADDRESS)" },
+        { "index", required_argument, S_INDEX, "I", "this server's index (default $ZT_INDEX)" },
+        { "servers", required_argument, S_SERVERS, "N", "servers in the pool (default: CLUSTER_SPEC's workerpool2)" },
+        { with_ckpt ? "checkpoint-dir" : NULL, required_argument, S_CKPT, "DIR",
+          "restore from the newest good checkpoint here (default $AIP_CHECKPOINT_DIR)" },
+        { NULL, 0, 0, NULL, NULL },
+    };
+    return zt_role_parse(binary, usage, knob_roles, flags, argc, argv, s_on_server_flag, out);
 }
 
 bool zt_role_knobs_ok(void)
@@ -114,16 +191,18 @@ bool zt_role_stop_requested(void *replica)
     return zsys_interrupted || (replica && zt_replica_shutdown_requested(replica));
 }
 
-int zt_server_start(const char *role, int argc, char **argv, zt_server_place_t *place,
-                    zt_replica_t **rep_p)
+int zt_server_start(const char *role, const zt_server_place_t *place, zt_replica_t **rep_p)
 {
     *rep_p = NULL;
-    zt_log_init(role, (int) zt_env_int_or(ZT_ENV_INDEX, 0));
+    zt_log_init(role, place->index);
     if (!zt_role_knobs_ok())
         return -1;
-    if (zt_server_place(argc, argv, place) != 0)
+    if (!place->bind[0] || place->count < 1 || place->index < 0 || place->index >= place->count) {
+        zt_error("need a bind address (ZT_ADDRESS or --bind) and this server's place (ZT_INDEX or --index, "
+                 "of CLUSTER_SPEC's workerpool2 or --servers); got '%s', %d of %d", place->bind, place->index,
+                 place->count);
         return -1;
-    zt_log_init(role, place->index);
+    }
     zt_tune_malloc();
     zsys_init();
     if (zt_env_get(ZT_ENV_COORDINATOR) && !(*rep_p = zt_replica_new(role, 0)))

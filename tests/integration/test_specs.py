@@ -3,9 +3,10 @@ path, the value and the rule, exits 2 and starts nothing; every scale tier and
 the seeds' examples are accepted."""
 import json
 import os
+import subprocess
 import unittest
 
-from ztest import ztrain, tmpdir, write
+from ztest import BIN, ztrain, tmpdir, write
 
 # A build without CUDA refuses GPU jobs unless --cpu-only (tested below).
 HAVE_CUDA = "CUDA backend: yes" in ztrain("--version").stdout
@@ -449,6 +450,67 @@ class ValidSpecs(unittest.TestCase):
                 with self.subTest(name):
                     r = ztrain("validate", os.path.join(ex, name), "--cpu-only")
                     self.assertEqual(r.returncode, 0, r.stderr)
+
+
+class Binaries(unittest.TestCase):
+    """Every binary: --version, --help with its own flags first and only the
+    knobs that apply to it, and an unknown flag is an error that starts
+    nothing (ztrain-worker used to warn, train for 43 s and leave 22 MB)."""
+
+    BINARIES = ("ztrain", "ztrain-coordinator", "ztrain-worker", "ztrain-paramserver", "ztrain-reducer",
+                "ztrain-evaluator")
+    # a knob that applies, and one that does not
+    KNOBS = {"ztrain": ("ZT_MAX_RESTARTS", "ZT_AR_PIECE_BYTES"),
+             "ztrain-coordinator": ("ZT_STOP_GRACE_MS", "ZT_SPIN_US"),
+             "ztrain-worker": ("HOROVOD_FUSION_THRESHOLD", "ZT_MAX_RESTARTS"),
+             "ztrain-paramserver": ("ZT_PS_CHUNK_BYTES", "HOROVOD_FUSION_THRESHOLD"),
+             "ztrain-reducer": ("ZT_COLLECTIVE_WARN_MS", "ZT_PS_TIMEOUT_MS"),
+             "ztrain-evaluator": ("ZT_DATA_DIR", "ZT_SHM")}
+    FLAG = {"ztrain": "--job-dir", "ztrain-coordinator": "--job-dir", "ztrain-worker": "--learning_rate",
+            "ztrain-paramserver": "--checkpoint-dir", "ztrain-reducer": "--bind",
+            "ztrain-evaluator": "--test-examples"}
+
+    def run_bin(self, name, *args):
+        cwd = tmpdir("bin-")
+        r = subprocess.run([os.path.join(BIN, name), *args], capture_output=True, text=True, timeout=30,
+                           cwd=cwd, env=dict(os.environ, ZT_DATA_DIR=cwd))
+        return r, os.listdir(cwd)
+
+    def test_version(self):
+        for b in self.BINARIES:
+            with self.subTest(b):
+                r, left = self.run_bin(b, "--version")
+                self.assertEqual(r.returncode, 0, r.stderr)
+                self.assertRegex(r.stdout, r"^ztrain[-a-z]* \d+\.\d+\.\d+")
+                self.assertEqual(left, [])
+
+    def test_unknown_flags_are_errors(self):
+        for b in self.BINARIES:
+            for bad in ("--no-such-flag", "--no-such-flag=1"):
+                with self.subTest(b=b, bad=bad):
+                    r, left = self.run_bin(b, *(["run"] if b == "ztrain" else []), bad)
+                    self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+                    self.assertIn("unknown option --no-such-flag", r.stderr)
+                    self.assertEqual(left, [])
+        r, _ = self.run_bin("ztrain-worker", "--epochs=lots")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--epochs=lots: expected a number", r.stderr)
+        r, _ = self.run_bin("ztrain-worker", "--epochs")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--epochs needs a value", r.stderr)
+
+    def test_help_own_flags_then_its_knobs(self):
+        for b in self.BINARIES:
+            with self.subTest(b):
+                r, _ = self.run_bin(b, "--help")
+                self.assertEqual(r.returncode, 0, r.stderr)
+                out = r.stdout
+                self.assertIn(self.FLAG[b], out)
+                self.assertIn("Environment", out)
+                self.assertLess(out.index(self.FLAG[b]), out.index("Environment"))
+                yes, no = self.KNOBS[b]
+                self.assertIn(yes, out)
+                self.assertNotIn(no, out)
 
 
 if __name__ == "__main__":
