@@ -306,6 +306,23 @@ static bool s_dir_ok(s_args_t *a, const char *dir, const zt_plan_t *plan)
     return ok;
 }
 
+/* The last line of `ztrain run`: the end state, how long, and what the
+ * primary replica last reported (its metrics in job.json). */
+static void s_print_end(zt_job_state_t st, const char *dir, int64_t ms)
+{
+    char *path = zt_strdupf("%s/job.json", dir), metrics[512] = "";
+    json_t *doc = json_load_file(path, 0, NULL);
+    json_t *primary = json_object_get(json_object_get(doc, "metrics"), "workerpool0-0"), *m;
+    const char *name;
+    json_object_foreach(primary, name, m)
+        snprintf(metrics + strlen(metrics), sizeof metrics - strlen(metrics), "%s%s %.4g",
+                 metrics[0] ? ", " : "; workerpool0-0: ", name, json_number_value(json_object_get(m, "value")));
+    fprintf(stderr, "ztrain: job %s after %.1f s%s (%s)\n", zt_job_state_name(st), (double) ms / 1000.0,
+            metrics, path);
+    json_decref(doc);
+    free(path);
+}
+
 static int s_cmd_run(s_args_t *a)
 {
     zt_diag_t *diag = zt_diag_new();
@@ -351,9 +368,10 @@ static int s_cmd_run(s_args_t *a)
         free(dir);
         return EXIT_FAILED;
     }
+    int64_t t0 = zt_now_ms();
     zt_job_state_t st = zt_coord_run(coord);
     zt_coord_destroy(&coord);
-    fprintf(stderr, "ztrain: job %s (%s/job.json)\n", zt_job_state_name(st), dir);
+    s_print_end(st, dir, zt_now_ms() - t0);
     free(dir);
     return st == ZT_JOB_SUCCEEDED ? EXIT_OK : st == ZT_JOB_CANCELLED ? EXIT_CANCELLED : EXIT_FAILED;
 }

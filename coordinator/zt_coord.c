@@ -8,6 +8,7 @@
 #include "ztrain/zt_knobs.h"
 #include "ztrain/zt_log.h"
 #include <czmq.h>
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -211,19 +212,37 @@ static void s_set_error(zt_coord_t *self, s_rep_t *r, const char *fmt, ...)
 
 /* ------------------------------------------------------------ output */
 
+/* True when text starts as ztrain's log lines do ("2026-11-23T05:24:43.984Z "). */
+static bool s_is_log_line(const char *t, size_t len)
+{
+    static const char pat[] = "dddd-dd-ddTdd:dd:dd.dddZ ";
+    if (len < sizeof pat - 1)
+        return false;
+    for (size_t i = 0; i < sizeof pat - 1; i++)
+        if (pat[i] == 'd' ? !isdigit((unsigned char) t[i]) : t[i] != pat[i])
+            return false;
+    return true;
+}
+
+/* One line of a replica's output, to its log and the console, in the one
+ * line format: ztrain's own log lines as they are, a program's own lines
+ * with the time, the replica and its pid in front. */
 static void s_emit_line(zt_coord_t *self, s_rep_t *r, const char *text, size_t len)
 {
+    char buf[4400];
+    int n = 0;
+    if (!s_is_log_line(text, len))
+        n = zt_log_prefix(buf, sizeof buf, 'I', r->name,
+                          r->handle ? (long) self->backend->pid(self->backend, r->handle) : 0L);
+    int m = snprintf(buf + n, sizeof buf - (size_t) n, "%.*s\n", (int) (len > 4096 ? 4096 : len), text);
+    size_t total = (size_t) n + (size_t) (m < 0 ? 0 : m);
+    if (total >= sizeof buf)
+        total = sizeof buf - 1;
     if (r->log) {
-        fwrite(text, 1, len, r->log);
-        fputc('\n', r->log);
+        fwrite(buf, 1, total, r->log);
         fflush(r->log);
     }
-    if (self->opts.echo) {
-        char buf[4200];
-        int n = snprintf(buf, sizeof buf, "[%s] %.*s\n", r->name, (int) (len > 4096 ? 4096 : len),
-                         text);
-        if (n > 0 && write(STDOUT_FILENO, buf, (size_t) (n < (int) sizeof buf ? n : (int) sizeof buf - 1)) < 0) {
-        }
+    if (self->opts.echo && write(STDOUT_FILENO, buf, total) < 0) {
     }
 }
 

@@ -87,7 +87,7 @@ static int s_evaluate(const char *address, const char *name, int64_t step, const
     else {
         double loss, acc;
         zt_mlp_evaluate(mlp, test->x, test->y, test->n, &loss, &acc);
-        printf("checkpoint %s (step %lld): test accuracy %.4f loss %.4f\n", name, (long long) step, acc,
+        zt_info("checkpoint %s (step %lld): test accuracy %.4f loss %.4f", name, (long long) step, acc,
                loss);
         fflush(stdout);
         if (rep) {
@@ -105,7 +105,7 @@ static int s_evaluate(const char *address, const char *name, int64_t step, const
 int zt_evaluator_run(const zt_evaluator_opts_t *o)
 {
     int index = (int) zt_env_int_or(ZT_ENV_INDEX, 0);
-    zt_log_init("evaluator", index);
+    zt_role_log_init("evaluator", index);
     if (!zt_role_knobs_ok())
         return 1;
     openblas_set_num_threads(1);

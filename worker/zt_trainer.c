@@ -193,6 +193,7 @@ typedef struct {
     int64_t last_ckpt_ms;
     /* the progress window, logged every log_every steps */
     int64_t win_ms, win_examples;
+    int64_t t0_ms, step0;       /* when and at which step training began here (for the ETA) */
     double win_loss;
     int win_n;
 } s_run_t;
@@ -319,10 +320,16 @@ static void s_log_window(s_run_t *r, int64_t step, int epoch, int B, float loss)
     double mean = zt_compute_take_loss(&r->compute, r->win_loss) / r->win_n;
     double eps = r->win_examples * 1000.0 / (double) (now - r->win_ms > 0 ? now - r->win_ms : 1);
     zt_exchange_take_times(r->x, &step_us, &exchange_us);
-    printf("step %lld epoch %d examples/s %.0f loss %.4f (per step: compute %.2f ms, exchange %.2f ms)\n",
-           (long long) step, epoch + 1, eps, mean, (double) (step_us - exchange_us) / 1000.0 / r->win_n,
-           (double) exchange_us / 1000.0 / r->win_n);
-    fflush(stdout);
+    /* step / total, %, and the ETA at the rate since training began here */
+    int64_t total = (int64_t) r->steps_per_epoch * r->o->epochs;
+    if (r->o->max_steps > 0 && r->o->max_steps < total)
+        total = r->o->max_steps;
+    double rate = (double) (step - r->step0) / ((double) (now - r->t0_ms > 0 ? now - r->t0_ms : 1) / 1000.0);
+    int64_t eta = rate > 0 ? (int64_t) ((double) (total - step) / rate + 0.5) : 0;
+    zt_info("step %lld/%lld (%d%%, ETA %lldm%02llds) epoch %d examples/s %.0f loss %.4f (per step: compute "
+            "%.2f ms, exchange %.2f ms)", (long long) step, (long long) total,
+            (int) (100 * step / (total > 0 ? total : 1)), (long long) (eta / 60), (long long) (eta % 60), epoch + 1,
+            eps, mean, (double) (step_us - exchange_us) / 1000.0 / r->win_n, (double) exchange_us / 1000.0 / r->win_n);
     if (r->rep) {
         zt_replica_report_metric(r->rep, "loss", mean, step);
         zt_replica_report_metric(r->rep, "examples_per_sec", eps, step);
@@ -355,7 +362,8 @@ static bool s_stopping(s_run_t *r, int64_t step)
 static int64_t s_train(s_run_t *r, int64_t step)
 {
     const zt_train_opts_t *o = r->o;
-    r->win_ms = r->last_ckpt_ms = zt_now_ms();
+    r->win_ms = r->last_ckpt_ms = r->t0_ms = zt_now_ms();
+    r->step0 = step;
     for (int epoch = (int) (step / r->steps_per_epoch); epoch < o->epochs; epoch++) {
         unsigned seed = s_shuffle_seed(o->seed, r->rank, epoch);
         for (int i = r->nmine - 1; i > 0; i--) { /* Fisher-Yates, the same for a given epoch */
@@ -393,8 +401,7 @@ static int s_finish(s_run_t *r, int64_t step, double secs)
         const unsigned char *pb = (const unsigned char *) zt_mlp_params(mlp);
         for (size_t i = 0; i < (size_t) zt_mlp_nparams(mlp) * sizeof(float); i++)
             h = (h ^ pb[i]) * 1099511628211ull;
-        printf("params fnv1a %016llx after step %lld\n", (unsigned long long) h, (long long) step);
-        fflush(stdout);
+        zt_info("params fnv1a %016llx after step %lld", (unsigned long long) h, (long long) step);
     }
     zt_info("trained %lld steps in %.1f s", (long long) step, secs);
     if (!final)
@@ -403,7 +410,7 @@ static int s_finish(s_run_t *r, int64_t step, double secs)
         return -1;
     double tl, ta;
     zt_mlp_evaluate(mlp, r->test.x, r->test.y, r->test.n, &tl, &ta);
-    printf("final test accuracy %.4f loss %.4f (%d examples, step %lld, %.1f s)\n", ta, tl, r->test.n,
+    zt_info("final test accuracy %.4f loss %.4f (%d examples, step %lld, %.1f s)", ta, tl, r->test.n,
            (long long) step, secs);
     fflush(stdout);
     if (r->rep) {
@@ -423,7 +430,7 @@ static int s_start(s_run_t *r)
         zt_error("RANK=%d and WORLD_SIZE=%d do not fit", r->rank, r->world);
         return -1;
     }
-    zt_log_init(r->rank == 0 ? "chief" : "worker", r->rank);
+    zt_role_log_init(r->rank == 0 ? "chief" : "worker", r->rank);
     if (!zt_role_knobs_ok())
         return -1;
     openblas_set_num_threads(1);

@@ -9,8 +9,26 @@
 zt_log_level_t zt_log_level_ = ZT_LOG_INFO;
 static char s_role[32] = "ztrain";
 static int s_index = -1;
+static char s_replica[48] = "";
 
 void zt_log_set_level(zt_log_level_t level) { zt_log_level_ = level; }
+
+void zt_log_set_replica(const char *name)
+{
+    snprintf(s_replica, sizeof s_replica, "%s", name ? name : "");
+}
+
+int zt_log_prefix(char *buf, size_t size, char level, const char *who, long pid)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    struct tm tm;
+    gmtime_r(&ts.tv_sec, &tm);
+    int n = snprintf(buf, size, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %c %s[%ld]: ", tm.tm_year + 1900,
+                     tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000, level,
+                     who, pid);
+    return n < 0 ? 0 : n >= (int) size ? (int) size - 1 : n;
+}
 
 void zt_log_init(const char *role, int index)
 {
@@ -26,14 +44,9 @@ void zt_log_init(const char *role, int index)
 void zt_log_write(zt_log_level_t level, const char *fmt, ...)
 {
     static const char tag[] = "EWID";
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    struct tm tm;
-    localtime_r(&ts.tv_sec, &tm);
-    char line[4096];
-    int n = snprintf(line, sizeof line, "%02d:%02d:%02d.%03ld %c %s/%d[%d]: ",
-                     tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000,
-                     tag[level], s_role, s_index, (int) getpid());
+    char line[4096], who[96];
+    snprintf(who, sizeof who, "%s/%d%s%s", s_role, s_index, s_replica[0] ? " " : "", s_replica);
+    int n = zt_log_prefix(line, sizeof line, tag[level], who, (long) getpid());
     va_list ap;
     va_start(ap, fmt);
     int m = vsnprintf(line + n, sizeof line - n - 1, fmt, ap);

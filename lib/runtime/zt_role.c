@@ -110,7 +110,7 @@ int zt_role_flag(const char *binary, int id, const char *value, zt_role_opts_t *
 
 int zt_role_main(const zt_role_info_t *info, const zt_role_opts_t *o)
 {
-    zt_log_init(info->role, (int) zt_env_int_or(ZT_ENV_INDEX, -1));
+    zt_role_log_init(info->role, (int) zt_env_int_or(ZT_ENV_INDEX, -1));
     if (!zt_role_knobs_ok())
         return 1;
     zt_replica_t *rep = zt_replica_new(info->role, 0);
@@ -177,6 +177,17 @@ int zt_server_place(const char *binary, const char *usage, unsigned knob_roles, 
     return zt_role_parse(binary, usage, knob_roles, flags, argc, argv, s_on_server_flag, out);
 }
 
+void zt_role_log_init(const char *role, int index)
+{
+    zt_log_init(role, index);
+    int64_t pool, idx;
+    if (zt_env_int(ZT_ENV_POOL, &pool) && zt_env_int(ZT_ENV_INDEX, &idx)) {
+        char name[48];
+        snprintf(name, sizeof name, "workerpool%lld-%lld", (long long) pool, (long long) idx);
+        zt_log_set_replica(name);
+    }
+}
+
 bool zt_role_knobs_ok(void)
 {
     char why[512];
@@ -194,7 +205,7 @@ bool zt_role_stop_requested(void *replica)
 int zt_server_start(const char *role, const zt_server_place_t *place, zt_replica_t **rep_p)
 {
     *rep_p = NULL;
-    zt_log_init(role, place->index);
+    zt_role_log_init(role, place->index);
     if (!zt_role_knobs_ok())
         return -1;
     if (!place->bind[0] || place->count < 1 || place->index < 0 || place->index >= place->count) {

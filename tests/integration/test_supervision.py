@@ -77,7 +77,9 @@ class Supervision(unittest.TestCase):
                     self.job_dir, "config", "workerpool%d-%d" % (pool, i), "resourceconfig.json")))
                 log = open(os.path.join(self.job_dir, "replica-logs", "workerpool%d-%d.log" % (pool, i))).read()
                 self.assertIn("hello from %d/%d" % (pool, i), log)
-                self.assertIn("[workerpool%d-%d] hello from %d/%d" % (pool, i, pool, i), job.out)
+                # a program's own line, in the one line format: time, replica, pid
+                self.assertRegex(job.out, r"(?m)^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z I "
+                                          r"workerpool%d-%d\[\d+\]: hello from %d/%d$" % (pool, i, pool, i))
         self.assertEqual(len(seen), 6)
         self.assertEqual(replica(j, "workerpool0-0")["exitStatus"], 0)
         self.assertEqual(replica(j, "workerpool3-0")["state"], "SUCCEEDED")

@@ -16,7 +16,7 @@ FAST = {"ZT_STOP_GRACE_MS": "3000", "ZT_HEARTBEAT_MS": "300"}
 
 
 def hashes(out):
-    return dict(re.findall(r"\[(workerpool\d-\d)\] params fnv1a ([0-9a-f]{16})", out))
+    return dict(re.findall(r" (workerpool\d-\d)\[\d+\]: params fnv1a ([0-9a-f]{16})", out))
 
 
 def replica(job, name):

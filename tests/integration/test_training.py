@@ -78,9 +78,18 @@ class Training(unittest.TestCase):
         self.assertTrue(all(0.5 < e["value"] <= 1 for e in evals))
         self.assertGreaterEqual(len(j["checkpoints"]), 2)
         self.assertIn("final test accuracy", job.out)
-        for line in job.out.splitlines():
-            if "examples/s" in line and line.startswith("[workerpool"):
-                self.assertRegex(line, r"step \d+ epoch \d examples/s \d+ loss \d+\.\d+")
+        # One line format everywhere; progress lines say step / total, % and ETA.
+        progress = [l for l in job.out.splitlines() if "examples/s" in l]
+        self.assertGreaterEqual(len(progress), 3)  # one per training replica at least
+        for line in progress:
+            self.assertRegex(line, r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z I (chief|worker)/\d "
+                                   r"workerpool[01]-\d\[\d+\]: step \d+/\d+ \(\d+%, ETA \d+m\d\ds\) "
+                                   r"epoch \d examples/s \d+ loss \d+\.\d+")
+        for line in job.err.splitlines():  # the coordinator's own lines
+            if not line.startswith("ztrain: job"):
+                self.assertRegex(line, r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z [EWID] coordinator/0\[\d+\]: ")
+        self.assertNotIn(" metric loss = ", job.err)  # no echo of each progress line
+        self.assertRegex(job.err.splitlines()[-1], r"^ztrain: job SUCCEEDED after \d+\.\d s")
         model = os.path.join(self.job_dir, "model")
         final = [n for n in os.listdir(model) if n.startswith("ckpt-")]
         self.assertEqual(len(final), 1)
