@@ -8,6 +8,7 @@
 #include "model/zt_ckpt.h"
 #include "ztrain/ztrain.h"
 #include <errno.h>
+#include <getopt.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -77,103 +78,116 @@ static void s_usage(FILE *out, const char *prog)
     zt_knobs_print_for(out, ZT_FOR_COORD);
 }
 
-static bool s_takes_value(const char *name)
+enum {
+    O_JOB_DIR = 1, O_TRIAL, O_TF_CHIEF, O_POOL, O_INDEX, O_STUDY_DIR, O_SEED, O_SUGGEST, O_BACKEND, O_CPU_ONLY,
+    O_JSON, O_ALLOW_UNKNOWN, O_OVERWRITE, O_RESUME, O_HELP, O_VERSION, O_OVERRIDE = 1000 /* past any short option */
+};
+
+/* One option of the CLI (getopt_long). */
+static int s_on_option(s_args_t *a, int c, const char *name, const char *value)
 {
-    static const char *const v[] = { "--job-dir", "--trial", "--tf-chief-name", "--pool",
-                                     "--index", "--study-dir", "--seed", "--suggest", "--backend", NULL };
-    for (int i = 0; v[i]; i++)
-        if (!strcmp(name, v[i]))
-            return true;
-    return zt_plan_is_override_flag(name);
+    long long n;
+    switch (c) {
+    case O_JOB_DIR: a->job_dir = value; return 0;
+    case O_STUDY_DIR: a->study_dir = value; return 0;
+    case O_TRIAL: a->trial = value; return 0;
+    case O_BACKEND: a->backend = value; return 0;
+    case O_TF_CHIEF: a->tf_chief = value; return 0;
+    case O_CPU_ONLY: a->cpu_only = true; return 0;
+    case O_JSON: a->json = true; return 0;
+    case O_ALLOW_UNKNOWN: a->allow_unknown = true; return 0;
+    case O_OVERWRITE: a->overwrite = true; return 0;
+    case O_RESUME: a->resume = true; return 0;
+    case O_SEED: case O_SUGGEST: case O_POOL: case O_INDEX:
+        if (!zt_parse_int(value, &n) || n < 0 || n > INT_MAX) {
+            fprintf(stderr, "ztrain: --%s: '%s' is not a non-negative integer\n", name, value);
+            return -1;
+        }
+        if (c == O_SEED) a->seed = n;
+        else if (c == O_SUGGEST) a->suggest = (int) n;
+        else if (c == O_POOL) a->pool = (int) n;
+        else a->index = (int) n;
+        return 0;
+    default: { /* an override flag, kept in command-line order */
+        char *flag = zt_strdupf("--%s", name);
+        json_array_append_new(a->flags, json_pack("[ss]", flag, value));
+        free(flag);
+        return 0;
+    }
+    }
 }
 
-/* Long on purpose: one branch per option of every subcommand, in the
- * order the usage text lists them. */
+/* The command line: COMMAND [FILE] and options anywhere (getopt_long, GNU
+ * order), user arguments after "--". -1 (printed) on an unknown option, a
+ * missing value or a stray argument. */
 static int s_parse(int argc, char **argv, const char *forced, s_args_t *a)
 {
     memset(a, 0, sizeof *a);
     a->pool = a->index = -1;
     a->flags = json_array();
     a->command = forced;
-    for (int i = 1; i < argc; i++) {
-        char *arg = argv[i];
-        if (!strcmp(arg, "--")) {
+    int cut = argc;
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--")) {
+            cut = i;
             a->user_args = argv + i + 1;
             a->n_user_args = argc - i - 1;
             break;
         }
-        if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) {
+    struct option opts[64] = {
+        { "job-dir", required_argument, NULL, O_JOB_DIR }, { "trial", required_argument, NULL, O_TRIAL },
+        { "tf-chief-name", required_argument, NULL, O_TF_CHIEF }, { "pool", required_argument, NULL, O_POOL },
+        { "index", required_argument, NULL, O_INDEX }, { "study-dir", required_argument, NULL, O_STUDY_DIR },
+        { "seed", required_argument, NULL, O_SEED }, { "suggest", required_argument, NULL, O_SUGGEST },
+        { "backend", required_argument, NULL, O_BACKEND }, { "cpu-only", no_argument, NULL, O_CPU_ONLY },
+        { "json", no_argument, NULL, O_JSON }, { "allow-unknown-fields", no_argument, NULL, O_ALLOW_UNKNOWN },
+        { "overwrite", no_argument, NULL, O_OVERWRITE }, { "resume", no_argument, NULL, O_RESUME },
+        { "help", no_argument, NULL, O_HELP }, { "version", no_argument, NULL, O_VERSION },
+    };
+    int n = 16;
+    for (int i = 0; zt_plan_override_flag(i) && n < 63; i++)
+        opts[n++] = (struct option) { zt_plan_override_flag(i) + 2, required_argument, NULL, O_OVERRIDE + i };
+    opts[n] = (struct option) { NULL, 0, NULL, 0 };
+    char **args = calloc((size_t) cut + 1, sizeof *args); /* getopt permutes: a copy */
+    memcpy(args, argv, sizeof *args * (size_t) cut);
+    optind = 1;
+    opterr = 0;
+    int c, idx, rc = 0;
+    while (rc == 0 && (c = getopt_long(cut, args, "h", opts, &idx)) != -1) {
+        if (c == 'h' || c == O_HELP) {
             s_usage(stdout, "ztrain");
             exit(0);
         }
-        if (!strcmp(arg, "--version")) {
+        if (c == O_VERSION) {
             printf("ztrain %s (CUDA backend: %s)\n", ZT_VERSION, zt_have_cuda_build() ? "yes" : "no");
             exit(0);
         }
-        if (!strncmp(arg, "--", 2)) {
-            char name[64];
-            const char *eq = strchr(arg, '=');
-            size_t len = eq ? (size_t) (eq - arg) : strlen(arg);
-            snprintf(name, sizeof name, "%.*s", (int) (len < 63 ? len : 63), arg);
-            const char *value = NULL;
-            if (!strcmp(name, "--cpu-only")) { a->cpu_only = true; continue; }
-            if (!strcmp(name, "--json")) { a->json = true; continue; }
-            if (!strcmp(name, "--allow-unknown-fields")) { a->allow_unknown = true; continue; }
-            if (!strcmp(name, "--overwrite")) { a->overwrite = true; continue; }
-            if (!strcmp(name, "--resume")) { a->resume = true; continue; }
-            if (!s_takes_value(name)) {
-                fprintf(stderr, "ztrain: unknown option %s (see ztrain --help)\n", name);
-                return -1;
-            }
-            if (eq)
-                value = eq + 1;
-            else if (i + 1 < argc)
-                value = argv[++i];
-            else {
-                fprintf(stderr, "ztrain: %s needs a value\n", name);
-                return -1;
-            }
-            long long n;
-            if (!strcmp(name, "--job-dir")) a->job_dir = value;
-            else if (!strcmp(name, "--study-dir")) a->study_dir = value;
-            else if (!strcmp(name, "--seed") || !strcmp(name, "--suggest")) {
-                if (!zt_parse_int(value, &n) || n < 0) {
-                    fprintf(stderr, "ztrain: %s: '%s' is not a non-negative integer\n", name, value);
-                    return -1;
-                }
-                if (name[2] == 's' && name[3] == 'e')
-                    a->seed = n;
-                else
-                    a->suggest = (int) n;
-            }
-            else if (!strcmp(name, "--trial")) a->trial = value;
-            else if (!strcmp(name, "--backend")) a->backend = value;
-            else if (!strcmp(name, "--tf-chief-name")) a->tf_chief = value;
-            else if (!strcmp(name, "--pool") || !strcmp(name, "--index")) {
-                if (!zt_parse_int(value, &n) || n < 0) {
-                    fprintf(stderr, "ztrain: %s: '%s' is not a non-negative integer\n", name, value);
-                    return -1;
-                }
-                *(name[2] == 'p' ? &a->pool : &a->index) = (int) n;
-            }
+        if (c == '?') {
+            if (optopt)
+                fprintf(stderr, "ztrain: %s needs a value (see ztrain --help)\n", args[optind - 1]);
             else
-                json_array_append_new(a->flags, json_pack("[ss]", name, value));
-            continue;
+                fprintf(stderr, "ztrain: unknown option %s (see ztrain --help)\n", args[optind - 1]);
+            rc = -1;
+            break;
         }
+        rc = s_on_option(a, c, opts[idx].name, optarg);
+    }
+    for (int i = optind; rc == 0 && i < cut; i++) {
         if (!a->command)
-            a->command = arg;
+            a->command = args[i];
         else if (!a->file)
-            a->file = arg;
+            a->file = args[i];
         else {
-            fprintf(stderr, "ztrain: unexpected argument '%s' (user arguments go after --)\n", arg);
-            return -1;
+            fprintf(stderr, "ztrain: unexpected argument '%s' (user arguments go after --)\n", args[i]);
+            rc = -1;
         }
     }
-    if (!a->command) {
+    free(args);
+    if (rc == 0 && !a->command) {
         s_usage(stderr, "ztrain");
-        return -1;
+        rc = -1;
     }
-    return 0;
+    return rc;
 }
 
 static zt_plan_t *s_load(s_args_t *a, zt_diag_t *diag, bool check_gpus)

@@ -58,6 +58,16 @@ bool zt_plan_is_override_flag(const char *name)
     return false;
 }
 
+const char *zt_plan_override_flag(int i)
+{
+    int n = (int) (sizeof s_legacy_flags / sizeof *s_legacy_flags);
+    if (i == 0)
+        return "--worker-pool-spec";
+    if (i == 1)
+        return "--display-name";
+    return i - 2 < n && i >= 2 ? s_legacy_flags[i - 2][0] : NULL;
+}
+
 const char *zt_plan_override_help(void)
 {
     return
