@@ -44,7 +44,8 @@ static void s_usage(FILE *out, const char *prog)
         "usage: %s COMMAND [options]\n\n"
         "Runs training jobs written for Vertex AI / AI Platform on this machine.\n\n"
         "Commands:\n"
-        "  run FILE [--job-dir DIR] [--backend NAME] [--cpu-only] [overrides] [-- ARGS]\n"
+        "  run FILE [--job-dir DIR] [--overwrite | --resume] [--backend NAME] [--cpu-only]\n"
+        "      [--allow-unknown-fields] [overrides] [-- ARGS]\n"
         "        start the coordinator, which starts and supervises every replica;\n"
         "        exits 0 when the job SUCCEEDED, 1 FAILED, 2 invalid spec, 3 CANCELLED\n"
         "  validate FILE [--json] [--cpu-only] [overrides] [-- ARGS]\n"
@@ -52,10 +53,12 @@ static void s_usage(FILE *out, const char *prog)
         "  env FILE --pool N --index I [--trial ID] [--job-dir DIR] [overrides]\n"
         "        print one replica's environment as KEY=VALUE lines; runs nothing\n"
         "  status --job-dir DIR [--json] | --study-dir DIR [--json]\n"
-        "        show a running or finished job, or study\n"
-        "  tune STUDY.json [--study-dir DIR] [--seed N] [--cpu-only] [--suggest N]\n"
+        "        show a running or finished job, or study; exits as run or tune did\n"
+        "        (a job whose coordinator is gone without an end is FAILED)\n"
+        "  tune STUDY.json [--study-dir DIR] [--overwrite] [--seed N] [--cpu-only] [--suggest N]\n"
         "        run a hyperparameter study: every trial is a whole job (ztrain run --trial);\n"
-        "        exits 0 when it succeeded, 1 failed, 2 invalid spec, 3 cancelled;\n"
+        "        exits 0 when it succeeded, 1 failed, 2 invalid spec, 3 cancelled; a study\n"
+        "        directory holding the same study resumes it (--overwrite: start over);\n"
         "        --suggest N prints N parameter sets and runs nothing\n\n"
         "FILE is a Vertex CustomJobSpec or CustomJob (JSON) or a legacy AI Platform\n"
         "config with trainingInput (YAML). It may be left out when --worker-pool-spec\n"
@@ -247,9 +250,11 @@ static bool s_dir_in_use(const char *dir, json_t *doc)
 {
     const char *state = json_string_value(json_object_get(doc, "state"));
     json_t *rec = json_object_get(doc, "coordinatorProcess");
-    int pid = (int) json_integer_value(json_object_get(rec, "pid"));
+    int pid = (int) json_integer_value(rec ? json_object_get(rec, "pid") : json_object_get(doc, "coordinatorPid"));
+    /* a record names the process exactly; without one (an older job.json), its pid */
+    int alive = rec ? zt_json_process_alive(rec) : pid > 0 && (kill(pid, 0) == 0 || errno == EPERM);
     bool busy = state && strcmp(state, "SUCCEEDED") && strcmp(state, "FAILED") && strcmp(state, "CANCELLED") &&
-                zt_json_process_alive(rec) != 0 && pid != getpid();
+                alive != 0 && pid != getpid();
     if (busy)
         fprintf(stderr, "ztrain: %s is the directory of a job still running (coordinator "
                         "pid %d); choose another --job-dir\n", dir, pid);
