@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""A program written for PyTorch-style launchers: it reads MASTER_ADDR,
-MASTER_PORT, WORLD_SIZE and RANK, and does a real rendezvous over TCP (rank 0
-listens, every other rank reports in, rank 0 answers with the sum of ranks).
-It needs nothing but the standard library."""
+"""A program written for PyTorch-style launchers (torch.distributed,
+torchrun): it reads MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK and torchrun's
+LOCAL_RANK, LOCAL_WORLD_SIZE and GROUP_RANK, and does a real rendezvous over
+TCP (rank 0 listens, every other rank reports in, rank 0 answers with the sum
+of ranks). It needs nothing but the standard library."""
 import json
 import os
 import socket
@@ -13,9 +14,14 @@ addr = os.environ["MASTER_ADDR"]
 port = int(os.environ["MASTER_PORT"])
 world = int(os.environ["WORLD_SIZE"])
 rank = int(os.environ["RANK"])
+local_rank = int(os.environ["LOCAL_RANK"])
+local_world = int(os.environ["LOCAL_WORLD_SIZE"])
+node = int(os.environ["GROUP_RANK"])
 task = json.loads(os.environ["CLUSTER_SPEC"])["task"]
-print("rank %d of %d (%s #%d), master %s:%d" % (rank, world, task["type"], task["index"], addr, port),
-      flush=True)
+print("rank %d of %d (%s #%d), local rank %d of %d on node %d, master %s:%d" % (
+    rank, world, task["type"], task["index"], local_rank, local_world, node, addr, port), flush=True)
+if not (0 <= local_rank < local_world <= world):
+    sys.exit("LOCAL_RANK=%d, LOCAL_WORLD_SIZE=%d do not fit WORLD_SIZE=%d" % (local_rank, local_world, world))
 
 if rank == 0:
     srv = socket.create_server((addr, port))
