@@ -253,6 +253,9 @@ class Supervision(unittest.TestCase):
                     self.assertIn("rendezvous complete: sum of ranks = 6 (expected 6)", job.out)
                     for r in (1, 2, 3):
                         self.assertIn("rank %d got sum 6 from rank 0" % r, job.out)
+                    for r in (0, 1, 2, 3):  # torchrun's variables, one host: the node holds every rank
+                        self.assertRegex(job.out, r"rank %d of 4 \(workerpool\d #\d\), local rank %d of 4 on node 0"
+                                         % (r, r))
 
 
 class JobDirReuse(unittest.TestCase):
