@@ -4,7 +4,7 @@
 set -eu
 PKGS="build-essential cmake pkg-config libzmq3-dev libczmq-dev libmsgpack-dev
       libjansson-dev libyaml-dev zlib1g-dev libopenblas-dev dataset-fashion-mnist
-      python3 procps"
+      python3 procps iproute2 util-linux slurmctld slurmd slurm-client munge"
 # --bench: also the peers the benchmarks compare against.
 [ "${1:-}" = "--bench" ] && PKGS="$PKGS openmpi-bin libopenmpi-dev python3-torch python3-pip"
 missing=""

@@ -1,0 +1,308 @@
+#!/usr/bin/env python3
+"""A real Slurm cluster on network-namespace hosts, from Debian's packages
+(slurmctld, slurmd, slurm-client, munge), for ztrain's tests and benchmarks.
+
+Every host is a network namespace joined by a veth pair to a bridge that
+itself lives in a namespace: nothing is added to the machine's own network.
+Each host has its own hostname, /etc/hosts, /dev/shm and /tmp (a UTS and a
+mount namespace around its daemon), and runs its own slurmd; the controller
+(slurmctld) and munge run in a namespace of their own. Config and state live
+in one folder (not under /tmp, which every host has its own of), on
+non-default ports. Everything made is removed by `down`, also after a
+failure. Needs root.
+
+    scripts/slurm_cluster.py up DIR [--nodes N] [--cpus C] [--mem MB]
+    scripts/slurm_cluster.py exec DIR HOST CMD...    (HOST: ctl, n1, n2, ...)
+    scripts/slurm_cluster.py down DIR
+
+As a module: Cluster(dir, nodes).up(), .run(host, cmd), .popen(host, cmd),
+.down(); `with Cluster(...) as c:` tears down on the way out.
+"""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+PACKAGES = {"slurmctld": "/usr/sbin/slurmctld", "slurmd": "/usr/sbin/slurmd", "munged": "/usr/sbin/munged",
+            "sbatch": "/usr/bin/sbatch"}
+
+
+class Unavailable(Exception):
+    """The machine cannot host the cluster (no root, no packages, no
+    namespaces): a reason to skip, not a failure."""
+
+
+def _sh(*cmd, check=True, timeout=30):
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    if check and r.returncode != 0:
+        raise RuntimeError("%s: %s" % (" ".join(cmd), (r.stderr or r.stdout).strip()))
+    return r
+
+
+def unavailable_reason():
+    """Why this machine cannot host the cluster, or None."""
+    if os.geteuid() != 0:
+        return "the Slurm test cluster needs root (network namespaces, mounts)"
+    missing = [n for n, p in PACKAGES.items() if not os.path.exists(p)]
+    if missing:
+        return "not installed: %s (scripts/deps.sh installs slurmctld slurmd slurm-client munge)" % \
+            ", ".join(missing)
+    for tool in ("ip", "nsenter", "unshare"):
+        if not shutil.which(tool):
+            return "%s is missing" % tool
+    return None
+
+
+class Cluster:
+    def __init__(self, folder, nodes=4, cpus=8, mem_mb=16000):
+        self.dir = os.path.realpath(folder)
+        for private in ("/tmp", "/dev/shm"):  # every host has its own: they would not see the folder
+            if self.dir == private or self.dir.startswith(private + "/"):
+                raise ValueError("%s: the cluster's folder must be one every host sees, not under %s"
+                                 % (self.dir, private))
+        self.nodes = ["n%d" % (i + 1) for i in range(nodes)]
+        self.cpus, self.mem = cpus, mem_mb
+        tag = os.getpid() % 9000 + 1000           # unique per cluster on this machine
+        self.prefix = "z%d" % tag                  # interface names stay under 15 characters
+        self.subnet = "10.79.%d" % (tag % 200 + 20)
+        self.port = 20000 + (tag % 4000) * 2       # slurmctld; slurmd on the next port
+        self.daemons = {}                          # host -> Popen of its daemon wrapper
+        self.conf = os.path.join(self.dir, "slurm.conf")
+
+    # ------------------------------------------------------------ names
+    def addr(self, host):
+        return "%s.%d" % (self.subnet, 2 if host == "ctl" else 10 + int(host[1:]))
+
+    def ns(self, host):
+        return "%s-%s" % (self.prefix, host)
+
+    @property
+    def hosts(self):
+        return ["ctl"] + self.nodes
+
+    # ------------------------------------------------------------ files
+    def _write_config(self):
+        os.makedirs(os.path.join(self.dir, "log"), exist_ok=True)
+        os.makedirs(os.path.join(self.dir, "state"), exist_ok=True)
+        munge = os.path.join(self.dir, "munge")
+        os.makedirs(munge, exist_ok=True)
+        os.chmod(munge, 0o700)
+        key = os.path.join(munge, "munge.key")
+        with open(key, "wb") as f:
+            f.write(os.urandom(1024))
+        os.chmod(key, 0o400)
+        d = self.dir
+        lines = [
+            "ClusterName=ztrain-test",
+            "SlurmctldHost=ctl(%s)" % self.addr("ctl"),
+            "SlurmctldPort=%d" % self.port,
+            "SlurmdPort=%d" % (self.port + 1),
+            "AuthType=auth/munge",
+            "AuthInfo=socket=%s/munge/munge.socket.2" % d,
+            "CredType=cred/munge",
+            "SlurmUser=root",
+            "SlurmdUser=root",
+            "StateSaveLocation=%s/state" % d,
+            "SlurmdSpoolDir=%s/spool-%%n" % d,
+            "SlurmctldPidFile=%s/slurmctld.pid" % d,
+            "SlurmdPidFile=%s/slurmd-%%n.pid" % d,
+            "ProctrackType=proctrack/linuxproc",   # no cgroups
+            "TaskPlugin=task/none",
+            "SchedulerType=sched/backfill",       # heterogeneous jobs start only through backfill
+            "SchedulerParameters=bf_interval=1",
+            "SelectType=select/cons_tres",
+            "SelectTypeParameters=CR_Core_Memory",
+            "ReturnToService=2",
+            "SlurmdParameters=config_overrides",  # nodes may claim more CPUs than the machine has
+            "MpiDefault=none",
+            "JobAcctGatherType=jobacct_gather/none",
+            "AccountingStorageType=accounting_storage/none",
+            "SlurmdTimeout=10",
+            "SlurmctldLogFile=%s/log/slurmctld.log" % d,
+            "SlurmdLogFile=%s/log/slurmd-%%n.log" % d,
+        ]
+        for n in self.nodes:
+            lines.append("NodeName=%s NodeAddr=%s CPUs=%d RealMemory=%d State=UNKNOWN"
+                         % (n, self.addr(n), self.cpus, self.mem))
+        lines.append("PartitionName=main Nodes=ALL Default=YES MaxTime=INFINITE State=UP")
+        with open(self.conf, "w") as f:
+            f.write("\n".join(lines) + "\n")
+        with open(os.path.join(self.dir, "hosts"), "w") as f:
+            f.write("127.0.0.1 localhost\n")
+            for h in self.hosts:
+                f.write("%s %s\n" % (self.addr(h), h))
+        with open(os.path.join(self.dir, "cluster.json"), "w") as f:
+            json.dump({"prefix": self.prefix, "hosts": self.hosts, "nodes": self.nodes}, f)
+
+    # ------------------------------------------------------------ network
+    def _make_network(self):
+        br = self.ns("br")
+        _sh("ip", "netns", "add", br)
+        _sh("ip", "netns", "exec", br, "ip", "link", "add", "br0", "type", "bridge")
+        _sh("ip", "netns", "exec", br, "ip", "link", "set", "br0", "up")
+        for h in self.hosts:
+            ns, a, b = self.ns(h), "%s-%sa" % (self.prefix, h), "%s-%sb" % (self.prefix, h)
+            _sh("ip", "netns", "add", ns)
+            _sh("ip", "link", "add", a, "type", "veth", "peer", "name", b)
+            _sh("ip", "link", "set", a, "netns", br)
+            _sh("ip", "link", "set", b, "netns", ns)
+            _sh("ip", "netns", "exec", br, "ip", "link", "set", a, "master", "br0")
+            _sh("ip", "netns", "exec", br, "ip", "link", "set", a, "up")
+            _sh("ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up")
+            _sh("ip", "netns", "exec", ns, "ip", "addr", "add", self.addr(h) + "/24", "dev", b)
+            _sh("ip", "netns", "exec", ns, "ip", "link", "set", b, "up")
+
+    def _host_wrapper(self, host, command):
+        """argv that runs command on host: its network, and a new UTS and
+        mount namespace with its hostname, /etc/hosts, /dev/shm and /tmp."""
+        setup = ("hostname %s && mount --make-rprivate / && mount --bind %s/hosts /etc/hosts && "
+                 "mount -t tmpfs tmpfs /dev/shm && mount -t tmpfs tmpfs /tmp && exec \"$@\""
+                 % (host, self.dir))
+        return ["nsenter", "--net=/run/netns/%s" % self.ns(host), "unshare", "--uts", "--mount",
+                "sh", "-c", setup, "sh", *command]
+
+    def _start_daemon(self, host, command):
+        log = open(os.path.join(self.dir, "log", "%s.out" % host), "ab")
+        self.daemons[host] = subprocess.Popen(self._host_wrapper(host, command), stdout=log, stderr=log,
+                                              start_new_session=True)
+        log.close()
+
+    # ------------------------------------------------------------ life
+    def up(self, timeout=30):
+        why = unavailable_reason()
+        if why:
+            raise Unavailable(why)
+        os.makedirs(self.dir, exist_ok=True)
+        self._write_config()
+        try:
+            self._make_network()
+        except RuntimeError as e:
+            self.down()
+            raise Unavailable("cannot make network namespaces here: %s" % e)
+        d = self.dir
+        self._start_daemon("ctl", ["sh", "-c", "munged -F --force -S %s/munge/munge.socket.2 "
+                                   "--key-file=%s/munge/munge.key --pid-file=%s/munge/munged.pid "
+                                   "--log-file=%s/log/munged.log & exec slurmctld -D -i -f %s"
+                                   % (d, d, d, d, self.conf)])
+        for n in self.nodes:
+            os.makedirs(os.path.join(d, "spool-%s" % n), exist_ok=True)
+            self._start_daemon(n, ["slurmd", "-D", "-f", self.conf, "-N", n])
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            r = self.run(self.nodes[0], ["sinfo", "-h", "-o", "%t %D"], check=False)
+            states = dict(reversed(l.split()) for l in r.stdout.split("\n") if l.strip()) if r.returncode == 0 else {}
+            if sum(int(k) for k, v in states.items() if v == "idle") == len(self.nodes):
+                return self
+            time.sleep(0.2)
+        logs = ""
+        for f in ("slurmctld.log", "munged.log"):
+            p = os.path.join(d, "log", f)
+            if os.path.exists(p):
+                logs += "\n--- %s\n%s" % (f, open(p).read()[-2000:])
+        self.down()
+        raise RuntimeError("the Slurm test cluster did not come up within %ds%s" % (timeout, logs))
+
+    def env(self):
+        return dict(os.environ, SLURM_CONF=self.conf)
+
+    def argv(self, host, cmd):
+        """cmd on host, in the namespaces of that host's daemon (its /dev/shm, /tmp)."""
+        inner = self._daemon_pid(host)
+        if inner and os.path.exists("/proc/%d" % inner):
+            return ["nsenter", "--target", str(inner), "--net", "--uts", "--mount", *cmd]
+        return self._host_wrapper(host, cmd)
+
+    def _daemon_pid(self, host):
+        """The daemon (the wrapper execs into it), or from its pid file."""
+        p = self.daemons.get(host)
+        if p:
+            return p.pid
+        try:
+            name = "slurmctld.pid" if host == "ctl" else "slurmd-%s.pid" % host
+            return int(open(os.path.join(self.dir, name)).read().split()[0])
+        except (OSError, ValueError, IndexError):
+            return None
+
+    def run(self, host, cmd, check=True, timeout=60, **kw):
+        r = subprocess.run(self.argv(host, cmd), capture_output=True, text=True, timeout=timeout,
+                           env=kw.pop("env", self.env()), **kw)
+        if check and r.returncode != 0:
+            raise RuntimeError("on %s: %s: %s" % (host, " ".join(cmd), r.stderr.strip()))
+        return r
+
+    def popen(self, host, cmd, **kw):
+        kw.setdefault("env", self.env())
+        return subprocess.Popen(self.argv(host, cmd), **kw)
+
+    def pids(self, host):
+        r = _sh("ip", "netns", "pids", self.ns(host), check=False)
+        return [int(p) for p in r.stdout.split()]
+
+    def kill_host(self, host):
+        """The host is lost: its slurmd and everything running on it, SIGKILL."""
+        for pid in self.pids(host):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+    def down(self):
+        """Stops everything this cluster started and removes its namespaces."""
+        for h in reversed(self.hosts + ["br"]):
+            for pid in self.pids(h):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        for p in self.daemons.values():
+            try:
+                p.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+        self.daemons = {}
+        deadline = time.monotonic() + 5
+        for h in self.hosts + ["br"]:
+            while _sh("ip", "netns", "pids", self.ns(h), check=False).stdout.split() and \
+                    time.monotonic() < deadline:
+                time.sleep(0.05)
+            _sh("ip", "netns", "del", self.ns(h), check=False)
+
+    def __enter__(self):
+        return self.up()
+
+    def __exit__(self, *exc):
+        self.down()
+
+
+def main(argv):
+    if len(argv) < 3 or argv[1] not in ("up", "down", "exec"):
+        print(__doc__)
+        return 2
+    folder = argv[2]
+    if argv[1] == "up":
+        n = int(argv[argv.index("--nodes") + 1]) if "--nodes" in argv else 4
+        c = Cluster(folder, nodes=n)
+        try:
+            c.up()
+        except Unavailable as e:
+            print("slurm_cluster: %s" % e, file=sys.stderr)
+            return 77
+        for p in c.daemons.values():  # the daemons outlive this command; `down` removes them
+            p.returncode = 0
+        print("up: %s (SLURM_CONF=%s); hosts %s" % (c.prefix, c.conf, " ".join(c.hosts)))
+        return 0
+    info = json.load(open(os.path.join(folder, "cluster.json")))
+    c = Cluster(folder, nodes=len(info["nodes"]))
+    c.prefix = info["prefix"]
+    if argv[1] == "down":
+        c.down()
+        return 0
+    host, cmd = argv[3], argv[4:]
+    return subprocess.call(c.argv(host, cmd), env=c.env())
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
