@@ -185,7 +185,7 @@ int main(int argc, char **argv)
             one_at = i;
             i += 6;
         }
-        else if (argv[i][0] == '-') {
+        else if (argv[i][0] == '-' && argv[i][1]) { /* "-": no reducer binary (--one) */
             fprintf(stderr, "ar_bench: unknown option or missing values: '%s'\n", argv[i]);
             s_usage(stderr);
             return 2;

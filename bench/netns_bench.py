@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Where the Reduction Server's advantage shows: every worker and reducer on
 its own host with a bandwidth-limited link. The benchmark makes the hosts
-itself (network namespaces on a bridge, veth pairs, a `tc tbf` rate limit on
+itself (network namespaces on a bridge that has a namespace of its own, as
+has mpirun: nothing is added to the machine's own network; veth pairs, a `tc tbf` rate limit on
 both directions of every link), runs ztrain's reducers, ztrain's ring and
 Open MPI over TCP across them, prints time per operation, algorithm bandwidth
 and the ratios, and removes everything again. Needs root.
@@ -44,34 +45,47 @@ def ip_of(h):
     return "10.77.0.%d" % (10 + h)
 
 
+BRIDGE_NS = "zt-br"    # the bridge lives in a namespace of its own
+MPIRUN_NS = "zt-mpi"   # so does mpirun (its PMIx server at 10.77.0.1)
+
+
 def teardown():
+    # Deleting a namespace deletes the veth ends in it, and with them their peers.
     for h in range(16):
-        sh("ip", "link", "del", "zt-v%d" % h, check=False)
         sh("ip", "netns", "del", "zt-h%d" % h, check=False)
-    sh("ip", "link", "del", "ztbr0", check=False)
+    sh("ip", "netns", "del", MPIRUN_NS, check=False)
+    sh("ip", "netns", "del", BRIDGE_NS, check=False)
+
+
+def add_host(ns, ifname, peer, addr, limit):
+    """A host namespace joined to the bridge by a veth pair; limit: tc tbf on
+    both directions of the link."""
+    sh("ip", "netns", "add", ns)
+    sh("ip", "link", "add", peer, "type", "veth", "peer", "name", ifname)
+    sh("ip", "link", "set", ifname, "netns", ns)
+    sh("ip", "link", "set", peer, "netns", BRIDGE_NS)
+    sh("ip", "netns", "exec", BRIDGE_NS, "ip", "link", "set", peer, "mtu", MTU)
+    sh("ip", "netns", "exec", BRIDGE_NS, "ip", "link", "set", peer, "master", "ztbr0")
+    sh("ip", "netns", "exec", BRIDGE_NS, "ip", "link", "set", peer, "up")
+    sh("ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up")
+    sh("ip", "netns", "exec", ns, "ip", "addr", "add", addr + "/24", "dev", ifname)
+    sh("ip", "netns", "exec", ns, "ip", "link", "set", ifname, "mtu", MTU, "up")
+    if limit:  # the link's rate, both ways: out of the host, and into it
+        sh("ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", ifname, "root", "tbf",
+           "rate", RATE, "burst", "512kb", "latency", LATENCY)
+        sh("ip", "netns", "exec", BRIDGE_NS, "tc", "qdisc", "add", "dev", peer, "root", "tbf",
+           "rate", RATE, "burst", "512kb", "latency", LATENCY)
 
 
 def setup():
+    """Nothing is added to the machine's own network namespace."""
     teardown()
-    sh("ip", "link", "add", "ztbr0", "type", "bridge")
-    sh("ip", "addr", "add", "10.77.0.1/24", "dev", "ztbr0")  # where mpirun's PMIx server listens
-    sh("ip", "link", "set", "ztbr0", "up")
+    sh("ip", "netns", "add", BRIDGE_NS)
+    sh("ip", "netns", "exec", BRIDGE_NS, "ip", "link", "add", "ztbr0", "type", "bridge")
+    sh("ip", "netns", "exec", BRIDGE_NS, "ip", "link", "set", "ztbr0", "up")
+    add_host(MPIRUN_NS, "zt-em", "zt-vm", "10.77.0.1", False)
     for h in range(HOSTS):
-        ns = "zt-h%d" % h
-        sh("ip", "netns", "add", ns)
-        sh("ip", "link", "add", "zt-v%d" % h, "type", "veth", "peer", "name", "zt-e%d" % h)
-        sh("ip", "link", "set", "zt-e%d" % h, "netns", ns)
-        sh("ip", "link", "set", "zt-v%d" % h, "mtu", MTU)
-        sh("ip", "link", "set", "zt-v%d" % h, "master", "ztbr0")
-        sh("ip", "link", "set", "zt-v%d" % h, "up")
-        sh("ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up")
-        sh("ip", "netns", "exec", ns, "ip", "addr", "add", ip_of(h) + "/24", "dev", "zt-e%d" % h)
-        sh("ip", "netns", "exec", ns, "ip", "link", "set", "zt-e%d" % h, "mtu", MTU, "up")
-        # The link's rate, both ways: out of the host, and into it.
-        sh("ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", "zt-e%d" % h, "root", "tbf",
-           "rate", RATE, "burst", "512kb", "latency", LATENCY)
-        sh("tc", "qdisc", "add", "dev", "zt-v%d" % h, "root", "tbf", "rate", RATE, "burst", "512kb",
-           "latency", LATENCY)
+        add_host("zt-h%d" % h, "zt-e%d" % h, "zt-v%d" % h, ip_of(h), True)
 
 
 def iters_for(size):
@@ -112,10 +126,12 @@ def run_mpi():
     exe = os.path.join(BUILD, "bench", "mpi_allreduce")
     subprocess.run(["mpicc", "-O2", "-o", exe, os.path.join(HERE, "mpi_allreduce.c")], check=True)
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-               PMIX_MCA_ptl_tcp_if_include="ztbr0", PMIX_MCA_ptl_tcp_disable_ipv6_family="1")
-    out = subprocess.run(["mpirun", "--oversubscribe", "-np", str(N), "--mca", "btl", "tcp,self",
+               PMIX_MCA_ptl_tcp_if_include="10.77.0.0/24", PMIX_MCA_ptl_tcp_disable_ipv6_family="1")
+    # mpirun in its own namespace on the bridge; each rank moves to its host's.
+    out = subprocess.run(["ip", "netns", "exec", MPIRUN_NS,
+                          "mpirun", "--oversubscribe", "-np", str(N), "--mca", "btl", "tcp,self",
                           "--mca", "btl_tcp_if_include", "10.77.0.0/24", "--mca", "pml", "ob1",
-                          "--mca", "oob_tcp_if_include", "ztbr0",
+                          "--mca", "oob_tcp_if_include", "10.77.0.0/24",
                           os.path.join(HERE, "netns_wrap.sh"), exe, "mpi-tcp", "0.05"],
                          capture_output=True, text=True, env=env, timeout=1200).stdout
     res = {}
