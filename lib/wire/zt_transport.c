@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netdb.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -194,13 +196,38 @@ void zt_sock_destroy(zsock_t **sock_p)
             unlink(paths[k]);
 }
 
+/* libzmq binds to an address or an interface, not a host name: a host
+ * name ("tcp://n2:7000", as a cluster names its nodes) is resolved to its
+ * IPv4 address first. Anything else is left as it is. */
+static const char *s_bindable(const char *endpoint, char *buf, size_t size)
+{
+    if (strncmp(endpoint, "tcp://", 6))
+        return endpoint;
+    const char *host = endpoint + 6, *colon = strrchr(host, ':');
+    if (!colon || colon == host || *host == '*' || *host == '[')
+        return endpoint;
+    char name[256];
+    snprintf(name, sizeof name, "%.*s", (int) (colon - host), host);
+    struct in_addr ip;
+    if (inet_pton(AF_INET, name, &ip) == 1)
+        return endpoint;
+    struct addrinfo hints = { .ai_family = AF_INET, .ai_socktype = SOCK_STREAM }, *res = NULL;
+    if (getaddrinfo(name, NULL, &hints, &res) != 0 || !res)
+        return endpoint; /* perhaps an interface name: libzmq decides */
+    char addr[INET_ADDRSTRLEN];
+    inet_ntop(AF_INET, &((struct sockaddr_in *) res->ai_addr)->sin_addr, addr, sizeof addr);
+    freeaddrinfo(res);
+    snprintf(buf, size, "tcp://%s%s", addr, colon);
+    return buf;
+}
+
 zsock_t *zt_sock_router(zt_plane_t plane, const char *endpoint, int *port_p)
 {
     zsock_t *router = s_socket(ZMQ_ROUTER, plane);
     if (!router)
         return NULL;
-    char twin[160];
-    int port = zsock_bind(router, "%s", endpoint);
+    char twin[160], resolved[300];
+    int port = zsock_bind(router, "%s", s_bindable(endpoint, resolved, sizeof resolved));
     if (port < 0) {
         zt_error("cannot bind %s: %s", endpoint, zmq_strerror(zmq_errno()));
         zsock_destroy(&router);
@@ -248,6 +275,11 @@ zsock_t *zt_sock_dealer(zt_plane_t plane, const char *endpoint)
 void zt_transport_selftest(void)
 {
     char t[160];
+    /* a host name binds (libzmq alone refuses one: "No such device") */
+    int port = -1;
+    zsock_t *named = zt_sock_router(ZT_PLANE_CONTROL, "tcp://localhost:*", &port);
+    assert(named && port > 0);
+    zt_sock_destroy(&named);
     const char *dir = zt_knob_str(ZT_KNOB_IPC_DIR);
     char want[160];
     snprintf(want, sizeof want, "ipc://%s/ztrain-5555.sock", dir);
