@@ -465,7 +465,13 @@ int zt_trainer_run(const zt_train_opts_t *o)
         goto out;
     if (r.rank == 0 && r.rep) { /* the chief serves its checkpoints to evaluators */
         const char *roots[2][2] = { { "checkpoints", r.ckpt_dir }, { "model", r.model_dir } };
-        r.files = zt_fileserver_new("tcp://127.0.0.1:*", (const char *const (*)[2]) roots, 2);
+        /* where other replicas reach this one: ZT_ADDRESS's host (127.0.0.1 here, the node's
+         * name on a cluster), on a port of the kernel's choosing */
+        const char *me = zt_env_get(ZT_ENV_ADDRESS);
+        const char *colon = me ? strrchr(me, ':') : NULL;
+        char *ep = colon ? zt_strdupf("tcp://%.*s:*", (int) (colon - me), me) : strdup("tcp://127.0.0.1:*");
+        r.files = zt_fileserver_new(ep, (const char *const (*)[2]) roots, 2);
+        free(ep);
         snprintf(r.address, sizeof r.address, "%s", zt_fileserver_endpoint(r.files) ?: "");
     }
     int64_t step = s_resume(&r), t0 = zt_now_ms();

@@ -15,7 +15,7 @@ void zt_placement_fini(zt_placement_t *self)
 
 const char *zt_backend_names(void)
 {
-    return "local";
+    return "local, slurm";
 }
 
 zt_backend_t *zt_backend_new(const char *name, char *err, size_t len)
@@ -24,6 +24,8 @@ zt_backend_t *zt_backend_new(const char *name, char *err, size_t len)
         name = zt_knob_str(ZT_KNOB_BACKEND);
     if (!strcmp(name, "local"))
         return zt_backend_local_new();
+    if (!strcmp(name, "slurm"))
+        return zt_backend_slurm_new();
     snprintf(err, len, "unknown launch backend '%s' (this ztrain has: %s)", name, zt_backend_names());
     return NULL;
 }

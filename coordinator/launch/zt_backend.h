@@ -79,5 +79,7 @@ const char *zt_backend_names(void);
  * reason in err when there is none of that name. */
 zt_backend_t *zt_backend_new(const char *name, char *err, size_t len);
 zt_backend_t *zt_backend_local_new(void);
+/* Inside a Slurm allocation: every replica a job step on its node. */
+zt_backend_t *zt_backend_slurm_new(void);
 
 #endif

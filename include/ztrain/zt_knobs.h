@@ -39,7 +39,7 @@ extern "C" {
       "largest replicaCount accepted for one pool on this machine")               \
     X(GPU_COUNT,           "ZT_GPU_COUNT",           "auto", "auto|int", ZT_FOR_COORD|ZT_FOR_WORKER,                      \
       "GPUs on this machine (auto: count /dev/nvidiaN)")                          \
-    X(BACKEND,             "ZT_BACKEND",             "local", "local", ZT_FOR_COORD,                    \
+    X(BACKEND,             "ZT_BACKEND",             "local", "local|slurm", ZT_FOR_COORD,                    \
       "where `ztrain run` places and starts replicas (--backend wins)")           \
     X(METRIC_HISTORY,      "ZT_METRIC_HISTORY",      "100", "int", ZT_FOR_COORD,                       \
       "job.json keeps this many of each replica's newest values of each metric (its series)") \

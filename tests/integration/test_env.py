@@ -189,14 +189,22 @@ class ReplicaEnv(unittest.TestCase):
     def test_backend_choice(self):
         r = ztrain("env", self.path, "--pool", "0", "--index", "0", "--backend", "local")
         self.assertEqual(r.returncode, 0, r.stderr)
-        for args, env in ((["--backend", "slurm"], {}), ([], {"ZT_BACKEND": "nope"})):
+        for args, env in ((["--backend", "nomad"], {}), ([], {"ZT_BACKEND": "nope"})):
             with self.subTest(args=args, env=env):
                 d = tmpdir("env-backend-")
                 r = ztrain("run", self.path, "--job-dir", d, "--cpu-only", *args, env=env)
                 self.assertEqual(r.returncode, 2, r.stderr)
-                self.assertIn("slurm" if args else "ZT_BACKEND=nope", r.stderr)
+                self.assertIn("nomad" if args else "ZT_BACKEND=nope", r.stderr)
                 self.assertIn("local", r.stderr)  # what there is
+                self.assertIn("slurm", r.stderr)
                 self.assertFalse(os.path.exists(os.path.join(d, "job.json")))
+        # slurm outside an allocation: a clear error, nothing started
+        d = tmpdir("env-backend-")
+        r = ztrain("run", self.path, "--job-dir", d, "--cpu-only", "--backend", "slurm",
+                   env={"SLURM_JOB_ID": ""})
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("the slurm backend runs inside a Slurm allocation", r.stderr)
+        self.assertFalse(os.path.exists(os.path.join(d, "job.json")))
 
     def test_bad_pool_and_index(self):
         r = ztrain("env", self.path, "--pool", "7", "--index", "0")

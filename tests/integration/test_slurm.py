@@ -4,6 +4,7 @@ schedules ordinary and heterogeneous jobs across hosts, each host has its
 own name, /dev/shm and /tmp, nothing is added to this machine's own
 network, and everything is gone after `down`. Skips (77) without root or
 the packages."""
+import json
 import os
 import subprocess
 import sys
@@ -14,7 +15,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "scripts"))
 import slurm_cluster  # noqa: E402
 
-from ztest import alive, tmpdir as _tmpdir  # noqa: E402
+from ztest import BIN, alive, tmpdir as _tmpdir  # noqa: E402
 
 
 def tmpdir(prefix):
@@ -82,6 +83,92 @@ class SlurmCluster(unittest.TestCase):
         names = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
         self.assertNotIn(c.prefix + "-", names)
         self.assertFalse([p for p in pids if alive(p)])
+
+
+DUMP = ('{ env; echo "HOSTNAME_IS=$(hostname)"; } > "$ZT_JOB_DIR/.env-$ZT_POOL-$ZT_INDEX"; '
+        'mv "$ZT_JOB_DIR/.env-$ZT_POOL-$ZT_INDEX" "$ZT_JOB_DIR/env-$ZT_POOL-$ZT_INDEX.txt"; ')
+WAIT = ('for f in 1-0 1-1 2-0; do i=0; while [ ! -e "$ZT_JOB_DIR/env-$f.txt" ] && [ $i -lt 600 ]; do '
+        'sleep 0.05; i=$((i+1)); done; done; ')
+
+
+def sh_pool(script, n):
+    return {"machineSpec": {"machineType": "n1-standard-4"}, "replicaCount": n,
+            "containerSpec": {"imageUri": "local", "command": ["sh", "-c", script]}}
+
+
+class SlurmBackend(unittest.TestCase):
+    """`ztrain run --backend slurm` inside a heterogeneous allocation (one
+    component per pool): every replica a job step on its node, and the
+    environment names the nodes."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.c = slurm_cluster.Cluster(tmpdir("slurm-backend-"), nodes=4)  # components get nodes of their own
+        cls.c.up()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.c.down()
+
+    def run_job(self, pools, components):
+        d = tempfile.mkdtemp(prefix="job-", dir=self.c.dir)
+        spec = os.path.join(d, "job.json")
+        with open(spec, "w") as f:
+            json.dump({"displayName": "on-slurm", "jobSpec": {"workerPoolSpecs": pools}}, f)
+        job_dir = os.path.join(d, "job")
+        script = os.path.join(d, "batch.sh")
+        with open(script, "w") as f:
+            f.write("#!/bin/sh\n" + "#SBATCH hetjob\n".join("#SBATCH %s\n" % c for c in components) +
+                    "exec %s run %s --backend slurm --job-dir %s\n" % (os.path.join(os.path.abspath(BIN), "ztrain"),
+                                                                      spec, job_dir))
+        out = os.path.join(d, "batch.out")
+        r = self.c.run("n1", ["sbatch", "--wait", "-o", out, script], check=False, timeout=120)
+        text = open(out).read() if os.path.exists(out) else ""
+        return r.returncode, text, job_dir
+
+    def test_environment_names_the_nodes(self):
+        rc, out, job_dir = self.run_job(
+            [sh_pool(DUMP + WAIT, 1), sh_pool(DUMP + "sleep 30", 2), sh_pool(DUMP + "sleep 30", 1)],
+            ["-n1 -c1 --mem=100", "-n2 --ntasks-per-node=1 -c1 --mem=100", "-n1 -c1 --mem=100"])
+        self.assertEqual(rc, 0, out[-3000:])
+        job = json.load(open(os.path.join(job_dir, "job.json")))
+        self.assertEqual(job["state"], "SUCCEEDED", out[-3000:])
+        envs = {}
+        for name in ("0-0", "1-0", "1-1", "2-0"):
+            with open(os.path.join(job_dir, "env-%s.txt" % name)) as f:
+                envs[name] = dict(l.split("=", 1) for l in f.read().splitlines() if "=" in l)
+        specs = [json.loads(e["CLUSTER_SPEC"])["cluster"] for e in envs.values()]
+        self.assertTrue(all(s == specs[0] for s in specs), specs)  # every replica sees the same cluster
+        for name, e in envs.items():
+            pool, index = name.split("-")
+            addr = specs[0]["workerpool" + pool][int(index)]
+            host, port = addr.split(":")
+            self.assertIn(host, ("n1", "n2", "n3", "n4"))
+            self.assertEqual(e["HOSTNAME_IS"], host, name)  # it runs where the cluster says
+            self.assertEqual(e["ZT_HOST"], host)
+            self.assertTrue(1024 < int(port) < 65536)
+        self.assertNotEqual(envs["1-0"]["HOSTNAME_IS"], envs["1-1"]["HOSTNAME_IS"])  # one task per node
+        self.assertEqual(envs["1-0"]["MASTER_ADDR"], envs["0-0"]["HOSTNAME_IS"])
+        self.assertEqual(envs["1-0"]["GROUP_WORLD_SIZE"], str(len({envs[n]["HOSTNAME_IS"]
+                                                                   for n in ("0-0", "1-0", "1-1")})))
+        self.assertEqual(len(set(v for s in specs[0].values() for v in s)), 4)  # addresses distinct
+
+    def test_async_example_across_hosts(self):
+        root = os.path.join(HERE, "..", "..")
+        ex = json.load(open(os.path.join(root, "examples", "fashion-mnist-async.json")))
+        pools = ex["jobSpec"]["workerPoolSpecs"]
+        rc, out, job_dir = self.run_job(pools, ["-n1 -c1 --mem=100", "-N1 -n2 -c1 --mem=100",
+                                                "-N1 -n2 -c1 --mem=100", "-n1 -c1 --mem=100"])
+        self.assertEqual(rc, 0, out[-3000:])
+        job = json.load(open(os.path.join(job_dir, "job.json")))
+        self.assertEqual(job["state"], "SUCCEEDED", out[-3000:])
+        self.assertGreaterEqual(job["metrics"]["workerpool0-0"]["accuracy"]["value"], 0.85)
+        hosts = {r["name"]: r["host"] for r in job["replicas"]}
+        self.assertEqual(len(set(hosts.values())), 4, hosts)  # one host per pool
+        for name, host in hosts.items():
+            self.assertIn("%s: started pid" % name, out)
+            self.assertRegex(out, r"%s: started pid \d+ on %s" % (name, host))
+        self.assertTrue(any(e["name"] == "eval_accuracy" for e in job["evaluations"]))  # across hosts
 
 
 if __name__ == "__main__":
