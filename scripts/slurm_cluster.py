@@ -57,8 +57,12 @@ def unavailable_reason():
 
 
 class Cluster:
-    def __init__(self, folder, nodes=4, cpus=8, mem_mb=16000):
+    def __init__(self, folder, nodes=4, cpus=8, mem_mb=16000, shared=()):
+        """shared: folders under /tmp that every host must still see (a
+        checkout or build tree there): bound back over each host's own /tmp."""
         self.dir = os.path.realpath(folder)
+        self.shared = [os.path.realpath(p) for p in shared
+                       if os.path.realpath(p).startswith("/tmp/") and os.path.isdir(p)]
         for private in ("/tmp", "/dev/shm"):  # every host has its own: they would not see the folder
             if self.dir == private or self.dir.startswith(private + "/"):
                 raise ValueError("%s: the cluster's folder must be one every host sees, not under %s"
@@ -158,9 +162,15 @@ class Cluster:
     def _host_wrapper(self, host, command):
         """argv that runs command on host: its network, and a new UTS and
         mount namespace with its hostname, /etc/hosts, /dev/shm and /tmp."""
-        setup = ("hostname %s && mount --make-rprivate / && mount --bind %s/hosts /etc/hosts && "
-                 "mount -t tmpfs tmpfs /dev/shm && mount -t tmpfs tmpfs /tmp && exec \"$@\""
-                 % (host, self.dir))
+        keep, back = "", ""
+        for i, p in enumerate(self.shared):  # parked outside /tmp, then bound back over the new one
+            stash = os.path.join(self.dir, "shared-%d" % i)
+            os.makedirs(stash, exist_ok=True)
+            keep += "mount --bind '%s' '%s' && " % (p, stash)
+            back += "mkdir -p '%s' && mount --bind '%s' '%s' && " % (p, stash, p)
+        setup = ("hostname %s && mount --make-rprivate / && mount --bind %s/hosts /etc/hosts && %s"
+                 "mount -t tmpfs tmpfs /dev/shm && mount -t tmpfs tmpfs /tmp && %sexec \"$@\""
+                 % (host, self.dir, keep, back))
         return ["nsenter", "--net=/run/netns/%s" % self.ns(host), "unshare", "--uts", "--mount",
                 "sh", "-c", setup, "sh", *command]
 

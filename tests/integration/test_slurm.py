@@ -27,6 +27,11 @@ def tmpdir(prefix):
     return d
 
 
+# The checkout and the binaries: every host sees them, even when they are
+# under /tmp (which each host has its own of).
+SHARED = [os.path.join(HERE, "..", ".."), os.path.abspath(BIN)]
+
+
 def own_addresses():
     return subprocess.run(["ip", "-o", "addr"], capture_output=True, text=True).stdout
 
@@ -35,7 +40,7 @@ class SlurmCluster(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.before = own_addresses()
-        cls.c = slurm_cluster.Cluster(tmpdir("slurm-"), nodes=3)
+        cls.c = slurm_cluster.Cluster(tmpdir("slurm-"), nodes=3, shared=SHARED)
         cls.c.up()
 
     @classmethod
@@ -53,7 +58,7 @@ class SlurmCluster(unittest.TestCase):
                     "srun --het-group=0 sh -c 'echo comp0 $(hostname)' &\n"
                     "srun --het-group=1 sh -c 'echo comp1 $(hostname)' &\nwait\n")
         out = os.path.join(self.c.dir, "het.out")
-        self.c.run("n1", ["sbatch", "--wait", "-o", out, script], timeout=60)
+        self.c.run("n1", ["sbatch", "--wait", "--chdir", self.c.dir, "-o", out, script], timeout=60)
         lines = sorted(open(out).read().split())
         comps = sorted(open(out).read().strip().split("\n"))
         self.assertEqual(len(comps), 3, lines)
@@ -103,7 +108,7 @@ class SlurmBackend(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        cls.c = slurm_cluster.Cluster(tmpdir("slurm-backend-"), nodes=4)  # components get nodes of their own
+        cls.c = slurm_cluster.Cluster(tmpdir("slurm-backend-"), nodes=4, shared=SHARED)  # a node per component
         cls.c.up()
 
     @classmethod
@@ -122,7 +127,7 @@ class SlurmBackend(unittest.TestCase):
                     "exec %s run %s --backend slurm --job-dir %s\n" % (os.path.join(os.path.abspath(BIN), "ztrain"),
                                                                       spec, job_dir))
         out = os.path.join(d, "batch.out")
-        r = self.c.run("n1", ["sbatch", "--wait", "-o", out, script], check=False, timeout=120)
+        r = self.c.run("n1", ["sbatch", "--wait", "--chdir", d, "-o", out, script], check=False, timeout=180)
         text = open(out).read() if os.path.exists(out) else ""
         return r.returncode, text, job_dir
 
