@@ -6,7 +6,10 @@ network, and everything is gone after `down`. Skips (77) without root or
 the packages."""
 import json
 import os
+import re
+import signal
 import subprocess
+import time
 import sys
 import tempfile
 import unittest
@@ -108,12 +111,30 @@ class SlurmBackend(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        cls.c = slurm_cluster.Cluster(tmpdir("slurm-backend-"), nodes=4, shared=SHARED)  # a node per component
+        cls.c = slurm_cluster.Cluster(tmpdir("slurm-backend-"), nodes=5, shared=SHARED)  # a node per component
         cls.c.up()
 
     @classmethod
     def tearDownClass(cls):
         cls.c.down()
+
+    def submit(self, pools, components):
+        """sbatch --wait in the background: (Popen, job dir, batch output)."""
+        d = tempfile.mkdtemp(prefix="job-", dir=self.c.dir)
+        spec = os.path.join(d, "job.json")
+        with open(spec, "w") as f:
+            json.dump({"displayName": "on-slurm", "jobSpec": {"workerPoolSpecs": pools}}, f)
+        job_dir = os.path.join(d, "job")
+        script = os.path.join(d, "batch.sh")
+        with open(script, "w") as f:
+            f.write("#!/bin/sh\n" + "#SBATCH hetjob\n".join("#SBATCH %s\n" % c for c in components) +
+                    "exec env ZT_HEARTBEAT_MS=300 ZT_STOP_GRACE_MS=3000 %s run %s --backend slurm --job-dir %s\n"
+                    % (os.path.join(os.path.abspath(BIN), "ztrain"), spec, job_dir))
+        out = os.path.join(d, "batch.out")
+        p = self.c.popen("n1", ["sbatch", "--wait", "--chdir", d, "-o", out, script],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.addCleanup(lambda: p.poll() is None and p.kill())
+        return p, job_dir, out
 
     def run_job(self, pools, components):
         d = tempfile.mkdtemp(prefix="job-", dir=self.c.dir)
@@ -148,7 +169,7 @@ class SlurmBackend(unittest.TestCase):
             pool, index = name.split("-")
             addr = specs[0]["workerpool" + pool][int(index)]
             host, port = addr.split(":")
-            self.assertIn(host, ("n1", "n2", "n3", "n4"))
+            self.assertIn(host, ("n1", "n2", "n3", "n4", "n5"))
             self.assertEqual(e["HOSTNAME_IS"], host, name)  # it runs where the cluster says
             self.assertEqual(e["ZT_HOST"], host)
             self.assertTrue(1024 < int(port) < 65536)
@@ -174,6 +195,66 @@ class SlurmBackend(unittest.TestCase):
             self.assertIn("%s: started pid" % name, out)
             self.assertRegex(out, r"%s: started pid \d+ on %s" % (name, host))
         self.assertTrue(any(e["name"] == "eval_accuracy" for e in job["evaluations"]))  # across hosts
+
+    def test_sync_example_identical_weights(self):
+        root = os.path.join(HERE, "..", "..")
+        ex = json.load(open(os.path.join(root, "examples", "fashion-mnist-sync.json")))
+        pools = ex["jobSpec"]["workerPoolSpecs"]
+        for p in pools[:2]:
+            p["containerSpec"]["args"] = [a for a in p["containerSpec"]["args"]
+                                          if not a.startswith(("--epochs", "--checkpoint_steps"))]
+            p["containerSpec"]["args"] += ["--epochs=1", "--checkpoint_steps=100"]
+        rc, out, job_dir = self.run_job(pools, ["-n1 -c1 --mem=100", "-N1 -n3 -c1 --mem=100",
+                                                "-N2 -n2 --ntasks-per-node=1 -c1 --mem=100", "-n1 -c1 --mem=100"])
+        self.assertEqual(rc, 0, out[-3000:])
+        job = json.load(open(os.path.join(job_dir, "job.json")))
+        self.assertEqual(job["state"], "SUCCEEDED", out[-3000:])
+        hosts = {r["name"]: r["host"] for r in job["replicas"]}
+        self.assertNotEqual(hosts["workerpool2-0"], hosts["workerpool2-1"])  # reducers on their own hosts
+        self.assertNotIn(hosts["workerpool2-0"], (hosts["workerpool0-0"], hosts["workerpool1-0"]))
+        h = dict(re.findall(r" (workerpool\d-\d)\[\d+\]: params fnv1a ([0-9a-f]{16})", out))
+        self.assertEqual(len(h), 4, out[-2000:])
+        self.assertEqual(len(set(h.values())), 1, h)  # bitwise-equal weights on every worker
+
+    def test_worker_killed_restarts_in_place(self):
+        root = os.path.join(HERE, "..", "..")
+        ex = json.load(open(os.path.join(root, "examples", "fashion-mnist-async.json")))
+        pools = ex["jobSpec"]["workerPoolSpecs"][:3]
+        for p in pools[:2]:
+            p["containerSpec"]["args"] = [a for a in p["containerSpec"]["args"]
+                                          if not a.startswith("--epochs")] + ["--epochs=2"]
+        p, job_dir, out = self.submit(pools, ["-n1 -c1 --mem=100", "-N1 -n2 -c1 --mem=100",
+                                              "-N1 -n2 -c1 --mem=100"])
+        deadline = time.monotonic() + 120
+        victim = None
+        while victim is None and time.monotonic() < deadline:
+            try:
+                job = json.load(open(os.path.join(job_dir, "job.json")))
+            except (OSError, ValueError):
+                job = {}
+            rep = [r for r in job.get("replicas", []) if r["name"] == "workerpool1-0"]
+            if job.get("state") == "RUNNING" and rep:
+                for pid in self.c.pids(rep[0]["host"]):
+                    try:
+                        env = open("/proc/%d/environ" % pid, "rb").read().split(b"\0")
+                        cmd = open("/proc/%d/cmdline" % pid, "rb").read()
+                    except OSError:
+                        continue
+                    if b"ztrain-worker" in cmd and b"ZT_POOL=1" in env and b"ZT_INDEX=0" in env \
+                            and b"srun" not in cmd.split(b"\0")[0]:
+                        victim = (pid, rep[0]["host"])
+            time.sleep(0.2)
+        self.assertIsNotNone(victim, "workerpool1-0 never ran")
+        time.sleep(1)
+        os.kill(victim[0], signal.SIGKILL)  # on its node
+        p.wait(timeout=240)
+        job = json.load(open(os.path.join(job_dir, "job.json")))
+        text = open(out).read()
+        self.assertEqual(job["state"], "SUCCEEDED", text[-3000:])
+        rep = [r for r in job["replicas"] if r["name"] == "workerpool1-0"][0]
+        self.assertEqual(rep["restarts"], 1, text[-3000:])
+        self.assertEqual(rep["host"], victim[1])  # in place: the same node
+        self.assertRegex(text, r"workerpool1-0: started pid \d+ on %s" % victim[1])
 
 
 if __name__ == "__main__":
