@@ -15,6 +15,7 @@
 #include "ztrain/zt_log.h"
 #include <arpa/inet.h>
 #include <netdb.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +28,12 @@ typedef struct {
     char **nodes;               /* per ordinal: its node (owned) */
     int *comp_of;               /* per ordinal: its component */
     int n;
+    /* scancel or the time limit ends the steps before the coordinator hears
+     * its own SIGTERM: their ends are held back until it has, so that they
+     * are a cancelled job's, not crashes */
+    struct { zt_handle_t *h; int status; } held[512];
+    int nheld;
+    int64_t ending_since;       /* when the allocation was seen ending (0: not) */
 } s_slurm_t;
 
 /* The node names of a Slurm host list ("n[1-3],x"), through scontrol. */
@@ -215,10 +222,45 @@ static int s_signal(zt_backend_t *self, zt_handle_t *h, int sig)
     return ctx->local->signal(ctx->local, h, sig);
 }
 
+/* True when squeue says the allocation is no longer running (cancelled,
+ * timed out, completing). No answer is not taken for an end. */
+static bool s_allocation_ending(void)
+{
+    char *cmd = zt_strdupf("squeue -h -j '%s' -o '%%T' 2>/dev/null", getenv("SLURM_JOB_ID"));
+    FILE *p = popen(cmd, "r");
+    free(cmd);
+    char state[64] = "";
+    bool any = p && fgets(state, sizeof state, p);
+    if (p)
+        pclose(p);
+    return any && state[0] && strncmp(state, "RUNNING", 7);
+}
+
 static int s_reap(zt_backend_t *self, zt_handle_t **h, int *status)
 {
     s_slurm_t *ctx = self->ctx;
-    return ctx->local->reap(ctx->local, h, status);
+    if (ctx->nheld > 0 && zt_now_ms() - ctx->ending_since > 200) { /* the coordinator knows by now */
+        *h = ctx->held[0].h;
+        *status = ctx->held[0].status;
+        memmove(ctx->held, ctx->held + 1, sizeof ctx->held[0] * (size_t) --ctx->nheld);
+        return 1;
+    }
+    int rc = ctx->local->reap(ctx->local, h, status);
+    if (rc != 1)
+        return rc;
+    if (!ctx->ending_since && s_allocation_ending()) {
+        ctx->ending_since = zt_now_ms();
+        zt_warn("the Slurm allocation %s is ending (scancel or its time limit): the job is cancelled",
+                getenv("SLURM_JOB_ID"));
+        raise(SIGTERM); /* the coordinator's own path for a cancelled job */
+    }
+    if (ctx->ending_since && zt_now_ms() - ctx->ending_since <= 200 && ctx->nheld < 512) {
+        ctx->held[ctx->nheld].h = *h;
+        ctx->held[ctx->nheld++].status = *status;
+        *h = NULL;
+        return 0;
+    }
+    return 1;
 }
 
 static void s_release(zt_backend_t *self, zt_handle_t **h)

@@ -256,6 +256,41 @@ class SlurmBackend(unittest.TestCase):
         self.assertEqual(rep["host"], victim[1])  # in place: the same node
         self.assertRegex(text, r"workerpool1-0: started pid \d+ on %s" % victim[1])
 
+    def test_scancel_cancels_and_leaves_nothing(self):
+        p, job_dir, out = self.submit([sh_pool("sleep 300", 1), sh_pool("sleep 300", 2)],
+                                      ["-n1 -c1 --mem=100", "-N2 -n2 --ntasks-per-node=1 -c1 --mem=100"])
+        deadline = time.monotonic() + 60
+        job = {}
+        while job.get("state") != "RUNNING" and time.monotonic() < deadline:
+            try:
+                job = json.load(open(os.path.join(job_dir, "job.json")))
+            except (OSError, ValueError):
+                pass
+            time.sleep(0.2)
+        self.assertEqual(job.get("state"), "RUNNING")
+        hosts = {r["host"] for r in job["replicas"]}
+        ids = self.c.run("n1", ["squeue", "-h", "-o", "%A"]).stdout.split()
+        self.assertTrue(ids)
+        self.c.run("n1", ["scancel", *sorted(set(ids))])
+        p.wait(timeout=120)
+        job = json.load(open(os.path.join(job_dir, "job.json")))
+        self.assertEqual(job["state"], "CANCELLED", open(out).read()[-3000:])
+        # nothing of the job on any of its hosts: only the daemons
+        deadline = time.monotonic() + 30
+        left = None
+        while left != [] and time.monotonic() < deadline:
+            left = []
+            for h in hosts | {"n1"}:
+                for pid in self.c.pids(h):
+                    try:
+                        comm = open("/proc/%d/comm" % pid).read().strip()
+                    except OSError:
+                        continue
+                    if alive(pid) and comm not in ("slurmd", "munged", "slurmctld"):
+                        left.append((h, comm))
+            time.sleep(0.2)
+        self.assertEqual(left, [])
+
 
 if __name__ == "__main__":
     why = slurm_cluster.unavailable_reason()
