@@ -33,6 +33,8 @@ typedef struct {
     bool cpu_only, json;       /* --cpu-only, --json */
     bool allow_unknown;        /* --allow-unknown-fields */
     bool overwrite, resume;    /* --overwrite, --resume: a directory holding another job or study */
+    const char *partition;     /* --partition (slurm) */
+    const char *account;       /* --account (slurm) */
     json_t *flags;             /* override flags in order */
     char **user_args;          /* after -- */
     int n_user_args;
@@ -48,8 +50,9 @@ static void s_usage(FILE *out, const char *prog)
         "      [--allow-unknown-fields] [overrides] [-- ARGS]\n"
         "        start the coordinator, which starts and supervises every replica;\n"
         "        exits 0 when the job SUCCEEDED, 1 FAILED, 2 invalid spec, 3 CANCELLED\n"
-        "  validate FILE [--json] [--cpu-only] [overrides] [-- ARGS]\n"
-        "        print the resolved plan, or every error (exit 2)\n"
+        "  validate FILE [--json] [--cpu-only] [--backend slurm] [overrides] [-- ARGS]\n"
+        "        print the resolved plan, or every error (exit 2); with --backend slurm\n"
+        "        also the #SBATCH lines of the allocation\n"
         "  env FILE --pool N --index I [--trial ID] [--job-dir DIR] [overrides]\n"
         "        print one replica's environment as KEY=VALUE lines; runs nothing\n"
         "  status --job-dir DIR [--json] | --study-dir DIR [--json]\n"
@@ -77,13 +80,15 @@ static void s_usage(FILE *out, const char *prog)
         "  --resume             run: continue the job in the directory (its checkpoints)\n"
         "                       even though its spec changed\n"
         "  --json               machine-readable output (validate, status)\n"
+        "  --partition P, --account A   the Slurm partition and account (--backend slurm)\n"
         "  --version, --help\n\n%s\n", prog, zt_plan_override_help());
     zt_knobs_print_for(out, ZT_FOR_COORD);
 }
 
 enum {
     O_JOB_DIR = 1, O_TRIAL, O_TF_CHIEF, O_POOL, O_INDEX, O_STUDY_DIR, O_SEED, O_SUGGEST, O_BACKEND, O_CPU_ONLY,
-    O_JSON, O_ALLOW_UNKNOWN, O_OVERWRITE, O_RESUME, O_HELP, O_VERSION, O_OVERRIDE = 1000 /* past any short option */
+    O_JSON, O_ALLOW_UNKNOWN, O_OVERWRITE, O_RESUME, O_HELP, O_VERSION, O_PARTITION, O_ACCOUNT,
+    O_OVERRIDE = 1000 /* past any short option */
 };
 
 /* One option of the CLI (getopt_long). */
@@ -95,6 +100,8 @@ static int s_on_option(s_args_t *a, int c, const char *name, const char *value)
     case O_STUDY_DIR: a->study_dir = value; return 0;
     case O_TRIAL: a->trial = value; return 0;
     case O_BACKEND: a->backend = value; return 0;
+    case O_PARTITION: a->partition = value; return 0;
+    case O_ACCOUNT: a->account = value; return 0;
     case O_TF_CHIEF: a->tf_chief = value; return 0;
     case O_CPU_ONLY: a->cpu_only = true; return 0;
     case O_JSON: a->json = true; return 0;
@@ -146,8 +153,9 @@ static int s_parse(int argc, char **argv, const char *forced, s_args_t *a)
         { "json", no_argument, NULL, O_JSON }, { "allow-unknown-fields", no_argument, NULL, O_ALLOW_UNKNOWN },
         { "overwrite", no_argument, NULL, O_OVERWRITE }, { "resume", no_argument, NULL, O_RESUME },
         { "help", no_argument, NULL, O_HELP }, { "version", no_argument, NULL, O_VERSION },
+        { "partition", required_argument, NULL, O_PARTITION }, { "account", required_argument, NULL, O_ACCOUNT },
     };
-    int n = 16;
+    int n = 18;
     for (int i = 0; zt_plan_override_flag(i) && n < 63; i++)
         opts[n++] = (struct option) { zt_plan_override_flag(i) + 2, required_argument, NULL, O_OVERRIDE + i };
     opts[n] = (struct option) { NULL, 0, NULL, 0 };
@@ -191,6 +199,12 @@ static int s_parse(int argc, char **argv, const char *forced, s_args_t *a)
         rc = -1;
     }
     return rc;
+}
+
+/* Whether the job runs on this machine's GPUs (not a cluster's nodes). */
+static bool s_gpus_here(const s_args_t *a)
+{
+    return strcmp(a->backend ? a->backend : zt_knob_str(ZT_KNOB_BACKEND), "slurm") != 0;
 }
 
 static zt_plan_t *s_load(s_args_t *a, zt_diag_t *diag, bool check_gpus)
@@ -345,7 +359,7 @@ static void s_print_end(zt_job_state_t st, const char *dir, int64_t ms)
 static int s_cmd_run(s_args_t *a)
 {
     zt_diag_t *diag = zt_diag_new();
-    zt_plan_t *plan = s_load(a, diag, true);
+    zt_plan_t *plan = s_load(a, diag, s_gpus_here(a));
     zt_diag_destroy(&diag);
     if (!plan)
         return EXIT_USAGE;
@@ -398,7 +412,7 @@ static int s_cmd_run(s_args_t *a)
 static int s_cmd_validate(s_args_t *a)
 {
     zt_diag_t *diag = zt_diag_new();
-    zt_plan_t *plan = s_load(a, diag, true);
+    zt_plan_t *plan = s_load(a, diag, s_gpus_here(a));
     zt_diag_destroy(&diag);
     if (!plan)
         return EXIT_USAGE;
@@ -411,6 +425,13 @@ static int s_cmd_validate(s_args_t *a)
     }
     else
         zt_plan_print(plan, stdout);
+    const char *backend = a->backend ? a->backend : zt_knob_str(ZT_KNOB_BACKEND);
+    if (!a->json && !strcmp(backend, "slurm")) { /* what the allocation would be */
+        char *h = zt_slurm_sbatch_header(plan, a->partition, a->account);
+        printf("\nSlurm allocation (sbatch), one heterogeneous component per pool; each replica an\n"
+               "srun step (--het-group=C --nodelist=NODE -N1 -n1 --overlap):\n%s", h);
+        free(h);
+    }
     zt_plan_destroy(&plan);
     return EXIT_OK;
 }

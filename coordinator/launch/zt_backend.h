@@ -81,5 +81,11 @@ zt_backend_t *zt_backend_new(const char *name, char *err, size_t len);
 zt_backend_t *zt_backend_local_new(void);
 /* Inside a Slurm allocation: every replica a job step on its node. */
 zt_backend_t *zt_backend_slurm_new(void);
+/* The #SBATCH lines of the job's allocation: one heterogeneous component
+ * per present pool, in pool order (its replicas as tasks, the machine
+ * type's vCPUs and memory per task, its accelerators as GPUs per task),
+ * the time limit from scheduling.timeout; partition and account may be
+ * NULL. Heap text. */
+char *zt_slurm_sbatch_header(const zt_plan_t *plan, const char *partition, const char *account);
 
 #endif

@@ -314,3 +314,38 @@ zt_backend_t *zt_backend_slurm_new(void)
     self->destroy = s_destroy;
     return self;
 }
+
+/* ------------------------------------------------------------ the allocation */
+
+char *zt_slurm_sbatch_header(const zt_plan_t *plan, const char *partition, const char *account)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    fprintf(f, "#SBATCH --job-name=%s\n", plan->display_name ? plan->display_name : "ztrain");
+    if (plan->timeout_s > 0) /* the time limit, in whole minutes, rounded up */
+        fprintf(f, "#SBATCH --time=%lld\n", (long long) ((plan->timeout_s + 59) / 60));
+    bool first = true;
+    for (int p = 0; p < ZT_POOLS; p++) {
+        const zt_pool_t *pool = &plan->pools[p];
+        if (!pool->present)
+            continue;
+        if (!first)
+            fprintf(f, "#SBATCH hetjob\n");
+        first = false;
+        int cpus = pool->machine.vcpus > 0 ? pool->machine.vcpus : 1;
+        long long mem_mb = (long long) (pool->machine.memory_gb * 1024.0 / cpus);
+        fprintf(f, "# workerpool%d: %d x %s\n", p, pool->replicas, pool->machine.name);
+        fprintf(f, "#SBATCH --ntasks=%d --cpus-per-task=%d --mem-per-cpu=%lldM", pool->replicas, cpus,
+                mem_mb > 0 ? mem_mb : 1);
+        if (pool->accel_count > 0)
+            fprintf(f, " --gpus-per-task=%d", pool->accel_count);
+        if (partition)
+            fprintf(f, " --partition=%s", partition);
+        if (account)
+            fprintf(f, " --account=%s", account);
+        fputc('\n', f);
+    }
+    fclose(f);
+    return text;
+}

@@ -206,6 +206,21 @@ class ReplicaEnv(unittest.TestCase):
         self.assertIn("the slurm backend runs inside a Slurm allocation", r.stderr)
         self.assertFalse(os.path.exists(os.path.join(d, "job.json")))
 
+    def test_validate_prints_the_slurm_allocation(self):
+        spec = dict(SPEC["jobSpec"], scheduling={"timeout": "3601s"})
+        path = write(self.d, "slurm.json", json.dumps(spec))
+        r = ztrain("validate", path, "--backend", "slurm", "--partition", "gpu", "--account", "lab")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        header = r.stdout[r.stdout.index("#SBATCH --job-name"):]
+        self.assertIn("#SBATCH --time=61\n", header)  # minutes, rounded up
+        self.assertEqual(header.count("#SBATCH hetjob"), 3)  # four pools, four components
+        self.assertIn("# workerpool1: 2 x n1-standard-4\n#SBATCH --ntasks=2 --cpus-per-task=4 "
+                      "--mem-per-cpu=3840M --gpus-per-task=2 --partition=gpu --account=lab\n", header)
+        self.assertIn("# workerpool2: 2 x n1-highmem-8\n#SBATCH --ntasks=2 --cpus-per-task=8 "
+                      "--mem-per-cpu=6656M --partition=gpu --account=lab\n", header)
+        r = ztrain("validate", path)  # the local backend: no allocation
+        self.assertNotIn("#SBATCH", r.stdout)
+
     def test_bad_pool_and_index(self):
         r = ztrain("env", self.path, "--pool", "7", "--index", "0")
         self.assertEqual(r.returncode, 2)

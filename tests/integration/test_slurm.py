@@ -136,7 +136,7 @@ class SlurmBackend(unittest.TestCase):
         self.addCleanup(lambda: p.poll() is None and p.kill())
         return p, job_dir, out
 
-    def run_job(self, pools, components):
+    def run_job(self, pools, components=(), header=None):
         d = tempfile.mkdtemp(prefix="job-", dir=self.c.dir)
         spec = os.path.join(d, "job.json")
         with open(spec, "w") as f:
@@ -144,7 +144,7 @@ class SlurmBackend(unittest.TestCase):
         job_dir = os.path.join(d, "job")
         script = os.path.join(d, "batch.sh")
         with open(script, "w") as f:
-            f.write("#!/bin/sh\n" + "#SBATCH hetjob\n".join("#SBATCH %s\n" % c for c in components) +
+            f.write("#!/bin/sh\n" + (header or "#SBATCH hetjob\n".join("#SBATCH %s\n" % c for c in components)) +
                     "exec %s run %s --backend slurm --job-dir %s\n" % (os.path.join(os.path.abspath(BIN), "ztrain"),
                                                                       spec, job_dir))
         out = os.path.join(d, "batch.out")
@@ -153,9 +153,19 @@ class SlurmBackend(unittest.TestCase):
         return r.returncode, text, job_dir
 
     def test_environment_names_the_nodes(self):
-        rc, out, job_dir = self.run_job(
-            [sh_pool(DUMP + WAIT, 1), sh_pool(DUMP + "sleep 30", 2), sh_pool(DUMP + "sleep 30", 1)],
-            ["-n1 -c1 --mem=100", "-n2 --ntasks-per-node=1 -c1 --mem=100", "-n1 -c1 --mem=100"])
+        pools = [sh_pool(DUMP + WAIT, 1), sh_pool(DUMP + "sleep 30", 2), sh_pool(DUMP + "sleep 30", 1)]
+        # the allocation `ztrain validate --backend slurm` prints for the job
+        spec = os.path.join(self.c.dir, "validate.json")
+        with open(spec, "w") as f:
+            json.dump({"displayName": "on-slurm", "jobSpec": {"workerPoolSpecs": pools}}, f)
+        r = subprocess.run([os.path.join(BIN, "ztrain"), "validate", spec, "--backend", "slurm",
+                            "--partition", "main"], capture_output=True, text=True, timeout=30)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        header = r.stdout[r.stdout.index("#SBATCH --job-name"):]
+        self.assertEqual(header.count("#SBATCH hetjob"), 2)  # three components
+        self.assertIn("# workerpool1: 2 x n1-standard-4\n#SBATCH --ntasks=2 --cpus-per-task=4 "
+                      "--mem-per-cpu=3840M --partition=main\n", header)
+        rc, out, job_dir = self.run_job(pools, header=header)  # as printed
         self.assertEqual(rc, 0, out[-3000:])
         job = json.load(open(os.path.join(job_dir, "job.json")))
         self.assertEqual(job["state"], "SUCCEEDED", out[-3000:])
