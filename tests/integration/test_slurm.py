@@ -4,9 +4,11 @@ schedules ordinary and heterogeneous jobs across hosts, each host has its
 own name, /dev/shm and /tmp, nothing is added to this machine's own
 network, and everything is gone after `down`. Skips (77) without root or
 the packages."""
+import atexit
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import time
@@ -21,13 +23,20 @@ import slurm_cluster  # noqa: E402
 from ztest import BIN, alive, tmpdir as _tmpdir  # noqa: E402
 
 
+_MADE = []  # folders made outside the test tree, removed at exit
+
+
 def tmpdir(prefix):
     """A folder every test host sees: each has its own /tmp."""
     d = _tmpdir(prefix)
     if os.path.realpath(d).startswith("/tmp/"):
         os.rmdir(d)
         d = tempfile.mkdtemp(prefix=prefix, dir="/var/tmp")
+        _MADE.append(d)
     return d
+
+
+atexit.register(lambda: [shutil.rmtree(d, ignore_errors=True) for d in _MADE])
 
 
 # The checkout and the binaries: every host sees them, even when they are
