@@ -77,6 +77,8 @@ struct zt_coord_t {
     int64_t hb_ms, hb_timeout_ms, register_timeout_ms, grace_ms;
     int max_restarts, max_job_retries;
     zt_msg_drops_t drops;       /* malformed control messages */
+    bool metrics_dirty;         /* metrics arrived since job.json was last written */
+    int64_t state_written_ms;   /* when job.json was last written */
     uint64_t unknown_senders;   /* well-formed but from no replica of ours */
     uint64_t seq;               /* our message sequence */
     int sig_pipe[2];            /* signal handler -> loop */
@@ -153,6 +155,8 @@ static void s_write_state(zt_coord_t *self)
         "tooLong", (json_int_t) self->drops.too_long,
         "unknownSender", (json_int_t) self->unknown_senders);
     json_object_set_new(doc, "coordinatorProcess", zt_json_this_process());
+    self->metrics_dirty = false;
+    self->state_written_ms = zt_now_ms();
     json_object_set(doc, "checkpoints", self->checkpoints);
     json_object_set(doc, "evaluations", self->evaluations);
     char *text = json_dumps(doc, JSON_INDENT(2));
@@ -686,6 +690,10 @@ static void s_on_metric(zt_coord_t *self, s_rep_t *r, const zt_msg_t *m)
         zt_debug("%s metric %s = %g (step %lld)", r->name, m->u.METRIC.name, m->u.METRIC.value,
                  (long long) m->u.METRIC.step);
         s_record_metric(self, r, m->u.METRIC.name, m->u.METRIC.value, m->u.METRIC.step);
+        /* job.json holds every replica's series: rewritten once a second
+         * for metrics (s_timers), not once per report */
+        self->metrics_dirty = true;
+        return;
     }
     s_write_state(self);
 }
@@ -762,6 +770,8 @@ static void s_on_control(zt_coord_t *self)
 static void s_timers(zt_coord_t *self)
 {
     int64_t now = zt_now_ms();
+    if (self->metrics_dirty && now - self->state_written_ms >= 1000)
+        s_write_state(self);
     if (self->stopping && self->kill_deadline <= now)
         for (int i = 0; i < self->nreps; i++)
             if (self->reps[i].handle) {
@@ -975,6 +985,8 @@ zt_job_state_t zt_coord_run(zt_coord_t *self)
             self->reps[i].out_fd = -1;
         }
     }
+    if (self->metrics_dirty)
+        s_write_state(self);
     s_set_state(self, self->final_state);
     return self->state;
 }

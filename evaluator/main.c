@@ -40,7 +40,7 @@ static int s_on_flag(int id, const char *v, void *ctx)
 
 int main(int argc, char **argv)
 {
-    static const zt_role_info_t info = { "ztrain-evaluator", "evaluator", "" };
+    static const zt_role_info_t info = { "ztrain-evaluator", "evaluator" };
     static const zt_flag_t flags[] = {
         { "data-dir", required_argument, F_DATA_DIR, "DIR", "Fashion-MNIST's folder (default $ZT_DATA_DIR)" },
         { "test-examples", required_argument, F_TEST_EXAMPLES, "N", "score the first N test examples (0: all)" },

@@ -5,7 +5,7 @@
 
 int main(int argc, char **argv)
 {
-    static const zt_role_info_t info = { "ztrain-worker", "worker", "" };
+    static const zt_role_info_t info = { "ztrain-worker", "worker" };
     zt_train_opts_t o;
     zt_train_opts_defaults(&o);
     zt_role_opts_t role = { false, -1, 0 };

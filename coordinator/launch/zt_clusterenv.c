@@ -175,19 +175,21 @@ static s_node_t s_node_of(const zt_layout_t *self, int rank, int world)
 {
     s_node_t n = { 0, 0, 0, 0 };
     const char *mine = s_rank_place(self, rank)->host;
+    const char **hosts = calloc((size_t) world, sizeof *hosts); /* in order of their first rank */
     for (int r = 0; r < world; r++) {
         const char *h = s_rank_place(self, r)->host;
-        bool first = true; /* the first rank on host h: a new node */
-        for (int q = 0; q < r && first; q++)
-            first = strcmp(s_rank_place(self, q)->host, h) != 0;
-        if (first && r <= rank && strcmp(h, mine))
-            n.node_rank++;
-        n.nodes += first;
+        int node = 0;
+        while (node < n.nodes && strcmp(hosts[node], h))
+            node++;
+        if (node == n.nodes)
+            hosts[n.nodes++] = h;
         if (!strcmp(h, mine)) {
+            n.node_rank = node;
             n.local_world++;
             n.local_rank += r < rank;
         }
     }
+    free(hosts);
     return n;
 }
 
@@ -223,7 +225,7 @@ static void s_env_frameworks(json_t *env, const zt_layout_t *self, int pool, int
 /* The program's hyperparameters, SageMaker's way round: its "--name=value"
  * and "--name value" arguments, {name: "value"} (hyperparameters.json's
  * form: every value a string). A bare "--flag" is not one. */
-json_t *zt_replica_hyperparameters(const zt_layout_t *self, int pool)
+static json_t *s_hyperparameters(const zt_layout_t *self, int pool)
 {
     json_t *hps = json_object();
     json_t *argv = self->plan->pools[pool].argv;
@@ -371,7 +373,7 @@ static json_t *s_sm_training_env(const zt_layout_t *self, int pool, int index)
                 snprintf(current, sizeof current, "%s", name);
         }
     const char *base = plan->base_output_dir ? plan->base_output_dir : self->job_dir;
-    json_t *hps = zt_replica_hyperparameters(self, pool), *decoded = json_object(), *args = json_array();
+    json_t *hps = s_hyperparameters(self, pool), *decoded = json_object(), *args = json_array();
     const char *k;
     json_t *v, *channels = s_sm_channels(self), *data_config = json_object();
     json_object_foreach(hps, k, v)
@@ -458,7 +460,7 @@ json_t *zt_replica_config_files(const zt_layout_t *self, int pool, int index)
 {
     json_t *e = s_sm_training_env(self, pool, index);
     json_t *files = json_pack("{s:o, s:O, s:O}", "hyperparameters.json",
-                              zt_replica_hyperparameters(self, pool), "resourceconfig.json",
+                              s_hyperparameters(self, pool), "resourceconfig.json",
                               json_object_get(e, "resource_config"), "inputdataconfig.json",
                               json_object_get(e, "input_data_config"));
     json_decref(e);

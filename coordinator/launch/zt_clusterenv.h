@@ -43,9 +43,6 @@ json_t *zt_replica_env(const zt_layout_t *self, int pool, int index);
  * {"hyperparameters.json": {...}, "resourceconfig.json": {...},
  *  "inputdataconfig.json": {...}}. */
 json_t *zt_replica_config_files(const zt_layout_t *self, int pool, int index);
-/* The pool's program's "--name value" / "--name=value" arguments as
- * {name: "value"}. */
-json_t *zt_replica_hyperparameters(const zt_layout_t *self, int pool);
 /* The replica's config directory (SageMaker's config files live there). */
 char *zt_replica_config_dir(const zt_layout_t *self, int pool, int index);
 

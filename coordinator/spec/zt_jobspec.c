@@ -48,16 +48,6 @@ static const char *const s_legacy_flags[][3] = {
     { "--use-chief-in-tf-config", "useChiefInTfConfig", "b" },
 };
 
-bool zt_plan_is_override_flag(const char *name)
-{
-    if (!strcmp(name, "--worker-pool-spec") || !strcmp(name, "--display-name"))
-        return true;
-    for (size_t i = 0; i < sizeof s_legacy_flags / sizeof *s_legacy_flags; i++)
-        if (!strcmp(name, s_legacy_flags[i][0]))
-            return true;
-    return false;
-}
-
 const char *zt_plan_override_flag(int i)
 {
     int n = (int) (sizeof s_legacy_flags / sizeof *s_legacy_flags);

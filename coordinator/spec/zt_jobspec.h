@@ -56,8 +56,6 @@ typedef struct {
     bool allow_unknown_fields; /* unknown fields are warnings, not errors */
 } zt_plan_opts_t;
 
-/* True for the override flags zt_plan_load understands ("--worker-count"...). */
-bool zt_plan_is_override_flag(const char *name);
 /* The i-th override flag ("--worker-pool-spec"), from 0; NULL past the last. */
 const char *zt_plan_override_flag(int i);
 /* The list of override flags for --help. */

@@ -108,12 +108,19 @@ static bool s_select(zt_study_t *s, s_trial_t *t, double max_step, double *out)
     return have;
 }
 
+/* A parameter's value as text: a string as it is, a number in 8 digits. */
+static char *s_value_text(json_t *v)
+{
+    return !v ? strdup("") : json_is_string(v) ? strdup(json_string_value(v))
+                                               : json_dumps(v, JSON_ENCODE_ANY | JSON_REAL_PRECISION(8));
+}
+
 static void s_param_args(s_trial_t *t, char **argv, int *argc)
 {
     const char *key;
     json_t *v;
     json_object_foreach(t->params, key, v) {
-        char *text = json_is_string(v) ? strdup(json_string_value(v)) : json_dumps(v, JSON_ENCODE_ANY | JSON_REAL_PRECISION(8));
+        char *text = s_value_text(v);
         argv[(*argc)++] = zt_strdupf("--%s=%s", key, text);
         free(text);
     }
@@ -125,7 +132,7 @@ static char *s_params_text(s_trial_t *t)
     const char *key;
     json_t *v;
     json_object_foreach(t->params, key, v) {
-        char *text = json_is_string(v) ? strdup(json_string_value(v)) : json_dumps(v, JSON_ENCODE_ANY | JSON_REAL_PRECISION(8));
+        char *text = s_value_text(v);
         snprintf(buf + strlen(buf), sizeof buf - strlen(buf), "%s%s=%s", buf[0] ? " " : "", key, text);
         free(text);
     }
@@ -212,11 +219,6 @@ static void s_csv_field(FILE *f, const char *text, bool first)
     fputc('"', f);
 }
 
-static char *s_value_text(json_t *v)
-{
-    return !v ? strdup("") : json_is_string(v) ? strdup(json_string_value(v))
-                                               : json_dumps(v, JSON_ENCODE_ANY | JSON_REAL_PRECISION(8));
-}
 
 /* trials.csv: a header, then a row per trial (RFC 4180, CRLF line ends). */
 static void s_write_csv(zt_study_t *s)

@@ -12,7 +12,7 @@
 static int s_build_longopts(const zt_flag_t *flags, struct option *out, char names[][64], int max)
 {
     int n = 0;
-    for (int i = 0; flags[i].name && n + 2 < max; i++) {
+    for (int i = 0; flags[i].name && n + 3 < max && i < 64; i++) {
         out[n++] = (struct option) { flags[i].name, flags[i].has_arg, NULL, flags[i].id };
         snprintf(names[i], 64, "%s", flags[i].name);
         bool changed = false;
@@ -199,7 +199,8 @@ bool zt_role_knobs_ok(void)
 
 bool zt_role_stop_requested(void *replica)
 {
-    return zsys_interrupted || (replica && zt_replica_shutdown_requested(replica));
+    (void) replica; /* SHUTDOWN sets the process-wide stop */
+    return zt_stop_requested();
 }
 
 int zt_server_start(const char *role, const zt_server_place_t *place, zt_replica_t **rep_p)

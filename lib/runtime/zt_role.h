@@ -9,7 +9,6 @@
 typedef struct {
     const char *binary;       /* "ztrain-worker" */
     const char *role;         /* "worker" */
-    const char *summary;      /* one line for --help */
 } zt_role_info_t;
 
 /* One command-line flag of a binary. */

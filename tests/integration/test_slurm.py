@@ -127,8 +127,9 @@ class SlurmBackend(unittest.TestCase):
     def tearDownClass(cls):
         cls.c.down()
 
-    def submit(self, pools, components):
-        """sbatch --wait in the background: (Popen, job dir, batch output)."""
+    def submit(self, pools, components=(), header=None):
+        """sbatch --wait in the background under header (or these
+        components): (Popen, job dir, batch output)."""
         d = tempfile.mkdtemp(prefix="job-", dir=self.c.dir)
         spec = os.path.join(d, "job.json")
         with open(spec, "w") as f:
@@ -136,7 +137,7 @@ class SlurmBackend(unittest.TestCase):
         job_dir = os.path.join(d, "job")
         script = os.path.join(d, "batch.sh")
         with open(script, "w") as f:
-            f.write("#!/bin/sh\n" + "#SBATCH hetjob\n".join("#SBATCH %s\n" % c for c in components) +
+            f.write("#!/bin/sh\n" + (header or "#SBATCH hetjob\n".join("#SBATCH %s\n" % c for c in components)) +
                     "exec env ZT_HEARTBEAT_MS=300 ZT_STOP_GRACE_MS=3000 %s run %s --backend slurm --job-dir %s\n"
                     % (os.path.join(os.path.abspath(BIN), "ztrain"), spec, job_dir))
         out = os.path.join(d, "batch.out")
@@ -146,20 +147,11 @@ class SlurmBackend(unittest.TestCase):
         return p, job_dir, out
 
     def run_job(self, pools, components=(), header=None):
-        d = tempfile.mkdtemp(prefix="job-", dir=self.c.dir)
-        spec = os.path.join(d, "job.json")
-        with open(spec, "w") as f:
-            json.dump({"displayName": "on-slurm", "jobSpec": {"workerPoolSpecs": pools}}, f)
-        job_dir = os.path.join(d, "job")
-        script = os.path.join(d, "batch.sh")
-        with open(script, "w") as f:
-            f.write("#!/bin/sh\n" + (header or "#SBATCH hetjob\n".join("#SBATCH %s\n" % c for c in components)) +
-                    "exec %s run %s --backend slurm --job-dir %s\n" % (os.path.join(os.path.abspath(BIN), "ztrain"),
-                                                                      spec, job_dir))
-        out = os.path.join(d, "batch.out")
-        r = self.c.run("n1", ["sbatch", "--wait", "--chdir", d, "-o", out, script], check=False, timeout=180)
-        text = open(out).read() if os.path.exists(out) else ""
-        return r.returncode, text, job_dir
+        """The job to its end: (sbatch's exit status, batch output, job dir)."""
+        p, job_dir, out = self.submit(pools, components, header)
+        rc = p.wait(timeout=180)
+        with open(out) if os.path.exists(out) else open(os.devnull) as f:
+            return rc, f.read(), job_dir
 
     def test_environment_names_the_nodes(self):
         pools = [sh_pool(DUMP + WAIT, 1), sh_pool(DUMP + "sleep 30", 2), sh_pool(DUMP + "sleep 30", 1)]

@@ -5,8 +5,10 @@ killed mid-training (resumes from the newest checkpoint), checkpoints that
 verify, and a clear error when the dataset is missing."""
 import json
 import os
+import re
 import signal
 import subprocess
+import time
 import unittest
 import zlib
 
@@ -166,11 +168,10 @@ class CleanEnd(unittest.TestCase):
             wait_for(lambda: (load_job(job.job_dir) or {}).get("state") == "RUNNING", timeout=60,
                      what="RUNNING")
             wait_for(lambda: os.path.exists(ipc) and os.listdir(ipc), timeout=30, what="data-plane sockets")
-            import time
             time.sleep(interrupt_after)
             job.proc.send_signal(signal.SIGINT)
         rc = job.wait(timeout=300)
-        pids = set(int(p) for p in __import__("re").findall(r"started pid (\d+)", job.err))
+        pids = set(int(p) for p in re.findall(r"started pid (\d+)", job.err))
         self.assertTrue(pids, job.err[-2000:])
         left = [f for f in os.listdir("/dev/shm") if f.startswith("ztrain-") and
                 any(("-%d-" % p) in f for p in pids)]
