@@ -332,21 +332,39 @@ int zt_allreduce_wait(zt_allreduce_t *self, bool average, int timeout_ms)
             continue;
         zt_ar_wait_lent(k);
         zt_ar_bucket_t *lb = &self->layout.buckets[bi];
+        /* A restarted reducer may ask for this round's sum again, and buf is
+         * kept for it (swapped into last); but a tensor averaged in place
+         * (its buffer is buf) leaves the average there, so then every sum is
+         * copied into last as it is read, and nothing is swapped. */
+        bool averages = average && self->workers > 1, keep_copy = false;
+        for (int t = lb->first; self->R > 0 && averages && t <= lb->last; t++)
+            keep_copy |= self->t[t].submitted &&
+                         self->t[t].data == k->buf + self->layout.offset[t] * (int64_t) k->es;
         for (int t = lb->first; t <= lb->last; t++) {
             zt_ar_tensor_t *x = &self->t[t];
             if (!x->submitted)
                 continue;
             int64_t n = self->layout.numel[t];
             const char *src = k->buf + self->layout.offset[t] * (int64_t) k->es;
-            if (!average || self->workers == 1) {
+            float *keep = keep_copy ? (float *) (k->last + self->layout.offset[t] * (int64_t) k->es) : NULL;
+            if (keep && x->dtype != ZT_F32)
+                memcpy(keep, src, (size_t) n * k->es);
+            if (!averages) {
                 if (x->data != src) /* not written in place (zt_allreduce_buffer) */
                     memcpy(x->data, src, (size_t) n * k->es);
             }
             else if (x->dtype == ZT_F32) {
                 const float *s = (const float *) src;
                 float *d = x->data, inv = 1.0f / (float) self->workers;
-                for (int64_t i = 0; i < n; i++)
-                    d[i] = s[i] * inv;
+                if (keep) /* one pass: the sum kept, the average out */
+                    for (int64_t i = 0; i < n; i++) {
+                        float v = s[i];
+                        keep[i] = v;
+                        d[i] = v * inv;
+                    }
+                else
+                    for (int64_t i = 0; i < n; i++)
+                        d[i] = s[i] * inv;
             }
             else
                 for (int64_t i = 0; i < n; i++) {
@@ -358,10 +376,12 @@ int zt_allreduce_wait(zt_allreduce_t *self, bool average, int timeout_ms)
                 }
             x->submitted = x->sent = false;
         }
-        if (self->R > 0) { /* keep this result (a restarted reducer may ask): swap, no copy */
-            char *tmp = k->last;
-            k->last = k->buf;
-            k->buf = tmp;
+        if (self->R > 0) { /* keep this round's sum (a restarted reducer may ask) */
+            if (!keep_copy) { /* buf still holds it: swap, no copy */
+                char *tmp = k->last;
+                k->last = k->buf;
+                k->buf = tmp;
+            }
             k->last_gen = k->gen;
         }
         k->active = false;

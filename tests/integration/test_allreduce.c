@@ -2,7 +2,8 @@
  * in separate processes: exact sums of integer-valued floats for several N
  * and R, odd sizes, an empty tensor, float16 and bfloat16, fused, unfused
  * and cycle-time flushes, averaging, a shape mismatch that fails with the
- * naming error instead of hanging, and a reducer killed mid-job. The
+ * naming error instead of hanging, a reducer killed mid-job, and a round
+ * averaged in place whose exact sum a restarted reducer asks for again. The
  * reducers are on this host, so payloads go through shared memory unless
  * ZT_SHM=off (ctest runs both); forged shared-memory references are refused. */
 #include "ztrain/ztrain.h"
@@ -214,6 +215,124 @@ static void s_run(const s_case_t *c)
     assert(!failed);
 }
 
+/* The scripted reducer of s_resend_is_the_sum: answers the worker's hello,
+ * sends twice each piece as the sum (as if a second worker sent the same),
+ * and on round 1's first piece asks for round 0's sum again, as a reducer
+ * restarted mid-broadcast asks a worker that got it. 0 when the worker sent
+ * back the sum (not the average it computed from it in place). */
+static int s_scripted_reducer(const char *ep, int64_t n)
+{
+    alarm(60);
+    zsock_t *router = zsock_new_router(ep);
+    assert(router);
+    void *zs = zsock_resolve(router);
+    zmq_pollitem_t item = { zs, 0, ZMQ_POLLIN, 0 };
+    zsock_set_linger(router, 5000); /* round 1's sums go out before it closes */
+    float *sum = calloc((size_t) n, sizeof(float));
+    int64_t seen = 0, sent1 = 0;
+    bool asked = false;
+    while (seen < n || sent1 < n) {
+        if (zmq_poll(&item, 1, 20000) <= 0)
+            return 2;
+        zmq_msg_t parts[3];
+        int np = zt_msg_recv_parts(zs, parts, 3);
+        zt_msg_t m, r = { .pool = 2, .index = 0 };
+        assert(np >= 2 && zt_msg_decode(zmq_msg_data(&parts[1]), zmq_msg_size(&parts[1]), &m, NULL) == ZT_OK);
+        if (m.type == ZT_MSG_AR_HELLO) {
+            r.type = ZT_MSG_AR_READY;
+            r.u.AR_READY = (zt_msg_AR_READY_t) { .req = m.u.AR_HELLO.req, .buckets = 1 };
+            zt_msg_send_routed(zs, &parts[0], &r, NULL, 0);
+        }
+        else if (m.type == ZT_MSG_AR_PIECE && m.u.AR_PIECE.gen == 1 && !asked) {
+            r.type = ZT_MSG_AR_RESEND;
+            r.u.AR_RESEND = (zt_msg_AR_RESEND_t) { .bucket = 0, .gen = 0 };
+            zt_msg_send_routed(zs, &parts[0], &r, NULL, 0);
+            asked = true; /* the piece itself is taken again from the worker's resend */
+        }
+        else if (m.type == ZT_MSG_AR_PIECE) {
+            const zt_msg_AR_PIECE_t *p = &m.u.AR_PIECE;
+            char why[300];
+            const float *src = zt_shm_payload(p->shm, p->shm_off, p->count * 4, np > 2 ? zmq_msg_data(&parts[2]) : NULL,
+                                              np > 2 ? zmq_msg_size(&parts[2]) : 0, why, sizeof why);
+            assert(src && p->offset >= 0 && p->offset + p->count <= n);
+            zmq_msg_t pm;
+            zmq_msg_init_size(&pm, (size_t) p->count * 4);
+            for (int64_t i = 0; i < p->count; i++) {
+                ((float *) zmq_msg_data(&pm))[i] = 2 * src[i];
+                if (p->gen == 0)
+                    sum[p->offset + i] = 2 * src[i];
+            }
+            r.type = ZT_MSG_AR_RESULT;
+            r.u.AR_RESULT = (zt_msg_AR_RESULT_t) { .bucket = 0, .gen = p->gen, .offset = p->offset, .count = p->count,
+                                                   .dtype = ZT_F32 };
+            zt_msg_send_routed(zs, &parts[0], &r, &pm, 1);
+            sent1 += p->gen == 1 ? p->count : 0;
+        }
+        else if (m.type == ZT_MSG_AR_RESULT && m.u.AR_RESULT.gen == 0) {
+            const zt_msg_AR_RESULT_t *p = &m.u.AR_RESULT;
+            assert(np > 2 && zmq_msg_size(&parts[2]) == (size_t) p->count * 4 && p->offset + p->count <= n);
+            const float *got = zmq_msg_data(&parts[2]);
+            for (int64_t i = 0; i < p->count; i++)
+                if (memcmp(&got[i], &sum[p->offset + i], 4)) {
+                    fprintf(stderr, "round 0's sum sent again: [%lld] = %g, want %g\n",
+                            (long long) (p->offset + i), got[i], sum[p->offset + i]);
+                    return 1;
+                }
+            seen += p->count;
+        }
+        zt_msg_close_parts(parts, np);
+    }
+    zsock_destroy(&router);
+    free(sum);
+    return 0;
+}
+
+/* A worker that averaged a round in place (gradients written into
+ * zt_allreduce_buffer) still holds that round's exact sum for a reducer that
+ * asks for it again; sent the average instead, the worker that missed the
+ * sum would go on with other weights than the rest. */
+static void s_resend_is_the_sum(void)
+{
+    char ep[256];
+    snprintf(ep, sizeof ep, "ipc://%s/scripted", s_dir);
+    const int64_t n = 5000;
+    pid_t red = fork();
+    if (red == 0)
+        exit(s_scripted_reducer(ep, n)); /* exit, not _exit: ZeroMQ delivers what is queued */
+    pid_t wk = fork();
+    if (wk == 0) {
+        alarm(60);
+        zt_log_init("test_allreduce", 0);
+        const char *reds[1] = { ep }, *peers[2] = { "unused", "unused" };
+        zt_allreduce_opts_t o = { 0, 2, reds, 1, peers, 1 << 26, 5 };
+        zt_allreduce_t *ar = zt_allreduce_new(&o);
+        int64_t shape[1] = { n };
+        assert(ar && zt_allreduce_register(ar, "g", shape, 1, ZT_F32) == 0);
+        assert(zt_allreduce_commit(ar, 20000) == ZT_OK);
+        for (int round = 0; round < 2; round++) {
+            float *g = zt_allreduce_buffer(ar, 0);
+            for (int64_t i = 0; i < n; i++)
+                g[i] = (float) (i % 7 + 1 + round) / 3.0f;
+            assert(zt_allreduce_submit(ar, 0, g) == ZT_OK);
+            if (zt_allreduce_wait(ar, true, 30000) != ZT_OK) {
+                fprintf(stderr, "round %d: %s\n", round, zt_allreduce_error(ar));
+                exit(1);
+            }
+            for (int64_t i = 0; i < n; i++) /* twice g, halved: g */
+                assert(g[i] == (float) (i % 7 + 1 + round) / 3.0f);
+        }
+        zt_allreduce_destroy(&ar);
+        exit(0);
+    }
+    int st_red, st_wk;
+    waitpid(red, &st_red, 0);
+    waitpid(wk, &st_wk, 0);
+    bool ok = WIFEXITED(st_red) && WEXITSTATUS(st_red) == 0 && WIFEXITED(st_wk) && WEXITSTATUS(st_wk) == 0;
+    printf("a round averaged in place, its sum asked for again: %s\n", ok ? "ok" : "FAILED");
+    fflush(stdout);
+    assert(ok);
+}
+
 /* A reducer handed pieces that name shared memory it must not or cannot
  * map answers with an error saying why, and goes on summing. */
 static void s_forged_references(void)
@@ -287,6 +406,7 @@ int main(int argc, char **argv)
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
         s_run(&cases[i]);
+    s_resend_is_the_sum();
     s_forged_references();
     zt_shm_sweep(); /* the regions of the reducers killed on purpose */
     char cmd[300];
