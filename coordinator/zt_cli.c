@@ -2,6 +2,7 @@
 #include "launch/zt_clusterenv.h"
 #include "zt_coord.h"
 #include "launch/zt_cuda_probe.h"
+#include "launch/zt_slurm.h"
 #include "tune/zt_study.h"
 #include "base/zt_util.h"
 #include "base/zt_json.h"
@@ -11,6 +12,7 @@
 #include <getopt.h>
 #include <limits.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -20,7 +22,7 @@
 enum { EXIT_OK = 0, EXIT_FAILED = 1, EXIT_USAGE = 2, EXIT_CANCELLED = 3 };
 
 typedef struct {
-    const char *command;       /* run, validate, env, status */
+    const char *command;       /* run, validate, env, status, cancel, tune */
     const char *file;          /* job file */
     const char *job_dir;       /* --job-dir */
     const char *trial;         /* --trial */
@@ -35,6 +37,8 @@ typedef struct {
     bool overwrite, resume;    /* --overwrite, --resume: a directory holding another job or study */
     const char *partition;     /* --partition (slurm) */
     const char *account;       /* --account (slurm) */
+    const char *time;          /* --time (slurm) */
+    bool detach;               /* --detach (slurm): submit and return */
     json_t *flags;             /* override flags in order */
     char **user_args;          /* after -- */
     int n_user_args;
@@ -44,20 +48,29 @@ static void s_usage(FILE *out, const char *prog)
 {
     fprintf(out,
         "usage: %s COMMAND [options]\n\n"
-        "Runs training jobs written for Vertex AI / AI Platform on this machine.\n\n"
+        "Runs training jobs written for Vertex AI / AI Platform on this machine, or on a\n"
+        "Slurm cluster.\n\n"
         "Commands:\n"
         "  run FILE [--job-dir DIR] [--overwrite | --resume] [--backend NAME] [--cpu-only]\n"
-        "      [--allow-unknown-fields] [overrides] [-- ARGS]\n"
+        "      [--allow-unknown-fields] [--partition P] [--account A] [--time T] [--detach]\n"
+        "      [overrides] [-- ARGS]\n"
         "        start the coordinator, which starts and supervises every replica;\n"
-        "        exits 0 when the job SUCCEEDED, 1 FAILED, 2 invalid spec, 3 CANCELLED\n"
+        "        exits 0 when the job SUCCEEDED, 1 FAILED, 2 invalid spec, 3 CANCELLED.\n"
+        "        --backend slurm outside an allocation submits the job with sbatch\n"
+        "        (the coordinator runs inside it) and follows it, streaming its output,\n"
+        "        unless --detach; Ctrl-C cancels it\n"
         "  validate FILE [--json] [--cpu-only] [--backend slurm] [overrides] [-- ARGS]\n"
         "        print the resolved plan, or every error (exit 2); with --backend slurm\n"
         "        also the #SBATCH lines of the allocation\n"
         "  env FILE --pool N --index I [--trial ID] [--job-dir DIR] [overrides]\n"
         "        print one replica's environment as KEY=VALUE lines; runs nothing\n"
-        "  status --job-dir DIR [--json] | --study-dir DIR [--json]\n"
-        "        show a running or finished job, or study; exits as run or tune did\n"
-        "        (a job whose coordinator is gone without an end is FAILED)\n"
+        "  status [--job-dir] DIR [--json] | --study-dir DIR [--json]\n"
+        "        show a queued, running or finished job, or study; exits as run or tune\n"
+        "        did (a job whose coordinator is gone without an end is FAILED)\n"
+        "  cancel [--job-dir] DIR\n"
+        "        cancel a job (its coordinator on this machine, or its Slurm job) and\n"
+        "        wait for it to end; exits 0 once it has ended, 1 when it cannot be\n"
+        "        cancelled from here\n"
         "  tune STUDY.json [--study-dir DIR] [--overwrite] [--seed N] [--cpu-only] [--suggest N]\n"
         "        run a hyperparameter study: every trial is a whole job (ztrain run --trial);\n"
         "        exits 0 when it succeeded, 1 failed, 2 invalid spec, 3 cancelled; a study\n"
@@ -81,13 +94,16 @@ static void s_usage(FILE *out, const char *prog)
         "                       even though its spec changed\n"
         "  --json               machine-readable output (validate, status)\n"
         "  --partition P, --account A   the Slurm partition and account (--backend slurm)\n"
+        "  --time T             the Slurm time limit (minutes, HH:MM:SS, D-HH:MM...;\n"
+        "                       default: scheduling.timeout, else the partition's)\n"
+        "  --detach             run --backend slurm: submit, print the job id, return\n"
         "  --version, --help\n\n%s\n", prog, zt_plan_override_help());
     zt_knobs_print_for(out, ZT_FOR_COORD);
 }
 
 enum {
     O_JOB_DIR = 1, O_TRIAL, O_TF_CHIEF, O_POOL, O_INDEX, O_STUDY_DIR, O_SEED, O_SUGGEST, O_BACKEND, O_CPU_ONLY,
-    O_JSON, O_ALLOW_UNKNOWN, O_OVERWRITE, O_RESUME, O_HELP, O_VERSION, O_PARTITION, O_ACCOUNT,
+    O_JSON, O_ALLOW_UNKNOWN, O_OVERWRITE, O_RESUME, O_HELP, O_VERSION, O_PARTITION, O_ACCOUNT, O_TIME, O_DETACH,
     O_OVERRIDE = 1000 /* past any short option */
 };
 
@@ -102,6 +118,14 @@ static int s_on_option(s_args_t *a, int c, const char *name, const char *value)
     case O_BACKEND: a->backend = value; return 0;
     case O_PARTITION: a->partition = value; return 0;
     case O_ACCOUNT: a->account = value; return 0;
+    case O_TIME:
+        if (zt_slurm_time_problem(value)) {
+            fprintf(stderr, "ztrain: --time: '%s': %s\n", value, zt_slurm_time_problem(value));
+            return -1;
+        }
+        a->time = value;
+        return 0;
+    case O_DETACH: a->detach = true; return 0;
     case O_TF_CHIEF: a->tf_chief = value; return 0;
     case O_CPU_ONLY: a->cpu_only = true; return 0;
     case O_JSON: a->json = true; return 0;
@@ -144,7 +168,7 @@ static int s_parse(int argc, char **argv, const char *forced, s_args_t *a)
             a->n_user_args = argc - i - 1;
             break;
         }
-    struct option opts[64] = {
+    struct option opts[96] = {
         { "job-dir", required_argument, NULL, O_JOB_DIR }, { "trial", required_argument, NULL, O_TRIAL },
         { "tf-chief-name", required_argument, NULL, O_TF_CHIEF }, { "pool", required_argument, NULL, O_POOL },
         { "index", required_argument, NULL, O_INDEX }, { "study-dir", required_argument, NULL, O_STUDY_DIR },
@@ -154,9 +178,10 @@ static int s_parse(int argc, char **argv, const char *forced, s_args_t *a)
         { "overwrite", no_argument, NULL, O_OVERWRITE }, { "resume", no_argument, NULL, O_RESUME },
         { "help", no_argument, NULL, O_HELP }, { "version", no_argument, NULL, O_VERSION },
         { "partition", required_argument, NULL, O_PARTITION }, { "account", required_argument, NULL, O_ACCOUNT },
+        { "time", required_argument, NULL, O_TIME }, { "detach", no_argument, NULL, O_DETACH },
     };
-    int n = 18;
-    for (int i = 0; zt_plan_override_flag(i) && n < 63; i++)
+    int n = 20;
+    for (int i = 0; zt_plan_override_flag(i) && n < 95; i++)
         opts[n++] = (struct option) { zt_plan_override_flag(i) + 2, required_argument, NULL, O_OVERRIDE + i };
     opts[n] = (struct option) { NULL, 0, NULL, 0 };
     char **args = calloc((size_t) cut + 1, sizeof *args); /* getopt permutes: a copy */
@@ -267,6 +292,9 @@ static bool s_dir_in_use(const char *dir, json_t *doc)
     int pid = (int) json_integer_value(rec ? json_object_get(rec, "pid") : json_object_get(doc, "coordinatorPid"));
     /* a record names the process exactly; without one (an older job.json), its pid */
     int alive = rec ? zt_json_process_alive(rec) : pid > 0 && (kill(pid, 0) == 0 || errno == EPERM);
+    const char *alloc = json_string_value(json_object_get(doc, "slurmJobId"));
+    if (alloc && getenv("SLURM_JOB_ID") && !strcmp(alloc, getenv("SLURM_JOB_ID")))
+        return false; /* this allocation's earlier run: Slurm requeued it */
     bool busy = state && strcmp(state, "SUCCEEDED") && strcmp(state, "FAILED") && strcmp(state, "CANCELLED") &&
                 alive != 0 && pid != getpid();
     if (busy)
@@ -282,8 +310,8 @@ static void s_clear_job(const char *dir, const zt_plan_t *plan)
     char *p = zt_strdupf("%s/job.json", dir);
     unlink(p);
     free(p);
-    const char *sub[] = { "replica-logs", "config" };
-    for (int i = 0; i < 2; i++) {
+    const char *sub[] = { "replica-logs", "config", "slurm" };
+    for (int i = 0; i < 3; i++) {
         p = zt_strdupf("%s/%s", dir, sub[i]);
         zt_rm_tree(p);
         free(p);
@@ -300,6 +328,14 @@ static void s_clear_job(const char *dir, const zt_plan_t *plan)
  * is refused unless --overwrite (start afresh) or --resume (continue it). */
 static bool s_dir_ok(s_args_t *a, const char *dir, const zt_plan_t *plan)
 {
+    char *id = getenv("SLURM_JOB_ID") ? NULL : zt_slurm_submitted_id(dir), sstate[256], reason[256];
+    if (id && zt_slurm_query(id, sstate, sizeof sstate, reason, sizeof reason) > 0 && !zt_slurm_state_final(sstate)) {
+        fprintf(stderr, "ztrain: %s is the directory of Slurm job %s, still %s; choose another --job-dir, or "
+                        "cancel it first (ztrain cancel %s)\n", dir, id, sstate, dir);
+        free(id);
+        return false;
+    }
+    free(id);
     char *path = zt_strdupf("%s/job.json", dir);
     json_t *doc = json_load_file(path, 0, NULL);
     free(path);
@@ -356,6 +392,123 @@ static void s_print_end(zt_job_state_t st, const char *dir, int64_t ms)
     free(path);
 }
 
+/* The job's state in dir/job.json (NULL: none yet), into buf. */
+static const char *s_job_state(const char *dir, char *buf, size_t size)
+{
+    char *path = zt_strdupf("%s/job.json", dir);
+    json_t *doc = json_load_file(path, 0, NULL);
+    free(path);
+    const char *st = json_string_value(json_object_get(doc, "state"));
+    if (st)
+        snprintf(buf, size, "%s", st);
+    json_decref(doc);
+    return st ? buf : NULL;
+}
+
+static bool s_final(const char *state)
+{
+    return state && (!strcmp(state, "SUCCEEDED") || !strcmp(state, "FAILED") || !strcmp(state, "CANCELLED"));
+}
+
+/* The `ztrain run` that the batch script runs inside the allocation: this
+ * one's arguments, the spec copied beside the script (the submit host's
+ * file may change or be out of the nodes' sight), the job directory
+ * absolute. Heap, NULL-terminated. */
+static char **s_inner_argv(const s_args_t *a, const char *dir, char *err, size_t errlen)
+{
+    char **v = calloc((size_t) (32 + 2 * json_array_size(a->flags) + (size_t) a->n_user_args), sizeof *v);
+    int n = 0;
+    v[n++] = zt_strdupf("%s/ztrain", zt_exe_dir());
+    v[n++] = strdup("run");
+    if (a->file) {
+        size_t len;
+        char *text = zt_read_file(a->file, &len);
+        const char *base = strrchr(a->file, '/') ? strrchr(a->file, '/') + 1 : a->file;
+        char *sdir = zt_strdupf("%s/slurm", dir), *copy = zt_strdupf("%s/%s", sdir, base);
+        int made = zt_mkdir_p(sdir);
+        free(sdir);
+        if (!text || made != ZT_OK || zt_write_file_atomic(copy, text, len) != ZT_OK) {
+            snprintf(err, errlen, "cannot copy %s to %s: %s", a->file, copy, strerror(errno));
+            free(text);
+            free(copy);
+            for (int i = 0; i < n; i++)
+                free(v[i]);
+            free(v);
+            return NULL;
+        }
+        free(text);
+        v[n++] = copy;
+    }
+    v[n++] = strdup("--job-dir");
+    v[n++] = strdup(dir);
+    v[n++] = strdup("--backend");
+    v[n++] = strdup("slurm");
+    if (a->trial)
+        v[n++] = zt_strdupf("--trial=%s", a->trial);
+    if (a->tf_chief)
+        v[n++] = zt_strdupf("--tf-chief-name=%s", a->tf_chief);
+    if (a->cpu_only)
+        v[n++] = strdup("--cpu-only");
+    if (a->allow_unknown)
+        v[n++] = strdup("--allow-unknown-fields");
+    if (a->resume)
+        v[n++] = strdup("--resume");
+    size_t i;
+    json_t *f;
+    json_array_foreach(a->flags, i, f)
+        v[n++] = zt_strdupf("%s=%s", json_string_value(json_array_get(f, 0)), json_string_value(json_array_get(f, 1)));
+    if (a->n_user_args > 0) {
+        v[n++] = strdup("--");
+        for (int k = 0; k < a->n_user_args; k++)
+            v[n++] = strdup(a->user_args[k]);
+    }
+    v[n] = NULL;
+    return v;
+}
+
+/* run --backend slurm outside an allocation: submit, then follow (or not). */
+static int s_submit_slurm(s_args_t *a, const zt_plan_t *plan, const char *dir)
+{
+    char err[4096], id[64];
+    char **argv = s_inner_argv(a, dir, err, sizeof err);
+    zt_slurm_alloc_t alloc = { a->partition, a->account, a->time };
+    int rc = argv ? zt_slurm_submit(plan, &alloc, dir, argv, id, sizeof id, err, sizeof err) : -1;
+    for (int i = 0; argv && argv[i]; i++)
+        free(argv[i]);
+    free(argv);
+    if (rc != 0) {
+        fprintf(stderr, "ztrain: the job was not submitted: %s\n", err);
+        return EXIT_FAILED;
+    }
+    if (a->detach) {
+        printf("%s\n", id);
+        fprintf(stderr, "ztrain: submitted job '%s' as Slurm job %s; job directory %s\n"
+                        "  follow:  ztrain status %s   (its output: %s/slurm/batch.out)\n"
+                        "  cancel:  ztrain cancel %s\n", plan->display_name, id, dir, dir, dir, dir);
+        return EXIT_OK;
+    }
+    fprintf(stderr, "ztrain: submitted job '%s' as Slurm job %s; following its output (Ctrl-C cancels "
+                    "the job; ztrain run --detach returns at once)\n", plan->display_name, id);
+    const char *end = zt_slurm_follow(dir, id, 0, stderr);
+    char buf[64];
+    const char *st = s_job_state(dir, buf, sizeof buf);
+    if (!end[0]) {
+        fprintf(stderr, "ztrain: stopped following Slurm job %s, which is being cancelled (ztrain status %s)\n",
+                id, dir);
+        return EXIT_CANCELLED;
+    }
+    if (s_final(st))
+        return !strcmp(st, "SUCCEEDED") ? EXIT_OK : !strcmp(st, "CANCELLED") ? EXIT_CANCELLED : EXIT_FAILED;
+    if (!strcmp(end, "CANCELLED")) {
+        fprintf(stderr, "ztrain: Slurm job %s was cancelled%s\n", id, st ? "" : " before the job started");
+        return EXIT_CANCELLED;
+    }
+    fprintf(stderr, "ztrain: Slurm job %s ended %s %s; see %s/slurm/batch.out\n", id, end,
+            st ? "while the job was still running (its coordinator was killed)" : "before ztrain's coordinator "
+            "started", dir);
+    return EXIT_FAILED;
+}
+
 static int s_cmd_run(s_args_t *a)
 {
     zt_diag_t *diag = zt_diag_new();
@@ -384,6 +537,14 @@ static int s_cmd_run(s_args_t *a)
     }
     if (a->cpu_only && zt_plan_check_gpus(plan, 1 << 30, true, NULL) > 0)
         zt_warn("--cpu-only: running without GPUs although the job asks for accelerators");
+    if (!s_gpus_here(a) && !getenv("SLURM_JOB_ID")) { /* outside an allocation: make one */
+        int rc = s_submit_slurm(a, plan, dir);
+        free(dir);
+        zt_plan_destroy(&plan);
+        return rc;
+    }
+    if ((a->detach || a->time) && s_gpus_here(a))
+        zt_warn("--detach and --time apply to --backend slurm only; ignored");
     char why[256];
     zt_backend_t *backend = zt_backend_new(a->backend, why, sizeof why);
     if (!backend) {
@@ -427,7 +588,8 @@ static int s_cmd_validate(s_args_t *a)
         zt_plan_print(plan, stdout);
     const char *backend = a->backend ? a->backend : zt_knob_str(ZT_KNOB_BACKEND);
     if (!a->json && !strcmp(backend, "slurm")) { /* what the allocation would be */
-        char *h = zt_slurm_sbatch_header(plan, a->partition, a->account);
+        zt_slurm_alloc_t alloc = { a->partition, a->account, a->time };
+        char *h = zt_slurm_sbatch_header(plan, &alloc, NULL);
         printf("\nSlurm allocation (sbatch), one heterogeneous component per pool; each replica an\n"
                "srun step (--het-group=C --nodelist=NODE -N1 -n1 --overlap):\n%s", h);
         free(h);
@@ -554,6 +716,13 @@ static void s_print_job(json_t *doc)
     if (json_is_true(json_object_get(doc, "processGone")))
         printf(" (recorded %s, but the coordinator is gone)",
                json_string_value(json_object_get(doc, "recordedState")));
+    json_t *sl = json_object_get(doc, "slurm");
+    if (sl) {
+        const char *reason = json_string_value(json_object_get(sl, "reason"));
+        printf("\n  Slurm job %s: %s%s%s%s", json_string_value(json_object_get(sl, "jobId")),
+               json_string_value(json_object_get(sl, "state")), reason && *reason && strcmp(reason, "None") ? " (" : "",
+               reason && *reason && strcmp(reason, "None") ? reason : "", reason && *reason && strcmp(reason, "None") ? ")" : "");
+    }
     printf("\n  incarnation %lld, job retries %lld\n",
            (long long) json_integer_value(json_object_get(doc, "incarnation")),
            (long long) json_integer_value(json_object_get(doc, "jobRetries")));
@@ -597,6 +766,151 @@ static void s_print_job(json_t *doc)
         printf("  error: %s\n", json_string_value(json_object_get(e, "message")));
 }
 
+/* A job.json of a Slurm job: its coordinator runs on a node, so Slurm says
+ * whether it still runs. Slurm's view goes into doc ("slurm"), and a job
+ * that Slurm has ended while job.json says otherwise is FAILED. */
+static void s_check_slurm(json_t *doc, const char *id)
+{
+    char state[256], reason[256];
+    int known = zt_slurm_query(id, state, sizeof state, reason, sizeof reason);
+    if (known < 0)
+        return; /* Slurm cannot be asked: job.json as it is */
+    json_object_set_new(doc, "slurm", json_pack("{s:s, s:s, s:s}", "jobId", id, "state", known ? state : "ENDED",
+                                                "reason", reason));
+    const char *st = json_string_value(json_object_get(doc, "state"));
+    if (s_final(st) || (known && !zt_slurm_state_final(state)))
+        return;
+    char *msg = zt_strdupf("its Slurm job %s is %s while the job was %s: the allocation ended under the "
+                           "coordinator (see slurm/batch.out in the job directory)", id,
+                           known ? state : "no longer known to Slurm", st ? st : "?");
+    json_object_set_new(doc, "recordedState", json_string(st ? st : "?"));
+    json_object_set_new(doc, "state", json_string("FAILED"));
+    json_object_set_new(doc, "processGone", json_true());
+    json_object_set_new(doc, "error", json_pack("{s:s}", "message", msg));
+    free(msg);
+}
+
+/* A submitted job without job.json: queued, or ended before its
+ * coordinator started. Exits as status does. */
+static int s_slurm_only_status(const s_args_t *a, const char *id)
+{
+    char state[256], reason[256], *path = zt_strdupf("%s/slurm/submission.json", a->job_dir);
+    json_t *sub = json_load_file(path, 0, NULL);
+    free(path);
+    int known = zt_slurm_query(id, state, sizeof state, reason, sizeof reason);
+    const char *ours = "QUEUED";
+    char msg[600] = "";
+    if (known < 0)
+        snprintf(msg, sizeof msg, "Slurm cannot be asked: %s", state);
+    else if (known > 0 && !zt_slurm_state_final(state))
+        snprintf(msg, sizeof msg, "Slurm job %s is %s%s%s%s", id, state, reason[0] ? " (" : "", reason,
+                 reason[0] ? ")" : "");
+    else if ((known > 0 && !strcmp(state, "CANCELLED")) || json_is_true(json_object_get(sub, "cancelRequested"))) {
+        ours = "CANCELLED";
+        snprintf(msg, sizeof msg, "Slurm job %s was cancelled before the job started", id);
+    }
+    else {
+        ours = "FAILED";
+        snprintf(msg, sizeof msg, "Slurm job %s ended %s before ztrain's coordinator started; see %s/slurm/batch.out",
+                 id, known > 0 ? state : "(no longer known to Slurm)", a->job_dir);
+    }
+    json_t *doc = json_pack("{s:s, s:s, s:{s:s, s:s, s:s}, s:O}", "state", ours, "message", msg, "slurm", "jobId",
+                            id, "state", known > 0 ? state : "ENDED", "reason", reason, "submission",
+                            sub ? sub : json_null());
+    if (a->json) {
+        char *t = json_dumps(doc, JSON_INDENT(2));
+        printf("%s\n", t);
+        free(t);
+    }
+    else
+        printf("job in %s: %s\n  %s\n", a->job_dir, ours, msg);
+    json_decref(doc);
+    json_decref(sub);
+    return known < 0 ? EXIT_USAGE : s_state_exit(ours);
+}
+
+/* Cancels the job in dir: its Slurm job (scancel), or its coordinator on
+ * this machine (SIGTERM, as Ctrl-C), then waits for its end. */
+static int s_cmd_cancel(s_args_t *a)
+{
+    if (!a->job_dir) {
+        fprintf(stderr, "ztrain cancel: give the job directory (ztrain cancel DIR)\n");
+        return EXIT_USAGE;
+    }
+    const char *dir = a->job_dir;
+    char *path = zt_strdupf("%s/job.json", dir), *id = zt_slurm_submitted_id(dir), err[2048], buf[64];
+    json_t *doc = json_load_file(path, 0, NULL);
+    free(path);
+    const char *name = json_string_value(json_object_get(doc, "name"));
+    const char *st = json_string_value(json_object_get(doc, "state"));
+    int rc = EXIT_OK;
+    if (!doc && !id) {
+        fprintf(stderr, "ztrain cancel: %s holds no job (no job.json, nothing submitted to Slurm)\n", dir);
+        rc = EXIT_USAGE;
+    }
+    else if (s_final(st))
+        printf("job %s already ended %s; nothing to cancel\n", name ? name : dir, st);
+    else if (id) {
+        if (zt_slurm_cancel(id, err, sizeof err) != 0) {
+            fprintf(stderr, "ztrain cancel: %s\n", err);
+            rc = EXIT_FAILED;
+        }
+        else {
+            char *sp = zt_strdupf("%s/slurm/submission.json", dir);
+            json_t *sub = json_load_file(sp, 0, NULL);
+            if (sub) {
+                json_object_set_new(sub, "cancelRequested", json_true());
+                char *t = json_dumps(sub, JSON_INDENT(2));
+                zt_write_file_atomic(sp, t, strlen(t));
+                free(t);
+                json_decref(sub);
+            }
+            free(sp);
+        }
+    }
+    else {
+        json_t *rec = json_object_get(doc, "coordinatorProcess");
+        int alive = zt_json_process_alive(rec);
+        pid_t pid = (pid_t) json_integer_value(json_object_get(rec, "pid"));
+        if (alive == 1 && kill(pid, SIGTERM) == 0)
+            ;
+        else {
+            if (alive == 1)
+                fprintf(stderr, "ztrain cancel: cannot signal the coordinator (pid %d): %s\n", (int) pid,
+                        strerror(errno));
+            else if (alive == 0)
+                fprintf(stderr, "ztrain cancel: the coordinator (pid %d) is gone already; the job did not "
+                                "record an end (ztrain status %s)\n", (int) pid, dir);
+            else
+                fprintf(stderr, "ztrain cancel: the coordinator runs on %s, not here: run ztrain cancel there\n",
+                        json_string_value(json_object_get(rec, "host")));
+            rc = EXIT_FAILED;
+        }
+    }
+    if (rc == EXIT_OK && !s_final(st)) { /* until it has ended */
+        int64_t deadline = zt_now_ms() + 2 * zt_knob_int(ZT_KNOB_STOP_GRACE_MS) + 30000;
+        char state[256], reason[256];
+        const char *now = NULL;
+        while (zt_now_ms() < deadline) {
+            now = s_job_state(dir, buf, sizeof buf);
+            if (s_final(now))
+                break;
+            if (id && !now && zt_slurm_query(id, state, sizeof state, reason, sizeof reason) != 1) {
+                now = "CANCELLED"; /* cancelled while queued */
+                break;
+            }
+            usleep(200 * 1000);
+        }
+        if (s_final(now))
+            printf("job %s: %s\n", name ? name : dir, now);
+        else
+            printf("job %s: cancel requested; still stopping (ztrain status %s)\n", name ? name : dir, dir);
+    }
+    json_decref(doc);
+    free(id);
+    return rc;
+}
+
 /* Exits as `ztrain run` would have: 0 SUCCEEDED (or still running), 1
  * FAILED (or its process gone), 3 CANCELLED; 2 when there is nothing to
  * read. */
@@ -610,13 +924,24 @@ static int s_cmd_status(s_args_t *a)
     char *path = zt_strdupf("%s/%s", study ? a->study_dir : a->job_dir, study ? "study.json" : "job.json");
     json_error_t err;
     json_t *doc = json_load_file(path, 0, &err);
+    char *id = study ? NULL : zt_slurm_submitted_id(a->job_dir);
+    if (!doc && id) { /* submitted; its coordinator has not started (yet) */
+        free(path);
+        int rc = s_slurm_only_status(a, id);
+        free(id);
+        return rc;
+    }
     if (!doc) {
         fprintf(stderr, "ztrain status: %s: %s\n", path, err.text);
         free(path);
         return EXIT_USAGE;
     }
     free(path);
-    s_check_owner(doc, study ? "process" : "coordinatorProcess", study ? "`ztrain tune`" : "coordinator");
+    if (id)
+        s_check_slurm(doc, id);
+    else
+        s_check_owner(doc, study ? "process" : "coordinatorProcess", study ? "`ztrain tune`" : "coordinator");
+    free(id);
     if (a->json) {
         char *t = json_dumps(doc, JSON_INDENT(2));
         printf("%s\n", t);
@@ -641,6 +966,10 @@ int zt_cli_main(int argc, char **argv, const char *command)
     }
     int rc;
     char why[512];
+    if ((!strcmp(a.command, "status") || !strcmp(a.command, "cancel")) && !a.job_dir && !a.study_dir && a.file) {
+        a.job_dir = a.file; /* ztrain status DIR */
+        a.file = NULL;
+    }
     if (strcmp(a.command, "status") && zt_knobs_check(why, sizeof why) != ZT_OK) {
         fprintf(stderr, "ztrain: %s\n", why);
         json_decref(a.flags);
@@ -654,10 +983,12 @@ int zt_cli_main(int argc, char **argv, const char *command)
         rc = s_cmd_env(&a);
     else if (!strcmp(a.command, "status"))
         rc = s_cmd_status(&a);
+    else if (!strcmp(a.command, "cancel"))
+        rc = s_cmd_cancel(&a);
     else if (!strcmp(a.command, "tune"))
         rc = s_cmd_tune(&a);
     else {
-        fprintf(stderr, "ztrain: unknown command '%s' (run, validate, env, status, tune; see --help)\n",
+        fprintf(stderr, "ztrain: unknown command '%s' (run, validate, env, status, cancel, tune; see --help)\n",
                 a.command);
         rc = EXIT_USAGE;
     }

@@ -83,6 +83,8 @@ struct zt_coord_t {
     uint64_t seq;               /* our message sequence */
     int sig_pipe[2];            /* signal handler -> loop */
     char *created;              /* createTime */
+    json_t *lost_nodes;         /* [{time, why}]: nodes lost under the job */
+    bool requeue, give_up;      /* at the end: the allocation runs the job again, or not */
 };
 
 /* ------------------------------------------------------------ signals */
@@ -155,6 +157,10 @@ static void s_write_state(zt_coord_t *self)
         "tooLong", (json_int_t) self->drops.too_long,
         "unknownSender", (json_int_t) self->unknown_senders);
     json_object_set_new(doc, "coordinatorProcess", zt_json_this_process());
+    if (self->backend->allocation)
+        json_object_set_new(doc, "slurmJobId", json_string(self->backend->allocation));
+    if (json_array_size(self->lost_nodes))
+        json_object_set(doc, "lostNodes", self->lost_nodes);
     self->metrics_dirty = false;
     self->state_written_ms = zt_now_ms();
     json_object_set(doc, "checkpoints", self->checkpoints);
@@ -485,8 +491,55 @@ static void s_cancel(zt_coord_t *self, const char *why)
     s_stop_all(self, AFTER_FINISH, ZT_JOB_CANCELLED);
 }
 
+/* A node under the job is lost: every replica stops, and the job is retried
+ * by its allocation running it again on other nodes (Slurm requeues it), or,
+ * with no job retry left, fails naming the node. */
+static void s_node_lost(zt_coord_t *self, const char *why)
+{
+    if (self->requeue || self->give_up) {
+        self->kill_deadline = 0; /* a second notice: now */
+        return;
+    }
+    char now[40];
+    zt_wall_iso(now, sizeof now);
+    json_array_append_new(self->lost_nodes, json_pack("{s:s, s:s}", "time", now, "why", why));
+    bool retry = !self->plan->disable_retries && self->job_retries < self->max_job_retries;
+    char *msg;
+    if (retry) {
+        self->job_retries++;
+        self->layout.incarnation++;
+        self->requeue = true;
+        msg = zt_strdupf("%s: the job is retried on other nodes (job retry %d of %d) once its allocation "
+                         "runs again (Slurm requeues it)", why, self->job_retries, self->max_job_retries);
+    }
+    else {
+        self->give_up = true;
+        msg = zt_strdupf("%s, and %s: the job fails", why, self->plan->disable_retries ? "retries are disabled"
+                                                                                        : "every job retry was used");
+    }
+    zt_error("lost a node: %s", msg);
+    json_decref(self->error);
+    self->error = json_pack("{s:s, s:s}", "message", msg, "lostNode", why);
+    free(msg);
+    self->stopping = false; /* whatever was under way (a respawn) gives way */
+    s_stop_all(self, AFTER_FINISH, retry ? ZT_JOB_QUEUED : ZT_JOB_FAILED);
+}
+
 static void s_replica_exited(zt_coord_t *self, s_rep_t *r, int status)
 {
+    char lost[1024];
+    bool failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    if (failed && !self->stopping && self->backend->node_lost &&
+        self->backend->node_lost(self->backend, r->handle, lost, sizeof lost)) {
+        self->backend->release(self->backend, &r->handle);
+        r->registered = false;
+        zframe_destroy(&r->identity);
+        r->last_status = status;
+        r->state = R_FAILED;
+        s_read_output(self, r);
+        s_node_lost(self, lost);
+        return;
+    }
     self->backend->release(self->backend, &r->handle);
     r->registered = false;
     zframe_destroy(&r->identity);
@@ -809,6 +862,51 @@ static void s_timers(zt_coord_t *self)
 
 /* ------------------------------------------------------------ life */
 
+/* A run of the same allocation again (Slurm requeued it after a lost node):
+ * the job goes on as its next retry, with its history. false (logged) when
+ * that job has ended already, so there is nothing to run. */
+static bool s_continue_requeued(zt_coord_t *self)
+{
+    const char *restarts = getenv("SLURM_RESTART_COUNT");
+    if (!self->backend->allocation || !restarts || atoi(restarts) <= 0)
+        return true;
+    char *path = zt_strdupf("%s/job.json", self->opts.job_dir);
+    json_t *doc = json_load_file(path, 0, NULL);
+    free(path);
+    const char *id = json_string_value(json_object_get(doc, "slurmJobId"));
+    if (!doc || !id || strcmp(id, self->backend->allocation)) {
+        json_decref(doc);
+        return true;
+    }
+    const char *st = json_string_value(json_object_get(doc, "state"));
+    if (st && (!strcmp(st, "SUCCEEDED") || !strcmp(st, "FAILED") || !strcmp(st, "CANCELLED"))) {
+        zt_error("Slurm ran job %s again (requeue %s), but the job ended %s already: nothing is run", id, restarts,
+                 st);
+        json_decref(doc);
+        return false;
+    }
+    self->job_retries = (int) json_integer_value(json_object_get(doc, "jobRetries"));
+    self->layout.incarnation = (int) json_integer_value(json_object_get(doc, "incarnation"));
+    const char *keep[] = { "transitions", "checkpoints", "evaluations", "lostNodes", "metrics" };
+    json_t **into[] = { &self->transitions, &self->checkpoints, &self->evaluations, &self->lost_nodes, &self->metrics };
+    for (int i = 0; i < 5; i++) {
+        json_t *v = json_object_get(doc, keep[i]);
+        if (v && json_typeof(v) == json_typeof(*into[i])) {
+            json_decref(*into[i]);
+            *into[i] = json_incref(v);
+        }
+    }
+    const char *created = json_string_value(json_object_get(doc, "createTime"));
+    if (created) {
+        free(self->created);
+        self->created = strdup(created);
+    }
+    zt_info("Slurm ran job %s again (requeue %s): job retry %d of %d, incarnation %d", id, restarts,
+            self->job_retries, self->max_job_retries, self->layout.incarnation);
+    json_decref(doc);
+    return true;
+}
+
 zt_coord_t *zt_coord_new(zt_plan_t **plan_p, zt_backend_t **backend_p, const zt_coord_opts_t *opts)
 {
     zt_coord_t *self = calloc(1, sizeof *self);
@@ -822,6 +920,7 @@ zt_coord_t *zt_coord_new(zt_plan_t **plan_p, zt_backend_t **backend_p, const zt_
     self->metrics = json_object();
     self->checkpoints = json_array();
     self->evaluations = json_array();
+    self->lost_nodes = json_array();
     char now[40];
     zt_wall_iso(now, sizeof now);
     self->created = strdup(now);
@@ -835,6 +934,10 @@ zt_coord_t *zt_coord_new(zt_plan_t **plan_p, zt_backend_t **backend_p, const zt_
     if (self->backend->place(self->backend, self->plan, opts->cpu_only, &placement) != ZT_OK ||
         zt_layout_init(&self->layout, self->plan, &placement, opts->job_dir, opts->trial) != ZT_OK) {
         zt_error("the %s backend cannot place the job", self->backend->name);
+        zt_coord_destroy(&self);
+        return NULL;
+    }
+    if (!s_continue_requeued(self)) {
         zt_coord_destroy(&self);
         return NULL;
     }
@@ -915,6 +1018,7 @@ void zt_coord_destroy(zt_coord_t **self_p)
     json_decref(self->metrics);
     json_decref(self->checkpoints);
     json_decref(self->evaluations);
+    json_decref(self->lost_nodes);
     json_decref(self->error);
     s_sig_fd = -1;
     if (self->sig_pipe[0] >= 0) {
@@ -952,9 +1056,14 @@ zt_job_state_t zt_coord_run(zt_coord_t *self)
             ssize_t got = read(self->sig_pipe[0], sigs, sizeof sigs);
             for (ssize_t i = 0; i < got; i++)
                 if (sigs[i] != SIGCHLD) {
-                    char why[64];
-                    snprintf(why, sizeof why, "received %s", strsignal(sigs[i]));
-                    s_cancel(self, why);
+                    char why[1024];
+                    /* the scheduler ends the allocation because a node failed, or the user cancels */
+                    if (self->backend->node_lost && self->backend->node_lost(self->backend, NULL, why, sizeof why))
+                        s_node_lost(self, why);
+                    else {
+                        snprintf(why, sizeof why, "received %s", strsignal(sigs[i]));
+                        s_cancel(self, why);
+                    }
                 }
         }
         for (int i = 2; i < n; i++)
@@ -988,5 +1097,9 @@ zt_job_state_t zt_coord_run(zt_coord_t *self)
     if (self->metrics_dirty)
         s_write_state(self);
     s_set_state(self, self->final_state);
+    if (self->requeue && self->backend->requeue)
+        self->backend->requeue(self->backend);
+    if (self->give_up && self->backend->give_up)
+        self->backend->give_up(self->backend);
     return self->state;
 }

@@ -105,7 +105,8 @@ class Cluster:
             "SlurmctldPort=%d" % self.port,
             "SlurmdPort=%d" % (self.port + 1),
             "AuthType=auth/munge",
-            "AuthInfo=socket=%s/munge/munge.socket.2" % d,
+            # cred_expire: also how long a requeued job waits before it runs again (120 s by default)
+            "AuthInfo=socket=%s/munge/munge.socket.2,cred_expire=10" % d,
             "CredType=cred/munge",
             "SlurmUser=root",
             "SlurmdUser=root",

@@ -71,6 +71,18 @@ struct zt_backend_t {
     /* Kills whatever any replica left behind (orphans, background jobs). */
     void (*cleanup)(zt_backend_t *self);
     void (*destroy)(zt_backend_t **self_p);
+    /* Backends whose jobs run on nodes that can be lost (Slurm); NULL
+     * elsewhere. The id of the allocation the job runs in. */
+    const char *allocation;
+    /* Whether the node of a replica (handle), or of any replica (NULL), is
+     * lost: 1 with the node and the reason in why, else 0. */
+    int (*node_lost)(zt_backend_t *self, const zt_handle_t *handle, char *why, size_t len);
+    /* After a lost node, with a job retry left: the allocation runs the job
+     * again on other nodes (requeued, unless the scheduler did so already). */
+    void (*requeue)(zt_backend_t *self);
+    /* After a lost node, with no retry left: the allocation does not run it
+     * again (a requeue the scheduler made is cancelled). */
+    void (*give_up)(zt_backend_t *self);
 };
 
 /* The backends this ztrain has, for messages: "local". */
@@ -81,11 +93,4 @@ zt_backend_t *zt_backend_new(const char *name, char *err, size_t len);
 zt_backend_t *zt_backend_local_new(void);
 /* Inside a Slurm allocation: every replica a job step on its node. */
 zt_backend_t *zt_backend_slurm_new(void);
-/* The #SBATCH lines of the job's allocation: one heterogeneous component
- * per present pool, in pool order (its replicas as tasks, the machine
- * type's vCPUs and memory per task, its accelerators as GPUs per task),
- * the time limit from scheduling.timeout; partition and account may be
- * NULL. Heap text. */
-char *zt_slurm_sbatch_header(const zt_plan_t *plan, const char *partition, const char *account);
-
 #endif

@@ -27,6 +27,7 @@ typedef struct {
     int component[ZT_POOLS];    /* the component of each present pool */
     char **nodes;               /* per ordinal: its node (owned) */
     int *comp_of;               /* per ordinal: its component */
+    zt_handle_t **handle_of;    /* per ordinal: its running step, or NULL */
     int n;
     /* scancel or the time limit ends the steps before the coordinator hears
      * its own SIGTERM: their ends are held back until it has, so that they
@@ -104,8 +105,10 @@ static void s_forget(s_slurm_t *ctx)
         free(ctx->nodes[i]);
     free(ctx->nodes);
     free(ctx->comp_of);
+    free(ctx->handle_of);
     ctx->nodes = NULL;
     ctx->comp_of = NULL;
+    ctx->handle_of = NULL;
     ctx->n = 0;
 }
 
@@ -127,6 +130,7 @@ static int s_place(zt_backend_t *self, const zt_plan_t *plan, bool cpu_only, zt_
     out->replicas = calloc((size_t) n, sizeof *out->replicas);
     ctx->nodes = calloc((size_t) n, sizeof *ctx->nodes);
     ctx->comp_of = calloc((size_t) n, sizeof *ctx->comp_of);
+    ctx->handle_of = calloc((size_t) n, sizeof *ctx->handle_of);
     ctx->n = n;
     int base = 20000 + (int) (strtol(job, NULL, 10) * 37 % 40000);
     for (int p = 0; p < ZT_POOLS; p++) {
@@ -213,6 +217,8 @@ static int s_start(zt_backend_t *self, const zt_launch_t *req, zt_handle_t **han
     step.argv = argv;
     int rc = ctx->local->start(ctx->local, &step, handle_p, out_fd);
     free(argv);
+    if (rc == ZT_OK)
+        ctx->handle_of[req->ordinal] = *handle_p;
     return rc;
 }
 
@@ -266,7 +272,93 @@ static int s_reap(zt_backend_t *self, zt_handle_t **h, int *status)
 static void s_release(zt_backend_t *self, zt_handle_t **h)
 {
     s_slurm_t *ctx = self->ctx;
+    for (int i = 0; *h && i < ctx->n; i++)
+        if (ctx->handle_of[i] == *h)
+            ctx->handle_of[i] = NULL;
     ctx->local->release(ctx->local, h);
+}
+
+/* Runs a Slurm command for its effect; its words go to the log on failure. */
+static int s_slurm_cmd(const char *cmd)
+{
+    char *full = zt_strdupf("%s 2>&1", cmd), line[512] = "";
+    FILE *p = popen(full, "r");
+    free(full);
+    if (!p)
+        return -1;
+    size_t used = 0;
+    while (fgets(line + used, (int) (sizeof line - used), p))
+        used = strlen(line);
+    int st = pclose(p);
+    if (st != 0)
+        zt_warn("%s: %s", cmd, line[0] ? line : "failed");
+    return st == 0 ? 0 : -1;
+}
+
+/* A node is lost when Slurm marks it down or failed, or not responding
+ * (the '*' sinfo appends to its state). */
+static int s_node_lost(zt_backend_t *self, const zt_handle_t *h, char *why, size_t len)
+{
+    s_slurm_t *ctx = self->ctx;
+    char list[4096] = "";
+    for (int i = 0; i < ctx->n; i++) {
+        if (h && ctx->handle_of[i] != h)
+            continue;
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", list[0] ? "," : "", ctx->nodes[i]);
+    }
+    if (!list[0])
+        return 0;
+    char *cmd = zt_strdupf("sinfo -h -N -n '%s' -o '%%N|%%T|%%E' 2>/dev/null", list);
+    FILE *p = popen(cmd, "r");
+    free(cmd);
+    if (!p)
+        return 0;
+    char line[512];
+    int lost = 0;
+    why[0] = 0;
+    while (fgets(line, sizeof line, p)) {
+        line[strcspn(line, "\r\n")] = 0;
+        char *state = strchr(line, '|'), *reason = state ? strchr(state + 1, '|') : NULL;
+        if (!reason)
+            continue;
+        *state++ = 0;
+        *reason++ = 0;
+        size_t sl = strlen(state);
+        bool gone = (sl && state[sl - 1] == '*') || !strncmp(state, "down", 4) || !strncmp(state, "fail", 4);
+        if (gone && !strstr(why, line)) {
+            bool down = !strncmp(state, "down", 4) || !strncmp(state, "fail", 4);
+            snprintf(why + strlen(why), len - strlen(why), "%snode %s is %s (Slurm: %s%s%s)", lost ? "; " : "", line,
+                     down ? "down" : "not responding", state, strcmp(reason, "none") ? ", " : "",
+                     strcmp(reason, "none") ? reason : "");
+            lost++;
+        }
+    }
+    pclose(p);
+    return lost > 0;
+}
+
+static void s_requeue(zt_backend_t *self)
+{
+    (void) self;
+    const char *job = getenv("SLURM_JOB_ID");
+    if (!job || s_allocation_ending()) /* Slurm requeues it itself (node failure) */
+        return;
+    char *cmd = zt_strdupf("scontrol requeue %s", job);
+    zt_info("requeueing Slurm job %s: the job runs again on other nodes", job);
+    s_slurm_cmd(cmd);
+    free(cmd);
+}
+
+static void s_give_up(zt_backend_t *self)
+{
+    (void) self;
+    const char *job = getenv("SLURM_JOB_ID");
+    if (!job || !s_allocation_ending()) /* not requeued: it ends with this script */
+        return;
+    char *cmd = zt_strdupf("scancel %s", job);
+    zt_info("cancelling Slurm's requeue of job %s: no job retry is left", job);
+    s_slurm_cmd(cmd);
+    free(cmd);
 }
 
 static int64_t s_pid(zt_backend_t *self, const zt_handle_t *h)
@@ -312,40 +404,9 @@ zt_backend_t *zt_backend_slurm_new(void)
     self->pid = s_pid;
     self->cleanup = s_cleanup;
     self->destroy = s_destroy;
+    self->allocation = getenv("SLURM_JOB_ID");
+    self->node_lost = s_node_lost;
+    self->requeue = s_requeue;
+    self->give_up = s_give_up;
     return self;
-}
-
-/* ------------------------------------------------------------ the allocation */
-
-char *zt_slurm_sbatch_header(const zt_plan_t *plan, const char *partition, const char *account)
-{
-    char *text = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&text, &len);
-    fprintf(f, "#SBATCH --job-name=%s\n", plan->display_name ? plan->display_name : "ztrain");
-    if (plan->timeout_s > 0) /* the time limit, in whole minutes, rounded up */
-        fprintf(f, "#SBATCH --time=%lld\n", (long long) ((plan->timeout_s + 59) / 60));
-    bool first = true;
-    for (int p = 0; p < ZT_POOLS; p++) {
-        const zt_pool_t *pool = &plan->pools[p];
-        if (!pool->present)
-            continue;
-        if (!first)
-            fprintf(f, "#SBATCH hetjob\n");
-        first = false;
-        int cpus = pool->machine.vcpus > 0 ? pool->machine.vcpus : 1;
-        long long mem_mb = (long long) (pool->machine.memory_gb * 1024.0 / cpus);
-        fprintf(f, "# workerpool%d: %d x %s\n", p, pool->replicas, pool->machine.name);
-        fprintf(f, "#SBATCH --ntasks=%d --cpus-per-task=%d --mem-per-cpu=%lldM", pool->replicas, cpus,
-                mem_mb > 0 ? mem_mb : 1);
-        if (pool->accel_count > 0)
-            fprintf(f, " --gpus-per-task=%d", pool->accel_count);
-        if (partition)
-            fprintf(f, " --partition=%s", partition);
-        if (account)
-            fprintf(f, " --account=%s", account);
-        fputc('\n', f);
-    }
-    fclose(f);
-    return text;
 }

@@ -1,0 +1,60 @@
+/* zt_slurm: a job submitted to Slurm from outside an allocation. `ztrain
+ * run --backend slurm` writes a batch script (the job's #SBATCH lines, then
+ * `ztrain run` itself, which inside the allocation becomes the coordinator
+ * with the slurm backend), submits it with sbatch, and follows it: the
+ * coordinator's output streamed from the batch output file, the end read
+ * from job.json. Everything lives under <job-dir>/slurm/, on the filesystem
+ * every node sees. */
+#ifndef ZT_SLURM_H
+#define ZT_SLURM_H
+#include "spec/zt_jobspec.h"
+#include <stdbool.h>
+#include <stddef.h>
+
+/* The allocation's options beyond the spec; NULL fields are left out. */
+typedef struct {
+    const char *partition;      /* --partition */
+    const char *account;        /* --account */
+    const char *time;           /* --time, Slurm's format; NULL: scheduling.timeout */
+} zt_slurm_alloc_t;
+
+/* The #SBATCH lines of the job's allocation: the job-wide ones (name, time
+ * limit, then extra, verbatim), and one heterogeneous component per present
+ * pool, in pool order (its replicas as tasks, the machine type's vCPUs and
+ * memory per task, its accelerators as GPUs per task). Heap text. */
+char *zt_slurm_sbatch_header(const zt_plan_t *plan, const zt_slurm_alloc_t *alloc, const char *extra);
+
+/* NULL when text is a time limit as sbatch --time takes it ("90", "2:00:00",
+ * "1-12"), else why not. */
+const char *zt_slurm_time_problem(const char *text);
+
+/* Writes <dir>/slurm/batch.sh (the header, the batch output into
+ * <dir>/slurm/batch.out, the submit directory as the working directory,
+ * requeue on node failure, and `exec run_argv...`), submits it, and records
+ * <dir>/slurm/submission.json. 0 with the Slurm job id in jobid, or -1 with
+ * the reason (sbatch's own words) in err. */
+int zt_slurm_submit(const zt_plan_t *plan, const zt_slurm_alloc_t *alloc, const char *dir,
+                    char *const *run_argv, char *jobid, size_t idlen, char *err, size_t errlen);
+
+/* The Slurm job id recorded in <dir>/slurm/submission.json, or NULL (heap). */
+char *zt_slurm_submitted_id(const char *dir);
+
+/* Asks Slurm for job id's state ("PENDING", "RUNNING", "COMPLETED", ...)
+ * and reason. 1 when Slurm knows the job, 0 when it no longer does (it
+ * ended a while ago), -1 when Slurm could not be asked (why in state). */
+int zt_slurm_query(const char *id, char *state, size_t slen, char *reason, size_t rlen);
+
+/* True for a state after which the job does not run again. */
+bool zt_slurm_state_final(const char *state);
+
+/* scancel id: 0, or -1 with scancel's words in err. */
+int zt_slurm_cancel(const char *id, char *err, size_t errlen);
+
+/* Follows the submitted job until Slurm says it has ended: every new line
+ * of <dir>/slurm/batch.out goes to out as it comes (from `from` bytes on).
+ * SIGINT or SIGTERM cancels the job once (scancel) and goes on following;
+ * a second one stops following. Returns the Slurm state it ended in
+ * (static text), or "" when following was stopped. */
+const char *zt_slurm_follow(const char *dir, const char *id, long from, FILE *out);
+
+#endif

@@ -1,0 +1,368 @@
+/* A job submitted to Slurm from outside an allocation: the batch script,
+ * sbatch, following the job's output and state, scancel. */
+#include "launch/zt_slurm.h"
+#include "base/zt_json.h"
+#include "base/zt_util.h"
+#include "ztrain/zt_error.h"
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* ------------------------------------------------------------ the allocation */
+
+/* Slurm's job names: no spaces, nothing a shell or #SBATCH line would split. */
+static void s_job_name(const char *name, char *out, size_t size)
+{
+    size_t i = 0;
+    for (const char *p = name && *name ? name : "ztrain"; *p && i + 1 < size; p++)
+        out[i++] = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+                           *p == '.' || *p == '-' || *p == '_'
+                       ? *p : '_';
+    out[i] = 0;
+}
+
+char *zt_slurm_sbatch_header(const zt_plan_t *plan, const zt_slurm_alloc_t *alloc, const char *extra)
+{
+    char *text = NULL, name[128];
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    s_job_name(plan->display_name, name, sizeof name);
+    fprintf(f, "#SBATCH --job-name=%s\n", name);
+    if (alloc && alloc->time)
+        fprintf(f, "#SBATCH --time=%s\n", alloc->time);
+    else if (plan->timeout_s > 0) /* the time limit, in whole minutes, rounded up */
+        fprintf(f, "#SBATCH --time=%lld\n", (long long) ((plan->timeout_s + 59) / 60));
+    if (extra)
+        fputs(extra, f);
+    bool first = true;
+    for (int p = 0; p < ZT_POOLS; p++) {
+        const zt_pool_t *pool = &plan->pools[p];
+        if (!pool->present)
+            continue;
+        if (!first)
+            fprintf(f, "#SBATCH hetjob\n");
+        first = false;
+        int cpus = pool->machine.vcpus > 0 ? pool->machine.vcpus : 1;
+        long long mem_mb = (long long) (pool->machine.memory_gb * 1024.0 / cpus);
+        fprintf(f, "# workerpool%d: %d x %s\n", p, pool->replicas, pool->machine.name);
+        fprintf(f, "#SBATCH --ntasks=%d --cpus-per-task=%d --mem-per-cpu=%lldM", pool->replicas, cpus,
+                mem_mb > 0 ? mem_mb : 1);
+        if (pool->accel_count > 0)
+            fprintf(f, " --gpus-per-task=%d", pool->accel_count);
+        if (alloc && alloc->partition)
+            fprintf(f, " --partition=%s", alloc->partition);
+        if (alloc && alloc->account)
+            fprintf(f, " --account=%s", alloc->account);
+        fputc('\n', f);
+    }
+    fclose(f);
+    return text;
+}
+
+const char *zt_slurm_time_problem(const char *text)
+{
+    if (!text || !*text)
+        return "it is empty";
+    int colons = 0, dashes = 0;
+    for (const char *p = text; *p; p++) {
+        if (*p == ':')
+            colons++;
+        else if (*p == '-')
+            dashes++;
+        else if (*p < '0' || *p > '9')
+            return "Slurm's time limits are minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS";
+    }
+    if (colons > 2 || dashes > 1 || text[0] == '-' || text[0] == ':' || strstr(text, "::") ||
+        text[strlen(text) - 1] == ':' || text[strlen(text) - 1] == '-')
+        return "Slurm's time limits are minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS";
+    return NULL;
+}
+
+/* ------------------------------------------------------------ commands */
+
+/* Runs argv (PATH searched), its stdout and stderr together into out, the
+ * last newline dropped. Its exit status, or -1 when it could not run. */
+static int s_capture(char *const *argv, char *out, size_t size)
+{
+    int fds[2];
+    out[0] = 0;
+    if (pipe(fds) < 0)
+        return -1;
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(fds[0]);
+        close(fds[1]);
+        return -1;
+    }
+    if (pid == 0) {
+        dup2(fds[1], 1);
+        dup2(fds[1], 2);
+        close(fds[0]);
+        close(fds[1]);
+        execvp(argv[0], argv);
+        fprintf(stderr, "cannot run %s: %s", argv[0], strerror(errno));
+        _exit(127);
+    }
+    close(fds[1]);
+    size_t len = 0;
+    char buf[4096];
+    ssize_t got;
+    while ((got = read(fds[0], buf, sizeof buf)) != 0) {
+        if (got < 0) {
+            if (errno == EINTR)
+                continue;
+            break;
+        }
+        for (ssize_t i = 0; i < got && len + 1 < size; i++)
+            out[len++] = buf[i];
+    }
+    out[len] = 0;
+    close(fds[0]);
+    while (len > 0 && (out[len - 1] == '\n' || out[len - 1] == '\r'))
+        out[--len] = 0;
+    int st;
+    while (waitpid(pid, &st, 0) < 0)
+        if (errno != EINTR)
+            return -1;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* 'text' for sh, with every ' escaped. */
+static void s_quote(FILE *f, const char *text)
+{
+    fputc('\'', f);
+    for (const char *p = text; *p; p++)
+        if (*p == '\'')
+            fputs("'\\''", f);
+        else
+            fputc(*p, f);
+    fputc('\'', f);
+}
+
+/* #SBATCH lines cannot quote: a path for them has no blanks or quotes. */
+static bool s_plain_path(const char *p)
+{
+    return !strpbrk(p, " \t\n\"'\\");
+}
+
+int zt_slurm_submit(const zt_plan_t *plan, const zt_slurm_alloc_t *alloc, const char *dir,
+                    char *const *run_argv, char *jobid, size_t idlen, char *err, size_t errlen)
+{
+    char cwd[4096];
+    if (!getcwd(cwd, sizeof cwd)) {
+        snprintf(err, errlen, "cannot read the working directory: %s", strerror(errno));
+        return -1;
+    }
+    if (!s_plain_path(dir) || !s_plain_path(cwd)) {
+        snprintf(err, errlen, "the job directory (%s) and the working directory (%s) may not hold blanks, "
+                 "quotes or backslashes: sbatch's #SBATCH lines cannot carry them", dir, cwd);
+        return -1;
+    }
+    char *sdir = zt_strdupf("%s/slurm", dir), *script = zt_strdupf("%s/batch.sh", sdir);
+    char *output = zt_strdupf("%s/batch.out", sdir), *record = zt_strdupf("%s/submission.json", sdir);
+    int rc = -1;
+    zt_mkdir_p(sdir);
+    unlink(output); /* a job directory used again: this job's output only */
+    char *extra = zt_strdupf("#SBATCH --output=%s --open-mode=append\n#SBATCH --chdir=%s\n"
+                             "#SBATCH --requeue\n", output, cwd);
+    char *header = zt_slurm_sbatch_header(plan, alloc, extra);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    fprintf(f, "#!/bin/sh\n%s# Written by `ztrain run --backend slurm`: inside the allocation, ztrain run is the\n"
+               "# coordinator, and every replica a job step on its node.\nexec", header);
+    for (int i = 0; run_argv[i]; i++) {
+        fputc(' ', f);
+        s_quote(f, run_argv[i]);
+    }
+    fputc('\n', f);
+    fclose(f);
+    if (zt_write_file_atomic(script, text, len) != ZT_OK || chmod(script, 0755) != 0) {
+        snprintf(err, errlen, "cannot write %s: %s", script, strerror(errno));
+        goto out;
+    }
+    char said[4096];
+    char *argv[] = { "sbatch", "--parsable", script, NULL };
+    int st = s_capture(argv, said, sizeof said);
+    if (st != 0) {
+        snprintf(err, errlen, "sbatch %s: %s", script,
+                 st < 0 ? "cannot run sbatch (is Slurm's client installed and on PATH?)" : said);
+        goto out;
+    }
+    /* --parsable: "ID" or "ID;CLUSTER", after any warnings */
+    char *line = strrchr(said, '\n') ? strrchr(said, '\n') + 1 : said;
+    line[strcspn(line, ";")] = 0;
+    long long id;
+    if (!zt_parse_int(line, &id) || id <= 0) {
+        snprintf(err, errlen, "sbatch %s printed no job id: %s", script, said);
+        goto out;
+    }
+    snprintf(jobid, idlen, "%lld", id);
+    char now[40];
+    zt_wall_iso(now, sizeof now);
+    json_t *rec = json_pack("{s:s, s:s, s:s, s:s, s:o, s:b}", "slurmJobId", jobid, "submitted", now, "script",
+                            script, "output", output, "submitter", zt_json_this_process(),
+                            "cancelRequested", 0);
+    char *js = json_dumps(rec, JSON_INDENT(2));
+    zt_write_file_atomic(record, js, strlen(js));
+    free(js);
+    json_decref(rec);
+    rc = 0;
+out:
+    free(text);
+    free(header);
+    free(extra);
+    free(sdir);
+    free(script);
+    free(output);
+    free(record);
+    return rc;
+}
+
+char *zt_slurm_submitted_id(const char *dir)
+{
+    char *path = zt_strdupf("%s/slurm/submission.json", dir);
+    json_t *doc = json_load_file(path, 0, NULL);
+    free(path);
+    const char *id = json_string_value(json_object_get(doc, "slurmJobId"));
+    char *out = id ? strdup(id) : NULL;
+    json_decref(doc);
+    return out;
+}
+
+int zt_slurm_query(const char *id, char *state, size_t slen, char *reason, size_t rlen)
+{
+    char said[2048];
+    char *argv[] = { "squeue", "-h", "-j", (char *) id, "-o", "%T|%r", NULL };
+    int st = s_capture(argv, said, sizeof said);
+    state[0] = reason[0] = 0;
+    if (st != 0) {
+        if (strstr(said, "Invalid job id"))
+            return 0;
+        snprintf(state, slen, "%s", st < 0 ? "cannot run squeue" : said);
+        return -1;
+    }
+    if (!said[0])
+        return 0;
+    said[strcspn(said, "\n")] = 0; /* a heterogeneous job: a line per component, the first is the job's */
+    char *bar = strchr(said, '|');
+    if (bar) {
+        *bar = 0;
+        snprintf(reason, rlen, "%s", bar + 1);
+    }
+    snprintf(state, slen, "%s", said);
+    return 1;
+}
+
+bool zt_slurm_state_final(const char *s)
+{
+    const char *final[] = { "COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "OUT_OF_MEMORY", "BOOT_FAIL",
+                            "DEADLINE", "REVOKED", "SPECIAL_EXIT" };
+    for (size_t i = 0; i < sizeof final / sizeof *final; i++)
+        if (!strcmp(s, final[i]))
+            return true;
+    return false;
+}
+
+int zt_slurm_cancel(const char *id, char *err, size_t errlen)
+{
+    char said[400];
+    char *argv[] = { "scancel", (char *) id, NULL };
+    int st = s_capture(argv, said, sizeof said);
+    if (st != 0) {
+        snprintf(err, errlen, "scancel %s: %s", id, st < 0 ? "cannot run scancel" : said);
+        return -1;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------ following */
+
+static volatile sig_atomic_t s_interrupts;
+
+static void s_on_interrupt(int sig)
+{
+    (void) sig;
+    s_interrupts++;
+}
+
+/* Copies what was added to path since *at to out. */
+static void s_stream(const char *path, long *at, FILE *out)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return;
+    if (fseek(f, *at, SEEK_SET) == 0) {
+        char buf[8192];
+        size_t got;
+        while ((got = fread(buf, 1, sizeof buf, f)) > 0) {
+            fwrite(buf, 1, got, out);
+            *at += (long) got;
+        }
+        fflush(out);
+    }
+    fclose(f);
+}
+
+const char *zt_slurm_follow(const char *dir, const char *id, long from, FILE *out)
+{
+    static char state[256];
+    char *output = zt_strdupf("%s/slurm/batch.out", dir), reason[256], err[512];
+    struct sigaction sa = { .sa_handler = s_on_interrupt }, old_int, old_term;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+    s_interrupts = 0;
+    int cancelled_at = 0;
+    long at = from;
+    int64_t last_ask = 0, lost_since = 0, gone_since = 0;
+    const char *end = NULL;
+    while (!end) {
+        if (s_interrupts > cancelled_at && cancelled_at == 0) {
+            cancelled_at = s_interrupts;
+            fprintf(out, "ztrain: cancelling Slurm job %s (interrupt again to stop following; the job "
+                         "is cancelled either way)\n", id);
+            if (zt_slurm_cancel(id, err, sizeof err) != 0)
+                fprintf(out, "ztrain: %s\n", err);
+        }
+        else if (cancelled_at && s_interrupts > cancelled_at) {
+            state[0] = 0;
+            end = state;
+            break;
+        }
+        s_stream(output, &at, out);
+        int64_t now = zt_now_ms();
+        if (now - last_ask >= 1000) {
+            last_ask = now;
+            int known = zt_slurm_query(id, state, sizeof state, reason, sizeof reason);
+            if (known == 0) { /* Slurm has forgotten it: it ended a while ago (or never was) */
+                gone_since = gone_since ? gone_since : now;
+                if (now - gone_since >= 2000) {
+                    snprintf(state, sizeof state, "ENDED");
+                    end = state;
+                }
+            }
+            else if (known > 0) {
+                gone_since = 0;
+                bool lost = !strcmp(state, "NODE_FAIL") || !strcmp(state, "PREEMPTED");
+                /* a lost node or preemption requeues the job unless it cannot be */
+                lost_since = lost ? (lost_since ? lost_since : now) : 0;
+                if (zt_slurm_state_final(state) || (lost && now - lost_since >= 10000))
+                    end = state;
+            }
+        }
+        if (!end)
+            usleep(200 * 1000);
+    }
+    usleep(300 * 1000); /* the output's last writes */
+    s_stream(output, &at, out);
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
+    free(output);
+    return end;
+}
