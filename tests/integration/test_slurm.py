@@ -303,6 +303,209 @@ class SlurmBackend(unittest.TestCase):
         self.assertEqual(left, [])
 
 
+def job_spec(d, pools, name="on-slurm"):
+    spec = os.path.join(d, "job.json")
+    with open(spec, "w") as f:
+        json.dump({"displayName": name, "jobSpec": {"workerPoolSpecs": pools}}, f)
+    return spec
+
+
+def read_job(job_dir):
+    try:
+        with open(os.path.join(job_dir, "job.json")) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return {}
+
+
+def wait_job(job_dir, pred, timeout, what):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        job = read_job(job_dir)
+        if pred(job):
+            return job
+        time.sleep(0.2)
+    raise AssertionError("timed out after %ss waiting for %s: %s" % (timeout, what, read_job(job_dir).get("state")))
+
+
+def leftovers(c, hosts):
+    """Processes of a job still on hosts: everything but the daemons."""
+    deadline = time.monotonic() + 30
+    left = None
+    while left != [] and time.monotonic() < deadline:
+        left = []
+        for h in hosts:
+            for pid in c.pids(h):
+                try:
+                    with open("/proc/%d/comm" % pid) as f:
+                        comm = f.read().strip()
+                except OSError:
+                    continue
+                if alive(pid) and comm not in ("slurmd", "munged", "slurmctld"):
+                    left.append((h, comm))
+        time.sleep(0.2)
+    return left
+
+
+ZTRAIN_BIN = os.path.join(os.path.abspath(BIN), "ztrain")
+FAST_ENV = {"ZT_HEARTBEAT_MS": "300", "ZT_STOP_GRACE_MS": "3000"}
+
+
+class SlurmSubmit(unittest.TestCase):
+    """`ztrain run --backend slurm` from a submit host outside any
+    allocation (the controller's host, which runs no slurmd): sbatch, the
+    output followed, the exit code of the job; --detach, status, cancel,
+    Ctrl-C; and a study whose trials are Slurm jobs, 2 at a time."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.c = slurm_cluster.Cluster(tmpdir("slurm-submit-"), nodes=4, shared=SHARED)
+        cls.c.up()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.c.down()
+
+    def tearDown(self):
+        # whatever a failed test left in this cluster's queue holds no node from the next test
+        self.c.run("ctl", ["scancel", "--user=root"], check=False)
+
+    def ztrain(self, *args, env=None, **kw):
+        """ztrain on the submit host: Popen (text)."""
+        e = dict(self.c.env(), **FAST_ENV)
+        e.update(env or {})
+        p = self.c.popen("ctl", [ZTRAIN_BIN, *args], env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, **kw)
+        self.addCleanup(lambda: p.poll() is None and p.kill())
+        return p
+
+    def finish(self, p, timeout=180):
+        out, err = p.communicate(timeout=timeout)
+        return p.returncode, out, err
+
+    def test_run_follows_the_job_and_exits_as_local(self):
+        d = tempfile.mkdtemp(prefix="follow-", dir=self.c.dir)
+        spec = job_spec(d, [sh_pool('echo "chief on $(hostname)"; sleep 1; exit ${CODE:-0}', 1),
+                            sh_pool('echo "worker $ZT_INDEX on $(hostname)"; sleep 60', 2)])
+        rc, out, err = self.finish(self.ztrain("run", spec, "--backend", "slurm", "--job-dir", d + "/ok"))
+        self.assertEqual(rc, 0, err[-3000:])
+        self.assertIn("submitted job 'on-slurm' as Slurm job", err)
+        job = read_job(d + "/ok")
+        self.assertEqual(job["state"], "SUCCEEDED")
+        hosts = {r["name"]: r["host"] for r in job["replicas"]}
+        # every replica's output, streamed from the allocation as it ran, from the host it ran on
+        self.assertRegex(err, r"workerpool0-0\[\d+\]: chief on %s" % hosts["workerpool0-0"])
+        for i in (0, 1):
+            self.assertRegex(err, r"workerpool1-%d\[\d+\]: worker %d on %s" % (i, i, hosts["workerpool1-%d" % i]))
+        self.assertIn("ztrain: job SUCCEEDED", err)
+        self.assertTrue(job["slurmJobId"])
+        with open(d + "/ok/slurm/batch.sh") as f:
+            script = f.read()
+        self.assertIn("#SBATCH hetjob", script)
+        self.assertIn("#SBATCH --requeue", script)
+        # a user error: exit 1, as with the local backend
+        rc, out, err = self.finish(self.ztrain("run", spec, "--backend", "slurm", "--job-dir", d + "/bad",
+                                               env={"CODE": "3"}))
+        self.assertEqual(rc, 1, err[-3000:])
+        job = read_job(d + "/bad")
+        self.assertEqual(job["state"], "FAILED")
+        self.assertIn("workerpool0-0 exited with status 3", job["error"]["message"])
+
+    def test_detach_status_and_cancel(self):
+        d = tempfile.mkdtemp(prefix="detach-", dir=self.c.dir)
+        spec = job_spec(d, [sh_pool("sleep 300", 1), sh_pool("sleep 300", 2)])
+        job_dir = d + "/job"
+        rc, out, err = self.finish(self.ztrain("run", spec, "--backend", "slurm", "--job-dir", job_dir, "--detach",
+                                               "--time", "10"), timeout=60)
+        self.assertEqual(rc, 0, err)
+        slurm_id = out.strip()
+        self.assertRegex(slurm_id, r"^\d+$")
+        with open(job_dir + "/slurm/batch.sh") as f:
+            self.assertIn("#SBATCH --time=10\n", f.read())
+        job = wait_job(job_dir, lambda j: j.get("state") == "RUNNING", 60, "RUNNING")
+        rc, out, err = self.finish(self.ztrain("status", job_dir), timeout=60)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("Slurm job %s: RUNNING" % slurm_id, out)
+        # the directory of a job still running is not taken by another
+        rc, out, err = self.finish(self.ztrain("run", spec, "--backend", "slurm", "--job-dir", job_dir, "--detach"),
+                                   timeout=60)
+        self.assertEqual(rc, 2, err)
+        self.assertRegex(err, "still (running|RUNNING)")
+        hosts = {r["host"] for r in job["replicas"]}
+        rc, out, err = self.finish(self.ztrain("cancel", job_dir), timeout=120)
+        self.assertEqual(rc, 0, err)
+        self.assertIn(": CANCELLED", out)
+        self.assertEqual(read_job(job_dir)["state"], "CANCELLED")
+        rc, out, err = self.finish(self.ztrain("status", job_dir), timeout=60)
+        self.assertEqual(rc, 3, out + err)
+        self.assertEqual(leftovers(self.c, hosts | {"n1"}), [])
+
+    def test_cancel_while_queued(self):
+        d = tempfile.mkdtemp(prefix="queued-", dir=self.c.dir)
+        spec = job_spec(d, [sh_pool("sleep 300", 1)])
+        self.c.run("ctl", ["scontrol", "update", "PartitionName=main", "State=DOWN"])
+        self.addCleanup(lambda: self.c.run("ctl", ["scontrol", "update", "PartitionName=main", "State=UP"]))
+        rc, out, err = self.finish(self.ztrain("run", spec, "--backend", "slurm", "--job-dir", d + "/job",
+                                               "--detach"), timeout=60)
+        self.assertEqual(rc, 0, err)
+        rc, out, err = self.finish(self.ztrain("status", d + "/job"), timeout=60)
+        self.assertEqual(rc, 0, out + err)
+        self.assertIn("QUEUED", out)
+        self.assertIn("PENDING", out)  # Slurm's state, and its reason
+        rc, out, err = self.finish(self.ztrain("cancel", d + "/job"), timeout=60)
+        self.assertEqual(rc, 0, err)
+        rc, out, err = self.finish(self.ztrain("status", d + "/job"), timeout=60)
+        self.assertEqual(rc, 3, out + err)
+        self.assertIn("cancelled before the job started", out)
+
+    def test_interrupt_cancels_the_job(self):
+        d = tempfile.mkdtemp(prefix="interrupt-", dir=self.c.dir)
+        spec = job_spec(d, [sh_pool("sleep 300", 1), sh_pool("sleep 300", 1)])
+        p = self.ztrain("run", spec, "--backend", "slurm", "--job-dir", d + "/job")
+        job = wait_job(d + "/job", lambda j: j.get("state") == "RUNNING", 60, "RUNNING")
+        p.send_signal(signal.SIGINT)  # Ctrl-C
+        rc, out, err = self.finish(p, timeout=120)
+        self.assertEqual(rc, 3, err[-3000:])
+        self.assertIn("cancelling Slurm job", err)
+        self.assertEqual(read_job(d + "/job")["state"], "CANCELLED")
+        self.assertEqual(leftovers(self.c, {r["host"] for r in job["replicas"]} | {"n1"}), [])
+
+    def test_study_trials_are_slurm_jobs(self):
+        d = tempfile.mkdtemp(prefix="study-", dir=self.c.dir)
+        objective = os.path.join(HERE, "..", "..", "examples", "hypertune_objective.py")
+        spec = os.path.join(d, "study.json")
+        with open(spec, "w") as f:
+            json.dump({"displayName": "slurm-study",
+                       "studySpec": {"metrics": [{"metricId": "score", "goal": "MAXIMIZE"}],
+                                     "parameters": [{"parameterId": "x", "doubleValueSpec":
+                                                     {"minValue": 0, "maxValue": 1}}]},
+                       "maxTrialCount": 4, "parallelTrialCount": 2,
+                       "trialJobSpec": {"workerPoolSpecs": [{
+                           "machineSpec": {"machineType": "n1-standard-4"}, "replicaCount": 1,
+                           "containerSpec": {"imageUri": "local",
+                                             "command": ["python3", os.path.abspath(objective)]}}]}}, f)
+        sd = os.path.join(d, "sd")
+        rc, out, err = self.finish(self.ztrain("tune", spec, "--study-dir", sd, "--backend", "slurm",
+                                               env={"OBJECTIVE_DELAY": "0.5"}), timeout=300)
+        self.assertEqual(rc, 0, out[-2000:] + err[-3000:])
+        with open(os.path.join(sd, "study.json")) as f:
+            doc = json.load(f)
+        self.assertEqual(doc["state"], "SUCCEEDED")
+        self.assertEqual(len(doc["trials"]), 4)
+        spans, ids = [], set()
+        for t in doc["trials"]:
+            self.assertEqual(t["state"], "SUCCEEDED", t)
+            self.assertIsInstance(t["finalMeasurement"], float)  # the metric, read from the trial
+            job = read_job(os.path.join(sd, "trial-%s" % t["id"]))
+            ids.add(job["slurmJobId"])  # each trial its own Slurm job
+            self.assertIn(job["replicas"][0]["host"], self.c.nodes)
+            times = {x["state"]: x["time"] for x in job["transitions"]}
+            spans.append((times["RUNNING"], times["SUCCEEDED"]))
+        self.assertEqual(len(ids), 4)
+        for a, _ in spans:  # never more than parallelTrialCount at once
+            self.assertLessEqual(sum(1 for s, e in spans if s <= a < e), 2, spans)
+
+
 if __name__ == "__main__":
     why = slurm_cluster.unavailable_reason()
     if why:
