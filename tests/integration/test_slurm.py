@@ -1,9 +1,18 @@
-"""The Slurm test cluster itself (scripts/slurm_cluster.py): real slurmctld,
-slurmd and munge from Debian on network-namespace hosts. It comes up,
-schedules ordinary and heterogeneous jobs across hosts, each host has its
-own name, /dev/shm and /tmp, nothing is added to this machine's own
-network, and everything is gone after `down`. Skips (77) without root or
-the packages."""
+"""ztrain on a real Slurm cluster (scripts/slurm_cluster.py): slurmctld,
+slurmd and munge from Debian on network-namespace hosts, each with its own
+name, /dev/shm and /tmp, nothing added to this machine's own network, and
+everything gone after `down`.
+
+- SlurmCluster: the cluster itself, ordinary and heterogeneous jobs.
+- SlurmBackend: `ztrain run --backend slurm` inside an allocation: the
+  environment names the nodes, the async and sync examples across hosts,
+  a worker killed and restarted in place, scancel.
+- SlurmSubmit: from a submit host outside any allocation: follow, detach,
+  status, cancel, Ctrl-C, a study whose trials are Slurm jobs.
+- SlurmLostNode: a node lost under a running job, with and without a job
+  retry left.
+
+Skips (77) without root or the packages."""
 import atexit
 import json
 import os
@@ -504,6 +513,83 @@ class SlurmSubmit(unittest.TestCase):
         self.assertEqual(len(ids), 4)
         for a, _ in spans:  # never more than parallelTrialCount at once
             self.assertLessEqual(sum(1 for s, e in spans if s <= a < e), 2, spans)
+
+
+def async_pools(epochs, ps=1):
+    """The async example: chief, 2 workers, ps parameter servers, on machine
+    types the test nodes hold."""
+    root = os.path.join(HERE, "..", "..")
+    with open(os.path.join(root, "examples", "fashion-mnist-async.json")) as f:
+        pools = json.load(f)["jobSpec"]["workerPoolSpecs"][:3]
+    for p in pools[:2]:
+        p["containerSpec"]["args"] = [a for a in p["containerSpec"]["args"]
+                                      if not a.startswith("--epochs")] + ["--epochs=%d" % epochs]
+    for p in pools:
+        p["machineSpec"] = {"machineType": "n1-standard-4"}
+    pools[2]["replicaCount"] = ps
+    return pools
+
+
+class SlurmLostNode(unittest.TestCase):
+    """A node lost under a running job (its slurmd and every process on it
+    SIGKILLed): the job's retry rules apply. With a retry left the job goes
+    on in its allocation, requeued on the nodes left, from its checkpoints,
+    and succeeds; with none it fails. Either way job.json and the log name
+    the node."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.c = slurm_cluster.Cluster(tmpdir("slurm-lost-"), nodes=6, shared=SHARED)  # 4 per job, 2 to lose
+        cls.c.up()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.c.down()
+
+    def tearDown(self):
+        self.c.run("ctl", ["scancel", "--user=root"], check=False)
+
+    def lose_a_worker_node(self, env):
+        d = tempfile.mkdtemp(prefix="lost-", dir=self.c.dir)
+        spec = job_spec(d, async_pools(epochs=15), name="lost-node")
+        job_dir = d + "/job"
+        e = dict(self.c.env(), ZT_HEARTBEAT_TIMEOUT_MS="4000", **env)
+        p = self.c.popen("ctl", [ZTRAIN_BIN, "run", spec, "--backend", "slurm", "--job-dir", job_dir], env=e,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.addCleanup(lambda: p.poll() is None and p.kill())
+        job = wait_job(job_dir, lambda j: j.get("state") == "RUNNING" and j.get("checkpoints"), 120,
+                       "RUNNING with a checkpoint")
+        hosts = {r["name"]: r["host"] for r in job["replicas"]}
+        lost = hosts["workerpool1-1"]
+        self.assertNotIn(lost, (hosts["workerpool0-0"],))  # not the coordinator's node
+        self.c.kill_host(lost)
+        out, err = p.communicate(timeout=400)
+        return p.returncode, err, read_job(job_dir), lost, job_dir
+
+    def test_1_retried_on_other_nodes(self):
+        rc, err, job, lost, job_dir = self.lose_a_worker_node({})
+        self.assertEqual(rc, 0, err[-4000:])
+        self.assertEqual(job["state"], "SUCCEEDED", err[-4000:])
+        self.assertEqual(job["jobRetries"], 1)
+        self.assertEqual(len(job["lostNodes"]), 1)
+        self.assertIn("node %s is" % lost, job["lostNodes"][0]["why"])
+        self.assertRegex(err, r"lost a node: node %s is (not responding|down).*job retry 1 of 3" % lost)
+        self.assertNotIn(lost, {r["host"] for r in job["replicas"]})  # the retry ran elsewhere
+        states = [t["state"] for t in job["transitions"]]
+        self.assertEqual(states, ["QUEUED", "PENDING", "RUNNING", "QUEUED", "PENDING", "RUNNING", "SUCCEEDED"])
+        self.assertIn("Slurm ran job %s again (requeue 1): job retry 1 of 3" % job["slurmJobId"], err)
+        self.assertGreaterEqual(job["metrics"]["workerpool0-0"]["accuracy"]["value"], 0.85)
+
+    def test_2_no_retry_left_fails_naming_the_node(self):
+        rc, err, job, lost, job_dir = self.lose_a_worker_node({"ZT_MAX_JOB_RETRIES": "0"})
+        self.assertEqual(rc, 1, err[-4000:])
+        self.assertEqual(job["state"], "FAILED", err[-4000:])
+        self.assertIn("node %s is" % lost, job["error"]["message"])
+        self.assertIn("every job retry was used", job["error"]["message"])
+        self.assertEqual(job["error"]["lostNode"], job["lostNodes"][0]["why"])
+        # the allocation did not run the job again
+        with open(os.path.join(job_dir, "slurm", "batch.out")) as f:
+            self.assertEqual(f.read().count("control plane on"), 1)
 
 
 if __name__ == "__main__":
