@@ -7,11 +7,17 @@ both directions of every link), runs ztrain's reducers, ztrain's ring and
 Open MPI over TCP across them, prints time per operation, algorithm bandwidth
 and the ratios, and removes everything again. Needs root.
 
+With --slurm, the hosts are a real Slurm cluster instead (scripts/slurm_cluster.py,
+the same namespaces, the same rate limit on every host's link), and what runs
+is the sync example itself, submitted with `ztrain run --backend slurm`: the
+job's examples/s through --reducers reducers (one host each) against the ring
+(no reducer pool), --workers workers in all (the chief among them).
+
     sudo python3 bench/netns_bench.py [build] [--rate 1gbit] [--workers 4] [--reducers 4]
-                                      [--queue 20ms] [--mtu 1500]
+                                      [--queue 20ms] [--mtu 1500] [--slurm]
 """
 import benchargs  # bench/ is the script's own folder, first on sys.path
-benchargs.check(__doc__, ('--rate', '--workers', '--reducers', '--queue', '--mtu'), (), 1)
+benchargs.check(__doc__, ('--rate', '--workers', '--reducers', '--queue', '--mtu'), ('--slurm',), 1)
 import atexit
 import os
 import shutil
@@ -142,10 +148,76 @@ def run_mpi():
     return res
 
 
+def slurm_main():
+    """The sync example on a Slurm cluster of rate-limited hosts: reducers
+    against the ring, in examples/s of the whole job."""
+    import json
+    import tempfile
+    sys.path.insert(0, os.path.join(HERE, "..", "scripts"))
+    import slurm_cluster
+    why = slurm_cluster.unavailable_reason()
+    if why:
+        print("netns_bench --slurm: %s" % why)
+        return 2
+    root = os.path.realpath(os.path.join(HERE, ".."))
+    build = os.path.realpath(BUILD)
+    d = tempfile.mkdtemp(prefix="netns-bench-slurm-", dir="/var/tmp")
+    atexit.register(lambda: shutil.rmtree(d, ignore_errors=True))
+    # every task a whole node (8 vCPUs of a node of 8): one replica per host
+    c = slurm_cluster.Cluster(os.path.join(d, "cluster"), nodes=N + R, cpus=8, mem_mb=32000,
+                              shared=[root, build])
+    c.up()
+    atexit.register(c.down)
+    for h in c.nodes:  # the link's rate, both ways
+        ns, a, b = c.ns(h), "%s-%sa" % (c.prefix, h), "%s-%sb" % (c.prefix, h)
+        sh("ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", b, "root", "tbf",
+           "rate", RATE, "burst", "512kb", "latency", LATENCY)
+        sh("ip", "netns", "exec", c.ns("br"), "tc", "qdisc", "add", "dev", a, "root", "tbf",
+           "rate", RATE, "burst", "512kb", "latency", LATENCY)
+    with open(os.path.join(root, "examples", "fashion-mnist-sync.json")) as f:
+        ex = json.load(f)
+    pools = ex["jobSpec"]["workerPoolSpecs"][:3]
+    for p in pools[:2]:
+        p["containerSpec"]["args"] = [a for a in p["containerSpec"]["args"]
+                                      if not a.startswith(("--epochs", "--checkpoint_steps"))]
+        p["containerSpec"]["args"] += ["--epochs=1", "--checkpoint_steps=100000"]
+    pools[1]["replicaCount"] = N - 1
+    pools[2]["replicaCount"] = R
+    for p in pools:
+        p["machineSpec"] = {"machineType": "n1-standard-8"}
+    print("sync example on Slurm: %d workers (the chief among them), %d reducers, one host each, every "
+          "link %s both ways (tc tbf, %s queue), MTU 1500" % (N, R, RATE, LATENCY))
+    res = {}
+    for who, ps in (("ring", pools[:2]), ("reducers %d" % R, pools)):
+        ex["jobSpec"]["workerPoolSpecs"] = ps
+        spec = os.path.join(d, "%s.json" % who.replace(" ", "-"))
+        with open(spec, "w") as f:
+            json.dump(ex, f)
+        job_dir = os.path.join(d, who.replace(" ", "-"))
+        r = subprocess.run(c.argv("ctl", [os.path.join(build, "bin", "ztrain"), "run", spec, "--backend", "slurm",
+                                          "--job-dir", job_dir]), env=c.env(), capture_output=True, text=True,
+                           timeout=1200)
+        with open(os.path.join(job_dir, "job.json")) as f:
+            job = json.load(f)
+        if r.returncode != 0 or job["state"] != "SUCCEEDED":
+            print("%s: the job ended %s\n%s" % (who, job["state"], r.stderr[-3000:]))
+            return 1
+        per = job["metrics"]["workerpool0-0"]["examples_per_sec"]["value"]
+        res[who] = per * N
+        hosts = {x["host"] for x in job["replicas"]}
+        print("%-12s %9.0f examples/s (%d replicas on %d hosts)%s" % (
+            who, res[who], len(job["replicas"]), len(hosts),
+            "   %.2fx the ring" % (res[who] / res["ring"]) if who != "ring" else ""))
+        sys.stdout.flush()
+    return 0
+
+
 def main():
     if os.geteuid() != 0:
         print("netns_bench needs root (network namespaces, tc)")
         return 2
+    if "--slurm" in sys.argv:
+        return slurm_main()
     atexit.register(teardown)
     setup()
     print("%d workers, %d reducers, one host each, every link %s both ways (tc tbf, %s queue), "

@@ -901,10 +901,34 @@ static bool s_continue_requeued(zt_coord_t *self)
         free(self->created);
         self->created = strdup(created);
     }
-    zt_info("Slurm ran job %s again (requeue %s): job retry %d of %d, incarnation %d", id, restarts,
-            self->job_retries, self->max_job_retries, self->layout.incarnation);
+    bool ok = true;
+    if (st && strcmp(st, "QUEUED")) {
+        /* the earlier run could not record a retry: its allocation was taken
+         * from under it (the coordinator's own node lost) */
+        char now[40], *why = zt_strdupf("the allocation ended under the job while it was %s (the coordinator's "
+                                        "node lost?), and Slurm requeued it", st);
+        zt_wall_iso(now, sizeof now);
+        json_array_append_new(self->lost_nodes, json_pack("{s:s, s:s}", "time", now, "why", why));
+        if (!self->plan->disable_retries && self->job_retries < self->max_job_retries) {
+            self->job_retries++;
+            self->layout.incarnation++;
+            zt_warn("%s", why);
+        }
+        else {
+            char *msg = zt_strdupf("%s, but no job retry is left: the job fails", why);
+            zt_error("%s", msg);
+            self->error = json_pack("{s:s, s:s}", "message", msg, "lostNode", why);
+            free(msg);
+            s_set_state(self, ZT_JOB_FAILED);
+            ok = false;
+        }
+        free(why);
+    }
+    if (ok)
+        zt_info("Slurm ran job %s again (requeue %s): job retry %d of %d, incarnation %d", id, restarts,
+                self->job_retries, self->max_job_retries, self->layout.incarnation);
     json_decref(doc);
-    return true;
+    return ok;
 }
 
 zt_coord_t *zt_coord_new(zt_plan_t **plan_p, zt_backend_t **backend_p, const zt_coord_opts_t *opts)

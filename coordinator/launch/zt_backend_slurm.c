@@ -4,8 +4,8 @@
  * component per present pool, in pool order (or, in an ordinary
  * allocation, every pool on its nodes); a pool's replicas fill its nodes as
  * Slurm laid out the tasks. Host identity and address are the node's name;
- * ports come from a range chosen by the job id (nothing can be reserved on
- * another node). Starting a replica is the local backend starting
+ * ports come from a range chosen by the job id and its requeue count
+ * (nothing can be reserved on another node). Starting a replica is the local backend starting
  * `srun --het-group=C --nodelist=NODE -N1 -n1 --overlap ... PROGRAM`:
  * srun is the local process that supervision signals, waits on and reaps,
  * and it forwards signals to the step. */
@@ -132,7 +132,11 @@ static int s_place(zt_backend_t *self, const zt_plan_t *plan, bool cpu_only, zt_
     ctx->comp_of = calloc((size_t) n, sizeof *ctx->comp_of);
     ctx->handle_of = calloc((size_t) n, sizeof *ctx->handle_of);
     ctx->n = n;
-    int base = 20000 + (int) (strtol(job, NULL, 10) * 37 % 40000);
+    /* a requeued run of the allocation (after a lost node) takes other
+     * ports: the earlier run's steps may still be ending on the nodes kept */
+    const char *restarts = getenv("SLURM_RESTART_COUNT");
+    long requeue = restarts ? strtol(restarts, NULL, 10) : 0;
+    int base = 20000 + (int) ((strtol(job, NULL, 10) * 37 + requeue * 4001) % 40000);
     for (int p = 0; p < ZT_POOLS; p++) {
         const zt_pool_t *pool = &plan->pools[p];
         if (!pool->present)

@@ -539,7 +539,7 @@ class SlurmLostNode(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        cls.c = slurm_cluster.Cluster(tmpdir("slurm-lost-"), nodes=6, shared=SHARED)  # 4 per job, 2 to lose
+        cls.c = slurm_cluster.Cluster(tmpdir("slurm-lost-"), nodes=7, shared=SHARED)  # 4 per job, 3 to lose
         cls.c.up()
 
     @classmethod
@@ -549,7 +549,7 @@ class SlurmLostNode(unittest.TestCase):
     def tearDown(self):
         self.c.run("ctl", ["scancel", "--user=root"], check=False)
 
-    def lose_a_worker_node(self, env):
+    def lose_a_node(self, env, replica="workerpool1-1"):
         d = tempfile.mkdtemp(prefix="lost-", dir=self.c.dir)
         spec = job_spec(d, async_pools(epochs=15), name="lost-node")
         job_dir = d + "/job"
@@ -560,14 +560,13 @@ class SlurmLostNode(unittest.TestCase):
         job = wait_job(job_dir, lambda j: j.get("state") == "RUNNING" and j.get("checkpoints"), 120,
                        "RUNNING with a checkpoint")
         hosts = {r["name"]: r["host"] for r in job["replicas"]}
-        lost = hosts["workerpool1-1"]
-        self.assertNotIn(lost, (hosts["workerpool0-0"],))  # not the coordinator's node
+        lost = hosts[replica]
         self.c.kill_host(lost)
         out, err = p.communicate(timeout=400)
         return p.returncode, err, read_job(job_dir), lost, job_dir
 
     def test_1_retried_on_other_nodes(self):
-        rc, err, job, lost, job_dir = self.lose_a_worker_node({})
+        rc, err, job, lost, job_dir = self.lose_a_node({})
         self.assertEqual(rc, 0, err[-4000:])
         self.assertEqual(job["state"], "SUCCEEDED", err[-4000:])
         self.assertEqual(job["jobRetries"], 1)
@@ -581,7 +580,7 @@ class SlurmLostNode(unittest.TestCase):
         self.assertGreaterEqual(job["metrics"]["workerpool0-0"]["accuracy"]["value"], 0.85)
 
     def test_2_no_retry_left_fails_naming_the_node(self):
-        rc, err, job, lost, job_dir = self.lose_a_worker_node({"ZT_MAX_JOB_RETRIES": "0"})
+        rc, err, job, lost, job_dir = self.lose_a_node({"ZT_MAX_JOB_RETRIES": "0"})
         self.assertEqual(rc, 1, err[-4000:])
         self.assertEqual(job["state"], "FAILED", err[-4000:])
         self.assertIn("node %s is" % lost, job["error"]["message"])
@@ -591,6 +590,15 @@ class SlurmLostNode(unittest.TestCase):
         with open(os.path.join(job_dir, "slurm", "batch.out")) as f:
             self.assertEqual(f.read().count("control plane on"), 1)
 
+    def test_3_the_coordinators_node(self):
+        # the batch script runs on the chief's node: the coordinator goes with it
+        rc, err, job, lost, job_dir = self.lose_a_node({}, replica="workerpool0-0")
+        self.assertEqual(rc, 0, err[-4000:])
+        self.assertEqual(job["state"], "SUCCEEDED", err[-4000:])
+        self.assertEqual(job["jobRetries"], 1)
+        self.assertIn("the allocation ended under the job while it was RUNNING", job["lostNodes"][0]["why"])
+        self.assertNotIn(lost, {r["host"] for r in job["replicas"]})
+        self.assertGreaterEqual(job["metrics"]["workerpool0-0"]["accuracy"]["value"], 0.85)
 
 if __name__ == "__main__":
     why = slurm_cluster.unavailable_reason()
