@@ -360,15 +360,15 @@ ZTRAIN_BIN = os.path.join(os.path.abspath(BIN), "ztrain")
 FAST_ENV = {"ZT_HEARTBEAT_MS": "300", "ZT_STOP_GRACE_MS": "3000"}
 
 
-class SlurmSubmit(unittest.TestCase):
-    """`ztrain run --backend slurm` from a submit host outside any
-    allocation (the controller's host, which runs no slurmd): sbatch, the
-    output followed, the exit code of the job; --detach, status, cancel,
-    Ctrl-C; and a study whose trials are Slurm jobs, 2 at a time."""
+class ClusterCase(unittest.TestCase):
+    """Tests on a cluster of NODES nodes of their own, brought up once for
+    the class; a test's jobs are cancelled after it, so that a failed one
+    holds no node from the next."""
+    NODES = 4
 
     @classmethod
     def setUpClass(cls):
-        cls.c = slurm_cluster.Cluster(tmpdir("slurm-submit-"), nodes=4, shared=SHARED)
+        cls.c = slurm_cluster.Cluster(tmpdir("slurm-%s-" % cls.__name__.lower()), nodes=cls.NODES, shared=SHARED)
         cls.c.up()
 
     @classmethod
@@ -376,8 +376,14 @@ class SlurmSubmit(unittest.TestCase):
         cls.c.down()
 
     def tearDown(self):
-        # whatever a failed test left in this cluster's queue holds no node from the next test
         self.c.run("ctl", ["scancel", "--user=root"], check=False)
+
+
+class SlurmSubmit(ClusterCase):
+    """`ztrain run --backend slurm` from a submit host outside any
+    allocation (the controller's host, which runs no slurmd): sbatch, the
+    output followed, the exit code of the job; --detach, status, cancel,
+    Ctrl-C; and a study whose trials are Slurm jobs, 2 at a time."""
 
     def ztrain(self, *args, env=None, **kw):
         """ztrain on the submit host: Popen (text)."""
@@ -530,24 +536,13 @@ def async_pools(epochs, ps=1):
     return pools
 
 
-class SlurmLostNode(unittest.TestCase):
+class SlurmLostNode(ClusterCase):
     """A node lost under a running job (its slurmd and every process on it
     SIGKILLed): the job's retry rules apply. With a retry left the job goes
     on in its allocation, requeued on the nodes left, from its checkpoints,
     and succeeds; with none it fails. Either way job.json and the log name
     the node."""
-
-    @classmethod
-    def setUpClass(cls):
-        cls.c = slurm_cluster.Cluster(tmpdir("slurm-lost-"), nodes=7, shared=SHARED)  # 4 per job, 3 to lose
-        cls.c.up()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.c.down()
-
-    def tearDown(self):
-        self.c.run("ctl", ["scancel", "--user=root"], check=False)
+    NODES = 7  # 4 per job, 3 to lose
 
     def lose_a_node(self, env, replica="workerpool1-1"):
         d = tempfile.mkdtemp(prefix="lost-", dir=self.c.dir)
