@@ -1,7 +1,7 @@
 """Supervision with real processes: environment of a 1+2+2+1 job, restart in
 place after kill -9, user error fails the job, heartbeat loss, job retries,
 timeout, SIGTERM leaves nothing behind, two jobs at once, garbage on the
-control plane."""
+control plane, `ztrain status` and `ztrain cancel`."""
 import json
 import os
 import signal
@@ -236,6 +236,24 @@ class Supervision(unittest.TestCase):
         self.assertEqual(r.returncode, 0)
         self.assertIn("job status: SUCCEEDED", r.stdout)
         self.assertIn("workerpool0-0", r.stdout)
+
+    def test_cancel_command(self):
+        path = spec(self.d, "tocancel", [cmd_pool("sleep 300"), cmd_pool("sleep 300", 2)])
+        job = Job(self, path, self.job_dir, env=FAST)
+        wait_for(lambda: (load_job(self.job_dir) or {}).get("state") == "RUNNING", what="RUNNING")
+        pids = [r["pid"] for r in load_job(self.job_dir)["replicas"]]
+        r = ztrain("cancel", self.job_dir, env=FAST, timeout=60)  # the directory alone, as status takes it
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("job tocancel: CANCELLED", r.stdout)
+        self.assertEqual(job.wait(timeout=60), 3, job.err)  # as Ctrl-C: run exits 3
+        self.assertEqual(load_job(self.job_dir)["state"], "CANCELLED")
+        self.assertFalse([p for p in pids if alive(p)])
+        r = ztrain("cancel", "--job-dir", self.job_dir, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("already ended CANCELLED; nothing to cancel", r.stdout)
+        r = ztrain("cancel", self.d, timeout=60)  # no job there
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("holds no job", r.stderr)
 
 
     def test_examples_run(self):
