@@ -286,6 +286,12 @@ static char *s_job_dir(s_args_t *a, const zt_plan_t *plan)
     return dir;
 }
 
+/* A job's or study's final state. */
+static bool s_final(const char *state)
+{
+    return state && (!strcmp(state, "SUCCEEDED") || !strcmp(state, "FAILED") || !strcmp(state, "CANCELLED"));
+}
+
 /* A non-terminal job.json whose coordinator still lives means the directory is in use. */
 static bool s_dir_in_use(const char *dir, json_t *doc)
 {
@@ -297,8 +303,7 @@ static bool s_dir_in_use(const char *dir, json_t *doc)
     const char *alloc = json_string_value(json_object_get(doc, "slurmJobId"));
     if (alloc && getenv("SLURM_JOB_ID") && !strcmp(alloc, getenv("SLURM_JOB_ID")))
         return false; /* this allocation's earlier run: Slurm requeued it */
-    bool busy = state && strcmp(state, "SUCCEEDED") && strcmp(state, "FAILED") && strcmp(state, "CANCELLED") &&
-                alive != 0 && pid != getpid();
+    bool busy = state && !s_final(state) && alive != 0 && pid != getpid();
     if (busy)
         fprintf(stderr, "ztrain: %s is the directory of a job still running (coordinator "
                         "pid %d); choose another --job-dir\n", dir, pid);
@@ -405,11 +410,6 @@ static const char *s_job_state(const char *dir, char *buf, size_t size)
         snprintf(buf, size, "%s", st);
     json_decref(doc);
     return st ? buf : NULL;
-}
-
-static bool s_final(const char *state)
-{
-    return state && (!strcmp(state, "SUCCEEDED") || !strcmp(state, "FAILED") || !strcmp(state, "CANCELLED"));
 }
 
 /* The `ztrain run` that the batch script runs inside the allocation: this
@@ -695,10 +695,8 @@ static int s_state_exit(const char *state)
 static void s_check_owner(json_t *doc, const char *record_key, const char *what)
 {
     const char *state = json_string_value(json_object_get(doc, "state"));
-    bool final = state && (!strcmp(state, "SUCCEEDED") || !strcmp(state, "FAILED") ||
-                           !strcmp(state, "CANCELLED"));
     json_t *rec = json_object_get(doc, record_key);
-    if (final || zt_json_process_alive(rec) != 0)
+    if (s_final(state) || zt_json_process_alive(rec) != 0)
         return;
     char *msg = zt_strdupf("its %s (pid %lld on %s) is gone without recording an end: it was killed or "
                            "its machine restarted while the state was %s", what,

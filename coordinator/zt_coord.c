@@ -527,24 +527,19 @@ static void s_node_lost(zt_coord_t *self, const char *why)
 
 static void s_replica_exited(zt_coord_t *self, s_rep_t *r, int status)
 {
-    char lost[1024];
-    bool failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-    if (failed && !self->stopping && self->backend->node_lost &&
-        self->backend->node_lost(self->backend, r->handle, lost, sizeof lost)) {
-        self->backend->release(self->backend, &r->handle);
-        r->registered = false;
-        zframe_destroy(&r->identity);
-        r->last_status = status;
-        r->state = R_FAILED;
-        s_read_output(self, r);
-        s_node_lost(self, lost);
-        return;
-    }
+    char lost[1024]; /* asked while the handle still names the replica's node */
+    bool node_lost = !(WIFEXITED(status) && WEXITSTATUS(status) == 0) && !self->stopping &&
+                     self->backend->node_lost && self->backend->node_lost(self->backend, r->handle, lost, sizeof lost);
     self->backend->release(self->backend, &r->handle);
     r->registered = false;
     zframe_destroy(&r->identity);
     r->last_status = status;
     s_read_output(self, r);
+    if (node_lost) {
+        r->state = R_FAILED;
+        s_node_lost(self, lost);
+        return;
+    }
     char how[64];
     if (WIFEXITED(status))
         snprintf(how, sizeof how, "exited with status %d", WEXITSTATUS(status));

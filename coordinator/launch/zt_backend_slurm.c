@@ -10,6 +10,7 @@
  * srun is the local process that supervision signals, waits on and reaps,
  * and it forwards signals to the step. */
 #include "launch/zt_backend.h"
+#include "launch/zt_slurm.h"
 #include "base/zt_util.h"
 #include "ztrain/zt_error.h"
 #include "ztrain/zt_log.h"
@@ -236,14 +237,9 @@ static int s_signal(zt_backend_t *self, zt_handle_t *h, int sig)
  * timed out, completing). No answer is not taken for an end. */
 static bool s_allocation_ending(void)
 {
-    char *cmd = zt_strdupf("squeue -h -j '%s' -o '%%T' 2>/dev/null", getenv("SLURM_JOB_ID"));
-    FILE *p = popen(cmd, "r");
-    free(cmd);
-    char state[64] = "";
-    bool any = p && fgets(state, sizeof state, p);
-    if (p)
-        pclose(p);
-    return any && state[0] && strncmp(state, "RUNNING", 7);
+    char state[256], reason[256];
+    return zt_slurm_query(getenv("SLURM_JOB_ID"), state, sizeof state, reason, sizeof reason) == 1 &&
+           strcmp(state, "RUNNING");
 }
 
 static int s_reap(zt_backend_t *self, zt_handle_t **h, int *status)
@@ -280,23 +276,6 @@ static void s_release(zt_backend_t *self, zt_handle_t **h)
         if (ctx->handle_of[i] == *h)
             ctx->handle_of[i] = NULL;
     ctx->local->release(ctx->local, h);
-}
-
-/* Runs a Slurm command for its effect; its words go to the log on failure. */
-static int s_slurm_cmd(const char *cmd)
-{
-    char *full = zt_strdupf("%s 2>&1", cmd), line[512] = "";
-    FILE *p = popen(full, "r");
-    free(full);
-    if (!p)
-        return -1;
-    size_t used = 0;
-    while (fgets(line + used, (int) (sizeof line - used), p))
-        used = strlen(line);
-    int st = pclose(p);
-    if (st != 0)
-        zt_warn("%s: %s", cmd, line[0] ? line : "failed");
-    return st == 0 ? 0 : -1;
 }
 
 /* A node is lost when Slurm marks it down or failed, or not responding
@@ -344,25 +323,24 @@ static int s_node_lost(zt_backend_t *self, const zt_handle_t *h, char *why, size
 static void s_requeue(zt_backend_t *self)
 {
     (void) self;
-    const char *job = getenv("SLURM_JOB_ID");
+    char *job = getenv("SLURM_JOB_ID"), said[512];
     if (!job || s_allocation_ending()) /* Slurm requeues it itself (node failure) */
         return;
-    char *cmd = zt_strdupf("scontrol requeue %s", job);
     zt_info("requeueing Slurm job %s: the job runs again on other nodes", job);
-    s_slurm_cmd(cmd);
-    free(cmd);
+    char *argv[] = { "scontrol", "requeue", job, NULL };
+    if (zt_slurm_command(argv, said, sizeof said) != 0)
+        zt_warn("scontrol requeue %s: %s", job, said);
 }
 
 static void s_give_up(zt_backend_t *self)
 {
     (void) self;
-    const char *job = getenv("SLURM_JOB_ID");
+    char *job = getenv("SLURM_JOB_ID"), err[512];
     if (!job || !s_allocation_ending()) /* not requeued: it ends with this script */
         return;
-    char *cmd = zt_strdupf("scancel %s", job);
     zt_info("cancelling Slurm's requeue of job %s: no job retry is left", job);
-    s_slurm_cmd(cmd);
-    free(cmd);
+    if (zt_slurm_cancel(job, err, sizeof err) != 0)
+        zt_warn("%s", err);
 }
 
 static int64_t s_pid(zt_backend_t *self, const zt_handle_t *h)

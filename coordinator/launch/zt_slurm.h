@@ -47,6 +47,11 @@ int zt_slurm_query(const char *id, char *state, size_t slen, char *reason, size_
 /* True for a state after which the job does not run again. */
 bool zt_slurm_state_final(const char *state);
 
+/* Runs a Slurm command (argv, PATH searched): its stdout and stderr
+ * together into out, the last newline dropped. Its exit status, or -1 when
+ * it could not run. */
+int zt_slurm_command(char *const *argv, char *out, size_t size);
+
 /* scancel id: 0, or -1 with scancel's words in err. */
 int zt_slurm_cancel(const char *id, char *err, size_t errlen);
 

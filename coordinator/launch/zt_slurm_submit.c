@@ -85,9 +85,7 @@ const char *zt_slurm_time_problem(const char *text)
 
 /* ------------------------------------------------------------ commands */
 
-/* Runs argv (PATH searched), its stdout and stderr together into out, the
- * last newline dropped. Its exit status, or -1 when it could not run. */
-static int s_capture(char *const *argv, char *out, size_t size)
+int zt_slurm_command(char *const *argv, char *out, size_t size)
 {
     int fds[2];
     out[0] = 0;
@@ -188,7 +186,7 @@ int zt_slurm_submit(const zt_plan_t *plan, const zt_slurm_alloc_t *alloc, const 
     }
     char said[4096];
     char *argv[] = { "sbatch", "--parsable", script, NULL };
-    int st = s_capture(argv, said, sizeof said);
+    int st = zt_slurm_command(argv, said, sizeof said);
     if (st != 0) {
         snprintf(err, errlen, "sbatch %s: %s", script,
                  st < 0 ? "cannot run sbatch (is Slurm's client installed and on PATH?)" : said);
@@ -239,7 +237,7 @@ int zt_slurm_query(const char *id, char *state, size_t slen, char *reason, size_
 {
     char said[2048];
     char *argv[] = { "squeue", "-h", "-j", (char *) id, "-o", "%T|%r", NULL };
-    int st = s_capture(argv, said, sizeof said);
+    int st = zt_slurm_command(argv, said, sizeof said);
     state[0] = reason[0] = 0;
     if (st != 0) {
         if (strstr(said, "Invalid job id"))
@@ -273,7 +271,7 @@ int zt_slurm_cancel(const char *id, char *err, size_t errlen)
 {
     char said[400];
     char *argv[] = { "scancel", (char *) id, NULL };
-    int st = s_capture(argv, said, sizeof said);
+    int st = zt_slurm_command(argv, said, sizeof said);
     if (st != 0) {
         snprintf(err, errlen, "scancel %s: %s", id, st < 0 ? "cannot run scancel" : said);
         return -1;
@@ -323,7 +321,7 @@ const char *zt_slurm_follow(const char *dir, const char *id, long from, FILE *ou
     int64_t last_ask = 0, lost_since = 0, gone_since = 0;
     const char *end = NULL;
     while (!end) {
-        if (s_interrupts > cancelled_at && cancelled_at == 0) {
+        if (s_interrupts && !cancelled_at) {
             cancelled_at = s_interrupts;
             fprintf(out, "ztrain: cancelling Slurm job %s (interrupt again to stop following; the job "
                          "is cancelled either way)\n", id);
