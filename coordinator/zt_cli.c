@@ -592,8 +592,8 @@ static int s_cmd_validate(s_args_t *a)
     if (!a->json && !strcmp(backend, "slurm")) { /* what the allocation would be */
         zt_slurm_alloc_t alloc = { a->partition, a->account, a->time };
         char *h = zt_slurm_sbatch_header(plan, &alloc, NULL);
-        printf("\nSlurm allocation (sbatch), one heterogeneous component per pool; each replica an\n"
-               "srun step (--het-group=C --nodelist=NODE -N1 -n1 --overlap):\n%s", h);
+        printf("\nSlurm allocation (sbatch), one heterogeneous component per pool, and the srun\n"
+               "step of each replica:\n%s", h);
         free(h);
     }
     zt_plan_destroy(&plan);

@@ -7,8 +7,10 @@
  * ports come from a range chosen by the job id and its requeue count
  * (nothing can be reserved on another node). Starting a replica is the local backend starting
  * `srun --het-group=C --nodelist=NODE -N1 -n1 --overlap ... PROGRAM`:
- * srun is the local process that supervision signals, waits on and reaps,
- * and it forwards signals to the step. */
+ * srun is the local process that supervision waits on and reaps. A SIGTERM
+ * for a replica goes to its step through Slurm (scancel --signal=TERM), so
+ * that the program gets it and may save: srun itself would turn a SIGTERM
+ * into SIGKILL for the step's tasks. SIGKILL goes to srun. */
 #include "launch/zt_backend.h"
 #include "launch/zt_slurm.h"
 #include "base/zt_util.h"
@@ -22,13 +24,21 @@
 #include <string.h>
 #include <unistd.h>
 
+/* A replica's place in the allocation and its running step. */
+typedef struct {
+    char *node;                 /* its node (owned) */
+    char name[32];              /* its step's name, the replica's */
+    int comp;                   /* its component */
+    int gpus;                   /* GPUs its step asks for */
+    zt_handle_t *handle;        /* its running step (srun), or NULL */
+    int64_t started_at;         /* when that step was started */
+} s_rep_t;
+
 typedef struct {
     zt_backend_t *local;        /* starts, signals and reaps the srun processes */
     bool het;                   /* a heterogeneous allocation: one component per pool */
     int component[ZT_POOLS];    /* the component of each present pool */
-    char **nodes;               /* per ordinal: its node (owned) */
-    int *comp_of;               /* per ordinal: its component */
-    zt_handle_t **handle_of;    /* per ordinal: its running step, or NULL */
+    s_rep_t *reps;              /* per ordinal */
     int n;
     /* scancel or the time limit ends the steps before the coordinator hears
      * its own SIGTERM: their ends are held back until it has, so that they
@@ -36,6 +46,9 @@ typedef struct {
     struct { zt_handle_t *h; int status; } held[512];
     int nheld;
     int64_t ending_since;       /* when the allocation was seen ending (0: not) */
+    char jobs[512];             /* the allocation's job ids, one per component ("9,10") */
+    char steps[16384];          /* squeue's list of the allocation's steps: "ID NAME NODE" lines */
+    int64_t steps_at;           /* when it was read (0: never) */
 } s_slurm_t;
 
 /* The node names of a Slurm host list ("n[1-3],x"), through scontrol. */
@@ -103,13 +116,9 @@ static void s_own_address(char *out, size_t size)
 static void s_forget(s_slurm_t *ctx)
 {
     for (int i = 0; i < ctx->n; i++)
-        free(ctx->nodes[i]);
-    free(ctx->nodes);
-    free(ctx->comp_of);
-    free(ctx->handle_of);
-    ctx->nodes = NULL;
-    ctx->comp_of = NULL;
-    ctx->handle_of = NULL;
+        free(ctx->reps[i].node);
+    free(ctx->reps);
+    ctx->reps = NULL;
     ctx->n = 0;
 }
 
@@ -129,9 +138,8 @@ static int s_place(zt_backend_t *self, const zt_plan_t *plan, bool cpu_only, zt_
     s_forget(ctx);
     int n = zt_plan_replicas(plan), k = 0, c = 0;
     out->replicas = calloc((size_t) n, sizeof *out->replicas);
-    ctx->nodes = calloc((size_t) n, sizeof *ctx->nodes);
-    ctx->comp_of = calloc((size_t) n, sizeof *ctx->comp_of);
-    ctx->handle_of = calloc((size_t) n, sizeof *ctx->handle_of);
+    ctx->reps = calloc((size_t) n, sizeof *ctx->reps);
+    ctx->jobs[0] = 0;
     ctx->n = n;
     /* a requeued run of the allocation (after a lost node) takes other
      * ports: the earlier run's steps may still be ending on the nodes kept */
@@ -147,6 +155,14 @@ static int s_place(zt_backend_t *self, const zt_plan_t *plan, bool cpu_only, zt_
         const char *list = s_env_component("SLURM_JOB_NODELIST", ctx->het, ctx->component[p], name, sizeof name);
         const char *tpn = s_env_component("SLURM_TASKS_PER_NODE", ctx->het, ctx->component[p], tname,
                                           sizeof tname);
+        /* the component's own job id, which its steps belong to (sbatch
+         * and salloc spell the variable differently) */
+        char jname[64];
+        const char *jid = s_env_component("SLURM_JOB_ID", ctx->het, ctx->component[p], jname, sizeof jname);
+        jid = jid ? jid : s_env_component("SLURM_JOBID", ctx->het, ctx->component[p], jname, sizeof jname);
+        size_t jl = strlen(ctx->jobs);
+        if (ctx->het || !jl)
+            snprintf(ctx->jobs + jl, sizeof ctx->jobs - jl, "%s%s", jl ? "," : "", jid ? jid : job);
         int nn = 0;
         char **nodes = list ? s_hostnames(list, &nn) : NULL;
         if (nn == 0) {
@@ -167,8 +183,11 @@ static int s_place(zt_backend_t *self, const zt_plan_t *plan, bool cpu_only, zt_
             pl->port = base + k;
             pl->first_gpu = 0;
             pl->ngpus = cpu_only ? 0 : pool->accel_count;
-            ctx->nodes[k] = strdup(nodes[node]);
-            ctx->comp_of[k] = ctx->component[p];
+            s_rep_t *r = &ctx->reps[k];
+            r->node = strdup(nodes[node]);
+            snprintf(r->name, sizeof r->name, "workerpool%d-%d", p, i);
+            r->comp = ctx->component[p];
+            r->gpus = pl->ngpus;
             if (++used >= tasks[node]) { /* the node's tasks are taken: the next node */
                 node = (node + 1) % nn;
                 used = 0;
@@ -196,25 +215,25 @@ static int s_start(zt_backend_t *self, const zt_launch_t *req, zt_handle_t **han
     size_t argc = 0;
     while (req->argv[argc])
         argc++;
-    char **argv = calloc(argc + 16, sizeof *argv);
+    char **argv = calloc(argc + 32, sizeof *argv);
     int a = 0;
-    char het[32], nodelist[300], name[64];
+    char het[32], nodelist[300], name[80];
     argv[a++] = "srun";
     if (ctx->het) {
-        snprintf(het, sizeof het, "--het-group=%d", ctx->comp_of[req->ordinal]);
+        snprintf(het, sizeof het, "--het-group=%d", ctx->reps[req->ordinal].comp);
         argv[a++] = het;
     }
-    snprintf(nodelist, sizeof nodelist, "--nodelist=%s", ctx->nodes[req->ordinal]);
-    snprintf(name, sizeof name, "--job-name=workerpool%d-%d", req->pool, req->index);
+    snprintf(nodelist, sizeof nodelist, "--nodelist=%s", ctx->reps[req->ordinal].node);
+    snprintf(name, sizeof name, "--job-name=%s", ctx->reps[req->ordinal].name);
     argv[a++] = nodelist;
     argv[a++] = name;
-    argv[a++] = "-N1";
-    argv[a++] = "-n1";
-    argv[a++] = "--overlap";     /* replicas share the component's CPUs with each other */
-    argv[a++] = "--mem=0";
-    argv[a++] = "--export=ALL";  /* the environment ztrain made for the replica */
-    argv[a++] = "--quiet";
-    argv[a++] = "--kill-on-bad-exit=0";
+    for (int i = 0; zt_slurm_step_options[i]; i++)
+        argv[a++] = (char *) zt_slurm_step_options[i];
+    char gres[32];
+    if (ctx->reps[req->ordinal].gpus > 0) { /* the step gets its node's GPUs; Slurm names them */
+        snprintf(gres, sizeof gres, "--gres=gpu:%d", ctx->reps[req->ordinal].gpus);
+        argv[a++] = gres;
+    }
     for (size_t i = 0; i < argc; i++)
         argv[a++] = req->argv[i];
     argv[a] = NULL;
@@ -222,14 +241,70 @@ static int s_start(zt_backend_t *self, const zt_launch_t *req, zt_handle_t **han
     step.argv = argv;
     int rc = ctx->local->start(ctx->local, &step, handle_p, out_fd);
     free(argv);
-    if (rc == ZT_OK)
-        ctx->handle_of[req->ordinal] = *handle_p;
+    if (rc == ZT_OK) {
+        ctx->reps[req->ordinal].handle = *handle_p;
+        ctx->reps[req->ordinal].started_at = zt_now_ms();
+    }
     return rc;
+}
+
+/* The Slurm id ("10.0") of the step running replica ordinal i, found by
+ * its name and node among the allocation's steps (squeue's list, read
+ * again when asked to); false when Slurm does not list it (yet). */
+static bool s_step_of(s_slurm_t *ctx, int i, bool reread, char *out, size_t size)
+{
+    if (reread) {
+        char *argv[] = { "squeue", "-h", "-s", "-j", ctx->jobs, "-o", "%i %j %N", NULL };
+        if (zt_slurm_command(argv, ctx->steps, sizeof ctx->steps) != 0)
+            ctx->steps[0] = 0;
+        ctx->steps_at = zt_now_ms();
+    }
+    bool found = false;
+    long best = -1;
+    for (char *line = ctx->steps; *line;) {
+        size_t len = strcspn(line, "\n");
+        char id[64], name[128], node[256];
+        char *end = line + len;
+        char saved = *end;
+        *end = 0;
+        if (sscanf(line, "%63s %127s %255s", id, name, node) == 3 && !strcmp(name, ctx->reps[i].name) &&
+            !strcmp(node, ctx->reps[i].node)) {
+            const char *dot = strchr(id, '.');
+            long step = dot ? strtol(dot + 1, NULL, 10) : -1;
+            if (step > best) { /* a restarted replica's step is the newest */
+                best = step;
+                snprintf(out, size, "%s", id);
+                found = true;
+            }
+        }
+        *end = saved;
+        line = saved ? end + 1 : end;
+    }
+    return found;
 }
 
 static int s_signal(zt_backend_t *self, zt_handle_t *h, int sig)
 {
     s_slurm_t *ctx = self->ctx;
+    int i = 0;
+    while (i < ctx->n && (!h || ctx->reps[i].handle != h))
+        i++;
+    char step[64], said[512], signame[16];
+    /* a batch of SIGTERMs (the job stopping) shares one listing, when it
+     * was read since the replica's step started */
+    bool listed = i < ctx->n && ctx->steps_at > ctx->reps[i].started_at && zt_now_ms() - ctx->steps_at < 1000;
+    if (sig == SIGTERM && i < ctx->n &&
+        ((listed && s_step_of(ctx, i, false, step, sizeof step)) || s_step_of(ctx, i, true, step, sizeof step))) {
+        snprintf(signame, sizeof signame, "--signal=%d", sig);
+        char *argv[] = { "scancel", signame, step, NULL };
+        /* Slurm 22.05 signals a step of a component of several nodes yet
+         * fails ("Invalid job id specified") for the nodes without it: not
+         * trusted either way. If it was not delivered, the grace's SIGKILL
+         * still ends the replica. */
+        if (zt_slurm_command(argv, said, sizeof said) != 0)
+            zt_debug("%s: scancel %s %s: %s", ctx->reps[i].name, signame, step, said);
+        return ZT_OK;
+    }
     return ctx->local->signal(ctx->local, h, sig);
 }
 
@@ -273,8 +348,8 @@ static void s_release(zt_backend_t *self, zt_handle_t **h)
 {
     s_slurm_t *ctx = self->ctx;
     for (int i = 0; *h && i < ctx->n; i++)
-        if (ctx->handle_of[i] == *h)
-            ctx->handle_of[i] = NULL;
+        if (ctx->reps[i].handle == *h)
+            ctx->reps[i].handle = NULL;
     ctx->local->release(ctx->local, h);
 }
 
@@ -285,9 +360,9 @@ static int s_node_lost(zt_backend_t *self, const zt_handle_t *h, char *why, size
     s_slurm_t *ctx = self->ctx;
     char list[4096] = "";
     for (int i = 0; i < ctx->n; i++) {
-        if (h && ctx->handle_of[i] != h)
+        if (h && ctx->reps[i].handle != h)
             continue;
-        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", list[0] ? "," : "", ctx->nodes[i]);
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", list[0] ? "," : "", ctx->reps[i].node);
     }
     if (!list[0])
         return 0;

@@ -21,8 +21,15 @@ typedef struct {
 /* The #SBATCH lines of the job's allocation: the job-wide ones (name, time
  * limit, then extra, verbatim), and one heterogeneous component per present
  * pool, in pool order (its replicas as tasks, the machine type's vCPUs and
- * memory per task, its accelerators as GPUs per task). Heap text. */
+ * memory per task; with accelerators, one task per node and the
+ * accelerators as --gres=gpu:N). Heap text. */
 char *zt_slurm_sbatch_header(const zt_plan_t *plan, const zt_slurm_alloc_t *alloc, const char *extra);
+
+/* The options every replica's step gets from srun, after its own
+ * (--het-group=C, --nodelist=NODE, --job-name=workerpoolP-I, and
+ * --gres=gpu:N with accelerators): one task on one node, sharing the
+ * component's CPUs, the environment ztrain made. NULL-terminated. */
+extern const char *const zt_slurm_step_options[];
 
 /* NULL when text is a time limit as sbatch --time takes it ("90", "2:00:00",
  * "1-12"), else why not. */

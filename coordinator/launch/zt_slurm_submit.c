@@ -26,6 +26,16 @@ static void s_job_name(const char *name, char *out, size_t size)
     out[i] = 0;
 }
 
+const char *const zt_slurm_step_options[] = {
+    "-N1", "-n1",
+    "--overlap",            /* replicas share the component's CPUs with each other */
+    "--mem=0",
+    "--export=ALL",         /* the environment ztrain made for the replica */
+    "--quiet",
+    "--kill-on-bad-exit=0", /* a replica's end is supervision's to handle */
+    NULL
+};
+
 char *zt_slurm_sbatch_header(const zt_plan_t *plan, const zt_slurm_alloc_t *alloc, const char *extra)
 {
     char *text = NULL, name[128];
@@ -40,6 +50,9 @@ char *zt_slurm_sbatch_header(const zt_plan_t *plan, const zt_slurm_alloc_t *allo
     if (extra)
         fputs(extra, f);
     bool first = true;
+    int c = 0, present = 0;
+    for (int p = 0; p < ZT_POOLS; p++)
+        present += plan->pools[p].present;
     for (int p = 0; p < ZT_POOLS; p++) {
         const zt_pool_t *pool = &plan->pools[p];
         if (!pool->present)
@@ -52,13 +65,22 @@ char *zt_slurm_sbatch_header(const zt_plan_t *plan, const zt_slurm_alloc_t *allo
         fprintf(f, "# workerpool%d: %d x %s\n", p, pool->replicas, pool->machine.name);
         fprintf(f, "#SBATCH --ntasks=%d --cpus-per-task=%d --mem-per-cpu=%lldM", pool->replicas, cpus,
                 mem_mb > 0 ? mem_mb : 1);
-        if (pool->accel_count > 0)
-            fprintf(f, " --gpus-per-task=%d", pool->accel_count);
+        if (pool->accel_count > 0) /* a replica per node, as a machine with its accelerators */
+            fprintf(f, " --ntasks-per-node=1 --gres=gpu:%d", pool->accel_count);
         if (alloc && alloc->partition)
             fprintf(f, " --partition=%s", alloc->partition);
         if (alloc && alloc->account)
             fprintf(f, " --account=%s", alloc->account);
-        fputc('\n', f);
+        fprintf(f, "\n# each replica a step: srun");
+        if (present > 1)
+            fprintf(f, " --het-group=%d", c);
+        fprintf(f, " --nodelist=NODE --job-name=workerpool%d-INDEX", p);
+        for (int i = 0; zt_slurm_step_options[i]; i++)
+            fprintf(f, " %s", zt_slurm_step_options[i]);
+        if (pool->accel_count > 0)
+            fprintf(f, " --gres=gpu:%d", pool->accel_count);
+        fprintf(f, " COMMAND\n");
+        c++;
     }
     fclose(f);
     return text;

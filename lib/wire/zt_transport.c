@@ -269,6 +269,10 @@ zsock_t *zt_sock_dealer(zt_plane_t plane, const char *endpoint)
                                                                     : zsock_connect(d, "tcp://%s", endpoint);
     if (rc != 0)
         zsock_destroy(&d);
+    else if (plane == ZT_PLANE_DATA) /* which transport each peer gets, for the log */
+        zt_info("data plane to %s: %s", endpoint,
+                zt_data_is_local(endpoint) ? "this host, over an ipc socket (shared memory allowed)"
+                                           : "another host, over tcp");
     return d;
 }
 

@@ -215,7 +215,10 @@ class ReplicaEnv(unittest.TestCase):
         self.assertIn("#SBATCH --time=61\n", header)  # minutes, rounded up
         self.assertEqual(header.count("#SBATCH hetjob"), 3)  # four pools, four components
         self.assertIn("# workerpool1: 2 x n1-standard-4\n#SBATCH --ntasks=2 --cpus-per-task=4 "
-                      "--mem-per-cpu=3840M --gpus-per-task=2 --partition=gpu --account=lab\n", header)
+                      "--mem-per-cpu=3840M --ntasks-per-node=1 --gres=gpu:2 --partition=gpu --account=lab\n"
+                      "# each replica a step: srun --het-group=1 --nodelist=NODE --job-name=workerpool1-INDEX "
+                      "-N1 -n1 --overlap --mem=0 --export=ALL --quiet --kill-on-bad-exit=0 --gres=gpu:2 COMMAND\n",
+                      header)
         self.assertIn("# workerpool2: 2 x n1-highmem-8\n#SBATCH --ntasks=2 --cpus-per-task=8 "
                       "--mem-per-cpu=6656M --partition=gpu --account=lab\n", header)
         r = ztrain("validate", path)  # the local backend: no allocation

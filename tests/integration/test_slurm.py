@@ -136,13 +136,14 @@ class SlurmBackend(unittest.TestCase):
     def tearDownClass(cls):
         cls.c.down()
 
-    def submit(self, pools, components=(), header=None):
+    def submit(self, pools, components=(), header=None, scheduling=None):
         """sbatch --wait in the background under header (or these
         components): (Popen, job dir, batch output)."""
         d = tempfile.mkdtemp(prefix="job-", dir=self.c.dir)
         spec = os.path.join(d, "job.json")
         with open(spec, "w") as f:
-            json.dump({"displayName": "on-slurm", "jobSpec": {"workerPoolSpecs": pools}}, f)
+            json.dump({"displayName": "on-slurm", "jobSpec": dict({"workerPoolSpecs": pools},
+                                                                  **({"scheduling": scheduling} if scheduling else {}))}, f)
         job_dir = os.path.join(d, "job")
         script = os.path.join(d, "batch.sh")
         with open(script, "w") as f:
@@ -155,9 +156,9 @@ class SlurmBackend(unittest.TestCase):
         self.addCleanup(lambda: p.poll() is None and p.kill())
         return p, job_dir, out
 
-    def run_job(self, pools, components=(), header=None):
+    def run_job(self, pools, components=(), header=None, scheduling=None):
         """The job to its end: (sbatch's exit status, batch output, job dir)."""
-        p, job_dir, out = self.submit(pools, components, header)
+        p, job_dir, out = self.submit(pools, components, header, scheduling)
         rc = p.wait(timeout=180)
         with open(out) if os.path.exists(out) else open(os.devnull) as f:
             return rc, f.read(), job_dir
@@ -310,6 +311,74 @@ class SlurmBackend(unittest.TestCase):
                         left.append((h, comm))
             time.sleep(0.2)
         self.assertEqual(left, [])
+
+    def test_stop_lets_replicas_save(self):
+        """The job's end reaches each replica's step as SIGTERM, not the
+        SIGKILL srun would make of it: a program that saves on SIGTERM
+        does; one that ignores it is killed after the grace, on its node."""
+        saver = ('trap \'echo "$ZT_POOL-$ZT_INDEX got SIGTERM on $(hostname), saving"; sleep 1; '
+                 'echo "$ZT_POOL-$ZT_INDEX saved"; exit 0\' TERM; '
+                 'echo "$ZT_POOL-$ZT_INDEX ready"; while :; do sleep 0.2; done')
+        stubborn = 'trap "" TERM; echo "$ZT_POOL-$ZT_INDEX ignores SIGTERM"; sleep 300'
+        rc, out, job_dir = self.run_job(
+            [sh_pool("sleep 4; exit 0", 1), sh_pool(saver, 2), sh_pool(stubborn, 1)],
+            ["-n1 -c1 --mem=100", "-N2 -n2 --ntasks-per-node=1 -c1 --mem=100", "-n1 -c1 --mem=100"])
+        self.assertEqual(rc, 0, out[-3000:])
+        job = read_job(job_dir)
+        self.assertEqual(job["state"], "SUCCEEDED", out[-3000:])
+        hosts = {r["name"]: r["host"] for r in job["replicas"]}
+        for i in range(2):
+            name = "workerpool1-%d" % i
+            self.assertIn("1-%d ready" % i, out)
+            self.assertRegex(out, r"%s\[\d+\]: 1-%d got SIGTERM on %s, saving" % (name, i, hosts[name]))
+            self.assertRegex(out, r"%s\[\d+\]: 1-%d saved" % (name, i))
+        self.assertIn("2-0 ignores SIGTERM", out)
+        self.assertRegex(out, r"workerpool2-0 did not stop within the grace period: SIGKILL")
+        self.assertEqual(leftovers(self.c, set(hosts.values()) | {"n1"}), [])
+
+    def test_restart_job_on_worker_restart(self):
+        """restartJobOnWorkerRestart: a worker's crash restarts every
+        replica as a new step on its node; the primary, stopped with SIGTERM,
+        says so, and its second start ends the job."""
+        worker = ('if [ ! -e "$ZT_JOB_DIR/crashed" ]; then touch "$ZT_JOB_DIR/crashed"; kill -9 $$; fi; '
+                  'sleep 300')
+        primary = ('echo "start on $(hostname)" >> "$ZT_JOB_DIR/primary-starts"; '
+                   'if [ $(wc -l < "$ZT_JOB_DIR/primary-starts") -ge 2 ]; then sleep 1; exit 0; fi; '
+                   'trap \'echo "primary stopped by SIGTERM"; exit 0\' TERM; while :; do sleep 0.2; done')
+        rc, out, job_dir = self.run_job([sh_pool(primary, 1), sh_pool(worker, 1)],
+                                        ["-n1 -c1 --mem=100", "-n1 -c1 --mem=100"],
+                                        scheduling={"restartJobOnWorkerRestart": True})
+        self.assertEqual(rc, 0, out[-3000:])
+        job = read_job(job_dir)
+        self.assertEqual(job["state"], "SUCCEEDED", out[-3000:])
+        self.assertEqual(job["incarnation"], 1)
+        hosts = {r["name"]: r["host"] for r in job["replicas"]}
+        with open(os.path.join(job_dir, "primary-starts")) as f:
+            self.assertEqual(f.read().split("\n")[:2], ["start on %s" % hosts["workerpool0-0"]] * 2)  # in place
+        self.assertRegex(out, r"workerpool0-0\[\d+\]: primary stopped by SIGTERM")
+        self.assertEqual(len(re.findall(r"workerpool1-0: started pid \d+ on %s" % hosts["workerpool1-0"], out)), 2)
+
+    def test_data_plane_is_tcp_between_hosts(self):
+        """Each replica's data-plane connections, as its log names them:
+        shared memory and ipc sockets only toward its own host."""
+        # an ordinary allocation of two nodes, each pool laid over both: the
+        # first worker and server share a node, the second pair the other
+        with open(os.path.join(HERE, "..", "..", "examples", "fashion-mnist-async.json")) as f:
+            pools = json.load(f)["jobSpec"]["workerPoolSpecs"][:3]
+        for p in pools[:2]:
+            p["containerSpec"]["args"] = [a for a in p["containerSpec"]["args"] if not a.startswith("--epochs")]
+            p["containerSpec"]["args"] += ["--epochs=1"]
+        pools[1]["replicaCount"] = pools[2]["replicaCount"] = 2
+        rc, out, job_dir = self.run_job(pools, header="#SBATCH -N2 -n2 --ntasks-per-node=1 -c1 --mem=100\n")
+        self.assertEqual(rc, 0, out[-3000:])
+        job = read_job(job_dir)
+        self.assertEqual(job["state"], "SUCCEEDED", out[-3000:])
+        hosts = {r["name"]: r["host"] for r in job["replicas"]}
+        links = re.findall(r" (workerpool\d-\d)\[\d+\]: data plane to ([\w.-]+):(\d+): (this|another) host", out)
+        self.assertTrue(links, out[-3000:])
+        for name, host, port, kind in links:
+            self.assertEqual(kind == "this", host == hosts[name], (name, host, kind))
+        self.assertEqual({k for _, _, _, k in links}, {"this", "another"}, links)  # both ways were taken
 
 
 def job_spec(d, pools, name="on-slurm"):
