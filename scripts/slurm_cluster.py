@@ -11,7 +11,9 @@ in one folder (not under /tmp, which every host has its own of), on
 non-default ports. Everything made is removed by `down`, also after a
 failure. Needs root.
 
-    scripts/slurm_cluster.py up DIR [--nodes N] [--cpus C] [--mem MB]
+    scripts/slurm_cluster.py up DIR [--nodes N] [--cpus C] [--mem MB] [--gpus G]
+        (defaults: 4 nodes of 8 CPUs and 16000 MB, no GPUs; --gpus: each
+        node claims G GPUs, stand-ins Slurm allocates as it would real ones)
     scripts/slurm_cluster.py exec DIR HOST CMD...    (HOST: ctl, n1, n2, ...)
     scripts/slurm_cluster.py down DIR
 
@@ -21,6 +23,7 @@ As a module: Cluster(dir, nodes).up(), .run(host, cmd), .popen(host, cmd),
 import json
 import os
 import shutil
+import stat
 import signal
 import subprocess
 import sys
@@ -57,9 +60,12 @@ def unavailable_reason():
 
 
 class Cluster:
-    def __init__(self, folder, nodes=4, cpus=8, mem_mb=16000, shared=()):
+    def __init__(self, folder, nodes=4, cpus=8, mem_mb=16000, shared=(), gpus=0):
         """shared: folders under /tmp that every host must still see (a
-        checkout or build tree there): bound back over each host's own /tmp."""
+        checkout or build tree there): bound back over each host's own /tmp.
+        gpus: GPUs each node claims (a GRES whose device files are stand-ins
+        in the folder): Slurm allocates them, and sets a step's
+        CUDA_VISIBLE_DEVICES, as on a GPU cluster."""
         self.dir = os.path.realpath(folder)
         self.shared = [os.path.realpath(p) for p in shared
                        if os.path.realpath(p).startswith("/tmp/") and os.path.isdir(p)]
@@ -68,7 +74,7 @@ class Cluster:
                 raise ValueError("%s: the cluster's folder must be one every host sees, not under %s"
                                  % (self.dir, private))
         self.nodes = ["n%d" % (i + 1) for i in range(nodes)]
-        self.cpus, self.mem = cpus, mem_mb
+        self.cpus, self.mem, self.gpus = cpus, mem_mb, gpus
         tag = os.getpid() % 9000 + 1000           # unique per cluster on this machine
         self.prefix = "z%d" % tag                  # interface names stay under 15 characters
         self.subnet = "10.79.%d" % (tag % 200 + 20)
@@ -129,9 +135,20 @@ class Cluster:
             "SlurmctldLogFile=%s/log/slurmctld.log" % d,
             "SlurmdLogFile=%s/log/slurmd-%%n.log" % d,
         ]
+        if self.gpus:
+            lines.append("GresTypes=gpu")
+            # stand-in device files (character devices like /dev/null) named as GPUs are
+            devs = os.path.join(d, "dev")
+            os.makedirs(devs, exist_ok=True)
+            for i in range(self.gpus):
+                path = os.path.join(devs, "gpu%d" % i)
+                if not os.path.exists(path):
+                    os.mknod(path, 0o600 | stat.S_IFCHR, os.makedev(1, 3))
+            with open(os.path.join(d, "gres.conf"), "w") as f:
+                f.write("AutoDetect=off\nName=gpu File=%s/gpu[0-%d]\n" % (devs, self.gpus - 1))
         for n in self.nodes:
-            lines.append("NodeName=%s NodeAddr=%s CPUs=%d RealMemory=%d State=UNKNOWN"
-                         % (n, self.addr(n), self.cpus, self.mem))
+            lines.append("NodeName=%s NodeAddr=%s CPUs=%d RealMemory=%d State=UNKNOWN%s"
+                         % (n, self.addr(n), self.cpus, self.mem, " Gres=gpu:%d" % self.gpus if self.gpus else ""))
         lines.append("PartitionName=main Nodes=ALL Default=YES MaxTime=INFINITE State=UP")
         with open(self.conf, "w") as f:
             f.write("\n".join(lines) + "\n")
@@ -294,8 +311,10 @@ def main(argv):
         return 2
     folder = argv[2]
     if argv[1] == "up":
-        n = int(argv[argv.index("--nodes") + 1]) if "--nodes" in argv else 4
-        c = Cluster(folder, nodes=n)
+        def opt(name, default):
+            return int(argv[argv.index(name) + 1]) if name in argv else default
+        c = Cluster(folder, nodes=opt("--nodes", 4), cpus=opt("--cpus", 8), mem_mb=opt("--mem", 16000),
+                    gpus=opt("--gpus", 0))
         try:
             c.up()
         except Unavailable as e:

@@ -434,10 +434,12 @@ class ClusterCase(unittest.TestCase):
     the class; a test's jobs are cancelled after it, so that a failed one
     holds no node from the next."""
     NODES = 4
+    GPUS = 0  # per node
 
     @classmethod
     def setUpClass(cls):
-        cls.c = slurm_cluster.Cluster(tmpdir("slurm-%s-" % cls.__name__.lower()), nodes=cls.NODES, shared=SHARED)
+        cls.c = slurm_cluster.Cluster(tmpdir("slurm-%s-" % cls.__name__.lower()), nodes=cls.NODES, shared=SHARED,
+                                      gpus=cls.GPUS)
         cls.c.up()
 
     @classmethod
@@ -452,7 +454,9 @@ class SlurmSubmit(ClusterCase):
     """`ztrain run --backend slurm` from a submit host outside any
     allocation (the controller's host, which runs no slurmd): sbatch, the
     output followed, the exit code of the job; --detach, status, cancel,
-    Ctrl-C; and a study whose trials are Slurm jobs, 2 at a time."""
+    Ctrl-C; a study whose trials are Slurm jobs, 2 at a time; a pool with
+    accelerators on nodes that have GPUs (stand-ins Slurm allocates)."""
+    GPUS = 2
 
     def ztrain(self, *args, env=None, **kw):
         """ztrain on the submit host: Popen (text)."""
@@ -466,6 +470,26 @@ class SlurmSubmit(ClusterCase):
     def finish(self, p, timeout=180):
         out, err = p.communicate(timeout=timeout)
         return p.returncode, out, err
+
+    def test_accelerators_are_the_nodes_gpus(self):
+        """A pool with 2 accelerators: one replica per node, each step given
+        the node's 2 GPUs by Slurm (which sets CUDA_VISIBLE_DEVICES); a pool
+        without: none."""
+        d = tempfile.mkdtemp(prefix="gpus-", dir=self.c.dir)
+        dump = 'echo "$ZT_POOL-$ZT_INDEX on $(hostname): CVD=[$CUDA_VISIBLE_DEVICES] STEP_GPUS=[$SLURM_STEP_GPUS]"'
+        gpu_pool = sh_pool(dump + "; sleep 30", 2)
+        gpu_pool["machineSpec"].update(acceleratorType="NVIDIA_TESLA_T4", acceleratorCount=2)
+        spec = job_spec(d, [sh_pool(dump + "; sleep 2", 1), gpu_pool])
+        rc, out, err = self.finish(self.ztrain("run", spec, "--backend", "slurm", "--job-dir", d + "/job"))
+        self.assertEqual(rc, 0, err[-3000:])
+        with open(d + "/job/slurm/batch.sh") as f:
+            self.assertIn("--ntasks-per-node=1 --gres=gpu:2", f.read())
+        hosts = {r["name"]: r["host"] for r in read_job(d + "/job")["replicas"]}
+        self.assertNotEqual(hosts["workerpool1-0"], hosts["workerpool1-1"])  # a replica per node
+        for i in (0, 1):
+            self.assertRegex(err, r"workerpool1-%d\[\d+\]: 1-%d on %s: CVD=\[0,1\] STEP_GPUS=\[0,1\]"
+                             % (i, i, hosts["workerpool1-%d" % i]))
+        self.assertRegex(err, r"workerpool0-0\[\d+\]: 0-0 on %s: CVD=\[\] STEP_GPUS=\[\]" % hosts["workerpool0-0"])
 
     def test_run_follows_the_job_and_exits_as_local(self):
         d = tempfile.mkdtemp(prefix="follow-", dir=self.c.dir)
