@@ -727,3 +727,17 @@ extern "C" float zt_gpu_group_take_loss(zt_gpu_group_t *g)
     }
     return sum;
 }
+
+/* The module's one exported symbol: the table the loader (zt_gpu_load.c)
+ * calls through. Everything else here is hidden. */
+#include "zt_gpu_api.h"
+extern "C" __attribute__((visibility("default"))) const zt_gpu_api_t *zt_gpu_module_api(void)
+{
+    static zt_gpu_api_t t;
+    t.version = ZT_GPU_API_VERSION;
+#define ZT_GPU_API_SET(ret, name, ...) t.name = name;
+    ZT_GPU_API_PLAIN(ZT_GPU_API_SET)
+    ZT_GPU_API_SPECIAL(ZT_GPU_API_SET)
+#undef ZT_GPU_API_SET
+    return &t;
+}

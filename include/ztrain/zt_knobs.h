@@ -39,6 +39,8 @@ extern "C" {
       "largest replicaCount accepted for one pool on this machine")               \
     X(GPU_COUNT,           "ZT_GPU_COUNT",           "auto", "auto|int", ZT_FOR_COORD|ZT_FOR_WORKER,                      \
       "GPUs on this machine (auto: count /dev/nvidiaN)")                          \
+    X(GPU_MODULE,          "ZT_GPU_MODULE",          "", "path", ZT_FOR_WORKER,                         \
+      "the CUDA module a GPU trainer loads (empty: lib/ztrain/libztgpu.so beside the binaries' bin/)") \
     X(BACKEND,             "ZT_BACKEND",             "local", "local|slurm", ZT_FOR_COORD,                    \
       "where `ztrain run` places and starts replicas (--backend wins)")           \
     X(METRIC_HISTORY,      "ZT_METRIC_HISTORY",      "100", "int", ZT_FOR_COORD,                       \

@@ -197,5 +197,69 @@ class CleanEnd(unittest.TestCase):
                 self.assertEqual(rc, 3, job.err[-2000:])
 
 
+CUDA_LIBS = re.compile(r"lib(cuda|cudart|cublas|cublasLt|nccl|ztgpu)\b[^/\n]*\.so")
+HAVE_CUDA = "CUDA backend: yes" in subprocess.run([os.path.join(BIN, "ztrain"), "--version"],
+                                                  capture_output=True, text=True).stdout
+
+
+def rss_mb(pid):
+    with open("/proc/%d/status" % pid) as f:
+        return int(re.search(r"VmRSS:\s+(\d+) kB", f.read()).group(1)) / 1024.0
+
+
+class CudaOnDemand(unittest.TestCase):
+    """CUDA, cuBLAS and NCCL are mapped only by a process that uses a GPU:
+    the trainer loads its CUDA module when a replica trains on one."""
+
+    def test_binaries_do_not_link_cuda(self):
+        for b in sorted(os.listdir(BIN)):
+            r = subprocess.run(["ldd", os.path.join(BIN, b)], capture_output=True, text=True)
+            self.assertNotRegex(r.stdout, CUDA_LIBS, b)
+
+    def sample(self, job, names):
+        """Each running replica's maps and RSS while the job runs."""
+        wait_for(lambda: (load_job(job.job_dir) or {}).get("state") == "RUNNING", timeout=60, what="RUNNING")
+        time.sleep(0.5)  # training, or idling, for a while
+        seen, reps = {}, load_job(job.job_dir)["replicas"]
+        for r in reps:
+            if r["name"] in names and r.get("pid"):
+                with open("/proc/%d/maps" % r["pid"]) as f:
+                    seen[r["name"]] = (f.read(), rss_mb(r["pid"]))
+        self.assertEqual(set(seen), set(names), reps)
+        return seen
+
+    def test_cpu_replicas_map_no_cuda(self):
+        d = tmpdir("cuda-")
+        # placeholders and a parameter server: no CUDA, under 20 MB each
+        path = job_file(d, "idle", [pool("ztrain-worker", 1, ["--run-seconds=6"]),
+                                    pool("ztrain-worker", 3, ["--idle"]), pool("ztrain-paramserver", 1)])
+        job = Job(self, path, os.path.join(d, "idle-job"), env=FAST)
+        names = ["workerpool1-%d" % i for i in range(3)] + ["workerpool2-0"]
+        for name, (maps, rss) in self.sample(job, names).items():
+            self.assertNotRegex(maps, CUDA_LIBS, name)
+            if name.startswith("workerpool1"):
+                self.assertLess(rss, 20, name)
+        self.assertEqual(job.wait(), 0, job.err[-2000:])
+        # trainers on the CPU (CUDA_VISIBLE_DEVICES empty): no CUDA either
+        path = job_spec(d, "cpu", SHORT + ["--epochs=5", "--device=auto"], workers=1, servers=1, evaluators=0)
+        job = Job(self, path, os.path.join(d, "cpu-job"), env=FAST)
+        for name, (maps, rss) in self.sample(job, ["workerpool0-0", "workerpool1-0"]).items():
+            self.assertNotRegex(maps, CUDA_LIBS, name)
+        self.assertEqual(job.wait(timeout=120), 0, job.err[-2000:])
+
+    def test_missing_cuda_module_is_a_clear_error(self):
+        d = tmpdir("cuda-")
+        path = job_spec(d, "gpu", SHORT + ["--device=cuda"], workers=0, servers=0, evaluators=0)
+        job = Job(self, path, os.path.join(d, "job"), "--cpu-only",
+                  env=dict(FAST, ZT_GPU_MODULE=os.path.join(d, "no-such-module.so")))
+        self.assertEqual(job.wait(), 1, job.err[-2000:])
+        if HAVE_CUDA:
+            self.assertIn("--device=cuda: cannot load ztrain's CUDA module: %s" % os.path.join(d, "no-such-module.so"),
+                          job.err)
+            self.assertIn("run with --cpu-only", job.err)
+        else:
+            self.assertIn("--device=cuda: this ztrain was built without CUDA", job.err)
+
+
 if __name__ == "__main__":
     unittest.main()
