@@ -54,9 +54,10 @@ def one_job(d):
         json.dump({"displayName": "launch", "jobSpec": {"workerPoolSpecs": pools}}, f)
     job_dir = os.path.join(d, "job")
     env = dict(os.environ, ZT_MAX_REPLICAS=str(max(N, 256)))
+    log = open(os.path.join(d, "ztrain.err"), "w+")  # a file: a pipe nobody reads would fill up
     t0 = time.monotonic()
     p = subprocess.Popen([os.path.join(BIN, "ztrain"), "run", spec, "--job-dir", job_dir],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+                         stdout=subprocess.DEVNULL, stderr=log, text=True, env=env)
     running, rss = None, []
     while p.poll() is None:
         try:
@@ -69,7 +70,9 @@ def one_job(d):
             time.sleep(1)
             rss = [k for k in (rss_kb(r["pid"]) for r in job["replicas"][1:] if r.get("pid")) if k]
         time.sleep(0.02)
-    err = p.stderr.read()
+    log.seek(0)
+    err = log.read()
+    log.close()
     with open(os.path.join(job_dir, "job.json")) as f:
         job = json.load(f)
     kills = err.count("sent no heartbeat")

@@ -77,6 +77,7 @@ struct zt_coord_t {
     int64_t hb_ms, hb_timeout_ms, register_timeout_ms, grace_ms;
     int max_restarts, max_job_retries;
     zt_msg_drops_t drops;       /* malformed control messages */
+    bool control_backlog;       /* control messages are still queued: heartbeats may be among them */
     bool metrics_dirty;         /* metrics arrived since job.json was last written */
     int64_t state_written_ms;   /* when job.json was last written */
     uint64_t unknown_senders;   /* well-formed but from no replica of ours */
@@ -414,10 +415,20 @@ static void s_check_all_up(zt_coord_t *self)
     s_set_state(self, ZT_JOB_RUNNING);
 }
 
+static void s_on_control(zt_coord_t *self);
+
+/* Starts every replica. Registrations and heartbeats are served between
+ * starts, so that the first replicas of a large job are not taken for
+ * silent while the last are still being started. */
 static void s_spawn_all(zt_coord_t *self)
 {
     s_set_state(self, ZT_JOB_PENDING);
+    int64_t served = zt_now_ms();
     for (int i = 0; i < self->nreps; i++) {
+        if (zt_now_ms() - served >= 20) {
+            s_on_control(self);
+            served = zt_now_ms();
+        }
         self->reps[i].restarts = 0;
         if (s_spawn(self, &self->reps[i]) != ZT_OK) {
             self->reps[i].state = R_FAILED;
@@ -567,14 +578,15 @@ static void s_replica_exited(zt_coord_t *self, s_rep_t *r, int status)
             s_check_all_up(self);
         return;
     }
-    bool crash = r->killed_by_us || WIFSIGNALED(status) || WEXITSTATUS(status) >= 128;
+    bool system = WIFEXITED(status) && WEXITSTATUS(status) == ZT_EXIT_RETRY;
+    bool crash = r->killed_by_us || WIFSIGNALED(status) || WEXITSTATUS(status) >= 128 || system;
     if (!crash) {
         r->state = R_FAILED;
         s_set_error(self, r, "%s %s (a user error: the job fails)", r->name, how);
         s_stop_all(self, AFTER_FINISH, ZT_JOB_FAILED);
         return;
     }
-    zt_warn("%s %s (a crash)", r->name, how);
+    zt_warn("%s %s (%s)", r->name, how, system ? "a failure of the system, not the program" : "a crash");
     if (r->restarts < self->max_restarts) {
         r->restarts++;
         r->total_restarts++;
@@ -789,10 +801,13 @@ static void s_on_message(zt_coord_t *self, zframe_t *id, zt_msg_t *m)
  * else, or a body that does not decode, is counted and dropped. */
 static void s_on_control(zt_coord_t *self)
 {
+    self->control_backlog = true; /* until the queue is seen empty */
     for (int budget = 0; budget < 256; budget++) {
         zmsg_t *zm = zmsg_recv_nowait(self->router);
-        if (!zm)
+        if (!zm) {
+            self->control_backlog = false;
             return;
+        }
         zframe_t *id = zmsg_pop(zm);
         zframe_t *body = zmsg_pop(zm);
         zt_msg_t m;
@@ -833,7 +848,9 @@ static void s_timers(zt_coord_t *self)
         self->job_deadline = 0;
         s_cancel(self, why);
     }
-    if (self->stopping)
+    /* silence is judged only with the control queue read to its end: a
+     * heartbeat may still be waiting in it */
+    if (self->stopping || self->control_backlog)
         return;
     for (int i = 0; i < self->nreps; i++) {
         s_rep_t *r = &self->reps[i];

@@ -52,6 +52,6 @@ int main(int argc, char **argv)
     if (rc != 0)
         return rc == 1 ? 0 : 2;
     if (o.role.placeholder)
-        return zt_role_main(&info, &o.role);
-    return zt_evaluator_run(&o.eval);
+        return zt_exit_status(zt_role_main(&info, &o.role));
+    return zt_exit_status(zt_evaluator_run(&o.eval));
 }

@@ -21,7 +21,7 @@ int main(int argc, char **argv)
         return rc == 1 ? 0 : 2;
     zt_replica_t *rep = NULL;
     if (zt_server_start("paramserver", &place, &rep) != 0)
-        return 1;
+        return zt_exit_status(1);
     zt_ps_server_opts_t opts = { place.bind, place.index, place.count, place.checkpoint_dir };
     zt_ps_server_t *srv = zt_ps_server_new(&opts);
     if (!srv) {

@@ -2,6 +2,7 @@
  * replica (register, heartbeat, exit); otherwise the built-in trainer. */
 #include "runtime/zt_role.h"
 #include "zt_trainer.h"
+#include "ztrain/zt_error.h"
 
 int main(int argc, char **argv)
 {
@@ -13,6 +14,6 @@ int main(int argc, char **argv)
     if (rc != 0)
         return rc == 1 ? 0 : 2;
     if (role.placeholder)
-        return zt_role_main(&info, &role);
-    return zt_trainer_run(&o);
+        return zt_exit_status(zt_role_main(&info, &role));
+    return zt_exit_status(zt_trainer_run(&o));
 }

@@ -31,6 +31,19 @@ typedef enum {
 /* Text for an error code; never NULL. */
 const char *zt_strerror(int err);
 
+/* The exit status of a replica whose failure is the system's, not the
+ * program's: it could not register with the coordinator, or a peer it
+ * waits on is gone. The coordinator restarts it in place (or retries the
+ * job) as after a crash, where an exit status of 1-127 is a user error that
+ * fails the job. It is sysexits.h's EX_TEMPFAIL; any program may use it. */
+#define ZT_EXIT_RETRY 75
+
+/* Marks this process's failure as the system's (thread-safe). */
+void zt_fail_retryable(void);
+/* The status a failing program exits with: ZT_EXIT_RETRY when its failure
+ * was marked the system's, else status as given (0 stays 0). */
+int zt_exit_status(int status);
+
 #ifdef __cplusplus
 }
 #endif

@@ -9,3 +9,15 @@ const char *zt_strerror(int err)
     default: return "unknown error";
     }
 }
+
+static volatile int s_retryable;
+
+void zt_fail_retryable(void)
+{
+    __atomic_store_n(&s_retryable, 1, __ATOMIC_RELAXED);
+}
+
+int zt_exit_status(int status)
+{
+    return status != 0 && __atomic_load_n(&s_retryable, __ATOMIC_RELAXED) ? ZT_EXIT_RETRY : status;
+}

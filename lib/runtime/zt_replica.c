@@ -216,7 +216,9 @@ zt_replica_t *zt_replica_new(const char *role, int timeout_ms)
     snprintf(self->role, sizeof self->role, "%s", role);
     self->actor = zactor_new(s_actor, self);
     if (!self->actor || zsock_wait(self->actor) != 0) {
-        zt_error("could not register with the coordinator at %s within %d ms", ep, self->timeout_ms);
+        zt_error("could not register with the coordinator at %s within %d ms (ZT_REGISTER_TIMEOUT_MS); "
+                 "exiting with status %d for a restart", ep, self->timeout_ms, ZT_EXIT_RETRY);
+        zt_fail_retryable();
         zt_replica_destroy(&self);
         return NULL;
     }

@@ -9,7 +9,7 @@ import subprocess
 import time
 import unittest
 
-from ztest import Job, alive, descendants, load_job, tmpdir, wait_for, write, ztrain
+from ztest import BIN, Job, alive, descendants, load_job, tmpdir, wait_for, write, ztrain
 
 FAST = {"ZT_STOP_GRACE_MS": "2000", "ZT_HEARTBEAT_MS": "200"}
 
@@ -138,6 +138,31 @@ class Supervision(unittest.TestCase):
         j = load_job(job_dir)
         self.assertEqual(j["jobRetries"], 0)
         self.assertIn("retries disabled", j["error"]["message"])
+
+    def test_exit_75_is_the_systems_failure(self):
+        # exit 75 (ZT_EXIT_RETRY): restarted in place like a crash, not a user error
+        worker = ('if [ ! -e "$ZT_JOB_DIR/tempfail" ]; then touch "$ZT_JOB_DIR/tempfail"; exit 75; fi; sleep 30')
+        primary = UNTIL + 'until_file "$ZT_JOB_DIR/tempfail"; sleep 1; exit 0'
+        path = spec(self.d, "tempfail", [cmd_pool(primary), cmd_pool(worker)])
+        job = Job(self, path, self.job_dir, env=FAST)
+        self.assertEqual(job.wait(), 0, job.err)
+        self.assertIn("workerpool1-0 exited with status 75 (a failure of the system, not the program)", job.err)
+        self.assertEqual(replica(load_job(self.job_dir), "workerpool1-0")["restarts"], 1)
+
+    def test_registration_timeout_exits_75(self):
+        # a role replica that cannot reach its coordinator says so and asks for a restart
+        import socket
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]  # nobody listens there once closed
+        env = dict(os.environ, ZT_COORDINATOR="tcp://127.0.0.1:%d" % port, ZT_POOL="1", ZT_INDEX="0",
+                   ZT_INCARNATION="0", ZT_REGISTER_TIMEOUT_MS="500")
+        for binary, args in (("ztrain-worker", ["--idle"]), ("ztrain-worker", ["--epochs=1"])):
+            r = subprocess.run([os.path.join(BIN, binary), *args], env=env, capture_output=True, text=True,
+                               timeout=60)
+            self.assertEqual(r.returncode, 75, (binary, args, r.stderr[-2000:]))
+            self.assertIn("could not register with the coordinator at tcp://127.0.0.1:%d within 500 ms" % port,
+                          r.stderr)
 
     def test_restart_job_on_worker_restart(self):
         worker = ('if [ ! -e "$ZT_JOB_DIR/crashed" ]; then touch "$ZT_JOB_DIR/crashed"; kill -9 $$; fi; '
