@@ -3,16 +3,21 @@
 N replicas (the primary a placeholder that runs --run-seconds, the other
 N-1 `ztrain-worker --idle`) from `ztrain run` to RUNNING (every replica
 registered), each replica's resident memory (RSS) while idle, and whether
-the job ends SUCCEEDED with no replica killed for a missed heartbeat. The
+the job ends SUCCEEDED with no replica killed for a missed heartbeat. With
+--training K, K of the replicas train instead (the built-in trainer, async,
+for --epochs, against 2 parameter servers), and the rest idle in the
+evaluator pool. The
 peer, measured in the same run: the same N processes of the same binary
 started and waited for by a plain spawner (`ztrain-worker --help`: exec,
 run, exit, without a job to join), the floor that process creation
 itself sets. Prints seconds, the ratio, and the RSS median and max.
 
     python3 bench/launch_bench.py [build] [--replicas 256] [--runs 3] [--run-seconds 10]
+                                  [--training K] [--epochs 1]
 """
 import benchargs  # bench/ is the script's own folder, first on sys.path
-benchargs.check(__doc__, ('--replicas', '--runs', '--run-seconds'), (), 1)
+benchargs.check(__doc__, ('--replicas', '--runs', '--run-seconds', '--training', '--epochs'), (), 1)
+import datetime  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
 import re  # noqa: E402
@@ -34,6 +39,7 @@ pos = [a for i, a in enumerate(args) if not a.startswith("--") and (i == 0 or no
 BUILD = os.path.abspath(pos[0] if pos else os.path.join(os.path.dirname(__file__), "..", "build"))
 BIN = os.path.join(BUILD, "bin")
 N, RUNS, SECONDS = opt("--replicas", 256), opt("--runs", 3), opt("--run-seconds", 10)
+TRAINING, EPOCHS = opt("--training", 0), opt("--epochs", 1)
 
 
 def rss_kb(pid):
@@ -44,31 +50,40 @@ def rss_kb(pid):
         return None
 
 
+def pool(n, image, args=()):
+    return {"machineSpec": {"machineType": "n1-standard-4"}, "replicaCount": n,
+            "containerSpec": {"imageUri": image, "args": list(args)}}
+
+
+def pools():
+    if not TRAINING:
+        return [pool(1, "ztrain-worker", ["--run-seconds=%d" % SECONDS]), pool(N - 1, "ztrain-worker", ["--idle"])]
+    train = ["--hidden=64", "--epochs=%d" % EPOCHS, "--batch_size=64", "--log_every=1000", "--optimizer=adam"]
+    return [pool(1, "ztrain-worker", train), pool(TRAINING - 1, "ztrain-worker", train),
+            pool(2, "ztrain-paramserver"), pool(N - TRAINING - 2, "ztrain-worker", ["--idle"])]
+
+
 def one_job(d):
-    pools = [{"machineSpec": {"machineType": "n1-standard-4"}, "replicaCount": 1,
-              "containerSpec": {"imageUri": "ztrain-worker", "args": ["--run-seconds=%d" % SECONDS]}},
-             {"machineSpec": {"machineType": "n1-standard-4"}, "replicaCount": N - 1,
-              "containerSpec": {"imageUri": "ztrain-worker", "args": ["--idle"]}}]
     spec = os.path.join(d, "job.json")
     with open(spec, "w") as f:
-        json.dump({"displayName": "launch", "jobSpec": {"workerPoolSpecs": pools}}, f)
+        json.dump({"displayName": "launch", "jobSpec": {"workerPoolSpecs": pools()}}, f)
     job_dir = os.path.join(d, "job")
     env = dict(os.environ, ZT_MAX_REPLICAS=str(max(N, 256)))
     log = open(os.path.join(d, "ztrain.err"), "w+")  # a file: a pipe nobody reads would fill up
-    t0 = time.monotonic()
     p = subprocess.Popen([os.path.join(BIN, "ztrain"), "run", spec, "--job-dir", job_dir],
                          stdout=subprocess.DEVNULL, stderr=log, text=True, env=env)
-    running, rss = None, []
+    seen, rss = False, []
     while p.poll() is None:
         try:
             with open(os.path.join(job_dir, "job.json")) as f:
                 job = json.load(f)
         except (OSError, ValueError):
             job = {}
-        if running is None and job.get("state") == "RUNNING":
-            running = time.monotonic() - t0
+        if not seen and job.get("state") == "RUNNING":
+            seen = True
             time.sleep(1)
-            rss = [k for k in (rss_kb(r["pid"]) for r in job["replicas"][1:] if r.get("pid")) if k]
+            idle = job["replicas"][TRAINING + 2 if TRAINING else 1:]
+            rss = [k for k in (rss_kb(r["pid"]) for r in idle if r.get("pid")) if k]
         time.sleep(0.02)
     log.seek(0)
     err = log.read()
@@ -76,7 +91,16 @@ def one_job(d):
     with open(os.path.join(job_dir, "job.json")) as f:
         job = json.load(f)
     kills = err.count("sent no heartbeat")
-    return running, rss, job["state"], kills, err
+    starts = re.findall(r"^(\S+) I coordinator\S*: workerpool\d-\d+: started pid", err, re.M)
+    span = stamp(starts[-1]) - stamp(starts[0]) if starts else None
+    # from QUEUED (written as `ztrain run` starts) to RUNNING, by the job's own clock
+    at = {t["state"]: t["time"] for t in job["transitions"]}
+    running = stamp(at["RUNNING"]) - stamp(at["QUEUED"]) if "RUNNING" in at and "QUEUED" in at else None
+    return running, span, rss, job["state"], kills, err
+
+
+def stamp(iso):
+    return datetime.datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
 
 
 def spawn_floor():
@@ -89,24 +113,28 @@ def spawn_floor():
 
 
 def main():
-    print("launch_bench: %d replicas (1 primary + %d idle), %d runs, on %d CPUs" % (N, N - 1, RUNS, os.cpu_count()))
+    what = ("%d training, 2 parameter servers, %d idle" % (TRAINING, N - TRAINING - 2) if TRAINING
+            else "1 primary + %d idle" % (N - 1))
+    print("launch_bench: %d replicas (%s), %d runs, on %d CPUs" % (N, what, RUNS, os.cpu_count()))
     starts, floors, all_rss = [], [], []
     for i in range(RUNS):
         d = tempfile.mkdtemp(prefix="launch-bench-")
         try:
-            running, rss, state, kills, err = one_job(d)
+            running, span, rss, state, kills, err = one_job(d)
         finally:
             shutil.rmtree(d, ignore_errors=True)
         floor = spawn_floor()
         floors.append(floor)
-        if running is None:
+        if running is None and not (TRAINING and state == "SUCCEEDED"):
             print("run %d: never RUNNING; ended %s\n%s" % (i + 1, state, err[-2000:]))
             return 1
-        starts.append(running)
-        all_rss += rss
-        print("run %d: RUNNING after %.2f s (plain spawn of %d: %.2f s); ended %s; heartbeat kills %d; "
-              "idle RSS median %.1f MB, max %.1f MB" % (i + 1, running, N, floor, state, kills,
-                                                         statistics.median(rss) / 1024, max(rss) / 1024))
+        starts.append(running if running is not None else span)
+        all_rss += rss or [0]
+        print("run %d: all %d started in %.2f s, %s (plain spawn of %d: %.2f s); ended %s; heartbeat kills %d; "
+              "idle RSS median %.1f MB, max %.1f MB"
+              % (i + 1, N, span, "RUNNING after %.2f s" % running if running is not None else
+                 "the primary finished before the last registered", N, floor, state, kills,
+                 statistics.median(rss or [0]) / 1024, max(rss or [0]) / 1024))
         if state != "SUCCEEDED" or kills:
             print(err[-2000:])
             return 1

@@ -764,10 +764,13 @@ static void s_on_metric(zt_coord_t *self, s_rep_t *r, const zt_msg_t *m)
 static void s_on_message(zt_coord_t *self, zframe_t *id, zt_msg_t *m)
 {
     s_rep_t *r = s_find_at(self, m->pool, m->index);
-    if (!r || !r->handle) {
+    if (!r) {
         self->unknown_senders++;
-        zt_warn("dropped %s from workerpool%d-%d: no such running replica", zt_msg_type_name(m->type), m->pool,
-                m->index);
+        zt_warn("dropped %s from workerpool%d-%d: no such replica", zt_msg_type_name(m->type), m->pool, m->index);
+        return;
+    }
+    if (!r->handle) { /* sent before it ended (the job stopping, a restart): still queued */
+        zt_debug("dropped %s from %s: it has ended", zt_msg_type_name(m->type), r->name);
         return;
     }
     if (m->type == ZT_MSG_REGISTER) {

@@ -25,6 +25,7 @@ struct zt_replica_t {
     atomic_bool shutdown;       /* the coordinator asked us to stop */
     atomic_int job_running;     /* the coordinator said RUNNING */
     pthread_mutex_t lock;       /* guards the checkpoint notice */
+    pthread_cond_t changed;     /* shutdown, job_running or the checkpoint notice changed */
     int64_t ckpt_step;          /* newest checkpoint announced, -1 none */
     int64_t ckpt_taken;         /* newest one handed to the caller */
     char ckpt_name[ZT_MSG_STR_MAX];    /* its name */
@@ -59,6 +60,25 @@ static void s_on_message(zt_replica_t *self, zt_msg_t *m)
         }
         pthread_mutex_unlock(&self->lock);
     }
+    else
+        return;
+    pthread_mutex_lock(&self->lock);
+    pthread_cond_broadcast(&self->changed);
+    pthread_mutex_unlock(&self->lock);
+}
+
+/* Waits for a change (a message that may end a wait) until deadline, at
+ * most 200 ms: a signal (zsys_interrupted) cannot wake a condition
+ * variable, so it is noticed within that. Called with self->lock held. */
+static void s_wait_change(zt_replica_t *self, int64_t deadline)
+{
+    int64_t now = zt_now_ms(), until = deadline - now < 200 ? deadline : now + 200;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    int64_t ns = ts.tv_nsec + (until - now) * 1000000;
+    ts.tv_sec += ns / 1000000000;
+    ts.tv_nsec = ns % 1000000000;
+    pthread_cond_timedwait(&self->changed, &self->lock, &ts);
 }
 
 /* The actor's side of the control plane. */
@@ -210,6 +230,7 @@ zt_replica_t *zt_replica_new(const char *role, int timeout_ms)
     self->index = (int) index;
     self->incarnation = inc;
     pthread_mutex_init(&self->lock, NULL);
+    pthread_cond_init(&self->changed, NULL);
     self->ckpt_step = self->ckpt_taken = -1;
     self->timeout_ms = timeout_ms > 0 ? timeout_ms : (int) zt_knob_int(ZT_KNOB_REGISTER_TIMEOUT_MS);
     snprintf(self->endpoint, sizeof self->endpoint, "%s", ep);
@@ -233,6 +254,7 @@ void zt_replica_destroy(zt_replica_t **self_p)
     zt_replica_t *self = *self_p;
     zactor_destroy(&self->actor);
     pthread_mutex_destroy(&self->lock);
+    pthread_cond_destroy(&self->changed);
     free(self);
     *self_p = NULL;
 }
@@ -252,25 +274,37 @@ int zt_replica_report_metric(zt_replica_t *self, const char *name, double value,
 int zt_replica_wait_shutdown(zt_replica_t *self, int timeout_ms)
 {
     int64_t deadline = timeout_ms < 0 ? INT64_MAX : zt_now_ms() + timeout_ms;
+    int rc = ZT_OK;
+    pthread_mutex_lock(&self->lock);
     while (!atomic_load(&self->shutdown) && !zsys_interrupted) {
-        if (zt_now_ms() >= deadline)
-            return ZT_ETIMEDOUT;
-        zclock_sleep(20);
+        if (zt_now_ms() >= deadline) {
+            rc = ZT_ETIMEDOUT;
+            break;
+        }
+        s_wait_change(self, deadline);
     }
-    return ZT_OK;
+    pthread_mutex_unlock(&self->lock);
+    return rc;
 }
 
 int zt_replica_wait_running(zt_replica_t *self, int timeout_ms)
 {
     int64_t deadline = timeout_ms < 0 ? INT64_MAX : zt_now_ms() + timeout_ms;
+    int rc = ZT_OK;
+    pthread_mutex_lock(&self->lock);
     while (!atomic_load(&self->job_running)) {
-        if (atomic_load(&self->shutdown) || zsys_interrupted)
-            return ZT_ESHUTDOWN;
-        if (zt_now_ms() >= deadline)
-            return ZT_ETIMEDOUT;
-        zclock_sleep(10);
+        if (atomic_load(&self->shutdown) || zsys_interrupted) {
+            rc = ZT_ESHUTDOWN;
+            break;
+        }
+        if (zt_now_ms() >= deadline) {
+            rc = ZT_ETIMEDOUT;
+            break;
+        }
+        s_wait_change(self, deadline);
     }
-    return ZT_OK;
+    pthread_mutex_unlock(&self->lock);
+    return rc;
 }
 
 int zt_replica_notify_checkpoint(zt_replica_t *self, int64_t step, const char *name,
@@ -286,21 +320,26 @@ int zt_replica_next_checkpoint(zt_replica_t *self, int64_t *step, char *name, si
                                char *address, size_t address_size, int timeout_ms)
 {
     int64_t deadline = timeout_ms < 0 ? INT64_MAX : zt_now_ms() + timeout_ms;
+    int rc;
+    pthread_mutex_lock(&self->lock);
     for (;;) {
-        pthread_mutex_lock(&self->lock);
-        bool fresh = self->ckpt_step > self->ckpt_taken;
-        if (fresh) {
+        if (self->ckpt_step > self->ckpt_taken) {
             self->ckpt_taken = *step = self->ckpt_step;
             snprintf(name, name_size, "%s", self->ckpt_name);
             snprintf(address, address_size, "%s", self->ckpt_address);
+            rc = ZT_OK;
+            break;
         }
-        pthread_mutex_unlock(&self->lock);
-        if (fresh)
-            return ZT_OK;
-        if (atomic_load(&self->shutdown) || zsys_interrupted)
-            return ZT_ESHUTDOWN;
-        if (zt_now_ms() >= deadline)
-            return ZT_ETIMEDOUT;
-        zclock_sleep(20);
+        if (atomic_load(&self->shutdown) || zsys_interrupted) {
+            rc = ZT_ESHUTDOWN;
+            break;
+        }
+        if (zt_now_ms() >= deadline) {
+            rc = ZT_ETIMEDOUT;
+            break;
+        }
+        s_wait_change(self, deadline);
     }
+    pthread_mutex_unlock(&self->lock);
+    return rc;
 }

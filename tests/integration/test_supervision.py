@@ -398,5 +398,40 @@ class Status(unittest.TestCase):
         self.assertIn("resuming job 'k'", job.err)
 
 
+class LargeJob(unittest.TestCase):
+    """A job of 256 replicas starts, is supervised while it starts (no
+    replica taken for silent), and ends SUCCEEDED: idle placeholders, and
+    16 of the built-in trainer among them."""
+
+    def check(self, job, n):
+        self.assertEqual(job.wait(timeout=240), 0, job.err[-3000:])
+        j = load_job(job.job_dir)
+        self.assertEqual(j["state"], "SUCCEEDED")
+        self.assertEqual(len(j["replicas"]), n)
+        self.assertNotIn("sent no heartbeat", job.err)
+        self.assertNotIn("did not register", job.err)
+        self.assertEqual([r["name"] for r in j["replicas"] if r["restarts"]], [])
+        return j
+
+    def test_256_idle(self):
+        d = tmpdir("large-")
+        path = spec(d, "idle", [role_pool("ztrain-worker", 1, ["--run-seconds=3"]),
+                                role_pool("ztrain-worker", 255, ["--idle"])])
+        # a heartbeat timeout of 2 s: any pause of the coordinator's while it
+        # starts the others would be taken for silence
+        job = Job(self, path, os.path.join(d, "job"), env=dict(FAST, ZT_HEARTBEAT_TIMEOUT_MS="2000"))
+        j = self.check(job, 256)
+        self.assertIn("RUNNING", [t["state"] for t in j["transitions"]])  # all 256 registered
+
+    def test_256_with_16_training(self):
+        d = tmpdir("large-")
+        train = ["--hidden=64", "--epochs=2", "--batch_size=64", "--log_every=1000"]
+        path = spec(d, "mixed", [role_pool("ztrain-worker", 1, train), role_pool("ztrain-worker", 15, train),
+                                 role_pool("ztrain-paramserver", 2), role_pool("ztrain-worker", 238, ["--idle"])])
+        job = Job(self, path, os.path.join(d, "job"), env=FAST)
+        j = self.check(job, 256)
+        self.assertGreater(j["metrics"]["workerpool0-0"]["accuracy"]["value"], 0.6)
+
+
 if __name__ == "__main__":
     unittest.main()
