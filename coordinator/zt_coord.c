@@ -536,6 +536,24 @@ static void s_node_lost(zt_coord_t *self, const char *why)
     s_stop_all(self, AFTER_FINISH, retry ? ZT_JOB_QUEUED : ZT_JOB_FAILED);
 }
 
+/* Whether r trains in lockstep with others: a training replica (pool 0 or
+ * 1) of a job whose gradients are all-reduced, through reducers (pool 2 is
+ * ztrain's reducer) or a ring between built-in trainers (no pool 2). One of
+ * them restarted alone would come back at its checkpoint's step while the
+ * others wait at theirs, so the group restarts together. A reducer keeps
+ * the group going: restarted in place, it asks the workers again. */
+static bool s_in_sync_group(const zt_coord_t *self, const s_rep_t *r)
+{
+    const zt_pool_t *p = self->plan->pools;
+    if (r->pool > 1)
+        return false;
+    if (p[2].present)
+        return p[2].role == ZT_ROLE_REDUCER;
+    int trainers = (p[0].role == ZT_ROLE_WORKER ? p[0].replicas : 0) +
+                   (p[1].present && p[1].role == ZT_ROLE_WORKER ? p[1].replicas : 0);
+    return p[r->pool].role == ZT_ROLE_WORKER && trainers > 1;
+}
+
 static void s_replica_exited(zt_coord_t *self, s_rep_t *r, int status)
 {
     char lost[1024]; /* asked while the handle still names the replica's node */
@@ -591,8 +609,13 @@ static void s_replica_exited(zt_coord_t *self, s_rep_t *r, int status)
         r->restarts++;
         r->total_restarts++;
         r->state = R_RESTARTING;
-        if (self->plan->restart_job_on_worker_restart) {
-            zt_info("restartJobOnWorkerRestart: restarting every replica");
+        bool sync = s_in_sync_group(self, r);
+        if (self->plan->restart_job_on_worker_restart || sync) {
+            if (sync)
+                zt_info("%s trains in step with the others (synchronous): the group restarts together from "
+                        "the newest checkpoint", r->name);
+            else
+                zt_info("restartJobOnWorkerRestart: restarting every replica");
             self->layout.incarnation++;
             s_stop_all(self, AFTER_RESPAWN, ZT_JOB_FAILED);
             return;

@@ -1,3 +1,4 @@
+#include "runtime/zt_env.h"
 #include "zt_reducer.h"
 #include "allreduce/zt_arlayout.h"
 #include "wire/zt_bufpool.h"
@@ -628,11 +629,13 @@ static void s_check_slow(zt_reducer_t *self)
         s_bucket_t *k = &self->buckets[b];
         if (!k->started_ms || now - k->started_ms < self->warn_ms || now - k->warned_ms < self->warn_ms)
             continue;
-        char who[512] = "";
+        char who[1024] = "", one[300];
         for (int w = 0; w < self->workers; w++)
-            if (k->from[w].got < k->hi - k->lo)
-                snprintf(who + strlen(who), sizeof who - strlen(who), "%s%d", who[0] ? ", " : "", w);
-        zt_warn("bucket %d (generation %lld) has waited %lld ms for workers %s", b, (long long) k->gen,
+            if (k->from[w].got < k->hi - k->lo) {
+                zt_env_describe_rank(w, one, sizeof one);
+                snprintf(who + strlen(who), sizeof who - strlen(who), "%s%s (rank %d)", who[0] ? ", " : "", one, w);
+            }
+        zt_warn("bucket %d (generation %lld) has waited %lld ms for %s", b, (long long) k->gen,
                 (long long) (now - k->started_ms), who);
         k->warned_ms = now;
     }

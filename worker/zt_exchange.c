@@ -34,6 +34,7 @@ struct zt_exchange_t {
     const zt_train_opts_t *o;
     int rank, world;
     int timeout_ms;             /* ZT_PS_TIMEOUT_MS */
+    int ar_timeout_ms;          /* ZT_ALLREDUCE_TIMEOUT_MS */
     zt_ps_client_t *ps;         /* ps */
     zt_allreduce_t *ar;         /* allreduce */
     bool ar_inplace;            /* backward writes straight into the all-reduce's bucket */
@@ -83,7 +84,7 @@ static int s_ar_exchange(zt_exchange_t *x, int64_t step)
         zt_compute_wait_tensor(x->c, t);
         zt_allreduce_submit(x->ar, t, zt_mlp_grads(mlp) + zt_mlp_tensor_offset(mlp, t));
     }
-    if (zt_allreduce_wait(x->ar, true, x->timeout_ms) != ZT_OK) {
+    if (zt_allreduce_wait(x->ar, true, x->ar_timeout_ms) != ZT_OK) {
         ZT_FAIL_LOG("all-reduce: %s", zt_allreduce_error(x->ar));
         return ZT_EINVAL;
     }
@@ -208,7 +209,7 @@ static int s_connect_ar(zt_exchange_t *x, char **reducers, int nreducers)
         int64_t shape[2] = { rows, cols };
         zt_allreduce_register(x->ar, zt_mlp_tensor_name(mlp, t), shape, 2, ZT_F32);
     }
-    int rc = x->ar ? zt_allreduce_commit(x->ar, x->timeout_ms) : ZT_EINVAL;
+    int rc = x->ar ? zt_allreduce_commit(x->ar, x->ar_timeout_ms) : ZT_EINVAL;
     free(peers);
     zt_env_free(p0);
     zt_env_free(p1);
@@ -236,7 +237,8 @@ zt_exchange_t *zt_exchange_new(zt_compute_t *c, const zt_train_opts_t *o, int ra
 {
     zt_exchange_t *x = calloc(1, sizeof *x);
     *x = (zt_exchange_t) { .c = c, .o = o, .rank = rank, .world = world,
-                           .timeout_ms = (int) zt_knob_int(ZT_KNOB_PS_TIMEOUT_MS) };
+                           .timeout_ms = (int) zt_knob_int(ZT_KNOB_PS_TIMEOUT_MS),
+                           .ar_timeout_ms = (int) zt_knob_int(ZT_KNOB_ALLREDUCE_TIMEOUT_MS) };
     /* Where the model lives: parameter servers (ZT_PARAMSERVERS, or pool 2
      * of CLUSTER_SPEC), or here, with gradients all-reduced through
      * reducers (ZT_REDUCERS) or a ring between the workers, or alone. */

@@ -359,19 +359,31 @@ static bool s_stopping(s_run_t *r, int64_t step)
 
 /* The step loop: every epoch reshuffles this worker's shard; every step
  * goes through the exchange. Returns the steps done, or -1 on a failure. */
+/* Epoch `epoch`'s shuffle of this replica's examples, applied to the order
+ * the epoch before left (Fisher-Yates, the same for a given epoch). */
+static void s_shuffle(s_run_t *r, int epoch)
+{
+    unsigned seed = s_shuffle_seed(r->o->seed, r->rank, epoch);
+    for (int i = r->nmine - 1; i > 0; i--) {
+        int j = (int) (rand_r(&seed) % (unsigned) (i + 1));
+        int tmp = r->mine[i];
+        r->mine[i] = r->mine[j];
+        r->mine[j] = tmp;
+    }
+}
+
 static int64_t s_train(s_run_t *r, int64_t step)
 {
     const zt_train_opts_t *o = r->o;
     r->win_ms = r->last_ckpt_ms = r->t0_ms = zt_now_ms();
     r->step0 = step;
+    /* resumed from a checkpoint: the earlier epochs' shuffles first, so that
+     * the run goes on with the very order it had (each epoch shuffles the
+     * one before) */
+    for (int epoch = 0; epoch < (int) (step / r->steps_per_epoch) && epoch < o->epochs; epoch++)
+        s_shuffle(r, epoch);
     for (int epoch = (int) (step / r->steps_per_epoch); epoch < o->epochs; epoch++) {
-        unsigned seed = s_shuffle_seed(o->seed, r->rank, epoch);
-        for (int i = r->nmine - 1; i > 0; i--) { /* Fisher-Yates, the same for a given epoch */
-            int j = (int) (rand_r(&seed) % (unsigned) (i + 1));
-            int tmp = r->mine[i];
-            r->mine[i] = r->mine[j];
-            r->mine[j] = tmp;
-        }
+        s_shuffle(r, epoch);
         zt_compute_epoch(&r->compute, r->mine, r->nmine);
         for (int b = (int) (step % r->steps_per_epoch); b < r->steps_per_epoch; b++) {
             int first = b * o->batch_size;

@@ -51,6 +51,8 @@ extern "C" {
       "largest payload frame of a parameter-server push or pull (bytes)")         \
     X(PS_TIMEOUT_MS,       "ZT_PS_TIMEOUT_MS",       "120000", "int", ZT_FOR_WORKER,                    \
       "a parameter server silent this long fails the worker's call (ms)")         \
+    X(ALLREDUCE_TIMEOUT_MS,"ZT_ALLREDUCE_TIMEOUT_MS","120000", "int", ZT_FOR_WORKER,                    \
+      "an all-reduce step that waits this long for a peer fails the worker, as the system's failure (ms)") \
     X(FUSION_THRESHOLD,    "ZT_FUSION_THRESHOLD",    "", "int", ZT_FOR_WORKER,                          \
       "all-reduce bucket size in bytes (else HOROVOD_FUSION_THRESHOLD, else ZT_BUCKET_CAP_MB, else 1 MiB)") \
     X(HOROVOD_FUSION_THRESHOLD, "HOROVOD_FUSION_THRESHOLD", "", "int", ZT_FOR_WORKER,                 \

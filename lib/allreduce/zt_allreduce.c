@@ -2,6 +2,7 @@
  * laid out into buckets, submitted, and the results unpacked (averaged);
  * the transport is the reducers' (zt_ar_reducers.c) or the ring's
  * (zt_ar_ring.c). */
+#include "ztrain/zt_error.h"
 #include "allreduce/zt_ar_internal.h"
 
 /* A fusion or cycle knob in its unit times scale; -1 when unset or 0. */
@@ -259,6 +260,8 @@ int zt_allreduce_commit(zt_allreduce_t *self, int timeout_ms)
         rc = zt_ar_commit_ring(self, timeout_ms);
     if (rc == ZT_OK)
         self->committed = true;
+    else if (rc == ZT_ETIMEDOUT) /* a peer is gone: the system's failure, not the program's */
+        zt_fail_retryable();
     return rc;
 }
 
@@ -323,6 +326,8 @@ int zt_allreduce_wait(zt_allreduce_t *self, bool average, int timeout_ms)
         rc = zt_ar_wait_reducers(self, timeout_ms);
     else if (self->workers > 1)
         rc = zt_ar_wait_ring(self, timeout_ms);
+    if (rc == ZT_ETIMEDOUT)
+        zt_fail_retryable();
     if (rc != ZT_OK)
         return rc;
     /* Unpack the results into the callers' tensors. */

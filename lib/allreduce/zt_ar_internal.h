@@ -80,7 +80,7 @@ struct zt_allreduce_t {
     zt_ar_pending_t *pending;
     int npending;
     zt_spin_t spin;             /* busy-poll budget while waiting for sums */
-    char err[512];
+    char err[1024];
 };
 
 /* Tensors this large are sent straight from the caller's buffer instead of

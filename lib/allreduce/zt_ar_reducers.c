@@ -3,6 +3,7 @@
  * shared memory on the same host, zero-copy frames otherwise, under a send
  * window for one large tensor), sums come back into the bucket, and a
  * reducer that restarts or goes quiet is sent what it lacks again. */
+#include "runtime/zt_env.h"
 #include "allreduce/zt_ar_internal.h"
 
 /* A piece to reducer r: by reference when both are on this host and the
@@ -261,10 +262,12 @@ static int s_timed_out(zt_allreduce_t *self, int timeout_ms)
         for (int r = 0; k->active && r < self->R; r++)
             for (int p = 0; p < k->npieces[r]; p++)
                 if (!k->piece_done[r][p]) {
-                    snprintf(self->err, sizeof self->err, "bucket %d (tensors %s..%s): reducer %d (%s) sent "
-                             "no sum within %d ms; see its log for the workers it waits for", bi,
-                             self->t[self->layout.buckets[bi].first].name,
-                             self->t[self->layout.buckets[bi].last].name, r, self->reducer_addrs[r],
+                    char who[300];
+                    zt_env_describe_addr(self->reducer_addrs[r], who, sizeof who);
+                    snprintf(self->err, sizeof self->err, "bucket %d (tensors %s..%s): reducer %d (%s, %s) "
+                             "sent no sum within %d ms (ZT_ALLREDUCE_TIMEOUT_MS); its log names the workers "
+                             "it waits for", bi, self->t[self->layout.buckets[bi].first].name,
+                             self->t[self->layout.buckets[bi].last].name, r, who, self->reducer_addrs[r],
                              timeout_ms);
                     return ZT_ETIMEDOUT;
                 }

@@ -1,6 +1,7 @@
 /* The all-reduce client's ring between workers (no reducers): each worker
  * connects to the next, then every bucket goes round in a reduce-scatter
  * and an all-gather. */
+#include "runtime/zt_env.h"
 #include "allreduce/zt_ar_internal.h"
 
 static int s_ring_recv_msg(zt_allreduce_t *self, zt_msg_t *m, zmq_msg_t *payload, int timeout_ms);
@@ -122,8 +123,11 @@ static int s_ring_take(zt_allreduce_t *self, int bi, int step, int64_t lo, int64
                 return ZT_ESHUTDOWN;
             }
             if (rcv != ZT_OK) {
-                snprintf(self->err, sizeof self->err, "ring: worker %d sent nothing for bucket %d step %d "
-                         "within %d ms", (self->rank + self->workers - 1) % self->workers, bi, step, timeout_ms);
+                char who[300];
+                int prev = (self->rank + self->workers - 1) % self->workers;
+                zt_env_describe_rank(prev, who, sizeof who);
+                snprintf(self->err, sizeof self->err, "ring: %s (rank %d) sent nothing for bucket %d step %d "
+                         "within %d ms (ZT_ALLREDUCE_TIMEOUT_MS)", who, prev, bi, step, timeout_ms);
                 return ZT_ETIMEDOUT;
             }
             zt_msg_AR_PIECE_t *p = &m.u.AR_PIECE;

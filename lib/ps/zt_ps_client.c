@@ -1,5 +1,6 @@
 /* The parameter-server client: one DEALER per server, requests split by
  * shard and into chunks, gradients sent zero-copy, replies matched by id. */
+#include "runtime/zt_env.h"
 #include "ztrain/zt_ps.h"
 #include "ztrain/zt_error.h"
 #include "ztrain/zt_knobs.h"
@@ -510,9 +511,13 @@ int zt_ps_wait(zt_ps_client_t *self, int timeout_ms)
         int64_t now = zt_now_ms();
         if (now >= deadline) {
             int s = self->nops > 0 ? self->ops[0].server : 0;
-            snprintf(self->err, sizeof self->err, "parameter server %d (%s) did not answer within "
-                     "%d ms (%d requests outstanding)", s, self->addrs[s], timeout_ms, self->nops);
+            char who[300];
+            zt_env_describe_addr(self->addrs[s], who, sizeof who);
+            snprintf(self->err, sizeof self->err, "parameter server %d (%s, %s) did not answer within "
+                     "%d ms (ZT_PS_TIMEOUT_MS; %d requests outstanding)", s, who, self->addrs[s], timeout_ms,
+                     self->nops);
             self->nops = 0;
+            zt_fail_retryable(); /* a server gone: the system's failure, not the program's */
             return ZT_ETIMEDOUT;
         }
         if (self->nops == 0) { /* only zero-copy frames still being sent */

@@ -60,6 +60,46 @@ char **zt_env_pool(int pool, int *n)
     return out;
 }
 
+static void s_describe(int pool, int index, const char *addr, char *out, size_t size)
+{
+    const char *map = zt_env_get(ZT_ENV_HOSTS);
+    json_t *hosts = map ? json_loads(map, 0, NULL) : NULL;
+    const char *host = json_string_value(json_object_get(hosts, addr));
+    snprintf(out, size, "workerpool%d-%d on %s", pool, index, host ? host : addr);
+    json_decref(hosts);
+}
+
+void zt_env_describe_addr(const char *addr, char *out, size_t size)
+{
+    const char *a = !strncmp(addr, "tcp://", 6) ? addr + 6 : addr;
+    snprintf(out, size, "%s", addr);
+    for (int p = 0; p < 4; p++) {
+        int n = 0;
+        char **list = zt_env_pool(p, &n);
+        for (int i = 0; i < n; i++)
+            if (!strcmp(list[i], a)) {
+                s_describe(p, i, a, out, size);
+                p = 4;
+                break;
+            }
+        zt_env_free(list);
+    }
+}
+
+void zt_env_describe_rank(int rank, char *out, size_t size)
+{
+    int n0 = 0, n1 = 0;
+    char **p0 = zt_env_pool(0, &n0), **p1 = zt_env_pool(1, &n1);
+    if (rank >= 0 && rank < n0)
+        s_describe(0, rank, p0[rank], out, size);
+    else if (rank >= n0 && rank < n0 + n1)
+        s_describe(1, rank - n0, p1[rank - n0], out, size);
+    else
+        snprintf(out, size, "rank %d", rank);
+    zt_env_free(p0);
+    zt_env_free(p1);
+}
+
 void zt_env_free(char **list)
 {
     for (char **p = list; p && *p; p++)
