@@ -317,8 +317,8 @@ static void s_clear_job(const char *dir, const zt_plan_t *plan)
     char *p = zt_strdupf("%s/job.json", dir);
     unlink(p);
     free(p);
-    const char *sub[] = { "replica-logs", "config", "slurm" };
-    for (int i = 0; i < 3; i++) {
+    const char *sub[] = { "replica-logs", "config", "slurm", "ps-snapshots" };
+    for (int i = 0; i < 4; i++) {
         p = zt_strdupf("%s/%s", dir, sub[i]);
         zt_rm_tree(p);
         free(p);

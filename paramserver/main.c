@@ -2,6 +2,11 @@
 #include "zt_ps_server.h"
 #include "runtime/zt_role.h"
 #include "ztrain/ztrain.h"
+#include "runtime/zt_env.h"
+#include "base/zt_util.h"
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
 
 static const char s_usage[] =
     "usage: ztrain-paramserver [--bind ENDPOINT] [--index I] [--servers N] [--checkpoint-dir DIR]\n\n"
@@ -22,7 +27,19 @@ int main(int argc, char **argv)
     zt_replica_t *rep = NULL;
     if (zt_server_start("paramserver", &place, &rep) != 0)
         return zt_exit_status(1);
-    zt_ps_server_opts_t opts = { place.bind, place.index, place.count, place.checkpoint_dir };
+    /* the shard's snapshot file, in the job directory (under `ztrain run`) */
+    const char *job = zt_env_get(ZT_ENV_JOB_DIR);
+    char *snap = NULL;
+    int snap_ms = (int) zt_knob_int(ZT_KNOB_PS_SNAPSHOT_MS);
+    if (job && *job && snap_ms > 0) {
+        char *dir = zt_strdupf("%s/ps-snapshots", job);
+        if (zt_mkdir_p(dir) == 0)
+            snap = zt_strdupf("%s/server-%d-of-%d.snap", dir, place.index, place.count);
+        else
+            zt_warn("cannot make %s: %s; no shard snapshots", dir, strerror(errno));
+        free(dir);
+    }
+    zt_ps_server_opts_t opts = { place.bind, place.index, place.count, place.checkpoint_dir, snap, snap_ms };
     zt_ps_server_t *srv = zt_ps_server_new(&opts);
     if (!srv) {
         zt_replica_destroy(&rep);
@@ -32,6 +49,7 @@ int main(int argc, char **argv)
     zt_ps_server_run(srv, zt_role_stop_requested, rep);
     zt_ps_server_destroy(&srv);
     zt_replica_destroy(&rep);
+    free(snap);
     zt_info("exiting");
     return 0;
 }

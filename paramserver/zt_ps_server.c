@@ -11,9 +11,14 @@
 #include "ztrain/zt_error.h"
 #include "ztrain/zt_log.h"
 #include <czmq.h>
+#include <errno.h>
 #include <jansson.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
 
 #define MAX_WORKERS 1024
 #define MAX_DEFERRED 4096
@@ -55,6 +60,9 @@ struct zt_ps_server_t {
     s_deferred_t *deferred;    /* pulls waiting for the bound or the step */
     int ndeferred;
     int64_t restored_step;     /* checkpoint restored at start, -1 none */
+    double restored_mtime;     /* its manifest's modification time */
+    int64_t snap_version;      /* version written to the snapshot file last */
+    int64_t snap_ms;           /* when */
     uint64_t seq;
     uint64_t drops;            /* malformed requests */
     float *scratch;            /* aligned copy of a misaligned payload, reused */
@@ -213,6 +221,10 @@ static void s_restore(zt_ps_server_t *self)
             s_free_state(self);
         }
         else {
+            char *mp = zt_strdupf("%s/manifest.json", dir);
+            struct stat st;
+            self->restored_mtime = stat(mp, &st) == 0 ? (double) st.st_mtim.tv_sec + st.st_mtim.tv_nsec / 1e9 : 0;
+            free(mp);
             self->restored_step = json_integer_value(json_object_get(man, "step"));
             zt_info("restored elements [%lld, %lld) from %s (step %lld)", (long long) self->lo,
                     (long long) self->hi, dir, (long long) self->restored_step);
@@ -221,6 +233,112 @@ static void s_restore(zt_ps_server_t *self)
     free(cfg);
     free(dir);
     json_decref(man);
+}
+
+/* ------------------------------------------------------------ snapshots
+ * The file: "ZTPSSNP1", then u32 arrays, u32 config length, i64 lo, hi and
+ * version, the config text, the arrays (values, then the optimizer's state),
+ * and a CRC-32 of everything before it. Written to a temporary name and
+ * renamed, so a reader sees a whole one or the previous one. */
+#define SNAP_MAGIC "ZTPSSNP1"
+
+static void s_snapshot_write(zt_ps_server_t *self)
+{
+    if (!self->configured || self->sync || !self->opts.snapshot_path)
+        return;
+    char *tmp = zt_strdupf("%s.tmp", self->opts.snapshot_path);
+    FILE *f = fopen(tmp, "wb");
+    if (!f) {
+        static bool said;
+        if (!said)
+            zt_warn("cannot write the shard snapshot %s: %s", tmp, strerror(errno));
+        said = true;
+        free(tmp);
+        return;
+    }
+    uint32_t arrays = 1 + (uint32_t) zt_opt_state_arrays(self->opt.kind), clen = (uint32_t) strlen(self->config_text);
+    int64_t head[3] = { self->lo, self->hi, self->version };
+    size_t bytes = (size_t) (self->hi - self->lo) * sizeof(float);
+    uLong crc = crc32(0L, Z_NULL, 0);
+#define SNAP_PUT(p, n) do { fwrite((p), 1, (n), f); crc = crc32(crc, (const Bytef *) (p), (uInt) (n)); } while (0)
+    SNAP_PUT(SNAP_MAGIC, 8);
+    SNAP_PUT(&arrays, sizeof arrays);
+    SNAP_PUT(&clen, sizeof clen);
+    SNAP_PUT(head, sizeof head);
+    SNAP_PUT(self->config_text, clen);
+    for (uint32_t a = 0; a < arrays; a++)
+        SNAP_PUT(a == 0 ? self->values : self->state[a - 1], bytes);
+#undef SNAP_PUT
+    uint32_t c32 = (uint32_t) crc;
+    fwrite(&c32, sizeof c32, 1, f);
+    bool ok = !ferror(f);
+    ok = fclose(f) == 0 && ok;
+    if (!ok || rename(tmp, self->opts.snapshot_path) != 0)
+        unlink(tmp);
+    self->snap_version = self->version;
+    self->snap_ms = zt_now_ms();
+    free(tmp);
+}
+
+/* The snapshot file, when it is whole, of this shard, and newer than the
+ * checkpoint restored: the shard goes on from it. */
+static void s_snapshot_restore(zt_ps_server_t *self)
+{
+    const char *path = self->opts.snapshot_path;
+    struct stat st;
+    if (!path || stat(path, &st) != 0)
+        return;
+    double mtime = (double) st.st_mtim.tv_sec + st.st_mtim.tv_nsec / 1e9;
+    if (self->restored_step >= 0 && mtime <= self->restored_mtime)
+        return; /* the checkpoint is newer */
+    size_t len = 0;
+    char *buf = zt_read_file(path, &len);
+    const char *why = NULL;
+    uint32_t arrays = 0, clen = 0, c32 = 0;
+    int64_t head[3];
+    size_t fixed = 8 + sizeof arrays + sizeof clen + sizeof head;
+    if (!buf || len < fixed + sizeof c32 || memcmp(buf, SNAP_MAGIC, 8))
+        why = "not a shard snapshot";
+    else {
+        memcpy(&arrays, buf + 8, sizeof arrays);
+        memcpy(&clen, buf + 8 + sizeof arrays, sizeof clen);
+        memcpy(head, buf + 8 + sizeof arrays + sizeof clen, sizeof head);
+        size_t bytes = head[1] > head[0] ? (size_t) (head[1] - head[0]) * sizeof(float) : 0;
+        if (arrays < 1 || arrays > 1 + ZT_OPT_MAX_STATE || clen > len ||
+            len != fixed + clen + arrays * bytes + sizeof c32)
+            why = "its sizes do not add up";
+        else {
+            memcpy(&c32, buf + len - sizeof c32, sizeof c32);
+            if ((uint32_t) crc32(crc32(0L, Z_NULL, 0), (const Bytef *) buf, (uInt) (len - sizeof c32)) != c32)
+                why = "its checksum does not match (a torn write)";
+        }
+    }
+    char err[256] = "";
+    char *cfg = why ? NULL : strndup(buf + fixed, clen);
+    if (!why && s_configure(self, cfg, false, err, sizeof err) != ZT_OK)
+        why = err;
+    else if (!why && (self->lo != head[0] || self->hi != head[1] ||
+                      arrays != 1 + (uint32_t) zt_opt_state_arrays(self->opt.kind)))
+        why = "another shard's";
+    if (why) {
+        zt_warn("not restoring from the shard snapshot %s: %s", path, why);
+        if (cfg) { /* configured from it: back to the checkpoint, if any */
+            s_free_state(self);
+            s_restore(self);
+        }
+    }
+    else {
+        size_t bytes = (size_t) (self->hi - self->lo) * sizeof(float);
+        const char *at = buf + fixed + clen;
+        for (uint32_t a = 0; a < arrays; a++, at += bytes)
+            memcpy(a == 0 ? self->values : self->state[a - 1], at, bytes);
+        self->version = self->snap_version = head[2];
+        zt_info("restored elements [%lld, %lld) from the shard snapshot %s (%lld updates; newer than %s)",
+                (long long) self->lo, (long long) self->hi, path, (long long) head[2],
+                self->restored_step >= 0 ? "the checkpoint" : "any checkpoint");
+    }
+    free(cfg);
+    free(buf);
 }
 
 zt_ps_server_t *zt_ps_server_new(const zt_ps_server_opts_t *opts)
@@ -234,6 +352,7 @@ zt_ps_server_t *zt_ps_server_new(const zt_ps_server_opts_t *opts)
     self->pool = zt_bufpool_new();
     self->deferred = calloc(MAX_DEFERRED, sizeof *self->deferred);
     s_restore(self);
+    s_snapshot_restore(self);
     return self;
 }
 
@@ -524,6 +643,9 @@ int zt_ps_server_run(zt_ps_server_t *self, bool (*should_stop)(void *), void *ar
     void *zs = zsock_resolve(self->router);
     zmq_pollitem_t item = { zs, 0, ZMQ_POLLIN, 0 };
     while (!(should_stop && should_stop(arg))) {
+        if (self->version != self->snap_version && self->opts.snapshot_ms > 0 &&
+            zt_now_ms() - self->snap_ms >= self->opts.snapshot_ms)
+            s_snapshot_write(self);
         if (zmq_poll(&item, 1, 100) <= 0)
             continue;
         for (int k = 0; k < 256; k++) {

@@ -3,7 +3,9 @@
  * optimizer (or, in sync mode, averages the pushes of all workers for a step
  * and applies them once), answers pulls (deferring those that would break
  * the staleness bound), snapshots its shard on request, and at start restores
- * from the newest good checkpoint. */
+ * from the newest good checkpoint, or from its own snapshot file when that is
+ * newer: in async training a restarted server then loses at most
+ * snapshot_ms of updates, not everything since the checkpoint. */
 #ifndef ZT_PS_SERVER_H
 #define ZT_PS_SERVER_H
 #include <stdbool.h>
@@ -14,6 +16,10 @@ typedef struct {
     int index;                 /* this server */
     int servers;               /* how many */
     const char *checkpoint_dir;/* restore from here at start (may be NULL) */
+    const char *snapshot_path; /* async: the shard's snapshot file, written every
+                                * snapshot_ms while it changes and restored at
+                                * start when newer than the checkpoint (NULL: none) */
+    int snapshot_ms;
 } zt_ps_server_opts_t;
 
 typedef struct zt_ps_server_t zt_ps_server_t;

@@ -49,6 +49,8 @@ extern "C" {
       "where a job's directory is made when --job-dir is not given")              \
     X(PS_CHUNK_BYTES,      "ZT_PS_CHUNK_BYTES",      "1048576", "int", ZT_FOR_WORKER|ZT_FOR_PS,                   \
       "largest payload frame of a parameter-server push or pull (bytes)")         \
+    X(PS_SNAPSHOT_MS,      "ZT_PS_SNAPSHOT_MS",      "500", "int", ZT_FOR_PS,                           \
+      "async: a parameter server writes its shard to <job-dir>/ps-snapshots this often while it changes, and a restarted one goes on from it (ms; 0: off)") \
     X(PS_TIMEOUT_MS,       "ZT_PS_TIMEOUT_MS",       "120000", "int", ZT_FOR_WORKER,                    \
       "a parameter server silent this long fails the worker's call (ms)")         \
     X(ALLREDUCE_TIMEOUT_MS,"ZT_ALLREDUCE_TIMEOUT_MS","120000", "int", ZT_FOR_WORKER,                    \

@@ -264,11 +264,10 @@ static int s_timed_out(zt_allreduce_t *self, int timeout_ms)
                 if (!k->piece_done[r][p]) {
                     char who[300];
                     zt_env_describe_addr(self->reducer_addrs[r], who, sizeof who);
-                    snprintf(self->err, sizeof self->err, "bucket %d (tensors %s..%s): reducer %d (%s, %s) "
+                    snprintf(self->err, sizeof self->err, "bucket %d (tensors %s..%s): reducer %d (%s) "
                              "sent no sum within %d ms (ZT_ALLREDUCE_TIMEOUT_MS); its log names the workers "
                              "it waits for", bi, self->t[self->layout.buckets[bi].first].name,
-                             self->t[self->layout.buckets[bi].last].name, r, who, self->reducer_addrs[r],
-                             timeout_ms);
+                             self->t[self->layout.buckets[bi].last].name, r, who, timeout_ms);
                     return ZT_ETIMEDOUT;
                 }
     }

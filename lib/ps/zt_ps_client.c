@@ -513,9 +513,8 @@ int zt_ps_wait(zt_ps_client_t *self, int timeout_ms)
             int s = self->nops > 0 ? self->ops[0].server : 0;
             char who[300];
             zt_env_describe_addr(self->addrs[s], who, sizeof who);
-            snprintf(self->err, sizeof self->err, "parameter server %d (%s, %s) did not answer within "
-                     "%d ms (ZT_PS_TIMEOUT_MS; %d requests outstanding)", s, who, self->addrs[s], timeout_ms,
-                     self->nops);
+            snprintf(self->err, sizeof self->err, "parameter server %d (%s) did not answer within "
+                     "%d ms (ZT_PS_TIMEOUT_MS; %d requests outstanding)", s, who, timeout_ms, self->nops);
             self->nops = 0;
             zt_fail_retryable(); /* a server gone: the system's failure, not the program's */
             return ZT_ETIMEDOUT;

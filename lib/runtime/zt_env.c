@@ -65,7 +65,10 @@ static void s_describe(int pool, int index, const char *addr, char *out, size_t 
     const char *map = zt_env_get(ZT_ENV_HOSTS);
     json_t *hosts = map ? json_loads(map, 0, NULL) : NULL;
     const char *host = json_string_value(json_object_get(hosts, addr));
-    snprintf(out, size, "workerpool%d-%d on %s", pool, index, host ? host : addr);
+    if (host)
+        snprintf(out, size, "workerpool%d-%d on %s at %s", pool, index, host, addr);
+    else
+        snprintf(out, size, "workerpool%d-%d at %s", pool, index, addr);
     json_decref(hosts);
 }
 

@@ -82,9 +82,9 @@ char **zt_env_list(zt_env_t var, int *n);
 /* The host:port list of pool N from CLUSTER_SPEC (NULL-terminated, heap);
  * *n its length. An absent pool or no CLUSTER_SPEC gives an empty list. */
 char **zt_env_pool(int pool, int *n);
-/* "workerpoolP-I on HOST" for the replica at addr ("host:port", or with
- * tcp://) as CLUSTER_SPEC and ZT_HOSTS name it; addr itself when the job's
- * cluster does not name it. */
+/* "workerpoolP-I on HOST at ADDR" for the replica at addr ("host:port", or
+ * with tcp://) as CLUSTER_SPEC and ZT_HOSTS name it; addr itself when the
+ * job's cluster does not name it. */
 void zt_env_describe_addr(const char *addr, char *out, size_t size);
 /* The same for training rank `rank`: pool 0's replicas, then pool 1's. */
 void zt_env_describe_rank(int rank, char *out, size_t size);

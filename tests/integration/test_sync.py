@@ -13,7 +13,7 @@ import sys
 import time
 import unittest
 
-from ztest import Job, job_file, load_job, pool, tmpdir, wait_for, write
+from ztest import Job, alive, job_file, load_job, pool, tmpdir, wait_for, write
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 FAST = {"ZT_STOP_GRACE_MS": "3000", "ZT_HEARTBEAT_MS": "300"}
@@ -185,6 +185,30 @@ class SyncFaults(unittest.TestCase):
         j, job = self.run_with_kills(["workerpool2-0"], seed=3)
         self.assertEqual(replica(j, "workerpool2-0")["restarts"], 5)
         self.assertNotIn("the group restarts together", job.err)  # in place
+
+    def test_silent_worker_is_named_and_retried(self):
+        # a worker stopped (SIGSTOP: alive, silent): the reducers' stall
+        # warnings name it, the others' waits time out naming the reducer,
+        # exit 75 (the system's failure) and the group restarts; the job succeeds
+        d = tmpdir("syncfault-")
+        job_dir = os.path.join(d, "job")
+        env = dict(FAST, ZT_ALLREDUCE_TIMEOUT_MS="2000", ZT_COLLECTIVE_WARN_MS="500",
+                   ZT_HEARTBEAT_TIMEOUT_MS="60000")
+        job = Job(self, spec(d, "silent", self.ARGS, workers=2, reducers=2), job_dir, env=env)
+        wait_for(lambda: len((load_job(job_dir) or {}).get("checkpoints", [])) >= 1, timeout=120,
+                 what="a checkpoint")
+        victim = replica(load_job(job_dir), "workerpool1-1")["pid"]
+        os.kill(victim, signal.SIGSTOP)
+        self.addCleanup(lambda: alive(victim) and os.kill(victim, signal.SIGKILL))
+        self.assertEqual(job.wait(timeout=300), 0, job.err[-3000:])
+        text = job.err + job.out
+        self.assertRegex(text, r"has waited \d+ ms for workerpool1-1 on \S+ at 127\.0\.0\.1:\d+ \(rank 2\)")
+        self.assertRegex(text, r"reducer \d \(workerpool2-\d on \S+ at 127\.0\.0\.1:\d+\) sent no sum within "
+                               r"2000 ms \(ZT_ALLREDUCE_TIMEOUT_MS\)")
+        self.assertRegex(text, r"workerpool[01]-\d exited with status 75 \(a failure of the system, not the program\)")
+        self.assertIn("the group restarts together", text)
+        h = hashes(job.out)
+        self.assertEqual(len(set(h.values())), 1, h)
 
     def test_two_workers_at_once(self):
         j, job = self.run_with_kills(["workerpool1-0", "workerpool1-1"], kills=2, seed=4)
