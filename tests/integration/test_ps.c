@@ -26,6 +26,23 @@ static pid_t s_pids[8];
 static char s_eps[8][300];
 static const char *s_ep_ptrs[8];
 
+/* Starts server i of n at s_eps[i] (again, after a kill: the same endpoint). */
+static void s_spawn(int i, int n, const char *bin)
+{
+    char idx[16], cnt[16];
+    snprintf(idx, sizeof idx, "%d", i);
+    snprintf(cnt, sizeof cnt, "%d", n);
+    pid_t pid = fork();
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL); /* a failed assertion leaves no server behind */
+        unsetenv("ZT_COORDINATOR");
+        unsetenv("AIP_CHECKPOINT_DIR");
+        execl(bin, bin, "--bind", s_eps[i], "--index", idx, "--servers", cnt, (char *) NULL);
+        _exit(127);
+    }
+    s_pids[i] = pid;
+}
+
 static void s_start(int n, const char *bin)
 {
     for (int i = 0; i < n; i++) {
@@ -35,18 +52,7 @@ static void s_start(int n, const char *bin)
         else
             snprintf(s_eps[i], sizeof s_eps[i], "ipc://%s/ps%d", s_dir, i);
         s_ep_ptrs[i] = s_eps[i];
-        char idx[16], cnt[16];
-        snprintf(idx, sizeof idx, "%d", i);
-        snprintf(cnt, sizeof cnt, "%d", n);
-        pid_t pid = fork();
-        if (pid == 0) {
-            prctl(PR_SET_PDEATHSIG, SIGKILL); /* a failed assertion leaves no server behind */
-            unsetenv("ZT_COORDINATOR");
-            unsetenv("AIP_CHECKPOINT_DIR");
-            execl(bin, bin, "--bind", s_eps[i], "--index", idx, "--servers", cnt, (char *) NULL);
-            _exit(127);
-        }
-        s_pids[i] = pid;
+        s_spawn(i, n, bin);
     }
 }
 
@@ -257,6 +263,29 @@ int main(int argc, char **argv)
     zt_ps_client_destroy(&c0);
     s_stop(2);
     printf("dead server named: ok\n");
+    /* Async: a server killed with SIGKILL and started again goes on from its
+     * shard snapshot (ZT_PS_SNAPSHOT_MS in the job directory), not afresh. */
+    setenv("ZT_JOB_DIR", s_dir, 1);
+    setenv("ZT_PS_SNAPSHOT_MS", "50", 1);
+    s_start(2, bin);
+    c0 = s_client(2, 0, "adam", 0.01f, 0, 1, -1, ids);
+    s_push_all(c0, ids, g, 0);
+    s_push_all(c0, ids, g, 1);
+    s_pull_all(c0, ids, w0);
+    usleep(400 * 1000); /* both servers have written their snapshots */
+    kill(s_pids[1], SIGKILL);
+    waitpid(s_pids[1], NULL, 0);
+    s_spawn(1, 2, bin);
+    s_pull_all(c0, ids, w); /* resent until the new server answers */
+    for (int t = 0; t < 3; t++)
+        for (int64_t i = 0; i < sizes[t]; i++)
+            assert(w[t][i] == w0[t][i]); /* bitwise: the values (and Adam's state) it had */
+    s_push_all(c0, ids, g, 2); /* and it goes on */
+    zt_ps_client_destroy(&c0);
+    s_stop(2);
+    unsetenv("ZT_JOB_DIR");
+    unsetenv("ZT_PS_SNAPSHOT_MS");
+    printf("restarted server goes on from its shard snapshot: ok\n");
     /* A push naming shared memory that is not a ztrain region, or one that
      * does not exist, is refused with the reason; the server carries on. */
     s_start(1, bin);

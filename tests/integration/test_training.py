@@ -5,9 +5,12 @@ killed mid-training (resumes from the newest checkpoint), checkpoints that
 verify, and a clear error when the dataset is missing."""
 import json
 import os
+import random
 import re
 import signal
+import statistics
 import subprocess
+import sys
 import time
 import unittest
 import zlib
@@ -195,6 +198,42 @@ class CleanEnd(unittest.TestCase):
             with self.subTest(after=after):
                 rc, job = self.run_job("fashion-mnist-sync.json", 50, interrupt_after=after)
                 self.assertEqual(rc, 3, job.err[-2000:])
+
+
+class PsFaults(unittest.TestCase):
+    """kill -9 of each parameter server at a random moment, five runs each:
+    every run ends SUCCEEDED, the restarted server goes on from its shard
+    snapshot (or a newer checkpoint), and the accuracy stays with an
+    undisturbed run's (median within a point; async training itself varies
+    by about that from run to run)."""
+    ARGS = ["--hidden=128", "--epochs=4", "--batch_size=64", "--log_every=100", "--checkpoint_steps=300"]
+
+    def run_job(self, victim=None, seed=0):
+        d = tmpdir("psfault-")
+        path = job_spec(d, "ps", self.ARGS, workers=2, servers=2, evaluators=0)
+        job = Job(self, path, os.path.join(d, "job"), env=FAST)
+        if victim:
+            wait_for(lambda: (load_job(job.job_dir) or {}).get("state") == "RUNNING", timeout=60, what="RUNNING")
+            time.sleep(random.Random(seed).uniform(0.5, 2.5))
+            pid = replica(load_job(job.job_dir), victim)["pid"]
+            self.assertGreater(pid, 0, "the job ended before the kill")
+            os.kill(pid, signal.SIGKILL)
+        self.assertEqual(job.wait(timeout=300), 0, job.err[-3000:])
+        j = load_job(job.job_dir)
+        self.assertEqual(j["state"], "SUCCEEDED")
+        if victim:
+            self.assertEqual(replica(j, victim)["restarts"], 1)
+            with open(os.path.join(job.job_dir, "replica-logs", victim + ".log")) as f:
+                self.assertRegex(f.read(), r"restored elements \[\d+, \d+\) from ")
+        return metric(j, "accuracy")
+
+    def test_each_server_killed_five_times(self):
+        calm = statistics.median(self.run_job() for _ in range(3))
+        for victim in ("workerpool2-0", "workerpool2-1"):
+            accs = [self.run_job(victim, seed) for seed in range(5)]
+            sys.stderr.write("\n  %s killed: accuracy %s (undisturbed median %.4f)\n" % (victim, accs, calm))
+            self.assertLessEqual(abs(statistics.median(accs) - calm), 0.01, (accs, calm))
+            self.assertGreater(min(accs), calm - 0.03, (accs, calm))
 
 
 CUDA_LIBS = re.compile(r"lib(cuda|cudart|cublas|cublasLt|nccl|ztgpu)\b[^/\n]*\.so")
