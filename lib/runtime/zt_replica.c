@@ -271,62 +271,16 @@ int zt_replica_report_metric(zt_replica_t *self, const char *name, double value,
     return zstr_sendx(self->actor, "METRIC", name, v, s, NULL) == 0 ? ZT_OK : ZT_EIO;
 }
 
-int zt_replica_wait_shutdown(zt_replica_t *self, int timeout_ms)
-{
-    int64_t deadline = timeout_ms < 0 ? INT64_MAX : zt_now_ms() + timeout_ms;
-    int rc = ZT_OK;
-    pthread_mutex_lock(&self->lock);
-    while (!atomic_load(&self->shutdown) && !zsys_interrupted) {
-        if (zt_now_ms() >= deadline) {
-            rc = ZT_ETIMEDOUT;
-            break;
-        }
-        s_wait_change(self, deadline);
-    }
-    pthread_mutex_unlock(&self->lock);
-    return rc;
-}
-
-int zt_replica_wait_running(zt_replica_t *self, int timeout_ms)
-{
-    int64_t deadline = timeout_ms < 0 ? INT64_MAX : zt_now_ms() + timeout_ms;
-    int rc = ZT_OK;
-    pthread_mutex_lock(&self->lock);
-    while (!atomic_load(&self->job_running)) {
-        if (atomic_load(&self->shutdown) || zsys_interrupted) {
-            rc = ZT_ESHUTDOWN;
-            break;
-        }
-        if (zt_now_ms() >= deadline) {
-            rc = ZT_ETIMEDOUT;
-            break;
-        }
-        s_wait_change(self, deadline);
-    }
-    pthread_mutex_unlock(&self->lock);
-    return rc;
-}
-
-int zt_replica_notify_checkpoint(zt_replica_t *self, int64_t step, const char *name,
-                                 const char *address)
-{
-    char st[32];
-    snprintf(st, sizeof st, "%lld", (long long) step);
-    return zstr_sendx(self->actor, "CHECKPOINT", st, name, address ? address : "", NULL) == 0
-               ? ZT_OK : ZT_EIO;
-}
-
-int zt_replica_next_checkpoint(zt_replica_t *self, int64_t *step, char *name, size_t name_size,
-                               char *address, size_t address_size, int timeout_ms)
+/* Waits until ready(self, arg) is true (ZT_OK), the job shuts down or a
+ * signal arrives (ZT_ESHUTDOWN), or timeout_ms pass (ZT_ETIMEDOUT; < 0:
+ * none). ready is asked with self->lock held. */
+static int s_wait_until(zt_replica_t *self, int timeout_ms, bool (*ready)(zt_replica_t *, void *), void *arg)
 {
     int64_t deadline = timeout_ms < 0 ? INT64_MAX : zt_now_ms() + timeout_ms;
     int rc;
     pthread_mutex_lock(&self->lock);
     for (;;) {
-        if (self->ckpt_step > self->ckpt_taken) {
-            self->ckpt_taken = *step = self->ckpt_step;
-            snprintf(name, name_size, "%s", self->ckpt_name);
-            snprintf(address, address_size, "%s", self->ckpt_address);
+        if (ready && ready(self, arg)) {
             rc = ZT_OK;
             break;
         }
@@ -342,4 +296,55 @@ int zt_replica_next_checkpoint(zt_replica_t *self, int64_t *step, char *name, si
     }
     pthread_mutex_unlock(&self->lock);
     return rc;
+}
+
+int zt_replica_wait_shutdown(zt_replica_t *self, int timeout_ms)
+{
+    int rc = s_wait_until(self, timeout_ms, NULL, NULL);
+    return rc == ZT_ESHUTDOWN ? ZT_OK : rc;
+}
+
+static bool s_running(zt_replica_t *self, void *arg)
+{
+    (void) arg;
+    return atomic_load(&self->job_running);
+}
+
+int zt_replica_wait_running(zt_replica_t *self, int timeout_ms)
+{
+    return s_wait_until(self, timeout_ms, s_running, NULL);
+}
+
+int zt_replica_notify_checkpoint(zt_replica_t *self, int64_t step, const char *name,
+                                 const char *address)
+{
+    char st[32];
+    snprintf(st, sizeof st, "%lld", (long long) step);
+    return zstr_sendx(self->actor, "CHECKPOINT", st, name, address ? address : "", NULL) == 0
+               ? ZT_OK : ZT_EIO;
+}
+
+typedef struct {
+    int64_t *step;
+    char *name, *address;
+    size_t name_size, address_size;
+} s_ckpt_out_t;
+
+/* A checkpoint not taken yet: taken into *arg. */
+static bool s_take_checkpoint(zt_replica_t *self, void *arg)
+{
+    s_ckpt_out_t *o = arg;
+    if (self->ckpt_step <= self->ckpt_taken)
+        return false;
+    self->ckpt_taken = *o->step = self->ckpt_step;
+    snprintf(o->name, o->name_size, "%s", self->ckpt_name);
+    snprintf(o->address, o->address_size, "%s", self->ckpt_address);
+    return true;
+}
+
+int zt_replica_next_checkpoint(zt_replica_t *self, int64_t *step, char *name, size_t name_size,
+                               char *address, size_t address_size, int timeout_ms)
+{
+    s_ckpt_out_t o = { step, name, address, name_size, address_size };
+    return s_wait_until(self, timeout_ms, s_take_checkpoint, &o);
 }
