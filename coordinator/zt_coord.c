@@ -1,5 +1,6 @@
 #include "zt_coord.h"
 #include "launch/zt_clusterenv.h"
+#include "runtime/zt_env.h"
 #include "wire/zt_msg.h"
 #include "wire/zt_transport.h"
 #include "base/zt_util.h"
@@ -49,6 +50,9 @@ typedef struct {
     zframe_t *identity;        /* ROUTER identity once registered */
     int64_t started_ms;        /* when spawned */
     int64_t last_hb_ms;        /* last heartbeat */
+    bool rejoining;            /* a sync trainer restarted into its running group, not yet back */
+    int rejoins;               /* times it rejoined, over the whole job */
+    int64_t lost_ms;           /* when it was lost (for the recovery time) */
 } s_rep_t;
 
 typedef enum { AFTER_NOTHING, AFTER_FINISH, AFTER_RESPAWN } s_after_t;
@@ -133,6 +137,8 @@ static void s_write_state(zt_coord_t *self)
         const zt_place_t *pl = zt_layout_place(&self->layout, r->pool, r->index);
         json_object_set_new(o, "address", json_sprintf("%s:%d", pl->addr, pl->port));
         json_object_set_new(o, "host", json_string(pl->host));
+        json_object_set_new(o, "rejoins", json_integer(r->rejoins));
+        json_object_set_new(o, "rejoining", json_boolean(r->rejoining));
         if (r->last_status >= 0 && WIFEXITED(r->last_status))
             json_object_set_new(o, "exitStatus", json_integer(WEXITSTATUS(r->last_status)));
         else
@@ -375,6 +381,8 @@ static int s_spawn(zt_coord_t *self, s_rep_t *r)
     r->line_len = 0;
     char **argv = s_argv(pool);
     json_t *vars = zt_replica_env(&self->layout, r->pool, r->index);
+    if (r->rejoining)
+        json_array_append_new(vars, json_pack("[ss]", zt_env_name(ZT_ENV_REJOIN), "1"));
     char **envp = s_envp(vars);
     json_decref(vars);
     s_write_config_files(self, r);
@@ -430,6 +438,7 @@ static void s_spawn_all(zt_coord_t *self)
             served = zt_now_ms();
         }
         self->reps[i].restarts = 0;
+        self->reps[i].rejoining = false;
         if (s_spawn(self, &self->reps[i]) != ZT_OK) {
             self->reps[i].state = R_FAILED;
             s_set_error(self, &self->reps[i], "%s could not be started", self->reps[i].name);
@@ -554,6 +563,34 @@ static bool s_in_sync_group(const zt_coord_t *self, const s_rep_t *r)
     return p[r->pool].role == ZT_ROLE_WORKER && trainers > 1;
 }
 
+/* Whether a lost trainer of a synchronous group can rejoin it in place,
+ * taking the model from a live peer: the gradients go through reducers
+ * (a ring broken mid-round cannot finish it), it was not itself rejoining,
+ * and every other trainer is up and in the group. Otherwise the group
+ * restarts together from the newest checkpoint. */
+static bool s_can_rejoin(const zt_coord_t *self, const s_rep_t *r, char *why, size_t size)
+{
+    const zt_pool_t *p = self->plan->pools;
+    if (!p[2].present || p[2].role != ZT_ROLE_REDUCER) {
+        snprintf(why, size, "its gradients go round a ring between the trainers, which a lost one breaks");
+        return false;
+    }
+    if (r->rejoining) {
+        snprintf(why, size, "it was lost again before it had rejoined");
+        return false;
+    }
+    for (int i = 0; i < self->nreps; i++) {
+        const s_rep_t *o = &self->reps[i];
+        if (o == r || o->pool > 1 || p[o->pool].role != ZT_ROLE_WORKER)
+            continue;
+        if (o->state != R_RUNNING || o->rejoining) {
+            snprintf(why, size, "%s is not training either", o->name);
+            return false;
+        }
+    }
+    return true;
+}
+
 static void s_replica_exited(zt_coord_t *self, s_rep_t *r, int status)
 {
     char lost[1024]; /* asked while the handle still names the replica's node */
@@ -610,15 +647,23 @@ static void s_replica_exited(zt_coord_t *self, s_rep_t *r, int status)
         r->total_restarts++;
         r->state = R_RESTARTING;
         bool sync = s_in_sync_group(self, r);
-        if (self->plan->restart_job_on_worker_restart || sync) {
-            if (sync)
-                zt_info("%s trains in step with the others (synchronous): the group restarts together from "
-                        "the newest checkpoint", r->name);
+        char why[300] = "";
+        bool rejoin = sync && !self->plan->restart_job_on_worker_restart && s_can_rejoin(self, r, why, sizeof why);
+        if (self->plan->restart_job_on_worker_restart || (sync && !rejoin)) {
+            if (sync && !self->plan->restart_job_on_worker_restart)
+                zt_info("%s trains in step with the others (synchronous) and cannot rejoin them (%s): the group "
+                        "restarts together from the newest checkpoint", r->name, why);
             else
                 zt_info("restartJobOnWorkerRestart: restarting every replica");
             self->layout.incarnation++;
             s_stop_all(self, AFTER_RESPAWN, ZT_JOB_FAILED);
             return;
+        }
+        r->rejoining = rejoin;
+        if (rejoin) {
+            r->lost_ms = zt_now_ms();
+            zt_info("%s trains in step with the others (synchronous): restarted in place, it takes the model "
+                    "from a live peer while the others wait", r->name);
         }
         zt_info("%s: restart %d of %d, in place", r->name, r->restarts, self->max_restarts);
         if (s_spawn(self, r) != ZT_OK) {
@@ -817,6 +862,16 @@ static void s_on_message(zt_coord_t *self, zframe_t *id, zt_msg_t *m)
         break;
     case ZT_MSG_DONE:
         zt_info("%s done: %s", r->name, m->u.DONE.reason);
+        break;
+    case ZT_MSG_REJOINED:
+        if (r->rejoining) {
+            r->rejoining = false;
+            r->rejoins++;
+            zt_info("%s rejoined the group at step %lld (round %lld), %lld ms after it was lost", r->name,
+                    (long long) m->u.REJOINED.step, (long long) m->u.REJOINED.gen,
+                    (long long) (zt_now_ms() - r->lost_ms));
+            s_write_state(self);
+        }
         break;
     default:
         zt_debug("ignored %s from %s", zt_msg_type_name(m->type), r->name);

@@ -488,16 +488,27 @@ static void s_accumulate(s_bucket_t *k, s_ranges_t *r, const zt_msg_AR_PIECE_t *
     }
 }
 
-/* Sends the sum of every block the piece touched that every worker has now covered. */
-static void s_send_complete_blocks(zt_reducer_t *self, const zt_msg_AR_PIECE_t *p, s_bucket_t *k, size_t es)
+/* Sends the sum of every block the piece touched that every worker has now
+ * covered. A block already summed and sent goes again to this worker alone:
+ * it is a worker restarted into the group, whose earlier self had sent its
+ * piece of the block and died before the sum came back (or a resend). */
+static void s_send_complete_blocks(zt_reducer_t *self, int rank, const zt_msg_AR_PIECE_t *p, s_bucket_t *k,
+                                   size_t es)
 {
     int64_t per = PIECE_BYTES / (int64_t) es;
     int j0 = (int) ((p->offset - k->lo) / per);
     int j1 = (int) ((p->offset + p->count - 1 - k->lo) / per);
     for (int j = j0; j <= j1 && j < k->nblocks; j++) {
-        if (k->block_sent[j])
-            continue;
         int64_t a = k->lo + (int64_t) j * per, e = a + per < k->hi ? a + per : k->hi;
+        if (k->block_sent[j]) {
+            zt_msg_t m = { .type = ZT_MSG_AR_RESULT };
+            m.u.AR_RESULT = (zt_msg_AR_RESULT_t) { .bucket = p->bucket, .gen = k->gen, .offset = a,
+                                                   .count = e - a, .dtype = k->dtype };
+            int par = (int) (k->gen & 1);
+            s_send_lent(self, rank, &m, (char *) k->res[par] + (a - k->lo) * (int64_t) es,
+                        (size_t) (e - a) * es, &k->res_lent[par]);
+            continue;
+        }
         bool all = true;
         for (int w = 0; w < self->workers && all; w++)
             all = s_covered(&k->from[w], a, e);
@@ -546,7 +557,7 @@ static void s_on_piece(zt_reducer_t *self, int rank, const zt_msg_t *m, zmq_msg_
         return;
     }
     s_accumulate(k, &k->from[rank], p, src, es);
-    s_send_complete_blocks(self, p, k, es);
+    s_send_complete_blocks(self, rank, p, k, es);
 }
 
 static void s_on_hello(zt_reducer_t *self, int rank, const zt_msg_t *m, zmq_msg_t *payload)

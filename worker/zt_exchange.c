@@ -1,4 +1,5 @@
 #include "zt_exchange.h"
+#include "zt_rejoin.h"
 #include "model/zt_ckpt.h"
 #include "runtime/zt_env.h"
 #include "base/zt_shard.h"
@@ -41,6 +42,10 @@ struct zt_exchange_t {
     zt_opt_t opt;               /* local, allreduce */
     float *state[ZT_OPT_MAX_STATE];
     int64_t step_us, exchange_us;
+    int64_t cur_step;           /* allreduce: the step whose round is being waited on */
+    zt_rejoin_t *rejoin;        /* allreduce with reducers: serves restarted peers */
+    bool rejoined;              /* this trainer took the model from a peer */
+    int64_t rejoin_step, rejoin_gen;
 };
 
 /* ------------------------------------------------------------ the modes */
@@ -84,6 +89,7 @@ static int s_ar_exchange(zt_exchange_t *x, int64_t step)
         zt_compute_wait_tensor(x->c, t);
         zt_allreduce_submit(x->ar, t, zt_mlp_grads(mlp) + zt_mlp_tensor_offset(mlp, t));
     }
+    x->cur_step = step;
     if (zt_allreduce_wait(x->ar, true, x->ar_timeout_ms) != ZT_OK) {
         ZT_FAIL_LOG("all-reduce: %s", zt_allreduce_error(x->ar));
         return ZT_EINVAL;
@@ -196,6 +202,66 @@ static const char **s_ring_peers(int world, char ***p0, char ***p1)
     return peers;
 }
 
+/* The model as it stands inside the wait for round gen (step cur_step):
+ * nothing changes it there. */
+static int s_rejoin_state(void *arg, zt_rejoin_state_t *st)
+{
+    zt_exchange_t *x = arg;
+    if (zt_compute_download(x->c, &x->opt, x->state)) {
+        zt_warn("cannot copy the model down from the GPUs: %s", zt_gpu_last_error());
+        return -1;
+    }
+    *st = (zt_rejoin_state_t) { x->cur_step, zt_allreduce_generation(x->ar), zt_mlp_nparams(x->c->mlp),
+                                1 + zt_opt_state_arrays(x->opt.kind), { zt_mlp_params(x->c->mlp) } };
+    for (int a = 1; a < st->arrays; a++)
+        st->data[a] = x->state[a - 1];
+    return 0;
+}
+
+static void s_rejoin_asked(void *arg)
+{
+    zt_exchange_t *x = arg;
+    zt_rejoin_answer(x->rejoin, s_rejoin_state, x);
+}
+
+/* With reducers: serve the model to a restarted peer while waiting, and,
+ * restarted into the running group (ZT_REJOIN=1), take it from one. */
+static int s_setup_rejoin(zt_exchange_t *x, const char **peers)
+{
+    const char *flag = zt_env_get(ZT_ENV_REJOIN);
+    bool rejoin = flag && !strcmp(flag, "1");
+    if (!peers || x->world < 2) {
+        if (!rejoin)
+            return ZT_OK;
+        zt_fail_retryable();
+        zt_error("cannot rejoin the group: CLUSTER_SPEC does not name every trainer");
+        return ZT_EINVAL;
+    }
+    if ((x->rejoin = zt_rejoin_serve(peers[x->rank])))
+        zt_allreduce_watch(x->ar, zt_rejoin_socket(x->rejoin), s_rejoin_asked, x);
+    if (!rejoin)
+        return ZT_OK;
+    zt_rejoin_state_t st = { .total = zt_mlp_nparams(x->c->mlp), .arrays = 1 + zt_opt_state_arrays(x->opt.kind),
+                             .data = { zt_mlp_params(x->c->mlp) } };
+    for (int a = 1; a < st.arrays; a++)
+        st.data[a] = x->state[a - 1];
+    char why[1024];
+    int rc = zt_rejoin_fetch(peers, x->world, x->rank, (int) zt_knob_int(ZT_KNOB_REJOIN_TIMEOUT_MS), &st, why,
+                             sizeof why);
+    if (rc == ZT_OK)
+        rc = zt_allreduce_set_generation(x->ar, st.gen);
+    if (rc != ZT_OK) {
+        if (rc != ZT_ESHUTDOWN)
+            zt_fail_retryable(); /* the coordinator restarts the group from the newest checkpoint */
+        ZT_FAIL_LOG("cannot rejoin the group: %s", why);
+        return rc;
+    }
+    x->rejoined = true;
+    x->rejoin_step = st.step;
+    x->rejoin_gen = st.gen;
+    return ZT_OK;
+}
+
 static int s_connect_ar(zt_exchange_t *x, char **reducers, int nreducers)
 {
     zt_mlp_t *mlp = x->c->mlp;
@@ -210,6 +276,7 @@ static int s_connect_ar(zt_exchange_t *x, char **reducers, int nreducers)
         zt_allreduce_register(x->ar, zt_mlp_tensor_name(mlp, t), shape, 2, ZT_F32);
     }
     int rc = x->ar ? zt_allreduce_commit(x->ar, x->ar_timeout_ms) : ZT_EINVAL;
+    int rrc = rc == ZT_OK && nreducers > 0 ? s_setup_rejoin(x, peers) : ZT_OK; /* logs its own failure */
     free(peers);
     zt_env_free(p0);
     zt_env_free(p1);
@@ -219,6 +286,8 @@ static int s_connect_ar(zt_exchange_t *x, char **reducers, int nreducers)
                                            "addresses are not in CLUSTER_SPEC)");
         return rc;
     }
+    if (rrc != ZT_OK)
+        return rrc;
     /* One bucket laid out as the model (the default threshold holds this
      * MLP): backward writes straight into it, nothing is copied. */
     float *base = zt_allreduce_buffer(x->ar, 0);
@@ -278,6 +347,7 @@ void zt_exchange_destroy(zt_exchange_t **self_p)
     if (x->c->mlp)
         zt_mlp_set_grads(x->c->mlp, NULL); /* not into the all-reduce's buffers any more */
     zt_allreduce_destroy(&x->ar);
+    zt_rejoin_destroy(&x->rejoin);
     zt_ps_client_destroy(&x->ps);
     for (int a = 0; a < ZT_OPT_MAX_STATE; a++)
         free(x->state[a]);
@@ -289,6 +359,13 @@ const char *zt_exchange_mode(const zt_exchange_t *x) { return x->ops->name; }
 bool zt_exchange_holds_model(const zt_exchange_t *x) { return x->ops->holds_model; }
 
 /* ------------------------------------------------------------ training */
+
+bool zt_exchange_rejoined(const zt_exchange_t *x, int64_t *step, int64_t *gen)
+{
+    *step = x->rejoin_step;
+    *gen = x->rejoin_gen;
+    return x->rejoined;
+}
 
 int64_t zt_exchange_resume(zt_exchange_t *x, const char *dir, json_t *man, int64_t step)
 {

@@ -30,6 +30,10 @@ const char *zt_exchange_mode(const zt_exchange_t *self);
  * parameter servers do. */
 bool zt_exchange_holds_model(const zt_exchange_t *self);
 
+/* Whether this trainer was restarted into its running group (ZT_REJOIN)
+ * and took the model from a live peer; then *step and *gen say where the
+ * group is, and no checkpoint is read. */
+bool zt_exchange_rejoined(const zt_exchange_t *self, int64_t *step, int64_t *gen);
 /* Resume from a checkpoint (dir, its manifest, its step): a model held here
  * reads its values and optimizer state; servers restore their own. Returns
  * the step to continue from (0 when the checkpoint cannot be read). */

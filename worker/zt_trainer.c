@@ -293,9 +293,13 @@ static int s_make_model(s_run_t *r)
     return (r->x = zt_exchange_new(&r->compute, o, r->rank, r->world)) ? 0 : -1;
 }
 
-/* A restarted job continues from the newest good checkpoint. */
+/* A restarted job continues from the newest good checkpoint; a trainer
+ * that rejoined its group, from the step the group is at. */
 static int64_t s_resume(s_run_t *r)
 {
+    int64_t at, gen;
+    if (zt_exchange_rejoined(r->x, &at, &gen))
+        return at;
     json_t *man = NULL;
     char *latest = zt_ckpt_latest(r->ckpt_dir, &man);
     if (!latest)
@@ -490,6 +494,12 @@ int zt_trainer_run(const zt_train_opts_t *o)
     if (zt_exchange_begin(r.x, step) != ZT_OK) {
         rc = zt_stop_requested() ? 0 : 1; /* asked to stop while connecting */
         goto out;
+    }
+    int64_t gen;
+    if (zt_exchange_rejoined(r.x, &step, &gen)) {
+        zt_info("rejoined the group at step %lld (round %lld)", (long long) step, (long long) gen);
+        if (r.rep)
+            zt_replica_notify_rejoined(r.rep, step, gen);
     }
     if ((step = s_train(&r, step)) < 0)
         goto out;

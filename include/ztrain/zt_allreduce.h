@@ -64,6 +64,19 @@ int zt_allreduce_submit(zt_allreduce_t *self, int tensor, void *data);
 void *zt_allreduce_buffer(zt_allreduce_t *self, int tensor);
 /* Completes every submitted tensor; average divides the sums by workers. */
 int zt_allreduce_wait(zt_allreduce_t *self, bool average, int timeout_ms);
+/* Rounds completed (waits that succeeded), counted from the generation
+ * set below, else from 0 at commit. Every worker of a group is at the same
+ * round; a worker that submits every tensor each round is at that round in
+ * every bucket. */
+int64_t zt_allreduce_generation(zt_allreduce_t *self);
+/* A worker restarted into a running group starts at the group's round (as
+ * a live peer reports it), not 0: after commit, before the first submit.
+ * ZT_EINVAL otherwise. */
+int zt_allreduce_set_generation(zt_allreduce_t *self, int64_t gen);
+/* While a wait blocks (with reducers), also watch the ZeroMQ socket
+ * `socket` and call fn(arg) each time it is readable: a worker answers a
+ * restarted peer from inside the round that peer holds up. NULL: none. */
+void zt_allreduce_watch(zt_allreduce_t *self, void *socket, void (*fn)(void *arg), void *arg);
 const char *zt_allreduce_error(zt_allreduce_t *self);
 int zt_allreduce_buckets(zt_allreduce_t *self);
 int64_t zt_allreduce_threshold(zt_allreduce_t *self);

@@ -55,6 +55,8 @@ extern "C" {
       "a parameter server silent this long fails the worker's call (ms)")         \
     X(ALLREDUCE_TIMEOUT_MS,"ZT_ALLREDUCE_TIMEOUT_MS","120000", "int", ZT_FOR_WORKER,                    \
       "an all-reduce step that waits this long for a peer fails the worker, as the system's failure (ms)") \
+    X(REJOIN_TIMEOUT_MS,   "ZT_REJOIN_TIMEOUT_MS",   "10000", "int", ZT_FOR_WORKER,                     \
+      "a restarted synchronous trainer waits this long for each live peer's state before trying the next (ms); none answers: the group restarts from the newest checkpoint") \
     X(FUSION_THRESHOLD,    "ZT_FUSION_THRESHOLD",    "", "int", ZT_FOR_WORKER,                          \
       "all-reduce bucket size in bytes (else HOROVOD_FUSION_THRESHOLD, else ZT_BUCKET_CAP_MB, else 1 MiB)") \
     X(HOROVOD_FUSION_THRESHOLD, "HOROVOD_FUSION_THRESHOLD", "", "int", ZT_FOR_WORKER,                 \

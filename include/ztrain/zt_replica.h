@@ -40,6 +40,10 @@ int zt_replica_wait_shutdown(zt_replica_t *self, int timeout_ms);
  * coordinator records it and passes it on to the evaluators. */
 int zt_replica_notify_checkpoint(zt_replica_t *self, int64_t step, const char *name,
                                  const char *address);
+/* Tells the coordinator a synchronous trainer restarted into its running
+ * group has the group's state and trains again, at step (all-reduce round
+ * gen): it counts as back, and a later loss is again recovered in place. */
+int zt_replica_notify_rejoined(zt_replica_t *self, int64_t step, int64_t gen);
 /* The newest checkpoint announced and not yet taken; waits up to timeout_ms
  * (-1: forever). 0, ZT_ETIMEDOUT, or ZT_ESHUTDOWN. */
 int zt_replica_next_checkpoint(zt_replica_t *self, int64_t *step, char *name, size_t name_size,

@@ -132,6 +132,29 @@ void zt_allreduce_destroy(zt_allreduce_t **self_p)
 const char *zt_allreduce_error(zt_allreduce_t *self) { return self->err; }
 int zt_allreduce_buckets(zt_allreduce_t *self) { return self->layout.nbuckets; }
 int64_t zt_allreduce_threshold(zt_allreduce_t *self) { return self->threshold; }
+int64_t zt_allreduce_generation(zt_allreduce_t *self) { return self->rounds; }
+
+int zt_allreduce_set_generation(zt_allreduce_t *self, int64_t gen)
+{
+    if (!self->committed || gen < 0)
+        return ZT_EINVAL;
+    for (int bi = 0; bi < self->layout.nbuckets; bi++)
+        if (self->b[bi].active)
+            return ZT_EINVAL;
+    for (int bi = 0; bi < self->layout.nbuckets; bi++) {
+        self->b[bi].gen = gen;
+        self->b[bi].last_gen = -1; /* no earlier sum kept here */
+    }
+    self->rounds = gen;
+    return ZT_OK;
+}
+
+void zt_allreduce_watch(zt_allreduce_t *self, void *socket, void (*fn)(void *arg), void *arg)
+{
+    self->watch = fn ? socket : NULL;
+    self->watch_fn = fn;
+    self->watch_arg = arg;
+}
 
 int zt_allreduce_register(zt_allreduce_t *self, const char *name, const int64_t *shape, int ndims,
                           zt_dtype_t dtype)
@@ -392,5 +415,6 @@ int zt_allreduce_wait(zt_allreduce_t *self, bool average, int timeout_ms)
         k->active = false;
         k->gen++;
     }
+    self->rounds++;
     return ZT_OK;
 }

@@ -80,6 +80,10 @@ struct zt_allreduce_t {
     zt_ar_pending_t *pending;
     int npending;
     zt_spin_t spin;             /* busy-poll budget while waiting for sums */
+    int64_t rounds;             /* waits completed (zt_allreduce_generation) */
+    void *watch;                /* zt_allreduce_watch: a socket served while waiting */
+    void (*watch_fn)(void *);
+    void *watch_arg;
     char err[1024];
 };
 

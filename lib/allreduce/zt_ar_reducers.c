@@ -388,10 +388,12 @@ int zt_ar_wait_reducers(zt_allreduce_t *self, int timeout_ms)
         if (self->b[bi].active)
             zt_ar_flush(self, bi);
     int64_t deadline = zt_now_ms() + timeout_ms, progress = zt_now_ms();
-    zmq_pollitem_t items[64];
-    int n = self->R < 64 ? self->R : 64;
+    zmq_pollitem_t items[65];
+    int n = self->R < 64 ? self->R : 64, np = n;
     for (int r = 0; r < n; r++)
         items[r] = (zmq_pollitem_t) { zsock_resolve(self->red[r]), 0, ZMQ_POLLIN, 0 };
+    if (self->watch) /* zt_allreduce_watch: served while we wait */
+        items[np++] = (zmq_pollitem_t) { self->watch, 0, ZMQ_POLLIN, 0 };
     while (!s_all_done(self)) {
         int64_t now = zt_now_ms();
         if (zt_stop_requested()) {
@@ -405,8 +407,10 @@ int zt_ar_wait_reducers(zt_allreduce_t *self, int timeout_ms)
                 s_resend(self, r);
             progress = now;
         }
-        if (zt_spin_poll(&self->spin, items, n, 50) <= 0)
+        if (zt_spin_poll(&self->spin, items, np, 50) <= 0)
             continue;
+        if (np > n && (items[n].revents & ZMQ_POLLIN))
+            self->watch_fn(self->watch_arg);
         for (int r = 0; r < n; r++) {
             zmq_msg_t hm, pm;
             for (int budget = 0; (items[r].revents & ZMQ_POLLIN) && budget < 1024 &&

@@ -130,7 +130,7 @@ static int s_register(s_actor_t *a)
 }
 
 /* A command from the main thread: METRIC name value step, CHECKPOINT step
- * name address, or $TERM. true when it is time to stop. */
+ * name address, REJOINED step gen, or $TERM. true when it is time to stop. */
 static bool s_on_command(s_actor_t *a)
 {
     zmsg_t *cmd = zmsg_recv(a->pipe);
@@ -159,6 +159,16 @@ static bool s_on_command(s_actor_t *a)
         free(st);
         free(name);
         free(addr);
+    }
+    else if (verb && !strcmp(verb, "REJOINED")) {
+        char *st = zmsg_popstr(cmd), *gen = zmsg_popstr(cmd);
+        s_header(a->self, &m, ZT_MSG_REJOINED, &a->seq);
+        m.u.REJOINED.step = st ? strtoll(st, NULL, 10) : 0;
+        m.u.REJOINED.gen = gen ? strtoll(gen, NULL, 10) : 0;
+        a->step = m.u.REJOINED.step;
+        zt_msg_send(a->dealer, NULL, &m);
+        free(st);
+        free(gen);
     }
     free(verb);
     zmsg_destroy(&cmd);
@@ -322,6 +332,14 @@ int zt_replica_notify_checkpoint(zt_replica_t *self, int64_t step, const char *n
     snprintf(st, sizeof st, "%lld", (long long) step);
     return zstr_sendx(self->actor, "CHECKPOINT", st, name, address ? address : "", NULL) == 0
                ? ZT_OK : ZT_EIO;
+}
+
+int zt_replica_notify_rejoined(zt_replica_t *self, int64_t step, int64_t gen)
+{
+    char st[32], g[32];
+    snprintf(st, sizeof st, "%lld", (long long) step);
+    snprintf(g, sizeof g, "%lld", (long long) gen);
+    return zstr_sendx(self->actor, "REJOINED", st, g, NULL) == 0 ? ZT_OK : ZT_EIO;
 }
 
 typedef struct {

@@ -26,6 +26,9 @@
 #define ZT_MSG_DONE(F, T)      F(T, I, exit_code) F(T, S, reason)
 #define ZT_MSG_SHUTDOWN(F, T)  F(T, S, reason)
 #define ZT_MSG_CHECKPOINT(F, T) F(T, I, step) F(T, S, name) F(T, S, address)
+/* A synchronous trainer restarted into its running group has its peers'
+ * state and trains again (at step, all-reduce generation gen). */
+#define ZT_MSG_REJOINED(F, T)  F(T, I, step) F(T, I, gen)
 /* Data plane (worker <-> parameter server, evaluator <-> chief). The tensor
  * bytes travel as raw frames after this header, never inside msgpack. */
 #define ZT_MSG_PS_CONFIG(F, T) F(T, I, req) F(T, I, total) F(T, I, hash)      /* + config JSON */
@@ -56,6 +59,13 @@
 #define ZT_MSG_AR_RESULT(F, T) F(T, I, bucket) F(T, I, gen) F(T, I, offset) F(T, I, count) \
                                F(T, I, dtype) F(T, S, shm) F(T, I, shm_off)   /* + elements */
 #define ZT_MSG_AR_RESEND(F, T) F(T, I, bucket) F(T, I, gen)  /* "send me the result of gen again" */
+/* Rejoin (a restarted trainer <-> a live peer): the peer's values and
+ * optimizer state as they stand before the round it waits on, in order:
+ * array 0 the values, then each state array, each cut into frames of at
+ * most ZT_PS_CHUNK_BYTES; step and gen say where the group is. */
+#define ZT_MSG_REJOIN_ASK(F, T) F(T, I, req) F(T, I, total) F(T, I, arrays)
+#define ZT_MSG_REJOIN_STATE(F, T) F(T, I, req) F(T, I, step) F(T, I, gen) F(T, I, total) \
+                               F(T, I, arrays) F(T, I, array) F(T, I, offset) F(T, I, count) /* + floats */
 #define ZT_MSG_FILE_GET(F, T)  F(T, I, req) F(T, S, path) F(T, I, offset) F(T, I, length)
 #define ZT_MSG_FILE_DATA(F, T) F(T, I, req) F(T, I, offset) F(T, I, size) F(T, I, code) /* + bytes */
 
@@ -69,6 +79,7 @@
     X(DONE,      6, "done")             \
     X(SHUTDOWN,  7, "shutdown")         \
     X(CHECKPOINT, 8, "checkpoint")      \
+    X(REJOINED,  9, "rejoined")         \
     X(PS_CONFIG, 20, "ps_config")       \
     X(PS_PULL,   21, "ps_pull")         \
     X(PS_PUSH,   22, "ps_push")         \
@@ -83,6 +94,8 @@
     X(AR_PIECE,  43, "ar_piece")        \
     X(AR_RESULT, 44, "ar_result")       \
     X(AR_RESEND, 45, "ar_resend")       \
+    X(REJOIN_ASK, 46, "rejoin_ask")     \
+    X(REJOIN_STATE, 47, "rejoin_state") \
     X(FILE_GET,  30, "file_get")        \
     X(FILE_DATA, 31, "file_data")
 

@@ -104,8 +104,12 @@ class Sync(unittest.TestCase):
 
 
 def recovery_ms(text):
-    """From each death the coordinator saw to the group stepping again: the
-    first progress or resume line of a trainer after it (for the note)."""
+    """From each death the coordinator saw to the group stepping again (for
+    the note): a rejoin's time as the coordinator logs it, else the first
+    progress or resume line of a trainer after the death."""
+    rejoins = [int(ms) for ms in re.findall(r"rejoined the group at step \d+ \(round \d+\), (\d+) ms after", text)]
+    if rejoins:
+        return rejoins
     stamp = lambda line: datetime.datetime.fromisoformat(line.split()[0].replace("Z", "+00:00")).timestamp()
     lines = sorted(line for line in text.splitlines() if line.startswith("20"))
     out = []
@@ -125,12 +129,14 @@ def accuracy(job):
 
 class SyncFaults(unittest.TestCase):
     """kill -9 of each synchronous role (the chief, a worker, a reducer),
-    five times each at random moments: the job ends SUCCEEDED with every
-    worker's weights bitwise equal and the accuracy within a point of an
-    undisturbed run. A lost trainer makes the group restart together from
-    the newest checkpoint; a lost reducer is restarted in place and asks
-    the workers again. Two workers killed at once: the group restart too."""
-    ARGS = ["--hidden=128", "--epochs=8", "--train_examples=30000", "--checkpoint_steps=100", "--log_every=100"]
+    five times each at random moments of training: the job ends SUCCEEDED
+    with every worker's weights bitwise equal and the accuracy within a
+    point of an undisturbed run. A lost trainer is restarted in place and
+    rejoins the running group with a live peer's model (the others wait,
+    nobody rolls back); a lost reducer is restarted in place and asks the
+    workers again. Two trainers lost at once, or one lost again before it
+    rejoined: the group restarts together from the newest checkpoint."""
+    ARGS = ["--hidden=128", "--epochs=8", "--checkpoint_steps=100", "--log_every=100"]
 
     @classmethod
     def setUpClass(cls):
@@ -143,48 +149,107 @@ class SyncFaults(unittest.TestCase):
     def addCleanup(cls, fn, *a):  # Job registers its cleanup; a class-level job ends in setUpClass
         pass
 
-    def run_with_kills(self, victims, kills=5, seed=0):
+    def run_with_kills(self, victims, kills=5, seed=0, workers=2, args=None, upto=20):
+        """Kills the victims at `kills` random points of training (hundreds
+        of the chief's steps up to upto hundreds, so the same on a fast or a
+        slow machine), each time once they are back from the kill before."""
         rng = random.Random(seed)
+        points = sorted(rng.sample(range(2, upto + 1), kills))
         d = tmpdir("syncfault-")
         job_dir = os.path.join(d, "job")
-        job = Job(self, spec(d, "faults", self.ARGS, workers=2, reducers=2), job_dir, env=FAST)
-        wait_for(lambda: (load_job(job_dir) or {}).get("state") == "RUNNING", timeout=60, what="RUNNING")
+        job = Job(self, spec(d, "faults", args or self.ARGS, workers=workers, reducers=2), job_dir, env=FAST)
         done = 0
-        while done < kills and job.proc.poll() is None:
-            time.sleep(rng.uniform(0.3, 1.5))
+        for point in points:
+            wait_for(lambda: chief_step(job_dir) >= point * 100 or job.proc.poll() is not None,
+                     timeout=300, what="step %d" % (point * 100))
+            time.sleep(rng.uniform(0, 0.15))
             j = load_job(job_dir) or {}
-            pids = [replica(j, v)["pid"] for v in victims if j.get("state") == "RUNNING"]
-            if not pids or not all(pids):
-                continue  # the group is restarting: try again when it runs
+            pids = [replica(j, v)["pid"] for v in victims]
+            if job.proc.poll() is not None or not all(p > 0 for p in pids):
+                break
             for pid in pids:
                 os.kill(pid, signal.SIGKILL)
             done += 1
+            wait_for(lambda: job.proc.poll() is not None or back(load_job(job_dir), victims, pids),
+                     timeout=300, what="the victims back")
         self.assertEqual(job.wait(timeout=400), 0, job.err[-3000:])
         self.assertEqual(done, kills, "the job ended before every kill")
         j = load_job(job_dir)
         self.assertEqual(j["state"], "SUCCEEDED")
         h = hashes(job.out)
-        self.assertEqual(len(h), 3, job.out[-2000:])
+        self.assertEqual(len(h), 1 + workers, job.out[-2000:])
         self.assertEqual(len(set(h.values())), 1, h)  # bitwise equal on every worker
-        self.assertLessEqual(abs(accuracy(j) - self.calm), 0.01, (accuracy(j), self.calm))
         rec = recovery_ms(job.err + "\n" + job.out)
         sys.stderr.write("\n  %s: accuracy %.4f (undisturbed %.4f); recovery ms %s\n"
                          % ("+".join(victims), accuracy(j), self.calm, rec))
         return j, job
 
+    def assertRejoinedEveryTime(self, j, job, victim, kills=5):
+        self.assertNotIn("the group restarts together", job.err)
+        self.assertEqual(replica(j, victim)["rejoins"], kills)
+        self.assertEqual(len(re.findall(r"%s rejoined the group at step \d+" % victim, job.err)), kills)
+        self.assertLessEqual(abs(accuracy(j) - self.calm), 0.01, (accuracy(j), self.calm))
+
     def test_chief_killed_five_times(self):
         j, job = self.run_with_kills(["workerpool0-0"], seed=1)
-        self.assertIn("the group restarts together from the newest checkpoint", job.err)
+        self.assertRejoinedEveryTime(j, job, "workerpool0-0")
         self.assertEqual(replica(j, "workerpool0-0")["restarts"], 5)
 
     def test_worker_killed_five_times(self):
         j, job = self.run_with_kills(["workerpool1-1"], seed=2)
+        self.assertRejoinedEveryTime(j, job, "workerpool1-1")
         self.assertEqual(replica(j, "workerpool1-1")["restarts"], 5)
 
     def test_reducer_killed_five_times(self):
         j, job = self.run_with_kills(["workerpool2-0"], seed=3)
         self.assertEqual(replica(j, "workerpool2-0")["restarts"], 5)
         self.assertNotIn("the group restarts together", job.err)  # in place
+        self.assertLessEqual(abs(accuracy(j) - self.calm), 0.01, (accuracy(j), self.calm))
+
+    def test_rejoin_loses_nothing(self):
+        # chief + one worker: two addends sum the same in any order, so the
+        # run is deterministic and a rejoin must give bitwise the weights
+        # of an undisturbed run
+        args = ["--hidden=64", "--epochs=8", "--train_examples=30000", "--checkpoint_steps=100", "--log_every=100"]
+        d = tmpdir("syncfault-")
+        calm = Job(self, spec(d, "calm2", args, workers=1, reducers=2), os.path.join(d, "job"), env=FAST)
+        self.assertEqual(calm.wait(timeout=300), 0, calm.err[-3000:])
+        want = set(hashes(calm.out).values())
+        self.assertEqual(len(want), 1, calm.out[-2000:])
+        for seed, victim in ((5, "workerpool1-0"), (6, "workerpool0-0")):
+            j, job = self.run_with_kills([victim], kills=3, seed=seed, workers=1, args=args, upto=15)
+            self.assertEqual(set(hashes(job.out).values()), want, "a rejoin changed the weights")
+            self.assertEqual(replica(j, victim)["rejoins"], 3)
+
+    def test_killed_while_rejoining(self):
+        # the restarted worker is killed again before it has the model: the
+        # group restarts from the newest checkpoint instead
+        d = tmpdir("syncfault-")
+        job_dir = os.path.join(d, "job")
+        env = dict(FAST, ZT_REJOIN_TIMEOUT_MS="60000")
+        job = Job(self, spec(d, "twice", self.ARGS, workers=2, reducers=2), job_dir, env=env)
+        wait_for(lambda: chief_step(job_dir) >= 300, timeout=300, what="step 300")
+        j = load_job(job_dir)
+        first = replica(j, "workerpool1-1")["pid"]
+        # the chief and the other worker stopped (SIGSTOP) cannot answer it
+        others = [replica(j, v)["pid"] for v in ("workerpool0-0", "workerpool1-0")]
+        self.assertTrue(first > 0 and all(p > 0 for p in others), j["replicas"])
+        for pid in others:
+            os.kill(pid, signal.SIGSTOP)
+        os.kill(first, signal.SIGKILL)
+        try:
+            wait_for(lambda: replica(load_job(job_dir), "workerpool1-1")["pid"] not in (0, first) and
+                     replica(load_job(job_dir), "workerpool1-1")["rejoining"], timeout=60, what="the rejoin")
+            os.kill(replica(load_job(job_dir), "workerpool1-1")["pid"], signal.SIGKILL)
+        finally:
+            for pid in others:
+                os.kill(pid, signal.SIGCONT)
+        self.assertEqual(job.wait(timeout=400), 0, job.err[-3000:])
+        self.assertRegex(job.err, r"workerpool1-1 trains in step with the others \(synchronous\) and cannot "
+                                  r"rejoin them \(it was lost again before it had rejoined\): the group restarts "
+                                  r"together from the newest checkpoint")
+        h = hashes(job.out)
+        self.assertEqual(len(set(h.values())), 1, h)
 
     def test_silent_worker_is_named_and_retried(self):
         # a worker stopped (SIGSTOP: alive, silent): the reducers' stall
@@ -212,7 +277,44 @@ class SyncFaults(unittest.TestCase):
 
     def test_two_workers_at_once(self):
         j, job = self.run_with_kills(["workerpool1-0", "workerpool1-1"], kills=2, seed=4)
+        self.assertIn("cannot rejoin them (workerpool1-", job.err)
         self.assertIn("the group restarts together from the newest checkpoint", job.err)
+        self.assertLessEqual(abs(accuracy(j) - self.calm), 0.01, (accuracy(j), self.calm))
+
+    def test_ring_restarts_the_group(self):
+        # without reducers a lost trainer breaks the ring mid-round: the group restarts
+        args = ["--hidden=64", "--epochs=6", "--train_examples=9000", "--checkpoint_steps=50", "--log_every=50"]
+        d = tmpdir("syncfault-")
+        job_dir = os.path.join(d, "job")
+        job = Job(self, spec(d, "ring", args, workers=2, reducers=0), job_dir, env=FAST)
+        wait_for(lambda: chief_step(job_dir) >= 100, timeout=300, what="step 100")
+        pid = replica(load_job(job_dir), "workerpool1-0")["pid"]
+        self.assertGreater(pid, 0)
+        os.kill(pid, signal.SIGKILL)
+        self.assertEqual(job.wait(timeout=300), 0, job.err[-3000:])
+        self.assertIn("cannot rejoin them (its gradients go round a ring", job.err)
+        h = hashes(job.out)
+        self.assertEqual(len(set(h.values())), 1, h)
+
+
+def chief_step(job_dir):
+    """The chief's newest progress line's step (its log, every --log_every
+    steps), 0 before any."""
+    try:
+        with open(os.path.join(job_dir, "replica-logs", "workerpool0-0.log")) as f:
+            steps = re.findall(r" step (\d+)/\d+ ", f.read())
+    except FileNotFoundError:
+        return 0
+    return int(steps[-1]) if steps else 0
+
+
+def back(job, victims, old_pids):
+    """Every victim started again (another pid), registered and training."""
+    for v, old in zip(victims, old_pids):
+        r = replica(job or {"replicas": [{"name": v, "pid": 0}]}, v)
+        if r.get("pid", 0) in (0, old) or r.get("state") != "RUNNING" or r.get("rejoining"):
+            return False
+    return True
 
 
 if __name__ == "__main__":

@@ -1,0 +1,209 @@
+#include "zt_rejoin.h"
+#include "runtime/zt_env.h"
+#include "wire/zt_msg.h"
+#include "wire/zt_transport.h"
+#include "base/zt_util.h"
+#include "ztrain/zt_error.h"
+#include "ztrain/zt_log.h"
+#include <czmq.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+struct zt_rejoin_t {
+    zsock_t *router;
+    char endpoint[256];
+};
+
+static char *s_endpoint(const char *addr)
+{
+    return strstr(addr, "://") ? strdup(addr) : zt_strdupf("tcp://%s", addr);
+}
+
+zt_rejoin_t *zt_rejoin_serve(const char *endpoint)
+{
+    char *ep = s_endpoint(endpoint);
+    zsock_t *s = zt_sock_router(ZT_PLANE_DATA, ep, NULL);
+    if (!s) {
+        zt_warn("cannot serve the model to a restarted peer on %s (%s): a peer that restarts asks another",
+                ep, zmq_strerror(zmq_errno()));
+        free(ep);
+        return NULL;
+    }
+    zt_rejoin_t *self = calloc(1, sizeof *self);
+    self->router = s;
+    snprintf(self->endpoint, sizeof self->endpoint, "%s", ep);
+    free(ep);
+    return self;
+}
+
+void zt_rejoin_destroy(zt_rejoin_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    zt_sock_destroy(&(*self_p)->router);
+    free(*self_p);
+    *self_p = NULL;
+}
+
+void *zt_rejoin_socket(zt_rejoin_t *self) { return self ? zsock_resolve(self->router) : NULL; }
+
+/* One REJOIN_STATE header; count 0 with no payload is a refusal. */
+static int s_send_part(void *router, zmq_msg_t *id, int64_t req, const zt_rejoin_state_t *st, int a,
+                       int64_t offset, int64_t count)
+{
+    zt_msg_t m = { .type = ZT_MSG_REJOIN_STATE };
+    m.u.REJOIN_STATE = (zt_msg_REJOIN_STATE_t) { req, st->step, st->gen, st->total, st->arrays, a, offset, count };
+    zmq_msg_t pm;
+    if (count > 0) {
+        zmq_msg_init_size(&pm, (size_t) count * sizeof(float));
+        memcpy(zmq_msg_data(&pm), st->data[a] + offset, (size_t) count * sizeof(float));
+    }
+    return zt_msg_send_routed(router, id, &m, &pm, count > 0 ? 1 : 0);
+}
+
+void zt_rejoin_answer(zt_rejoin_t *self, int (*get)(void *arg, zt_rejoin_state_t *state), void *arg)
+{
+    if (!self)
+        return;
+    void *zs = zsock_resolve(self->router);
+    zt_rejoin_state_t st;
+    bool have = false;
+    int64_t per = zt_frame_bytes() / (int64_t) sizeof(float);
+    for (int k = 0; k < 16; k++) {
+        zmq_msg_t parts[2];
+        int n = zt_msg_recv_parts(zs, parts, 2);
+        if (n == 0)
+            break;
+        zt_msg_t m;
+        if (n != 2 || zt_msg_decode(zmq_msg_data(&parts[1]), zmq_msg_size(&parts[1]), &m, NULL) != ZT_OK ||
+            m.type != ZT_MSG_REJOIN_ASK) {
+            zt_warn("rejoin server: dropped a malformed request");
+            zt_msg_close_parts(parts, n);
+            continue;
+        }
+        if (!have && get(arg, &st) != 0) {
+            zt_warn("rejoin server: the model cannot be read here; the restarted peer asks another");
+            zt_msg_close_parts(parts, n);
+            break;
+        }
+        have = true;
+        const zt_msg_REJOIN_ASK_t *q = &m.u.REJOIN_ASK;
+        if (q->total != st.total || q->arrays != st.arrays) {
+            zt_warn("a restarted peer expects %lld elements in %lld arrays, this trainer holds %lld in %d: refused",
+                    (long long) q->total, (long long) q->arrays, (long long) st.total, st.arrays);
+            s_send_part(zs, &parts[0], q->req, &st, 0, 0, 0);
+        }
+        else {
+            int64_t t0 = zt_now_ms();
+            int rc = ZT_OK;
+            for (int a = 0; a < st.arrays && rc == ZT_OK; a++)
+                for (int64_t at = 0; at < st.total && rc == ZT_OK; at += per)
+                    rc = s_send_part(zs, &parts[0], q->req, &st, a, at, st.total - at < per ? st.total - at : per);
+            zt_info("sent the model to a restarted peer: step %lld, round %lld, %.1f MB in %lld ms%s",
+                    (long long) st.step, (long long) st.gen,
+                    (double) st.total * st.arrays * sizeof(float) / 1e6, (long long) (zt_now_ms() - t0),
+                    rc == ZT_OK ? "" : " (the send failed: it asks another)");
+        }
+        zt_msg_close_parts(parts, n);
+    }
+}
+
+/* One peer's answer into state. ZT_OK, ZT_ETIMEDOUT, ZT_ESHUTDOWN, or
+ * ZT_EPROTO with why. */
+static int s_fetch_one(const char *peer, int64_t req, int timeout_ms, zt_rejoin_state_t *state, char *why,
+                       size_t why_size)
+{
+    zsock_t *d = zt_sock_dealer(ZT_PLANE_DATA, peer);
+    if (!d) {
+        snprintf(why, why_size, "cannot connect");
+        return ZT_EIO;
+    }
+    zt_msg_t ask = { .type = ZT_MSG_REJOIN_ASK };
+    ask.u.REJOIN_ASK = (zt_msg_REJOIN_ASK_t) { req, state->total, state->arrays };
+    int rc = zt_msg_send(d, NULL, &ask) == ZT_OK ? ZT_ETIMEDOUT : ZT_EIO;
+    int a = 0;                  /* the array arriving, in order */
+    int64_t next = 0;           /* its next element */
+    bool first = true;
+    int64_t deadline = zt_now_ms() + timeout_ms;
+    void *zs = zsock_resolve(d);
+    while (rc == ZT_ETIMEDOUT && zt_now_ms() < deadline) {
+        if (zt_stop_requested()) {
+            rc = ZT_ESHUTDOWN;
+            break;
+        }
+        zmq_pollitem_t item = { zs, 0, ZMQ_POLLIN, 0 };
+        if (zmq_poll(&item, 1, 100) <= 0)
+            continue;
+        zmq_msg_t parts[2];
+        int n;
+        while (rc == ZT_ETIMEDOUT && (n = zt_msg_recv_parts(zs, parts, 2)) > 0) {
+            zt_msg_t m;
+            const zt_msg_REJOIN_STATE_t *p = &m.u.REJOIN_STATE;
+            if (zt_msg_decode(zmq_msg_data(&parts[0]), zmq_msg_size(&parts[0]), &m, NULL) != ZT_OK ||
+                m.type != ZT_MSG_REJOIN_STATE || p->req != req) {
+                zt_msg_close_parts(parts, n);
+                continue; /* not ours (an earlier ask's late answer) */
+            }
+            if (p->total != state->total || p->arrays != state->arrays) {
+                snprintf(why, why_size, "it holds %lld elements in %lld arrays, this trainer %lld in %d "
+                         "(the same program and arguments on every trainer?)", (long long) p->total,
+                         (long long) p->arrays, (long long) state->total, state->arrays);
+                rc = ZT_EPROTO;
+            }
+            else if (p->array != a || p->offset != next || p->count <= 0 || p->count > state->total - next ||
+                     n != 2 || zmq_msg_size(&parts[1]) != (size_t) p->count * sizeof(float) ||
+                     p->step < 0 || p->gen < 0 || (!first && (p->step != state->step || p->gen != state->gen))) {
+                snprintf(why, why_size, "a malformed or out-of-order part (array %lld at %lld, %lld elements)",
+                         (long long) p->array, (long long) p->offset, (long long) p->count);
+                rc = ZT_EPROTO;
+            }
+            else {
+                state->step = p->step;
+                state->gen = p->gen;
+                first = false;
+                memcpy(state->data[a] + next, zmq_msg_data(&parts[1]), (size_t) p->count * sizeof(float));
+                next += p->count;
+                if (next == state->total) {
+                    a++;
+                    next = 0;
+                }
+                if (a == state->arrays)
+                    rc = ZT_OK;
+            }
+            zt_msg_close_parts(parts, n);
+        }
+    }
+    if (rc == ZT_ETIMEDOUT)
+        snprintf(why, why_size, "no complete answer within %d ms (ZT_REJOIN_TIMEOUT_MS)", timeout_ms);
+    zt_sock_destroy(&d);
+    return rc;
+}
+
+int zt_rejoin_fetch(const char *const *peers, int npeers, int self_rank, int timeout_ms, zt_rejoin_state_t *state,
+                    char *why, size_t why_size)
+{
+    int64_t req = ((int64_t) getpid() << 20) ^ zt_now_ms();
+    char last[512] = "no other trainer in CLUSTER_SPEC";
+    for (int i = 1; i < npeers; i++) {
+        int p = (self_rank + i) % npeers;
+        char who[300], err[400] = "";
+        zt_env_describe_rank(p, who, sizeof who);
+        int64_t t0 = zt_now_ms();
+        int rc = s_fetch_one(peers[p], req + i, timeout_ms, state, err, sizeof err);
+        if (rc == ZT_OK) {
+            zt_info("took the model from %s: step %lld, round %lld, %.1f MB in %lld ms", who,
+                    (long long) state->step, (long long) state->gen,
+                    (double) state->total * state->arrays * sizeof(float) / 1e6, (long long) (zt_now_ms() - t0));
+            return ZT_OK;
+        }
+        if (rc == ZT_ESHUTDOWN) {
+            snprintf(why, why_size, "stopping while asking %s for the model", who);
+            return rc;
+        }
+        snprintf(last, sizeof last, "%s: %s", who, err);
+        zt_warn("cannot take the model from %s: %s%s", who, err, i + 1 < npeers ? "; asking the next" : "");
+    }
+    snprintf(why, why_size, "no live peer gave this restarted trainer the model (last: %s)", last);
+    return ZT_ETIMEDOUT;
+}
