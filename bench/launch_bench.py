@@ -10,13 +10,15 @@ evaluator pool. The
 peer, measured in the same run: the same N processes of the same binary
 started and waited for by a plain spawner (`ztrain-worker --help`: exec,
 run, exit, without a job to join), the floor that process creation
-itself sets. Prints seconds, the ratio, and the RSS median and max.
+itself sets. Prints seconds, the ratio, and the RSS median and max. With
+--jobs J, J such jobs start at once (each run): every one must end
+SUCCEEDED with no heartbeat kill, and no two may share a port.
 
     python3 bench/launch_bench.py [build] [--replicas 256] [--runs 3] [--run-seconds 10]
-                                  [--training K] [--epochs 1]
+                                  [--training K] [--epochs 1] [--jobs 1]
 """
 import benchargs  # bench/ is the script's own folder, first on sys.path
-benchargs.check(__doc__, ('--replicas', '--runs', '--run-seconds', '--training', '--epochs'), (), 1)
+benchargs.check(__doc__, ('--replicas', '--runs', '--run-seconds', '--training', '--epochs', '--jobs'), (), 1)
 import datetime  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
@@ -26,6 +28,7 @@ import statistics  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
+import threading  # noqa: E402
 import time  # noqa: E402
 
 args = sys.argv[1:]
@@ -39,7 +42,7 @@ pos = [a for i, a in enumerate(args) if not a.startswith("--") and (i == 0 or no
 BUILD = os.path.abspath(pos[0] if pos else os.path.join(os.path.dirname(__file__), "..", "build"))
 BIN = os.path.join(BUILD, "bin")
 N, RUNS, SECONDS = opt("--replicas", 256), opt("--runs", 3), opt("--run-seconds", 10)
-TRAINING, EPOCHS = opt("--training", 0), opt("--epochs", 1)
+TRAINING, EPOCHS, JOBS = opt("--training", 0), opt("--epochs", 1), opt("--jobs", 1)
 
 
 def rss_kb(pid):
@@ -96,7 +99,8 @@ def one_job(d):
     # from QUEUED (written as `ztrain run` starts) to RUNNING, by the job's own clock
     at = {t["state"]: t["time"] for t in job["transitions"]}
     running = stamp(at["RUNNING"]) - stamp(at["QUEUED"]) if "RUNNING" in at and "QUEUED" in at else None
-    return running, span, rss, job["state"], kills, err
+    ports = [r["address"] for r in job["replicas"]]
+    return running, span, rss, job["state"], kills, err, ports
 
 
 def stamp(iso):
@@ -117,27 +121,48 @@ def main():
             else "1 primary + %d idle" % (N - 1))
     print("launch_bench: %d replicas (%s), %d runs, on %d CPUs" % (N, what, RUNS, os.cpu_count()))
     starts, floors, all_rss = [], [], []
+    if JOBS > 1:
+        print("%d jobs at once each run" % JOBS)
     for i in range(RUNS):
-        d = tempfile.mkdtemp(prefix="launch-bench-")
+        dirs = [tempfile.mkdtemp(prefix="launch-bench-") for _ in range(JOBS)]
+        results = [None] * JOBS
+
+        def run(j):
+            results[j] = one_job(dirs[j])
+        threads = [threading.Thread(target=run, args=(j,)) for j in range(JOBS)]
         try:
-            running, span, rss, state, kills, err = one_job(d)
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
         finally:
-            shutil.rmtree(d, ignore_errors=True)
+            for d in dirs:
+                shutil.rmtree(d, ignore_errors=True)
         floor = spawn_floor()
         floors.append(floor)
-        if running is None and not (TRAINING and state == "SUCCEEDED"):
-            print("run %d: never RUNNING; ended %s\n%s" % (i + 1, state, err[-2000:]))
-            return 1
-        starts.append(running if running is not None else span)
-        all_rss += rss or [0]
-        print("run %d: all %d started in %.2f s, %s (plain spawn of %d: %.2f s); ended %s; heartbeat kills %d; "
-              "idle RSS median %.1f MB, max %.1f MB"
-              % (i + 1, N, span, "RUNNING after %.2f s" % running if running is not None else
-                 "the primary finished before the last registered", N, floor, state, kills,
-                 statistics.median(rss or [0]) / 1024, max(rss or [0]) / 1024))
-        if state != "SUCCEEDED" or kills:
-            print(err[-2000:])
-            return 1
+        seen_ports = {}
+        for j, (running, span, rss, state, kills, err, ports) in enumerate(results):
+            name = "run %d%s" % (i + 1, " job %d" % (j + 1) if JOBS > 1 else "")
+            if running is None and not (TRAINING and state == "SUCCEEDED"):
+                print("%s: never RUNNING; ended %s\n%s" % (name, state, err[-2000:]))
+                return 1
+            starts.append(running if running is not None else span)
+            all_rss += rss or [0]
+            print("%s: all %d started in %.2f s, %s (plain spawn of %d: %.2f s); ended %s; heartbeat kills %d; "
+                  "idle RSS median %.1f MB, max %.1f MB"
+                  % (name, N, span, "RUNNING after %.2f s" % running if running is not None else
+                     "the primary finished before the last registered", N, floor, state, kills,
+                     statistics.median(rss or [0]) / 1024, max(rss or [0]) / 1024))
+            if state != "SUCCEEDED" or kills:
+                print(err[-2000:])
+                return 1
+            for port in ports:
+                if port in seen_ports:
+                    print("%s: %s is also job %d's" % (name, port, seen_ports[port] + 1))
+                    return 1
+                seen_ports[port] = j
+        if JOBS > 1:
+            print("run %d: %d jobs, %d replicas, no port shared" % (i + 1, JOBS, len(seen_ports)))
     s, f = statistics.median(starts), statistics.median(floors)
     print("\nmedian: %d replicas RUNNING in %.2f s; plain spawn %.2f s; ratio %.1fx" % (N, s, f, s / f))
     print("idle replica RSS: median %.1f MB, max %.1f MB (%d samples)"
