@@ -393,9 +393,11 @@ static void s_error(zt_ps_server_t *self, zmq_msg_t *id, int64_t req, int code, 
     s_reply(self, id, &m, NULL, 0);
 }
 
+/* [off, off + count) inside this shard, without overflow for any inputs
+ * (they come from the network). */
 static bool s_range_ok(zt_ps_server_t *self, int64_t off, int64_t count)
 {
-    return off >= self->lo && count >= 0 && off + count <= self->hi;
+    return off >= self->lo && off <= self->hi && count >= 0 && count <= self->hi - off;
 }
 
 static int64_t s_min_progress(zt_ps_server_t *self)

@@ -15,6 +15,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define MAX_WORKERS 256
 #define PIECE_BYTES self->layout.piece_bytes
@@ -169,12 +170,22 @@ static int s_configure(zt_reducer_t *self, const char *text, int workers)
      * A sum of generation g is written only once every worker has sent its
      * piece of g, so after each has finished reading g - 1; two buffers (by
      * parity) cover a worker that asks for g - 1 again while others are at g. */
-    size_t total = 0;
+    size_t total = 0, need = 0;
     for (int b = 0; b < self->layout.nbuckets; b++) {
         int64_t lo, hi;
         size_t es = zt_dtype_size(self->layout.buckets[b].dtype);
         zt_ar_chunk(self->layout.buckets[b].numel, es, b, self->opts.reducers, self->opts.index, &lo, &hi);
         total += 2 * (((size_t) (hi - lo) * es + 1 + 63) & ~(size_t) 63);
+        need += 2 * (size_t) (hi - lo) * es + (size_t) (hi - lo) * sizeof(float);
+    }
+    /* the layout came from the network: more than this machine's memory is refused */
+    size_t phys = (size_t) sysconf(_SC_PHYS_PAGES) * (size_t) sysconf(_SC_PAGESIZE);
+    if (!self->buckets || need > phys) {
+        zt_warn("refused a layout that needs %.1f GB here (this machine has %.1f GB)", (double) need / 1e9,
+                (double) phys / 1e9);
+        s_free_buckets(self);
+        json_decref(cfg);
+        return ZT_ENOMEM;
     }
     self->shm = zt_shm_create("red", total);
     size_t at_shm = 0;
@@ -200,6 +211,12 @@ static int s_configure(zt_reducer_t *self, const char *text, int workers)
         k->gen = -1;
         k->result_gen = -1;
         k->want_gen = -1;
+        if (!k->acc || !k->res[0] || !k->res[1] || !k->block_sent || !k->from) {
+            zt_warn("out of memory for a layout of %d buckets", self->layout.nbuckets);
+            s_free_buckets(self);
+            json_decref(cfg);
+            return ZT_ENOMEM;
+        }
     }
     free(self->layout_text);
     self->layout_text = strdup(text);
@@ -396,7 +413,7 @@ static void s_on_worker_result(zt_reducer_t *self, const zt_msg_t *m, zmq_msg_t 
         return;
     s_bucket_t *k = &self->buckets[p->bucket];
     size_t es = zt_dtype_size(k->dtype);
-    if (p->offset < k->lo || p->count < 0 || p->offset + p->count > k->hi || !payload ||
+    if (p->offset < k->lo || p->offset > k->hi || p->count < 0 || p->count > k->hi - p->offset || !payload ||
         zmq_msg_size(payload) != (size_t) p->count * es)
         return;
     if (p->gen != k->want_gen && (p->gen == k->gen || k->gen < 0)) {
@@ -536,7 +553,8 @@ static void s_on_piece(zt_reducer_t *self, int rank, const zt_msg_t *m, zmq_msg_
     }
     s_bucket_t *k = &self->buckets[p->bucket];
     size_t es = zt_dtype_size(k->dtype);
-    if (p->dtype != k->dtype || p->offset < k->lo || p->count <= 0 || p->offset + p->count > k->hi) {
+    if (p->dtype != k->dtype || p->offset < k->lo || p->offset > k->hi || p->count <= 0 ||
+        p->count > k->hi - p->offset) { /* no overflow for any inputs */
         s_error(self, rank, -1, ZT_PS_BAD_PAYLOAD, "piece outside this reducer's chunk");
         return;
     }
@@ -575,7 +593,8 @@ static void s_on_hello(zt_reducer_t *self, int rank, const zt_msg_t *m, zmq_msg_
     }
     if (!self->configured) {
         if (s_configure(self, text, workers) != ZT_OK) {
-            s_error(self, rank, m->u.AR_HELLO.req, ZT_PS_BAD_PAYLOAD, "malformed layout");
+            s_error(self, rank, m->u.AR_HELLO.req, ZT_PS_BAD_PAYLOAD,
+                    "layout refused: malformed, or more than this reducer can hold");
             free(text);
             return;
         }

@@ -308,7 +308,8 @@ static bool s_on_result(zt_allreduce_t *self, int r, const zt_msg_AR_RESULT_t *r
     int64_t off = res->offset, c = res->count;
     int64_t per = PIECE_BYTES / (int64_t) k->es;
     int p = (int) ((off - k->lo[r]) / per);
-    if (!(k->active && res->gen == k->gen && off >= k->lo[r] && c >= 0 && off + c <= k->hi[r] && p >= 0 &&
+    if (!(k->active && res->gen == k->gen && off >= k->lo[r] && off <= k->hi[r] && c >= 0 && c <= k->hi[r] - off &&
+          p >= 0 &&
           p < k->npieces[r] && !k->piece_done[r][p]))
         return false;
     char why[300];

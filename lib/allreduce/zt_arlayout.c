@@ -39,6 +39,8 @@ int zt_ar_layout_build(zt_ar_layout_t *self, json_t *tensors, int64_t threshold,
         return ZT_EINVAL;
     self->piece_bytes = piece_bytes;
     self->threshold = threshold;
+    if (json_array_size(tensors) > ZT_AR_MAX_TENSORS || threshold <= 0)
+        return ZT_EINVAL;
     int n = (int) json_array_size(tensors);
     self->ntensors = n;
     self->numel = calloc((size_t) n + 1, sizeof *self->numel);
@@ -46,17 +48,26 @@ int zt_ar_layout_build(zt_ar_layout_t *self, json_t *tensors, int64_t threshold,
     self->bucket = calloc((size_t) n + 1, sizeof *self->bucket);
     self->offset = calloc((size_t) n + 1, sizeof *self->offset);
     self->buckets = calloc((size_t) n + 1, sizeof *self->buckets);
+    if (!self->numel || !self->dtype || !self->bucket || !self->offset || !self->buckets) {
+        zt_ar_layout_free(self);
+        return ZT_ENOMEM;
+    }
     int64_t bytes = 0;
     for (int t = 0; t < n; t++) {
         json_t *j = json_array_get(tensors, (size_t) t);
         int64_t numel = 1;
         size_t i;
         json_t *d;
-        json_array_foreach(json_object_get(j, "shape"), i, d)
-            numel *= json_integer_value(d);
+        bool ok = json_is_array(json_object_get(j, "shape"));
+        json_array_foreach(json_object_get(j, "shape"), i, d) /* a layout may come from the network */
+            ok = ok && json_is_integer(d) && json_integer_value(d) >= 0 &&
+                 !__builtin_mul_overflow(numel, (int64_t) json_integer_value(d), &numel) &&
+                 numel <= ZT_AR_MAX_NUMEL;
         int dtype = (int) json_integer_value(json_object_get(j, "dtype"));
-        if (numel < 0 || dtype < 0 || dtype > 2)
+        if (!ok || dtype < 0 || dtype > 2) {
+            zt_ar_layout_free(self);
             return ZT_EINVAL;
+        }
         self->numel[t] = numel;
         self->dtype[t] = dtype;
         int64_t tb = numel * (int64_t) zt_dtype_size(dtype);
@@ -71,6 +82,10 @@ int zt_ar_layout_build(zt_ar_layout_t *self, json_t *tensors, int64_t threshold,
         self->offset[t] = cur->numel;
         cur->last = t;
         cur->numel += numel;
+        if (cur->numel > ZT_AR_MAX_NUMEL) { /* a bucket past what any buffer here may hold */
+            zt_ar_layout_free(self);
+            return ZT_EINVAL;
+        }
         bytes += tb;
     }
     return ZT_OK;

@@ -27,8 +27,16 @@ typedef struct {
     int64_t piece_bytes;   /* the unit of sending and of streamed sums */
 } zt_ar_layout_t;
 
+/* The most tensors in a layout, and the most elements of one bucket (and
+ * so of one tensor): 2^36, 256 GiB of float32, past any real model's
+ * bucket; a layout from the network that asks for more is refused before
+ * anything is allocated for it. */
+#define ZT_AR_MAX_TENSORS (1 << 20)
+#define ZT_AR_MAX_NUMEL ((int64_t) 1 << 36)
 /* tensors: [{name, shape:[...], dtype}]; piece_bytes >= 4096 (the workers'
- * ZT_AR_PIECE_BYTES, carried to the reducers in the layout). */
+ * ZT_AR_PIECE_BYTES, carried to the reducers in the layout). ZT_EINVAL for
+ * a malformed or oversized list (shapes: non-negative integers whose
+ * product fits), ZT_ENOMEM. */
 int zt_ar_layout_build(zt_ar_layout_t *self, json_t *tensors, int64_t threshold, int64_t piece_bytes);
 void zt_ar_layout_free(zt_ar_layout_t *self);
 size_t zt_dtype_size(int dtype);

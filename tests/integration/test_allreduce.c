@@ -383,6 +383,77 @@ static void s_forged_references(void)
     printf("forged shared-memory references: refused, reducer still sums: ok\n");
 }
 
+/* One message to the reducer and its answer's type and text. */
+static int s_ask(zsock_t *sock, const zt_msg_t *m, const char *payload, size_t bytes, char *text, size_t size)
+{
+    zframe_t *h = zt_msg_encode(m);
+    assert(zframe_send(&h, sock, payload ? ZFRAME_MORE : 0) == 0);
+    if (payload) {
+        zframe_t *p = zframe_new(payload, bytes);
+        assert(zframe_send(&p, sock, 0) == 0);
+    }
+    zmsg_t *reply = zmsg_recv(sock);
+    assert(reply);
+    zframe_t *rh = zmsg_first(reply);
+    zt_msg_t r;
+    assert(zt_msg_decode(zframe_data(rh), zframe_size(rh), &r, NULL) == ZT_OK);
+    snprintf(text, size, "%s", r.type == ZT_MSG_AR_ERROR ? r.u.AR_ERROR.text : "");
+    zmsg_destroy(&reply);
+    return r.type;
+}
+
+/* Ranges and sizes from the network that overflow: a layout of 2^40
+ * elements, a piece whose offset + count overflows. Each is refused with a
+ * reason; the reducer neither crashes nor stops summing. */
+static void s_hostile_ranges(void)
+{
+    s_start_reducer(0, 1);
+    zsock_t *evil = zsock_new_dealer(s_red_eps[0]);
+    zsock_set_rcvtimeo(evil, 10000);
+    char text[ZT_MSG_STR_MAX];
+    const char *huge[2] = { "{\"tensors\": [{\"name\": \"g\", \"shape\": [1099511627776], \"dtype\": 0}], "
+                            "\"threshold\": 1048576, \"piece_bytes\": 131072}",
+                            "{\"tensors\": [{\"name\": \"g\", \"shape\": [4294967296, 4294967297], \"dtype\": 0}], "
+                            "\"threshold\": 1048576, \"piece_bytes\": 131072}" };
+    for (int i = 0; i < 2; i++) {
+        zt_msg_t m = { .type = ZT_MSG_AR_HELLO, .pool = 1, .index = 0 };
+        m.u.AR_HELLO = (zt_msg_AR_HELLO_t) { .req = 1, .workers = 1 };
+        assert(s_ask(evil, &m, huge[i], strlen(huge[i]), text, sizeof text) == ZT_MSG_AR_ERROR);
+        assert(strstr(text, "layout refused"));
+    }
+    zsock_destroy(&evil);
+    /* the real worker configures it; then pieces with wild ranges */
+    const char *reds[1] = { s_red_eps[0] }, *peers[1] = { "unused" };
+    zt_allreduce_opts_t o = { 0, 1, reds, 1, peers, 1 << 26, 5 };
+    zt_allreduce_t *ar = zt_allreduce_new(&o);
+    int64_t shape[1] = { 1 << 16 };
+    assert(ar && zt_allreduce_register(ar, "g", shape, 1, ZT_F32) == 0);
+    assert(zt_allreduce_commit(ar, 20000) == ZT_OK);
+    evil = zsock_new_dealer(s_red_eps[0]);
+    zsock_set_rcvtimeo(evil, 10000);
+    const int64_t wild[3][2] = { { INT64_MAX - 2, 4 }, { 1, INT64_MAX }, { (int64_t) 1 << 62, ((int64_t) 1 << 62) + 1 } };
+    float four = 1.0f;
+    for (int i = 0; i < 3; i++) {
+        zt_msg_t m = { .type = ZT_MSG_AR_PIECE, .pool = 1, .index = 0 };
+        m.u.AR_PIECE = (zt_msg_AR_PIECE_t) { .bucket = 0, .gen = 0, .offset = wild[i][0], .count = wild[i][1],
+                                             .dtype = ZT_F32 };
+        assert(s_ask(evil, &m, (const char *) &four, sizeof four, text, sizeof text) == ZT_MSG_AR_ERROR);
+        assert(strstr(text, "outside this reducer's chunk"));
+    }
+    zsock_destroy(&evil);
+    float *g = malloc(sizeof(float) << 16);
+    for (int i = 0; i < 1 << 16; i++)
+        g[i] = (float) (i % 5);
+    assert(zt_allreduce_submit(ar, 0, g) == ZT_OK);
+    assert(zt_allreduce_wait(ar, false, 30000) == ZT_OK);
+    for (int i = 0; i < 1 << 16; i++)
+        assert(g[i] == (float) (i % 5));
+    free(g);
+    zt_allreduce_destroy(&ar);
+    s_stop_reducers(1);
+    printf("hostile layouts and piece ranges: refused with the reason, reducer still sums: ok\n");
+}
+
 int main(int argc, char **argv)
 {
     s_bin = argc > 1 ? argv[1] : "ztrain-reducer";
@@ -408,6 +479,7 @@ int main(int argc, char **argv)
         s_run(&cases[i]);
     s_resend_is_the_sum();
     s_forged_references();
+    s_hostile_ranges();
     zt_shm_sweep(); /* the regions of the reducers killed on purpose */
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", s_dir);

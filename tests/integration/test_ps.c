@@ -310,13 +310,44 @@ int main(int argc, char **argv)
         }
         zframe_destroy(&rh);
     }
+    /* Ranges whose end overflows: a pull of 2^63-1 elements from offset 1,
+     * pushes at 2^62 (and near the top) with a 4-byte frame. Each is refused
+     * as outside the shard; the server neither crashes nor reads or
+     * allocates past it. */
+    const int64_t wild[3][2] = { { 1, INT64_MAX }, { (int64_t) 1 << 62, ((int64_t) 1 << 62) + 1 },
+                                 { INT64_MAX - 2, 4 } };
+    for (int i = 0; i < 6; i++) {
+        zt_msg_t m = { .type = i < 3 ? ZT_MSG_PS_PULL : ZT_MSG_PS_PUSH, .pool = 1, .index = 5 };
+        if (i < 3)
+            m.u.PS_PULL = (zt_msg_PS_PULL_t) { .req = 8, .offset = wild[i][0], .count = wild[i][1] };
+        else
+            m.u.PS_PUSH = (zt_msg_PS_PUSH_t) { .req = 8, .offset = wild[i - 3][0], .count = wild[i - 3][1] };
+        zframe_t *h = zt_msg_encode(&m);
+        assert(zframe_send(&h, forger, i < 3 ? 0 : ZFRAME_MORE) == 0);
+        if (i >= 3) {
+            float one = 1.0f;
+            zframe_t *f = zframe_new(&one, sizeof one);
+            assert(zframe_send(&f, forger, 0) == 0);
+        }
+        zframe_t *rh = zframe_recv(forger);
+        zt_msg_t r;
+        assert(rh && zt_msg_decode(zframe_data(rh), zframe_size(rh), &r, NULL) == ZT_OK);
+        if (r.type != ZT_MSG_PS_ERROR || r.u.PS_ERROR.code != ZT_PS_BAD_RANGE) {
+            fprintf(stderr, "%s [%lld, +%lld): got %s '%s'\n", i < 3 ? "pull" : "push", (long long) wild[i % 3][0],
+                    (long long) wild[i % 3][1], zt_msg_type_name(r.type),
+                    r.type == ZT_MSG_PS_ERROR ? r.u.PS_ERROR.text : "");
+            abort();
+        }
+        zframe_destroy(&rh);
+    }
+    assert(waitpid(s_pids[0], NULL, WNOHANG) == 0); /* alive */
     zsock_destroy(&forger);
     s_push_all(c0, ids, g, 0);
     s_pull_all(c0, ids, w);
     for (int64_t i = 0; i < 37; i++)
         assert(w[0][i] == -0.5f * g[0][i]);
     zt_ps_client_destroy(&c0);
-    printf("forged shared-memory references refused: ok\n");
+    printf("forged shared-memory references and overflowing ranges refused: ok\n");
     /* Workers restarted again and again (a new identity each time) do not
      * pile up pull areas on the server: one per worker and two spare. */
     const char *ipc = getenv("ZT_DATA_IPC");
