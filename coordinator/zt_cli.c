@@ -255,9 +255,22 @@ static zt_plan_t *s_load(s_args_t *a, zt_diag_t *diag, bool check_gpus)
     return plan;
 }
 
-/* $ZT_JOBS_DIR/NAME-YYYYmmdd-HHMMSS-PID */
-static char *s_default_dir(const char *name)
+/* $ZT_JOBS_DIR/NAME-YYYYmmdd-HHMMSS-PID. NAME is the displayName made a
+ * safe folder name: letters, digits, '.', '_' and '-' kept (at most 64,
+ * no leading '.'), anything else '_', so that no name leaves the jobs
+ * folder ("../../x" is "_._.._x") or hides in it. */
+static char *s_default_dir(const char *display_name)
 {
+    char name[65];
+    size_t n = 0;
+    for (const char *c = display_name ? display_name : ""; *c && n < sizeof name - 1; c++) {
+        bool ok = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
+                  *c == '_' || *c == '-' || (*c == '.' && n > 0);
+        name[n++] = ok ? *c : '_';
+    }
+    name[n] = '\0';
+    if (!n)
+        snprintf(name, sizeof name, "job");
     char stamp[32];
     time_t t = time(NULL);
     struct tm tm;

@@ -1,6 +1,7 @@
 #include "zt_coord.h"
 #include "launch/zt_clusterenv.h"
 #include "runtime/zt_env.h"
+#include "model/zt_ckpt.h"
 #include "wire/zt_msg.h"
 #include "wire/zt_transport.h"
 #include "base/zt_util.h"
@@ -758,6 +759,11 @@ static void s_on_register(zt_coord_t *self, s_rep_t *r, zframe_t *id, const zt_m
 /* CHECKPOINT from the chief: recorded and passed on to every evaluator. */
 static void s_on_checkpoint(zt_coord_t *self, s_rep_t *r, zt_msg_t *m)
 {
+    if (!zt_ckpt_name_ok(m->u.CHECKPOINT.name)) { /* it becomes a path on the evaluators */
+        zt_warn("dropped a checkpoint notice from %s: '%.64s' is not a checkpoint's name "
+                "(checkpoints/ckpt-N or model/ckpt-N)", r->name, m->u.CHECKPOINT.name);
+        return;
+    }
     char now[40];
     zt_wall_iso(now, sizeof now);
     zt_info("checkpoint %s at step %lld (from %s)", m->u.CHECKPOINT.name, (long long) m->u.CHECKPOINT.step,

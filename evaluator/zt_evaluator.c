@@ -132,6 +132,10 @@ int zt_evaluator_run(const zt_evaluator_opts_t *o)
         int rc = zt_replica_next_checkpoint(rep, &step, name, sizeof name, address, sizeof address, 500);
         if (rc == ZT_ESHUTDOWN)
             break;
+        if (rc == ZT_OK && !zt_ckpt_name_ok(name)) { /* a path only when it is a checkpoint's name */
+            zt_warn("ignored a checkpoint notice naming '%.64s'", name);
+            continue;
+        }
         if (rc == ZT_OK && s_evaluate(address, name, step, scratch, &test, rep) == ZT_OK)
             evaluated++;
     }

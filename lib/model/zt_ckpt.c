@@ -308,8 +308,25 @@ int zt_ckpt_read_range(const char *dir, json_t *man, int array, int64_t lo, int6
     return covered == hi - lo ? ZT_OK : ZT_ENOTFOUND;
 }
 
+bool zt_ckpt_name_ok(const char *name)
+{
+    const char *rest = NULL;
+    if (!name)
+        return false;
+    if (!strncmp(name, "checkpoints/ckpt-", 17))
+        rest = name + 17;
+    else if (!strncmp(name, "model/ckpt-", 11))
+        rest = name + 11;
+    size_t n = rest ? strspn(rest, "0123456789") : 0;
+    return n >= 1 && n <= 20 && rest[n] == '\0';
+}
+
 void zt_ckpt_selftest(const char *tmp)
 {
+    assert(zt_ckpt_name_ok("checkpoints/ckpt-000000000300") && zt_ckpt_name_ok("model/ckpt-1"));
+    assert(!zt_ckpt_name_ok("..") && !zt_ckpt_name_ok("checkpoints/..") && !zt_ckpt_name_ok("checkpoints/ckpt-") &&
+           !zt_ckpt_name_ok("checkpoints/ckpt-1/../..") && !zt_ckpt_name_ok("/etc/ckpt-1") &&
+           !zt_ckpt_name_ok("model/ckpt-123456789012345678901") && !zt_ckpt_name_ok(NULL));
     char *root = zt_strdupf("%s/ckpt-selftest-%d", tmp, (int) getpid());
     float a0[5] = { 1, 2, 3, 4, 5 }, s0[5] = { 9, 9, 9, 9, 9 }, a1[3] = { 6, 7, 8 }, s1[3] = { 0, 0, 0 };
     zt_ps_shard_t sh[2] = { { 0, 5, 11, 2, { a0, s0 } }, { 5, 3, 12, 2, { a1, s1 } } };

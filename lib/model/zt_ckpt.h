@@ -8,6 +8,7 @@
 #ifndef ZT_CKPT_H
 #define ZT_CKPT_H
 #include <jansson.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include "ztrain/zt_ps.h"
 
@@ -26,6 +27,11 @@ int zt_ckpt_read_range(const char *dir, json_t *manifest, int array, int64_t lo,
 /* Removes every checkpoint under root (ckpt-* and unfinished .ckpt-*);
  * how many, or -1 when root cannot be read. Nothing else is touched. */
 int zt_ckpt_remove_all(const char *root);
+/* Whether name is a checkpoint's name as replicas announce it:
+ * "checkpoints/ckpt-N" or "model/ckpt-N", N 1 to 20 digits. Names come from
+ * the network and become paths: nothing else (no other '/', no "..") is
+ * ever used. */
+bool zt_ckpt_name_ok(const char *name);
 void zt_ckpt_selftest(const char *tmpdir);
 
 #endif

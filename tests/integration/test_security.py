@@ -1,0 +1,165 @@
+"""Attacks on a running job by a stranger: another local user, made by this
+test (useradd) and removed after it, who knows only the job's endpoints and
+runs tests/integration/zt_attack.c's attacks. Each attack must get nothing:
+every message refused with a reason, no crash, no restart, and the job
+ends SUCCEEDED as it would have. Skipped (77) where users cannot be made.
+
+Also: a displayName cannot place the job folder outside ZT_JOBS_DIR."""
+import glob
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import unittest
+
+from ztest import BIN, Job, job_file, load_job, pool, tmpdir, wait_for, write
+
+ATTACK = os.environ.get("ZT_ATTACK", os.path.join(BIN, "..", "tests", "zt_attack"))
+FAST = {"ZT_STOP_GRACE_MS": "3000", "ZT_HEARTBEAT_MS": "300"}
+
+
+class Stranger:
+    """A local user without the job's rights, for the length of the tests."""
+
+    def __init__(self):
+        # users an earlier run made and could not remove (killed at its timeout)
+        for entry in open("/etc/passwd").read().splitlines():
+            m = re.match(r"ztx(\d+):", entry)
+            if m and not os.path.exists("/proc/%s" % m.group(1)):
+                subprocess.run(["userdel", "ztx" + m.group(1)], capture_output=True, timeout=30)
+        self.name = "ztx%d" % os.getpid()
+        subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", self.name],
+                       check=True, capture_output=True, timeout=30)
+
+    def run(self, *args, timeout=120):
+        return subprocess.run(["runuser", "-u", self.name, "--", ATTACK] + list(args),
+                              capture_output=True, text=True, timeout=timeout)
+
+    def remove(self):
+        subprocess.run(["userdel", self.name], capture_output=True, timeout=30)
+
+
+STRANGER = None
+
+
+def setUpModule():
+    global STRANGER
+    STRANGER = Stranger()
+
+
+def tearDownModule():
+    if STRANGER:
+        STRANGER.remove()
+
+
+def replica(job, name):
+    return [r for r in job["replicas"] if r["name"] == name][0]
+
+
+def hashes(out):
+    return dict(re.findall(r" (workerpool\d-\d)\[\d+\]: params fnv1a ([0-9a-f]{16})", out))
+
+
+def tcp(address):
+    return "tcp://" + address
+
+
+class StrangerAttacks(unittest.TestCase):
+    def start(self, pools, name):
+        d = tmpdir("sec-")
+        job_dir = os.path.join(d, "job")
+        job = Job(self, job_file(d, name, pools), job_dir, env=FAST)
+        wait_for(lambda: (load_job(job_dir) or {}).get("state") == "RUNNING", timeout=120, what="RUNNING")
+        return job, job_dir
+
+    def assertAllRefused(self, res):
+        self.assertEqual(res.returncode, 0, res.stdout[-2000:] + res.stderr[-1000:])
+        self.assertRegex(res.stdout, r"refused [1-9]\d*, accepted 0, unanswered 0")
+
+    def test_parameter_server_ranges(self):
+        # a pull of 2^63-1 elements, pushes at 2^62 with a 4-byte frame,
+        # every 0.3 s for 3 s, to both servers: each refused, no crash, no
+        # restart, and the job trains on to SUCCEEDED
+        args = ["--hidden=64", "--epochs=5", "--log_every=100"]
+        job, job_dir = self.start([pool("ztrain-worker", 1, args), pool("ztrain-worker", 1, args),
+                                   pool("ztrain-paramserver", 2)], "psattack")
+        wait_for(lambda: re.search(r"workerpool0-0\[\d+\]: step \d+/", open(
+            os.path.join(job_dir, "replica-logs", "workerpool0-0.log")).read()), timeout=120, what="training")
+        servers = [replica(load_job(job_dir), "workerpool2-%d" % i) for i in range(2)]
+        for s in servers:
+            self.assertAllRefused(STRANGER.run("ps-ranges", tcp(s["address"]), "5"))
+        self.assertEqual(job.wait(timeout=300), 0, job.err[-3000:])
+        j = load_job(job_dir)
+        self.assertEqual(j["state"], "SUCCEEDED")
+        for s in servers:
+            self.assertEqual(replica(j, s["name"])["restarts"], 0)
+        self.assertGreater(j["metrics"]["workerpool0-0"]["accuracy"]["value"], 0.75)
+
+    def test_reducer_ranges(self):
+        # pieces whose offset + count overflows, to both reducers of a sync
+        # job: each refused, no reducer restarts, equal weights at the end
+        args = ["--hidden=64", "--epochs=6", "--log_every=100"]
+        job, job_dir = self.start([pool("ztrain-worker", 1, args), pool("ztrain-worker", 1, args),
+                                   pool("ztrain-reducer", 2)], "redattack")
+        # once the workers have given the reducers their layout (training)
+        wait_for(lambda: re.search(r"workerpool0-0\[\d+\]: step \d+/", open(
+            os.path.join(job_dir, "replica-logs", "workerpool0-0.log")).read()), timeout=120, what="training")
+        reducers = [replica(load_job(job_dir), "workerpool2-%d" % i) for i in range(2)]
+        for r in reducers:
+            self.assertAllRefused(STRANGER.run("reducer-pieces", tcp(r["address"]), "5"))
+        self.assertEqual(job.wait(timeout=300), 0, job.err[-3000:])
+        j = load_job(job_dir)
+        for r in reducers:
+            self.assertEqual(replica(j, r["name"])["restarts"], 0)
+        h = hashes(job.out)
+        self.assertEqual(len(h), 2, job.out[-2000:])
+        self.assertEqual(len(set(h.values())), 1, h)
+
+    def test_reducer_layout_too_large(self):
+        # a fresh reducer (no job has configured it) told of a tensor of 2^40
+        # elements, and of one whose shape's product overflows: refused
+        d = tmpdir("sec-")
+        port = __import__("socket").socket()
+        port.bind(("127.0.0.1", 0))
+        ep = "tcp://127.0.0.1:%d" % port.getsockname()[1]
+        port.close()
+        env = dict(os.environ, ZT_IPC_DIR=os.path.join(d, "ipc"))
+        red = subprocess.Popen([os.path.join(BIN, "ztrain-reducer"), "--bind", ep, "--index", "0", "--servers", "1"], env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        try:
+            res = STRANGER.run("reducer-layout", ep)
+            self.assertAllRefused(res)
+            self.assertIn("layout refused", res.stdout)
+            self.assertIsNone(red.poll(), "the reducer died")
+        finally:
+            red.terminate()
+            red.wait(timeout=30)
+
+
+class JobsFolder(unittest.TestCase):
+    def test_display_name_stays_in_jobs_dir(self):
+        d = tmpdir("sec-")
+        jobs = os.path.join(d, "jobs")
+        name = "../../../escaped-%d" % os.getpid()
+        spec = write(d, "esc.json", json.dumps({"displayName": name, "jobSpec": {"workerPoolSpecs": [
+            {"machineSpec": {"machineType": "n1-standard-4"}, "replicaCount": 1,
+             "containerSpec": {"imageUri": "local", "command": ["sh", "-c", "exit 0"]}}]}}))
+        res = subprocess.run([os.path.join(BIN, "ztrain"), "run", spec], capture_output=True, text=True,
+                             timeout=120, env=dict(os.environ, ZT_JOBS_DIR=jobs, **FAST))
+        self.assertEqual(res.returncode, 0, res.stderr[-2000:])
+        made = os.listdir(jobs)
+        self.assertEqual(len(made), 1, made)
+        self.assertTrue(made[0].startswith("_._.._.._escaped-%d-" % os.getpid()), made)
+        self.assertEqual(load_job(os.path.join(jobs, made[0]))["state"], "SUCCEEDED")
+        for where in (d, os.path.dirname(d), "/", os.path.dirname(os.path.dirname(d))):
+            self.assertEqual(glob.glob(os.path.join(where, "escaped-%d*" % os.getpid())), [], where)
+        shutil.rmtree(jobs, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    if os.geteuid() != 0 or not shutil.which("useradd") or not shutil.which("runuser"):
+        print("skipped: the stranger's attacks need root to make a user (useradd, runuser)")
+        sys.exit(77)
+    unittest.main()

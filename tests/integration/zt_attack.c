@@ -1,0 +1,129 @@
+/* What a stranger can send to a job's sockets, knowing only their
+ * endpoints: the security tests run it as another local user. Each attack
+ * prints one line per message with the answer it got ("refused: ..." or
+ * "accepted") and exits 0 when every message was refused, 1 otherwise
+ * (3 when the target never answered).
+ *
+ *   zt_attack ps-ranges ENDPOINT ROUNDS     overflowing pulls and pushes
+ *   zt_attack reducer-layout ENDPOINT       oversized layouts (to a fresh reducer)
+ *   zt_attack reducer-pieces ENDPOINT ROUNDS  overflowing pieces */
+#include "wire/zt_msg.h"
+#include "ztrain/zt_error.h"
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int s_refused, s_accepted, s_silent, s_leaked;
+
+/* Sends header (+ payload) and waits for its answer. Other traffic that
+ * reaches the stranger meanwhile (a sum meant for the worker whose index it
+ * claimed) is counted as leaked, not taken for the answer. */
+static void s_try(zsock_t *d, const char *what, const zt_msg_t *m, const void *payload, size_t bytes)
+{
+    zframe_t *h = zt_msg_encode(m);
+    zframe_send(&h, d, payload ? ZFRAME_MORE : 0);
+    if (payload) {
+        zframe_t *p = zframe_new(payload, bytes);
+        zframe_send(&p, d, 0);
+    }
+    for (;;) {
+        zmsg_t *reply = zmsg_recv(d);
+        if (!reply) {
+            printf("%s: no answer\n", what);
+            s_silent++;
+            return;
+        }
+        zframe_t *rh = zmsg_first(reply);
+        zt_msg_t r;
+        int rc = zt_msg_decode(zframe_data(rh), zframe_size(rh), &r, NULL);
+        if (rc == ZT_OK && (r.type == ZT_MSG_AR_RESULT || r.type == ZT_MSG_AR_RESEND)) {
+            s_leaked++;
+            zmsg_destroy(&reply);
+            continue;
+        }
+        if (rc == ZT_OK && (r.type == ZT_MSG_PS_ERROR || r.type == ZT_MSG_AR_ERROR)) {
+            printf("%s: refused: %s\n", what, r.type == ZT_MSG_PS_ERROR ? r.u.PS_ERROR.text : r.u.AR_ERROR.text);
+            s_refused++;
+        }
+        else {
+            printf("%s: accepted (%s)\n", what, rc == ZT_OK ? zt_msg_type_name(r.type) : "undecodable");
+            s_accepted++;
+        }
+        zmsg_destroy(&reply);
+        return;
+    }
+}
+
+static void s_ps_ranges(zsock_t *d, int rounds)
+{
+    const int64_t wild[3][2] = { { 1, INT64_MAX }, { (int64_t) 1 << 62, ((int64_t) 1 << 62) + 1 },
+                                 { INT64_MAX - 2, 4 } };
+    float four = 1.0f;
+    for (int k = 0; k < rounds; k++) {
+        for (int i = 0; i < 3; i++) {
+            zt_msg_t m = { .type = ZT_MSG_PS_PULL, .pool = 1, .index = 0 };
+            m.u.PS_PULL = (zt_msg_PS_PULL_t) { .req = 1, .offset = wild[i][0], .count = wild[i][1] };
+            s_try(d, "pull", &m, NULL, 0);
+            m.type = ZT_MSG_PS_PUSH;
+            m.u.PS_PUSH = (zt_msg_PS_PUSH_t) { .req = 2, .offset = wild[i][0], .count = wild[i][1] };
+            s_try(d, "push", &m, &four, sizeof four);
+        }
+        zclock_sleep(300);
+    }
+}
+
+static void s_reducer_layout(zsock_t *d)
+{
+    const char *huge[2] = { "{\"tensors\": [{\"name\": \"g\", \"shape\": [1099511627776], \"dtype\": 0}], "
+                            "\"threshold\": 1048576, \"piece_bytes\": 131072}",
+                            "{\"tensors\": [{\"name\": \"g\", \"shape\": [4294967296, 4294967297], \"dtype\": 0}], "
+                            "\"threshold\": 1048576, \"piece_bytes\": 131072}" };
+    for (int i = 0; i < 2; i++) {
+        zt_msg_t m = { .type = ZT_MSG_AR_HELLO, .pool = 1, .index = 200 };
+        m.u.AR_HELLO = (zt_msg_AR_HELLO_t) { .req = 1, .workers = 1 };
+        s_try(d, "layout", &m, huge[i], strlen(huge[i]));
+    }
+}
+
+static void s_reducer_pieces(zsock_t *d, int rounds)
+{
+    const int64_t wild[3][2] = { { INT64_MAX - 2, 4 }, { 1, INT64_MAX }, { (int64_t) 1 << 62, ((int64_t) 1 << 62) + 1 } };
+    float four = 1.0f;
+    for (int k = 0; k < rounds; k++) {
+        for (int i = 0; i < 3; i++) {
+            zt_msg_t m = { .type = ZT_MSG_AR_PIECE, .pool = 1, .index = 0 };
+            m.u.AR_PIECE = (zt_msg_AR_PIECE_t) { .bucket = 0, .gen = 0, .offset = wild[i][0], .count = wild[i][1] };
+            s_try(d, "piece", &m, &four, sizeof four);
+        }
+        zclock_sleep(300);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 3) {
+        fprintf(stderr, "usage: zt_attack ps-ranges ENDPOINT ROUNDS | reducer-layout ENDPOINT | "
+                "reducer-pieces ENDPOINT ROUNDS\n");
+        return 2;
+    }
+    zsock_t *d = zsock_new_dealer(argv[2]);
+    if (!d)
+        return 2;
+    zsock_set_rcvtimeo(d, 5000);
+    zsock_set_linger(d, 0);
+    if (!strcmp(argv[1], "ps-ranges"))
+        s_ps_ranges(d, argc > 3 ? atoi(argv[3]) : 1);
+    else if (!strcmp(argv[1], "reducer-layout"))
+        s_reducer_layout(d);
+    else if (!strcmp(argv[1], "reducer-pieces"))
+        s_reducer_pieces(d, argc > 3 ? atoi(argv[3]) : 1);
+    else {
+        fprintf(stderr, "zt_attack: no attack '%s'\n", argv[1]);
+        return 2;
+    }
+    zsock_destroy(&d);
+    printf("refused %d, accepted %d, unanswered %d; other messages received %d\n", s_refused, s_accepted,
+           s_silent, s_leaked);
+    return s_accepted ? 1 : s_silent ? 3 : 0;
+}
