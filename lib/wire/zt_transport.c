@@ -73,10 +73,43 @@ static int s_same_host(const char *hostport)
  * its port, and a client connects to the twin of an endpoint on its own
  * host (see s_same_host). Ports are unique per host (they are bound), so the
  * names are too; ZT_DATA_IPC=off keeps everything on TCP. */
-bool zt_data_ipc_twin(const char *endpoint, bool bind, char *out, size_t len)
+static char s_ipc_dir[200];
+static bool s_ipc_ok;
+static pthread_once_t s_ipc_once = PTHREAD_ONCE_INIT;
+
+static void s_check_ipc_dir(void)
 {
-    if (strcmp(zt_knob_str(ZT_KNOB_DATA_IPC), "auto"))
-        return false;
+    const char *k = zt_knob_str(ZT_KNOB_IPC_DIR);
+    if (k && *k)
+        snprintf(s_ipc_dir, sizeof s_ipc_dir, "%s", k);
+    else
+        snprintf(s_ipc_dir, sizeof s_ipc_dir, "/tmp/ztrain-ipc-%u", (unsigned) geteuid());
+    char why[200] = "";
+    struct stat st;
+    if (mkdir(s_ipc_dir, 0700) != 0 && errno != EEXIST)
+        snprintf(why, sizeof why, "cannot be made (%s)", strerror(errno));
+    else if (lstat(s_ipc_dir, &st) != 0 || !S_ISDIR(st.st_mode))
+        snprintf(why, sizeof why, "not a directory (a symbolic link?)");
+    else if (st.st_uid != geteuid())
+        snprintf(why, sizeof why, "owned by uid %u, not by this user (uid %u)", (unsigned) st.st_uid,
+                 (unsigned) geteuid());
+    else if (st.st_mode & 022)
+        snprintf(why, sizeof why, "writable by others (mode %03o)", (unsigned) (st.st_mode & 0777));
+    if (why[0])
+        zt_warn("the ipc folder %s (ZT_IPC_DIR) is %s: it is not used, and same-host data goes over loopback "
+                "TCP; make it a folder of this user's with mode 0700, or set ZT_IPC_DIR to one", s_ipc_dir, why);
+    s_ipc_ok = !why[0];
+}
+
+const char *zt_ipc_dir(void)
+{
+    pthread_once(&s_ipc_once, s_check_ipc_dir);
+    return s_ipc_ok ? s_ipc_dir : NULL;
+}
+
+/* Whether a TCP endpoint is on this host; its port in *port_p. */
+static bool s_here(const char *endpoint, bool bind, long *port_p)
+{
     const char *a = !strncmp(endpoint, "tcp://", 6) ? endpoint + 6 : strstr(endpoint, "://") ? NULL : endpoint;
     const char *colon = a ? strrchr(a, ':') : NULL;
     if (!colon)
@@ -92,9 +125,16 @@ bool zt_data_ipc_twin(const char *endpoint, bool bind, char *out, size_t len)
                  (bind && ((hl == 1 && a[0] == '*') || (hl == 7 && !strncmp(a, "0.0.0.0", 7))));
     char *end;
     long port = strtol(colon + 1, &end, 10);
-    if (!local || *end || port <= 0 || port > 65535)
+    *port_p = port;
+    return local && !*end && port > 0 && port <= 65535;
+}
+
+bool zt_data_ipc_twin(const char *endpoint, bool bind, char *out, size_t len)
+{
+    long port;
+    if (strcmp(zt_knob_str(ZT_KNOB_DATA_IPC), "auto") || !s_here(endpoint, bind, &port) || !zt_ipc_dir())
         return false;
-    int n = snprintf(out, len, "ipc://%s/ztrain-%ld.sock", zt_knob_str(ZT_KNOB_IPC_DIR), port);
+    int n = snprintf(out, len, "ipc://%s/ztrain-%ld.sock", zt_ipc_dir(), port);
     return n > 0 && (size_t) n < len && n - 6 < 100; /* sun_path holds 108 bytes */
 }
 
@@ -240,10 +280,9 @@ zsock_t *zt_sock_router(zt_plane_t plane, const char *endpoint, int *port_p)
     if (router && plane == ZT_PLANE_DATA && zt_data_ipc_twin(endpoint, true, twin, sizeof twin)) {
         /* clients on this host will connect there: failing to bind it is fatal */
         static bool swept;
-        mkdir(zt_knob_str(ZT_KNOB_IPC_DIR), 0777);
         if (!swept) {
             swept = true;
-            s_sweep_ipc_dir(zt_knob_str(ZT_KNOB_IPC_DIR));
+            s_sweep_ipc_dir(zt_ipc_dir());
         }
         if (zsock_bind(router, "%s", twin) < 0) {
             zt_error("cannot bind %s (the same-host twin of %s): %s; set ZT_IPC_DIR to a writable "
@@ -270,9 +309,13 @@ zsock_t *zt_sock_dealer(zt_plane_t plane, const char *endpoint)
     if (rc != 0)
         zsock_destroy(&d);
     else if (plane == ZT_PLANE_DATA) /* which transport each peer gets, for the log */
+    {
+        long port;
         zt_info("data plane to %s: %s", endpoint,
                 zt_data_is_local(endpoint) ? "this host, over an ipc socket (shared memory allowed)"
-                                           : "another host, over tcp");
+                : s_here(endpoint, false, &port) ? "this host, over loopback tcp (ZT_DATA_IPC=off or no usable ZT_IPC_DIR)"
+                                                 : "another host, over tcp");
+    }
     return d;
 }
 
@@ -284,7 +327,7 @@ void zt_transport_selftest(void)
     zsock_t *named = zt_sock_router(ZT_PLANE_CONTROL, "tcp://localhost:*", &port);
     assert(named && port > 0);
     zt_sock_destroy(&named);
-    const char *dir = zt_knob_str(ZT_KNOB_IPC_DIR);
+    const char *dir = zt_ipc_dir();
     char want[160];
     snprintf(want, sizeof want, "ipc://%s/ztrain-5555.sock", dir);
     bool on = !strcmp(zt_knob_str(ZT_KNOB_DATA_IPC), "auto");

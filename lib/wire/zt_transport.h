@@ -36,6 +36,12 @@ void zt_sock_destroy(zsock_t **sock_p);
  * backend's placement (ZT_HOST, ZT_HOSTS) when the endpoint is in it, else a
  * loopback address (and, to bind, a wildcard). */
 bool zt_data_ipc_twin(const char *endpoint, bool bind, char *out, size_t len);
+/* The folder of the ipc:// twins: ZT_IPC_DIR, else /tmp/ztrain-ipc-UID,
+ * made 0700 when missing. NULL (said once, as a warning) when it is not
+ * this user's own private directory (another user's, writable by others,
+ * a symbolic link): then no twin is used and same-host data goes over
+ * loopback TCP, so nobody else can put a socket where replicas connect. */
+const char *zt_ipc_dir(void);
 /* Whether a client connecting to endpoint reaches a server on this host
  * (ipc://, inproc://, or a loopback address with its twin): then the two
  * may share memory (zt_shm). */

@@ -12,6 +12,7 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 import unittest
 
 from ztest import BIN, Job, job_file, load_job, pool, tmpdir, wait_for, write
@@ -32,6 +33,10 @@ class Stranger:
         self.name = "ztx%d" % os.getpid()
         subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", self.name],
                        check=True, capture_output=True, timeout=30)
+
+    def sh(self, command):
+        return subprocess.run(["runuser", "-u", self.name, "--", "sh", "-c", command], capture_output=True,
+                              text=True, timeout=60)
 
     def run(self, *args, timeout=120):
         return subprocess.run(["runuser", "-u", self.name, "--", ATTACK] + list(args),
@@ -74,6 +79,19 @@ class StrangerAttacks(unittest.TestCase):
         wait_for(lambda: (load_job(job_dir) or {}).get("state") == "RUNNING", timeout=120, what="RUNNING")
         return job, job_dir
 
+    def attack_all(self, *runs):
+        """Every attack at once (as the stranger): their results, in order."""
+        out = [None] * len(runs)
+
+        def one(i):
+            out[i] = STRANGER.run(*runs[i])
+        threads = [threading.Thread(target=one, args=(i,)) for i in range(len(runs))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        return out
+
     def assertAllRefused(self, res):
         self.assertEqual(res.returncode, 0, res.stdout[-2000:] + res.stderr[-1000:])
         self.assertRegex(res.stdout, r"refused [1-9]\d*, accepted 0, unanswered 0")
@@ -82,14 +100,14 @@ class StrangerAttacks(unittest.TestCase):
         # a pull of 2^63-1 elements, pushes at 2^62 with a 4-byte frame,
         # every 0.3 s for 3 s, to both servers: each refused, no crash, no
         # restart, and the job trains on to SUCCEEDED
-        args = ["--hidden=64", "--epochs=5", "--log_every=100"]
+        args = ["--hidden=64", "--epochs=15", "--log_every=100"]
         job, job_dir = self.start([pool("ztrain-worker", 1, args), pool("ztrain-worker", 1, args),
                                    pool("ztrain-paramserver", 2)], "psattack")
         wait_for(lambda: re.search(r"workerpool0-0\[\d+\]: step \d+/", open(
             os.path.join(job_dir, "replica-logs", "workerpool0-0.log")).read()), timeout=120, what="training")
         servers = [replica(load_job(job_dir), "workerpool2-%d" % i) for i in range(2)]
-        for s in servers:
-            self.assertAllRefused(STRANGER.run("ps-ranges", tcp(s["address"]), "5"))
+        for res in self.attack_all(*[("ps-ranges", tcp(s["address"]), "5") for s in servers]):
+            self.assertAllRefused(res)
         self.assertEqual(job.wait(timeout=300), 0, job.err[-3000:])
         j = load_job(job_dir)
         self.assertEqual(j["state"], "SUCCEEDED")
@@ -107,8 +125,8 @@ class StrangerAttacks(unittest.TestCase):
         wait_for(lambda: re.search(r"workerpool0-0\[\d+\]: step \d+/", open(
             os.path.join(job_dir, "replica-logs", "workerpool0-0.log")).read()), timeout=120, what="training")
         reducers = [replica(load_job(job_dir), "workerpool2-%d" % i) for i in range(2)]
-        for r in reducers:
-            self.assertAllRefused(STRANGER.run("reducer-pieces", tcp(r["address"]), "5"))
+        for res in self.attack_all(*[("reducer-pieces", tcp(r["address"]), "5") for r in reducers]):
+            self.assertAllRefused(res)
         self.assertEqual(job.wait(timeout=300), 0, job.err[-3000:])
         j = load_job(job_dir)
         for r in reducers:
@@ -136,6 +154,43 @@ class StrangerAttacks(unittest.TestCase):
         finally:
             red.terminate()
             red.wait(timeout=30)
+
+
+class SquattedIpcFolder(unittest.TestCase):
+    def test_strangers_ipc_folder_is_not_used(self):
+        # the stranger makes the ipc folder first (as on a fresh host), open
+        # to all: the job's servers bind no socket there (the stranger could
+        # replace them), say why, and the job trains over loopback TCP
+        squat = "/tmp/ztx-squat-%d" % os.getpid()
+        made = STRANGER.sh("mkdir -m 0777 %s" % squat)
+        self.assertEqual(made.returncode, 0, made.stderr)
+        self.addCleanup(shutil.rmtree, squat, True)
+        args = ["--hidden=64", "--epochs=1", "--train_examples=10000", "--log_every=100"]
+        d = tmpdir("sec-")
+        job_dir = os.path.join(d, "job")
+        job = Job(self, job_file(d, "squat", [pool("ztrain-worker", 1, args), pool("ztrain-worker", 1, args),
+                                              pool("ztrain-paramserver", 2)]), job_dir,
+                  env=dict(FAST, ZT_IPC_DIR=squat))
+        self.assertEqual(job.wait(timeout=300), 0, job.err[-3000:])
+        self.assertEqual(os.listdir(squat), [])
+        text = job.out + job.err
+        self.assertRegex(text, r"the ipc folder %s \(ZT_IPC_DIR\) is owned by uid \d+, not by this user \(uid 0\): "
+                               r"it is not used" % re.escape(squat))
+        self.assertIn("this host, over loopback tcp", text)
+        self.assertNotIn("over an ipc socket", text)
+
+    def test_default_ipc_folder_is_private(self):
+        # without ZT_IPC_DIR: /tmp/ztrain-ipc-UID, this user's, mode 0700
+        args = ["--hidden=32", "--epochs=1", "--train_examples=3000"]
+        d = tmpdir("sec-")
+        env = dict(FAST)
+        job = Job(self, job_file(d, "private", [pool("ztrain-worker", 1, args), pool("ztrain-worker", 1, args),
+                                                pool("ztrain-paramserver", 1)]),
+                  os.path.join(d, "job"), env=env)
+        self.assertEqual(job.wait(timeout=300), 0, job.err[-3000:])
+        self.assertIn("over an ipc socket", job.out)
+        st = os.stat("/tmp/ztrain-ipc-%d" % os.geteuid())
+        self.assertEqual((st.st_uid, st.st_mode & 0o777), (os.geteuid(), 0o700))
 
 
 class JobsFolder(unittest.TestCase):
