@@ -971,6 +971,7 @@ static int s_cmd_status(s_args_t *a)
 
 int zt_cli_main(int argc, char **argv, const char *command)
 {
+    zt_private_files(); /* the job's folder, logs and checkpoints are the user's alone */
     zt_log_init("coordinator", 0);
     s_args_t a;
     if (s_parse(argc, argv, command, &a) < 0) {

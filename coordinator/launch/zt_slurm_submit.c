@@ -202,7 +202,7 @@ int zt_slurm_submit(const zt_plan_t *plan, const zt_slurm_alloc_t *alloc, const 
     }
     fputc('\n', f);
     fclose(f);
-    if (zt_write_file_atomic(script, text, len) != ZT_OK || chmod(script, 0755) != 0) {
+    if (zt_write_file_atomic(script, text, len) != ZT_OK || chmod(script, 0700) != 0) {
         snprintf(err, errlen, "cannot write %s: %s", script, strerror(errno));
         goto out;
     }

@@ -364,3 +364,8 @@ bool zt_stop_requested(void)
 {
     return atomic_load(&s_stop) || zsys_interrupted;
 }
+
+void zt_private_files(void)
+{
+    umask(077);
+}

@@ -51,5 +51,9 @@ bool zt_proc_alive(pid_t pid, uint64_t start_time);
 const char *zt_exe_dir(void);
 /* Last up-to max_bytes of a file, starting at a line boundary; heap string. */
 char *zt_file_tail(const char *path, size_t max_bytes);
+/* What this process creates is its user's alone (umask 077: folders 0700,
+ * files 0600): job folders, logs, job.json, checkpoints, the model.
+ * `ztrain` and every role set it first; replicas inherit it. */
+void zt_private_files(void);
 
 #endif

@@ -179,6 +179,7 @@ int zt_server_place(const char *binary, const char *usage, unsigned knob_roles, 
 
 void zt_role_log_init(const char *role, int index)
 {
+    zt_private_files();
     zt_log_init(role, index);
     int64_t pool, idx;
     if (zt_env_int(ZT_ENV_POOL, &pool) && zt_env_int(ZT_ENV_INDEX, &idx)) {

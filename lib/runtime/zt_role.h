@@ -69,8 +69,9 @@ int zt_server_place(const char *binary, const char *usage, unsigned knob_roles, 
  * coordinator when ZT_COORDINATOR is set (*rep_p, else NULL). 0, or -1 with
  * the reason logged. */
 int zt_server_start(const char *role, const zt_server_place_t *place, zt_replica_t **rep_p);
-/* zt_log_init, and the replica's name (workerpoolN-I) on every line when
- * the coordinator started this process (ZT_POOL, ZT_INDEX). */
+/* zt_private_files, zt_log_init, and the replica's name (workerpoolN-I)
+ * on every line when the coordinator started this process (ZT_POOL,
+ * ZT_INDEX). */
 void zt_role_log_init(const char *role, int index);
 /* Checks the knobs set in the environment; logs the first bad one and
  * returns false. Every role binary calls it before its work. */

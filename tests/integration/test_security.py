@@ -193,6 +193,37 @@ class SquattedIpcFolder(unittest.TestCase):
         self.assertEqual((st.st_uid, st.st_mode & 0o777), (os.geteuid(), 0o700))
 
 
+class PrivateOutputs(unittest.TestCase):
+    def test_stranger_reads_nothing(self):
+        # a job under a folder anyone may enter: every folder it makes is
+        # 0700 and every file 0600, and the stranger can read none of them
+        # (job.json, the logs, a checkpoint, the model)
+        top = "/tmp/ztx-jobs-%d" % os.getpid()
+        os.makedirs(top)
+        os.chmod(top, 0o755)
+        self.addCleanup(shutil.rmtree, top, True)
+        job_dir = os.path.join(top, "job")
+        args = ["--hidden=32", "--epochs=1", "--train_examples=6000", "--checkpoint_steps=20"]
+        d = tmpdir("sec-")
+        job = Job(self, job_file(d, "private", [pool("ztrain-worker", 1, args), pool("ztrain-worker", 1, args),
+                                                pool("ztrain-paramserver", 2)]), job_dir, env=FAST)
+        self.assertEqual(job.wait(timeout=300), 0, job.err[-3000:])
+        seen = 0
+        for root, dirs, files in os.walk(job_dir):
+            for name in dirs + files:
+                mode = os.lstat(os.path.join(root, name)).st_mode & 0o777
+                self.assertEqual(mode & 0o077, 0, "%s is mode %03o" % (os.path.join(root, name), mode))
+                seen += 1
+        self.assertEqual(os.stat(job_dir).st_mode & 0o777, 0o700)
+        self.assertGreater(seen, 10)
+        ckpt = sorted(os.listdir(os.path.join(job_dir, "checkpoints")))[-1]
+        for path in ("job.json", "replica-logs/workerpool0-0.log", "checkpoints/%s/manifest.json" % ckpt,
+                     "model"):
+            res = STRANGER.sh("cat %s/%s || ls %s/%s" % (job_dir, path, job_dir, path))
+            self.assertNotEqual(res.returncode, 0, path)
+            self.assertIn("Permission denied", res.stderr, path)
+
+
 class JobsFolder(unittest.TestCase):
     def test_display_name_stays_in_jobs_dir(self):
         d = tmpdir("sec-")
