@@ -39,7 +39,7 @@ int main(int argc, char **argv)
             zt_warn("cannot make %s: %s; no shard snapshots", dir, strerror(errno));
         free(dir);
     }
-    zt_ps_server_opts_t opts = { place.bind, place.index, place.count, place.checkpoint_dir, snap, snap_ms };
+    zt_ps_server_opts_t opts = { place.bind, place.index, place.count, place.checkpoint_dir, snap, snap_ms, rep };
     zt_ps_server_t *srv = zt_ps_server_new(&opts);
     if (!srv) {
         zt_replica_destroy(&rep);

@@ -10,6 +10,10 @@
 #include "base/zt_util.h"
 #include "ztrain/zt_error.h"
 #include "ztrain/zt_log.h"
+#include "ztrain/zt_knobs.h"
+#include "ztrain/zt_allreduce.h"
+#include "allreduce/zt_arlayout.h"
+#include "runtime/zt_role.h"
 #include <czmq.h>
 #include <errno.h>
 #include <jansson.h>
@@ -41,6 +45,8 @@ typedef struct {
 
 struct zt_ps_server_t {
     zt_ps_server_opts_t opts;  /* as given */
+    bool allow_nonfinite;      /* ZT_ALLOW_NONFINITE */
+    zt_refusals_t nonfinite;   /* pushes refused for NaN or infinity */
     zsock_t *router;           /* data plane */
     zt_bufpool_t *pool;        /* reply buffers */
     bool configured;           /* layout and optimizer known */
@@ -350,6 +356,7 @@ zt_ps_server_t *zt_ps_server_new(const zt_ps_server_opts_t *opts)
         return NULL;
     }
     self->pool = zt_bufpool_new();
+    self->allow_nonfinite = zt_knob_int(ZT_KNOB_ALLOW_NONFINITE) != 0;
     self->deferred = calloc(MAX_DEFERRED, sizeof *self->deferred);
     s_restore(self);
     s_snapshot_restore(self);
@@ -580,6 +587,15 @@ static void s_on_push(zt_ps_server_t *self, zmq_msg_t *id, const zt_msg_t *m, zm
         s_error(self, id, m->u.PS_PUSH.req, ZT_PS_BAD_PAYLOAD, why);
         return;
     }
+    if (!self->allow_nonfinite && !zt_all_finite(g, count, ZT_F32)) { /* nothing of it is applied */
+        char what[160];
+        snprintf(what, sizeof what, "a push of non-finite gradients (NaN or infinity) to [%lld, +%lld) from a "
+                 "sender claiming worker %d", (long long) off, (long long) count, m->index);
+        zt_role_refused(&self->nonfinite, self->opts.replica, "nonfinite_refused", what);
+        s_error(self, id, m->u.PS_PUSH.req, ZT_PS_BAD_PAYLOAD, "non-finite gradients (NaN or infinity) refused; "
+                "the step is not applied (ZT_ALLOW_NONFINITE=1 takes them)");
+        return;
+    }
     int rank = m->index >= 0 && m->index < MAX_WORKERS ? m->index : 0;
     if (self->progress[rank] < m->u.PS_PUSH.step + 1)
         self->progress[rank] = m->u.PS_PUSH.step + 1;
@@ -648,6 +664,7 @@ int zt_ps_server_run(zt_ps_server_t *self, bool (*should_stop)(void *), void *ar
         if (self->version != self->snap_version && self->opts.snapshot_ms > 0 &&
             zt_now_ms() - self->snap_ms >= self->opts.snapshot_ms)
             s_snapshot_write(self);
+        zt_role_refusals_flush(&self->nonfinite, self->opts.replica, "nonfinite_refused");
         if (zmq_poll(&item, 1, 100) <= 0)
             continue;
         for (int k = 0; k < 256; k++) {

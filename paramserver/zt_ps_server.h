@@ -11,6 +11,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "ztrain/zt_replica.h"
+
 typedef struct {
     const char *bind;          /* tcp://127.0.0.1:PORT */
     int index;                 /* this server */
@@ -20,6 +22,7 @@ typedef struct {
                                 * snapshot_ms while it changes and restored at
                                 * start when newer than the checkpoint (NULL: none) */
     int snapshot_ms;
+    zt_replica_t *replica;     /* reports refusals to the coordinator (NULL: none) */
 } zt_ps_server_opts_t;
 
 typedef struct zt_ps_server_t zt_ps_server_t;

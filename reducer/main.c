@@ -21,7 +21,7 @@ int main(int argc, char **argv)
     zt_replica_t *rep = NULL;
     if (zt_server_start("reducer", &place, &rep) != 0)
         return zt_exit_status(1);
-    zt_reducer_opts_t opts = { place.bind, place.index, place.count };
+    zt_reducer_opts_t opts = { place.bind, place.index, place.count, rep };
     zt_reducer_t *srv = zt_reducer_new(&opts);
     if (!srv) {
         zt_replica_destroy(&rep);

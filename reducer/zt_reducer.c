@@ -1,4 +1,5 @@
 #include "runtime/zt_env.h"
+#include "runtime/zt_role.h"
 #include "zt_reducer.h"
 #include "allreduce/zt_arlayout.h"
 #include "wire/zt_bufpool.h"
@@ -49,6 +50,8 @@ typedef struct {
 
 struct zt_reducer_t {
     zt_reducer_opts_t opts;
+    bool allow_nonfinite;      /* ZT_ALLOW_NONFINITE */
+    zt_refusals_t nonfinite;   /* pieces refused for NaN or infinity */
     zsock_t *router;
     zt_bufpool_t *pool;
     char *layout_text;         /* the agreed tensor list JSON */
@@ -237,6 +240,7 @@ zt_reducer_t *zt_reducer_new(const zt_reducer_opts_t *opts)
     }
     self->pool = zt_bufpool_new();
     self->warn_ms = zt_knob_int(ZT_KNOB_COLLECTIVE_WARN_MS);
+    self->allow_nonfinite = zt_knob_int(ZT_KNOB_ALLOW_NONFINITE) != 0;
     return self;
 }
 
@@ -485,24 +489,62 @@ static bool s_other_generation(zt_reducer_t *self, int rank, const zt_msg_AR_PIE
     return false;
 }
 
-/* Adds the parts of a piece not yet received from this worker. */
-static void s_accumulate(s_bucket_t *k, s_ranges_t *r, const zt_msg_AR_PIECE_t *p, const char *src, size_t es)
+/* The parts of [a, b) not in r (at most r->n + 1), without changing r. */
+static int s_ranges_missing(const s_ranges_t *r, int64_t a, int64_t b, s_iv_t *out)
+{
+    int nout = 0;
+    int64_t at = a;
+    for (int i = 0; i < r->n && at < b; i++) {
+        if (r->iv[i].b <= at)
+            continue;
+        if (r->iv[i].a >= b)
+            break;
+        if (r->iv[i].a > at)
+            out[nout++] = (s_iv_t) { at, r->iv[i].a };
+        at = r->iv[i].b;
+    }
+    if (at < b)
+        out[nout++] = (s_iv_t) { at, b };
+    return nout;
+}
+
+/* Elements checked and added at a time: 16 KiB of float32, so that the add
+ * reads what the check just read, from L1, and the pair costs the memory
+ * traffic of the add alone. */
+#define CHECK_BLOCK 4096
+
+/* Adds the parts of a piece not yet received from this worker, block by
+ * block, each block checked first for NaN and infinity unless allowed.
+ * false at the first non-finite block: what came before it is added and
+ * recorded (finite values), the rest is not. */
+static bool s_accumulate(s_bucket_t *k, s_ranges_t *r, const zt_msg_AR_PIECE_t *p, const char *src, size_t es,
+                         bool check)
 {
     s_iv_t fresh[64];
-    int nf = s_ranges_add(r, p->offset, p->offset + p->count, fresh);
+    int nf = s_ranges_missing(r, p->offset, p->offset + p->count, fresh);
     for (int i = 0; i < nf; i++) {
-        int64_t a = fresh[i].a, len = fresh[i].b - fresh[i].a;
-        const char *s = src + (a - p->offset) * (int64_t) es;
-        float *acc = k->acc + (a - k->lo);
-        if (k->dtype == ZT_F32)
-            zt_ar_add(acc, s, len, ZT_F32);
-        else
-            for (int64_t j = 0; j < len; j++) {
-                uint16_t h;
-                memcpy(&h, s + 2 * j, 2);
-                acc[j] += k->dtype == ZT_F16 ? zt_f16_to_f32(h) : zt_bf16_to_f32(h);
+        for (int64_t a = fresh[i].a; a < fresh[i].b; a += CHECK_BLOCK) {
+            int64_t len = fresh[i].b - a < CHECK_BLOCK ? fresh[i].b - a : CHECK_BLOCK;
+            const char *s = src + (a - p->offset) * (int64_t) es;
+            if (check && !zt_all_finite(s, len, k->dtype)) {
+                if (a > fresh[i].a)
+                    s_ranges_add(r, fresh[i].a, a, fresh); /* (fresh is not read again) */
+                return false;
             }
+            float *acc = k->acc + (a - k->lo);
+            if (k->dtype == ZT_F32)
+                zt_ar_add(acc, s, len, ZT_F32);
+            else
+                for (int64_t j = 0; j < len; j++) {
+                    uint16_t h;
+                    memcpy(&h, s + 2 * j, 2);
+                    acc[j] += k->dtype == ZT_F16 ? zt_f16_to_f32(h) : zt_bf16_to_f32(h);
+                }
+        }
+        s_iv_t unused[64];
+        s_ranges_add(r, fresh[i].a, fresh[i].b, unused);
     }
+    return true;
 }
 
 /* Sends the sum of every block the piece touched that every worker has now
@@ -538,6 +580,18 @@ static void s_send_complete_blocks(zt_reducer_t *self, int rank, const zt_msg_AR
     }
 }
 
+/* A piece holding NaN or infinity: refused (counted, logged, the sender told). */
+static void s_refuse_nonfinite(zt_reducer_t *self, int rank, const zt_msg_AR_PIECE_t *p)
+{
+    char what[512], who[300];
+    zt_env_describe_rank(rank, who, sizeof who);
+    snprintf(what, sizeof what, "a piece of non-finite values (NaN or infinity) for bucket %lld from a sender "
+             "claiming to be %s (rank %d)", (long long) p->bucket, who, rank);
+    zt_role_refused(&self->nonfinite, self->opts.replica, "nonfinite_refused", what);
+    s_error(self, rank, -1, ZT_PS_BAD_PAYLOAD, "non-finite gradients (NaN or infinity) refused; the round "
+            "cannot complete with them (ZT_ALLOW_NONFINITE=1 takes them)");
+}
+
 /* AR_PIECE: checked, added to the bucket's sums, and the blocks it
  * completes sent back to every worker. */
 static void s_on_piece(zt_reducer_t *self, int rank, const zt_msg_t *m, zmq_msg_t *payload)
@@ -566,6 +620,10 @@ static void s_on_piece(zt_reducer_t *self, int rank, const zt_msg_t *m, zmq_msg_
         s_error(self, rank, -1, ZT_PS_BAD_PAYLOAD, why);
         return;
     }
+    if (k->gen >= 0 && p->gen != k->gen && !self->allow_nonfinite && !zt_all_finite(src, p->count, k->dtype)) {
+        s_refuse_nonfinite(self, rank, p); /* off the summing path: checked whole */
+        return;
+    }
     if (s_other_generation(self, rank, p, k))
         return;
     if (!k->started_ms)
@@ -574,7 +632,8 @@ static void s_on_piece(zt_reducer_t *self, int rank, const zt_msg_t *m, zmq_msg_
         zt_warn("bucket %lld: too many separate pieces from worker %d", (long long) p->bucket, rank);
         return;
     }
-    s_accumulate(k, &k->from[rank], p, src, es);
+    if (!s_accumulate(k, &k->from[rank], p, src, es, !self->allow_nonfinite))
+        s_refuse_nonfinite(self, rank, p); /* its finite blocks before that were added */
     s_send_complete_blocks(self, rank, p, k, es);
 }
 
@@ -677,6 +736,7 @@ int zt_reducer_run(zt_reducer_t *self, bool (*should_stop)(void *), void *arg)
     zmq_pollitem_t item = { zs, 0, ZMQ_POLLIN, 0 };
     while (!(should_stop && should_stop(arg))) {
         s_check_slow(self);
+        zt_role_refusals_flush(&self->nonfinite, self->opts.replica, "nonfinite_refused");
         if (zmq_poll(&item, 1, 100) <= 0)
             continue;
         for (int k = 0; k < 256; k++) {

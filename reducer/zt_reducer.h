@@ -8,10 +8,13 @@
 #define ZT_REDUCER_H
 #include <stdbool.h>
 
+#include "ztrain/zt_replica.h"
+
 typedef struct {
     const char *bind;          /* tcp://127.0.0.1:PORT */
     int index;                 /* r */
     int reducers;              /* R */
+    zt_replica_t *replica;     /* reports refusals to the coordinator (NULL: none) */
 } zt_reducer_opts_t;
 
 typedef struct zt_reducer_t zt_reducer_t;

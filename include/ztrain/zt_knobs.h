@@ -57,6 +57,8 @@ extern "C" {
       "an all-reduce step that waits this long for a peer fails the worker, as the system's failure (ms)") \
     X(REJOIN_TIMEOUT_MS,   "ZT_REJOIN_TIMEOUT_MS",   "10000", "int", ZT_FOR_WORKER,                     \
       "a restarted synchronous trainer waits this long for each live peer's state before trying the next (ms); none answers: the group restarts from the newest checkpoint") \
+    X(ALLOW_NONFINITE,     "ZT_ALLOW_NONFINITE",     "0", "int", ZT_FOR_PS|ZT_FOR_REDUCER,             \
+      "1: parameter servers and reducers take NaN or infinite gradients; 0: they refuse them (the push or piece is not applied, the sender is told why and named in the log, and the count is the server's nonfinite_refused metric in job.json)") \
     X(FUSION_THRESHOLD,    "ZT_FUSION_THRESHOLD",    "", "int", ZT_FOR_WORKER,                          \
       "all-reduce bucket size in bytes (else HOROVOD_FUSION_THRESHOLD, else ZT_BUCKET_CAP_MB, else 1 MiB)") \
     X(HOROVOD_FUSION_THRESHOLD, "HOROVOD_FUSION_THRESHOLD", "", "int", ZT_FOR_WORKER,                 \

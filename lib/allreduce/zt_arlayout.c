@@ -133,6 +133,26 @@ void zt_ar_add(void *dst, const void *src, int64_t n, int dtype)
     }
 }
 
+typedef uint32_t __attribute__((may_alias, aligned(1))) s_u32_t;
+typedef uint16_t __attribute__((may_alias, aligned(1))) s_u16_t;
+
+__attribute__((optimize("O3")))
+bool zt_all_finite(const void *src, int64_t n, int dtype)
+{
+    if (dtype == ZT_F32) {
+        const s_u32_t *u = src;
+        uint32_t bad = 0;
+        for (int64_t i = 0; i < n; i++)
+            bad |= (uint32_t) ((u[i] & 0x7f800000u) == 0x7f800000u);
+        return !bad;
+    }
+    const s_u16_t *h = src;
+    uint16_t mask = dtype == ZT_F16 ? 0x7c00 : 0x7f80, bad = 0;
+    for (int64_t i = 0; i < n; i++)
+        bad |= (uint16_t) ((h[i] & mask) == mask);
+    return !bad;
+}
+
 static void s_shape(json_t *t, char *buf, size_t size)
 {
     size_t len = (size_t) snprintf(buf, size, "[");

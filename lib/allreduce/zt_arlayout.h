@@ -7,6 +7,7 @@
 #ifndef ZT_ARLAYOUT_H
 #define ZT_ARLAYOUT_H
 #include <jansson.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 typedef struct {
@@ -51,6 +52,10 @@ const char *zt_dtype_name(int dtype);
 /* dst[i] += src[i] for n elements of dtype (f16/bf16 through float32);
  * src may be unaligned. */
 void zt_ar_add(void *dst, const void *src, int64_t n, int dtype);
+/* Whether all n elements of dtype (ZT_F32, ZT_F16, ZT_BF16) are finite (no
+ * NaN, no infinity): an OR over the exponent bits, vectorised, a fraction
+ * of the pass that then adds or applies them. src needs no alignment. */
+bool zt_all_finite(const void *src, int64_t n, int dtype);
 /* Describes the first difference between two tensor lists into buf. */
 void zt_ar_describe_mismatch(json_t *mine, int my_rank, json_t *theirs, int their_rank, char *buf,
                              size_t size);

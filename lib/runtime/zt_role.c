@@ -198,6 +198,30 @@ bool zt_role_knobs_ok(void)
     return false;
 }
 
+void zt_role_refused(zt_refusals_t *r, zt_replica_t *rep, const char *metric, const char *what)
+{
+    int64_t now = zt_now_ms();
+    r->total++;
+    r->unlogged++;
+    if (!r->logged_ms || now - r->logged_ms >= 5000) {
+        zt_warn("refused %s (%lld such since the last line, %lld in all)", what, (long long) r->unlogged,
+                (long long) r->total);
+        r->unlogged = 0;
+        r->logged_ms = now;
+    }
+    zt_role_refusals_flush(r, rep, metric);
+}
+
+void zt_role_refusals_flush(zt_refusals_t *r, zt_replica_t *rep, const char *metric)
+{
+    int64_t now = zt_now_ms();
+    if (rep && r->total != r->reported && (!r->reported_ms || now - r->reported_ms >= 1000)) {
+        zt_replica_report_metric(rep, metric, (double) r->total, 0);
+        r->reported = r->total;
+        r->reported_ms = now;
+    }
+}
+
 bool zt_role_stop_requested(void *replica)
 {
     (void) replica; /* SHUTDOWN sets the process-wide stop */

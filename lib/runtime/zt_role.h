@@ -76,6 +76,17 @@ void zt_role_log_init(const char *role, int index);
 /* Checks the knobs set in the environment; logs the first bad one and
  * returns false. Every role binary calls it before its work. */
 bool zt_role_knobs_ok(void);
+/* Messages a server refused, of one kind (non-finite gradients, ...):
+ * zt_role_refused counts one, logs at most once per 5 s with the count
+ * since (so a flood costs no log), and reports the total to the coordinator
+ * as metric `metric` at most once a second (rep may be NULL). */
+typedef struct {
+    int64_t total, unlogged, logged_ms, reported, reported_ms;
+} zt_refusals_t;
+void zt_role_refused(zt_refusals_t *r, zt_replica_t *rep, const char *metric, const char *what);
+/* Reports a total not reported yet, once a second has passed: servers call
+ * it from their loops, so the last of a burst reaches job.json too. */
+void zt_role_refusals_flush(zt_refusals_t *r, zt_replica_t *rep, const char *metric);
 /* True on SIGINT/SIGTERM or when the coordinator asked replica (may be NULL) to stop. */
 bool zt_role_stop_requested(void *replica);
 

@@ -135,6 +135,41 @@ class StrangerAttacks(unittest.TestCase):
         self.assertEqual(len(h), 2, job.out[-2000:])
         self.assertEqual(len(set(h.values())), 1, h)
 
+    def test_parameter_server_nan(self):
+        # NaN and infinite gradients pushed to a server of a running async
+        # job: refused, counted in job.json, and the model is not poisoned
+        args = ["--hidden=64", "--epochs=15", "--log_every=100"]
+        job, job_dir = self.start([pool("ztrain-worker", 1, args), pool("ztrain-worker", 1, args),
+                                   pool("ztrain-paramserver", 2)], "psnan")
+        wait_for(lambda: re.search(r"workerpool0-0\[\d+\]: step \d+/", open(
+            os.path.join(job_dir, "replica-logs", "workerpool0-0.log")).read()), timeout=120, what="training")
+        server = replica(load_job(job_dir), "workerpool2-0")
+        res = STRANGER.run("ps-nan", tcp(server["address"]), "5")
+        self.assertAllRefused(res)
+        self.assertEqual(res.stdout.count("non-finite gradients (NaN or infinity) refused"), 10, res.stdout)
+        self.assertEqual(job.wait(timeout=300), 0, job.err[-3000:])
+        j = load_job(job_dir)
+        self.assertEqual(j["metrics"]["workerpool2-0"]["nonfinite_refused"]["value"], 10)
+        self.assertGreater(j["metrics"]["workerpool0-0"]["accuracy"]["value"], 0.75)
+        self.assertRegex(job.out, r"workerpool2-0\[\d+\]: refused a push of non-finite gradients")
+
+    def test_reducer_nan(self):
+        # NaN and infinite pieces to a reducer of a running sync job: refused,
+        # counted, and the workers' weights stay equal and finite
+        args = ["--hidden=64", "--epochs=6", "--log_every=100"]
+        job, job_dir = self.start([pool("ztrain-worker", 1, args), pool("ztrain-worker", 1, args),
+                                   pool("ztrain-reducer", 2)], "rednan")
+        wait_for(lambda: re.search(r"workerpool0-0\[\d+\]: step \d+/", open(
+            os.path.join(job_dir, "replica-logs", "workerpool0-0.log")).read()), timeout=120, what="training")
+        red = replica(load_job(job_dir), "workerpool2-0")
+        self.assertAllRefused(STRANGER.run("reducer-nan", tcp(red["address"]), "5"))
+        self.assertEqual(job.wait(timeout=300), 0, job.err[-3000:])
+        j = load_job(job_dir)
+        self.assertEqual(j["metrics"]["workerpool2-0"]["nonfinite_refused"]["value"], 10)
+        self.assertGreater(j["metrics"]["workerpool0-0"]["accuracy"]["value"], 0.75)
+        h = hashes(job.out)
+        self.assertEqual(len(set(h.values())), 1, h)
+
     def test_reducer_layout_too_large(self):
         # a fresh reducer (no job has configured it) told of a tensor of 2^40
         # elements, and of one whose shape's product overflows: refused

@@ -6,9 +6,12 @@
  *
  *   zt_attack ps-ranges ENDPOINT ROUNDS     overflowing pulls and pushes
  *   zt_attack reducer-layout ENDPOINT       oversized layouts (to a fresh reducer)
- *   zt_attack reducer-pieces ENDPOINT ROUNDS  overflowing pieces */
+ *   zt_attack reducer-pieces ENDPOINT ROUNDS  overflowing pieces
+ *   zt_attack ps-nan ENDPOINT ROUNDS        NaN and infinite gradients at the shard's start
+ *   zt_attack reducer-nan ENDPOINT ROUNDS   NaN pieces at the chunk's start */
 #include "wire/zt_msg.h"
 #include "ztrain/zt_error.h"
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -100,6 +103,31 @@ static void s_reducer_pieces(zsock_t *d, int rounds)
     }
 }
 
+/* 16 gradients, one of them NaN or infinite, at element 0 (the first
+ * server's shard and the first reducer's chunk start there). */
+static void s_nan(zsock_t *d, bool reducer, int rounds)
+{
+    float g[16];
+    for (int k = 0; k < rounds; k++) {
+        for (int v = 0; v < 2; v++) {
+            for (int i = 0; i < 16; i++)
+                g[i] = 0.5f;
+            g[3 + v] = v ? __builtin_inff() : __builtin_nanf("");
+            zt_msg_t m = { .pool = 1, .index = 0 };
+            if (reducer) {
+                m.type = ZT_MSG_AR_PIECE;
+                m.u.AR_PIECE = (zt_msg_AR_PIECE_t) { .bucket = 0, .gen = 0, .offset = 0, .count = 16 };
+            }
+            else {
+                m.type = ZT_MSG_PS_PUSH;
+                m.u.PS_PUSH = (zt_msg_PS_PUSH_t) { .req = 3, .offset = 0, .count = 16 };
+            }
+            s_try(d, v ? "infinity" : "nan", &m, g, sizeof g);
+        }
+        zclock_sleep(200);
+    }
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 3) {
@@ -114,6 +142,8 @@ int main(int argc, char **argv)
     zsock_set_linger(d, 0);
     if (!strcmp(argv[1], "ps-ranges"))
         s_ps_ranges(d, argc > 3 ? atoi(argv[3]) : 1);
+    else if (!strcmp(argv[1], "ps-nan") || !strcmp(argv[1], "reducer-nan"))
+        s_nan(d, argv[1][0] == 'r', argc > 3 ? atoi(argv[3]) : 1);
     else if (!strcmp(argv[1], "reducer-layout"))
         s_reducer_layout(d);
     else if (!strcmp(argv[1], "reducer-pieces"))
