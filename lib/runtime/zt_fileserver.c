@@ -8,7 +8,10 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/openat2.h>
+#include <stdbool.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #define CHUNK (1 << 20)
@@ -21,17 +24,59 @@ struct zt_fileserver_t {
     int nroots;
 };
 
-/* Local path for "root/rel", or NULL if refused. */
-static char *s_resolve(zt_fileserver_t *self, const char *path)
+/* "root/rel": the root's directory and rel, or false if refused. */
+static bool s_resolve(zt_fileserver_t *self, const char *path, const char **dir, const char **rel)
 {
     if (path[0] == '/' || strstr(path, ".."))
-        return NULL;
+        return false;
     for (int i = 0; i < self->nroots; i++) {
         size_t n = strlen(self->roots[i][0]);
-        if (!strncmp(path, self->roots[i][0], n) && path[n] == '/')
-            return zt_strdupf("%s/%s", self->roots[i][1], path + n + 1);
+        if (!strncmp(path, self->roots[i][0], n) && path[n] == '/' && path[n + 1]) {
+            *dir = self->roots[i][1];
+            *rel = path + n + 1;
+            return true;
+        }
     }
-    return NULL;
+    return false;
+}
+
+/* Opens rel beneath dir, following no symbolic link on the way (openat2
+ * with RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS; on a kernel without it, one
+ * component at a time with O_NOFOLLOW), and only a regular file. -1 with
+ * errno: ELOOP for a link, EXDEV for an escape, EISDIR/EINVAL for not a
+ * plain file. */
+static int s_open_beneath(const char *dir, const char *rel)
+{
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0)
+        return -1;
+    struct open_how how = { .flags = O_RDONLY | O_CLOEXEC | O_NOFOLLOW,
+                            .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS };
+    int fd = (int) syscall(SYS_openat2, dfd, rel, &how, sizeof how);
+    if (fd < 0 && errno == ENOSYS) { /* before Linux 5.6 */
+        char *copy = strdup(rel), *save = NULL, *next;
+        int at = dup(dfd);
+        char *part = strtok_r(copy, "/", &save);
+        while (part && at >= 0) {
+            next = strtok_r(NULL, "/", &save);
+            int f = openat(at, part, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | (next ? O_DIRECTORY : 0));
+            close(at);
+            at = f;
+            part = next;
+        }
+        free(copy);
+        fd = at;
+    }
+    int saved = errno;
+    close(dfd);
+    struct stat st;
+    if (fd >= 0 && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))) {
+        close(fd);
+        fd = -1;
+        saved = EINVAL;
+    }
+    errno = saved;
+    return fd;
 }
 
 static void s_actor(zsock_t *pipe, void *arg)
@@ -64,11 +109,12 @@ static void s_actor(zsock_t *pipe, void *arg)
             zt_msg_t r = { .type = ZT_MSG_FILE_DATA };
             r.u.FILE_DATA.req = m.u.FILE_GET.req;
             r.u.FILE_DATA.offset = m.u.FILE_GET.offset;
-            char *local = s_resolve(self, m.u.FILE_GET.path);
-            int fd = local ? open(local, O_RDONLY | O_CLOEXEC) : -1;
+            const char *dir = NULL, *rel = NULL;
+            bool named = s_resolve(self, m.u.FILE_GET.path, &dir, &rel);
+            int fd = named ? s_open_beneath(dir, rel) : -1;
             ssize_t n = 0;
-            if (!local)
-                r.u.FILE_DATA.code = ZT_FILE_DENIED;
+            if (!named || (fd < 0 && errno != ENOENT && errno != ENOTDIR))
+                r.u.FILE_DATA.code = ZT_FILE_DENIED; /* a link, an escape, not a plain file */
             else if (fd < 0)
                 r.u.FILE_DATA.code = ZT_FILE_NOT_FOUND;
             else {
@@ -83,7 +129,6 @@ static void s_actor(zsock_t *pipe, void *arg)
             }
             if (fd >= 0)
                 close(fd);
-            free(local);
             zframe_t *h = zt_msg_encode(&r);
             zframe_send(&id, router, ZFRAME_MORE);
             zframe_send(&h, router, ZFRAME_MORE);

@@ -1,7 +1,9 @@
 /* zt_fileserver: serves files under named roots over ZeroMQ, in chunks
  * (FILE_GET -> FILE_DATA + bytes), so an evaluator can pull checkpoints
  * without a shared filesystem. Paths are "ROOTNAME/relative/path"; absolute
- * paths and ".." are refused. Runs on its own thread. The endpoint may
+ * paths and ".." are refused, and a file is opened beneath its root without
+ * following any symbolic link, and only when it is a plain file (a link
+ * planted in a served folder serves nothing). Runs on its own thread. The endpoint may
  * ask for an ephemeral port ("tcp://127.0.0.1:*"). */
 #ifndef ZT_FILESERVER_H
 #define ZT_FILESERVER_H

@@ -191,6 +191,57 @@ class StrangerAttacks(unittest.TestCase):
             red.wait(timeout=30)
 
 
+def listening_ports(pid):
+    """The TCP ports process pid listens on (its sockets in /proc/net/tcp)."""
+    inodes = set()
+    for fd in os.listdir("/proc/%d/fd" % pid):
+        try:
+            link = os.readlink("/proc/%d/fd/%s" % (pid, fd))
+        except OSError:
+            continue
+        if link.startswith("socket:["):
+            inodes.add(link[8:-1])
+    ports = []
+    with open("/proc/%d/net/tcp" % pid) as f:
+        for line in f.read().splitlines()[1:]:
+            cols = line.split()
+            if cols[3] == "0A" and cols[9] in inodes:  # LISTEN
+                ports.append(int(cols[1].split(":")[1], 16))
+    return ports
+
+
+class FileServer(unittest.TestCase):
+    def test_links_in_served_folders_serve_nothing(self):
+        # links planted in the chief's checkpoint folder (to /etc/shadow, to
+        # a folder outside) are not followed: the stranger asking the chief's
+        # file server for them is refused, as for ".." and absolute paths
+        # (the evaluators' fetches of plain files are tested with the sync
+        # example)
+        args = ["--hidden=32", "--epochs=30", "--train_examples=3000", "--checkpoint_steps=20"]
+        d = tmpdir("sec-")
+        job_dir = os.path.join(d, "job")
+        job = Job(self, job_file(d, "links", [pool("ztrain-worker", 1, args), pool("ztrain-worker", 1, args),
+                                              pool("ztrain-paramserver", 1)]), job_dir, env=FAST)
+        ck = os.path.join(job_dir, "checkpoints")
+        wait_for(lambda: os.path.isdir(ck) and any(n.startswith("ckpt-") for n in os.listdir(ck)), timeout=120,
+                 what="a checkpoint")
+        os.symlink("/etc/shadow", os.path.join(ck, "shadow"))
+        outside = os.path.join(d, "outside")
+        os.makedirs(outside)
+        write(outside, "secret.txt", "secret")
+        os.symlink(outside, os.path.join(ck, "out"))
+        chief = replica(load_job(job_dir), "workerpool0-0")
+        ports = listening_ports(chief["pid"])
+        self.assertEqual(len(ports), 1, ports)  # its file server
+        ep = "tcp://127.0.0.1:%d" % ports[0]
+        res = STRANGER.run("file-get", ep, "checkpoints/shadow", "checkpoints/out/secret.txt",
+                           "checkpoints/../job.json", "/etc/passwd")
+        self.assertEqual(res.returncode, 0, res.stdout + res.stderr)
+        self.assertEqual(res.stdout.count("refused: denied"), 4, res.stdout)
+        job.proc.terminate()
+        job.wait(timeout=120)
+
+
 class SquattedIpcFolder(unittest.TestCase):
     def test_strangers_ipc_folder_is_not_used(self):
         # the stranger makes the ipc folder first (as on a fresh host), open

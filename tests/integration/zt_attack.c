@@ -8,7 +8,8 @@
  *   zt_attack reducer-layout ENDPOINT       oversized layouts (to a fresh reducer)
  *   zt_attack reducer-pieces ENDPOINT ROUNDS  overflowing pieces
  *   zt_attack ps-nan ENDPOINT ROUNDS        NaN and infinite gradients at the shard's start
- *   zt_attack reducer-nan ENDPOINT ROUNDS   NaN pieces at the chunk's start */
+ *   zt_attack reducer-nan ENDPOINT ROUNDS   NaN pieces at the chunk's start
+ *   zt_attack file-get ENDPOINT PATH...     files from a file server (the chief's) */
 #include "wire/zt_msg.h"
 #include "ztrain/zt_error.h"
 #include <stdbool.h>
@@ -128,6 +129,36 @@ static void s_nan(zsock_t *d, bool reducer, int rounds)
     }
 }
 
+/* FILE_GET of each path: refused (denied, not found) or served. */
+static void s_file_get(zsock_t *d, char **paths, int n)
+{
+    for (int i = 0; i < n; i++) {
+        zt_msg_t m = { .type = ZT_MSG_FILE_GET, .pool = 3, .index = 0 };
+        m.u.FILE_GET = (zt_msg_FILE_GET_t) { .req = i + 1, .offset = 0, .length = 4096 };
+        zt_msg_set_str(m.u.FILE_GET.path, paths[i]);
+        zframe_t *h = zt_msg_encode(&m);
+        zframe_send(&h, d, 0);
+        zmsg_t *reply = zmsg_recv(d);
+        if (!reply) {
+            printf("%s: no answer\n", paths[i]);
+            s_silent++;
+            continue;
+        }
+        zframe_t *rh = zmsg_first(reply);
+        zt_msg_t r;
+        if (zt_msg_decode(zframe_data(rh), zframe_size(rh), &r, NULL) == ZT_OK && r.type == ZT_MSG_FILE_DATA &&
+            r.u.FILE_DATA.code != 0) {
+            printf("%s: refused: %s\n", paths[i], r.u.FILE_DATA.code == ZT_FILE_DENIED ? "denied" : "not found");
+            s_refused++;
+        }
+        else {
+            printf("%s: served (%lld bytes)\n", paths[i], (long long) r.u.FILE_DATA.size);
+            s_accepted++;
+        }
+        zmsg_destroy(&reply);
+    }
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 3) {
@@ -144,6 +175,8 @@ int main(int argc, char **argv)
         s_ps_ranges(d, argc > 3 ? atoi(argv[3]) : 1);
     else if (!strcmp(argv[1], "ps-nan") || !strcmp(argv[1], "reducer-nan"))
         s_nan(d, argv[1][0] == 'r', argc > 3 ? atoi(argv[3]) : 1);
+    else if (!strcmp(argv[1], "file-get"))
+        s_file_get(d, argv + 3, argc - 3);
     else if (!strcmp(argv[1], "reducer-layout"))
         s_reducer_layout(d);
     else if (!strcmp(argv[1], "reducer-pieces"))
