@@ -161,11 +161,19 @@ const void *zt_shm_peer(const char *name, int64_t off, int64_t len, char *err, s
         }
         char path[128];
         snprintf(path, sizeof path, SHM_DIR "/%s", name);
-        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        /* never through a link, only a plain file of this user's: another
+         * user's file (or a link to one this process may read) is refused */
+        int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
         struct stat st;
-        if (fd < 0 || fstat(fd, &st) < 0 || st.st_size <= 0 || s_nmaps == MAX_PEER_MAPS) {
-            snprintf(err, errsize, "shared memory %s: %s", path,
-                     fd < 0 ? strerror(errno) : s_nmaps == MAX_PEER_MAPS ? "too many regions" : "empty");
+        bool stat_ok = fd >= 0 && fstat(fd, &st) == 0;
+        const char *bad = fd < 0 ? (errno == ELOOP ? "a symbolic link, refused" : strerror(errno))
+                          : !stat_ok ? strerror(errno)
+                          : !S_ISREG(st.st_mode) ? "not a plain file, refused"
+                          : st.st_uid != geteuid() ? "owned by another user, refused"
+                          : st.st_size <= 0 ? "empty"
+                          : s_nmaps == MAX_PEER_MAPS ? "too many regions" : NULL;
+        if (bad) {
+            snprintf(err, errsize, "shared memory %s: %s", path, bad);
             if (fd >= 0)
                 close(fd);
             pthread_mutex_unlock(&s_maps_lock);

@@ -170,6 +170,31 @@ class StrangerAttacks(unittest.TestCase):
         h = hashes(job.out)
         self.assertEqual(len(set(h.values())), 1, h)
 
+    def test_shared_memory_of_strangers(self):
+        # the stranger makes "regions" in /dev/shm: a link to /etc/shadow
+        # (which the root-run server could read) and a plain file of its
+        # own; pushes that say their bytes lie there are refused, and the
+        # server maps neither
+        args = ["--hidden=64", "--epochs=15", "--log_every=100"]
+        job, job_dir = self.start([pool("ztrain-worker", 1, args), pool("ztrain-worker", 1, args),
+                                   pool("ztrain-paramserver", 2)], "shmattack")
+        wait_for(lambda: re.search(r"workerpool0-0\[\d+\]: step \d+/", open(
+            os.path.join(job_dir, "replica-logs", "workerpool0-0.log")).read()), timeout=120, what="training")
+        link, own = "ztrain-evil-%d-1" % os.getpid(), "ztrain-evil-%d-2" % os.getpid()
+        made = STRANGER.sh("ln -s /etc/shadow /dev/shm/%s && head -c 65536 /dev/zero > /dev/shm/%s" % (link, own))
+        self.assertEqual(made.returncode, 0, made.stderr)
+        self.addCleanup(lambda: [os.unlink("/dev/shm/" + n) for n in (link, own) if os.path.lexists("/dev/shm/" + n)])
+        server = replica(load_job(job_dir), "workerpool2-0")
+        res = STRANGER.run("ps-shm", tcp(server["address"]), link, own)
+        self.assertAllRefused(res)
+        self.assertIn("a symbolic link, refused", res.stdout)
+        self.assertIn("owned by another user, refused", res.stdout)
+        with open("/proc/%d/maps" % server["pid"]) as f:
+            maps = f.read()
+        self.assertNotIn("ztrain-evil", maps)
+        self.assertNotIn("/etc/shadow", maps)
+        self.assertEqual(job.wait(timeout=300), 0, job.err[-3000:])
+
     def test_reducer_layout_too_large(self):
         # a fresh reducer (no job has configured it) told of a tensor of 2^40
         # elements, and of one whose shape's product overflows: refused

@@ -9,7 +9,8 @@
  *   zt_attack reducer-pieces ENDPOINT ROUNDS  overflowing pieces
  *   zt_attack ps-nan ENDPOINT ROUNDS        NaN and infinite gradients at the shard's start
  *   zt_attack reducer-nan ENDPOINT ROUNDS   NaN pieces at the chunk's start
- *   zt_attack file-get ENDPOINT PATH...     files from a file server (the chief's) */
+ *   zt_attack file-get ENDPOINT PATH...     files from a file server (the chief's)
+ *   zt_attack ps-shm ENDPOINT REGION...     pushes whose bytes are "in" the named /dev/shm regions */
 #include "wire/zt_msg.h"
 #include "ztrain/zt_error.h"
 #include <stdbool.h>
@@ -159,6 +160,17 @@ static void s_file_get(zsock_t *d, char **paths, int n)
     }
 }
 
+/* A push of 4 values said to lie at offset 0 of each named region. */
+static void s_ps_shm(zsock_t *d, char **names, int n)
+{
+    for (int i = 0; i < n; i++) {
+        zt_msg_t m = { .type = ZT_MSG_PS_PUSH, .pool = 1, .index = 0 };
+        m.u.PS_PUSH = (zt_msg_PS_PUSH_t) { .req = 4, .offset = 0, .count = 4 };
+        zt_msg_set_str(m.u.PS_PUSH.shm, names[i]);
+        s_try(d, names[i], &m, NULL, 0);
+    }
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 3) {
@@ -175,6 +187,8 @@ int main(int argc, char **argv)
         s_ps_ranges(d, argc > 3 ? atoi(argv[3]) : 1);
     else if (!strcmp(argv[1], "ps-nan") || !strcmp(argv[1], "reducer-nan"))
         s_nan(d, argv[1][0] == 'r', argc > 3 ? atoi(argv[3]) : 1);
+    else if (!strcmp(argv[1], "ps-shm"))
+        s_ps_shm(d, argv + 3, argc - 3);
     else if (!strcmp(argv[1], "file-get"))
         s_file_get(d, argv + 3, argc - 3);
     else if (!strcmp(argv[1], "reducer-layout"))
