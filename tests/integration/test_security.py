@@ -193,6 +193,14 @@ class StrangerAttacks(unittest.TestCase):
             maps = f.read()
         self.assertNotIn("ztrain-evil", maps)
         self.assertNotIn("/etc/shadow", maps)
+        # the job's own regions (mapped by the server and the workers) cannot
+        # be shrunk under them by the stranger (a SIGBUS): they are 0600
+        mine = [n for n in os.listdir("/dev/shm") if n.startswith("ztrain-") and "evil" not in n]
+        self.assertTrue(mine)
+        for n in mine[:4]:
+            res = STRANGER.sh("truncate -s 0 /dev/shm/%s" % n)
+            self.assertNotEqual(res.returncode, 0, n)
+            self.assertIn("Permission denied", res.stderr)
         self.assertEqual(job.wait(timeout=300), 0, job.err[-3000:])
 
     def test_reducer_layout_too_large(self):
