@@ -2,6 +2,7 @@
 #include "launch/zt_clusterenv.h"
 #include "runtime/zt_env.h"
 #include "model/zt_ckpt.h"
+#include "runtime/zt_role.h"
 #include "wire/zt_msg.h"
 #include "wire/zt_transport.h"
 #include "base/zt_util.h"
@@ -74,6 +75,7 @@ struct zt_coord_t {
     zt_msg_t last_ckpt;         /* the newest CHECKPOINT notice, for late evaluators */
     json_t *error;              /* why the job failed or was cancelled */
     int job_retries;            /* whole-job retries so far */
+    zt_refusals_t drop_log[4];  /* dropped messages by reason: logged at most once per 5 s each */
     bool stopping;              /* stopping every replica */
     s_after_t after_stop;       /* what to do once all are down */
     zt_job_state_t final_state; /* for AFTER_FINISH */
@@ -760,8 +762,10 @@ static void s_on_register(zt_coord_t *self, s_rep_t *r, zframe_t *id, const zt_m
 static void s_on_checkpoint(zt_coord_t *self, s_rep_t *r, zt_msg_t *m)
 {
     if (!zt_ckpt_name_ok(m->u.CHECKPOINT.name)) { /* it becomes a path on the evaluators */
-        zt_warn("dropped a checkpoint notice from %s: '%.64s' is not a checkpoint's name "
-                "(checkpoints/ckpt-N or model/ckpt-N)", r->name, m->u.CHECKPOINT.name);
+        char what[200];
+        snprintf(what, sizeof what, "a checkpoint notice from %s: '%.64s' is not a checkpoint's name "
+                 "(checkpoints/ckpt-N or model/ckpt-N)", r->name, m->u.CHECKPOINT.name);
+        zt_role_refused(&self->drop_log[3], NULL, NULL, what);
         return;
     }
     char now[40];
@@ -840,7 +844,10 @@ static void s_on_message(zt_coord_t *self, zframe_t *id, zt_msg_t *m)
     s_rep_t *r = s_find_at(self, m->pool, m->index);
     if (!r) {
         self->unknown_senders++;
-        zt_warn("dropped %s from workerpool%d-%d: no such replica", zt_msg_type_name(m->type), m->pool, m->index);
+        char what[160];
+        snprintf(what, sizeof what, "%s from workerpool%d-%d: no such replica", zt_msg_type_name(m->type), m->pool,
+                 m->index);
+        zt_role_refused(&self->drop_log[0], NULL, NULL, what);
         return;
     }
     if (!r->handle) { /* sent before it ended (the job stopping, a restart): still queued */
@@ -853,7 +860,10 @@ static void s_on_message(zt_coord_t *self, zframe_t *id, zt_msg_t *m)
     }
     if (!r->registered || !zframe_eq(r->identity, id)) {
         self->unknown_senders++;
-        zt_warn("dropped %s from %s: not registered", zt_msg_type_name(m->type), r->name);
+        char what[160];
+        snprintf(what, sizeof what, "%s from %s: not registered (or from another identity)",
+                 zt_msg_type_name(m->type), r->name);
+        zt_role_refused(&self->drop_log[1], NULL, NULL, what);
         return;
     }
     switch (m->type) {
@@ -905,9 +915,11 @@ static void s_on_control(zt_coord_t *self)
         else {
             if (!body || zmsg_size(zm) != 0)
                 self->drops.malformed++;
-            zt_warn("dropped a malformed control message (%s); drops so far: %llu malformed, "
-                    "%llu wrong version", zt_strerror(rc), (unsigned long long) self->drops.malformed,
-                    (unsigned long long) self->drops.bad_version);
+            char what[200];
+            snprintf(what, sizeof what, "a malformed control message (%s); drops so far: %llu malformed, "
+                     "%llu wrong version", zt_strerror(rc), (unsigned long long) self->drops.malformed,
+                     (unsigned long long) self->drops.bad_version);
+            zt_role_refused(&self->drop_log[2], NULL, NULL, what);
         }
         zframe_destroy(&id);
         zframe_destroy(&body);

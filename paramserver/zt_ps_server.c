@@ -47,6 +47,7 @@ struct zt_ps_server_t {
     zt_ps_server_opts_t opts;  /* as given */
     bool allow_nonfinite;      /* ZT_ALLOW_NONFINITE */
     zt_refusals_t nonfinite;   /* pushes refused for NaN or infinity */
+    zt_refusals_t dropped;     /* malformed or foreign messages */
     zsock_t *router;           /* data plane */
     zt_bufpool_t *pool;        /* reply buffers */
     bool configured;           /* layout and optimizer known */
@@ -633,7 +634,7 @@ static void s_handle(zt_ps_server_t *self, zmq_msg_t *parts, int n)
     zt_msg_t m;
     if (n < 2 || zt_msg_decode(zmq_msg_data(&parts[1]), zmq_msg_size(&parts[1]), &m, NULL) != ZT_OK) {
         self->drops++;
-        zt_warn("dropped a malformed request (%llu so far)", (unsigned long long) self->drops);
+        zt_role_refused(&self->dropped, NULL, NULL, "a malformed request");
         return;
     }
     zmq_msg_t *id = &parts[0], *payload = n >= 3 ? &parts[2] : NULL;
@@ -652,7 +653,7 @@ static void s_handle(zt_ps_server_t *self, zmq_msg_t *parts, int n)
         break;
     default:
         self->drops++;
-        zt_warn("dropped %s: not a parameter-server request", zt_msg_type_name(m.type));
+        zt_role_refused(&self->dropped, NULL, NULL, "a message that is not a parameter-server request");
     }
 }
 

@@ -52,6 +52,7 @@ struct zt_reducer_t {
     zt_reducer_opts_t opts;
     bool allow_nonfinite;      /* ZT_ALLOW_NONFINITE */
     zt_refusals_t nonfinite;   /* pieces refused for NaN or infinity */
+    zt_refusals_t dropped;     /* malformed messages */
     zsock_t *router;
     zt_bufpool_t *pool;
     char *layout_text;         /* the agreed tensor list JSON */
@@ -766,7 +767,7 @@ int zt_reducer_run(zt_reducer_t *self, bool (*should_stop)(void *), void *arg)
                     zt_debug("ignored %s from worker %d", zt_msg_type_name(m.type), rank);
             }
             else
-                zt_warn("dropped a malformed message");
+                zt_role_refused(&self->dropped, NULL, NULL, "a malformed message");
             zt_msg_close_parts(parts, n);
         }
     }

@@ -215,7 +215,7 @@ void zt_role_refused(zt_refusals_t *r, zt_replica_t *rep, const char *metric, co
 void zt_role_refusals_flush(zt_refusals_t *r, zt_replica_t *rep, const char *metric)
 {
     int64_t now = zt_now_ms();
-    if (rep && r->total != r->reported && (!r->reported_ms || now - r->reported_ms >= 1000)) {
+    if (rep && metric && r->total != r->reported && (!r->reported_ms || now - r->reported_ms >= 1000)) {
         zt_replica_report_metric(rep, metric, (double) r->total, 0);
         r->reported = r->total;
         r->reported_ms = now;

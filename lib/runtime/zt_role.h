@@ -76,10 +76,11 @@ void zt_role_log_init(const char *role, int index);
 /* Checks the knobs set in the environment; logs the first bad one and
  * returns false. Every role binary calls it before its work. */
 bool zt_role_knobs_ok(void);
-/* Messages a server refused, of one kind (non-finite gradients, ...):
- * zt_role_refused counts one, logs at most once per 5 s with the count
- * since (so a flood costs no log), and reports the total to the coordinator
- * as metric `metric` at most once a second (rep may be NULL). */
+/* Messages refused or dropped, of one kind (non-finite gradients, a
+ * malformed message, ...): zt_role_refused counts one and logs "refused
+ * WHAT" at most once per 5 s with the count since (so a flood costs no
+ * log), and reports the total to the coordinator as metric `metric` at
+ * most once a second (rep or metric may be NULL: no report). */
 typedef struct {
     int64_t total, unlogged, logged_ms, reported, reported_ms;
 } zt_refusals_t;

@@ -251,6 +251,10 @@ class Supervision(unittest.TestCase):
         self.assertEqual(drops["badVersion"], 1)
         self.assertGreaterEqual(drops["unknownSender"], 1)
         self.assertEqual(j["state"], "SUCCEEDED")
+        # a flood costs no log: at most a line per reason per 5 s, with the count
+        self.assertGreaterEqual(drops["malformed"] + drops["badVersion"], 100)
+        lines = [l for l in job.err.splitlines() if "refused a malformed control message" in l]
+        self.assertTrue(1 <= len(lines) <= 2, lines)
 
     def test_status_command(self):
         path = spec(self.d, "status", [role_pool("ztrain-worker", args=["--run-seconds=0.5"])])
