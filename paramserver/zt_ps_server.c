@@ -164,6 +164,16 @@ static int s_configure(zt_ps_server_t *self, const char *text, bool init, char *
         json_decref(cfg);
         return ZT_EINVAL;
     }
+    int64_t lo, hi;
+    zt_shard_range(total, self->opts.servers, self->opts.index, &lo, &hi);
+    size_t phys = (size_t) sysconf(_SC_PHYS_PAGES) * (size_t) sysconf(_SC_PAGESIZE);
+    size_t need = (size_t) (hi - lo) * sizeof(float) * (size_t) (2 + zt_opt_state_arrays(opt.kind));
+    if (need > phys) { /* the config came from the network */
+        snprintf(err, errlen, "a shard of %lld elements needs %.1f GB, more than this machine's %.1f GB",
+                 (long long) (hi - lo), (double) need / 1e9, (double) phys / 1e9);
+        json_decref(cfg);
+        return ZT_EINVAL;
+    }
     s_free_state(self);
     self->opt = opt;
     self->sync = json_is_true(json_object_get(cfg, "sync"));
@@ -172,13 +182,23 @@ static int s_configure(zt_ps_server_t *self, const char *text, bool init, char *
         self->workers = 1;
     self->max_staleness = (int) json_integer_value(json_object_get(cfg, "max_staleness"));
     self->total = total;
-    zt_shard_range(total, self->opts.servers, self->opts.index, &self->lo, &self->hi);
+    self->lo = lo;
+    self->hi = hi;
     size_t n = (size_t) (self->hi - self->lo);
     self->values = malloc(n * sizeof(float) + 1);
     for (int a = 0; a < zt_opt_state_arrays(self->opt.kind); a++)
         self->state[a] = malloc(n * sizeof(float) + 1);
     if (self->sync)
         self->accum = calloc(n + 1, sizeof(float));
+    bool ok = self->values && (!self->sync || self->accum);
+    for (int a = 0; a < zt_opt_state_arrays(self->opt.kind); a++)
+        ok = ok && self->state[a];
+    if (!ok) {
+        snprintf(err, errlen, "out of memory for a shard of %zu elements", n);
+        s_free_state(self);
+        json_decref(cfg);
+        return ZT_ENOMEM;
+    }
     zt_opt_init_state(&self->opt, self->state, (int64_t) n);
     if (init) {
         uint64_t seed = (uint64_t) json_integer_value(json_object_get(cfg, "seed"));
@@ -188,6 +208,8 @@ static int s_configure(zt_ps_server_t *self, const char *text, bool init, char *
             int64_t off = json_integer_value(json_object_get(t, "offset"));
             int64_t cnt = json_integer_value(json_object_get(t, "numel"));
             float scale = (float) json_number_value(json_object_get(t, "scale"));
+            if (off < 0 || cnt < 0 || off > total || cnt > total - off)
+                continue; /* outside the model (no overflow for any inputs) */
             int64_t a = off > self->lo ? off : self->lo;
             int64_t b = off + cnt < self->hi ? off + cnt : self->hi;
             for (int64_t k = a; k < b; k++)
@@ -629,7 +651,7 @@ static void s_on_snapshot(zt_ps_server_t *self, zmq_msg_t *id, const zt_msg_t *m
 }
 
 /* One request: [identity, header, payload?]. Garbage is counted and dropped. */
-static void s_handle(zt_ps_server_t *self, zmq_msg_t *parts, int n)
+void zt_ps_server_handle(zt_ps_server_t *self, zmq_msg_t *parts, int n)
 {
     zt_msg_t m;
     if (n < 2 || zt_msg_decode(zmq_msg_data(&parts[1]), zmq_msg_size(&parts[1]), &m, NULL) != ZT_OK) {
@@ -673,7 +695,7 @@ int zt_ps_server_run(zt_ps_server_t *self, bool (*should_stop)(void *), void *ar
             int n = zt_msg_recv_parts(zs, parts, 4);
             if (n == 0)
                 break;
-            s_handle(self, parts, n);
+            zt_ps_server_handle(self, parts, n);
             zt_msg_close_parts(parts, n);
         }
     }

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "ztrain/zt_replica.h"
+#include <zmq.h>
 
 typedef struct {
     const char *bind;          /* tcp://127.0.0.1:PORT */
@@ -31,6 +32,10 @@ zt_ps_server_t *zt_ps_server_new(const zt_ps_server_opts_t *opts);
 void zt_ps_server_destroy(zt_ps_server_t **self_p);
 /* Serves until should_stop(arg) is true (checked every 100 ms). */
 int zt_ps_server_run(zt_ps_server_t *self, bool (*should_stop)(void *), void *arg);
+/* One request as the loop receives it: [identity, header, payload?]
+ * (the caller closes the parts); replies go out on the server's socket.
+ * The loop's own step, public for the handler fuzzer. */
+void zt_ps_server_handle(zt_ps_server_t *self, zmq_msg_t *parts, int n);
 /* Step of the checkpoint restored at start, or -1. */
 int64_t zt_ps_server_restored_step(zt_ps_server_t *self);
 
