@@ -731,6 +731,33 @@ static void s_check_slow(zt_reducer_t *self)
     }
 }
 
+void zt_reducer_handle(zt_reducer_t *self, zmq_msg_t *parts, int n)
+{
+    zt_msg_t m;
+    if (n < 2 || zt_msg_decode(zmq_msg_data(&parts[1]), zmq_msg_size(&parts[1]), &m, NULL) != ZT_OK ||
+        m.index < 0 || m.index >= MAX_WORKERS) {
+        zt_role_refused(&self->dropped, NULL, NULL, "a malformed message");
+        return;
+    }
+    int rank = m.index;
+    if (!self->have_id[rank])
+        zmq_msg_init(&self->ids[rank]);
+    zmq_msg_copy(&self->ids[rank], &parts[0]);
+    self->have_id[rank] = true;
+    if (m.type == ZT_MSG_AR_HELLO)
+        s_on_hello(self, rank, &m, n >= 3 ? &parts[2] : NULL);
+    else if (m.type == ZT_MSG_AR_PIECE)
+        s_on_piece(self, rank, &m, n >= 3 ? &parts[2] : NULL);
+    else if (m.type == ZT_MSG_AR_RESULT)
+        s_on_worker_result(self, &m, n >= 3 ? &parts[2] : NULL);
+    else if (m.type == ZT_MSG_AR_RESEND && self->configured && m.u.AR_RESEND.bucket >= 0 &&
+             m.u.AR_RESEND.bucket < self->layout.nbuckets &&
+             self->buckets[m.u.AR_RESEND.bucket].result_gen == m.u.AR_RESEND.gen)
+        s_send_result(self, (int) m.u.AR_RESEND.bucket, rank);
+    else
+        zt_debug("ignored %s from worker %d", zt_msg_type_name(m.type), rank);
+}
+
 int zt_reducer_run(zt_reducer_t *self, bool (*should_stop)(void *), void *arg)
 {
     void *zs = zsock_resolve(self->router);
@@ -745,29 +772,7 @@ int zt_reducer_run(zt_reducer_t *self, bool (*should_stop)(void *), void *arg)
             int n = zt_msg_recv_parts(zs, parts, 3);
             if (n == 0)
                 break;
-            zt_msg_t m;
-            if (n >= 2 && zt_msg_decode(zmq_msg_data(&parts[1]), zmq_msg_size(&parts[1]), &m, NULL) == ZT_OK &&
-                m.index >= 0 && m.index < MAX_WORKERS) {
-                int rank = m.index;
-                if (!self->have_id[rank])
-                    zmq_msg_init(&self->ids[rank]);
-                zmq_msg_copy(&self->ids[rank], &parts[0]);
-                self->have_id[rank] = true;
-                if (m.type == ZT_MSG_AR_HELLO)
-                    s_on_hello(self, rank, &m, n >= 3 ? &parts[2] : NULL);
-                else if (m.type == ZT_MSG_AR_PIECE)
-                    s_on_piece(self, rank, &m, n >= 3 ? &parts[2] : NULL);
-                else if (m.type == ZT_MSG_AR_RESULT)
-                    s_on_worker_result(self, &m, n >= 3 ? &parts[2] : NULL);
-                else if (m.type == ZT_MSG_AR_RESEND && self->configured && m.u.AR_RESEND.bucket >= 0 &&
-                         m.u.AR_RESEND.bucket < self->layout.nbuckets &&
-                         self->buckets[m.u.AR_RESEND.bucket].result_gen == m.u.AR_RESEND.gen)
-                    s_send_result(self, (int) m.u.AR_RESEND.bucket, rank);
-                else
-                    zt_debug("ignored %s from worker %d", zt_msg_type_name(m.type), rank);
-            }
-            else
-                zt_role_refused(&self->dropped, NULL, NULL, "a malformed message");
+            zt_reducer_handle(self, parts, n);
             zt_msg_close_parts(parts, n);
         }
     }

@@ -9,6 +9,7 @@
 #include <stdbool.h>
 
 #include "ztrain/zt_replica.h"
+#include <zmq.h>
 
 typedef struct {
     const char *bind;          /* tcp://127.0.0.1:PORT */
@@ -22,5 +23,9 @@ typedef struct zt_reducer_t zt_reducer_t;
 zt_reducer_t *zt_reducer_new(const zt_reducer_opts_t *opts);
 void zt_reducer_destroy(zt_reducer_t **self_p);
 int zt_reducer_run(zt_reducer_t *self, bool (*should_stop)(void *), void *arg);
+/* One message as the loop receives it: [identity, header, payload?] (the
+ * caller closes the parts). The loop's own step, public for the handler
+ * fuzzer. */
+void zt_reducer_handle(zt_reducer_t *self, zmq_msg_t *parts, int n);
 
 #endif
