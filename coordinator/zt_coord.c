@@ -85,7 +85,8 @@ struct zt_coord_t {
     int max_restarts, max_job_retries;
     zt_msg_drops_t drops;       /* malformed control messages */
     bool control_backlog;       /* control messages are still queued: heartbeats may be among them */
-    bool metrics_dirty;         /* metrics arrived since job.json was last written */
+    bool metrics_dirty;         /* metrics or checkpoint notices arrived since job.json was last written */
+    int64_t state_writes;       /* job.json writes so far */
     int64_t state_written_ms;   /* when job.json was last written */
     uint64_t unknown_senders;   /* well-formed but from no replica of ours */
     uint64_t seq;               /* our message sequence */
@@ -173,6 +174,7 @@ static void s_write_state(zt_coord_t *self)
         json_object_set(doc, "lostNodes", self->lost_nodes);
     self->metrics_dirty = false;
     self->state_written_ms = zt_now_ms();
+    json_object_set_new(doc, "stateWrites", json_integer(++self->state_writes)); /* this one included */
     json_object_set(doc, "checkpoints", self->checkpoints);
     json_object_set(doc, "evaluations", self->evaluations);
     char *text = json_dumps(doc, JSON_INDENT(2));
@@ -780,7 +782,7 @@ static void s_on_checkpoint(zt_coord_t *self, s_rep_t *r, zt_msg_t *m)
             m->seq = self->seq++;
             zt_msg_send(self->router, self->reps[k].identity, m);
         }
-    s_write_state(self);
+    self->metrics_dirty = true; /* written within a second (s_timers): a flood costs no fsync each */
 }
 
 /* METRIC: an evaluator's result is an evaluation; anyone else's a metric

@@ -343,6 +343,25 @@ class PrivateOutputs(unittest.TestCase):
             self.assertIn("Permission denied", res.stderr, path)
 
 
+class Flood(unittest.TestCase):
+    def test_metric_and_checkpoint_flood_is_coalesced(self):
+        # 3,000 metrics and 300 checkpoint notices as fast as a replica can
+        # send them: every one recorded (the last value, all checkpoints),
+        # but job.json written about once a second, not once each
+        flood = os.environ.get("ZT_FLOOD", os.path.join(BIN, "..", "tests", "zt_flood"))
+        d = tmpdir("sec-")
+        job_dir = os.path.join(d, "job")
+        job = Job(self, job_file(d, "flood", [{"machineSpec": {"machineType": "n1-standard-4"}, "replicaCount": 1,
+                                               "containerSpec": {"imageUri": "local", "command": [flood, "3000"]}}]),
+                  job_dir, env=FAST)
+        self.assertEqual(job.wait(timeout=120), 0, job.err[-3000:])
+        j = load_job(job_dir)
+        self.assertEqual(j["metrics"]["workerpool0-0"]["flood_done"]["value"], 3000)
+        self.assertAlmostEqual(j["metrics"]["workerpool0-0"]["accuracy"]["value"], 0.5 + 2999 / 6000.0, places=6)
+        self.assertEqual(len(j["checkpoints"]), 300)
+        self.assertLess(j["stateWrites"], 40, j["stateWrites"])
+
+
 class JobsFolder(unittest.TestCase):
     def test_display_name_stays_in_jobs_dir(self):
         d = tmpdir("sec-")

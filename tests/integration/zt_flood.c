@@ -1,0 +1,29 @@
+/* A replica that floods its coordinator (the job's own program, so
+ * registered): N metrics and N/10 checkpoint notices as fast as it can,
+ * then a last metric "flood_done", and exit 0. The coordinator must keep
+ * up without writing job.json for each (tests/integration/test_security.py).
+ *   zt_flood N */
+#include "ztrain/ztrain.h"
+#include "ztrain/zt_replica.h"
+#include <stdio.h>
+#include <stdlib.h>
+
+int main(int argc, char **argv)
+{
+    int n = argc > 1 ? atoi(argv[1]) : 3000;
+    zt_replica_t *rep = zt_replica_new("flood", 30000);
+    if (!rep)
+        return 1;
+    for (int i = 0; i < n; i++) {
+        zt_replica_report_metric(rep, "accuracy", 0.5 + (double) i / (2.0 * n), i);
+        if (i % 10 == 0) {
+            char name[64];
+            snprintf(name, sizeof name, "checkpoints/ckpt-%012d", i);
+            zt_replica_notify_checkpoint(rep, i, name, "tcp://127.0.0.1:1");
+        }
+    }
+    zt_replica_report_metric(rep, "flood_done", n, n);
+    zt_replica_wait_shutdown(rep, 1500); /* let the last messages leave */
+    zt_replica_destroy(&rep);
+    return 0;
+}
