@@ -661,6 +661,16 @@ static void s_on_hello(zt_reducer_t *self, int rank, const zt_msg_t *m, zmq_msg_
         self->first_rank = rank;
         zt_info("layout from worker %d: %d buckets for %d workers", rank, self->layout.nbuckets, workers);
     }
+    else if ((strcmp(text, self->layout_text) || workers != self->workers) && self->ready_sent) {
+        /* the group is summing: a different layout now is no worker of it
+         * (a restarted one comes with the same): refused to its sender
+         * alone, the group goes on */
+        zt_role_refused(&self->dropped, NULL, NULL, "a layout unlike the running group's");
+        s_error(self, rank, m->u.AR_HELLO.req, ZT_PS_CONFIG_MISMATCH,
+                "this layout is not the running group's; refused (the group goes on)");
+        free(text);
+        return;
+    }
     else if (strcmp(text, self->layout_text) || workers != self->workers) {
         json_t *doc = json_loads(text, 0, NULL);
         json_t *theirs = json_object_get(doc, "tensors");

@@ -127,6 +127,11 @@ class StrangerAttacks(unittest.TestCase):
         reducers = [replica(load_job(job_dir), "workerpool2-%d" % i) for i in range(2)]
         for res in self.attack_all(*[("reducer-pieces", tcp(r["address"]), "5") for r in reducers]):
             self.assertAllRefused(res)
+        # another layout announced to a reducer of the running group: refused
+        # to the stranger alone (it used to fail every worker with "mismatch")
+        res = STRANGER.run("reducer-layout", tcp(reducers[0]["address"]))
+        self.assertAllRefused(res)
+        self.assertIn("not the running group's", res.stdout)
         self.assertEqual(job.wait(timeout=300), 0, job.err[-3000:])
         j = load_job(job_dir)
         for r in reducers:
