@@ -445,8 +445,9 @@ static bool s_pull_ready(zt_ps_server_t *self, const zt_msg_t *m)
     int64_t step = m->u.PS_PULL.step;
     if (self->sync)
         return self->version >= step;
-    if (self->max_staleness >= 0)
-        return step - s_min_progress(self) <= self->max_staleness;
+    int64_t behind;
+    if (self->max_staleness >= 0) /* no overflow for any step from the network */
+        return !__builtin_sub_overflow(step, s_min_progress(self), &behind) && behind <= self->max_staleness;
     return true;
 }
 
@@ -620,8 +621,9 @@ static void s_on_push(zt_ps_server_t *self, zmq_msg_t *id, const zt_msg_t *m, zm
         return;
     }
     int rank = m->index >= 0 && m->index < MAX_WORKERS ? m->index : 0;
-    if (self->progress[rank] < m->u.PS_PUSH.step + 1)
-        self->progress[rank] = m->u.PS_PUSH.step + 1;
+    int64_t step = m->u.PS_PUSH.step;
+    if (step >= 0 && step < INT64_MAX && self->progress[rank] < step + 1) /* steps come from the network */
+        self->progress[rank] = step + 1;
     s_apply_push(self, off, count, g);
     zt_msg_t a = { .type = ZT_MSG_PS_ACK };
     a.u.PS_ACK = (zt_msg_PS_ACK_t) { m->u.PS_PUSH.req, self->version };

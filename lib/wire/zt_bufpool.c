@@ -65,9 +65,10 @@ int zt_bufpool_msg(zt_bufpool_t *self, zmq_msg_t *msg, const void *data, size_t 
         }
     }
     if (!best) /* every slot lent: fall back to a plain copy */
-        return zmq_msg_init_size(msg, size) == 0 ? (memcpy(zmq_msg_data(msg), data, size), 0) : -1;
+        return zmq_msg_init_size(msg, size) == 0 ? ((size ? memcpy(zmq_msg_data(msg), data, size) : NULL), 0) : -1;
     atomic_store(&best->busy, 1);
-    memcpy(best->buf, data, size);
+    if (size)
+        memcpy(best->buf, data, size);
     if (zmq_msg_init_data(msg, best->buf, size, s_release, best) != 0) {
         atomic_store(&best->busy, 0);
         return -1;

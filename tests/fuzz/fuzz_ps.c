@@ -39,10 +39,10 @@ static int64_t s_int(s_in_t *in)
     case 3: return (int64_t) 1 << 62;
     case 4: return INT64_MIN;
     case 5: {
-        int64_t v = 0;
+        uint64_t v = 0;
         for (int i = 0; i < 8; i++)
             v = (v << 8) | s_byte(in);
-        return v;
+        return (int64_t) v;
     }
     default: return s_byte(in) + 256 * (k & 1); /* small: within a small model */
     }
