@@ -24,7 +24,7 @@ void zt_ar_chunk(int64_t numel, size_t es, int b, int R, int r, int64_t *lo, int
 int64_t zt_ar_piece_bytes(void)
 {
     int64_t k = zt_knob_int(ZT_KNOB_AR_PIECE_BYTES);
-    return k < 4096 ? 4096 : k;
+    return k < 4096 ? 4096 : k > ZT_AR_MAX_PIECE_BYTES ? ZT_AR_MAX_PIECE_BYTES : k;
 }
 
 const char *zt_dtype_name(int dtype)
@@ -35,7 +35,7 @@ const char *zt_dtype_name(int dtype)
 int zt_ar_layout_build(zt_ar_layout_t *self, json_t *tensors, int64_t threshold, int64_t piece_bytes)
 {
     memset(self, 0, sizeof *self);
-    if (piece_bytes < 4096)
+    if (piece_bytes < 4096 || piece_bytes > ZT_AR_MAX_PIECE_BYTES)
         return ZT_EINVAL;
     self->piece_bytes = piece_bytes;
     self->threshold = threshold;

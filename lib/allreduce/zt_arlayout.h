@@ -34,8 +34,9 @@ typedef struct {
  * anything is allocated for it. */
 #define ZT_AR_MAX_TENSORS (1 << 20)
 #define ZT_AR_MAX_NUMEL ((int64_t) 1 << 36)
-/* tensors: [{name, shape:[...], dtype}]; piece_bytes >= 4096 (the workers'
- * ZT_AR_PIECE_BYTES, carried to the reducers in the layout). ZT_EINVAL for
+#define ZT_AR_MAX_PIECE_BYTES ((int64_t) 1 << 30)
+/* tensors: [{name, shape:[...], dtype}]; piece_bytes 4096 to 2^30 (the
+ * workers' ZT_AR_PIECE_BYTES, carried to the reducers in the layout). ZT_EINVAL for
  * a malformed or oversized list (shapes: non-negative integers whose
  * product fits), ZT_ENOMEM. */
 int zt_ar_layout_build(zt_ar_layout_t *self, json_t *tensors, int64_t threshold, int64_t piece_bytes);

@@ -74,7 +74,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 snprintf(json, sizeof json, "{\"piece_bytes\": %lld, \"threshold\": %lld, \"tensors\": ["
                          "{\"name\": \"a\", \"shape\": [%lld, %lld], \"dtype\": %d}, "
                          "{\"name\": \"b\", \"shape\": [%lld], \"dtype\": %d}]}",
-                         (long long) (4096 + 4 * s_int(&in)), (long long) s_int(&in), (long long) s_int(&in),
+                         (long long) ((uint64_t) 4096 + 4 * (uint64_t) s_int(&in)), (long long) s_int(&in), (long long) s_int(&in),
                          (long long) s_int(&in), s_byte(&in) % 4, (long long) s_int(&in), s_byte(&in) % 4);
                 payload = json;
                 plen = strlen(json);
