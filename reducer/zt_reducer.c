@@ -76,8 +76,8 @@ struct zt_reducer_t {
     zt_shm_region_t *shm;      /* the sums (res) of every bucket, when shared */
 };
 
-/* Adds [a, b) to r; returns the uncovered parts in out (at most n+1). */
-static int s_ranges_add(s_ranges_t *r, int64_t a, int64_t b, s_iv_t *out)
+/* The parts of [a, b) not in r (at most r->n + 1), without changing r. */
+static int s_ranges_missing(const s_ranges_t *r, int64_t a, int64_t b, s_iv_t *out)
 {
     int nout = 0;
     int64_t at = a;
@@ -92,6 +92,13 @@ static int s_ranges_add(s_ranges_t *r, int64_t a, int64_t b, s_iv_t *out)
     }
     if (at < b)
         out[nout++] = (s_iv_t) { at, b };
+    return nout;
+}
+
+/* Adds [a, b) to r; returns the uncovered parts in out (at most n+1). */
+static int s_ranges_add(s_ranges_t *r, int64_t a, int64_t b, s_iv_t *out)
+{
+    int nout = s_ranges_missing(r, a, b, out);
     for (int k = 0; k < nout; k++)
         r->got += out[k].b - out[k].a;
     /* insert [a, b) and merge */
@@ -488,25 +495,6 @@ static bool s_other_generation(zt_reducer_t *self, int rank, const zt_msg_AR_PIE
         return true;
     }
     return false;
-}
-
-/* The parts of [a, b) not in r (at most r->n + 1), without changing r. */
-static int s_ranges_missing(const s_ranges_t *r, int64_t a, int64_t b, s_iv_t *out)
-{
-    int nout = 0;
-    int64_t at = a;
-    for (int i = 0; i < r->n && at < b; i++) {
-        if (r->iv[i].b <= at)
-            continue;
-        if (r->iv[i].a >= b)
-            break;
-        if (r->iv[i].a > at)
-            out[nout++] = (s_iv_t) { at, r->iv[i].a };
-        at = r->iv[i].b;
-    }
-    if (at < b)
-        out[nout++] = (s_iv_t) { at, b };
-    return nout;
 }
 
 /* Elements checked and added at a time: 16 KiB of float32, so that the add

@@ -4,47 +4,14 @@
  * fuzzed buckets, generations, ranges, dtypes and payloads. It must refuse
  * what it cannot take and never crash, hang or leak.
  *   make fuzz   (clang), then build-fuzz/bin/fuzz_reducer -max_total_time=600
- *
- * Input: as fuzz_ps.c's. */
+ * Input: records, as fuzz_input.h reads them. */
 #include "zt_reducer.h"
-#include "wire/zt_msg.h"
+#include "fuzz_input.h"
 #include "ztrain/zt_log.h"
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-typedef struct {
-    const uint8_t *p;
-    size_t n;
-} s_in_t;
-
-static uint8_t s_byte(s_in_t *in)
-{
-    if (!in->n)
-        return 0;
-    in->n--;
-    return *in->p++;
-}
-
-static int64_t s_int(s_in_t *in)
-{
-    uint8_t k = s_byte(in);
-    switch (k % 8) {
-    case 0: return 0;
-    case 1: return -1;
-    case 2: return INT64_MAX;
-    case 3: return (int64_t) 1 << 62;
-    case 4: return INT64_MIN;
-    case 5: {
-        uint64_t v = 0;
-        for (int i = 0; i < 8; i++)
-            v = (v << 8) | s_byte(in);
-        return (int64_t) v;
-    }
-    default: return s_byte(in) + 256 * (k & 1); /* small: within a small model */
-    }
-}
 
 static zt_reducer_t *s_reducer;
 
@@ -94,29 +61,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             m.type = ZT_MSG_PS_PULL; /* not a reducer's message */
             break;
         }
-        if (!payload) {
-            plen = in.n < 64 ? in.n : s_byte(&in) % 65;
-            if (plen > in.n)
-                plen = in.n;
-            payload = in.p;
-            in.p += plen;
-            in.n -= plen;
-        }
-        zframe_t *h = zt_msg_encode(&m);
-        if (!h)
-            continue;
+        s_take_payload(&in, &payload, &plen);
         zmq_msg_t parts[3];
-        zmq_msg_init_size(&parts[0], 5);
-        memcpy(zmq_msg_data(&parts[0]), "\0fuzz", 5);
-        zmq_msg_init_size(&parts[1], zframe_size(h));
-        memcpy(zmq_msg_data(&parts[1]), zframe_data(h), zframe_size(h));
-        zframe_destroy(&h);
-        int np = 2;
-        if (plen || (sel & 0x20)) {
-            zmq_msg_init_size(&parts[2], plen);
-            memcpy(zmq_msg_data(&parts[2]), payload, plen);
-            np = 3;
-        }
+        int np = s_parts(parts, &m, payload, plen, sel & 0x20);
         zt_reducer_handle(s_reducer, parts, np);
         for (int i = 0; i < np; i++)
             zmq_msg_close(&parts[i]);
