@@ -33,6 +33,8 @@ if rank == 0:
         peers.append(conn)
     for conn in peers:
         conn.sendall(str(total).encode())
+    for conn in peers:  # each has reported the sum before the primary ends the job
+        conn.recv(2)
         conn.close()
     print("rendezvous complete: sum of ranks = %d (expected %d)" % (total, world * (world - 1) // 2),
           flush=True)
@@ -49,3 +51,4 @@ else:
             time.sleep(0.1)
     s.sendall(str(rank).encode())
     print("rank %d got sum %s from rank 0" % (rank, s.recv(16).decode()), flush=True)
+    s.sendall(b"ok")
