@@ -321,21 +321,26 @@ static void s_error(zt_reducer_t *self, int rank, int64_t req, int code, const c
     s_send(self, rank, &m, NULL, 0);
 }
 
-/* Streams the result of bucket b, generation gen, to one worker. */
-static void s_send_result(zt_reducer_t *self, int b, int rank)
+/* Elements [a, e) of bucket b's sum of generation gen to one worker, from
+ * the sums kept by generation parity, lent (no copy). */
+static void s_send_sum(zt_reducer_t *self, int rank, int b, int64_t gen, int64_t a, int64_t e)
 {
     s_bucket_t *k = &self->buckets[b];
     size_t es = zt_dtype_size(k->dtype);
-    int64_t n = k->hi - k->lo, per = PIECE_BYTES / (int64_t) es;
-    for (int64_t at = 0; at < n; at += per) {
-        int64_t c = n - at < per ? n - at : per;
-        zt_msg_t m = { .type = ZT_MSG_AR_RESULT };
-        m.u.AR_RESULT = (zt_msg_AR_RESULT_t) { .bucket = b, .gen = k->result_gen, .offset = k->lo + at,
-                                               .count = c, .dtype = k->dtype };
-        int par = (int) (k->result_gen & 1);
-        s_send_lent(self, rank, &m, (char *) k->res[par] + at * (int64_t) es, (size_t) c * es,
-                    &k->res_lent[par]);
-    }
+    int par = (int) (gen & 1);
+    zt_msg_t m = { .type = ZT_MSG_AR_RESULT };
+    m.u.AR_RESULT = (zt_msg_AR_RESULT_t) { .bucket = b, .gen = gen, .offset = a, .count = e - a, .dtype = k->dtype };
+    s_send_lent(self, rank, &m, (char *) k->res[par] + (a - k->lo) * (int64_t) es, (size_t) (e - a) * es,
+                &k->res_lent[par]);
+}
+
+/* Streams the result of bucket b's last finished generation to one worker. */
+static void s_send_result(zt_reducer_t *self, int b, int rank)
+{
+    s_bucket_t *k = &self->buckets[b];
+    int64_t per = PIECE_BYTES / (int64_t) zt_dtype_size(k->dtype);
+    for (int64_t at = k->lo; at < k->hi; at += per)
+        s_send_sum(self, rank, b, k->result_gen, at, k->hi - at < per ? k->hi : at + per);
 }
 
 /* Whether worker w has sent all of [a, b). */
@@ -372,12 +377,8 @@ static void s_send_block(zt_reducer_t *self, int b, int j, const char *sum)
             uint16_t h = k->dtype == ZT_F16 ? zt_f32_to_f16(acc[i]) : zt_f32_to_bf16(acc[i]);
             memcpy(res + 2 * i, &h, 2);
         }
-    for (int w = 0; w < self->workers; w++) {
-        zt_msg_t m = { .type = ZT_MSG_AR_RESULT };
-        m.u.AR_RESULT = (zt_msg_AR_RESULT_t) { .bucket = b, .gen = k->gen, .offset = a, .count = e - a,
-                                               .dtype = k->dtype };
-        s_send_lent(self, w, &m, res, (size_t) (e - a) * es, &k->res_lent[par]);
-    }
+    for (int w = 0; w < self->workers; w++)
+        s_send_sum(self, w, b, k->gen, a, e);
     k->block_sent[j] = true;
     k->blocks_sent++;
     if (k->blocks_sent == k->nblocks) { /* the whole chunk: the generation is done */
@@ -549,12 +550,7 @@ static void s_send_complete_blocks(zt_reducer_t *self, int rank, const zt_msg_AR
     for (int j = j0; j <= j1 && j < k->nblocks; j++) {
         int64_t a = k->lo + (int64_t) j * per, e = a + per < k->hi ? a + per : k->hi;
         if (k->block_sent[j]) {
-            zt_msg_t m = { .type = ZT_MSG_AR_RESULT };
-            m.u.AR_RESULT = (zt_msg_AR_RESULT_t) { .bucket = p->bucket, .gen = k->gen, .offset = a,
-                                                   .count = e - a, .dtype = k->dtype };
-            int par = (int) (k->gen & 1);
-            s_send_lent(self, rank, &m, (char *) k->res[par] + (a - k->lo) * (int64_t) es,
-                        (size_t) (e - a) * es, &k->res_lent[par]);
+            s_send_sum(self, rank, (int) p->bucket, k->gen, a, e);
             continue;
         }
         bool all = true;

@@ -333,56 +333,6 @@ static void s_resend_is_the_sum(void)
     assert(ok);
 }
 
-/* A reducer handed pieces that name shared memory it must not or cannot
- * map answers with an error saying why, and goes on summing. */
-static void s_forged_references(void)
-{
-    s_start_reducer(0, 1);
-    zt_log_init("test_allreduce", 0);
-    const char *reds[1] = { s_red_eps[0] }, *peers[1] = { "unused" };
-    zt_allreduce_opts_t o = { 0, 1, reds, 1, peers, 1 << 26, 5 };
-    zt_allreduce_t *ar = zt_allreduce_new(&o);
-    int64_t shape[1] = { 1 << 16 };
-    assert(ar && zt_allreduce_register(ar, "g", shape, 1, ZT_F32) == 0);
-    assert(zt_allreduce_commit(ar, 20000) == ZT_OK);
-    zsock_t *forger = zsock_new_dealer(s_red_eps[0]);
-    zsock_set_rcvtimeo(forger, 10000);
-    const char *names[3] = { "../../etc/passwd", "ztrain-ar-999999999-0", "ztrain-ar-1-" };
-    const char *why[3] = { "not a ztrain", "/dev/shm/ztrain-ar-999999999-0", "not a ztrain" };
-    for (int i = 0; i < 3; i++) {
-        zt_msg_t m = { .type = ZT_MSG_AR_PIECE, .pool = 1, .index = 0 };
-        m.u.AR_PIECE = (zt_msg_AR_PIECE_t) { .bucket = 0, .gen = 0, .offset = 0, .count = 16, .dtype = ZT_F32 };
-        zt_msg_set_str(m.u.AR_PIECE.shm, names[i]);
-        zframe_t *h = zt_msg_encode(&m);
-        assert(zframe_send(&h, forger, 0) == 0);
-        zmsg_t *reply = zmsg_recv(forger);
-        assert(reply);
-        zframe_t *rh = zmsg_first(reply);
-        zt_msg_t r;
-        assert(zt_msg_decode(zframe_data(rh), zframe_size(rh), &r, NULL) == ZT_OK);
-        if (r.type != ZT_MSG_AR_ERROR || !strstr(r.u.AR_ERROR.text, why[i])) {
-            fprintf(stderr, "forged '%s': got %s '%s'\n", names[i], zt_msg_type_name(r.type),
-                    r.type == ZT_MSG_AR_ERROR ? r.u.AR_ERROR.text : "");
-            abort();
-        }
-        zmsg_destroy(&reply);
-    }
-    zsock_destroy(&forger);
-    /* the reducer still sums (the forger took worker 0's identity: a resend
-     * after RESEND_MS finds the reducer again) */
-    float *g = malloc(sizeof(float) << 16);
-    for (int i = 0; i < 1 << 16; i++)
-        g[i] = (float) (i % 7);
-    assert(zt_allreduce_submit(ar, 0, g) == ZT_OK);
-    assert(zt_allreduce_wait(ar, false, 30000) == ZT_OK);
-    for (int i = 0; i < 1 << 16; i++)
-        assert(g[i] == (float) (i % 7));
-    free(g);
-    zt_allreduce_destroy(&ar);
-    s_stop_reducers(1);
-    printf("forged shared-memory references: refused, reducer still sums: ok\n");
-}
-
 /* One message to the reducer and its answer's type and text. */
 static int s_ask(zsock_t *sock, const zt_msg_t *m, const char *payload, size_t bytes, char *text, size_t size)
 {
@@ -400,6 +350,63 @@ static int s_ask(zsock_t *sock, const zt_msg_t *m, const char *payload, size_t b
     snprintf(text, size, "%s", r.type == ZT_MSG_AR_ERROR ? r.u.AR_ERROR.text : "");
     zmsg_destroy(&reply);
     return r.type;
+}
+
+/* One worker of one, through reducer 0, with one tensor of 2^16 floats. */
+static zt_allreduce_t *s_lone_worker(void)
+{
+    const char *reds[1] = { s_red_eps[0] }, *peers[1] = { "unused" };
+    zt_allreduce_opts_t o = { 0, 1, reds, 1, peers, 1 << 26, 5 };
+    zt_allreduce_t *ar = zt_allreduce_new(&o);
+    int64_t shape[1] = { 1 << 16 };
+    assert(ar && zt_allreduce_register(ar, "g", shape, 1, ZT_F32) == 0);
+    assert(zt_allreduce_commit(ar, 20000) == ZT_OK);
+    return ar;
+}
+
+/* The reducer still sums what the lone worker sends (values i % mod); the
+ * worker is destroyed. */
+static void s_still_sums(zt_allreduce_t **ar, int mod)
+{
+    float *g = malloc(sizeof(float) << 16);
+    for (int i = 0; i < 1 << 16; i++)
+        g[i] = (float) (i % mod);
+    assert(zt_allreduce_submit(*ar, 0, g) == ZT_OK);
+    assert(zt_allreduce_wait(*ar, false, 30000) == ZT_OK);
+    for (int i = 0; i < 1 << 16; i++)
+        assert(g[i] == (float) (i % mod));
+    free(g);
+    zt_allreduce_destroy(ar);
+}
+
+/* A reducer handed pieces that name shared memory it must not or cannot
+ * map answers with an error saying why, and goes on summing. */
+static void s_forged_references(void)
+{
+    s_start_reducer(0, 1);
+    zt_log_init("test_allreduce", 0);
+    zt_allreduce_t *ar = s_lone_worker();
+    zsock_t *forger = zsock_new_dealer(s_red_eps[0]);
+    zsock_set_rcvtimeo(forger, 10000);
+    const char *names[3] = { "../../etc/passwd", "ztrain-ar-999999999-0", "ztrain-ar-1-" };
+    const char *why[3] = { "not a ztrain", "/dev/shm/ztrain-ar-999999999-0", "not a ztrain" };
+    for (int i = 0; i < 3; i++) {
+        zt_msg_t m = { .type = ZT_MSG_AR_PIECE, .pool = 1, .index = 0 };
+        m.u.AR_PIECE = (zt_msg_AR_PIECE_t) { .bucket = 0, .gen = 0, .offset = 0, .count = 16, .dtype = ZT_F32 };
+        zt_msg_set_str(m.u.AR_PIECE.shm, names[i]);
+        char text[ZT_MSG_STR_MAX];
+        int type = s_ask(forger, &m, NULL, 0, text, sizeof text);
+        if (type != ZT_MSG_AR_ERROR || !strstr(text, why[i])) {
+            fprintf(stderr, "forged '%s': got %s '%s'\n", names[i], zt_msg_type_name(type), text);
+            abort();
+        }
+    }
+    zsock_destroy(&forger);
+    /* the reducer still sums (the forger took worker 0's identity: a resend
+     * after RESEND_MS finds the reducer again) */
+    s_still_sums(&ar, 7);
+    s_stop_reducers(1);
+    printf("forged shared-memory references: refused, reducer still sums: ok\n");
 }
 
 /* Ranges and sizes from the network that overflow: a layout of 2^40
@@ -423,12 +430,7 @@ static void s_hostile_ranges(void)
     }
     zsock_destroy(&evil);
     /* the real worker configures it; then pieces with wild ranges */
-    const char *reds[1] = { s_red_eps[0] }, *peers[1] = { "unused" };
-    zt_allreduce_opts_t o = { 0, 1, reds, 1, peers, 1 << 26, 5 };
-    zt_allreduce_t *ar = zt_allreduce_new(&o);
-    int64_t shape[1] = { 1 << 16 };
-    assert(ar && zt_allreduce_register(ar, "g", shape, 1, ZT_F32) == 0);
-    assert(zt_allreduce_commit(ar, 20000) == ZT_OK);
+    zt_allreduce_t *ar = s_lone_worker();
     evil = zsock_new_dealer(s_red_eps[0]);
     zsock_set_rcvtimeo(evil, 10000);
     const int64_t wild[3][2] = { { INT64_MAX - 2, 4 }, { 1, INT64_MAX }, { (int64_t) 1 << 62, ((int64_t) 1 << 62) + 1 } };
@@ -441,15 +443,7 @@ static void s_hostile_ranges(void)
         assert(strstr(text, "outside this reducer's chunk"));
     }
     zsock_destroy(&evil);
-    float *g = malloc(sizeof(float) << 16);
-    for (int i = 0; i < 1 << 16; i++)
-        g[i] = (float) (i % 5);
-    assert(zt_allreduce_submit(ar, 0, g) == ZT_OK);
-    assert(zt_allreduce_wait(ar, false, 30000) == ZT_OK);
-    for (int i = 0; i < 1 << 16; i++)
-        assert(g[i] == (float) (i % 5));
-    free(g);
-    zt_allreduce_destroy(&ar);
+    s_still_sums(&ar, 5);
     s_stop_reducers(1);
     printf("hostile layouts and piece ranges: refused with the reason, reducer still sums: ok\n");
 }
