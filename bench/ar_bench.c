@@ -6,6 +6,7 @@
  *
  *   bench/ar_bench REDUCER_BINARY [--quick] [--fusion]
  */
+#include "bench_auth.h"
 #include "base/zt_util.h"
 #include "ztrain/ztrain.h"
 #include "ztrain/zt_allreduce.h"
@@ -140,7 +141,7 @@ static double s_run(const char *redbin, int N, int R, size_t bytes, int ntensors
 static void s_usage(FILE *out)
 {
     fprintf(out,
-            "usage: ar_bench [REDUCER] [--quick] [--inplace] [--fusion] [--only N R BYTES]\n"
+            "usage: ar_bench [REDUCER] [--quick] [--inplace] [--fusion] [--auth] [--only N R BYTES]\n"
             "       ar_bench --one RANK N BYTES ITERS REDUCERS PEERS\n\n"
             "All-reduce time per operation for 2 and 4 workers through 0 (the ring), 1, 2 or 4\n"
             "reducers, 4 KiB to 64 MiB; prints 'ztrain N R BYTES SECONDS' lines (bench/\n"
@@ -149,6 +150,7 @@ static void s_usage(FILE *out)
             "  --quick        shorter runs, no 64 MiB\n"
             "  --inplace      workers write gradients into zt_allreduce_buffer (no copies)\n"
             "  --fusion       1000 tensors of 4 KiB: one by one against fusion thresholds\n"
+            "  --auth         reducers and workers authenticate and encrypt (CURVE), as in a job\n"
             "  --only N R BYTES  one configuration\n"
             "  --one ...      one worker of a run started elsewhere (bench/netns_bench.py);\n"
             "                 REDUCERS and PEERS are comma lists or '-'\n");
@@ -171,6 +173,8 @@ int main(int argc, char **argv)
             fusion = true;
         else if (!strcmp(argv[i], "--inplace"))
             s_inplace = true;
+        else if (!strcmp(argv[i], "--auth"))
+            s_bench_auth();
         else if (!strcmp(argv[i], "--only") && i + 3 < argc) { /* --only N R BYTES */
             only_n = atoi(argv[i + 1]);
             only_r = atoi(argv[i + 2]);

@@ -5,6 +5,7 @@
  *
  *   bench/ps_bench [path/to/ztrain-paramserver] [--quick]
  */
+#include "bench_auth.h"
 #include "base/zt_util.h"
 #include "ztrain/zt_knobs.h"
 #include "ztrain/ztrain.h"
@@ -273,16 +274,19 @@ int main(int argc, char **argv)
     bool quick = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            printf("usage: ps_bench [--quick] [PARAMSERVER]\n\n"
+            printf("usage: ps_bench [--quick] [--auth] [PARAMSERVER]\n\n"
                    "Parameter-server push and pull bandwidth and 4 KiB push+ack latency, one to four\n"
                    "workers against one or two servers, with raw loopback TCP, a Unix-domain socket\n"
                    "and bare ZeroMQ measured in the same run as peers.\n\n"
                    "  PARAMSERVER  the ztrain-paramserver binary (default %s)\n"
-                   "  --quick      fewer sizes and shorter runs\n", psbin);
+                   "  --quick      fewer sizes and shorter runs\n"
+                   "  --auth       servers and workers authenticate and encrypt (CURVE), as in a job\n", psbin);
             return 0;
         }
         if (!strcmp(argv[i], "--quick"))
             quick = true;
+        else if (!strcmp(argv[i], "--auth"))
+            s_bench_auth();
         else if (argv[i][0] == '-') {
             fprintf(stderr, "ps_bench: unknown option '%s' (--help lists them)\n", argv[i]);
             return 2;
@@ -302,9 +306,10 @@ int main(int argc, char **argv)
     double uds = s_raw_stream(true, 64u << 20, quick ? 4 : 16);
     s_zmq_us = s_bare_zmq_rtt_us(quick ? 1000 : 5000);
     printf("peers, same run: raw loopback TCP one stream %.2f GB/s, Unix-domain socket %.2f GB/s; bare "
-           "ZeroMQ 4 KiB round trip %.0f us\ndata plane: %s\n\n", s_raw_gbs, uds, s_zmq_us,
+           "ZeroMQ 4 KiB round trip %.0f us\ndata plane: %s, %s\n\n", s_raw_gbs, uds, s_zmq_us,
            strcmp(zt_knob_str(ZT_KNOB_DATA_IPC), "auto") ? "TCP (ZT_DATA_IPC=off)"
-                                                         : "ipc:// twins of the loopback endpoints (ZT_DATA_IPC=auto)");
+                                                         : "ipc:// twins of the loopback endpoints (ZT_DATA_IPC=auto)",
+           getenv("ZT_CREDENTIALS") ? "authenticated and encrypted (CURVE, --auth)" : "plain sockets");
     printf("value   W  S | push (+ack, applied)       | pull                       | push+ack us     | ratio (push / pull)\n");
     const size_t sizes[5] = { 4u << 10, 64u << 10, 1u << 20, 16u << 20, 64u << 20 };
     const int ws[3] = { 1, 2, 4 }, ss[2] = { 1, 2 };

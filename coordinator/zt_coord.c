@@ -3,6 +3,7 @@
 #include "runtime/zt_env.h"
 #include "model/zt_ckpt.h"
 #include "runtime/zt_role.h"
+#include "wire/zt_auth.h"
 #include "wire/zt_msg.h"
 #include "wire/zt_transport.h"
 #include "base/zt_util.h"
@@ -75,7 +76,7 @@ struct zt_coord_t {
     zt_msg_t last_ckpt;         /* the newest CHECKPOINT notice, for late evaluators */
     json_t *error;              /* why the job failed or was cancelled */
     int job_retries;            /* whole-job retries so far */
-    zt_refusals_t drop_log[4];  /* dropped messages by reason: logged at most once per 5 s each */
+    zt_refusals_t drop_log[5];  /* dropped messages by reason: logged at most once per 5 s each */
     bool stopping;              /* stopping every replica */
     s_after_t after_stop;       /* what to do once all are down */
     zt_job_state_t final_state; /* for AFTER_FINISH */
@@ -89,6 +90,8 @@ struct zt_coord_t {
     int64_t state_writes;       /* job.json writes so far */
     int64_t state_written_ms;   /* when job.json was last written */
     uint64_t unknown_senders;   /* well-formed but from no replica of ours */
+    uint64_t wrong_identity;    /* from a replica's connection, claiming to be another replica */
+    uint64_t refusals_written;  /* the refusals job.json was last written with */
     uint64_t seq;               /* our message sequence */
     int sig_pipe[2];            /* signal handler -> loop */
     char *created;              /* createTime */
@@ -167,6 +170,10 @@ static void s_write_state(zt_coord_t *self)
         "unknownType", (json_int_t) self->drops.unknown_type,
         "tooLong", (json_int_t) self->drops.too_long,
         "unknownSender", (json_int_t) self->unknown_senders);
+    json_t *drops = json_object_get(doc, "controlPlaneDrops");
+    json_object_set_new(drops, "wrongIdentity", json_integer((json_int_t) self->wrong_identity));
+    json_object_set_new(drops, "unauthenticated", json_integer((json_int_t) zt_auth_refused()));
+    json_object_set_new(doc, "security", json_string(zt_auth_on() ? "curve" : "off"));
     json_object_set_new(doc, "coordinatorProcess", zt_json_this_process());
     if (self->backend->allocation)
         json_object_set_new(doc, "slurmJobId", json_string(self->backend->allocation));
@@ -838,10 +845,12 @@ static void s_on_metric(zt_coord_t *self, s_rep_t *r, const zt_msg_t *m)
     s_write_state(self);
 }
 
-/* One decoded control message from identity id. Only a running replica may
- * register, and only a registered one (from the identity it registered
- * with) may send anything else. */
-static void s_on_message(zt_coord_t *self, zframe_t *id, zt_msg_t *m)
+/* One decoded control message from identity id, whose connection
+ * authenticated as replica `who` (NULL on a plain socket). A replica speaks
+ * only for itself: a message claiming another is refused. Only a running
+ * replica may register, and only a registered one (from the identity it
+ * registered with) may send anything else. */
+static void s_on_message(zt_coord_t *self, zframe_t *id, const char *who, zt_msg_t *m)
 {
     s_rep_t *r = s_find_at(self, m->pool, m->index);
     if (!r) {
@@ -854,6 +863,14 @@ static void s_on_message(zt_coord_t *self, zframe_t *id, zt_msg_t *m)
     }
     if (!r->handle) { /* sent before it ended (the job stopping, a restart): still queued */
         zt_debug("dropped %s from %s: it has ended", zt_msg_type_name(m->type), r->name);
+        return;
+    }
+    if (zt_auth_on() && (!who || strcmp(who, r->name))) { /* its keys are another replica's */
+        self->wrong_identity++;
+        char what[200];
+        snprintf(what, sizeof what, "%s claiming to be %s from a connection that authenticated as %s",
+                 zt_msg_type_name(m->type), r->name, who && *who ? who : "no replica");
+        zt_role_refused(&self->drop_log[4], NULL, NULL, what);
         return;
     }
     if (m->type == ZT_MSG_REGISTER) {
@@ -913,7 +930,7 @@ static void s_on_control(zt_coord_t *self)
         int rc = body && zmsg_size(zm) == 0 ? zt_msg_decode(zframe_data(body), zframe_size(body), &m, &self->drops)
                                             : ZT_EPROTO;
         if (rc == ZT_OK)
-            s_on_message(self, id, &m);
+            s_on_message(self, id, zt_auth_peer(body), &m);
         else {
             if (!body || zmsg_size(zm) != 0)
                 self->drops.malformed++;
@@ -934,6 +951,11 @@ static void s_on_control(zt_coord_t *self)
 static void s_timers(zt_coord_t *self)
 {
     int64_t now = zt_now_ms();
+    uint64_t refused = zt_auth_refused() + self->wrong_identity + self->unknown_senders + self->drops.malformed;
+    if (refused != self->refusals_written) { /* job.json counts them, within a second */
+        self->refusals_written = refused;
+        self->metrics_dirty = true;
+    }
     if (self->metrics_dirty && now - self->state_written_ms >= 1000)
         s_write_state(self);
     if (self->stopping && self->kill_deadline <= now)
@@ -1044,6 +1066,28 @@ static bool s_continue_requeued(zt_coord_t *self)
     return ok;
 }
 
+/* The job's keys, made afresh for every run of the coordinator (before its
+ * first socket, which is then a CURVE server): one file per replica in
+ * <job-dir>/credentials, handed over by path (ZT_CREDENTIALS). */
+static bool s_make_credentials(zt_coord_t *self)
+{
+    int n = zt_plan_replicas(self->plan), k = 0;
+    char **names = calloc((size_t) n + 1, sizeof *names);
+    for (int p = 0; p < ZT_POOLS; p++)
+        for (int i = 0; self->plan->pools[p].present && i < self->plan->pools[p].replicas && k < n; i++) {
+            names[k] = malloc(64);
+            zt_replica_name(p, i, names[k++], 64);
+        }
+    char *dir = zt_strdupf("%s/credentials", self->layout.job_dir);
+    int rc = zt_auth_make_job(dir, names, k);
+    if (rc == ZT_OK && zt_auth_on())
+        self->layout.credentials = dir;
+    else
+        free(dir);
+    s_strv_free(names);
+    return rc == ZT_OK;
+}
+
 zt_coord_t *zt_coord_new(zt_plan_t **plan_p, zt_backend_t **backend_p, const zt_coord_opts_t *opts)
 {
     zt_coord_t *self = calloc(1, sizeof *self);
@@ -1080,6 +1124,10 @@ zt_coord_t *zt_coord_new(zt_plan_t **plan_p, zt_backend_t **backend_p, const zt_
     }
     /* CZMQ must not take SIGINT/SIGTERM: the coordinator handles them. */
     zsys_handler_set(NULL);
+    if (!s_make_credentials(self)) {
+        zt_coord_destroy(&self);
+        return NULL;
+    }
     int port = -1;
     const char *caddr = self->layout.placement.control_addr;
     char *ep = zt_strdupf("tcp://%s:*[49152-]", caddr);

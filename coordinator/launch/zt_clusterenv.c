@@ -1,5 +1,6 @@
 #include "launch/zt_clusterenv.h"
 #include "runtime/zt_env.h"
+#include "wire/zt_auth.h"
 #include "base/zt_util.h"
 #include "ztrain/zt_error.h"
 #include "ztrain/zt_knobs.h"
@@ -48,6 +49,7 @@ void zt_layout_fini(zt_layout_t *self)
     free(self->base_dir);
     free(self->trial);
     free(self->coordinator);
+    free(self->credentials);
     memset(self, 0, sizeof *self);
 }
 
@@ -485,6 +487,13 @@ static void s_env_ztrain(json_t *env, const zt_layout_t *self, int pool, int ind
     s_put(env, zt_env_name(ZT_ENV_HOST), me->host);
     s_put_json(env, zt_env_name(ZT_ENV_HOSTS), s_hosts(self));
     s_put(env, zt_env_name(ZT_ENV_JOB_DIR), self->job_dir);
+    if (self->credentials) { /* the path only: the keys stay in the file */
+        char name[64];
+        zt_replica_name(pool, index, name, sizeof name);
+        char *file = zt_auth_file(self->credentials, name);
+        s_put(env, zt_env_name(ZT_ENV_CREDENTIALS), file);
+        free(file);
+    }
     zt_role_t r2 = self->plan->pools[2].present ? self->plan->pools[2].role : ZT_ROLE_NONE;
     if (pool > 1 || (r2 != ZT_ROLE_REDUCER && r2 != ZT_ROLE_PARAMSERVER))
         return;

@@ -16,6 +16,7 @@ typedef struct {
     char *base_dir;                   /* base output directory (plan's, or job_dir) */
     char *trial;                      /* trial id, or NULL outside a study */
     char *coordinator;                /* control-plane endpoint, tcp://ADDR:P */
+    char *credentials;                /* the folder of the replicas' key files (NULL: unsecured) */
     int incarnation;                  /* job attempt, from 0 */
     zt_placement_t placement;         /* where every replica runs (the backend's choice) */
     int first[ZT_POOLS];              /* ordinal of replica 0 of each pool in the placement */

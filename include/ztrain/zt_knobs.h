@@ -77,6 +77,8 @@ extern "C" {
       "bytes of one large tensor a worker has out per reducer over the network before sums come back (0: no limit)") \
     X(AR_LOCAL_WINDOW_BYTES,"ZT_AR_LOCAL_WINDOW_BYTES","2097152", "int", ZT_FOR_WORKER,                  \
       "the same for a reducer on this host (reached over ipc://)") \
+    X(SECURITY,            "ZT_SECURITY",            "on", "on|off", ZT_FOR_ALL,                                      \
+      "on: every socket of a job started by ztrain run is authenticated and encrypted (CURVE keys made for each job, in files only its user can read; only the job's replicas may connect, each as itself); off: for benchmarks only, no authentication and no encryption, so anyone who can reach the job's ports can read its model and pose as its replicas") \
     X(DATA_IPC,            "ZT_DATA_IPC",            "auto", "auto|off", ZT_FOR_WORKER|ZT_FOR_PS|ZT_FOR_REDUCER,                      \
       "auto: data-plane sockets on this host (loopback) also go over ipc://; off: TCP only") \
     X(SHM,                 "ZT_SHM",                 "auto", "auto|off", ZT_FOR_WORKER|ZT_FOR_PS|ZT_FOR_REDUCER,                      \

@@ -56,6 +56,7 @@
     X(HOST,             "ZT_HOST",          "this replica's host (its identity, from the launch backend)") \
     X(HOSTS,            "ZT_HOSTS",         "every replica's host: {\"addr:port\": host} (JSON)") \
     X(REJOIN,           "ZT_REJOIN",        "1: a synchronous trainer restarted into its running group, which takes its state from a live peer") \
+    X(CREDENTIALS,      "ZT_CREDENTIALS",   "this replica's credentials file (its CURVE keys; the file is readable by the job's user only)") \
     X(JOB_DIR,          "ZT_JOB_DIR",       "the job directory")                          \
     X(REDUCERS,         "ZT_REDUCERS",      "pool 2's host:port list when it holds reducers") \
     X(PARAMSERVERS,     "ZT_PARAMSERVERS",  "pool 2's host:port list when it holds parameter servers") \

@@ -14,7 +14,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#define CHUNK (1 << 20)
+#define CHUNK ZT_FILESERVER_CHUNK
 
 struct zt_fileserver_t {
     zactor_t *actor;        /* serves on its own thread */
@@ -48,9 +48,11 @@ static bool s_resolve(zt_fileserver_t *self, const char *path, const char **dir,
 static int s_open_beneath(const char *dir, const char *rel)
 {
     int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    /* O_NONBLOCK: a FIFO planted in a served folder must not block the
+     * server in open(); it is refused below as not a plain file */
     if (dfd < 0)
         return -1;
-    struct open_how how = { .flags = O_RDONLY | O_CLOEXEC | O_NOFOLLOW,
+    struct open_how how = { .flags = O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK,
                             .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS };
     int fd = (int) syscall(SYS_openat2, dfd, rel, &how, sizeof how);
     if (fd < 0 && errno == ENOSYS) { /* before Linux 5.6 */
@@ -59,7 +61,7 @@ static int s_open_beneath(const char *dir, const char *rel)
         char *part = strtok_r(copy, "/", &save);
         while (part && at >= 0) {
             next = strtok_r(NULL, "/", &save);
-            int f = openat(at, part, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | (next ? O_DIRECTORY : 0));
+            int f = openat(at, part, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | (next ? O_DIRECTORY : 0));
             close(at);
             at = f;
             part = next;
@@ -77,6 +79,36 @@ static int s_open_beneath(const char *dir, const char *rel)
     }
     errno = saved;
     return fd;
+}
+
+int64_t zt_fileserver_answer(zt_fileserver_t *self, const void *body, size_t len, zt_msg_t *r, void *buf)
+{
+    zt_msg_t m;
+    if (zt_msg_decode(body, len, &m, NULL) != ZT_OK || m.type != ZT_MSG_FILE_GET)
+        return -1;
+    *r = (zt_msg_t) { .type = ZT_MSG_FILE_DATA };
+    r->u.FILE_DATA.req = m.u.FILE_GET.req;
+    r->u.FILE_DATA.offset = m.u.FILE_GET.offset;
+    const char *dir = NULL, *rel = NULL;
+    bool named = s_resolve(self, m.u.FILE_GET.path, &dir, &rel);
+    int fd = named ? s_open_beneath(dir, rel) : -1;
+    ssize_t n = 0;
+    if (!named || (fd < 0 && errno != ENOENT && errno != ENOTDIR))
+        r->u.FILE_DATA.code = ZT_FILE_DENIED; /* a link, an escape, not a plain file */
+    else if (fd < 0)
+        r->u.FILE_DATA.code = ZT_FILE_NOT_FOUND;
+    else {
+        struct stat st;
+        fstat(fd, &st);
+        r->u.FILE_DATA.size = st.st_size;
+        int64_t want = m.u.FILE_GET.length > CHUNK || m.u.FILE_GET.length <= 0 ? CHUNK : m.u.FILE_GET.length;
+        n = m.u.FILE_GET.offset >= 0 ? pread(fd, buf, (size_t) want, (off_t) m.u.FILE_GET.offset) : -1;
+        if (n < 0)
+            n = 0;
+    }
+    if (fd >= 0)
+        close(fd);
+    return (int64_t) n;
 }
 
 static void s_actor(zsock_t *pipe, void *arg)
@@ -103,32 +135,9 @@ static void s_actor(zsock_t *pipe, void *arg)
             break;
         zmsg_t *zm = zmsg_recv(router);
         zframe_t *id = zmsg_pop(zm), *body = zmsg_pop(zm);
-        zt_msg_t m;
-        if (body && zt_msg_decode(zframe_data(body), zframe_size(body), &m, NULL) == ZT_OK &&
-            m.type == ZT_MSG_FILE_GET) {
-            zt_msg_t r = { .type = ZT_MSG_FILE_DATA };
-            r.u.FILE_DATA.req = m.u.FILE_GET.req;
-            r.u.FILE_DATA.offset = m.u.FILE_GET.offset;
-            const char *dir = NULL, *rel = NULL;
-            bool named = s_resolve(self, m.u.FILE_GET.path, &dir, &rel);
-            int fd = named ? s_open_beneath(dir, rel) : -1;
-            ssize_t n = 0;
-            if (!named || (fd < 0 && errno != ENOENT && errno != ENOTDIR))
-                r.u.FILE_DATA.code = ZT_FILE_DENIED; /* a link, an escape, not a plain file */
-            else if (fd < 0)
-                r.u.FILE_DATA.code = ZT_FILE_NOT_FOUND;
-            else {
-                struct stat st;
-                fstat(fd, &st);
-                r.u.FILE_DATA.size = st.st_size;
-                int64_t want = m.u.FILE_GET.length > CHUNK || m.u.FILE_GET.length <= 0 ? CHUNK
-                                                                                      : m.u.FILE_GET.length;
-                n = pread(fd, buf, (size_t) want, (off_t) m.u.FILE_GET.offset);
-                if (n < 0)
-                    n = 0;
-            }
-            if (fd >= 0)
-                close(fd);
+        zt_msg_t r;
+        int64_t n = body ? zt_fileserver_answer(self, zframe_data(body), zframe_size(body), &r, buf) : -1;
+        if (n >= 0) {
             zframe_t *h = zt_msg_encode(&r);
             zframe_send(&id, router, ZFRAME_MORE);
             zframe_send(&h, router, ZFRAME_MORE);
@@ -147,13 +156,14 @@ static void s_actor(zsock_t *pipe, void *arg)
 zt_fileserver_t *zt_fileserver_new(const char *endpoint, const char *const (*roots)[2], int n)
 {
     zt_fileserver_t *self = calloc(1, sizeof *self);
-    self->endpoint = strdup(endpoint);
+    self->endpoint = endpoint ? strdup(endpoint) : NULL;
     for (int i = 0; i < n && i < 8; i++) {
         self->roots[i][0] = strdup(roots[i][0]);
         self->roots[i][1] = strdup(roots[i][1]);
         self->nroots++;
     }
-    self->actor = zactor_new(s_actor, self);
+    if (endpoint)
+        self->actor = zactor_new(s_actor, self);
     return self;
 }
 

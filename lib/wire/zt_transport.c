@@ -1,4 +1,5 @@
 #include "wire/zt_transport.h"
+#include "wire/zt_auth.h"
 #include "ztrain/zt_knobs.h"
 #include "ztrain/zt_log.h"
 #include "runtime/zt_env.h"
@@ -151,6 +152,10 @@ static zsock_t *s_socket(int type, zt_plane_t plane)
     zsock_t *s = zsock_new(type);
     if (!s)
         return NULL;
+    if (zt_auth_apply(s, type == ZMQ_ROUTER) != 0) { /* a secured job's replica never goes plain */
+        zsock_destroy(&s);
+        return NULL;
+    }
     if (plane == ZT_PLANE_DATA) {
         zsock_set_sndhwm(s, 100000);
         zsock_set_rcvhwm(s, 100000);

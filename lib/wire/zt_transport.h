@@ -1,8 +1,8 @@
 /* zt_transport: every ZeroMQ socket ztrain makes, control plane and data
  * plane, comes from here. It is the one place for socket options (high-water
  * marks, linger, reconnection), for the same-host ipc:// twins of the data
- * plane, for the largest data frame, and for the job's credentials once
- * sockets are authenticated. */
+ * plane, for the largest data frame, and for the job's credentials (zt_auth:
+ * in a job, every socket is a CURVE socket). */
 #ifndef ZT_TRANSPORT_H
 #define ZT_TRANSPORT_H
 #include <czmq.h>

@@ -1,6 +1,10 @@
 /* Sends malformed and wrong-version messages to a coordinator's control
- * plane (endpoint in argv[1]); the coordinator must count and drop them. */
+ * plane (endpoint in argv[1]); the coordinator must count and drop them.
+ * It connects through ztrain's transport: with ZT_CREDENTIALS (a replica's
+ * keys) its garbage reaches a secured job's coordinator, as a broken
+ * replica's would. */
 #include "wire/zt_msg.h"
+#include "wire/zt_transport.h"
 #include <stdio.h>
 #include <string.h>
 
@@ -10,7 +14,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: ctl_garbage ENDPOINT\n");
         return 2;
     }
-    zsock_t *d = zsock_new_dealer(argv[1]);
+    zsock_t *d = zt_sock_dealer(ZT_PLANE_CONTROL, argv[1]);
     if (!d)
         return 1;
     zsock_set_linger(d, 2000);

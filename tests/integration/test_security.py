@@ -1,14 +1,21 @@
 """Attacks on a running job by a stranger: another local user, made by this
 test (useradd) and removed after it, who knows only the job's endpoints and
 runs tests/integration/zt_attack.c's attacks. Each attack must get nothing:
-every message refused with a reason, no crash, no restart, and the job
-ends SUCCEEDED as it would have. Skipped (77) where users cannot be made.
+the job's sockets do not answer a stranger at all (CURVE, keys only the
+job's user can read), not even one who has learnt the server key, and the
+job ends SUCCEEDED as it would have. Skipped (77) where users cannot be
+made.
+
+The same attacks are then made by an insider holding a replica's keys (as
+a compromised replica would): the hardened handlers refuse every message
+with a reason, and a replica cannot speak for another.
 
 Also: a displayName cannot place the job folder outside ZT_JOBS_DIR."""
 import glob
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -19,6 +26,7 @@ from ztest import BIN, Job, job_file, load_job, pool, tmpdir, wait_for, write
 
 ATTACK = os.environ.get("ZT_ATTACK", os.path.join(BIN, "..", "tests", "zt_attack"))
 FAST = {"ZT_STOP_GRACE_MS": "3000", "ZT_HEARTBEAT_MS": "300"}
+QUICK = {"ZT_ATTACK_WAIT_MS": "2000"}  # for an attack that must get no answer at all
 
 
 class Stranger:
@@ -41,7 +49,8 @@ class Stranger:
                               text=True, timeout=60)
 
     def run(self, *args, timeout=120):
-        return subprocess.run(["runuser", "-u", self.name, "--", ATTACK] + list(args),
+        """An attack that must get nothing: no answer within 2 s is taken as none."""
+        return subprocess.run(["runuser", "-u", self.name, "--", "env", "ZT_ATTACK_WAIT_MS=2000", ATTACK] + list(args),
                               capture_output=True, text=True, timeout=timeout)
 
     def remove(self):
@@ -73,6 +82,12 @@ def tcp(address):
     return "tcp://" + address
 
 
+def insider(job_dir, name, *args, extra_env=None):
+    """zt_attack with replica name's credentials (as root, the job's user)."""
+    env = dict(os.environ, ZT_CREDENTIALS=os.path.join(job_dir, "credentials", name + ".key"), **(extra_env or {}))
+    return subprocess.run([ATTACK] + list(args), env=env, capture_output=True, text=True, timeout=120)
+
+
 class StrangerAttacks(unittest.TestCase):
     def start(self, pools, name):
         d = tmpdir("sec-")
@@ -88,12 +103,12 @@ class StrangerAttacks(unittest.TestCase):
                 return re.search(r"workerpool0-0\[\d+\]: step \d+/", f.read())
         wait_for(stepped, timeout=120, what="training")
 
-    def attack_all(self, *runs):
-        """Every attack at once (as the stranger): their results, in order."""
+    def attack_all(self, run, *runs):
+        """Every attack at once, each by run(*args): their results, in order."""
         out = [None] * len(runs)
 
         def one(i):
-            out[i] = STRANGER.run(*runs[i])
+            out[i] = run(*runs[i])
         threads = [threading.Thread(target=one, args=(i,)) for i in range(len(runs))]
         for t in threads:
             t.start()
@@ -105,6 +120,21 @@ class StrangerAttacks(unittest.TestCase):
         self.assertEqual(res.returncode, 0, res.stdout[-2000:] + res.stderr[-1000:])
         self.assertRegex(res.stdout, r"refused [1-9]\d*, accepted 0, unanswered 0")
 
+    def both(self, job_dir, *attacks):
+        """Each attack at once by the stranger, who must get nothing, and by
+        an insider with workerpool1-0's keys: the insider's results."""
+        runs = [(STRANGER.run, a) for a in attacks] + [(lambda *a: insider(job_dir, "workerpool1-0", *a), a)
+                                                       for a in attacks]
+        out = self.attack_all(lambda run, a: run(*a), *runs)
+        for res in out[:len(attacks)]:
+            self.assertNothing(res)
+        return out[len(attacks):]
+
+    def assertNothing(self, res):
+        """Not one answer, not one stray message: the socket never talked."""
+        self.assertEqual(res.returncode, 3, res.stdout[-2000:] + res.stderr[-1000:])
+        self.assertRegex(res.stdout, r"refused 0, accepted 0, unanswered [1-9]\d*; other messages received 0")
+
     def test_parameter_server_ranges(self):
         # a pull of 2^63-1 elements, pushes at 2^62 with a 4-byte frame,
         # every 0.3 s for 3 s, to both servers: each refused, no crash, no
@@ -114,7 +144,7 @@ class StrangerAttacks(unittest.TestCase):
                                    pool("ztrain-paramserver", 2)], "psattack")
         self.wait_training(job_dir)
         servers = [replica(load_job(job_dir), "workerpool2-%d" % i) for i in range(2)]
-        for res in self.attack_all(*[("ps-ranges", tcp(s["address"]), "5") for s in servers]):
+        for res in self.both(job_dir, *[("ps-ranges", tcp(s["address"]), "5") for s in servers]):
             self.assertAllRefused(res)
         self.assertEqual(job.wait(timeout=300), 0, job.err[-3000:])
         j = load_job(job_dir)
@@ -126,18 +156,19 @@ class StrangerAttacks(unittest.TestCase):
     def test_reducer_ranges(self):
         # pieces whose offset + count overflows, to both reducers of a sync
         # job: each refused, no reducer restarts, equal weights at the end
-        args = ["--hidden=64", "--epochs=6", "--log_every=100"]
+        args = ["--hidden=64", "--epochs=10", "--log_every=100"]
         job, job_dir = self.start([pool("ztrain-worker", 1, args), pool("ztrain-worker", 1, args),
                                    pool("ztrain-reducer", 2)], "redattack")
         self.wait_training(job_dir)  # the workers have given the reducers their layout
         reducers = [replica(load_job(job_dir), "workerpool2-%d" % i) for i in range(2)]
-        for res in self.attack_all(*[("reducer-pieces", tcp(r["address"]), "5") for r in reducers]):
+        # also another layout announced to a reducer of the running group:
+        # refused to its sender alone (it used to fail every worker with
+        # "mismatch")
+        out = self.both(job_dir, *[("reducer-pieces", tcp(r["address"]), "5") for r in reducers],
+                        ("reducer-layout", tcp(reducers[0]["address"])))
+        for res in out:
             self.assertAllRefused(res)
-        # another layout announced to a reducer of the running group: refused
-        # to the stranger alone (it used to fail every worker with "mismatch")
-        res = STRANGER.run("reducer-layout", tcp(reducers[0]["address"]))
-        self.assertAllRefused(res)
-        self.assertIn("not the running group's", res.stdout)
+        self.assertIn("not the running group's", out[2].stdout)
         self.assertEqual(job.wait(timeout=300), 0, job.err[-3000:])
         j = load_job(job_dir)
         for r in reducers:
@@ -154,7 +185,7 @@ class StrangerAttacks(unittest.TestCase):
                                    pool("ztrain-paramserver", 2)], "psnan")
         self.wait_training(job_dir)
         server = replica(load_job(job_dir), "workerpool2-0")
-        res = STRANGER.run("ps-nan", tcp(server["address"]), "5")
+        res, = self.both(job_dir, ("ps-nan", tcp(server["address"]), "5"))
         self.assertAllRefused(res)
         self.assertEqual(res.stdout.count("non-finite gradients (NaN or infinity) refused"), 10, res.stdout)
         self.assertEqual(job.wait(timeout=300), 0, job.err[-3000:])
@@ -166,12 +197,13 @@ class StrangerAttacks(unittest.TestCase):
     def test_reducer_nan(self):
         # NaN and infinite pieces to a reducer of a running sync job: refused,
         # counted, and the workers' weights stay equal and finite
-        args = ["--hidden=64", "--epochs=6", "--log_every=100"]
+        args = ["--hidden=64", "--epochs=10", "--log_every=100"]
         job, job_dir = self.start([pool("ztrain-worker", 1, args), pool("ztrain-worker", 1, args),
                                    pool("ztrain-reducer", 2)], "rednan")
         self.wait_training(job_dir)
         red = replica(load_job(job_dir), "workerpool2-0")
-        self.assertAllRefused(STRANGER.run("reducer-nan", tcp(red["address"]), "5"))
+        for res in self.both(job_dir, ("reducer-nan", tcp(red["address"]), "5")):
+            self.assertAllRefused(res)
         self.assertEqual(job.wait(timeout=300), 0, job.err[-3000:])
         j = load_job(job_dir)
         self.assertEqual(j["metrics"]["workerpool2-0"]["nonfinite_refused"]["value"], 10)
@@ -193,7 +225,7 @@ class StrangerAttacks(unittest.TestCase):
         self.assertEqual(made.returncode, 0, made.stderr)
         self.addCleanup(lambda: [os.unlink("/dev/shm/" + n) for n in (link, own) if os.path.lexists("/dev/shm/" + n)])
         server = replica(load_job(job_dir), "workerpool2-0")
-        res = STRANGER.run("ps-shm", tcp(server["address"]), link, own)
+        res, = self.both(job_dir, ("ps-shm", tcp(server["address"]), link, own))
         self.assertAllRefused(res)
         self.assertIn("a symbolic link, refused", res.stdout)
         self.assertIn("owned by another user, refused", res.stdout)
@@ -232,6 +264,71 @@ class StrangerAttacks(unittest.TestCase):
             red.wait(timeout=30)
 
 
+class Impostors(unittest.TestCase):
+    def test_keys_decide_who_speaks(self):
+        """Three would-be impostors at one running job:
+        - the stranger, who has even learnt the job's server key, comes
+          with a key pair of its own: the coordinator and a parameter
+          server refuse the connection (ZAP) and say so; REGISTER as the
+          chief gets no WELCOME;
+        - an insider with workerpool1-0's keys registers as the chief and
+          reports accuracy 0.999: refused (its keys name it), counted, and
+          the chief is neither displaced nor killed for "no heartbeat";
+        - nobody finds a key in a replica's environment or command line."""
+        args = ["--hidden=64", "--epochs=30", "--log_every=100"]
+        d = tmpdir("sec-")
+        job_dir = os.path.join(d, "job")
+        job = Job(self, job_file(d, "impostor", [pool("ztrain-worker", 1, args), pool("ztrain-worker", 1, args),
+                                                 pool("ztrain-paramserver", 1)]), job_dir, env=FAST)
+        wait_for(lambda: (load_job(job_dir) or {}).get("state") == "RUNNING", timeout=120, what="RUNNING")
+        j = load_job(job_dir)
+        self.assertEqual(j["security"], "curve")
+        creds = os.path.join(job_dir, "credentials")
+        with open(os.path.join(creds, "job.keys")) as f:
+            keys = json.load(f)
+        server_key = keys["serverPublic"]
+        # no key in any replica's environment or command line: only the path
+        secrets = [keys["serverSecret"]]
+        for name in os.listdir(creds):
+            if name.endswith(".key"):
+                with open(os.path.join(creds, name)) as f:
+                    secrets.append(json.load(f)["secret"])
+        seen = 0
+        for r in j["replicas"]:
+            for what in ("environ", "cmdline"):
+                with open("/proc/%d/%s" % (r["pid"], what), "rb") as f:
+                    text = f.read().decode(errors="replace")
+                for k in secrets:
+                    self.assertNotIn(k, text, "%s's %s" % (r["name"], what))
+            with open("/proc/%d/environ" % r["pid"], "rb") as f:
+                self.assertIn(("ZT_CREDENTIALS=%s/%s.key" % (creds, r["name"])).encode(), f.read())
+            seen += 1
+        self.assertEqual(seen, 3)
+        coordinator = j["coordinator"]
+        res = insider(job_dir, "workerpool1-0", "register", coordinator, "0", "0", extra_env=QUICK)
+        self.assertEqual(res.returncode, 3, res.stdout + res.stderr)
+        ps = replica(j, "workerpool2-0")
+        for args_ in (("register", coordinator, "0", "0"), ("ps-ranges", tcp(ps["address"]), "1")):
+            res = STRANGER.sh(" ".join(shlex.quote(a) for a in ("env", "ZT_ATTACK_SERVERKEY=" + server_key,
+                                                                 "ZT_ATTACK_WAIT_MS=2000", ATTACK) + args_))
+            self.assertEqual(res.returncode, 3, res.stdout + res.stderr)
+            self.assertRegex(res.stdout, r"refused 0, accepted 0, unanswered [1-9]")
+        self.assertIsNone(job.proc.poll(), "the job ended before the attacks did: make it longer")
+        self.assertEqual(job.wait(timeout=300), 0, job.err[-3000:])
+        j = load_job(job_dir)
+        self.assertEqual(j["state"], "SUCCEEDED")
+        self.assertEqual(replica(j, "workerpool0-0")["restarts"], 0)
+        self.assertGreaterEqual(j["controlPlaneDrops"]["unauthenticated"], 1)
+        self.assertGreaterEqual(j["controlPlaneDrops"]["wrongIdentity"], 2)  # its REGISTER and its metric
+        self.assertLess(j["metrics"]["workerpool0-0"]["accuracy"]["value"], 0.99)
+        self.assertGreater(j["metrics"]["workerpool0-0"]["accuracy"]["value"], 0.75)
+        text = job.out + job.err
+        self.assertRegex(text, r"coordinator/0\[\d+\]: refused a connection from 127\.0\.0\.1: not one of the job's keys")
+        self.assertRegex(text, r"workerpool2-0\[\d+\]: refused a connection from 127\.0\.0\.1: not one of the job's keys")
+        self.assertRegex(text, r"refused register claiming to be workerpool0-0 from a connection that authenticated "
+                               r"as workerpool1-0")
+
+
 def listening_ports(pid):
     """The TCP ports process pid listens on (its sockets in /proc/net/tcp)."""
     inodes = set()
@@ -258,7 +355,7 @@ class FileServer(unittest.TestCase):
         # file server for them is refused, as for ".." and absolute paths
         # (the evaluators' fetches of plain files are tested with the sync
         # example)
-        args = ["--hidden=32", "--epochs=30", "--train_examples=3000", "--checkpoint_steps=20"]
+        args = ["--hidden=32", "--epochs=300", "--train_examples=3000", "--checkpoint_steps=20"]  # stopped below
         d = tmpdir("sec-")
         job_dir = os.path.join(d, "job")
         job = Job(self, job_file(d, "links", [pool("ztrain-worker", 1, args), pool("ztrain-worker", 1, args),
@@ -275,8 +372,14 @@ class FileServer(unittest.TestCase):
         ports = listening_ports(chief["pid"])
         self.assertEqual(len(ports), 1, ports)  # its file server
         ep = "tcp://127.0.0.1:%d" % ports[0]
-        res = STRANGER.run("file-get", ep, "checkpoints/shadow", "checkpoints/out/secret.txt",
-                           "checkpoints/../job.json", "/etc/passwd")
+        paths = ("checkpoints/shadow", "checkpoints/out/secret.txt", "checkpoints/../job.json", "/etc/passwd")
+        out = [None, None]
+        stranger = threading.Thread(target=lambda: out.__setitem__(0, STRANGER.run("file-get", ep, *paths)))
+        stranger.start()
+        res = insider(job_dir, "workerpool1-0", "file-get", ep, *paths)
+        stranger.join()
+        self.assertEqual(out[0].returncode, 3, out[0].stdout + out[0].stderr)
+        self.assertIn("refused 0, accepted 0, unanswered 4", out[0].stdout)
         self.assertEqual(res.returncode, 0, res.stdout + res.stderr)
         self.assertEqual(res.stdout.count("refused: denied"), 4, res.stdout)
         job.proc.terminate()

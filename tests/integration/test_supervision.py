@@ -243,7 +243,11 @@ class Supervision(unittest.TestCase):
         job = Job(self, path, self.job_dir, env=FAST)
         wait_for(lambda: (load_job(self.job_dir) or {}).get("state") == "RUNNING", what="RUNNING")
         ep = load_job(self.job_dir)["coordinator"]
-        subprocess.run([os.environ["ZT_CTL_GARBAGE"], ep], check=True, timeout=30)
+        # from a replica's keys (a broken replica): a stranger's would not
+        # even reach the coordinator (test_security)
+        keys = os.path.join(self.job_dir, "credentials", "workerpool1-0.key")
+        subprocess.run([os.environ["ZT_CTL_GARBAGE"], ep], check=True, timeout=30,
+                       env=dict(os.environ, ZT_CREDENTIALS=keys))
         self.assertEqual(job.wait(), 0, job.err)
         j = load_job(self.job_dir)
         drops = j["controlPlaneDrops"]

@@ -10,8 +10,17 @@
  *   zt_attack ps-nan ENDPOINT ROUNDS        NaN and infinite gradients at the shard's start
  *   zt_attack reducer-nan ENDPOINT ROUNDS   NaN pieces at the chunk's start
  *   zt_attack file-get ENDPOINT PATH...     files from a file server (the chief's)
- *   zt_attack ps-shm ENDPOINT REGION...     pushes whose bytes are "in" the named /dev/shm regions */
+ *   zt_attack ps-shm ENDPOINT REGION...     pushes whose bytes are "in" the named /dev/shm regions
+ *   zt_attack register ENDPOINT POOL INDEX  REGISTER as that replica, then a metric accuracy=0.999
+ *
+ * How it connects: with ZT_CREDENTIALS set (an insider holding a replica's
+ * keys), as that replica, through ztrain's own transport; with
+ * ZT_ATTACK_SERVERKEY (the job's server public key, leaked), as a CURVE
+ * client with a key pair of its own; otherwise with a plain socket. A
+ * target that does not answer the first message is given up (the rest
+ * count as unanswered): a job's sockets do not talk to strangers. */
 #include "wire/zt_msg.h"
+#include "wire/zt_transport.h"
 #include "ztrain/zt_error.h"
 #include <stdbool.h>
 #include <stdint.h>
@@ -20,12 +29,17 @@
 #include <string.h>
 
 static int s_refused, s_accepted, s_silent, s_leaked;
+static bool s_deaf; /* the target never answered: nothing more is sent */
 
 /* Sends header (+ payload) and waits for its answer. Other traffic that
  * reaches the stranger meanwhile (a sum meant for the worker whose index it
  * claimed) is counted as leaked, not taken for the answer. */
 static void s_try(zsock_t *d, const char *what, const zt_msg_t *m, const void *payload, size_t bytes)
 {
+    if (s_deaf) {
+        s_silent++;
+        return;
+    }
     zframe_t *h = zt_msg_encode(m);
     zframe_send(&h, d, payload ? ZFRAME_MORE : 0);
     if (payload) {
@@ -37,6 +51,7 @@ static void s_try(zsock_t *d, const char *what, const zt_msg_t *m, const void *p
         if (!reply) {
             printf("%s: no answer\n", what);
             s_silent++;
+            s_deaf = true;
             return;
         }
         zframe_t *rh = zmsg_first(reply);
@@ -138,11 +153,16 @@ static void s_file_get(zsock_t *d, char **paths, int n)
         m.u.FILE_GET = (zt_msg_FILE_GET_t) { .req = i + 1, .offset = 0, .length = 4096 };
         zt_msg_set_str(m.u.FILE_GET.path, paths[i]);
         zframe_t *h = zt_msg_encode(&m);
+        if (s_deaf) {
+            s_silent++;
+            continue;
+        }
         zframe_send(&h, d, 0);
         zmsg_t *reply = zmsg_recv(d);
         if (!reply) {
             printf("%s: no answer\n", paths[i]);
             s_silent++;
+            s_deaf = true;
             continue;
         }
         zframe_t *rh = zmsg_first(reply);
@@ -171,6 +191,54 @@ static void s_ps_shm(zsock_t *d, char **names, int n)
     }
 }
 
+/* REGISTER as replica pool-index, then a fake metric: WELCOME would be a
+ * hijack (accepted); silence is what an impostor must get. */
+static void s_register(zsock_t *d, int pool, int index)
+{
+    zt_msg_t m = { .type = ZT_MSG_REGISTER, .pool = pool, .index = index };
+    zt_msg_set_str(m.u.REGISTER.role, "worker");
+    m.u.REGISTER.pid = 1;
+    zt_msg_set_str(m.u.REGISTER.address, "127.0.0.1:1");
+    zframe_t *h = zt_msg_encode(&m);
+    zframe_send(&h, d, 0);
+    zt_msg_t f = { .type = ZT_MSG_METRIC, .pool = pool, .index = index };
+    zt_msg_set_str(f.u.METRIC.name, "accuracy");
+    f.u.METRIC.value = 0.999;
+    h = zt_msg_encode(&f);
+    zframe_send(&h, d, 0);
+    zmsg_t *reply = zmsg_recv(d);
+    if (!reply) {
+        printf("register as workerpool%d-%d: no answer\n", pool, index);
+        s_silent++;
+        return;
+    }
+    zframe_t *rh = zmsg_first(reply);
+    zt_msg_t r;
+    int rc = zt_msg_decode(zframe_data(rh), zframe_size(rh), &r, NULL);
+    printf("register as workerpool%d-%d: accepted (%s)\n", pool, index, rc == ZT_OK ? zt_msg_type_name(r.type) : "undecodable");
+    s_accepted++;
+    zmsg_destroy(&reply);
+}
+
+/* The stranger's socket: see the top of this file. */
+static zsock_t *s_connect(const char *endpoint)
+{
+    if (getenv("ZT_CREDENTIALS"))
+        return zt_sock_dealer(ZT_PLANE_CONTROL, endpoint);
+    zsock_t *d = zsock_new(ZMQ_DEALER);
+    const char *server_key = getenv("ZT_ATTACK_SERVERKEY");
+    if (d && server_key) {
+        char pub[41], sec[41];
+        zmq_curve_keypair(pub, sec);
+        zsock_set_curve_serverkey(d, server_key);
+        zsock_set_curve_publickey(d, pub);
+        zsock_set_curve_secretkey(d, sec);
+    }
+    if (d && zsock_connect(d, "%s", endpoint) != 0)
+        zsock_destroy(&d);
+    return d;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 3) {
@@ -178,10 +246,11 @@ int main(int argc, char **argv)
                 "reducer-pieces ENDPOINT ROUNDS\n");
         return 2;
     }
-    zsock_t *d = zsock_new_dealer(argv[2]);
+    zsock_t *d = s_connect(argv[2]);
     if (!d)
         return 2;
-    zsock_set_rcvtimeo(d, 5000);
+    const char *wait = getenv("ZT_ATTACK_WAIT_MS"); /* how long an answer may take */
+    zsock_set_rcvtimeo(d, wait ? atoi(wait) : 5000);
     zsock_set_linger(d, 0);
     if (!strcmp(argv[1], "ps-ranges"))
         s_ps_ranges(d, argc > 3 ? atoi(argv[3]) : 1);
@@ -193,13 +262,15 @@ int main(int argc, char **argv)
         s_file_get(d, argv + 3, argc - 3);
     else if (!strcmp(argv[1], "reducer-layout"))
         s_reducer_layout(d);
+    else if (!strcmp(argv[1], "register") && argc > 4)
+        s_register(d, atoi(argv[3]), atoi(argv[4]));
     else if (!strcmp(argv[1], "reducer-pieces"))
         s_reducer_pieces(d, argc > 3 ? atoi(argv[3]) : 1);
     else {
         fprintf(stderr, "zt_attack: no attack '%s'\n", argv[1]);
         return 2;
     }
-    zsock_destroy(&d);
+    zt_sock_destroy(&d);
     printf("refused %d, accepted %d, unanswered %d; other messages received %d\n", s_refused, s_accepted,
            s_silent, s_leaked);
     return s_accepted ? 1 : s_silent ? 3 : 0;

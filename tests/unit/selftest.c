@@ -7,6 +7,7 @@
 #include "spec/zt_machines.h"
 #include "wire/zt_msg.h"
 #include "wire/zt_transport.h"
+#include "wire/zt_auth.h"
 #include "base/zt_shard.h"
 #include "base/zt_json.h"
 #include "model/zt_optim.h"
@@ -84,6 +85,7 @@ static const struct {
     TEST_ENTRY("mlp", zt_mlp_selftest)
     TEST_ENTRY("spin", zt_spin_selftest)
     TEST_ENTRY("shm", s_shm)
+    TEST_ENTRY("auth", zt_auth_selftest) /* last: it leaves this process's sockets CURVE sockets */
 };
 #define NTESTS ((int) (sizeof s_tests / sizeof s_tests[0]))
 

@@ -1,0 +1,75 @@
+#!/usr/bin/env python3
+"""What authentication costs: the parameter-server and all-reduce
+benchmarks run twice in the same run, with plain sockets (the peer) and
+with CURVE on every socket as a job has it (--auth), over the same-host
+transport (ipc:// and shared memory, the default) and over TCP alone
+(ZT_DATA_IPC=off ZT_SHM=off: every byte encrypted, as between hosts).
+Prints each figure both ways and the ratio curve / plain (1.00: free).
+
+    python3 bench/auth_bench.py [build] [--quick]
+"""
+import benchargs  # bench/ is the script's own folder, first on sys.path
+benchargs.check(__doc__, (), ('--quick',), 1)
+import os
+import re
+import subprocess
+import sys
+
+BUILD = next((a for a in sys.argv[1:] if not a.startswith("--")), "build")
+QUICK = "--quick" in sys.argv
+TRANSPORTS = [("same host: ipc:// + shared memory", {}),
+              ("TCP only", {"ZT_DATA_IPC": "off", "ZT_SHM": "off"})]
+ROW = re.compile(r"^(\S+)\s+(\d+)\s+(\d+) \|\s+([\d.]+) GB/s\s+\d+ ops/s \|\s+([\d.]+) GB/s\s+\d+ ops/s \|\s+([\d.]+)")
+
+
+def run(cmd, env):
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, env=dict(os.environ, **env))
+    if out.returncode != 0:
+        sys.exit("%s failed (%d): %s" % (" ".join(cmd), out.returncode, out.stderr[-2000:]))
+    return out.stdout
+
+
+def ps_rows(auth, env):
+    cmd = [os.path.join(BUILD, "bench", "ps_bench"), os.path.join(BUILD, "bin", "ztrain-paramserver"), "--quick"]
+    rows = {}
+    for line in run(cmd + (["--auth"] if auth else []), env).splitlines():
+        m = ROW.match(line)
+        if m:
+            rows[m.group(1, 2, 3)] = (float(m.group(4)), float(m.group(5)), float(m.group(6)))
+    return rows
+
+
+def ar_time(n, r, size, auth, env):
+    cmd = [os.path.join(BUILD, "bench", "ar_bench"), os.path.join(BUILD, "bin", "ztrain-reducer"),
+           "--only", str(n), str(r), str(size)] + (["--quick"] if QUICK else [])
+    for line in run(cmd + (["--auth"] if auth else []), env).splitlines():
+        p = line.split()
+        if len(p) == 5 and p[0] == "ztrain":
+            return float(p[4])
+    sys.exit("ar_bench printed no result for %d %d %d" % (n, r, size))
+
+
+def main():
+    for label, env in TRANSPORTS:
+        print("== parameter servers, %s ==" % label)
+        plain, curve = ps_rows(False, env), ps_rows(True, env)
+        print("value   W  S | push GB/s plain  curve  ratio | pull GB/s plain  curve  ratio | push+ack us plain  curve")
+        for key in plain:
+            if key not in curve:
+                continue
+            a, b = plain[key], curve[key]
+            print("%-7s %2s %2s |       %6.2f %6.2f  %5.2f |       %6.2f %6.2f  %5.2f |        %6.0f %6.0f"
+                  % (key + (a[0], b[0], b[0] / a[0] if a[0] else 0, a[1], b[1], b[1] / a[1] if a[1] else 0,
+                            a[2], b[2])))
+        print("\n== all-reduce, 4 workers, %s ==" % label)
+        print("reducers  bytes     | ms/op plain   curve  | curve / plain time")
+        sizes = [1 << 20, 16 << 20] if QUICK else [64 << 10, 1 << 20, 16 << 20, 64 << 20]
+        for r in (2, 0):
+            for size in sizes:
+                a, b = ar_time(4, r, size, False, env), ar_time(4, r, size, True, env)
+                print("%-9s %-9d | %8.2f %8.2f  | %.2f" % (r if r else "ring", size, a * 1e3, b * 1e3, b / a))
+        print()
+
+
+if __name__ == "__main__":
+    main()
