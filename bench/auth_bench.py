@@ -19,7 +19,7 @@ BUILD = next((a for a in sys.argv[1:] if not a.startswith("--")), "build")
 QUICK = "--quick" in sys.argv
 TRANSPORTS = [("same host: ipc:// + shared memory", {}),
               ("TCP only", {"ZT_DATA_IPC": "off", "ZT_SHM": "off"})]
-ROW = re.compile(r"^(\S+)\s+(\d+)\s+(\d+) \|\s+([\d.]+) GB/s\s+\d+ ops/s \|\s+([\d.]+) GB/s\s+\d+ ops/s \|\s+([\d.]+)")
+ROW = re.compile(r"^(\d+ [KMG]iB)\s+(\d+)\s+(\d+) \|\s+([\d.]+) GB/s\s+\d+ ops/s \|\s+([\d.]+) GB/s\s+\d+ ops/s \|\s+([\d.]+)")
 
 
 def run(cmd, env):
@@ -58,7 +58,7 @@ def main():
             if key not in curve:
                 continue
             a, b = plain[key], curve[key]
-            print("%-7s %2s %2s |       %6.2f %6.2f  %5.2f |       %6.2f %6.2f  %5.2f |        %6.0f %6.0f"
+            print("%-8s %2s %2s |       %6.2f %6.2f  %5.2f |       %6.2f %6.2f  %5.2f |        %6.0f %6.0f"
                   % (key + (a[0], b[0], b[0] / a[0] if a[0] else 0, a[1], b[1], b[1] / a[1] if a[1] else 0,
                             a[2], b[2])))
         print("\n== all-reduce, 4 workers, %s ==" % label)

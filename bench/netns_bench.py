@@ -11,7 +11,9 @@ With --slurm, the hosts are a real Slurm cluster instead (scripts/slurm_cluster.
 the same namespaces, the same rate limit on every host's link), and what runs
 is the sync example itself, submitted with `ztrain run --backend slurm`: the
 job's examples/s through --reducers reducers (one host each) against the ring
-(no reducer pool), --workers workers in all (the chief among them).
+(no reducer pool), --workers workers in all (the chief among them). Each
+runs twice: as jobs run (every socket CURVE: authenticated and encrypted)
+and with ZT_SECURITY=off, for what authentication costs on these links.
 
     sudo python3 bench/netns_bench.py [build] [--rate 1gbit] [--workers 4] [--reducers 4]
                                       [--queue 20ms] [--mtu 1500] [--slurm]
@@ -189,26 +191,32 @@ def slurm_main():
           "link %s both ways (tc tbf, %s queue), MTU 1500" % (N, R, RATE, LATENCY))
     res = {}
     for who, ps in (("ring", pools[:2]), ("reducers %d" % R, pools)):
-        ex["jobSpec"]["workerPoolSpecs"] = ps
-        spec = os.path.join(d, "%s.json" % who.replace(" ", "-"))
-        with open(spec, "w") as f:
-            json.dump(ex, f)
-        job_dir = os.path.join(d, who.replace(" ", "-"))
-        r = subprocess.run(c.argv("ctl", [os.path.join(build, "bin", "ztrain"), "run", spec, "--backend", "slurm",
-                                          "--job-dir", job_dir]), env=c.env(), capture_output=True, text=True,
-                           timeout=1200)
-        with open(os.path.join(job_dir, "job.json")) as f:
-            job = json.load(f)
-        if r.returncode != 0 or job["state"] != "SUCCEEDED":
-            print("%s: the job ended %s\n%s" % (who, job["state"], r.stderr[-3000:]))
-            return 1
-        per = job["metrics"]["workerpool0-0"]["examples_per_sec"]["value"]
-        res[who] = per * N
-        hosts = {x["host"] for x in job["replicas"]}
-        print("%-12s %9.0f examples/s (%d replicas on %d hosts)%s" % (
-            who, res[who], len(job["replicas"]), len(hosts),
-            "   %.2fx the ring" % (res[who] / res["ring"]) if who != "ring" else ""))
-        sys.stdout.flush()
+        for security in ("on", "off"):
+            ex["jobSpec"]["workerPoolSpecs"] = ps
+            name = "%s-%s" % (who.replace(" ", "-"), security)
+            spec = os.path.join(d, "%s.json" % name)
+            with open(spec, "w") as f:
+                json.dump(ex, f)
+            job_dir = os.path.join(d, name)
+            r = subprocess.run(c.argv("ctl", [os.path.join(build, "bin", "ztrain"), "run", spec, "--backend",
+                                              "slurm", "--job-dir", job_dir]),
+                               env=dict(c.env(), ZT_SECURITY=security), capture_output=True, text=True,
+                               timeout=1200)
+            with open(os.path.join(job_dir, "job.json")) as f:
+                job = json.load(f)
+            if r.returncode != 0 or job["state"] != "SUCCEEDED":
+                print("%s: the job ended %s\n%s" % (name, job["state"], r.stderr[-3000:]))
+                return 1
+            per = job["metrics"]["workerpool0-0"]["examples_per_sec"]["value"]
+            res[(who, security)] = per * N
+            hosts = {x["host"] for x in job["replicas"]}
+            print("%-12s %-13s %9.0f examples/s (%d replicas on %d hosts)%s" % (
+                who, "curve" if security == "on" else "ZT_SECURITY=off", res[(who, security)],
+                len(job["replicas"]), len(hosts),
+                "   %.2fx the ring" % (res[(who, security)] / res[("ring", security)]) if who != "ring"
+                else "") + ("   curve / off: %.2f" % (res[(who, "on")] / res[(who, "off")]) if security == "off"
+                            else ""))
+            sys.stdout.flush()
     return 0
 
 

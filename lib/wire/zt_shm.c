@@ -15,14 +15,18 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define SHM_DIR "/dev/shm"
 #define MAX_PEER_MAPS 256
+#define SEALS (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)
 
 bool zt_shm_enabled(void)
 {
     static int on = -1;
-    if (on < 0)
-        on = strcmp(zt_knob_str(ZT_KNOB_SHM), "off") != 0 && access(SHM_DIR, W_OK) == 0;
+    if (on < 0) {
+        int fd = strcmp(zt_knob_str(ZT_KNOB_SHM), "off") ? memfd_create("ztrain-probe", MFD_CLOEXEC | MFD_ALLOW_SEALING) : -1;
+        on = fd >= 0;
+        if (fd >= 0)
+            close(fd);
+    }
     return on == 1;
 }
 
@@ -54,59 +58,44 @@ static bool s_pid_gone(long pid)
     return kill((pid_t) pid, 0) < 0 && errno == ESRCH;
 }
 
-void zt_shm_sweep(void)
-{
-    DIR *d = opendir(SHM_DIR);
-    if (!d)
-        return;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        long pid = s_name_pid(e->d_name);
-        if (pid > 0 && s_pid_gone(pid)) {
-            char path[300];
-            snprintf(path, sizeof path, SHM_DIR "/%s", e->d_name);
-            if (unlink(path) == 0)
-                zt_debug("removed %s, left by process %ld", path, pid);
-        }
-    }
-    closedir(d);
-}
-
 zt_shm_region_t *zt_shm_create(const char *tag, size_t size)
 {
     static atomic_int serial;
-    static atomic_bool swept;
     if (!zt_shm_enabled() || size == 0)
         return NULL;
-    if (!atomic_exchange(&swept, true))
-        zt_shm_sweep();
+    /* at most half the machine's memory, as /dev/shm allows by default:
+     * reserving more would push the machine out of memory, not fail */
+    uint64_t half = (uint64_t) sysconf(_SC_PHYS_PAGES) * (uint64_t) sysconf(_SC_PAGESIZE) / 2;
+    if (size > half) {
+        zt_warn("shared memory for %s: %zu bytes is more than half this machine's memory; sending over the "
+                "socket instead", tag, size);
+        return NULL;
+    }
     zt_shm_region_t *self = calloc(1, sizeof *self);
     snprintf(self->name, sizeof self->name, "ztrain-%s-%d-%d", tag, (int) getpid(),
              atomic_fetch_add(&serial, 1));
-    char path[128];
-    snprintf(path, sizeof path, SHM_DIR "/%s", self->name);
-    int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    /* Reserve the pages now: a sparse file in a full /dev/shm (containers
-     * often give it 64 MiB) would be a SIGBUS at the first write instead. */
-    int err = fd < 0 ? errno : posix_fallocate(fd, 0, (off_t) size);
+    int fd = memfd_create(self->name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    /* Reserve the pages now (an overcommitted machine would otherwise fail
+     * at the first write), then seal the size: no process, this one
+     * included, can shrink the region under a peer that maps it. */
+    int err = fd < 0 ? errno : ftruncate(fd, (off_t) size) != 0 ? errno : posix_fallocate(fd, 0, (off_t) size);
+    if (!err && fcntl(fd, F_ADD_SEALS, SEALS) != 0)
+        err = errno;
     if (err) {
-        zt_warn("shared memory %s (%zu bytes): %s; sending over the socket instead", path, size,
-                strerror(err));
-        if (fd >= 0) {
+        zt_warn("shared memory %s (%zu bytes): %s; sending over the socket instead", self->name, size, strerror(err));
+        if (fd >= 0)
             close(fd);
-            unlink(path);
-        }
         free(self);
         return NULL;
     }
     self->base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
     if (self->base == MAP_FAILED) {
-        zt_warn("shared memory %s: mmap: %s; sending over the socket instead", path, strerror(errno));
-        unlink(path);
+        zt_warn("shared memory %s: mmap: %s; sending over the socket instead", self->name, strerror(errno));
+        close(fd);
         free(self);
         return NULL;
     }
+    self->fd = fd; /* kept open: peers find the region through it (/proc/PID/fd) */
     self->size = size;
     return self;
 }
@@ -116,10 +105,8 @@ void zt_shm_destroy(zt_shm_region_t **self_p)
     zt_shm_region_t *self = *self_p;
     if (!self)
         return;
-    char path[128];
-    snprintf(path, sizeof path, SHM_DIR "/%s", self->name);
-    unlink(path);
     munmap(self->base, self->size);
+    close(self->fd);
     free(self);
     *self_p = NULL;
 }
@@ -131,10 +118,42 @@ int64_t zt_shm_offset(const zt_shm_region_t *self, const void *p, size_t len)
     return (const char *) p - self->base;
 }
 
-typedef struct { char name[64]; const char *base; size_t size; long pid; } s_map_t;
+typedef struct { char name[64]; const char *base; size_t size; long pid; int fd; } s_map_t;
 static s_map_t s_maps[MAX_PEER_MAPS];
 static int s_nmaps;
 static pthread_mutex_t s_maps_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Whether /proc/pid/fd/fd is still the memfd called name. */
+static bool s_is_region(long pid, int fd, const char *name)
+{
+    char link[64], target[128], want[96];
+    snprintf(link, sizeof link, "/proc/%ld/fd/%d", pid, fd);
+    ssize_t n = readlink(link, target, sizeof target - 1);
+    if (n < 0)
+        return false;
+    target[n] = 0;
+    snprintf(want, sizeof want, "/memfd:%s (deleted)", name);
+    return !strcmp(target, want);
+}
+
+/* The descriptor number of process pid's region name, or -1. */
+static int s_find_region(long pid, const char *name)
+{
+    char dir[48];
+    snprintf(dir, sizeof dir, "/proc/%ld/fd", pid);
+    DIR *d = opendir(dir);
+    int found = -1;
+    struct dirent *e;
+    while (d && found < 0 && (e = readdir(d))) {
+        char *end;
+        long fd = strtol(e->d_name, &end, 10);
+        if (end != e->d_name && !*end && fd >= 0 && fd < INT32_MAX && s_is_region(pid, (int) fd, name))
+            found = (int) fd;
+    }
+    if (d)
+        closedir(d);
+    return found;
+}
 
 const void *zt_shm_peer(const char *name, int64_t off, int64_t len, char *err, size_t errsize)
 {
@@ -149,31 +168,37 @@ const void *zt_shm_peer(const char *name, int64_t off, int64_t len, char *err, s
         if (!strcmp(s_maps[i].name, name))
             m = &s_maps[i];
     if (!m) {
-        for (int i = 0; i < s_nmaps;) { /* drop the regions of owners that are gone, or unlinked */
-            char p[128];
-            snprintf(p, sizeof p, SHM_DIR "/%s", s_maps[i].name);
-            if (s_pid_gone(s_maps[i].pid) || access(p, F_OK) != 0) {
+        for (int i = 0; i < s_nmaps;) { /* drop the regions of owners that are gone, or destroyed */
+            if (s_pid_gone(s_maps[i].pid) || !s_is_region(s_maps[i].pid, s_maps[i].fd, s_maps[i].name)) {
                 munmap((void *) s_maps[i].base, s_maps[i].size);
                 s_maps[i] = s_maps[--s_nmaps];
             }
             else
                 i++;
         }
-        char path[128];
-        snprintf(path, sizeof path, SHM_DIR "/%s", name);
-        /* never through a link, only a plain file of this user's: another
-         * user's file (or a link to one this process may read) is refused */
-        int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        /* The region is a sealed memfd of process pid, reached through its
+         * descriptor: no file anyone else could plant, link or truncate.
+         * Only a process of this user may open it (the kernel checks), and
+         * only one whose size cannot shrink is mapped: a peer can never
+         * cause a SIGBUS here. */
+        int at = s_find_region(pid, name), fd = -1;
+        char path[64];
+        snprintf(path, sizeof path, "/proc/%ld/fd/%d", pid, at);
+        if (at >= 0)
+            fd = open(path, O_RDONLY | O_CLOEXEC);
         struct stat st;
         bool stat_ok = fd >= 0 && fstat(fd, &st) == 0;
-        const char *bad = fd < 0 ? (errno == ELOOP ? "a symbolic link, refused" : strerror(errno))
+        int seals = fd >= 0 ? fcntl(fd, F_GET_SEALS) : -1;
+        const char *bad = at < 0 ? "no such region of that process (it must be a live process's own, of this user)"
+                          : fd < 0 ? strerror(errno)
                           : !stat_ok ? strerror(errno)
                           : !S_ISREG(st.st_mode) ? "not a plain file, refused"
                           : st.st_uid != geteuid() ? "owned by another user, refused"
+                          : seals < 0 || (seals & F_SEAL_SHRINK) == 0 ? "not sealed against shrinking, refused"
                           : st.st_size <= 0 ? "empty"
                           : s_nmaps == MAX_PEER_MAPS ? "too many regions" : NULL;
         if (bad) {
-            snprintf(err, errsize, "shared memory %s: %s", path, bad);
+            snprintf(err, errsize, "shared memory %s: %s", name, bad);
             if (fd >= 0)
                 close(fd);
             pthread_mutex_unlock(&s_maps_lock);
@@ -182,7 +207,7 @@ const void *zt_shm_peer(const char *name, int64_t off, int64_t len, char *err, s
         void *base = mmap(NULL, (size_t) st.st_size, PROT_READ, MAP_SHARED, fd, 0);
         close(fd);
         if (base == MAP_FAILED) {
-            snprintf(err, errsize, "shared memory %s: mmap: %s", path, strerror(errno));
+            snprintf(err, errsize, "shared memory %s: mmap: %s", name, strerror(errno));
             pthread_mutex_unlock(&s_maps_lock);
             return NULL;
         }
@@ -191,6 +216,7 @@ const void *zt_shm_peer(const char *name, int64_t off, int64_t len, char *err, s
         m->base = base;
         m->size = (size_t) st.st_size;
         m->pid = pid;
+        m->fd = at;
     }
     const char *p = NULL;
     if (off >= 0 && len >= 0 && (uint64_t) off + (uint64_t) len <= m->size)
@@ -226,7 +252,7 @@ void zt_shm_selftest(void)
     zt_shm_region_t *r = zt_shm_create("selftest", 1 << 20);
     assert(r && r->size == 1 << 20);
     assert(s_name_pid(r->name) == getpid());
-    /* more than /dev/shm can hold: refused at once (no SIGBUS later) */
+    /* more than half the memory: refused at once (no reservation that would exhaust it) */
     assert(!zt_shm_create("selftest", (size_t) 1 << 44));
     strcpy(r->base + 4096, "hello");
     assert(zt_shm_offset(r, r->base + 4096, 6) == 4096);
@@ -241,23 +267,32 @@ void zt_shm_selftest(void)
     assert(!zt_shm_peer("../etc/passwd", 0, 6, err, sizeof err) && strstr(err, "not a ztrain"));
     assert(!zt_shm_peer("ztrain-x-1-", 0, 6, err, sizeof err) && strstr(err, "not a ztrain"));
     assert(!zt_shm_peer("ztrain-x-1-2a", 0, 6, err, sizeof err) && strstr(err, "not a ztrain"));
-    assert(!zt_shm_peer("ztrain-none-999999999-0", 0, 6, err, sizeof err) && strstr(err, "/dev/shm/"));
+    assert(!zt_shm_peer("ztrain-none-999999999-0", 0, 6, err, sizeof err) && strstr(err, "no such region"));
+    /* a plain file in /dev/shm named like a region of this process is not one */
+    char planted[128];
+    snprintf(planted, sizeof planted, "/dev/shm/ztrain-selftest-%d-77", (int) getpid());
+    int pf = open(planted, O_RDWR | O_CREAT | O_EXCL, 0600);
+    if (pf >= 0) {
+        assert(ftruncate(pf, 4096) == 0);
+        close(pf);
+        assert(!zt_shm_peer(planted + 9, 0, 6, err, sizeof err) && strstr(err, "no such region"));
+        unlink(planted);
+    }
+    /* nobody can shrink a region (its owner neither): no SIGBUS for peers */
+    char own[64];
+    snprintf(own, sizeof own, "/proc/self/fd/%d", r->fd);
+    int again = open(own, O_RDWR | O_CLOEXEC);
+    assert(again >= 0 && ftruncate(again, 0) != 0 && errno == EPERM);
+    assert(ftruncate(r->fd, 4096) != 0 && errno == EPERM);
+    close(again);
     /* a payload: from the region when named, else the frame of the right size */
     assert(zt_shm_payload(r->name, 4096, 6, "framed", 6, err, sizeof err) == p);
     assert(!strcmp(zt_shm_payload("", 0, 6, "framed", 6, err, sizeof err), "framed"));
     assert(!zt_shm_payload("", 0, 6, "frame", 5, err, sizeof err) && strstr(err, "5 bytes where 6"));
     assert(zt_shm_payload(NULL, 0, 0, NULL, 0, err, sizeof err));
     assert(!zt_shm_payload("", 0, -4, NULL, 0, err, sizeof err));
-    /* a region left by a process that is gone is swept by the next creator */
-    char stale[128];
-    snprintf(stale, sizeof stale, SHM_DIR "/ztrain-selftest-%d-0", 999999999);
-    int fd = open(stale, O_RDWR | O_CREAT, 0600);
-    assert(fd >= 0);
-    close(fd);
-    zt_shm_sweep();
-    assert(access(stale, F_OK) != 0);
-    char path[128];
-    snprintf(path, sizeof path, SHM_DIR "/%s", r->name);
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/fd/%d", r->fd);
     zt_shm_destroy(&r);
     assert(!r && access(path, F_OK) != 0);
 }

@@ -2,15 +2,19 @@
  *
  * Over the ipc:// twins every byte is still copied twice by the kernel (into
  * the socket, out of it), and on two cores those copies are most of a
- * same-host all-reduce. A region is a file in /dev/shm that its owner maps
- * and writes; a peer on the same host is told a region's name and an offset
- * in a message header instead of receiving the bytes, maps the region once
- * (read only) and reads them in place. The owner's protocol says when the
- * bytes may change (see zt_allreduce.c and zt_reducer.c); nothing here locks.
+ * same-host all-reduce. A region is a memfd that its owner maps and writes,
+ * its size sealed (nobody, the owner included, can shrink it); a peer on
+ * the same host is told a region's name and an offset in a message header
+ * instead of receiving the bytes, opens the region through the owner's
+ * descriptor (/proc/PID/fd: the kernel lets only the same user in), maps it
+ * once (read only) and reads the bytes in place. A region that is not
+ * sealed, or not a live process's of this user, is refused, so a peer can
+ * never cause a SIGBUS. The owner's protocol says when the bytes may change
+ * (see zt_allreduce.c and zt_reducer.c); nothing here locks.
  *
- * Regions are named ztrain-<tag>-<pid>-<n>, unlinked by their owner when
- * destroyed; creating one first removes those of processes that are gone
- * (killed with SIGKILL). ZT_SHM=off turns all of this off. */
+ * Regions are named ztrain-<tag>-<pid>-<n>; they live no longer than their
+ * owner's descriptor, so nothing is left behind, even after SIGKILL.
+ * ZT_SHM=off turns all of this off. */
 #ifndef ZT_SHM_H
 #define ZT_SHM_H
 #include <stdbool.h>
@@ -21,6 +25,7 @@ typedef struct {
     char name[64];   /* ztrain-<tag>-<pid>-<n> */
     char *base;      /* mapped read-write */
     size_t size;
+    int fd;          /* the memfd, open while the region lives */
 } zt_shm_region_t;
 
 /* Whether shared memory is on (ZT_SHM=auto and /dev/shm writable). */
@@ -28,9 +33,6 @@ bool zt_shm_enabled(void);
 /* A new region of size bytes (zero-filled), or NULL when off or it cannot
  * be made (logged). */
 zt_shm_region_t *zt_shm_create(const char *tag, size_t size);
-/* Removes the regions of processes that are gone (killed with SIGKILL);
- * zt_shm_create does it once per process. */
-void zt_shm_sweep(void);
 /* Unmaps and unlinks. */
 void zt_shm_destroy(zt_shm_region_t **self_p);
 /* Offset of p inside the region, or -1 when p is not in it. */

@@ -389,7 +389,7 @@ static void s_forged_references(void)
     zsock_t *forger = zsock_new_dealer(s_red_eps[0]);
     zsock_set_rcvtimeo(forger, 10000);
     const char *names[3] = { "../../etc/passwd", "ztrain-ar-999999999-0", "ztrain-ar-1-" };
-    const char *why[3] = { "not a ztrain", "/dev/shm/ztrain-ar-999999999-0", "not a ztrain" };
+    const char *why[3] = { "not a ztrain", "no such region", "not a ztrain" };
     for (int i = 0; i < 3; i++) {
         zt_msg_t m = { .type = ZT_MSG_AR_PIECE, .pool = 1, .index = 0 };
         m.u.AR_PIECE = (zt_msg_AR_PIECE_t) { .bucket = 0, .gen = 0, .offset = 0, .count = 16, .dtype = ZT_F32 };
@@ -474,7 +474,7 @@ int main(int argc, char **argv)
     s_resend_is_the_sum();
     s_forged_references();
     s_hostile_ranges();
-    zt_shm_sweep(); /* the regions of the reducers killed on purpose */
+
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", s_dir);
     return system(cmd) == 0 ? 0 : 1;

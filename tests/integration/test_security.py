@@ -212,10 +212,11 @@ class StrangerAttacks(unittest.TestCase):
         self.assertEqual(len(set(h.values())), 1, h)
 
     def test_shared_memory_of_strangers(self):
-        # the stranger makes "regions" in /dev/shm: a link to /etc/shadow
-        # (which the root-run server could read) and a plain file of its
-        # own; pushes that say their bytes lie there are refused, and the
-        # server maps neither
+        # the stranger makes "regions" in /dev/shm named as regions are: a
+        # link to /etc/shadow (which the root-run server could read) and a
+        # plain file of its own; pushes that say their bytes lie there are
+        # refused (a region is a live process's sealed memfd, never a file
+        # anyone can plant), and the server maps neither
         args = ["--hidden=64", "--epochs=15", "--log_every=100"]
         job, job_dir = self.start([pool("ztrain-worker", 1, args), pool("ztrain-worker", 1, args),
                                    pool("ztrain-paramserver", 2)], "shmattack")
@@ -227,20 +228,35 @@ class StrangerAttacks(unittest.TestCase):
         server = replica(load_job(job_dir), "workerpool2-0")
         res, = self.both(job_dir, ("ps-shm", tcp(server["address"]), link, own))
         self.assertAllRefused(res)
-        self.assertIn("a symbolic link, refused", res.stdout)
-        self.assertIn("owned by another user, refused", res.stdout)
+        self.assertEqual(res.stdout.count("no such region of that process"), 2, res.stdout)
         with open("/proc/%d/maps" % server["pid"]) as f:
             maps = f.read()
         self.assertNotIn("ztrain-evil", maps)
         self.assertNotIn("/etc/shadow", maps)
-        # the job's own regions (mapped by the server and the workers) cannot
-        # be shrunk under them by the stranger (a SIGBUS): they are 0600
-        mine = [n for n in os.listdir("/dev/shm") if n.startswith("ztrain-") and "evil" not in n]
-        self.assertTrue(mine)
-        for n in mine[:4]:
-            res = STRANGER.sh("truncate -s 0 /dev/shm/%s" % n)
-            self.assertNotEqual(res.returncode, 0, n)
+        # the job's own regions are sealed memfds, in no folder: the
+        # stranger cannot open them, and nobody (the job's own user
+        # included) can shrink one under the processes mapping it (a SIGBUS)
+        self.assertEqual([n for n in os.listdir("/dev/shm") if n.startswith("ztrain-") and "evil" not in n], [])
+        regions = []
+        for r in load_job(job_dir)["replicas"]:
+            fds = "/proc/%d/fd" % r["pid"]
+            for fd in os.listdir(fds):
+                try:
+                    if os.readlink(os.path.join(fds, fd)).startswith("/memfd:ztrain-"):
+                        regions.append(os.path.join(fds, fd))
+                except OSError:
+                    pass
+        self.assertGreaterEqual(len(regions), 3, regions)  # both workers' and the servers'
+        for path in regions[:4]:
+            res = STRANGER.sh("cat %s > /dev/null" % path)
+            self.assertNotEqual(res.returncode, 0, path)
             self.assertIn("Permission denied", res.stderr)
+            fd = os.open(path, os.O_RDWR)
+            try:
+                with self.assertRaises(PermissionError):
+                    os.ftruncate(fd, 0)
+            finally:
+                os.close(fd)
         self.assertEqual(job.wait(timeout=300), 0, job.err[-3000:])
 
     def test_reducer_layout_too_large(self):
