@@ -32,6 +32,7 @@ bench: build
 	$(BUILD)/bench/ar_bench $(BUILD)/bin/ztrain-reducer --fusion
 	python3 bench/train_bench.py $(BUILD)/bin
 	python3 bench/tune_bench.py $(BUILD)/bin
+	python3 bench/auth_bench.py $(BUILD) --quick
 
 # On a machine with a CUDA GPU (and PyTorch for the peer): the GPU figures.
 bench-gpu: build

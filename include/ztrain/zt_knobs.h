@@ -82,7 +82,7 @@ extern "C" {
     X(DATA_IPC,            "ZT_DATA_IPC",            "auto", "auto|off", ZT_FOR_WORKER|ZT_FOR_PS|ZT_FOR_REDUCER,                      \
       "auto: data-plane sockets on this host (loopback) also go over ipc://; off: TCP only") \
     X(SHM,                 "ZT_SHM",                 "auto", "auto|off", ZT_FOR_WORKER|ZT_FOR_PS|ZT_FOR_REDUCER,                      \
-      "auto: all-reduce and parameter-server payloads between replicas on this host go through /dev/shm; off: over the sockets") \
+      "auto: all-reduce and parameter-server payloads between replicas on this host go through shared memory (sealed memfds); off: over the sockets") \
     X(IPC_DIR,             "ZT_IPC_DIR",             "", "path", ZT_FOR_WORKER|ZT_FOR_PS|ZT_FOR_REDUCER,           \
       "where the ipc:// twins of loopback data-plane endpoints live (ztrain-PORT.sock); empty: /tmp/ztrain-ipc-UID. It must be this user's, mode 0700 (made so when missing); otherwise it is not used and same-host data goes over TCP") \
     X(SPIN_US,             "ZT_SPIN_US",             "200", "int", ZT_FOR_WORKER,                       \
