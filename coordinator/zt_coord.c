@@ -33,6 +33,11 @@ static const char *const s_job_names[] = { "QUEUED", "PENDING", "RUNNING", "SUCC
 
 const char *zt_job_state_name(zt_job_state_t s) { return s_job_names[s]; }
 
+/* What one replica's messages can make job.json hold: metric names per
+ * replica, and the newest checkpoints and evaluations kept. */
+#define ZT_COORD_MAX_METRIC_NAMES 256
+#define ZT_COORD_MAX_RECORDS 10000
+
 typedef struct {
     int pool;                  /* workerPoolSpecs index */
     int index;                 /* replica index in the pool */
@@ -76,7 +81,7 @@ struct zt_coord_t {
     zt_msg_t last_ckpt;         /* the newest CHECKPOINT notice, for late evaluators */
     json_t *error;              /* why the job failed or was cancelled */
     int job_retries;            /* whole-job retries so far */
-    zt_refusals_t drop_log[5];  /* dropped messages by reason: logged at most once per 5 s each */
+    zt_refusals_t drop_log[6];  /* dropped messages by reason: logged at most once per 5 s each */
     bool stopping;              /* stopping every replica */
     s_after_t after_stop;       /* what to do once all are down */
     zt_job_state_t final_state; /* for AFTER_FINISH */
@@ -781,6 +786,8 @@ static void s_on_checkpoint(zt_coord_t *self, s_rep_t *r, zt_msg_t *m)
     zt_wall_iso(now, sizeof now);
     zt_info("checkpoint %s at step %lld (from %s)", m->u.CHECKPOINT.name, (long long) m->u.CHECKPOINT.step,
             r->name);
+    if (json_array_size(self->checkpoints) >= ZT_COORD_MAX_RECORDS) /* the newest are kept */
+        json_array_remove(self->checkpoints, 0);
     json_array_append_new(self->checkpoints, json_pack("{s:I, s:s, s:s}", "step",
                           (json_int_t) m->u.CHECKPOINT.step, "name", m->u.CHECKPOINT.name, "time", now));
     self->last_ckpt = *m;
@@ -804,6 +811,13 @@ static void s_record_metric(zt_coord_t *self, s_rep_t *r, const char *name, doub
         json_object_set_new(self->metrics, r->name, mine);
     }
     json_t *entry = json_object_get(mine, name);
+    if (!entry && json_object_size(mine) >= ZT_COORD_MAX_METRIC_NAMES) { /* a per-replica bound */
+        char what[200];
+        snprintf(what, sizeof what, "a metric '%.64s' from %s: it already reports %d metrics, the most "
+                 "job.json keeps per replica", name, r->name, ZT_COORD_MAX_METRIC_NAMES);
+        zt_role_refused(&self->drop_log[5], NULL, NULL, what);
+        return;
+    }
     if (!entry) {
         entry = json_pack("{s:[]}", "series");
         json_object_set_new(mine, name, entry);
@@ -827,6 +841,8 @@ static void s_on_metric(zt_coord_t *self, s_rep_t *r, const zt_msg_t *m)
         zt_wall_iso(now, sizeof now);
         zt_info("evaluation by %s: %s = %.4f at step %lld", r->name, m->u.METRIC.name, m->u.METRIC.value,
                 (long long) m->u.METRIC.step);
+        if (json_array_size(self->evaluations) >= ZT_COORD_MAX_RECORDS)
+            json_array_remove(self->evaluations, 0);
         json_array_append_new(self->evaluations, json_pack("{s:I, s:s, s:f, s:s, s:s}", "step",
                               (json_int_t) m->u.METRIC.step, "name", m->u.METRIC.name, "value",
                               m->u.METRIC.value, "replica", r->name, "time", now));
@@ -913,6 +929,27 @@ static void s_on_message(zt_coord_t *self, zframe_t *id, const char *who, zt_msg
     }
 }
 
+/* One received message: its body (data, size; well_formed false when the
+ * message was not [identity, body]) from identity id, whose connection
+ * authenticated as who. Undecodable input is counted and dropped. */
+static void s_on_body(zt_coord_t *self, zframe_t *id, const void *data, size_t size, bool well_formed,
+                      const char *who)
+{
+    zt_msg_t m;
+    int rc = well_formed ? zt_msg_decode(data, size, &m, &self->drops) : ZT_EPROTO;
+    if (rc == ZT_OK) {
+        s_on_message(self, id, who, &m);
+        return;
+    }
+    if (!well_formed)
+        self->drops.malformed++;
+    char what[200];
+    snprintf(what, sizeof what, "a malformed control message (%s); drops so far: %llu malformed, "
+             "%llu wrong version", zt_strerror(rc), (unsigned long long) self->drops.malformed,
+             (unsigned long long) self->drops.bad_version);
+    zt_role_refused(&self->drop_log[2], NULL, NULL, what);
+}
+
 /* Control messages waiting on the router: [identity, body] each; anything
  * else, or a body that does not decode, is counted and dropped. */
 static void s_on_control(zt_coord_t *self)
@@ -926,27 +963,21 @@ static void s_on_control(zt_coord_t *self)
         }
         zframe_t *id = zmsg_pop(zm);
         zframe_t *body = zmsg_pop(zm);
-        zt_msg_t m;
-        int rc = body && zmsg_size(zm) == 0 ? zt_msg_decode(zframe_data(body), zframe_size(body), &m, &self->drops)
-                                            : ZT_EPROTO;
-        if (rc == ZT_OK)
-            s_on_message(self, id, zt_auth_peer(body), &m);
-        else {
-            if (!body || zmsg_size(zm) != 0)
-                self->drops.malformed++;
-            char what[200];
-            snprintf(what, sizeof what, "a malformed control message (%s); drops so far: %llu malformed, "
-                     "%llu wrong version", zt_strerror(rc), (unsigned long long) self->drops.malformed,
-                     (unsigned long long) self->drops.bad_version);
-            zt_role_refused(&self->drop_log[2], NULL, NULL, what);
-        }
+        bool shape = body && zmsg_size(zm) == 0;
+        s_on_body(self, id, shape ? zframe_data(body) : NULL, shape ? zframe_size(body) : 0, shape,
+                  zt_auth_peer(body));
         zframe_destroy(&id);
         zframe_destroy(&body);
         zmsg_destroy(&zm);
     }
 }
 
-/* ------------------------------------------------------------ timers */
+void zt_coord_start(zt_coord_t *self) { s_spawn_all(self); }
+
+void zt_coord_handle(zt_coord_t *self, zframe_t *id, const void *body, size_t len, const char *who)
+{
+    s_on_body(self, id, body, len, true, who);
+}
 
 static void s_timers(zt_coord_t *self)
 {
@@ -1078,6 +1109,7 @@ static bool s_make_credentials(zt_coord_t *self)
             names[k] = malloc(64);
             zt_replica_name(p, i, names[k++], 64);
         }
+    zt_mkdir_p(self->layout.job_dir);
     char *dir = zt_strdupf("%s/credentials", self->layout.job_dir);
     int rc = zt_auth_make_job(dir, names, k);
     if (rc == ZT_OK && zt_auth_on())

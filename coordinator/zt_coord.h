@@ -5,6 +5,7 @@
  * signal), and writes every state change atomically to <job-dir>/job.json. */
 #ifndef ZT_COORD_H
 #define ZT_COORD_H
+#include <czmq.h>
 #include <stdbool.h>
 #include "launch/zt_backend.h"
 #include "spec/zt_jobspec.h"
@@ -29,5 +30,12 @@ void zt_coord_destroy(zt_coord_t **self_p);
 /* Runs the job to its end; returns the final state. */
 zt_job_state_t zt_coord_run(zt_coord_t *self);
 const char *zt_job_state_name(zt_job_state_t state);
+
+/* For the coordinator's fuzzer (tests/fuzz/fuzz_coord.c): starts every
+ * replica, as run does first, and hands one received message body to the
+ * control-plane handler as if it came from identity id over a connection
+ * that authenticated as replica who (NULL: a plain socket). */
+void zt_coord_start(zt_coord_t *self);
+void zt_coord_handle(zt_coord_t *self, zframe_t *id, const void *body, size_t len, const char *who);
 
 #endif

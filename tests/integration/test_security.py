@@ -479,7 +479,8 @@ class Flood(unittest.TestCase):
         d = tmpdir("sec-")
         job_dir = os.path.join(d, "job")
         job = Job(self, job_file(d, "flood", [{"machineSpec": {"machineType": "n1-standard-4"}, "replicaCount": 1,
-                                               "containerSpec": {"imageUri": "local", "command": [flood, "3000"]}}]),
+                                               "containerSpec": {"imageUri": "local", "command": [flood, "3000",
+                                                                                                  "400"]}}]),
                   job_dir, env=FAST)
         self.assertEqual(job.wait(timeout=120), 0, job.err[-3000:])
         j = load_job(job_dir)
@@ -490,6 +491,15 @@ class Flood(unittest.TestCase):
         self.assertGreater(len(taken), 10)
         self.assertEqual(len(j["checkpoints"]), len(taken))
         self.assertLess(j["stateWrites"], 40, j["stateWrites"])
+        # then 400 metric names: 256 names in all kept, the rest refused (a
+        # bound on what one replica can make job.json hold), said once or twice
+        mine = j["metrics"]["workerpool0-0"]
+        self.assertEqual(len(mine), 256, sorted(mine))
+        for name in ("accuracy", "flood_done"):
+            self.assertIn(name, mine)
+        self.assertEqual(len([m for m in mine if m.startswith("m")]), 254)
+        lines = [l for l in job.err.splitlines() if "it already reports 256 metrics" in l]
+        self.assertTrue(1 <= len(lines) <= 3, lines)
 
 
 class JobsFolder(unittest.TestCase):
