@@ -208,6 +208,21 @@ out:
     return rc;
 }
 
+/* A manifest's file entry holds what its numbers say, without overflow:
+ * offset and count >= 0, offset + count representable, at least one array,
+ * and bytes = count x arrays x 4. A manifest comes from the network (an
+ * evaluator fetches it): read_range trusts only entries that pass. */
+static bool s_entry_ok(json_t *f)
+{
+    json_t *o = json_object_get(f, "offset"), *c = json_object_get(f, "count"), *b = json_object_get(f, "bytes");
+    size_t arrays = json_array_size(json_object_get(f, "arrays"));
+    if (!json_is_integer(o) || !json_is_integer(c) || !json_is_integer(b) || arrays == 0 || arrays > 64)
+        return false;
+    int64_t off = json_integer_value(o), cnt = json_integer_value(c), bytes;
+    return off >= 0 && cnt >= 0 && off <= INT64_MAX - cnt &&
+           !__builtin_mul_overflow(cnt, (int64_t) (arrays * sizeof(float)), &bytes) && bytes == json_integer_value(b);
+}
+
 json_t *zt_ckpt_open(const char *dir, char *err, size_t errlen)
 {
     char *mpath = zt_strdupf("%s/manifest.json", dir);
@@ -228,8 +243,8 @@ json_t *zt_ckpt_open(const char *dir, char *err, size_t errlen)
     json_t *f;
     json_array_foreach(files, i, f) {
         const char *name = json_string_value(json_object_get(f, "file"));
-        if (!name || strchr(name, '/')) {
-            snprintf(err, errlen, "manifest.json: bad file entry %zu", i);
+        if (!name || strchr(name, '/') || !s_entry_ok(f)) {
+            snprintf(err, errlen, "manifest.json: bad file entry %zu (its name, range, arrays or size)", i);
             json_decref(man);
             return NULL;
         }
@@ -285,6 +300,8 @@ int zt_ckpt_read_range(const char *dir, json_t *man, int array, int64_t lo, int6
     json_t *f;
     int64_t covered = 0;
     json_array_foreach(json_object_get(man, "files"), i, f) {
+        if (!s_entry_ok(f)) /* a manifest not from zt_ckpt_open */
+            return ZT_EPROTO;
         int64_t off = json_integer_value(json_object_get(f, "offset"));
         int64_t cnt = json_integer_value(json_object_get(f, "count"));
         int64_t a = off > lo ? off : lo, b = off + cnt < hi ? off + cnt : hi;
@@ -353,6 +370,23 @@ void zt_ckpt_selftest(const char *tmp)
     latest = zt_ckpt_latest(root, &man);
     assert(latest && !strcmp(latest, p1));
     assert(zt_ckpt_read_range(latest, man, 0, 0, 1, out) == ZT_OK && out[0] == 1);
+    /* A manifest whose ranges overflow (from a broken or hostile chief; its
+     * files' checksums still right) is refused, and read_range does not
+     * trust such an entry either. */
+    json_t *bad = json_deep_copy(man), *e = json_array_get(json_object_get(bad, "files"), 0);
+    json_object_set_new(e, "offset", json_integer((json_int_t) 1 << 62));
+    json_object_set_new(e, "count", json_integer(((json_int_t) 1 << 62) + 7305735122790187287LL / 4));
+    assert(zt_ckpt_read_range(latest, bad, 0, 0, 1, out) == ZT_EPROTO);
+    char *mpath = zt_strdupf("%s/manifest.json", latest), *saved = zt_read_file(mpath, NULL);
+    assert(saved && json_dump_file(bad, mpath, 0) == 0);
+    char err[256];
+    json_t *none = zt_ckpt_open(latest, err, sizeof err);
+    assert(!none && strstr(err, "bad file entry 0"));
+    FILE *mf = fopen(mpath, "w");
+    assert(mf && fputs(saved, mf) >= 0 && fclose(mf) == 0);
+    free(saved);
+    free(mpath);
+    json_decref(bad);
     json_decref(man);
     free(latest);
     /* A half-written checkpoint (no manifest) is never the latest. */
