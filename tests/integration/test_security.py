@@ -146,6 +146,10 @@ class StrangerAttacks(unittest.TestCase):
         servers = [replica(load_job(job_dir), "workerpool2-%d" % i) for i in range(2)]
         for res in self.both(job_dir, *[("ps-ranges", tcp(s["address"]), "5") for s in servers]):
             self.assertAllRefused(res)
+        # nor can the stranger take the model (a snapshot of each shard) or
+        # configure a server with a model of its own
+        for s in servers:
+            self.assertNothing(STRANGER.run("ps-steal", tcp(s["address"])))
         self.assertEqual(job.wait(timeout=300), 0, job.err[-3000:])
         j = load_job(job_dir)
         self.assertEqual(j["state"], "SUCCEEDED")

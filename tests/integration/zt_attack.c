@@ -12,6 +12,8 @@
  *   zt_attack file-get ENDPOINT PATH...     files from a file server (the chief's)
  *   zt_attack ps-shm ENDPOINT REGION...     pushes whose bytes are "in" the named /dev/shm regions
  *   zt_attack register ENDPOINT POOL INDEX  REGISTER as that replica, then a metric accuracy=0.999
+ *   zt_attack ps-steal ENDPOINT             a snapshot request (every value of the shard), then a
+ *                                           configuration of another model (to make the workers fail)
  *
  * How it connects: with ZT_CREDENTIALS set (an insider holding a replica's
  * keys), as that replica, through ztrain's own transport; with
@@ -191,6 +193,22 @@ static void s_ps_shm(zsock_t *d, char **names, int n)
     }
 }
 
+/* What a stranger tried on a parameter server: take the model (a snapshot
+ * of the shard) and configure it first with a model of its own. Any
+ * answer at all counts as accepted here. */
+static void s_ps_steal(zsock_t *d)
+{
+    zt_msg_t m = { .type = ZT_MSG_PS_SNAPSHOT, .pool = 0, .index = 0 };
+    m.u.PS_SNAPSHOT = (zt_msg_PS_SNAPSHOT_t) { .req = 1, .step = 1 };
+    s_try(d, "snapshot", &m, NULL, 0);
+    const char *cfg = "{\"tensors\":[{\"name\":\"x\",\"numel\":4,\"offset\":0,\"scale\":0.5}],\"total\":4,"
+                      "\"workers\":1,\"servers\":1,\"seed\":1,\"sync\":false,\"max_staleness\":-1,"
+                      "\"optimizer\":{\"kind\":\"sgd\",\"lr\":0.1}}";
+    m = (zt_msg_t) { .type = ZT_MSG_PS_CONFIG, .pool = 1, .index = 0 };
+    m.u.PS_CONFIG = (zt_msg_PS_CONFIG_t) { .req = 2, .total = 4, .hash = 1 };
+    s_try(d, "configure", &m, cfg, strlen(cfg));
+}
+
 /* REGISTER as replica pool-index, then a fake metric: WELCOME would be a
  * hijack (accepted); silence is what an impostor must get. */
 static void s_register(zsock_t *d, int pool, int index)
@@ -262,6 +280,8 @@ int main(int argc, char **argv)
         s_file_get(d, argv + 3, argc - 3);
     else if (!strcmp(argv[1], "reducer-layout"))
         s_reducer_layout(d);
+    else if (!strcmp(argv[1], "ps-steal"))
+        s_ps_steal(d);
     else if (!strcmp(argv[1], "register") && argc > 4)
         s_register(d, atoi(argv[3]), atoi(argv[4]));
     else if (!strcmp(argv[1], "reducer-pieces"))
