@@ -239,7 +239,10 @@ class PsFaults(unittest.TestCase):
             accs = [self.run_job(victim, seed) for seed in range(5)]
             sys.stderr.write("\n  %s killed: accuracy %s (undisturbed median %.4f)\n" % (victim, accs, calm))
             self.assertLessEqual(abs(statistics.median(accs) - calm), 0.015, (accs, calm))
-            self.assertGreater(min(accs), calm - 0.03, (accs, calm))
+            # any single run within 6 points: a restart that lost the shard
+            # would be far below (a loaded CI machine once gave 5.5 points on
+            # one of five runs, with the median within 0.2)
+            self.assertGreater(min(accs), calm - 0.06, (accs, calm))
 
 
 CUDA_LIBS = re.compile(r"lib(cuda|cudart|cublas|cublasLt|nccl|ztgpu)\b[^/\n]*\.so")

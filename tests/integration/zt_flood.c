@@ -26,6 +26,7 @@ int main(int argc, char **argv)
             zt_replica_notify_checkpoint(rep, i, name, "tcp://127.0.0.1:1");
         }
     }
+    usleep(300000); /* the flood's queue drains: the marker must not be dropped at the high-water mark */
     zt_replica_report_metric(rep, "flood_done", n, n);
     if (names)
         usleep(300000); /* the flood's queue drains first */
@@ -33,8 +34,8 @@ int main(int argc, char **argv)
         char name[32];
         snprintf(name, sizeof name, "m%d", i);
         zt_replica_report_metric(rep, name, i, i);
-        if (i % 50 == 49)
-            usleep(20000); /* within the sender's queue */
+        if (i % 10 == 9)
+            usleep(20000); /* well within the sender's queue */
     }
     zt_replica_wait_shutdown(rep, 1500); /* let the last messages leave */
     zt_replica_destroy(&rep);
