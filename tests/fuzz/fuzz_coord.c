@@ -19,25 +19,14 @@
 #include <unistd.h>
 
 static zt_coord_t *s_coord;
-static char s_dir[64];
-
-/* The job folder goes with the fuzzer (its replicas die with it). */
-static void s_cleanup(void)
-{
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", s_dir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "fuzz_coord: could not remove %s\n", s_dir);
-}
 
 static void s_setup(void)
 {
     zt_log_init("fuzz_coord", 0);
     zt_log_set_level(ZT_LOG_ERROR);
-    char *dir = s_dir, spec[96];
-    snprintf(s_dir, sizeof s_dir, "/tmp/zt-fuzz-coord-%d", (int) getpid());
-    snprintf(spec, sizeof spec, "%s.json", dir);
-    atexit(s_cleanup);
+    char dir[96], spec[128]; /* the job folder goes with the fuzzer (its replicas die with it) */
+    snprintf(dir, sizeof dir, "%s/job", s_fuzz_dir("coord"));
+    snprintf(spec, sizeof spec, "%s/job-spec.json", s_fuzz_dir_path());
     FILE *f = fopen(spec, "w");
     if (!f)
         abort();

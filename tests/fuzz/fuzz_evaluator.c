@@ -23,14 +23,6 @@
 
 static char s_dir[64];
 
-static void s_cleanup(void)
-{
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", s_dir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "fuzz_evaluator: could not remove %s\n", s_dir);
-}
-
 static void s_put(const char *name, const void *data, size_t len)
 {
     char path[128];
@@ -48,9 +40,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (!s_dir[0]) {
         zt_log_init("fuzz_evaluator", 0);
         zt_log_set_level(ZT_LOG_ERROR);
-        snprintf(s_dir, sizeof s_dir, "/tmp/zt-fuzz-eval-%d", (int) getpid());
-        mkdir(s_dir, 0700);
-        atexit(s_cleanup);
+        snprintf(s_dir, sizeof s_dir, "%s", s_fuzz_dir("eval"));
     }
     s_in_t in = { data, size };
     uint8_t sel = s_byte(&in);

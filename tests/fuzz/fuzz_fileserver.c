@@ -22,20 +22,11 @@ static char s_top[64];
 /* <top>/ck/ckpt-1/manifest.json (300 bytes), <top>/ck/link -> /etc/passwd,
  * <top>/ck/fifo, <top>/ck/sub/, <top>/secret (outside every root),
  * <top>/model/model.bin (5000 bytes); roots "checkpoints" and "model". */
-static void s_cleanup(void)
-{
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", s_top);
-    if (system(cmd) != 0)
-        fprintf(stderr, "fuzz_fileserver: could not remove %s\n", s_top);
-}
-
 static void s_setup(void)
 {
     zt_log_init("fuzz_fileserver", 0);
     zt_log_set_level(ZT_LOG_ERROR);
-    snprintf(s_top, sizeof s_top, "/tmp/zt-fuzz-fs-%d", (int) getpid());
-    atexit(s_cleanup);
+    snprintf(s_top, sizeof s_top, "%s", s_fuzz_dir("fs"));
     char p[256];
     const char *dirs[] = { "", "/ck", "/ck/ckpt-1", "/ck/sub", "/model" };
     for (int i = 0; i < 5; i++) {

@@ -9,7 +9,11 @@
 #define FUZZ_INPUT_H
 #include "wire/zt_msg.h"
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 typedef struct {
     const uint8_t *p;
@@ -74,6 +78,30 @@ static inline int s_parts(zmq_msg_t *parts, const zt_msg_t *m, const void *paylo
     if (plen)
         memcpy(zmq_msg_data(&parts[2]), payload, plen);
     return 3;
+}
+
+/* A scratch folder of the fuzzer's, /tmp/zt-fuzz-TAG-PID, made 0700 and
+ * removed (with what is in it) when the fuzzer exits. */
+static inline char *s_fuzz_dir_path(void)
+{
+    static char path[64];
+    return path;
+}
+
+static inline void s_fuzz_dir_remove(void)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", s_fuzz_dir_path());
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", s_fuzz_dir_path());
+}
+
+static inline const char *s_fuzz_dir(const char *tag)
+{
+    snprintf(s_fuzz_dir_path(), 64, "/tmp/zt-fuzz-%s-%d", tag, (int) getpid());
+    mkdir(s_fuzz_dir_path(), 0700);
+    atexit(s_fuzz_dir_remove);
+    return s_fuzz_dir_path();
 }
 
 #endif
