@@ -9,7 +9,8 @@ mount namespace around its daemon), and runs its own slurmd; the controller
 (slurmctld) and munge run in a namespace of their own. Config and state live
 in one folder (not under /tmp, which every host has its own of), on
 non-default ports. Everything made is removed by `down`, also after a
-failure. Needs root.
+failure; a cluster whose owner was killed before it could (SIGKILL) is
+removed by the next one that starts (`sweep_stale`). Needs root.
 
     scripts/slurm_cluster.py up DIR [--nodes N] [--cpus C] [--mem MB] [--gpus G]
         (defaults: 4 nodes of 8 CPUs and 16000 MB, no GPUs; --gpus: each
@@ -22,6 +23,7 @@ As a module: Cluster(dir, nodes).up(), .run(host, cmd), .popen(host, cmd),
 """
 import json
 import os
+import re
 import shutil
 import stat
 import signal
@@ -57,6 +59,67 @@ def unavailable_reason():
         if not shutil.which(tool):
             return "%s is missing" % tool
     return None
+
+
+# Who made each cluster: /run/ztrain-slurm/PREFIX holds the owner's pid and
+# start time (or, for a cluster made by `up` from the command line, which
+# outlives its command, the cluster's folder). A cluster whose owner is gone
+# (a test run killed with SIGKILL never reaches its teardown) is removed by
+# the next one that starts.
+REGISTRY = "/run/ztrain-slurm"
+NS_NAME = re.compile(r"^(z\d+)-(br|ctl|n\d+)$")
+
+
+def _start_time(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def _owner_alive(entry):
+    kind, _, value = entry.partition(" ")
+    if kind == "folder":                      # made from the command line: lives while its folder does
+        return os.path.exists(os.path.join(value, "cluster.json"))
+    pid, _, started = value.partition(" ")
+    return pid.isdigit() and _start_time(int(pid)) == started
+
+
+def sweep_stale():
+    """Removes the namespaces (and whatever still runs in them) of clusters
+    whose owner is gone; names of this pattern made before the registry are
+    removed when nothing runs in them. Returns the prefixes removed."""
+    names = [l.split()[0] for l in _sh("ip", "netns", "list", check=False).stdout.splitlines() if l.strip()]
+    by_prefix = {}
+    for n in names:
+        m = NS_NAME.match(n)
+        if m:
+            by_prefix.setdefault(m.group(1), []).append(n)
+    removed = []
+    for prefix, spaces in by_prefix.items():
+        entry_path = os.path.join(REGISTRY, prefix)
+        pids = [int(p) for n in spaces for p in _sh("ip", "netns", "pids", n, check=False).stdout.split()]
+        try:
+            with open(entry_path) as f:
+                stale = not _owner_alive(f.read().strip())
+        except FileNotFoundError:
+            stale = not pids
+        if not stale:
+            continue
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        for n in spaces:
+            _sh("ip", "netns", "del", n, check=False)
+        try:
+            os.unlink(entry_path)
+        except FileNotFoundError:
+            pass
+        removed.append(prefix)
+    return removed
 
 
 class Cluster:
@@ -204,6 +267,8 @@ class Cluster:
         if why:
             raise Unavailable(why)
         os.makedirs(self.dir, exist_ok=True)
+        sweep_stale()
+        self._register("process %d %s" % (os.getpid(), _start_time(os.getpid())))
         self._write_config()
         try:
             self._make_network()
@@ -277,6 +342,11 @@ class Cluster:
             except ProcessLookupError:
                 pass
 
+    def _register(self, owner):
+        os.makedirs(REGISTRY, exist_ok=True)
+        with open(os.path.join(REGISTRY, self.prefix), "w") as f:
+            f.write(owner)
+
     def down(self):
         """Stops everything this cluster started and removes its namespaces."""
         for h in reversed(self.hosts + ["br"]):
@@ -297,6 +367,10 @@ class Cluster:
                     time.monotonic() < deadline:
                 time.sleep(0.05)
             _sh("ip", "netns", "del", self.ns(h), check=False)
+        try:
+            os.unlink(os.path.join(REGISTRY, self.prefix))
+        except FileNotFoundError:
+            pass
 
     def __enter__(self):
         return self.up()
@@ -322,6 +396,7 @@ def main(argv):
             return 77
         for p in c.daemons.values():  # the daemons outlive this command; `down` removes them
             p.returncode = 0
+        c._register("folder %s" % c.dir)
         print("up: %s (SLURM_CONF=%s); hosts %s" % (c.prefix, c.conf, " ".join(c.hosts)))
         return 0
     info = json.load(open(os.path.join(folder, "cluster.json")))

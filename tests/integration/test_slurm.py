@@ -110,6 +110,33 @@ class SlurmCluster(unittest.TestCase):
         self.assertNotIn(c.prefix + "-", names)
         self.assertFalse([p for p in pids if alive(p)])
 
+    def test_cluster_of_a_killed_owner_is_swept(self):
+        # a run killed with SIGKILL never reaches its teardown: its cluster
+        # (namespaces, daemons) is removed by the next one that starts
+        prefix = self.c.prefix[:-1] + str((int(self.c.prefix[-1]) + 7) % 10)
+        code = ("import sys, time; sys.path.insert(0, %r); import slurm_cluster as s; "
+                "c = s.Cluster(%r, nodes=1); c.prefix = %r; c.subnet = '10.79.%d'; c.port = %d; c.up(); "
+                "print('up', flush=True); time.sleep(600)"
+                % (os.path.dirname(slurm_cluster.__file__), tmpdir("slurm-orphan-"), prefix,
+                   (int(self.c.subnet.split(".")[2]) + 2) % 250, self.c.port + 4))
+        owner = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+        self.addCleanup(owner.kill)
+        self.assertEqual(owner.stdout.readline().strip(), "up")
+        spaces = ["%s-%s" % (prefix, h) for h in ("br", "ctl", "n1")]
+        pids = [int(p) for n in spaces for p in subprocess.run(["ip", "netns", "pids", n], capture_output=True,
+                                                                text=True).stdout.split()]
+        self.assertGreaterEqual(len(pids), 2)  # slurmctld (and munged), slurmd
+        owner.kill()
+        owner.wait(timeout=30)
+        self.assertEqual(slurm_cluster.sweep_stale(), [prefix])  # ours (self.c) stays: its owner lives
+        names = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+        self.assertNotIn(prefix + "-", names)
+        self.assertIn(self.c.prefix + "-", names)
+        wait_gone = time.monotonic() + 10
+        while [p for p in pids if alive(p)] and time.monotonic() < wait_gone:
+            time.sleep(0.05)
+        self.assertFalse([p for p in pids if alive(p)])
+
 
 DUMP = ('{ env; echo "HOSTNAME_IS=$(hostname)"; } > "$ZT_JOB_DIR/.env-$ZT_POOL-$ZT_INDEX"; '
         'mv "$ZT_JOB_DIR/.env-$ZT_POOL-$ZT_INDEX" "$ZT_JOB_DIR/env-$ZT_POOL-$ZT_INDEX.txt"; ')
