@@ -4,6 +4,7 @@
 #ifndef BENCH_AUTH_H
 #define BENCH_AUTH_H
 #include "wire/zt_auth.h"
+#include "base/zt_util.h"
 #include "ztrain/zt_error.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,12 +17,7 @@ static void s_bench_auth_remove(void)
 {
     if (getpid() != s_bench_auth_owner) /* a forked worker exiting: the keys stay */
         return;
-    char path[128];
-    snprintf(path, sizeof path, "%s/bench.key", s_bench_auth_dir);
-    unlink(path);
-    snprintf(path, sizeof path, "%s/job.keys", s_bench_auth_dir);
-    unlink(path);
-    rmdir(s_bench_auth_dir);
+    zt_rm_tree(s_bench_auth_dir);
 }
 
 /* Before any process is started: every one started after finds its keys

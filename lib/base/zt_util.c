@@ -65,12 +65,15 @@ int zt_mkdir_p(const char *path)
     return ZT_OK;
 }
 
-int zt_write_file_atomic(const char *path, const void *data, size_t len)
+/* Temporary file (created with mode, which a umask can only narrow; never
+ * through a link), then rename; with sync, the file and its folder are
+ * fsynced too. */
+static int s_write_atomic(const char *path, const void *data, size_t len, mode_t mode, bool sync)
 {
     char tmp[PATH_MAX];
     if (snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int) getpid()) >= (int) sizeof tmp)
         return ZT_EINVAL;
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
     if (fd < 0)
         return ZT_ESYS;
     const char *p = data;
@@ -87,7 +90,7 @@ int zt_write_file_atomic(const char *path, const void *data, size_t len)
         p += n;
         left -= (size_t) n;
     }
-    if (fsync(fd) < 0 || close(fd) < 0) {
+    if ((sync && fsync(fd) < 0) || close(fd) < 0) {
         unlink(tmp);
         return ZT_EIO;
     }
@@ -95,6 +98,8 @@ int zt_write_file_atomic(const char *path, const void *data, size_t len)
         unlink(tmp);
         return ZT_ESYS;
     }
+    if (!sync)
+        return ZT_OK;
     char dir[PATH_MAX];
     snprintf(dir, sizeof dir, "%s", path);
     int dfd = open(dirname(dir), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -103,6 +108,16 @@ int zt_write_file_atomic(const char *path, const void *data, size_t len)
         close(dfd);
     }
     return ZT_OK;
+}
+
+int zt_write_file_atomic(const char *path, const void *data, size_t len)
+{
+    return s_write_atomic(path, data, len, 0644, true);
+}
+
+int zt_write_file_private(const char *path, const void *data, size_t len)
+{
+    return s_write_atomic(path, data, len, 0600, false);
 }
 
 char *zt_read_file(const char *path, size_t *len_p)

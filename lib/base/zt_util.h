@@ -25,6 +25,9 @@ int zt_mkdir_p(const char *path);
 int zt_rm_tree(const char *path);
 /* Writes data to path atomically: temporary file, fsync, rename, fsync dir. */
 int zt_write_file_atomic(const char *path, const void *data, size_t len);
+/* The same, created 0600 (or narrower), without the fsyncs: for files made
+ * again on every start, such as a job's keys. */
+int zt_write_file_private(const char *path, const void *data, size_t len);
 /* Reads a whole file (NUL-terminated); NULL with errno set on failure. */
 char *zt_read_file(const char *path, size_t *len_p);
 /* Parses a protobuf Duration ("7200s", "1.5s") or "90m", "2h"; seconds or -1. */

@@ -4,6 +4,7 @@
 #include "ztrain/zt_knobs.h"
 #include "ztrain/zt_log.h"
 #include "runtime/zt_env.h"
+#include "runtime/zt_role.h"
 #include "base/zt_util.h"
 #include <jansson.h>
 #include <pthread.h>
@@ -58,27 +59,23 @@ static bool s_frame_is(zmq_msg_t *m, const char *text)
     return zmq_msg_size(m) == n && !memcmp(zmq_msg_data(m), text, n);
 }
 
-static void s_send_str(void *sock, const char *text, size_t len, bool more)
+static void s_send_str(void *sock, const char *text, bool more)
 {
-    zmq_send(sock, text, len, more ? ZMQ_SNDMORE : 0);
+    zmq_send(sock, text, strlen(text), more ? ZMQ_SNDMORE : 0);
 }
 
-/* One connection refused: counted, and logged at most once per 5 s. */
+/* One connection refused: counted (read by other threads), and logged
+ * through zt_role_refused (at most once per 5 s); only the ZAP thread
+ * calls it. */
 static void s_note_refusal(zmq_msg_t *address, const char *why)
 {
-    static int64_t logged_ms, unlogged;
-    uint64_t total = (uint64_t) atomic_fetch_add(&s_refused, 1) + 1;
-    pthread_mutex_lock(&s_lock);
-    unlogged++;
-    int64_t now = zt_now_ms();
-    if (now - logged_ms >= 5000) {
-        zt_warn("refused a connection from %.*s: %s (%lld refused since the last such line, %llu in all)",
-                (int) (zmq_msg_size(address) < 64 ? zmq_msg_size(address) : 64), (const char *) zmq_msg_data(address),
-                why, (long long) unlogged, (unsigned long long) total);
-        logged_ms = now;
-        unlogged = 0;
-    }
-    pthread_mutex_unlock(&s_lock);
+    static zt_refusals_t log;
+    atomic_fetch_add(&s_refused, 1);
+    char what[160];
+    snprintf(what, sizeof what, "a connection from %.*s: %s",
+             (int) (zmq_msg_size(address) < 64 ? zmq_msg_size(address) : 64), (const char *) zmq_msg_data(address),
+             why);
+    zt_role_refused(&log, NULL, NULL, what);
 }
 
 /* ZAP (RFC 27): libzmq asks, for each CURVE handshake on this process's
@@ -113,13 +110,12 @@ static void *s_zap_main(void *arg)
                 break;
             continue;
         }
-        int got = n;
         const char *status = "400", *text = "not one of the job's keys", *user = "";
-        if (got < 6 || !s_frame_is(&f[0], "1.0"))
+        if (n < 6 || !s_frame_is(&f[0], "1.0"))
             text = "a malformed ZAP request";
         else if (!s_frame_is(&f[5], "CURVE"))
             text = "not a CURVE handshake";
-        else if (got >= 7 && zmq_msg_size(&f[6]) == 32) {
+        else if (n >= 7 && zmq_msg_size(&f[6]) == 32) {
             for (int i = 0; i < s_auth.npeers; i++)
                 if (!memcmp(s_auth.peers[i].key, zmq_msg_data(&f[6]), 32)) {
                     status = "200";
@@ -129,14 +125,14 @@ static void *s_zap_main(void *arg)
                 }
         }
         if (strcmp(status, "200"))
-            s_note_refusal(got > 3 ? &f[3] : &f[0], text);
-        s_send_str(sock, "1.0", 3, true);
-        zmq_send(sock, got > 1 ? zmq_msg_data(&f[1]) : "", got > 1 ? zmq_msg_size(&f[1]) : 0, ZMQ_SNDMORE);
-        s_send_str(sock, status, 3, true);
-        s_send_str(sock, text, strlen(text), true);
-        s_send_str(sock, user, strlen(user), true);
-        s_send_str(sock, "", 0, false);
-        for (int i = 0; i < got; i++)
+            s_note_refusal(n > 3 ? &f[3] : &f[0], text);
+        s_send_str(sock, "1.0", true);
+        zmq_send(sock, n > 1 ? zmq_msg_data(&f[1]) : "", n > 1 ? zmq_msg_size(&f[1]) : 0, ZMQ_SNDMORE);
+        s_send_str(sock, status, true);
+        s_send_str(sock, text, true);
+        s_send_str(sock, user, true);
+        s_send_str(sock, "", false);
+        for (int i = 0; i < n; i++)
             zmq_msg_close(&f[i]);
     }
     zmq_close(sock);
@@ -193,34 +189,15 @@ static int s_private_dir(const char *dir)
     return chmod(dir, 0700) == 0 ? ZT_OK : ZT_ESYS;
 }
 
-/* Writes doc to path, 0600, through a temporary file renamed over it. No
- * fsync: keys are made again whenever a job (re)starts. */
+/* Writes doc to path, 0600 (zt_write_file_private: no fsync, the keys are
+ * made again whenever a job starts). */
 static int s_write_private(const char *path, json_t *doc)
 {
-    char *text = json_dumps(doc, JSON_COMPACT), *tmp = zt_strdupf("%s.tmp", path);
-    int fd = text && tmp ? open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600) : -1;
-    int rc = fd >= 0 && fchmod(fd, 0600) == 0 ? ZT_OK : ZT_ESYS;
-    size_t len = text ? strlen(text) : 0, done = 0;
-    while (rc == ZT_OK && done < len) {
-        ssize_t w = write(fd, text + done, len - done);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            rc = ZT_EIO;
-        else
-            done += (size_t) w;
-    }
-    if (fd >= 0 && close(fd) != 0)
-        rc = ZT_EIO;
-    if (rc == ZT_OK && rename(tmp, path) != 0)
-        rc = ZT_ESYS;
-    if (rc != ZT_OK) {
+    char *text = json_dumps(doc, JSON_COMPACT);
+    int rc = text ? zt_write_file_private(path, text, strlen(text)) : ZT_ENOMEM;
+    if (rc != ZT_OK)
         zt_error("cannot write %s: %s", path, strerror(errno));
-        if (tmp)
-            unlink(tmp);
-    }
     free(text);
-    free(tmp);
     return rc;
 }
 
@@ -487,14 +464,5 @@ void zt_auth_selftest(void)
     zsock_destroy(&stranger);
     zt_sock_destroy(&mine);
     zt_sock_destroy(&srv);
-    char *p;
-    for (int i = 0; i < 2; i++) {
-        p = zt_auth_file(dir, names[i]);
-        unlink(p);
-        free(p);
-    }
-    p = zt_strdupf("%s/job.keys", dir);
-    unlink(p);
-    free(p);
-    rmdir(dir);
+    assert(zt_rm_tree(dir) == ZT_OK);
 }

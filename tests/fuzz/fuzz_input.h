@@ -8,6 +8,7 @@
 #ifndef FUZZ_INPUT_H
 #define FUZZ_INPUT_H
 #include "wire/zt_msg.h"
+#include "base/zt_util.h"
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -90,9 +91,7 @@ static inline char *s_fuzz_dir_path(void)
 
 static inline void s_fuzz_dir_remove(void)
 {
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", s_fuzz_dir_path());
-    if (system(cmd) != 0)
+    if (zt_rm_tree(s_fuzz_dir_path()) != 0)
         fprintf(stderr, "could not remove %s\n", s_fuzz_dir_path());
 }
 
