@@ -69,6 +69,8 @@ extern "C" {
       "flush a partly ready bucket after this long (else HOROVOD_CYCLE_TIME, else 5)") \
     X(HOROVOD_CYCLE_TIME,  "HOROVOD_CYCLE_TIME",     "", "num", ZT_FOR_WORKER,                   \
       "Horovod's name for the cycle time (ms)")                                   \
+    X(COLL_ROUND_BYTES,    "ZT_COLL_ROUND_BYTES",    "67108864", "int", ZT_FOR_WORKER,                   \
+      "what one round of a collective (zt_coll: the Python package's allreduce, broadcast, DDP hook and DistributedOptimizer) stages, in buckets of the fusion threshold; more data takes more rounds (bytes)") \
     X(COLLECTIVE_WARN_MS,  "ZT_COLLECTIVE_WARN_MS",  "10000", "int", ZT_FOR_REDUCER,                     \
       "a bucket waiting this long logs which workers have not contributed (ms)")  \
     X(AR_PIECE_BYTES,      "ZT_AR_PIECE_BYTES",      "131072", "int", ZT_FOR_WORKER,                    \

@@ -7,6 +7,8 @@
  *   zt_replica.h    a replica's link to its coordinator (control plane)
  *   zt_ps.h         the parameter-server client
  *   zt_allreduce.h  all-reduce through reducers or a ring
+ *   zt_collective.h collectives of any size over one all-reduce group
+ *   zt_job.h        a training program's rank, peers, reducers, servers
  *   zt_half.h       float16/bfloat16 conversions */
 #ifndef ZTRAIN_H
 #define ZTRAIN_H
@@ -16,6 +18,8 @@
 #include "zt_replica.h"
 #include "zt_ps.h"
 #include "zt_allreduce.h"
+#include "zt_collective.h"
+#include "zt_job.h"
 #include "zt_half.h"
 
 #ifdef __cplusplus

@@ -1,0 +1,42 @@
+/* ztrain: what a training program started by `ztrain run` learns from its
+ * environment: its rank among the trainers (pool 0, then pool 1), its
+ * place on its host, and the job's reducers or parameter servers. Every
+ * variable is read by libztrain's one environment reader; a program (or a
+ * binding such as the Python package) asks here instead of parsing them. */
+#ifndef ZT_JOB_H
+#define ZT_JOB_H
+#include <stddef.h>
+#include "zt_collective.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct {
+    char name[64];          /* "workerpool1-0" */
+    int pool, index;        /* this replica */
+    int rank, size;         /* among the trainers: pool 0's replicas, then pool 1's */
+    int local_rank, local_size; /* among the trainers on this host */
+    char **reducers;        /* pool 2's host:port list when it holds reducers (NULL-terminated) */
+    int nreducers;
+    char **paramservers;    /* pool 2's host:port list when it holds parameter servers */
+    int nparamservers;
+    char **peers;           /* every trainer's host:port, by rank (the ring's endpoints) */
+    int npeers;
+} zt_job_t;
+
+/* Fills job from the environment: 0; ZT_ENOTFOUND when this process was
+ * not started by `ztrain run` (the variables are absent); ZT_ESPEC when
+ * they are there but do not fit (the reason in why). */
+int zt_job_read(zt_job_t *job, char *why, size_t why_size);
+void zt_job_free(zt_job_t *job);
+
+/* The job's all-reduce group for the trainers: through its reducers, else a
+ * ring between the trainers (each binds its own host:port). Every trainer
+ * calls it; NULL with the reason in why. */
+zt_coll_t *zt_job_collective(const zt_job_t *job, int timeout_ms, char *why, size_t why_size);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,228 @@
+"""ztrain's data plane for Python programs started by `ztrain run`.
+
+    import ztrain
+    job = ztrain.init()              # rank, size, local rank, reducers, parameter servers
+    ztrain.allreduce(x)              # sum over the trainers, in place (average=True: the mean)
+    ztrain.broadcast(x, root=0)      # root's values everywhere, bit for bit
+    ztrain.report_metric("accuracy", 0.91, step=100)   # for studies (cloudml-hypertune's file)
+
+x is a contiguous CPU torch tensor, a NumPy array or any writable buffer:
+its memory is handed to libztrain as it is, never copied in Python. CUDA
+tensors go through host memory. All-reduce takes float32; broadcast any
+type. PyTorch users want ztrain.torch: the DDP comm hook, the Horovod-style
+API and the parameter-server optimizer.
+"""
+import atexit
+import collections
+import ctypes
+import json
+import os
+import threading
+import time
+
+from . import _native
+from ._native import ZtrainError, ZtrainTimeout
+
+__all__ = ["init", "is_initialized", "rank", "size", "local_rank", "local_size", "job", "allreduce",
+           "broadcast", "report_metric", "shutdown", "ZtrainError", "ZtrainTimeout", "version"]
+
+Job = collections.namedtuple("Job", "name pool index rank size local_rank local_size reducers paramservers peers")
+Job.__doc__ = """This replica's place in its job: rank among the trainers (pool 0's
+replicas, then pool 1's), its host-local rank, and pool 2's reducers or
+parameter servers (host:port), and every trainer's host:port by rank."""
+
+_lock = threading.RLock()
+_job = None
+_coll = None            # the collective (zt_coll_t *), made at the first collective call
+
+
+def version():
+    return _native.zt_version().decode()
+
+
+def init():
+    """Reads this replica's environment (set by `ztrain run`) and returns its
+    Job. Raises ZtrainError outside a job. Calling it again returns the same."""
+    global _job
+    with _lock:
+        if _job:
+            return _job
+        why = ctypes.create_string_buffer(1024)
+        if _native.zt_knobs_check(why, len(why)):
+            raise ZtrainError(-1, "ztrain.init(): " + why.value.decode())
+        js = _native.JobStruct()
+        rc = _native.zt_job_read(ctypes.byref(js), why, len(why))
+        if rc:
+            raise ZtrainError(rc, "ztrain.init(): " + why.value.decode())
+        try:
+            _job = Job(js.name.decode(), js.pool, js.index, js.rank, js.size, js.local_rank, js.local_size,
+                       _native.strlist(js.reducers, js.nreducers),
+                       _native.strlist(js.paramservers, js.nparamservers),
+                       _native.strlist(js.peers, js.npeers))
+        finally:
+            _native.zt_job_free(ctypes.byref(js))
+        _native.zt_log_init(b"python", _job.index)
+        _native.zt_log_set_replica(_job.name.encode())
+        return _job
+
+
+def is_initialized():
+    return _job is not None
+
+
+def job():
+    """The Job of init(); ZtrainError before it."""
+    if not _job:
+        raise ZtrainError(-1, "ztrain: call ztrain.init() first")
+    return _job
+
+
+def rank():
+    return job().rank
+
+
+def size():
+    return job().size
+
+
+def local_rank():
+    return job().local_rank
+
+
+def local_size():
+    return job().local_size
+
+
+def _collective():
+    """The job's all-reduce group, made (and agreed with every trainer) on
+    first use: through the reducers, else a ring between the trainers."""
+    global _coll
+    with _lock:
+        if _coll:
+            return _coll
+        j = job()
+        js = _native.JobStruct()
+        why = ctypes.create_string_buffer(1024)
+        rc = _native.zt_job_read(ctypes.byref(js), why, len(why))
+        if rc:
+            raise ZtrainError(rc, why.value.decode())
+        try:
+            c = _native.zt_job_collective(ctypes.byref(js), -1, why, len(why))
+        finally:
+            _native.zt_job_free(ctypes.byref(js))
+        if not c:
+            raise ZtrainError(-3, "ztrain: cannot form the all-reduce group of %d trainers (%s): %s" % (
+                j.size, "%d reducers" % len(j.reducers) if j.reducers else "ring", why.value.decode()))
+        _coll = c
+        return _coll
+
+
+def _check(rc, what):
+    if rc:
+        msg = _native.zt_coll_error(_coll)
+        raise _native.error(rc, "%s: %s" % (what, msg.decode() if msg else _native.zt_strerror(rc).decode()))
+
+
+def _raw(x, what, float32_only):
+    """(address, elements, element size) of x's memory, which libztrain
+    reads and writes in place. Raises for what cannot be passed so."""
+    if type(x).__module__.split(".")[0] == "torch":
+        if x.is_cuda:
+            raise TypeError("%s: a CUDA tensor here (ztrain.allreduce and broadcast stage it)" % what)
+        if not x.is_contiguous():
+            raise ValueError("%s: the tensor is not contiguous (call .contiguous() first)" % what)
+        if float32_only and str(x.dtype) != "torch.float32":
+            raise TypeError("%s: float32 only, not %s" % (what, x.dtype))
+        return x.data_ptr(), x.numel(), x.element_size()
+    try:
+        m = memoryview(x)
+    except TypeError:
+        raise TypeError("%s: needs a torch tensor, a NumPy array or a writable buffer, not %s" % (
+            what, type(x).__name__)) from None
+    if m.readonly:
+        raise ValueError("%s: the buffer is read-only" % what)
+    if not m.c_contiguous:
+        raise ValueError("%s: the array is not contiguous" % what)
+    if float32_only and (m.format not in ("f", "<f", "=f") or m.itemsize != 4):
+        raise TypeError("%s: float32 only, not format %r" % (what, m.format))
+    if m.nbytes == 0:
+        return None, 0, m.itemsize
+    addr = ctypes.addressof((ctypes.c_char * m.nbytes).from_buffer(m.cast("B")))
+    return addr, m.nbytes // m.itemsize, m.itemsize
+
+
+def _staged(x, fn):
+    """Runs fn on a host copy of a CUDA tensor and copies the result back."""
+    if type(x).__module__.split(".")[0] == "torch" and x.is_cuda:
+        host = x.detach().to("cpu").contiguous()
+        fn(host)
+        x.copy_(host)
+        return x
+    return fn(x)
+
+
+def allreduce(x, average=False):
+    """Sums x (float32) over every trainer, in place, and returns it;
+    average=True divides by the trainers. Every trainer calls it with the
+    same number of elements, else all raise ZtrainError saying what each
+    called."""
+    def run(t):
+        addr, n, _ = _raw(t, "ztrain.allreduce", True)
+        c = _collective()
+        with _lock:
+            _check(_native.zt_coll_allreduce(c, addr, n, bool(average), -1), "ztrain.allreduce")
+        return t
+    return _staged(x, run)
+
+
+def broadcast(x, root=0):
+    """Copies root's x to every trainer, in place, bit for bit; any type."""
+    def run(t):
+        addr, n, es = _raw(t, "ztrain.broadcast", False)
+        c = _collective()
+        if not 0 <= root < size():
+            raise ValueError("ztrain.broadcast: root %d is not a rank (0..%d)" % (root, size() - 1))
+        with _lock:
+            _check(_native.zt_coll_broadcast(c, addr, n * es, int(root), -1), "ztrain.broadcast")
+        return t
+    return _staged(x, run)
+
+
+# cloudml-hypertune's file, which `ztrain tune` reads: its variable, and its
+# default when the variable is unset.
+_HP_METRIC_FILE = "CLOUD_ML_HP_METRIC_FILE"
+_HP_DEFAULT = "/tmp/hypertune/output.metrics"
+_TRIAL_ID = "CLOUD_ML_TRIAL_ID"
+
+
+def report_metric(tag, value, step=None, checkpoint_path=""):
+    """Reports a metric for a hyperparameter study, in cloudml-hypertune's
+    format (one JSON object per line: the tag's value, global_step, trial,
+    timestamp), so a study reads it as it reads hypertune's."""
+    value = float(value)
+    path = os.environ.get(_HP_METRIC_FILE) or _HP_DEFAULT
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    line = {"timestamp": time.time(), "trial": os.environ.get(_TRIAL_ID, ""), tag: str(value),
+            "global_step": str(int(step) if step is not None else 0), "checkpoint_path": checkpoint_path}
+    with _lock, open(path, "a") as f:
+        f.write(json.dumps(line) + "\n")
+
+
+def _coll_stats():
+    """(slot bytes, slots per round, rounds done) of the collective: tests
+    and benchmarks."""
+    c = _collective()
+    return _native.zt_coll_slot_bytes(c), _native.zt_coll_slots(c), _native.zt_coll_rounds(c)
+
+
+def shutdown():
+    """Leaves the all-reduce group (at exit by itself)."""
+    global _coll
+    with _lock:
+        if _coll:
+            p = ctypes.c_void_p(_coll)
+            _native.zt_coll_destroy(ctypes.byref(p))
+            _coll = None
+
+
+atexit.register(shutdown)

@@ -1,0 +1,83 @@
+"""libztrain through ctypes: the library bundled in the package (or the one
+ZTRAIN_LIBRARY names), its prototypes, and its errors as exceptions. ctypes
+releases the GIL during every call, so Python threads go on while the
+library waits on the network."""
+import ctypes
+import os
+
+
+class ZtrainError(RuntimeError):
+    """A libztrain failure: .code is its ZT_E* code (negative), the message
+    is the library's own."""
+
+    def __init__(self, code, message):
+        super().__init__(message)
+        self.code = code
+
+
+class ZtrainTimeout(ZtrainError, TimeoutError):
+    """A peer did not answer in time (ZT_ETIMEDOUT)."""
+
+
+ZT_ENOTFOUND = -8
+ZT_ETIMEDOUT = -6
+
+
+def _load():
+    path = os.environ.get("ZTRAIN_LIBRARY") or os.path.join(os.path.dirname(__file__), "_lib", "libztrain.so")
+    try:
+        return ctypes.CDLL(path)
+    except OSError as e:
+        raise ImportError("ztrain: cannot load libztrain (%s): %s" % (path, e)) from None
+
+
+lib = _load()
+c_char_pp = ctypes.POINTER(ctypes.c_char_p)
+
+
+class JobStruct(ctypes.Structure):
+    """zt_job_t (include/ztrain/zt_job.h)."""
+    _fields_ = [("name", ctypes.c_char * 64), ("pool", ctypes.c_int), ("index", ctypes.c_int),
+                ("rank", ctypes.c_int), ("size", ctypes.c_int),
+                ("local_rank", ctypes.c_int), ("local_size", ctypes.c_int),
+                ("reducers", c_char_pp), ("nreducers", ctypes.c_int),
+                ("paramservers", c_char_pp), ("nparamservers", ctypes.c_int),
+                ("peers", c_char_pp), ("npeers", ctypes.c_int)]
+
+
+def _proto(name, res, *args):
+    f = getattr(lib, name)
+    f.restype = res
+    f.argtypes = list(args)
+    return f
+
+
+V, I, I64, B, P, S = ctypes.c_void_p, ctypes.c_int, ctypes.c_int64, ctypes.c_bool, ctypes.c_void_p, ctypes.c_char_p
+zt_strerror = _proto("zt_strerror", S, I)
+zt_version = _proto("zt_version", S)
+zt_log_init = _proto("zt_log_init", None, S, I)
+zt_log_set_replica = _proto("zt_log_set_replica", None, S)
+zt_knobs_check = _proto("zt_knobs_check", I, ctypes.c_char_p, ctypes.c_size_t)
+zt_job_read = _proto("zt_job_read", I, ctypes.POINTER(JobStruct), ctypes.c_char_p, ctypes.c_size_t)
+zt_job_free = _proto("zt_job_free", None, ctypes.POINTER(JobStruct))
+zt_job_collective = _proto("zt_job_collective", V, ctypes.POINTER(JobStruct), I, ctypes.c_char_p, ctypes.c_size_t)
+zt_coll_destroy = _proto("zt_coll_destroy", None, ctypes.POINTER(V))
+zt_coll_allreduce = _proto("zt_coll_allreduce", I, V, P, I64, B, I)
+zt_coll_broadcast = _proto("zt_coll_broadcast", I, V, P, I64, I, I)
+zt_coll_add = _proto("zt_coll_add", I, V, P, I64, B, I)
+zt_coll_finish = _proto("zt_coll_finish", I, V, I)
+zt_coll_error = _proto("zt_coll_error", S, V)
+zt_coll_slot_bytes = _proto("zt_coll_slot_bytes", I64, V)
+zt_coll_slots = _proto("zt_coll_slots", I, V)
+zt_coll_rounds = _proto("zt_coll_rounds", I64, V)
+
+
+def error(code, message):
+    """The exception for a ZT_E* code and the library's message."""
+    text = message or zt_strerror(code).decode()
+    cls = ZtrainTimeout if code == ZT_ETIMEDOUT else ZtrainError
+    return cls(code, text)
+
+
+def strlist(ptr, n):
+    return [ptr[i].decode() for i in range(n)]

@@ -1,0 +1,131 @@
+#!/usr/bin/env python3
+"""A PyTorch trainer for the Python package's tests, run by `ztrain run` on
+every trainer of a job. It writes what it found to OUT/result-RANK.json.
+
+  ddp       two DDP copies of one model on the same data: one over gloo, one
+            through ztrain.torch.reducer_hook; their parameters after STEPS
+  hvd       ranks start different; broadcast_parameters; Horovod-style
+            DistributedOptimizer against DDP over gloo
+  mismatch  allreduce of different lengths on different ranks, then a good one
+"""
+import argparse
+import hashlib
+import json
+import os
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+
+import ztrain
+import ztrain.torch as hvd
+
+
+class Net(nn.Module):
+    """Layers declared in another order than forward uses them, so DDP's
+    rebuilt buckets (in the order gradients become ready) differ from its
+    first ones (reverse declaration order)."""
+
+    def __init__(self, width):
+        super().__init__()
+        self.out = nn.Linear(width, 10)
+        self.inp = nn.Linear(64, width)
+        self.mid = nn.Linear(width, width)
+
+    def forward(self, x):
+        return self.out(torch.relu(self.mid(torch.relu(self.inp(x)))))
+
+
+def digest(model):
+    h = hashlib.sha256()
+    for p in model.parameters():
+        h.update(p.detach().contiguous().numpy().tobytes())
+    return h.hexdigest()
+
+
+def max_diff(a, b):
+    return max(float((p - q).abs().max()) for p, q in zip(a.parameters(), b.parameters()))
+
+
+def batches(rank, steps, batch=32):
+    g = torch.Generator().manual_seed(1000 + rank)
+    return [(torch.randn(batch, 64, generator=g), torch.randint(0, 10, (batch,), generator=g)) for _ in range(steps)]
+
+
+def train(model, opt, data, delay=0.0):
+    for x, y in data:
+        opt.zero_grad()
+        nn.functional.cross_entropy(model(x), y).backward()
+        opt.step()
+        if delay:
+            time.sleep(delay)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--mode", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--steps", type=int, default=6)
+    ap.add_argument("--width", type=int, default=512)
+    ap.add_argument("--delay", type=float, default=0.0)
+    a = ap.parse_args()
+    job = ztrain.init()
+    res = {"rank": job.rank, "size": job.size, "reducers": len(job.reducers)}
+    torch.manual_seed(7)
+    if a.mode in ("ddp", "hvd"):
+        dist.init_process_group("gloo", rank=job.rank, world_size=job.size)
+    data = batches(job.rank, a.steps)
+    if a.mode == "ddp":
+        ref = Net(a.width)
+        mine = Net(a.width)
+        mine.load_state_dict(ref.state_dict())
+        cap = 4 * a.width * a.width / 2 / 2 ** 20  # a few buckets
+        ddp_ref = nn.parallel.DistributedDataParallel(ref, bucket_cap_mb=cap)
+        ddp = nn.parallel.DistributedDataParallel(mine, bucket_cap_mb=cap)
+        state = hvd.ReducerHookState()
+        ddp.register_comm_hook(state, hvd.reducer_hook)
+        train(ddp_ref, torch.optim.SGD(ddp_ref.parameters(), lr=0.05, momentum=0.9), data)
+        train(ddp, torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9), data, a.delay)
+        res.update(diff=max_diff(ref, mine), digest=digest(mine), layouts=state.layouts,
+                   iterations=state.iterations, moved=max_diff(mine, Net(a.width)))
+    elif a.mode == "hvd":
+        torch.manual_seed(100 + job.rank)  # every rank starts elsewhere
+        mine = Net(a.width)
+        res["digest_before"] = digest(mine)
+        hvd.broadcast_parameters(mine.state_dict(), root_rank=0)
+        res["digest_after_broadcast"] = digest(mine)
+        ref = Net(a.width)
+        ref.load_state_dict(mine.state_dict())
+        ddp_ref = nn.parallel.DistributedDataParallel(ref)
+        opt = torch.optim.SGD(mine.parameters(), lr=0.05, momentum=0.9)
+        hvd.broadcast_optimizer_state(opt, root_rank=0)
+        opt = hvd.DistributedOptimizer(opt, named_parameters=mine.named_parameters())
+        train(ddp_ref, torch.optim.SGD(ddp_ref.parameters(), lr=0.05, momentum=0.9), data)
+        train(mine, opt, data)
+        res.update(diff=max_diff(ref, mine), digest=digest(mine), is_sgd=isinstance(opt, torch.optim.SGD),
+                   obj=hvd.broadcast_object({"from": job.rank}, root_rank=job.size - 1))
+    elif a.mode == "mismatch":
+        x = torch.ones(100 + job.rank)
+        try:
+            ztrain.allreduce(x)
+            res["error"] = None
+        except ztrain.ZtrainError as e:
+            res["error"] = str(e)
+        y = torch.full((1000,), float(job.rank + 1))
+        ztrain.allreduce(y)  # the group goes on
+        res["after"] = float(y[0])
+        res["untouched"] = float(x.sum())
+        try:
+            ztrain.allreduce(torch.ones(3, dtype=torch.float64))
+        except TypeError as e:
+            res["dtype_error"] = str(e)
+    else:
+        sys.exit("unknown mode " + a.mode)
+    with open(os.path.join(a.out, "result-%d.json" % job.rank), "w") as f:
+        json.dump(res, f)
+
+
+if __name__ == "__main__":
+    main()
