@@ -4,9 +4,10 @@
 set -eu
 PKGS="build-essential cmake pkg-config libzmq3-dev libczmq-dev libmsgpack-dev
       libjansson-dev libyaml-dev zlib1g-dev libopenblas-dev dataset-fashion-mnist
-      python3 procps iproute2 util-linux slurmctld slurmd slurm-client munge"
+      python3 procps iproute2 util-linux slurmctld slurmd slurm-client munge
+      python3-venv python3-setuptools python3-wheel python3-pip python3-numpy python3-torch"
 # --bench: also the peers the benchmarks compare against.
-[ "${1:-}" = "--bench" ] && PKGS="$PKGS openmpi-bin libopenmpi-dev python3-torch python3-pip"
+[ "${1:-}" = "--bench" ] && PKGS="$PKGS openmpi-bin libopenmpi-dev"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' \

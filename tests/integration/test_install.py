@@ -2,13 +2,16 @@
 small C program and a small C++ program built with nothing but
 `pkg-config --cflags --libs ztrain` run against it: two processes doing a
 ring all-reduce (C with C, C++ with C++, and C with C++), and a push and
-pull against the installed ztrain-paramserver."""
+pull against the installed ztrain-paramserver. And the Python package as a
+newcomer installs it: `pip install ./python` into a fresh venv, which
+builds libztrain by itself."""
 import os
 import shutil
 import socket
 import subprocess
 import unittest
 
+import pyvenv
 from ztest import tmpdir
 
 BUILD = os.environ.get("ZT_BUILD", os.path.join(os.path.dirname(__file__), "..", "..", "build"))
@@ -145,6 +148,24 @@ class Configure(unittest.TestCase):
         self.assertGreater(len(runs[0]), 10)
         for name in runs[0]:
             self.assertEqual(runs[0][name], runs[1].get(name), name)
+
+
+class PythonPackage(unittest.TestCase):
+    def test_pip_install_builds_the_library(self):
+        py, d = pyvenv.make()  # no ZTRAIN_LIBRARY: pip builds it from this tree
+        self.addCleanup(shutil.rmtree, d, True)
+        code = ("import ztrain, sys\n"
+                "print(ztrain.version(), ztrain.__file__)\n"
+                "try:\n    ztrain.init()\n"
+                "except ztrain.ZtrainError as e:\n    print('refused', e.code, e)\n")
+        env = {k: v for k, v in os.environ.items() if k not in ("CLUSTER_SPEC", "ZT_POOL", "ZT_INDEX")}
+        r = subprocess.run([py, "-c", code], capture_output=True, text=True, timeout=60, cwd=d, env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn(os.path.join(d, "lib"), r.stdout)            # the venv's copy, not the tree's
+        self.assertRegex(r.stdout, r"^\d+\.\d+\.\d+ ")
+        self.assertIn("refused -8 ztrain.init(): not a replica of a ztrain job", r.stdout)
+        libs = [os.path.join(dp, f) for dp, _, fs in os.walk(d) for f in fs if f == "libztrain.so"]
+        self.assertEqual(len(libs), 1, libs)
 
 
 if __name__ == "__main__":

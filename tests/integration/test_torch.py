@@ -1,0 +1,133 @@
+"""The Python package with real PyTorch programs under `ztrain run`: the DDP
+comm hook through reducers and through the ring, against DDP over gloo on
+the same data (2 and 4 trainers); the Horovod-style API; bad use raising
+clear exceptions without hanging; a reducer killed in mid-training.
+Skipped (77) where Debian's python3 has no torch."""
+import glob
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import unittest
+
+import pyvenv
+from ztest import Job, job_file, load_job, pool, tmpdir, wait_for
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+WORKER = os.path.join(HERE, "torch_worker.py")
+REDUCTION_SERVER = "us-docker.pkg.dev/vertex-ai-restricted/training/reductionserver:latest"
+FAST = {"ZT_STOP_GRACE_MS": "3000", "ZT_HEARTBEAT_MS": "300"}
+PY = None
+
+
+def read(path):
+    with open(path) as f:
+        return f.read()
+
+
+def setUpModule():
+    global PY, VENV
+    PY, VENV = pyvenv.make(library=os.path.join(pyvenv.BUILD, "lib", "libztrain.so"))
+
+
+def tearDownModule():
+    shutil.rmtree(VENV, ignore_errors=True)
+
+
+class Torch(unittest.TestCase):
+    def setUp(self):
+        self.d = tmpdir("torch-")
+        self.out = os.path.join(self.d, "out")
+        os.makedirs(self.out)
+        self.addCleanup(shutil.rmtree, self.d, True)
+
+    def job(self, mode, trainers, reducers, *args):
+        cmd = {"imageUri": "local", "command": [PY, WORKER, "--mode=" + mode, "--out=" + self.out, *args]}
+        pools = [pool("local", 1), pool("local", trainers - 1)]
+        pools[0]["containerSpec"] = pools[1]["containerSpec"] = cmd
+        if trainers == 1:
+            pools = pools[:1]
+        if reducers:
+            pools.append(pool(REDUCTION_SERVER, reducers))
+        return Job(self, job_file(self.d, mode, pools), os.path.join(self.d, "job"), env=FAST)
+
+    def results(self, job, n, timeout=240):
+        rc = job.wait(timeout=timeout)
+        self.assertEqual(rc, 0, job.out[-3000:] + job.err[-3000:])
+        res = [json.loads(read(p)) for p in sorted(glob.glob(os.path.join(self.out, "result-*.json")))]
+        self.assertEqual(len(res), n, job.out[-2000:])
+        return res
+
+    def check_ddp(self, res, trainers, reducers):
+        for r in res:
+            self.assertEqual((r["size"], r["reducers"]), (trainers, reducers))
+            # The same parameters as DDP over gloo, to float tolerance...
+            self.assertLess(r["diff"], 1e-5, r)
+            self.assertGreater(r["moved"], 1e-3, "training changed nothing")
+            self.assertEqual(r["iterations"], 6)
+            # ...through buckets that DDP rebuilt after the first iteration.
+            lay = r["layouts"]
+            self.assertNotEqual(lay[0], lay[1], lay)
+            self.assertEqual(lay[1], lay[2], lay)
+        # Bit for bit the same on every rank.
+        self.assertEqual(len({r["digest"] for r in res}), 1, [r["digest"] for r in res])
+
+    def test_ddp_hook_four_trainers_two_reducers(self):
+        self.check_ddp(self.results(self.job("ddp", 4, 2), 4), 4, 2)
+
+    def test_ddp_hook_two_trainers_ring(self):
+        self.check_ddp(self.results(self.job("ddp", 2, 0), 2), 2, 0)
+
+    def test_horovod_style(self):
+        res = self.results(self.job("hvd", 3, 1), 3)
+        before = [r["digest_before"] for r in res]
+        self.assertEqual(len(set(before)), 3, "the ranks should start different")
+        for r in res:
+            self.assertEqual(r["digest_after_broadcast"], before[0])  # rank 0's values everywhere
+            self.assertLess(r["diff"], 1e-5, r)                       # the same as DDP over gloo
+            self.assertTrue(r["is_sgd"])                               # still an SGD for schedulers
+            self.assertEqual(r["obj"], {"from": 2})
+        self.assertEqual(len({r["digest"] for r in res}), 1)
+
+    def test_shapes_that_differ_raise_on_every_rank(self):
+        res = self.results(self.job("mismatch", 3, 2), 3, timeout=120)
+        for r in res:
+            self.assertIn("the workers' calls differ: rank 0: allreduce of 100 floats; rank 1: allreduce "
+                          "of 101 floats; rank 2: allreduce of 102 floats", r["error"])
+            self.assertEqual(r["untouched"], 100 + r["rank"])  # the failed call wrote nothing
+            self.assertEqual(r["after"], 6.0)                  # and the group goes on: 1 + 2 + 3
+            self.assertIn("float32 only, not torch.float64", r["dtype_error"])
+
+    def test_outside_a_job(self):
+        for code in ("import ztrain; ztrain.init()",
+                     "import ztrain, numpy; ztrain.allreduce(numpy.ones(3, dtype=numpy.float32))"):
+            env = {k: v for k, v in os.environ.items() if k not in ("CLUSTER_SPEC", "ZT_POOL", "ZT_INDEX")}
+            r = subprocess.run([PY, "-c", code], capture_output=True, text=True, timeout=60, env=env)
+            self.assertNotEqual(r.returncode, 0)
+            self.assertTrue("ztrain.ZtrainError" in r.stderr or "ZtrainError" in r.stderr, r.stderr)
+            self.assertRegex(r.stderr, r"not a replica of a ztrain job|call ztrain.init\(\) first")
+
+    def test_reducer_killed_in_mid_training(self):
+        job = self.job("ddp", 2, 2, "--steps=6", "--delay=0.4")
+        jd = os.path.join(self.d, "job")
+
+        def reducer_summing():
+            logs = glob.glob(os.path.join(jd, "replica-logs", "workerpool2-0*"))
+            return logs and "layout from worker" in read(logs[0])
+        wait_for(reducer_summing, timeout=120, what="the reducers to hold the layout")
+        pid = [r for r in load_job(jd)["replicas"] if r["name"] == "workerpool2-0"][0]["pid"]
+        os.kill(pid, signal.SIGKILL)
+        res = self.results(job, 2)
+        self.check_ddp(res, 2, 2)
+        j = load_job(jd)
+        self.assertEqual(j["state"], "SUCCEEDED")
+        self.assertGreaterEqual([r for r in j["replicas"] if r["name"] == "workerpool2-0"][0]["restarts"], 1)
+
+
+if __name__ == "__main__":
+    if not pyvenv.has_torch():
+        print("skipped: %s has no torch (Debian's python3-torch)" % pyvenv.DEBIAN_PYTHON)
+        sys.exit(77)
+    unittest.main(verbosity=2)
