@@ -188,24 +188,27 @@ def broadcast(x, root=0):
     return _staged(x, run)
 
 
-# cloudml-hypertune's file, which `ztrain tune` reads: its variable, and its
-# default when the variable is unset.
+# cloudml-hypertune's file, which `ztrain tune` sets for each trial and reads.
 _HP_METRIC_FILE = "CLOUD_ML_HP_METRIC_FILE"
-_HP_DEFAULT = "/tmp/hypertune/output.metrics"
 _TRIAL_ID = "CLOUD_ML_TRIAL_ID"
 
 
 def report_metric(tag, value, step=None, checkpoint_path=""):
-    """Reports a metric for a hyperparameter study, in cloudml-hypertune's
+    """Reports a metric for a hyperparameter study in cloudml-hypertune's
     format (one JSON object per line: the tag's value, global_step, trial,
-    timestamp), so a study reads it as it reads hypertune's."""
+    timestamp) to CLOUD_ML_HP_METRIC_FILE, so a study reads it as it reads
+    hypertune's. Outside a trial (the variable unset) it writes nothing and
+    returns False."""
     value = float(value)
-    path = os.environ.get(_HP_METRIC_FILE) or _HP_DEFAULT
+    path = os.environ.get(_HP_METRIC_FILE)
+    if not path:
+        return False
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     line = {"timestamp": time.time(), "trial": os.environ.get(_TRIAL_ID, ""), tag: str(value),
             "global_step": str(int(step) if step is not None else 0), "checkpoint_path": checkpoint_path}
     with _lock, open(path, "a") as f:
         f.write(json.dumps(line) + "\n")
+    return True
 
 
 def _coll_stats():

@@ -6,6 +6,7 @@ Skipped (77) where Debian's python3 has no torch."""
 import glob
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -13,9 +14,10 @@ import sys
 import unittest
 
 import pyvenv
-from ztest import Job, job_file, load_job, pool, tmpdir, wait_for
+from ztest import Job, job_file, load_job, pool, tmpdir, wait_for, write, ztrain
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
 WORKER = os.path.join(HERE, "torch_worker.py")
 REDUCTION_SERVER = "us-docker.pkg.dev/vertex-ai-restricted/training/reductionserver:latest"
 FAST = {"ZT_STOP_GRACE_MS": "3000", "ZT_HEARTBEAT_MS": "300"}
@@ -124,6 +126,58 @@ class Torch(unittest.TestCase):
         j = load_job(jd)
         self.assertEqual(j["state"], "SUCCEEDED")
         self.assertGreaterEqual([r for r in j["replicas"] if r["name"] == "workerpool2-0"][0]["restarts"], 1)
+
+
+class Examples(unittest.TestCase):
+    """The examples as shipped, but for python3 (the venv's, where ztrain is)."""
+
+    def setUp(self):
+        self.d = tmpdir("torch-ex-")
+        self.addCleanup(shutil.rmtree, self.d, True)
+
+    def run_example(self, name, epochs):
+        with open(os.path.join(ROOT, "examples", name)) as f:
+            spec = json.load(f)
+        for p in spec["jobSpec"]["workerPoolSpecs"][:2]:
+            c = p["containerSpec"]
+            self.assertEqual(c["command"][0], "python3")
+            c["command"][0] = PY
+            c["args"] = ["--epochs=%d" % epochs]
+        job = Job(self, write(self.d, name, json.dumps(spec)), os.path.join(self.d, "job"), env=FAST, cwd=ROOT)
+        self.assertEqual(job.wait(timeout=400), 0, job.out[-3000:] + job.err[-3000:])
+        digests = re.findall(r"rank (\d): parameters sha256 ([0-9a-f]{64})", job.out)
+        self.assertEqual(sorted(r for r, _ in digests), ["0", "1", "2", "3"], job.out[-2000:])
+        self.assertEqual(len({h for _, h in digests}), 1, digests)  # bit for bit on every rank
+        acc = float(re.search(r"test accuracy (\d\.\d+)", job.out).group(1))
+        self.assertGreaterEqual(acc, 0.85)
+        return job
+
+    def test_ddp_through_two_reducers(self):
+        job = self.run_example("pytorch-reducer.json", 3)
+        self.assertIn("layout from worker", job.out)  # the reducers summed the gradients
+
+    def test_horovod_script(self):
+        self.run_example("pytorch-horovod.json", 3)
+
+    def test_report_metric_feeds_a_study(self):
+        program = write(self.d, "objective.py", "import sys, ztrain\n"
+                        "x = float([a for a in sys.argv if a.startswith('--x=')][0][4:])\n"
+                        "for step in (1, 2):\n"
+                        "    assert ztrain.report_metric('score', x * step, step=step)\n")
+        study = {"displayName": "py", "maxTrialCount": 2, "parallelTrialCount": 1,
+                 "studySpec": {"metrics": [{"metricId": "score", "goal": "MAXIMIZE"}],
+                               "parameters": [{"parameterId": "x", "discreteValueSpec": {"values": [1, 2]}}],
+                               "algorithm": "GRID_SEARCH"},
+                 "trialJobSpec": {"workerPoolSpecs": [{
+                     "machineSpec": {"machineType": "n1-standard-4"}, "replicaCount": 1,
+                     "containerSpec": {"imageUri": "local", "command": [PY, program]}}]}}
+        sd = os.path.join(self.d, "sd")
+        r = ztrain("tune", write(self.d, "study.json", json.dumps(study)), "--study-dir", sd, timeout=200)
+        self.assertEqual(r.returncode, 0, r.stdout[-2000:] + r.stderr[-2000:])
+        with open(os.path.join(sd, "study.json")) as f:
+            doc = json.load(f)
+        finals = sorted((t["parameters"]["x"], t["finalMeasurement"], len(t["measurements"])) for t in doc["trials"])
+        self.assertEqual(finals, [(1, 2.0, 2), (2, 4.0, 2)])
 
 
 if __name__ == "__main__":
