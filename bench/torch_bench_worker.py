@@ -1,0 +1,49 @@
+#!/usr/bin/env python3
+"""One trainer of bench/torch_bench.py (run by `ztrain run`): an MLP with
+WIDTH-wide hidden layers on synthetic data, MODE one of
+  local  no communication (the compute alone, under the same contention)
+  gloo   DDP over gloo
+  hook   DDP with ztrain.torch.reducer_hook
+  hvd    ztrain.torch.DistributedOptimizer
+Prints "bench: params N step_s S" (the median over the timed steps)."""
+import os
+import statistics
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+
+mode, width, steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+torch.set_num_threads(1)
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(784, width), nn.ReLU(), nn.Linear(width, width), nn.ReLU(),
+                      nn.Linear(width, 1024), nn.ReLU(), nn.Linear(1024, 10))
+rank = int(os.environ["RANK"])
+if mode in ("gloo", "hook"):
+    dist.init_process_group("gloo")
+    model = nn.parallel.DistributedDataParallel(model)
+    if mode == "hook":
+        import ztrain.torch
+        model.register_comm_hook(None, ztrain.torch.reducer_hook)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+if mode == "hvd":
+    import ztrain.torch as hvd
+    hvd.init()
+    opt = hvd.DistributedOptimizer(opt, named_parameters=model.named_parameters())
+x, y = torch.randn(64, 784), torch.randint(0, 10, (64,))
+times = []
+for s in range(steps + 2):
+    t = time.perf_counter()
+    opt.zero_grad()
+    nn.functional.cross_entropy(model(x), y).backward()
+    opt.step()
+    times.append(time.perf_counter() - t)
+n = sum(p.numel() for p in model.parameters())
+if rank == 0:
+    print("bench: params %d step_s %.4f" % (n, statistics.median(times[2:])), flush=True)
+if mode in ("gloo", "hook"):
+    dist.barrier()
+elif mode == "hvd":
+    hvd.allreduce(torch.zeros(1))
