@@ -26,10 +26,12 @@ def make(system_site=True, library=None, timeout=600):
     env.pop("ZTRAIN_LIBRARY", None)
     if library:
         env["ZTRAIN_LIBRARY"] = library
+    src = os.path.join(ROOT, "python")
+    if library:  # a copy: pip builds in the source folder, and another test may build in the tree's
+        src = shutil.copytree(src, os.path.join(d, "src"), ignore=shutil.ignore_patterns("build", "*.egg-info"))
     # No build isolation: Debian's setuptools builds it, nothing is fetched.
-    r = subprocess.run([os.path.join(d, "bin", "pip"), "install", "-q", "--no-build-isolation",
-                        os.path.join(ROOT, "python")], capture_output=True, text=True, env=env,
-                       timeout=timeout)
+    r = subprocess.run([os.path.join(d, "bin", "pip"), "install", "-q", "--no-build-isolation", src],
+                       capture_output=True, text=True, env=env, timeout=timeout)
     if r.returncode != 0:
         shutil.rmtree(d, ignore_errors=True)
         raise AssertionError("pip install ./python failed:\n" + r.stdout[-3000:] + r.stderr[-3000:])
