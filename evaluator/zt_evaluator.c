@@ -24,6 +24,23 @@ static void s_rm_dir(const char *dir)
     }
 }
 
+/* A checkpoint whose weights are stored out x in (PyTorch's Linear):
+ * each is transposed into the model's in x out. */
+static void s_weights_to_in_out(zt_mlp_t *mlp)
+{
+    for (int t = 0; t < zt_mlp_tensors(mlp); t += 2) {
+        int rows, cols; /* in x out */
+        zt_mlp_tensor_shape(mlp, t, &rows, &cols);
+        float *w = zt_mlp_params(mlp) + zt_mlp_tensor_offset(mlp, t);
+        float *copy = malloc(sizeof(float) * (size_t) rows * (size_t) cols);
+        memcpy(copy, w, sizeof(float) * (size_t) rows * (size_t) cols);
+        for (int o = 0; o < cols; o++)
+            for (int i = 0; i < rows; i++)
+                w[(size_t) i * (size_t) cols + (size_t) o] = copy[(size_t) o * (size_t) rows + (size_t) i];
+        free(copy);
+    }
+}
+
 /* Fetches checkpoint `name` from `address` into scratch; evaluates it. */
 static int s_evaluate(const char *address, const char *name, int64_t step, const char *scratch,
                       zt_dataset_t *test, zt_replica_t *rep)
@@ -73,18 +90,23 @@ static int s_evaluate(const char *address, const char *name, int64_t step, const
         free(local);
         return ZT_EIO;
     }
-    json_t *jsizes = json_object_get(json_object_get(man, "model"), "sizes");
+    json_t *model = json_object_get(man, "model");
+    json_t *jsizes = json_object_get(model, "sizes");
+    const char *layout = json_string_value(json_object_get(model, "layout"));
+    bool out_in = layout && !strcmp(layout, "out-in");
     int sizes[9], n = 0;
     json_t *v;
     json_array_foreach(jsizes, i, v)
         if (n < 9)
             sizes[n++] = (int) json_integer_value(v);
-    zt_mlp_t *mlp = n >= 2 && sizes[0] == test->dim ? zt_mlp_new(sizes, n, 500) : NULL;
+    zt_mlp_t *mlp = n >= 2 && sizes[0] == test->dim && (!layout || out_in) ? zt_mlp_new(sizes, n, 500) : NULL;
     if (!mlp || zt_ckpt_read_range(local, man, 0, 0, zt_mlp_nparams(mlp), zt_mlp_params(mlp)) != ZT_OK) {
         zt_warn("checkpoint %s does not hold a model this evaluator knows", name);
         rc = ZT_EPROTO;
     }
     else {
+        if (out_in)
+            s_weights_to_in_out(mlp);
         double loss, acc;
         zt_mlp_evaluate(mlp, test->x, test->y, test->n, &loss, &acc);
         zt_info("checkpoint %s (step %lld): test accuracy %.4f loss %.4f", name, (long long) step, acc,

@@ -187,9 +187,7 @@ typedef struct {
     int steps_per_epoch, smallest;
     zt_compute_t compute;       /* CPU or the replica's GPUs */
     zt_exchange_t *x;           /* local, allreduce or ps */
-    zt_fileserver_t *files;     /* the chief's checkpoints, for evaluators */
     char *ckpt_dir, *model_dir; /* AIP_CHECKPOINT_DIR, AIP_MODEL_DIR */
-    char address[256];          /* the chief's file server */
     int64_t last_ckpt_ms;
     /* the progress window, logged every log_every steps */
     int64_t win_ms, win_examples;
@@ -212,7 +210,7 @@ static json_t *s_tensors_json(zt_mlp_t *mlp)
 }
 
 /* Snapshot of the whole model (servers or here), written as a checkpoint. */
-static int s_checkpoint(s_run_t *r, const char *root, const char *root_name, int64_t step, int keep)
+static int s_checkpoint(s_run_t *r, const char *root, int64_t step, int keep)
 {
     zt_ps_shard_t *shards;
     int n;
@@ -232,13 +230,9 @@ static int s_checkpoint(s_run_t *r, const char *root, const char *root_name, int
     char *path = NULL;
     rc = zt_ckpt_write(root, step, config, tensors, extra, shards, n, keep, &path);
     if (rc == ZT_OK) {
-        char *copy = strdup(path);
-        char *name = zt_strdupf("%s/%s", root_name, basename(copy));
         zt_info("checkpoint %s written (step %lld)", path, (long long) step);
-        if (r->rep)
-            zt_replica_notify_checkpoint(r->rep, step, name, r->address);
-        free(name);
-        free(copy);
+        if (r->rep) /* the chief serves its checkpoints to evaluators */
+            zt_replica_announce_checkpoint(r->rep, step, path);
     }
     else
         zt_warn("cannot write a checkpoint under %s: %s", root, zt_strerror(rc));
@@ -352,7 +346,7 @@ static void s_maybe_checkpoint(s_run_t *r, int64_t step)
     if (r->rank != 0 || !((o->checkpoint_steps > 0 && step % o->checkpoint_steps == 0) ||
                           (o->checkpoint_secs > 0 && now - r->last_ckpt_ms >= o->checkpoint_secs * 1000)))
         return;
-    s_checkpoint(r, r->ckpt_dir, "checkpoints", step, o->keep_checkpoints);
+    s_checkpoint(r, r->ckpt_dir, step, o->keep_checkpoints);
     r->last_ckpt_ms = now;
 }
 
@@ -422,7 +416,7 @@ static int s_finish(s_run_t *r, int64_t step, double secs)
     zt_info("trained %lld steps in %.1f s", (long long) step, secs);
     if (!final)
         return 0;
-    if (s_checkpoint(r, r->model_dir, "model", step, 1) != ZT_OK)
+    if (s_checkpoint(r, r->model_dir, step, 1) != ZT_OK)
         return -1;
     double tl, ta;
     zt_mlp_evaluate(mlp, r->test.x, r->test.y, r->test.n, &tl, &ta);
@@ -462,7 +456,6 @@ static int s_start(s_run_t *r)
 
 static void s_stop(s_run_t *r)
 {
-    zt_fileserver_destroy(&r->files);
     zt_exchange_destroy(&r->x);
     zt_compute_fini(&r->compute);
     zt_dataset_free(&r->train);
@@ -479,17 +472,6 @@ int zt_trainer_run(const zt_train_opts_t *o)
     int rc = 1;
     if (s_start(&r) || s_load_data(&r) || s_make_model(&r))
         goto out;
-    if (r.rank == 0 && r.rep) { /* the chief serves its checkpoints to evaluators */
-        const char *roots[2][2] = { { "checkpoints", r.ckpt_dir }, { "model", r.model_dir } };
-        /* where other replicas reach this one: ZT_ADDRESS's host (127.0.0.1 here, the node's
-         * name on a cluster), on a port of the kernel's choosing */
-        const char *me = zt_env_get(ZT_ENV_ADDRESS);
-        const char *colon = me ? strrchr(me, ':') : NULL;
-        char *ep = colon ? zt_strdupf("tcp://%.*s:*", (int) (colon - me), me) : strdup("tcp://127.0.0.1:*");
-        r.files = zt_fileserver_new(ep, (const char *const (*)[2]) roots, 2);
-        free(ep);
-        snprintf(r.address, sizeof r.address, "%s", zt_fileserver_endpoint(r.files) ?: "");
-    }
     int64_t step = s_resume(&r), t0 = zt_now_ms();
     if (zt_exchange_begin(r.x, step) != ZT_OK) {
         rc = zt_stop_requested() ? 0 : 1; /* asked to stop while connecting */

@@ -5,6 +5,7 @@
  * copying: do not modify a pushed buffer before zt_ps_wait() returns. */
 #ifndef ZT_PS_H
 #define ZT_PS_H
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -71,6 +72,23 @@ typedef struct {
 } zt_ps_shard_t;
 int zt_ps_snapshot(zt_ps_client_t *self, zt_ps_shard_t *shards, int timeout_ms);
 void zt_ps_shards_free(zt_ps_shard_t *shards, int n);
+
+/* Writes the servers' model as checkpoint ROOT/ckpt-<step> in ztrain's
+ * format, as the built-in trainer does: a consistent snapshot of every
+ * shard (values and optimizer state), one file per server and a manifest,
+ * written under a temporary name, fsynced and renamed, so a reader sees a
+ * whole checkpoint or none. Parameter servers started with this ROOT as
+ * their checkpoint folder restore from it. model_json: NULL, or a JSON
+ * object recorded as the manifest's "model" (the evaluator scores
+ * {"kind": "mlp", "sizes": [784, ..., 10]}, with "layout": "out-in" when
+ * each weight is stored out x in, as PyTorch's Linear does). keep: the
+ * newest checkpoints kept (0: all). path receives the directory. A step
+ * already saved is not written again. 0, or a ZT_E* code (zt_ps_error). */
+int zt_ps_checkpoint(zt_ps_client_t *self, const char *root, int64_t step, const char *model_json, int keep,
+                     char *path, size_t path_size, int timeout_ms);
+/* The step of the newest good checkpoint under root (its directory in
+ * path), or 0 when there is none. Corrupt ones are skipped with a warning. */
+int64_t zt_ps_checkpoint_latest(const char *root, char *path, size_t path_size);
 
 #ifdef __cplusplus
 }

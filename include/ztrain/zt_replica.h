@@ -40,6 +40,12 @@ int zt_replica_wait_shutdown(zt_replica_t *self, int timeout_ms);
  * coordinator records it and passes it on to the evaluators. */
 int zt_replica_notify_checkpoint(zt_replica_t *self, int64_t step, const char *name,
                                  const char *address);
+/* Announces checkpoint folder dir (ROOT/ckpt-N, ROOT being AIP_CHECKPOINT_DIR
+ * or AIP_MODEL_DIR, "checkpoints" and "model" when unset) at step, and
+ * serves both folders' files to the evaluators from a file server of this
+ * replica, started on the first call. 0, ZT_EINVAL for a folder elsewhere,
+ * or ZT_EIO. */
+int zt_replica_announce_checkpoint(zt_replica_t *self, int64_t step, const char *dir);
 /* Tells the coordinator a synchronous trainer restarted into its running
  * group has the group's state and trains again, at step (all-reduce round
  * gen): it counts as back, and a later loss is again recovered in place. */

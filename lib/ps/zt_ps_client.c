@@ -7,6 +7,7 @@
 #include "ztrain/zt_log.h"
 #include "wire/zt_msg.h"
 #include "wire/zt_transport.h"
+#include "model/zt_ckpt.h"
 #include "model/zt_optim.h"
 #include "base/zt_shard.h"
 #include "wire/zt_spin.h"
@@ -572,4 +573,72 @@ void zt_ps_shards_free(zt_ps_shard_t *shards, int n)
             free(shards[s].data[a]);
             shards[s].data[a] = NULL;
         }
+}
+
+/* ------------------------------------------------------------ checkpoints */
+
+int zt_ps_checkpoint(zt_ps_client_t *self, const char *root, int64_t step, const char *model_json, int keep,
+                     char *path, size_t path_size, int timeout_ms)
+{
+    if (path && path_size)
+        path[0] = '\0';
+    if (!self->config) {
+        snprintf(self->err, sizeof self->err, "checkpoint: not connected to the parameter servers (zt_ps_connect)");
+        return ZT_EINVAL;
+    }
+    json_t *model = NULL;
+    if (model_json) {
+        json_error_t je;
+        model = json_loads(model_json, 0, &je);
+        if (!json_is_object(model)) {
+            snprintf(self->err, sizeof self->err, "checkpoint: the model description is not a JSON object (%s)",
+                     model ? "another JSON value" : je.text);
+            json_decref(model);
+            return ZT_EINVAL;
+        }
+    }
+    zt_ps_shard_t *shards = calloc((size_t) self->nservers, sizeof *shards);
+    int rc = zt_ps_snapshot(self, shards, timeout_ms);
+    if (rc != ZT_OK) {
+        free(shards);
+        json_decref(model);
+        return rc; /* err names the server */
+    }
+    json_t *tensors = json_array();
+    for (int t = 0; t < self->ntensors; t++)
+        json_array_append_new(tensors, json_pack("{s:s, s:[I], s:I, s:I}", "name", self->tensors[t].name, "shape",
+                              (json_int_t) self->tensors[t].numel, "offset", (json_int_t) self->tensors[t].offset,
+                              "numel", (json_int_t) self->tensors[t].numel));
+    json_t *config = json_loads(self->config, 0, NULL);
+    json_t *extra = model ? json_pack("{s:o}", "model", model) : NULL;
+    char *written = NULL;
+    rc = zt_ckpt_write(root, step, config, tensors, extra, shards, self->nservers, keep, &written);
+    if (rc != ZT_OK)
+        snprintf(self->err, sizeof self->err, "cannot write a checkpoint of step %lld under %s: %s",
+                 (long long) step, root, zt_strerror(rc));
+    else if (path && path_size)
+        snprintf(path, path_size, "%s", written);
+    free(written);
+    json_decref(extra);
+    json_decref(config);
+    json_decref(tensors);
+    zt_ps_shards_free(shards, self->nservers);
+    free(shards);
+    return rc;
+}
+
+int64_t zt_ps_checkpoint_latest(const char *root, char *path, size_t path_size)
+{
+    if (path && path_size)
+        path[0] = '\0';
+    json_t *man = NULL;
+    char *dir = zt_ckpt_latest(root, &man);
+    if (!dir)
+        return 0;
+    int64_t step = json_integer_value(json_object_get(man, "step"));
+    if (path && path_size)
+        snprintf(path, path_size, "%s", dir);
+    json_decref(man);
+    free(dir);
+    return step;
 }

@@ -6,9 +6,13 @@
 #include "ztrain/zt_knobs.h"
 #include "ztrain/zt_log.h"
 #include "runtime/zt_env.h"
+#include "runtime/zt_fileserver.h"
+#include "model/zt_ckpt.h"
 #include "wire/zt_msg.h"
 #include "wire/zt_transport.h"
 #include "base/zt_util.h"
+#include <libgen.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -30,6 +34,7 @@ struct zt_replica_t {
     int64_t ckpt_taken;         /* newest one handed to the caller */
     char ckpt_name[ZT_MSG_STR_MAX];    /* its name */
     char ckpt_address[ZT_MSG_STR_MAX]; /* who serves it */
+    zt_fileserver_t *files;     /* this replica's checkpoint and model folders, once it announces one */
 };
 
 static void s_header(zt_replica_t *self, zt_msg_t *m, zt_msg_type_t type, uint64_t *seq)
@@ -263,6 +268,7 @@ void zt_replica_destroy(zt_replica_t **self_p)
         return;
     zt_replica_t *self = *self_p;
     zactor_destroy(&self->actor);
+    zt_fileserver_destroy(&self->files);
     pthread_mutex_destroy(&self->lock);
     pthread_cond_destroy(&self->changed);
     free(self);
@@ -332,6 +338,56 @@ int zt_replica_notify_checkpoint(zt_replica_t *self, int64_t step, const char *n
     snprintf(st, sizeof st, "%lld", (long long) step);
     return zstr_sendx(self->actor, "CHECKPOINT", st, name, address ? address : "", NULL) == 0
                ? ZT_OK : ZT_EIO;
+}
+
+/* The folder a checkpoint root names: AIP_CHECKPOINT_DIR or AIP_MODEL_DIR
+ * ("checkpoints" and "model" in the working directory when unset). */
+static const char *s_root_dir(int which)
+{
+    const char *d = zt_env_get(which ? ZT_ENV_AIP_MODEL_DIR : ZT_ENV_AIP_CHECKPOINT_DIR);
+    return d && *d ? d : which ? "model" : "checkpoints";
+}
+
+/* Whether folders a and b are the same one. */
+static bool s_same_dir(const char *a, const char *b)
+{
+    char ra[PATH_MAX], rb[PATH_MAX];
+    if (realpath(a, ra) && realpath(b, rb))
+        return !strcmp(ra, rb);
+    return !strcmp(a, b);
+}
+
+int zt_replica_announce_checkpoint(zt_replica_t *self, int64_t step, const char *dir)
+{
+    static const char *names[2] = { "checkpoints", "model" };
+    char *copy = strdup(dir), *copy2 = strdup(dir);
+    const char *parent = dirname(copy), *base = basename(copy2);
+    int which = s_same_dir(parent, s_root_dir(0)) ? 0 : s_same_dir(parent, s_root_dir(1)) ? 1 : -1;
+    char name[ZT_MSG_STR_MAX];
+    snprintf(name, sizeof name, "%s/%s", which >= 0 ? names[which] : "", base);
+    free(copy);
+    free(copy2);
+    if (which < 0 || !zt_ckpt_name_ok(name)) {
+        zt_warn("checkpoint %s not announced: evaluators are served ckpt-N folders of %s (AIP_CHECKPOINT_DIR) "
+                "and %s (AIP_MODEL_DIR) only", dir, s_root_dir(0), s_root_dir(1));
+        return ZT_EINVAL;
+    }
+    if (!self->files) {
+        const char *roots[2][2] = { { names[0], s_root_dir(0) }, { names[1], s_root_dir(1) } };
+        /* where other replicas reach this one: ZT_ADDRESS's host (127.0.0.1 here, the node's
+         * name on a cluster), on a port of the kernel's choosing */
+        const char *me = zt_env_get(ZT_ENV_ADDRESS);
+        const char *colon = me ? strrchr(me, ':') : NULL;
+        char *ep = colon ? zt_strdupf("tcp://%.*s:*", (int) (colon - me), me) : strdup("tcp://127.0.0.1:*");
+        self->files = zt_fileserver_new(ep, (const char *const (*)[2]) roots, 2);
+        free(ep);
+    }
+    const char *address = self->files ? zt_fileserver_endpoint(self->files) : NULL;
+    if (!address) {
+        zt_warn("checkpoint %s not announced: cannot serve its files", dir);
+        return ZT_EIO;
+    }
+    return zt_replica_notify_checkpoint(self, step, name, address);
 }
 
 int zt_replica_notify_rejoined(zt_replica_t *self, int64_t step, int64_t gen)

@@ -24,7 +24,7 @@ from . import _native
 from ._native import ZtrainError, ZtrainTimeout
 
 __all__ = ["init", "is_initialized", "rank", "size", "local_rank", "local_size", "job", "allreduce",
-           "broadcast", "report_metric", "shutdown", "ZtrainError", "ZtrainTimeout", "version"]
+           "broadcast", "report_metric", "announce_checkpoint", "shutdown", "ZtrainError", "ZtrainTimeout", "version"]
 
 Job = collections.namedtuple("Job", "name pool index rank size local_rank local_size reducers paramservers peers")
 Job.__doc__ = """This replica's place in its job: rank among the trainers (pool 0's
@@ -34,6 +34,7 @@ parameter servers (host:port), and every trainer's host:port by rank."""
 _lock = threading.RLock()
 _job = None
 _coll = None            # the collective (zt_coll_t *), made at the first collective call
+_rep = None             # the link to the coordinator (zt_replica_t *), 0 when it could not be made
 
 
 def version():
@@ -115,6 +116,28 @@ def _collective():
                 j.size, "%d reducers" % len(j.reducers) if j.reducers else "ring", why.value.decode()))
         _coll = c
         return _coll
+
+
+def _replica():
+    """This replica's link to the coordinator, registered on first use by
+    what needs it (checkpoint notices); None outside `ztrain run` or when
+    registration failed (logged). Heartbeats go from libztrain's own thread."""
+    global _rep
+    with _lock:
+        if _rep is None:
+            _rep = 0
+            if os.environ.get("ZT_COORDINATOR"):
+                _rep = _native.zt_replica_new(b"chief" if job().rank == 0 else b"worker", 0) or 0
+        return _rep or None
+
+
+def announce_checkpoint(step, path):
+    """Tells the job's evaluators (through the coordinator) that checkpoint
+    folder path, in ztrain's format under AIP_CHECKPOINT_DIR or
+    AIP_MODEL_DIR, holds step, and serves its files to them. False outside
+    a job or when it cannot be announced (the reason is logged)."""
+    rep = _replica()
+    return bool(rep) and _native.zt_replica_announce_checkpoint(rep, int(step), path.encode()) == 0
 
 
 def _check(rc, what):
@@ -200,6 +223,8 @@ def report_metric(tag, value, step=None, checkpoint_path=""):
     hypertune's. Outside a trial (the variable unset) it writes nothing and
     returns False."""
     value = float(value)
+    if _rep:  # registered (a checkpointing chief): job.json shows it too
+        _native.zt_replica_report_metric(_rep, tag.encode(), value, int(step or 0))
     path = os.environ.get(_HP_METRIC_FILE)
     if not path:
         return False
@@ -219,13 +244,17 @@ def _coll_stats():
 
 
 def shutdown():
-    """Leaves the all-reduce group (at exit by itself)."""
-    global _coll
+    """Leaves the all-reduce group and the coordinator (at exit by itself)."""
+    global _coll, _rep
     with _lock:
         if _coll:
             p = ctypes.c_void_p(_coll)
             _native.zt_coll_destroy(ctypes.byref(p))
             _coll = None
+        if _rep:
+            p = ctypes.c_void_p(_rep)
+            _native.zt_replica_destroy(ctypes.byref(p))
+            _rep = 0
 
 
 atexit.register(shutdown)

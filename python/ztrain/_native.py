@@ -71,6 +71,43 @@ zt_coll_slot_bytes = _proto("zt_coll_slot_bytes", I64, V)
 zt_coll_slots = _proto("zt_coll_slots", I, V)
 zt_coll_rounds = _proto("zt_coll_rounds", I64, V)
 
+F, D = ctypes.c_float, ctypes.c_double
+
+
+class PsOptions(ctypes.Structure):
+    """zt_ps_options_t (include/ztrain/zt_ps.h)."""
+    _fields_ = [("optimizer", ctypes.c_char_p), ("learning_rate", F), ("momentum", F),
+                ("beta1", F), ("beta2", F), ("epsilon", F), ("seed", ctypes.c_uint64),
+                ("sync", I), ("workers", I), ("max_staleness", I)]
+
+
+zt_ps_options_defaults = _proto("zt_ps_options_defaults", None, ctypes.POINTER(PsOptions))
+zt_ps_client_new = _proto("zt_ps_client_new", V, c_char_pp, I, I)
+zt_ps_client_destroy = _proto("zt_ps_client_destroy", None, ctypes.POINTER(V))
+zt_ps_declare = _proto("zt_ps_declare", I, V, S, I64, F)
+zt_ps_connect = _proto("zt_ps_connect", I, V, ctypes.POINTER(PsOptions), I)
+zt_ps_set_step = _proto("zt_ps_set_step", None, V, I64)
+zt_ps_pull = _proto("zt_ps_pull", I, V, I, P)
+zt_ps_push = _proto("zt_ps_push", I, V, I, P, I64)
+zt_ps_wait = _proto("zt_ps_wait", I, V, I)
+zt_ps_error = _proto("zt_ps_error", S, V)
+zt_ps_checkpoint = _proto("zt_ps_checkpoint", I, V, S, I64, S, I, ctypes.c_char_p, ctypes.c_size_t, I)
+zt_ps_checkpoint_latest = _proto("zt_ps_checkpoint_latest", I64, S, ctypes.c_char_p, ctypes.c_size_t)
+zt_replica_new = _proto("zt_replica_new", V, S, I)
+zt_replica_destroy = _proto("zt_replica_destroy", None, ctypes.POINTER(V))
+zt_replica_announce_checkpoint = _proto("zt_replica_announce_checkpoint", I, V, I64, S)
+zt_replica_report_metric = _proto("zt_replica_report_metric", I, V, S, D, I64)
+zt_knob_find = _proto("zt_knob_find", I, S)
+zt_knob_int = _proto("zt_knob_int", I64, I)
+
+
+def knob_int(env):
+    """A knob's value (its default when unset), read by libztrain."""
+    k = zt_knob_find(env.encode())
+    if k < 0:
+        raise KeyError(env)
+    return zt_knob_int(k)
+
 
 def error(code, message):
     """The exception for a ZT_E* code and the library's message."""

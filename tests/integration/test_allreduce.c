@@ -5,9 +5,12 @@
  * naming error instead of hanging, a reducer killed mid-job, and a round
  * averaged in place whose exact sum a restarted reducer asks for again. The
  * reducers are on this host, so payloads go through shared memory unless
- * ZT_SHM=off (ctest runs both); forged shared-memory references are refused. */
+ * ZT_SHM=off (ctest runs both); forged shared-memory references are refused.
+ * Collectives (zt_coll) over the same reducers and the ring: calls larger
+ * than a round, broadcasts bit for bit, streamed steps, calls that differ. */
 #include "ztrain/ztrain.h"
 #include "ztrain/zt_allreduce.h"
+#include "ztrain/zt_collective.h"
 #include "wire/zt_msg.h"
 #include "wire/zt_shm.h"
 #include "base/zt_util.h"
@@ -211,6 +214,141 @@ static void s_run(const s_case_t *c)
            c->cycle_ms, c->mismatch ? " mismatch" : "", c->kill_after ? " reducer-killed" : "",
            c->window ? " 4 KiB window" : "", c->inplace ? " in place" : "",
            failed ? "FAILED" : "ok");
+    fflush(stdout);
+    assert(!failed);
+}
+
+/* ------------------------------------------------------------ zt_coll */
+
+/* One worker of a collective group of slots of 4 KiB, 4 to a round: calls
+ * much larger than a round, a broadcast of odd length carrying NaN bit
+ * patterns, regions streamed with add/finish across slot and round
+ * boundaries, and calls that differ between workers. */
+static int s_coll_worker(int w, int N, int R)
+{
+    alarm(60);
+    zt_log_init("test_coll", w);
+    setenv("ZT_FUSION_THRESHOLD", "4096", 1);
+    setenv("ZT_COLL_ROUND_BYTES", "16384", 1);
+    const char *reds[4], *peers[8];
+    char peer_eps[8][256];
+    for (int r = 0; r < R; r++)
+        reds[r] = s_red_eps[r];
+    for (int p = 0; p < N; p++) {
+        snprintf(peer_eps[p], sizeof peer_eps[p], "ipc://%s/cpeer%d", s_dir, p);
+        peers[p] = peer_eps[p];
+    }
+    zt_allreduce_opts_t o = { w, N, R ? reds : NULL, R, peers, 0, 5 };
+    char why[512];
+    zt_coll_t *c = zt_coll_new(&o, 20000, why, sizeof why);
+    if (!c) {
+        fprintf(stderr, "coll worker %d: %s\n", w, why);
+        return 1;
+    }
+    if (zt_coll_slot_bytes(c) != 4096 || zt_coll_slots(c) != 4) {
+        fprintf(stderr, "coll worker %d: slots of %lld bytes, %d a round\n", w, (long long) zt_coll_slot_bytes(c),
+                zt_coll_slots(c));
+        return 1;
+    }
+    /* 10007 floats: 3 rounds of 4 slots of 1024, the last slot partial */
+    int64_t n = 10007;
+    float *x = malloc(sizeof(float) * (size_t) n);
+    for (int64_t i = 0; i < n; i++)
+        x[i] = (float) ((i % 7) + 1) * (float) (w + 1);
+    int64_t r0 = zt_coll_rounds(c);
+    if (zt_coll_allreduce(c, x, n, false, 20000) != ZT_OK) {
+        fprintf(stderr, "coll worker %d: allreduce: %s\n", w, zt_coll_error(c));
+        return 1;
+    }
+    for (int64_t i = 0; i < n; i++)
+        if (x[i] != (float) ((i % 7) + 1) * (float) (N * (N + 1) / 2)) {
+            fprintf(stderr, "coll worker %d: x[%lld] = %g\n", w, (long long) i, x[i]);
+            return 1;
+        }
+    if (zt_coll_rounds(c) - r0 < 3) {
+        fprintf(stderr, "coll worker %d: %lld rounds for 10007 floats\n", w, (long long) (zt_coll_rounds(c) - r0));
+        return 1;
+    }
+    /* a broadcast of 9999 bytes from the last worker: bit for bit, NaN patterns included */
+    unsigned char b[9999];
+    for (size_t i = 0; i < sizeof b; i++)
+        b[i] = w == N - 1 ? (unsigned char) (i % 3 ? 0xff : i * 31) : 0;
+    if (zt_coll_broadcast(c, b, sizeof b, N - 1, 20000) != ZT_OK) {
+        fprintf(stderr, "coll worker %d: broadcast: %s\n", w, zt_coll_error(c));
+        return 1;
+    }
+    for (size_t i = 0; i < sizeof b; i++)
+        if (b[i] != (unsigned char) (i % 3 ? 0xff : i * 31)) {
+            fprintf(stderr, "coll worker %d: b[%zu] = %d\n", w, i, b[i]);
+            return 1;
+        }
+    /* a step streamed region by region, averaged, over slot and round edges */
+    static const int64_t sizes[5] = { 3, 1500, 1024, 5000, 1 };
+    float *regions[5];
+    for (int k = 0; k < 5; k++) {
+        regions[k] = malloc(sizeof(float) * (size_t) sizes[k]);
+        for (int64_t i = 0; i < sizes[k]; i++)
+            regions[k][i] = (float) (k + 1) * (float) (w + 1) * (float) N;
+        if (zt_coll_add(c, regions[k], sizes[k], true, 20000) != ZT_OK) {
+            fprintf(stderr, "coll worker %d: add %d: %s\n", w, k, zt_coll_error(c));
+            return 1;
+        }
+    }
+    if (zt_coll_finish(c, 20000) != ZT_OK || zt_coll_pending(c) != 0) {
+        fprintf(stderr, "coll worker %d: finish: %s\n", w, zt_coll_error(c));
+        return 1;
+    }
+    for (int k = 0; k < 5; k++) {
+        for (int64_t i = 0; i < sizes[k]; i++)
+            if (regions[k][i] != (float) (k + 1) * (float) (N * (N + 1) / 2)) {
+                fprintf(stderr, "coll worker %d: region %d[%lld] = %g\n", w, k, (long long) i, regions[k][i]);
+                return 1;
+            }
+        free(regions[k]);
+    }
+    /* calls that differ: refused on every worker alike, nothing written, and the group goes on */
+    if (N > 1) {
+        float y[200];
+        for (int i = 0; i < 200; i++)
+            y[i] = 1;
+        int rc = zt_coll_allreduce(c, y, 100 + w, false, 20000);
+        const char *e = zt_coll_error(c);
+        if (rc != ZT_EINVAL || !strstr(e, "the workers' calls differ: rank 0: allreduce of 100 floats; "
+                                          "rank 1: allreduce of 101 floats") || y[0] != 1) {
+            fprintf(stderr, "coll worker %d: a mismatch gave %d, '%s'\n", w, rc, e);
+            return 1;
+        }
+        rc = zt_coll_broadcast(c, y, 8, w % 2, 20000);
+        if (rc != ZT_EINVAL || !strstr(zt_coll_error(c), "broadcast")) {
+            fprintf(stderr, "coll worker %d: roots that differ gave %d, '%s'\n", w, rc, zt_coll_error(c));
+            return 1;
+        }
+        if (zt_coll_allreduce(c, y, 200, true, 20000) != ZT_OK || y[199] != 1) {
+            fprintf(stderr, "coll worker %d: after a mismatch: %s\n", w, zt_coll_error(c));
+            return 1;
+        }
+    }
+    free(x);
+    zt_coll_destroy(&c);
+    return 0;
+}
+
+static void s_coll_run(int N, int R)
+{
+    for (int r = 0; r < R; r++)
+        s_start_reducer(r, R);
+    pid_t pids[8];
+    for (int w = 0; w < N; w++)
+        if ((pids[w] = fork()) == 0)
+            exit(s_coll_worker(w, N, R));
+    int failed = 0;
+    for (int w = 0; w < N; w++) {
+        int st;
+        waitpid(pids[w], &st, 0);
+        failed += !(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    }
+    s_stop_reducers(R);
+    printf("collective N=%d R=%d: %s\n", N, R, failed ? "FAILED" : "ok");
     fflush(stdout);
     assert(!failed);
 }
@@ -471,6 +609,9 @@ int main(int argc, char **argv)
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
         s_run(&cases[i]);
+    s_coll_run(3, 2);
+    s_coll_run(2, 0);
+    s_coll_run(1, 1);
     s_resend_is_the_sum();
     s_forged_references();
     s_hostile_ranges();

@@ -11,6 +11,7 @@
 #include "wire/zt_shm.h"
 #include "base/zt_util.h"
 #include <assert.h>
+#include <jansson.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -150,6 +151,31 @@ int main(int argc, char **argv)
         assert(covered == 37 + 1000 + 5);
         assert(shards[0].data[0][0] == w[0][0]);
         zt_ps_shards_free(shards, n);
+        /* A checkpoint of the servers in ztrain's format: a file per server, the
+         * model description recorded, found again as the newest. */
+        char root[300], path[400], found[400];
+        snprintf(root, sizeof root, "%s/ckpt-%d", s_dir, n);
+        assert(zt_ps_checkpoint_latest(root, found, sizeof found) == 0 && !found[0]);
+        assert(zt_ps_checkpoint(c, root, 7, "[1]", 0, path, sizeof path, 10000) == ZT_EINVAL);
+        assert(strstr(zt_ps_error(c), "not a JSON object") && !path[0]);
+        assert(zt_ps_checkpoint(c, root, 7, "{\"kind\": \"mlp\", \"sizes\": [3, 4]}", 0, path, sizeof path,
+                                10000) == ZT_OK);
+        assert(strstr(path, "/ckpt-000000000007"));
+        assert(zt_ps_checkpoint_latest(root, found, sizeof found) == 7 && !strcmp(found, path));
+        char mpath[450];
+        snprintf(mpath, sizeof mpath, "%s/manifest.json", path);
+        json_t *man = json_load_file(mpath, 0, NULL);
+        assert(man && json_array_size(json_object_get(man, "files")) == (size_t) n);
+        assert(!strcmp(json_string_value(json_object_get(json_object_get(man, "model"), "kind")), "mlp"));
+        json_t *t1 = json_array_get(json_object_get(man, "tensors"), 1);
+        assert(json_integer_value(json_object_get(t1, "offset")) == 37);
+        assert(json_integer_value(json_object_get(t1, "numel")) == 1000);
+        json_decref(man);
+        zt_ps_client_t *idle = zt_ps_client_new(s_ep_ptrs, n, 1);
+        zt_ps_declare(idle, "a", 37, 0);
+        assert(zt_ps_checkpoint(idle, root, 8, NULL, 0, NULL, 0, 1000) == ZT_EINVAL);
+        assert(strstr(zt_ps_error(idle), "not connected"));
+        zt_ps_client_destroy(&idle);
         /* Another worker with a different model, or the same model with a
          * different learning rate, is refused: the error names the field
          * and both values. */

@@ -1,7 +1,9 @@
 """The Python package with real PyTorch programs under `ztrain run`: the DDP
 comm hook through reducers and through the ring, against DDP over gloo on
 the same data (2 and 4 trainers); the Horovod-style API; bad use raising
-clear exceptions without hanging; a reducer killed in mid-training.
+clear exceptions without hanging; a reducer killed in mid-training; the
+parameter-server optimizer (synchronous SGD worked out by hand, the async
+example scored by the evaluator, a parameter server killed with SIGKILL).
 Skipped (77) where Debian's python3 has no torch."""
 import glob
 import json
@@ -45,7 +47,7 @@ class Torch(unittest.TestCase):
         os.makedirs(self.out)
         self.addCleanup(shutil.rmtree, self.d, True)
 
-    def job(self, mode, trainers, reducers, *args):
+    def job(self, mode, trainers, reducers, *args, servers=0):
         cmd = {"imageUri": "local", "command": [PY, WORKER, "--mode=" + mode, "--out=" + self.out, *args]}
         pools = [pool("local", 1), pool("local", trainers - 1)]
         pools[0]["containerSpec"] = pools[1]["containerSpec"] = cmd
@@ -53,6 +55,8 @@ class Torch(unittest.TestCase):
             pools = pools[:1]
         if reducers:
             pools.append(pool(REDUCTION_SERVER, reducers))
+        if servers:
+            pools.append(pool("ztrain-paramserver", servers))
         return Job(self, job_file(self.d, mode, pools), os.path.join(self.d, "job"), env=FAST)
 
     def results(self, job, n, timeout=240):
@@ -128,6 +132,46 @@ class Torch(unittest.TestCase):
         self.assertGreaterEqual([r for r in j["replicas"] if r["name"] == "workerpool2-0"][0]["restarts"], 1)
 
 
+    def test_parameter_servers_synchronous_sgd(self):
+        res = self.results(self.job("ps", 2, 0, "--width=64", servers=2), 2)
+        for r in res:
+            self.assertEqual(r["steps"], 6)
+            self.assertEqual(r["resumed"], 0)
+            self.assertEqual(r["names"][:2], ["out.weight", "out.bias"])
+        self.assertNotEqual(res[0]["digest_own"], res[1]["digest_own"])
+        # The servers' initial values replaced each rank's own, and every step
+        # pulled the same values on both ranks (sync: after both pushes).
+        self.assertEqual(res[0]["digest_init"], res[1]["digest_init"])
+        self.assertEqual(res[0]["digests"], res[1]["digests"])
+        self.assertEqual(len(set(res[0]["digests"])), 6, "every step should change the model")
+        # SGD on the servers: the new values are the old minus lr times the mean
+        # of the two pushes (worked out by the venv's python, which has torch).
+        check = ("import json, sys, torch\n"
+                 "a, b = (torch.load(sys.argv[k]) for k in (1, 2))\n"
+                 "out = []\n"
+                 "for i, init in enumerate(a['init']):\n"
+                 "    mean = (a['grads'][i] + b['grads'][i]) / 2\n"
+                 "    out.append([float(mean.abs().max()), float((a['after'][i] - (init - 0.1 * mean)).abs().max()),\n"
+                 "                bool(torch.equal(a['after'][i], b['after'][i]))])\n"
+                 "print(json.dumps(out))\n")
+        r = subprocess.run([PY, "-c", check] + [os.path.join(self.out, "ps-%d.pt" % k) for k in (0, 1)],
+                           capture_output=True, text=True, timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        per_tensor = json.loads(r.stdout)
+        self.assertEqual(len(per_tensor), 6)
+        for i, (grad, err, equal) in enumerate(per_tensor):
+            self.assertGreater(grad, 0, i)
+            self.assertLess(err, 1e-6, i)
+            self.assertTrue(equal, i)
+
+    def test_parameter_servers_missing(self):
+        res = self.results(self.job("nops", 1, 0), 1, timeout=120)
+        self.assertIn("this job has no parameter servers: give it a pool 2 of ztrain-paramserver replicas",
+                      res[0]["error"])
+        self.assertIn("parameter out.weight is torch.float64; the parameter servers hold float32",
+                      res[0]["dtype_error"])
+
+
 class Examples(unittest.TestCase):
     """The examples as shipped, but for python3 (the venv's, where ztrain is)."""
 
@@ -135,7 +179,7 @@ class Examples(unittest.TestCase):
         self.d = tmpdir("torch-ex-")
         self.addCleanup(shutil.rmtree, self.d, True)
 
-    def run_example(self, name, epochs):
+    def start_example(self, name, epochs):
         with open(os.path.join(ROOT, "examples", name)) as f:
             spec = json.load(f)
         for p in spec["jobSpec"]["workerPoolSpecs"][:2]:
@@ -143,7 +187,10 @@ class Examples(unittest.TestCase):
             self.assertEqual(c["command"][0], "python3")
             c["command"][0] = PY
             c["args"] = ["--epochs=%d" % epochs]
-        job = Job(self, write(self.d, name, json.dumps(spec)), os.path.join(self.d, "job"), env=FAST, cwd=ROOT)
+        return Job(self, write(self.d, name, json.dumps(spec)), os.path.join(self.d, "job"), env=FAST, cwd=ROOT)
+
+    def run_example(self, name, epochs):
+        job = self.start_example(name, epochs)
         self.assertEqual(job.wait(timeout=400), 0, job.out[-3000:] + job.err[-3000:])
         digests = re.findall(r"rank (\d): parameters sha256 ([0-9a-f]{64})", job.out)
         self.assertEqual(sorted(r for r, _ in digests), ["0", "1", "2", "3"], job.out[-2000:])
@@ -158,6 +205,48 @@ class Examples(unittest.TestCase):
 
     def test_horovod_script(self):
         self.run_example("pytorch-horovod.json", 3)
+
+    def check_ps_job(self, job):
+        """An async PS job ended well: the chief's accuracy, the evaluator's
+        scores of announced checkpoints, the checkpoints themselves."""
+        self.assertEqual(job.wait(timeout=400), 0, job.out[-3000:] + job.err[-3000:])
+        jd = os.path.join(self.d, "job")
+        j = load_job(jd)
+        self.assertEqual(j["state"], "SUCCEEDED")
+        acc = float(re.search(r"workerpool0-0\[\d+\]: test accuracy (\d\.\d+)", job.out).group(1))  # the chief's
+        self.assertGreaterEqual(acc, 0.85, "\n".join(l for l in job.out.splitlines()
+                                                     if re.search("accuracy|restored|epoch", l)))
+        self.assertAlmostEqual(j["metrics"]["workerpool0-0"]["accuracy"]["value"], acc, places=4)
+        # The evaluator fetched the chief's checkpoints (PyTorch's out x in
+        # weights) and scored them as a trained model, not a scrambled one.
+        evals = [e for e in j["evaluations"] if e["name"] == "eval_accuracy"]
+        self.assertGreaterEqual(len(evals), 1, j["evaluations"])
+        self.assertGreater(max(e["value"] for e in evals), 0.8, evals)
+        self.assertGreaterEqual(len(j["checkpoints"]), 2)
+        ck = os.path.join(jd, "checkpoints")
+        for n in os.listdir(ck):
+            self.assertRegex(n, r"^ckpt-\d{12}$")  # no temporary one left
+            man = json.loads(read(os.path.join(ck, n, "manifest.json")))
+            self.assertEqual(man["model"], {"kind": "mlp", "sizes": [784, 256, 128, 10], "layout": "out-in"})
+            self.assertEqual([t["name"] for t in man["tensors"]][:2], ["0.weight", "0.bias"])
+            self.assertEqual(len(man["files"]), 2)  # a shard from each server
+        self.assertEqual(len(os.listdir(os.path.join(jd, "model"))), 1)  # the final model
+        return j
+
+    def test_async_parameter_servers(self):
+        self.check_ps_job(self.start_example("pytorch-async-ps.json", 5))
+
+    def test_parameter_server_killed_in_mid_training(self):
+        job = self.start_example("pytorch-async-ps.json", 5)
+        jd = os.path.join(self.d, "job")
+        wait_for(lambda: len((load_job(jd) or {}).get("checkpoints", [])) >= 2, timeout=200,
+                 what="two checkpoints")
+        victim = [r for r in load_job(jd)["replicas"] if r["name"] == "workerpool2-1"][0]
+        os.kill(victim["pid"], signal.SIGKILL)
+        j = self.check_ps_job(job)
+        self.assertEqual([r for r in j["replicas"] if r["name"] == "workerpool2-1"][0]["restarts"], 1)
+        log = read(glob.glob(os.path.join(jd, "replica-logs", "workerpool2-1*"))[0])
+        self.assertIn("restored elements", log)  # from its snapshot or the newest checkpoint
 
     def test_report_metric_feeds_a_study(self):
         program = write(self.d, "objective.py", "import sys, ztrain\n"

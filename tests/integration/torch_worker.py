@@ -7,6 +7,10 @@ every trainer of a job. It writes what it found to OUT/result-RANK.json.
   hvd       ranks start different; broadcast_parameters; Horovod-style
             DistributedOptimizer against DDP over gloo
   mismatch  allreduce of different lengths on different ranks, then a good one
+  ps        ranks start different; ParameterServerOptimizer, synchronous SGD:
+            the servers' initial values, the first step's gradients and the
+            values after it (OUT/ps-RANK.pt), every step's digest
+  nops      ParameterServerOptimizer in a job without parameter servers
 """
 import argparse
 import hashlib
@@ -119,6 +123,35 @@ def main():
         res["untouched"] = float(x.sum())
         try:
             ztrain.allreduce(torch.ones(3, dtype=torch.float64))
+        except TypeError as e:
+            res["dtype_error"] = str(e)
+    elif a.mode == "ps":
+        torch.manual_seed(100 + job.rank)  # the servers' values replace these
+        model = Net(a.width)
+        res["digest_own"] = digest(model)
+        opt = hvd.ParameterServerOptimizer(model, optimizer="sgd", lr=0.1, sync=True)
+        res["digest_init"] = digest(model)
+        saved = {"init": [p.detach().clone() for p in model.parameters()]}
+        digests = []
+        for s, (x, y) in enumerate(data):
+            opt.zero_grad()
+            nn.functional.cross_entropy(model(x), y).backward()
+            if s == 0:
+                saved["grads"] = [p.grad.clone() for p in model.parameters()]
+            opt.step()
+            if s == 0:
+                saved["after"] = [p.detach().clone() for p in model.parameters()]
+            digests.append(digest(model))
+        torch.save(saved, os.path.join(a.out, "ps-%d.pt" % job.rank))
+        res.update(digests=digests, steps=opt.steps, names=opt.names, resumed=opt.resumed_step)
+    elif a.mode == "nops":
+        try:
+            hvd.ParameterServerOptimizer(Net(a.width))
+            res["error"] = None
+        except ztrain.ZtrainError as e:
+            res["error"] = str(e)
+        try:
+            hvd.ParameterServerOptimizer(Net(a.width).double())
         except TypeError as e:
             res["dtype_error"] = str(e)
     else:
