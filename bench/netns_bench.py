@@ -154,28 +154,13 @@ def slurm_main():
     """The sync example on a Slurm cluster of rate-limited hosts: reducers
     against the ring, in examples/s of the whole job."""
     import json
-    import tempfile
-    sys.path.insert(0, os.path.join(HERE, "..", "scripts"))
-    import slurm_cluster
-    why = slurm_cluster.unavailable_reason()
-    if why:
-        print("netns_bench --slurm: %s" % why)
-        return 2
+    import netns_cluster
     root = os.path.realpath(os.path.join(HERE, ".."))
     build = os.path.realpath(BUILD)
-    d = tempfile.mkdtemp(prefix="netns-bench-slurm-", dir="/var/tmp")
-    atexit.register(lambda: shutil.rmtree(d, ignore_errors=True))
-    # every task a whole node (8 vCPUs of a node of 8): one replica per host
-    c = slurm_cluster.Cluster(os.path.join(d, "cluster"), nodes=N + R, cpus=8, mem_mb=32000,
-                              shared=[root, build])
-    c.up()
-    atexit.register(c.down)
-    for h in c.nodes:  # the link's rate, both ways
-        ns, a, b = c.ns(h), "%s-%sa" % (c.prefix, h), "%s-%sb" % (c.prefix, h)
-        sh("ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", b, "root", "tbf",
-           "rate", RATE, "burst", "512kb", "latency", LATENCY)
-        sh("ip", "netns", "exec", c.ns("br"), "tc", "qdisc", "add", "dev", a, "root", "tbf",
-           "rate", RATE, "burst", "512kb", "latency", LATENCY)
+    c, d = netns_cluster.start(N + R, RATE, LATENCY, shared=[root, build])
+    if not c:
+        print("netns_bench --slurm: %s" % d)
+        return 2
     with open(os.path.join(root, "examples", "fashion-mnist-sync.json")) as f:
         ex = json.load(f)
     pools = ex["jobSpec"]["workerPoolSpecs"][:3]

@@ -5,6 +5,8 @@ WIDTH-wide hidden layers on synthetic data, MODE one of
   gloo   DDP over gloo
   hook   DDP with ztrain.torch.reducer_hook
   hvd    ztrain.torch.DistributedOptimizer
+  ar-gloo, ar-ztrain   no model: one all-reduce of the model's size per
+         step, gloo's dist.all_reduce or ztrain.allreduce (the collective alone)
 Prints "bench: params N step_s S" (the median over the timed steps)."""
 import os
 import statistics
@@ -21,6 +23,27 @@ torch.manual_seed(0)
 model = nn.Sequential(nn.Linear(784, width), nn.ReLU(), nn.Linear(width, width), nn.ReLU(),
                       nn.Linear(width, 1024), nn.ReLU(), nn.Linear(1024, 10))
 rank = int(os.environ["RANK"])
+if mode.startswith("ar-"):
+    import ztrain
+    if mode == "ar-gloo":
+        dist.init_process_group("gloo")
+    n = sum(p.numel() for p in model.parameters())
+    buf = torch.ones(n)
+    times = []
+    for s in range(steps + 2):
+        t = time.perf_counter()
+        if mode == "ar-gloo":
+            dist.all_reduce(buf)
+        else:
+            ztrain.allreduce(buf)
+        times.append(time.perf_counter() - t)
+    if rank == 0:
+        print("bench: params %d step_s %.4f" % (n, statistics.median(times[2:])), flush=True)
+    if mode == "ar-gloo":
+        dist.barrier()
+    else:
+        ztrain.allreduce(torch.zeros(1))
+    sys.exit(0)
 if mode in ("gloo", "hook"):
     dist.init_process_group("gloo")
     model = nn.parallel.DistributedDataParallel(model)

@@ -96,12 +96,13 @@ def local_size():
 
 def _collective():
     """The job's all-reduce group, made (and agreed with every trainer) on
-    first use: through the reducers, else a ring between the trainers."""
+    first use: through the reducers, else a ring between the trainers.
+    init() is implied."""
     global _coll
     with _lock:
         if _coll:
             return _coll
-        j = job()
+        j = init()
         js = _native.JobStruct()
         why = ctypes.create_string_buffer(1024)
         rc = _native.zt_job_read(ctypes.byref(js), why, len(why))
