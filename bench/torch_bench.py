@@ -19,14 +19,17 @@ link limited to RATE both ways (tc tbf, as bench/netns_bench.py), the jobs
 submitted with `ztrain run --backend slurm`.
 
     python3 bench/torch_bench.py [build/bin] [--python PY] [--width N] [--steps N]
-                                 [--slurm] [--rate 1gbit] [--queue 20ms]
+                                 [--slurm] [--rate 1gbit] [--queue 20ms] [--only MODES]
+
+--only runs a subset (comma-separated modes: gloo, hook, hvd, ar-gloo,
+ar-ztrain; the compute alone always runs).
 
 PY must import ztrain and torch (a venv made by `pip install ./python`
 with --system-site-packages on Debian's python3-torch). Without --python,
 such a venv is made for the run (with the build's libztrain.so) and
 removed after it."""
 import benchargs  # bench/ is the script's own folder, first on sys.path
-benchargs.check(__doc__, ("--python", "--width", "--steps", "--rate", "--queue"), ("--slurm",), 1)
+benchargs.check(__doc__, ("--python", "--width", "--steps", "--rate", "--queue", "--only"), ("--slurm",), 1)
 import json
 import os
 import re
@@ -36,7 +39,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BIN = next((a for i, a in enumerate(sys.argv[1:], 1)
-            if not a.startswith("--") and sys.argv[i - 1] not in ("--python", "--width", "--steps", "--rate", "--queue")),
+            if not a.startswith("--") and sys.argv[i - 1] not in ("--python", "--width", "--steps", "--rate", "--queue", "--only")),
            "build/bin")
 
 
@@ -108,7 +111,7 @@ def main():
              ("DDP + ztrain hook, 2 reducers", "hook", 2), ("DDP + ztrain hook, 4 reducers", "hook", 4),
              ("Horovod-style optimizer, 2 reducers", "hvd", 2),
              ("all-reduce alone: gloo", "ar-gloo", 0), ("all-reduce alone: ztrain, 4 reducers", "ar-ztrain", 4)]
-    only = os.environ.get("ZT_TORCH_BENCH_ONLY")  # a comma-separated subset of the modes, for experiments
+    only = opt("--only", None)
     if only:
         cases = [c for c in cases if c[1] in only.split(",") or c[1] == "local"]
     res = {}

@@ -3,12 +3,10 @@
 #include "model/zt_ckpt.h"
 #include "runtime/zt_env.h"
 #include "runtime/zt_role.h"
-#include "runtime/zt_fileserver.h"
 #include "base/zt_util.h"
 #include "ztrain/ztrain.h"
 #include <cblas.h>
 #include <czmq.h>
-#include <libgen.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -187,7 +185,7 @@ typedef struct {
     int steps_per_epoch, smallest;
     zt_compute_t compute;       /* CPU or the replica's GPUs */
     zt_exchange_t *x;           /* local, allreduce or ps */
-    char *ckpt_dir, *model_dir; /* AIP_CHECKPOINT_DIR, AIP_MODEL_DIR */
+    const char *ckpt_dir, *model_dir; /* AIP_CHECKPOINT_DIR, AIP_MODEL_DIR */
     int64_t last_ckpt_ms;
     /* the progress window, logged every log_every steps */
     int64_t win_ms, win_examples;
@@ -446,9 +444,8 @@ static int s_start(s_run_t *r)
     openblas_set_num_threads(1);
     zt_tune_malloc();
     zsys_init();
-    const char *ck = zt_env_get(ZT_ENV_AIP_CHECKPOINT_DIR), *md = zt_env_get(ZT_ENV_AIP_MODEL_DIR);
-    r->ckpt_dir = strdup(ck && *ck ? ck : "checkpoints");
-    r->model_dir = strdup(md && *md ? md : "model");
+    r->ckpt_dir = zt_job_checkpoint_dir(false);
+    r->model_dir = zt_job_checkpoint_dir(true);
     if (zt_env_get(ZT_ENV_COORDINATOR) && !(r->rep = zt_replica_new(r->rank == 0 ? "chief" : "worker", 0)))
         return -1;
     return 0;
@@ -462,8 +459,6 @@ static void s_stop(s_run_t *r)
     zt_dataset_free(&r->test);
     free(r->mine);
     zt_replica_destroy(&r->rep);
-    free(r->ckpt_dir);
-    free(r->model_dir);
 }
 
 int zt_trainer_run(const zt_train_opts_t *o)

@@ -5,6 +5,7 @@
  * binding such as the Python package) asks here instead of parsing them. */
 #ifndef ZT_JOB_H
 #define ZT_JOB_H
+#include <stdbool.h>
 #include <stddef.h>
 #include "zt_collective.h"
 
@@ -30,6 +31,12 @@ typedef struct {
  * they are there but do not fit (the reason in why). */
 int zt_job_read(zt_job_t *job, char *why, size_t why_size);
 void zt_job_free(zt_job_t *job);
+
+/* Where this replica's checkpoints go: AIP_CHECKPOINT_DIR, or for the
+ * final model AIP_MODEL_DIR; "checkpoints" and "model" in the working
+ * directory when unset. Restarted parameter servers restore from the first,
+ * and evaluators are served both. */
+const char *zt_job_checkpoint_dir(bool final_model);
 
 /* The job's all-reduce group for the trainers: through its reducers, else a
  * ring between the trainers (each binds its own host:port). Every trainer

@@ -80,3 +80,9 @@ zt_coll_t *zt_job_collective(const zt_job_t *job, int timeout_ms, char *why, siz
                               (const char *const *) job->peers, 0, -1 };
     return zt_coll_new(&o, timeout_ms, why, why_size);
 }
+
+const char *zt_job_checkpoint_dir(bool final_model)
+{
+    const char *d = zt_env_get(final_model ? ZT_ENV_AIP_MODEL_DIR : ZT_ENV_AIP_CHECKPOINT_DIR);
+    return d && *d ? d : final_model ? "model" : "checkpoints";
+}

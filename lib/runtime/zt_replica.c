@@ -2,6 +2,7 @@
  * DEALER socket: it registers, heartbeats on its own timer (so training work
  * never delays a heartbeat), and records what the coordinator says. */
 #include "ztrain/zt_replica.h"
+#include "ztrain/zt_job.h"
 #include "ztrain/zt_error.h"
 #include "ztrain/zt_knobs.h"
 #include "ztrain/zt_log.h"
@@ -340,14 +341,6 @@ int zt_replica_notify_checkpoint(zt_replica_t *self, int64_t step, const char *n
                ? ZT_OK : ZT_EIO;
 }
 
-/* The folder a checkpoint root names: AIP_CHECKPOINT_DIR or AIP_MODEL_DIR
- * ("checkpoints" and "model" in the working directory when unset). */
-static const char *s_root_dir(int which)
-{
-    const char *d = zt_env_get(which ? ZT_ENV_AIP_MODEL_DIR : ZT_ENV_AIP_CHECKPOINT_DIR);
-    return d && *d ? d : which ? "model" : "checkpoints";
-}
-
 /* Whether folders a and b are the same one. */
 static bool s_same_dir(const char *a, const char *b)
 {
@@ -362,18 +355,18 @@ int zt_replica_announce_checkpoint(zt_replica_t *self, int64_t step, const char 
     static const char *names[2] = { "checkpoints", "model" };
     char *copy = strdup(dir), *copy2 = strdup(dir);
     const char *parent = dirname(copy), *base = basename(copy2);
-    int which = s_same_dir(parent, s_root_dir(0)) ? 0 : s_same_dir(parent, s_root_dir(1)) ? 1 : -1;
+    int which = s_same_dir(parent, zt_job_checkpoint_dir(false)) ? 0 : s_same_dir(parent, zt_job_checkpoint_dir(true)) ? 1 : -1;
     char name[ZT_MSG_STR_MAX];
     snprintf(name, sizeof name, "%s/%s", which >= 0 ? names[which] : "", base);
     free(copy);
     free(copy2);
     if (which < 0 || !zt_ckpt_name_ok(name)) {
         zt_warn("checkpoint %s not announced: evaluators are served ckpt-N folders of %s (AIP_CHECKPOINT_DIR) "
-                "and %s (AIP_MODEL_DIR) only", dir, s_root_dir(0), s_root_dir(1));
+                "and %s (AIP_MODEL_DIR) only", dir, zt_job_checkpoint_dir(false), zt_job_checkpoint_dir(true));
         return ZT_EINVAL;
     }
     if (!self->files) {
-        const char *roots[2][2] = { { names[0], s_root_dir(0) }, { names[1], s_root_dir(1) } };
+        const char *roots[2][2] = { { names[0], zt_job_checkpoint_dir(false) }, { names[1], zt_job_checkpoint_dir(true) } };
         /* where other replicas reach this one: ZT_ADDRESS's host (127.0.0.1 here, the node's
          * name on a cluster), on a port of the kernel's choosing */
         const char *me = zt_env_get(ZT_ENV_ADDRESS);

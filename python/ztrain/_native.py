@@ -97,6 +97,7 @@ zt_replica_new = _proto("zt_replica_new", V, S, I)
 zt_replica_destroy = _proto("zt_replica_destroy", None, ctypes.POINTER(V))
 zt_replica_announce_checkpoint = _proto("zt_replica_announce_checkpoint", I, V, I64, S)
 zt_replica_report_metric = _proto("zt_replica_report_metric", I, V, S, D, I64)
+zt_job_checkpoint_dir = _proto("zt_job_checkpoint_dir", S, B)
 zt_knob_find = _proto("zt_knob_find", I, S)
 zt_knob_int = _proto("zt_knob_int", I64, I)
 

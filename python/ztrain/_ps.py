@@ -4,7 +4,6 @@ and pulled values passed by address, checkpoints in ztrain's format
 announced to the job's evaluators. ztrain.torch.ParameterServerOptimizer is
 built on it."""
 import ctypes
-import os
 
 from . import _native
 from ._native import ZtrainError
@@ -15,8 +14,7 @@ OPTIMIZERS = ("sgd", "momentum", "adam", "adagrad")
 def checkpoint_dir(final=False):
     """Where checkpoints go: AIP_CHECKPOINT_DIR (AIP_MODEL_DIR for the final
     model), "checkpoints" ("model") in the working directory when unset."""
-    d = os.environ.get("AIP_MODEL_DIR" if final else "AIP_CHECKPOINT_DIR")
-    return d or ("model" if final else "checkpoints")
+    return _native.zt_job_checkpoint_dir(bool(final)).decode()
 
 
 def latest_checkpoint(root=None):

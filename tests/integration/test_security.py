@@ -381,8 +381,8 @@ class FileServer(unittest.TestCase):
         job = Job(self, job_file(d, "links", [pool("ztrain-worker", 1, args), pool("ztrain-worker", 1, args),
                                               pool("ztrain-paramserver", 1)]), job_dir, env=FAST)
         ck = os.path.join(job_dir, "checkpoints")
-        wait_for(lambda: os.path.isdir(ck) and any(n.startswith("ckpt-") for n in os.listdir(ck)), timeout=120,
-                 what="a checkpoint")
+        # announced, not only written: the chief's file server starts with its first announcement
+        wait_for(lambda: (load_job(job_dir) or {}).get("checkpoints"), timeout=120, what="a checkpoint announced")
         os.symlink("/etc/shadow", os.path.join(ck, "shadow"))
         outside = os.path.join(d, "outside")
         os.makedirs(outside)

@@ -421,9 +421,7 @@ class ParameterServerOptimizer(torch.optim.Optimizer):
         from ztrain import _ps
         model = params if isinstance(params, torch.nn.Module) else None
         items = list(params.named_parameters() if model is not None else params)
-        named = [(n, p) if isinstance(n, str) else None for n, p in
-                 (it if isinstance(it, tuple) else (None, it) for it in items)]
-        pairs = [x if x else ("param.%d" % i, items[i]) for i, x in enumerate(named)]
+        pairs = [it if isinstance(it, tuple) else ("param.%d" % i, it) for i, it in enumerate(items)]
         pairs = [(n, p) for n, p in pairs if p.requires_grad]
         if not pairs:
             raise ValueError("ztrain.torch.ParameterServerOptimizer: no parameters that require gradients")
@@ -436,7 +434,8 @@ class ParameterServerOptimizer(torch.optim.Optimizer):
         super().__init__([p for _, p in pairs], dict(lr=lr))
         self.names = [n for n, _ in pairs]
         self._zt_params = [p for _, p in pairs]
-        self._zt_model = json.dumps(_describe_mlp(model)) if _describe_mlp(model) else None
+        described = _describe_mlp(model)
+        self._zt_model = json.dumps(described) if described else None
         self._zt_sync = bool(sync) or max_staleness is not None
         self.checkpoint_steps, self.keep_checkpoints = int(checkpoint_steps), int(keep_checkpoints)
         j = _zt.init()
