@@ -362,9 +362,11 @@ bool zt_exchange_holds_model(const zt_exchange_t *x) { return x->ops->holds_mode
 
 bool zt_exchange_rejoined(const zt_exchange_t *x, int64_t *step, int64_t *gen)
 {
+    if (!x->rejoined)
+        return false; /* step and gen untouched: the caller's resume point stands */
     *step = x->rejoin_step;
     *gen = x->rejoin_gen;
-    return x->rejoined;
+    return true;
 }
 
 int64_t zt_exchange_resume(zt_exchange_t *x, const char *dir, json_t *man, int64_t step)

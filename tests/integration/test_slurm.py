@@ -692,6 +692,8 @@ class SlurmLostNode(ClusterCase):
         states = [t["state"] for t in job["transitions"]]
         self.assertEqual(states, ["QUEUED", "PENDING", "RUNNING", "QUEUED", "PENDING", "RUNNING", "SUCCEEDED"])
         self.assertIn("Slurm ran job %s again (requeue 1): job retry 1 of 3" % job["slurmJobId"], err)
+        # the retry went on from the checkpoints, not from the start
+        self.assertRegex(err, r"workerpool0-0\[\d+\]: resuming from \S+ at step [1-9]")
         self.assertGreaterEqual(job["metrics"]["workerpool0-0"]["accuracy"]["value"], 0.85)
 
     def test_2_no_retry_left_fails_naming_the_node(self):

@@ -137,7 +137,15 @@ class Training(unittest.TestCase):
         j = load_job(self.job_dir)
         self.assertEqual(replica(j, "workerpool0-0")["restarts"], 1)
         log = open(os.path.join(self.job_dir, "replica-logs", "workerpool0-0.log")).read()
-        self.assertIn("resuming from", log)
+        m = re.search(r"resuming from \S+ at step (\d+)", log)
+        self.assertTrue(m, log[-3000:])
+        # the restarted chief goes on from there: no step and no checkpoint
+        # below it again
+        after = log[m.end():]
+        steps = [int(x) for x in re.findall(r" step (\d+)/\d+ ", after)]
+        ckpts = [int(x) for x in re.findall(r"written \(step (\d+)\)", after)]
+        self.assertTrue(steps, after[-3000:])
+        self.assertGreater(min(steps + ckpts), int(m.group(1)), after[-3000:])
         self.assertGreaterEqual(metric(j, "accuracy"), 0.80)
 
     def test_missing_dataset_is_a_clear_error(self):
