@@ -6,7 +6,8 @@ trained by 4 trainer processes under `ztrain run`, in the same run:
   - DDP with ztrain.torch.reducer_hook through 2 and through 4 reducers,
   - the Horovod-style DistributedOptimizer through 2 reducers.
 Prints seconds per step (median), the communication per step (the step
-less the compute alone) and each one's ratio against gloo.
+less the compute alone), each one's ratio against gloo, and how busy the
+machine's CPUs were over the timed steps.
 
 Every socket of ztrain's is authenticated and encrypted (CURVE) unless
 ZT_SECURITY=off is set for the run; gloo's neither authenticates nor
@@ -71,10 +72,10 @@ def run(mode, reducers):
         if CLUSTER:
             argv = CLUSTER.argv("ctl", argv + ["--backend", "slurm"])
         r = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=900)
-    m = re.search(r"bench: params (\d+) step_s ([0-9.]+)", r.stdout + r.stderr)
+    m = re.search(r"bench: params (\d+) step_s ([0-9.]+) cpu_busy ([0-9.]+)", r.stdout + r.stderr)
     if r.returncode != 0 or not m:
         sys.exit("%s: the job failed (exit %d):\n%s" % (mode, r.returncode, (r.stdout + r.stderr)[-3000:]))
-    return int(m.group(1)), float(m.group(2))
+    return int(m.group(1)), float(m.group(2)), float(m.group(3))
 
 
 def venv():
@@ -122,16 +123,18 @@ def main():
     print("4 trainers, MLP of %d parameters (%.0f MB of float32 gradients), %d timed steps, %s, ztrain's "
           "sockets %s" % (params, params * 4 / 1e6, STEPS, where, "plain (ZT_SECURITY=off)"
                           if os.environ.get("ZT_SECURITY") == "off" else "CURVE"))
-    print("%-38s %10s %12s %10s %10s" % ("", "s/step", "comm s/step", "step/gloo", "comm/gloo"))
+    print("%-38s %10s %12s %10s %10s %9s" % ("", "s/step", "comm s/step", "step/gloo", "comm/gloo", "CPU busy"))
     for label, mode, _ in cases:
-        s = res[label][1]
+        s, busy = res[label][1], "%8.0f%%" % (100 * res[label][2])
         raw = mode.startswith("ar-")  # no model: the step is all communication
         peer = by_mode.get("ar-gloo" if raw else "gloo")
         comm, peer_comm = (s, peer) if raw else (max(s - compute, 0.0), max((peer or 0) - compute, 1e-9))
         if mode == "local" or not peer:
-            print("%-38s %10.3f %12.3f" % (label, s, comm))
+            print("%-38s %10.3f %12.3f %10s %10s %s" % (label, s, comm, "", "", busy))
         else:
-            print("%-38s %10.3f %12.3f %10.2f %10.2f" % (label, s, comm, s / peer, comm / peer_comm))
+            print("%-38s %10.3f %12.3f %10.2f %10.2f %s" % (label, s, comm, s / peer, comm / peer_comm, busy))
+    print("CPU busy: the machine's %d cores over the timed steps (every host of a namespace cluster "
+          "shares them)" % os.cpu_count())
     if "gloo" in by_mode:
         gloo = by_mode["gloo"]
         print("communication's share of gloo's step: %.0f%%" % (100 * max(gloo - compute, 0) / gloo))

@@ -7,7 +7,10 @@ WIDTH-wide hidden layers on synthetic data, MODE one of
   hvd    ztrain.torch.DistributedOptimizer
   ar-gloo, ar-ztrain   no model: one all-reduce of the model's size per
          step, gloo's dist.all_reduce or ztrain.allreduce (the collective alone)
-Prints "bench: params N step_s S" (the median over the timed steps)."""
+Prints "bench: params N step_s S cpu_busy B": the median over the timed
+steps, and how busy the machine's CPUs were over them (0..1, from
+/proc/stat, which every host of a namespace cluster shares: what the whole
+run used of the cores they all share)."""
 import os
 import statistics
 import sys
@@ -23,6 +26,22 @@ torch.manual_seed(0)
 model = nn.Sequential(nn.Linear(784, width), nn.ReLU(), nn.Linear(width, width), nn.ReLU(),
                       nn.Linear(width, 1024), nn.ReLU(), nn.Linear(1024, 10))
 rank = int(os.environ["RANK"])
+
+
+def cpu_ticks():
+    """(busy, total) jiffies of every CPU of the machine."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:9]]
+    return sum(v) - v[3] - v[4], sum(v)
+
+
+def report(n, times, t0):
+    if rank == 0:
+        b, t = cpu_ticks()
+        print("bench: params %d step_s %.4f cpu_busy %.3f" % (n, statistics.median(times[2:]),
+                                                                 (b - t0[0]) / max(t - t0[1], 1)), flush=True)
+
+
 if mode.startswith("ar-"):
     import ztrain
     if mode == "ar-gloo":
@@ -31,14 +50,15 @@ if mode.startswith("ar-"):
     buf = torch.ones(n)
     times = []
     for s in range(steps + 2):
+        if s == 2:
+            t0 = cpu_ticks()
         t = time.perf_counter()
         if mode == "ar-gloo":
             dist.all_reduce(buf)
         else:
             ztrain.allreduce(buf)
         times.append(time.perf_counter() - t)
-    if rank == 0:
-        print("bench: params %d step_s %.4f" % (n, statistics.median(times[2:])), flush=True)
+    report(n, times, t0)
     if mode == "ar-gloo":
         dist.barrier()
     else:
@@ -58,14 +78,14 @@ if mode == "hvd":
 x, y = torch.randn(64, 784), torch.randint(0, 10, (64,))
 times = []
 for s in range(steps + 2):
+    if s == 2:
+        t0 = cpu_ticks()
     t = time.perf_counter()
     opt.zero_grad()
     nn.functional.cross_entropy(model(x), y).backward()
     opt.step()
     times.append(time.perf_counter() - t)
-n = sum(p.numel() for p in model.parameters())
-if rank == 0:
-    print("bench: params %d step_s %.4f" % (n, statistics.median(times[2:])), flush=True)
+report(sum(p.numel() for p in model.parameters()), times, t0)
 if mode in ("gloo", "hook"):
     dist.barrier()
 elif mode == "hvd":
