@@ -1,5 +1,6 @@
 #include "zt_evaluator.h"
 #include "model/zt_ckpt.h"
+#include "tboard/zt_tb.h"
 #include "runtime/zt_env.h"
 #include "runtime/zt_role.h"
 #include "wire/zt_transport.h"
@@ -43,7 +44,7 @@ static void s_weights_to_in_out(zt_mlp_t *mlp)
 
 /* Fetches checkpoint `name` from `address` into scratch; evaluates it. */
 static int s_evaluate(const char *address, const char *name, int64_t step, const char *scratch,
-                      zt_dataset_t *test, zt_replica_t *rep)
+                      zt_dataset_t *test, zt_replica_t *rep, zt_tb_t *tb)
 {
     char err[512];
     zsock_t *dealer = zt_sock_dealer(ZT_PLANE_CONTROL, address);
@@ -112,6 +113,8 @@ static int s_evaluate(const char *address, const char *name, int64_t step, const
         zt_info("checkpoint %s (step %lld): test accuracy %.4f loss %.4f", name, (long long) step, acc,
                loss);
         fflush(stdout);
+        zt_tb_scalar(tb, "accuracy", acc, step);
+        zt_tb_scalar(tb, "loss", loss, step);
         if (rep) {
             zt_replica_report_metric(rep, "eval_accuracy", acc, step);
             zt_replica_report_metric(rep, "eval_loss", loss, step);
@@ -147,6 +150,18 @@ int zt_evaluator_run(const zt_evaluator_opts_t *o)
     const char *jd = zt_env_get(ZT_ENV_JOB_DIR);
     char *scratch = zt_strdupf("%s/evaluator-%d.%d", jd ? jd : "/tmp", index, (int) getpid());
     zt_mkdir_p(scratch);
+    /* TensorBoard: the evaluations under <AIP_TENSORBOARD_LOG_DIR>/eval (eval-I for evaluator I > 0) */
+    zt_tb_t *tb = NULL;
+    const char *tbdir = zt_env_get(ZT_ENV_AIP_TENSORBOARD_LOG_DIR);
+    if (tbdir && *tbdir && strcmp(zt_knob_str(ZT_KNOB_TENSORBOARD), "off")) {
+        char name[32] = "eval";
+        if (index)
+            snprintf(name, sizeof name, "eval-%d", index);
+        char *run = zt_tb_run_dir(tbdir, name);
+        if (!(tb = zt_tb_open(run, err, sizeof err)))
+            zt_warn("%s: no TensorBoard scalars (ZT_TENSORBOARD=off turns them off)", err);
+        free(run);
+    }
     int evaluated = 0;
     for (;;) {
         int64_t step;
@@ -158,12 +173,13 @@ int zt_evaluator_run(const zt_evaluator_opts_t *o)
             zt_warn("ignored a checkpoint notice naming '%.64s'", name);
             continue;
         }
-        if (rc == ZT_OK && s_evaluate(address, name, step, scratch, &test, rep) == ZT_OK)
+        if (rc == ZT_OK && s_evaluate(address, name, step, scratch, &test, rep, tb) == ZT_OK)
             evaluated++;
     }
     zt_info("evaluated %d checkpoint%s", evaluated, evaluated == 1 ? "" : "s");
     s_rm_dir(scratch);
     free(scratch);
+    zt_tb_close(&tb);
     zt_replica_destroy(&rep);
     zt_dataset_free(&test);
     return 0;

@@ -80,6 +80,11 @@ static float s_scaled_lr(const zt_train_opts_t *o, int world, int64_t step)
                ? lr + (target - lr) * (float) step / (float) o->warmup_steps : target;
 }
 
+double zt_exchange_learning_rate(const zt_exchange_t *x, int64_t step)
+{
+    return x->ops->holds_model ? s_scaled_lr(x->o, x->world, step) : x->o->learning_rate;
+}
+
 /* Synchronous: average the gradients over every worker, each tensor sent
  * as soon as it is in host memory (from GPUs while the next layer comes down). */
 static int s_ar_exchange(zt_exchange_t *x, int64_t step)

@@ -33,6 +33,10 @@ bool zt_exchange_holds_model(const zt_exchange_t *self);
 /* Whether this trainer was restarted into its running group (ZT_REJOIN)
  * and took the model from a live peer; then *step and *gen say where the
  * group is, and no checkpoint is read. */
+/* The learning rate step is taken with: --lr_scaling's where the trainers
+ * hold the model, the servers' (--learning_rate) with parameter servers. */
+double zt_exchange_learning_rate(const zt_exchange_t *self, int64_t step);
+
 bool zt_exchange_rejoined(const zt_exchange_t *self, int64_t *step, int64_t *gen);
 /* Resume from a checkpoint (dir, its manifest, its step): a model held here
  * reads its values and optimizer state; servers restore their own. Returns

@@ -1,6 +1,7 @@
 #include "zt_trainer.h"
 #include "zt_exchange.h"
 #include "model/zt_ckpt.h"
+#include "tboard/zt_tb.h"
 #include "runtime/zt_env.h"
 #include "runtime/zt_role.h"
 #include "base/zt_util.h"
@@ -192,6 +193,7 @@ typedef struct {
     int64_t t0_ms, step0;       /* when and at which step training began here (for the ETA) */
     double win_loss;
     int win_n;
+    zt_tb_t *tb;                /* TensorBoard scalars (ZT_TENSORBOARD), or NULL */
 } s_run_t;
 
 static json_t *s_tensors_json(zt_mlp_t *mlp)
@@ -330,6 +332,13 @@ static void s_log_window(s_run_t *r, int64_t step, int epoch, int B, float loss)
         zt_replica_report_metric(r->rep, "loss", mean, step);
         zt_replica_report_metric(r->rep, "examples_per_sec", eps, step);
     }
+    if (r->tb) {
+        zt_tb_scalar(r->tb, "loss", mean, step);
+        zt_tb_scalar(r->tb, "examples_per_sec", eps, step);
+        zt_tb_scalar(r->tb, "step_compute_ms", (double) (step_us - exchange_us) / 1000.0 / r->win_n, step);
+        zt_tb_scalar(r->tb, "step_exchange_ms", (double) exchange_us / 1000.0 / r->win_n, step);
+        zt_tb_scalar(r->tb, "learning_rate", zt_exchange_learning_rate(r->x, step), step);
+    }
     r->win_ms = now;
     r->win_examples = 0;
     r->win_loss = 0;
@@ -421,12 +430,32 @@ static int s_finish(s_run_t *r, int64_t step, double secs)
     zt_info("final test accuracy %.4f loss %.4f (%d examples, step %lld, %.1f s)", ta, tl, r->test.n,
            (long long) step, secs);
     fflush(stdout);
+    zt_tb_scalar(r->tb, "accuracy", ta, step);
+    zt_tb_scalar(r->tb, "test_loss", tl, step);
     if (r->rep) {
         zt_replica_report_metric(r->rep, "accuracy", ta, step);
         zt_replica_report_metric(r->rep, "test_loss", tl, step);
         zclock_sleep(100); /* let the metrics leave before we exit */
     }
     return 0;
+}
+
+/* TensorBoard's event file: the chief's under <AIP_TENSORBOARD_LOG_DIR>/train,
+ * the others' under train-workerpoolP-I with ZT_TENSORBOARD=all. A folder
+ * that cannot be written is a warning: training goes on without it. */
+static void s_open_tensorboard(s_run_t *r)
+{
+    const char *mode = zt_knob_str(ZT_KNOB_TENSORBOARD), *dir = zt_env_get(ZT_ENV_AIP_TENSORBOARD_LOG_DIR);
+    if (!dir || !*dir || !strcmp(mode, "off") || (r->rank != 0 && strcmp(mode, "all")))
+        return;
+    char name[64] = "train";
+    if (r->rank != 0)
+        snprintf(name, sizeof name, "train-workerpool%lld-%lld", (long long) zt_env_int_or(ZT_ENV_POOL, 1),
+                 (long long) zt_env_int_or(ZT_ENV_INDEX, r->rank - 1));
+    char *run = zt_tb_run_dir(dir, name), err[600];
+    if (!(r->tb = zt_tb_open(run, err, sizeof err)))
+        zt_warn("%s: no TensorBoard scalars (ZT_TENSORBOARD=off turns them off)", err);
+    free(run);
 }
 
 /* The replica's identity, logging, knobs and control plane. */
@@ -448,6 +477,7 @@ static int s_start(s_run_t *r)
     r->model_dir = zt_job_checkpoint_dir(true);
     if (zt_env_get(ZT_ENV_COORDINATOR) && !(r->rep = zt_replica_new(r->rank == 0 ? "chief" : "worker", 0)))
         return -1;
+    s_open_tensorboard(r);
     return 0;
 }
 
@@ -458,6 +488,7 @@ static void s_stop(s_run_t *r)
     zt_dataset_free(&r->train);
     zt_dataset_free(&r->test);
     free(r->mine);
+    zt_tb_close(&r->tb);
     zt_replica_destroy(&r->rep);
 }
 

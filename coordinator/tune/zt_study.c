@@ -193,6 +193,7 @@ static int s_start_trial(zt_study_t *s)
         s->failed++;
         return ZT_ESYS;
     }
+    zt_study_tb_start(s, t);
     char *pt = s_params_text(t);
     if (!s->tty)
         printf("trial %d ACTIVE %s\n", t->id, pt);
@@ -351,7 +352,8 @@ static void s_clear_dir(zt_study_t *s)
         int id, end = 0;
         bool trial = sscanf(e->d_name, "trial-%d%n", &id, &end) == 1 &&
                      (!e->d_name[end] || !strcmp(e->d_name + end, ".log"));
-        if (trial || !strcmp(e->d_name, "study.json") || !strcmp(e->d_name, "trials.csv")) {
+        if (trial || !strcmp(e->d_name, "study.json") || !strcmp(e->d_name, "trials.csv") ||
+            !strcmp(e->d_name, "tensorboard")) {
             char *p = zt_strdupf("%s/%s", s->dir, e->d_name);
             zt_rm_tree(p);
             free(p);
@@ -505,6 +507,7 @@ static void s_finish(zt_study_t *s, s_trial_t *t, int status)
         s->failed++;
     }
     json_decref(tags);
+    zt_study_tb_end(s, t);
     if (!s->tty) {
         if (t->has_final)
             printf("trial %d %s %s=%.6g (%zu measurements)\n", t->id, t->state, s->metric, t->final,
@@ -556,6 +559,7 @@ static void s_poll_measurements(zt_study_t *s)
             size_t before = json_array_size(s->t[i].meas);
             s_collect(s, &s->t[i], NULL);
             if (json_array_size(s->t[i].meas) != before) {
+                zt_study_tb_measure(s, &s->t[i]);
                 s_median_stop(s, &s->t[i]);
                 s_write(s);
             }
@@ -603,6 +607,7 @@ int zt_study_run(zt_study_t *s)
     signal(SIGPIPE, SIG_IGN);
     bool exhausted = false, stopping = false;
     int64_t last_table = 0;
+    zt_study_tb_experiment(s);
     s_write(s);
     for (;;) {
         int running = 0;

@@ -40,6 +40,8 @@ typedef struct {
     bool stop_requested;       /* median stopping */
     bool cancelled;            /* stopped by the study (Ctrl-C, or the study failed) */
     char *message;             /* why it is INFEASIBLE or FAILED, or NULL */
+    struct zt_tb *tb;          /* its TensorBoard run while it runs (zt_study_tb.c) */
+    size_t tb_meas;            /* measurements written there */
 } s_trial_t;
 
 struct zt_study_t {
@@ -65,6 +67,7 @@ struct zt_study_t {
     int failed;
     bool tty;
     zt_backend_t *launcher;    /* starts each trial's `ztrain run` */
+    bool tb_warned;            /* the TensorBoard folder could not be written (said once) */
 };
 
 static inline bool zt_study_num(json_t *v, double *out)
@@ -94,5 +97,13 @@ void zt_study_adopt_dir(zt_study_t *s, zt_diag_t *diag);
 json_t *zt_search_suggest(zt_study_t *s, double *u);
 /* Every assignment of parameters i.. onto params, appended to out. */
 void zt_search_grid(zt_study_t *s, int i, json_t *params, json_t *out);
+
+/* The study in TensorBoard's HParams dashboard, <dir>/tensorboard
+ * (zt_study_tb.c): the experiment once, each trial's start, its new
+ * measurements, its end. */
+void zt_study_tb_experiment(zt_study_t *s);
+void zt_study_tb_start(zt_study_t *s, s_trial_t *t);
+void zt_study_tb_measure(zt_study_t *s, s_trial_t *t);
+void zt_study_tb_end(zt_study_t *s, s_trial_t *t);
 
 #endif

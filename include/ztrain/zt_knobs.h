@@ -89,6 +89,8 @@ extern "C" {
       "where the ipc:// twins of loopback data-plane endpoints live (ztrain-PORT.sock); empty: /tmp/ztrain-ipc-UID. It must be this user's, mode 0700 (made so when missing); otherwise it is not used and same-host data goes over TCP") \
     X(SPIN_US,             "ZT_SPIN_US",             "200", "int", ZT_FOR_WORKER,                       \
       "a client waiting for a reply polls this long before sleeping (us, adaptive; 0: never)") \
+    X(TENSORBOARD,         "ZT_TENSORBOARD",         "chief", "chief|all|off", ZT_FOR_WORKER|ZT_FOR_EVAL,         \
+      "which built-in trainers write TensorBoard scalars under AIP_TENSORBOARD_LOG_DIR (the chief to train/, the others to train-<replica>/ with all; the evaluator to eval/ unless off)") \
     X(DATA_DIR,            "ZT_DATA_DIR",            "/usr/share/datasets/fashion-mnist", "path", ZT_FOR_WORKER|ZT_FOR_EVAL, \
       "where the trainer and evaluator find Fashion-MNIST (gzipped IDX files)")   \
     X(LOG_LEVEL,           "ZT_LOG_LEVEL",           "info", "error|warn|info|debug", ZT_FOR_ALL,                      \

@@ -15,6 +15,7 @@
 #include "model/zt_mlp.h"
 #include "wire/zt_spin.h"
 #include "wire/zt_shm.h"
+#include "tboard/zt_tb.h"
 #include "ztrain/ztrain.h"
 #include <assert.h>
 #include <stdbool.h>
@@ -60,6 +61,12 @@ static void s_ckpt(void)
     zt_ckpt_selftest(tmp && *tmp ? tmp : "/tmp");
 }
 
+static void s_tb(void)
+{
+    const char *tmp = getenv("TMPDIR");
+    zt_tb_selftest(tmp && *tmp ? tmp : "/tmp");
+}
+
 static void s_shm(void)
 {
     zt_shm_selftest();
@@ -85,6 +92,7 @@ static const struct {
     TEST_ENTRY("mlp", zt_mlp_selftest)
     TEST_ENTRY("spin", zt_spin_selftest)
     TEST_ENTRY("shm", s_shm)
+    TEST_ENTRY("tensorboard", s_tb)
     TEST_ENTRY("auth", zt_auth_selftest) /* last: it leaves this process's sockets CURVE sockets */
 };
 #define NTESTS ((int) (sizeof s_tests / sizeof s_tests[0]))

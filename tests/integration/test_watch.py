@@ -1,0 +1,205 @@
+#!/usr/bin/env python3
+"""Watching jobs with the real tools: the built-in trainer's and the
+evaluator's TensorBoard scalars read back by TensorBoard's own reader and
+compared with job.json; a study's trials in TensorBoard's HParams
+dashboard, asked for by the dashboard's own requests to a real
+`tensorboard` server. TensorBoard comes from PyPI, in a venv the test makes
+in the build folder (toolvenv.py)."""
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import unittest
+import urllib.request
+
+from ztest import ZTRAIN, Job, load_job, tmpdir, write
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.join(HERE, "..", "..")
+TOOLS = None  # the tools venv's python, made in main()
+
+
+def scalars(logdir):
+    """{run: {tag: [[step, value], ...]}}, as TensorBoard's EventAccumulator reads them."""
+    r = subprocess.run([TOOLS, os.path.join(HERE, "tb_read.py"), "scalars", logdir],
+                       capture_output=True, text=True, timeout=120)
+    if r.returncode != 0:
+        raise AssertionError("TensorBoard's reader failed:\n" + r.stderr[-3000:])
+    return json.loads(r.stdout)
+
+
+def async_job(d, epochs=2, evaluator=True):
+    """The async example, shorter."""
+    with open(os.path.join(ROOT, "examples", "fashion-mnist-async.json")) as f:
+        ex = json.load(f)
+    pools = ex["jobSpec"]["workerPoolSpecs"]
+    for p in pools[:2]:
+        p["containerSpec"]["args"] = [a for a in p["containerSpec"]["args"]
+                                      if not a.startswith("--epochs")] + ["--epochs=%d" % epochs]
+    if not evaluator:
+        del pools[3]
+    return write(d, "job.json", json.dumps(ex))
+
+
+class TrainingScalars(unittest.TestCase):
+    """The async example with its evaluator: the chief's scalars under
+    logs/train, the evaluations under logs/eval, as job.json has them."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.d = tmpdir("watch-")
+        cls.job_dir = os.path.join(cls.d, "job")
+        p = subprocess.run([ZTRAIN, "run", async_job(cls.d), "--job-dir", cls.job_dir],
+                           capture_output=True, text=True, timeout=300)
+        if p.returncode != 0:
+            raise AssertionError("the job failed:\n" + p.stderr[-3000:])
+        cls.job = load_job(cls.job_dir)
+        cls.tb = scalars(os.path.join(cls.job_dir, "logs"))
+
+    def test_only_the_chief_and_the_evaluator_write(self):
+        self.assertEqual(sorted(self.tb), ["eval", "train"])
+
+    def test_the_chiefs_scalars_are_job_jsons(self):
+        train = self.tb["train"]
+        for tag in ("loss", "examples_per_sec", "step_compute_ms", "step_exchange_ms", "learning_rate",
+                    "accuracy", "test_loss"):
+            self.assertIn(tag, train)
+        chief = self.job["metrics"]["workerpool0-0"]
+        for tag in ("loss", "examples_per_sec"):
+            want = chief[tag]["series"]
+            self.assertEqual([s for s, _ in train[tag]], [s for s, _ in want], tag)
+            for (_, got), (_, v) in zip(train[tag], want):
+                self.assertAlmostEqual(got, v, delta=1e-5 * max(1.0, abs(v)))
+        self.assertEqual(train["accuracy"][-1][0], chief["accuracy"]["step"])
+        self.assertAlmostEqual(train["accuracy"][-1][1], chief["accuracy"]["value"], places=5)
+        # every progress line's step, log_every apart; the Adam rate as given
+        steps = [s for s, _ in train["loss"]]
+        self.assertEqual(steps, list(range(200, 200 * len(steps) + 1, 200)))
+        self.assertTrue(all(abs(v - 0.001) < 1e-9 for _, v in train["learning_rate"]))
+        self.assertTrue(all(v > 0 for _, v in train["step_compute_ms"]))
+
+    def test_the_evaluations_are_job_jsons(self):
+        ev = self.tb["eval"]
+        want = {}
+        for e in self.job["evaluations"]:
+            want.setdefault(e["name"], []).append([e["step"], e["value"]])
+        self.assertTrue(want.get("eval_accuracy"), self.job["evaluations"])
+        for tag, name in (("accuracy", "eval_accuracy"), ("loss", "eval_loss")):
+            self.assertEqual([s for s, _ in ev[tag]], [s for s, _ in want[name]])
+            for (_, got), (_, v) in zip(ev[tag], want[name]):
+                self.assertAlmostEqual(got, v, places=5)
+
+
+class WhoWrites(unittest.TestCase):
+    """ZT_TENSORBOARD: every trainer with all, none with off; a log folder
+    that cannot be written is a warning and the job still succeeds."""
+
+    def run_job(self, env, epochs=1):
+        d = tmpdir("watch-who-")
+        job_dir = os.path.join(d, "job")
+        job = Job(self, async_job(d, epochs=epochs, evaluator=False), job_dir, env=env)
+        self.assertEqual(job.wait(timeout=300), 0, job.err[-3000:])
+        return job, job_dir
+
+    def test_all(self):
+        job, job_dir = self.run_job({"ZT_TENSORBOARD": "all"})
+        tb = scalars(os.path.join(job_dir, "logs"))
+        self.assertEqual(sorted(tb), ["train", "train-workerpool1-0", "train-workerpool1-1"])
+        want = load_job(job_dir)["metrics"]["workerpool1-1"]["loss"]["series"]
+        self.assertEqual([s for s, _ in tb["train-workerpool1-1"]["loss"]], [s for s, _ in want])
+
+    def test_off(self):
+        job, job_dir = self.run_job({"ZT_TENSORBOARD": "off"})
+        found = [f for _, _, fs in os.walk(job_dir) for f in fs if f.startswith("events.out.tfevents.")]
+        self.assertEqual(found, [])
+
+    def test_unwritable_folder_is_a_warning(self):
+        d = tmpdir("watch-ro-")
+        job_dir = os.path.join(d, "job")
+        os.makedirs(job_dir)
+        write(job_dir, "logs", "a file where the folder would be\n")
+        job = Job(self, async_job(d, epochs=1, evaluator=False), job_dir)
+        self.assertEqual(job.wait(timeout=300), 0, job.err[-3000:])
+        with open(os.path.join(job_dir, "replica-logs", "workerpool0-0.log")) as f:
+            log = f.read()
+        self.assertRegex(log, r"W chief/0 .*TensorBoard log folder \S+/logs/train: cannot make it: .*: no "
+                              r"TensorBoard scalars \(ZT_TENSORBOARD=off turns them off\)")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class StudyHParams(unittest.TestCase):
+    """A study of four trials (a number, a category, a discrete value) in
+    TensorBoard's HParams dashboard: a real `tensorboard` serves the
+    study's folder; the dashboard's own requests list the experiment's
+    parameters and every trial with its values, status and metric."""
+
+    def test_every_trial_in_the_dashboard(self):
+        d = tmpdir("watch-study-")
+        spec = {"displayName": "t", "studySpec": {
+            "metrics": [{"metricId": "score", "goal": "MAXIMIZE"}],
+            "parameters": [{"parameterId": "x", "doubleValueSpec": {"minValue": 0, "maxValue": 1}},
+                           {"parameterId": "opt", "categoricalValueSpec": {"values": ["adam", "sgd"]}},
+                           {"parameterId": "n", "discreteValueSpec": {"values": [32, 64]}}]},
+            "maxTrialCount": 4, "parallelTrialCount": 2,
+            "trialJobSpec": {"workerPoolSpecs": [{
+                "machineSpec": {"machineType": "n1-standard-4"}, "replicaCount": 1,
+                "containerSpec": {"imageUri": "local",
+                                  "command": ["python3", os.path.join(ROOT, "examples", "hypertune_objective.py")]}}]}}
+        sd = os.path.join(d, "study")
+        r = subprocess.run([ZTRAIN, "tune", write(d, "study.json", json.dumps(spec)), "--study-dir", sd],
+                           capture_output=True, text=True, timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr[-3000:])
+        with open(os.path.join(sd, "study.json")) as f:
+            study = json.load(f)
+        port = free_port()
+        tb = subprocess.Popen([os.path.join(os.path.dirname(TOOLS), "tensorboard"), "--logdir",
+                               os.path.join(sd, "tensorboard"), "--host", "127.0.0.1", "--port", str(port)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        self.addCleanup(lambda: (tb.poll() is None and os.killpg(tb.pid, signal.SIGKILL), tb.wait()))
+
+        def post(path, body):
+            req = urllib.request.Request("http://127.0.0.1:%d/data/plugin/hparams/%s" % (port, path),
+                                         data=json.dumps(body).encode(),
+                                         headers={"Content-Type": "application/json"})
+            with urllib.request.urlopen(req, timeout=30) as f:
+                return json.load(f)
+
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                exp = post("experiment", {"experimentName": ""})
+                break
+            except OSError:
+                if time.monotonic() > deadline or tb.poll() is not None:
+                    raise
+                time.sleep(0.5)
+        infos = {h["name"]: h for h in exp["hparamInfos"]}
+        self.assertEqual(sorted(infos), ["n", "opt", "x"])
+        self.assertEqual(infos["opt"]["domainDiscrete"], ["adam", "sgd"])
+        self.assertEqual(infos["n"]["domainDiscrete"], [32, 64])
+        self.assertEqual(infos["x"]["domainInterval"], {"minValue": 0, "maxValue": 1})
+        self.assertEqual([m["name"]["tag"] for m in exp["metricInfos"]], ["score"])
+        groups = post("session_groups", {
+            "experimentName": "", "startIndex": 0, "sliceSize": 100, "colParams": [],
+            "allowedStatuses": ["STATUS_UNKNOWN", "STATUS_SUCCESS", "STATUS_FAILURE", "STATUS_RUNNING"]})
+        got = {g["name"]: g for g in groups["sessionGroups"]}
+        self.assertEqual(sorted(got), ["trial-%s" % t["id"] for t in study["trials"]])
+        for t in study["trials"]:
+            g = got["trial-%s" % t["id"]]
+            self.assertEqual(g["hparams"], t["parameters"])
+            self.assertEqual(g["sessions"][0]["status"], "STATUS_SUCCESS")
+            self.assertAlmostEqual(g["metricValues"][0]["value"], t["finalMeasurement"], places=5)
+
+
+if __name__ == "__main__":
+    import toolvenv
+    TOOLS = toolvenv.python()
+    unittest.main(verbosity=2)
