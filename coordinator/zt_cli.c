@@ -22,7 +22,7 @@
 enum { EXIT_OK = 0, EXIT_FAILED = 1, EXIT_USAGE = 2, EXIT_CANCELLED = 3 };
 
 typedef struct {
-    const char *command;       /* run, validate, env, status, cancel, tune */
+    const char *command;       /* run, validate, env, status, cancel, logs, wait, list, tune */
     const char *file;          /* job file */
     const char *job_dir;       /* --job-dir */
     const char *trial;         /* --trial */
@@ -39,6 +39,8 @@ typedef struct {
     const char *account;       /* --account (slurm) */
     const char *time;          /* --time (slurm) */
     bool detach;               /* --detach (slurm): submit and return */
+    const char *replica;       /* logs: --replica */
+    bool follow;               /* logs: -f, --follow */
     json_t *flags;             /* override flags in order */
     char **user_args;          /* after -- */
     int n_user_args;
@@ -71,6 +73,15 @@ static void s_usage(FILE *out, const char *prog)
         "        cancel a job (its coordinator on this machine, or its Slurm job) and\n"
         "        wait for it to end; exits 0 once it has ended, 1 when it cannot be\n"
         "        cancelled from here\n"
+        "  logs [--job-dir] DIR [--replica NAME] [-f]\n"
+        "        print the job's logs (the coordinator's and every replica's, merged in time\n"
+        "        order, each line after its replica's name), or one replica's; -f follows\n"
+        "        them as they grow until the job ends\n"
+        "  wait [--job-dir] DIR\n"
+        "        wait for a job (or study) to end; exits as run (or tune) did\n"
+        "  list [JOBS_DIR] [--json]\n"
+        "        the jobs and studies in JOBS_DIR (default $ZT_JOBS_DIR): kind, name,\n"
+        "        state, start, duration, directory; oldest first\n"
         "  tune STUDY.json [--study-dir DIR] [--overwrite] [--seed N] [--cpu-only] [--suggest N]\n"
         "        run a hyperparameter study: every trial is a whole job (ztrain run --trial);\n"
         "        exits 0 when it succeeded, 1 failed, 2 invalid spec, 3 cancelled; a study\n"
@@ -94,7 +105,9 @@ static void s_usage(FILE *out, const char *prog)
         "                       job; tune: start the study over instead of resuming it\n"
         "  --resume             run: continue the job in the directory (its checkpoints)\n"
         "                       even though its spec changed\n"
-        "  --json               machine-readable output (validate, status)\n"
+        "  --json               machine-readable output (validate, status, list)\n"
+        "  --replica NAME       logs: only this replica's (workerpool1-0, coordinator)\n"
+        "  -f, --follow         logs: follow the logs until the job ends\n"
         "  --partition P, --account A   the Slurm partition and account (--backend slurm)\n"
         "  --time T             the Slurm time limit (minutes, HH:MM:SS, D-HH:MM...;\n"
         "                       default: scheduling.timeout, else the partition's)\n"
@@ -106,6 +119,7 @@ static void s_usage(FILE *out, const char *prog)
 enum {
     O_JOB_DIR = 1, O_TRIAL, O_TF_CHIEF, O_POOL, O_INDEX, O_STUDY_DIR, O_SEED, O_SUGGEST, O_BACKEND, O_CPU_ONLY,
     O_JSON, O_ALLOW_UNKNOWN, O_OVERWRITE, O_RESUME, O_HELP, O_VERSION, O_PARTITION, O_ACCOUNT, O_TIME, O_DETACH,
+    O_REPLICA, O_FOLLOW,
     O_OVERRIDE = 1000 /* past any short option */
 };
 
@@ -128,6 +142,8 @@ static int s_on_option(s_args_t *a, int c, const char *name, const char *value)
         a->time = value;
         return 0;
     case O_DETACH: a->detach = true; return 0;
+    case O_REPLICA: a->replica = value; return 0;
+    case 'f': case O_FOLLOW: a->follow = true; return 0;
     case O_TF_CHIEF: a->tf_chief = value; return 0;
     case O_CPU_ONLY: a->cpu_only = true; return 0;
     case O_JSON: a->json = true; return 0;
@@ -181,8 +197,9 @@ static int s_parse(int argc, char **argv, const char *forced, s_args_t *a)
         { "help", no_argument, NULL, O_HELP }, { "version", no_argument, NULL, O_VERSION },
         { "partition", required_argument, NULL, O_PARTITION }, { "account", required_argument, NULL, O_ACCOUNT },
         { "time", required_argument, NULL, O_TIME }, { "detach", no_argument, NULL, O_DETACH },
+        { "replica", required_argument, NULL, O_REPLICA }, { "follow", no_argument, NULL, O_FOLLOW },
     };
-    int n = 20;
+    int n = 22;
     for (int i = 0; zt_plan_override_flag(i) && n < 95; i++)
         opts[n++] = (struct option) { zt_plan_override_flag(i) + 2, required_argument, NULL, O_OVERRIDE + i };
     opts[n] = (struct option) { NULL, 0, NULL, 0 };
@@ -191,7 +208,7 @@ static int s_parse(int argc, char **argv, const char *forced, s_args_t *a)
     optind = 1;
     opterr = 0;
     int c, idx, rc = 0;
-    while (rc == 0 && (c = getopt_long(cut, args, "h", opts, &idx)) != -1) {
+    while (rc == 0 && (c = getopt_long(cut, args, "hf", opts, &idx)) != -1) {
         if (c == 'h' || c == O_HELP) {
             s_usage(stdout, "ztrain");
             exit(0);
@@ -208,7 +225,7 @@ static int s_parse(int argc, char **argv, const char *forced, s_args_t *a)
             rc = -1;
             break;
         }
-        rc = s_on_option(a, c, opts[idx].name, optarg);
+        rc = s_on_option(a, c, c == 'f' ? "follow" : opts[idx].name, optarg);
     }
     for (int i = optind; rc == 0 && i < cut; i++) {
         if (!a->command)
@@ -803,11 +820,12 @@ static void s_check_slurm(json_t *doc, const char *id)
     free(msg);
 }
 
-/* A submitted job without job.json: queued, or ended before its
- * coordinator started. Exits as status does. */
-static int s_slurm_only_status(const s_args_t *a, const char *id)
+/* What a job submitted to Slurm is while it has no job.json: queued, or
+ * ended before its coordinator started ("slurmUnreachable" when Slurm
+ * cannot be asked). */
+static json_t *s_slurm_only_doc(const char *dir, const char *id)
 {
-    char state[256], reason[256], *path = zt_strdupf("%s/slurm/submission.json", a->job_dir);
+    char state[256], reason[256], *path = zt_strdupf("%s/slurm/submission.json", dir);
     json_t *sub = json_load_file(path, 0, NULL);
     free(path);
     int known = zt_slurm_query(id, state, sizeof state, reason, sizeof reason);
@@ -825,21 +843,67 @@ static int s_slurm_only_status(const s_args_t *a, const char *id)
     else {
         ours = "FAILED";
         snprintf(msg, sizeof msg, "Slurm job %s ended %s before ztrain's coordinator started; see %s/slurm/batch.out",
-                 id, known > 0 ? state : "(no longer known to Slurm)", a->job_dir);
+                 id, known > 0 ? state : "(no longer known to Slurm)", dir);
     }
     json_t *doc = json_pack("{s:s, s:s, s:{s:s, s:s, s:s}, s:O}", "state", ours, "message", msg, "slurm", "jobId",
                             id, "state", known > 0 ? state : "ENDED", "reason", reason, "submission",
                             sub ? sub : json_null());
+    if (known < 0)
+        json_object_set_new(doc, "slurmUnreachable", json_true());
+    json_decref(sub);
+    return doc;
+}
+
+/* A submitted job without job.json: queued, or ended before its
+ * coordinator started. Exits as status does. */
+static int s_slurm_only_status(const s_args_t *a, const char *id)
+{
+    json_t *doc = s_slurm_only_doc(a->job_dir, id);
+    const char *ours = json_string_value(json_object_get(doc, "state"));
     if (a->json) {
         char *t = json_dumps(doc, JSON_INDENT(2));
         printf("%s\n", t);
         free(t);
     }
     else
-        printf("job in %s: %s\n  %s\n", a->job_dir, ours, msg);
+        printf("job in %s: %s\n  %s\n", a->job_dir, ours, json_string_value(json_object_get(doc, "message")));
+    int rc = json_is_true(json_object_get(doc, "slurmUnreachable")) ? EXIT_USAGE : s_state_exit(ours);
     json_decref(doc);
-    json_decref(sub);
-    return known < 0 ? EXIT_USAGE : s_state_exit(ours);
+    return rc;
+}
+
+json_t *zt_cli_load(const char *dir, const char **kind)
+{
+    char *path = zt_strdupf("%s/job.json", dir), *id = zt_slurm_submitted_id(dir);
+    json_t *doc = json_load_file(path, 0, NULL);
+    free(path);
+    *kind = "job";
+    if (doc && id)
+        s_check_slurm(doc, id);
+    else if (doc)
+        s_check_owner(doc, "coordinatorProcess", "coordinator");
+    else if (id)
+        doc = s_slurm_only_doc(dir, id);
+    else {
+        path = zt_strdupf("%s/study.json", dir);
+        doc = json_load_file(path, 0, NULL);
+        free(path);
+        *kind = "study";
+        if (doc)
+            s_check_owner(doc, "process", "`ztrain tune`");
+    }
+    free(id);
+    return doc;
+}
+
+bool zt_cli_final(const char *state)
+{
+    return s_final(state);
+}
+
+int zt_cli_state_exit(const char *state)
+{
+    return s_state_exit(state);
 }
 
 /* Cancels the job in dir: its Slurm job (scancel), or its coordinator on
@@ -980,7 +1044,9 @@ int zt_cli_main(int argc, char **argv, const char *command)
     }
     int rc;
     char why[512];
-    if ((!strcmp(a.command, "status") || !strcmp(a.command, "cancel")) && !a.job_dir && !a.study_dir && a.file) {
+    bool takes_dir = !strcmp(a.command, "status") || !strcmp(a.command, "cancel") || !strcmp(a.command, "logs") ||
+                     !strcmp(a.command, "wait");
+    if (takes_dir && !a.job_dir && !a.study_dir && a.file) {
         a.job_dir = a.file; /* ztrain status DIR */
         a.file = NULL;
     }
@@ -1001,9 +1067,19 @@ int zt_cli_main(int argc, char **argv, const char *command)
         rc = s_cmd_cancel(&a);
     else if (!strcmp(a.command, "tune"))
         rc = s_cmd_tune(&a);
+    else if (!strcmp(a.command, "list"))
+        rc = zt_cli_list(a.file, a.json);
+    else if ((!strcmp(a.command, "logs") || !strcmp(a.command, "wait")) && !(a.job_dir || a.study_dir)) {
+        fprintf(stderr, "ztrain %s: give the job directory (ztrain %s DIR)\n", a.command, a.command);
+        rc = EXIT_USAGE;
+    }
+    else if (!strcmp(a.command, "logs"))
+        rc = zt_cli_logs(a.job_dir, a.replica, a.follow);
+    else if (!strcmp(a.command, "wait"))
+        rc = zt_cli_wait(a.job_dir ? a.job_dir : a.study_dir);
     else {
-        fprintf(stderr, "ztrain: unknown command '%s' (run, validate, env, status, cancel, tune; see --help)\n",
-                a.command);
+        fprintf(stderr, "ztrain: unknown command '%s' (run, validate, env, status, cancel, logs, wait, list, tune; "
+                        "see --help)\n", a.command);
         rc = EXIT_USAGE;
     }
     json_decref(a.flags);

@@ -2,4 +2,23 @@
 #define ZT_CLI_H
 /* Runs the ztrain CLI; command forces a subcommand (ztrain-coordinator: "run"). */
 int zt_cli_main(int argc, char **argv, const char *command);
+
+#include <jansson.h>
+#include <stdbool.h>
+
+/* The job (job.json, or a Slurm submission not started yet) or study
+ * (study.json) in dir, as `ztrain status --json` shows it: FAILED when its
+ * process is gone or its Slurm allocation ended without recording an end.
+ * *kind: "job" or "study". NULL when dir holds neither. */
+json_t *zt_cli_load(const char *dir, const char **kind);
+/* SUCCEEDED, FAILED or CANCELLED. */
+bool zt_cli_final(const char *state);
+/* The exit status `ztrain run` gives a state: 0, 1 FAILED, 3 CANCELLED. */
+int zt_cli_state_exit(const char *state);
+
+/* ztrain logs, list, wait (zt_cli_watch.c). */
+int zt_cli_logs(const char *dir, const char *replica, bool follow);
+int zt_cli_list(const char *jobs_dir, bool json);
+int zt_cli_wait(const char *dir);
+
 #endif

@@ -73,6 +73,7 @@ struct zt_coord_t {
     s_rep_t *reps;              /* every replica, pool order */
     int nreps;                  /* how many */
     zsock_t *router;            /* control plane */
+    int log_fd;                 /* <job-dir>/replica-logs/coordinator.log: this log's copy, or -1 */
     zt_job_state_t state;       /* job state */
     json_t *transitions;        /* [{state, time}] */
     json_t *metrics;            /* latest metric per name */
@@ -1123,6 +1124,7 @@ static bool s_make_credentials(zt_coord_t *self)
 zt_coord_t *zt_coord_new(zt_plan_t **plan_p, zt_backend_t **backend_p, const zt_coord_opts_t *opts)
 {
     zt_coord_t *self = calloc(1, sizeof *self);
+    self->log_fd = -1;
     self->plan = *plan_p;
     *plan_p = NULL;
     self->backend = *backend_p;
@@ -1182,6 +1184,14 @@ zt_coord_t *zt_coord_new(zt_plan_t **plan_p, zt_backend_t **backend_p, const zt_
      * which belongs to the program: it may clear it. */
     char *logs = zt_strdupf("%s/replica-logs", opts->job_dir);
     zt_mkdir_p(logs);
+    /* the coordinator's own lines too, for `ztrain logs` */
+    char *clog = zt_strdupf("%s/coordinator.log", logs);
+    int cfd = open(clog, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    if (cfd < 0)
+        zt_warn("cannot open %s: %s", clog, strerror(errno));
+    else
+        self->log_fd = cfd, zt_log_tee(cfd);
+    free(clog);
     int n = 0;
     for (int p = 0; p < ZT_POOLS; p++)
         for (int i = 0; self->plan->pools[p].present && i < self->plan->pools[p].replicas; i++) {
@@ -1228,6 +1238,10 @@ void zt_coord_destroy(zt_coord_t **self_p)
         zframe_destroy(&r->identity);
     }
     free(self->reps);
+    if (self->log_fd >= 0) {
+        zt_log_tee(-1);
+        close(self->log_fd);
+    }
     zt_sock_destroy(&self->router);
     zt_layout_fini(&self->layout);
     zt_plan_destroy(&self->plan);

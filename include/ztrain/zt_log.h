@@ -19,6 +19,8 @@ void zt_log_init(const char *role, int index);
 void zt_log_set_level(zt_log_level_t level);
 /* Sets the replica name printed after role/index ("workerpool1-0"). */
 void zt_log_set_replica(const char *name);
+/* Every line also to fd (a log file; -1: none). */
+void zt_log_tee(int fd);
 /* The start of a line in this format for who (e.g. "workerpool0-0") and
  * pid, into buf: "<time> <level> <who>[<pid>]: ". Its length. */
 int zt_log_prefix(char *buf, size_t size, char level, const char *who, long pid);

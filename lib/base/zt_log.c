@@ -10,6 +10,9 @@ zt_log_level_t zt_log_level_ = ZT_LOG_INFO;
 static char s_role[32] = "ztrain";
 static int s_index = -1;
 static char s_replica[48] = "";
+static int s_tee = -1;
+
+void zt_log_tee(int fd) { s_tee = fd; }
 
 void zt_log_set_level(zt_log_level_t level) { zt_log_level_ = level; }
 
@@ -57,5 +60,7 @@ void zt_log_write(zt_log_level_t level, const char *fmt, ...)
     line[len++] = '\n';
     /* One write per line so that lines from many processes do not mix. */
     ssize_t w = write(STDERR_FILENO, line, len);
+    if (s_tee >= 0)
+        w = write(s_tee, line, len);
     (void) w;
 }

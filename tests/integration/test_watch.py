@@ -7,6 +7,7 @@ dashboard, asked for by the dashboard's own requests to a real
 in the build folder (toolvenv.py)."""
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -15,7 +16,7 @@ import time
 import unittest
 import urllib.request
 
-from ztest import ZTRAIN, Job, load_job, tmpdir, write
+from ztest import ZTRAIN, Job, load_job, tmpdir, wait_for, write
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.join(HERE, "..", "..")
@@ -127,6 +128,84 @@ class WhoWrites(unittest.TestCase):
             log = f.read()
         self.assertRegex(log, r"W chief/0 .*TensorBoard log folder \S+/logs/train: cannot make it: .*: no "
                               r"TensorBoard scalars \(ZT_TENSORBOARD=off turns them off\)")
+
+
+class CommandLine(unittest.TestCase):
+    """ztrain logs -f follows a running job to its end; ztrain cancel ends
+    one CANCELLED and ztrain wait then exits 3; ztrain list shows both."""
+
+    def setUp(self):
+        self.jobs = tmpdir("watch-cli-")
+
+    def start(self, name, epochs):
+        d = os.path.join(self.jobs, name)
+        os.makedirs(d)
+        return Job(self, async_job(d, epochs=epochs, evaluator=False), os.path.join(d, "job"))
+
+    def test_logs_follow_wait_cancel_list(self):
+        job = self.start("a", epochs=3)
+        job_dir = os.path.join(self.jobs, "a", "job")
+        wait_job = lambda pred: wait_for(lambda: pred((load_job(job_dir) or {}).get("state")), 60, what="state")
+        wait_job(lambda s: s == "RUNNING")
+        follow = subprocess.Popen([ZTRAIN, "logs", "-f", job_dir], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  text=True)
+        self.addCleanup(lambda: follow.poll() is None and follow.kill())
+        out, err = follow.communicate(timeout=300)  # returns by itself, when the job has ended
+        self.assertEqual(follow.returncode, 0, err)
+        self.assertEqual(job.wait(timeout=60), 0, job.err[-3000:])
+        self.assertTrue(out.rstrip().endswith("ztrain logs: job fashion-mnist-async SUCCEEDED"), out[-2000:])
+        # every replica's lines and the coordinator's, each after its name, in time order
+        for who in ("coordinator", "workerpool0-0", "workerpool1-1", "workerpool2-0"):
+            self.assertRegex(out, r"(?m)^%s\s*\| " % who)
+        self.assertRegex(out, r"workerpool0-0\s*\| \S+ I chief/0 workerpool0-0\[\d+\]: final test accuracy")
+        stamps = re.findall(r"(?m)^\S+\s*\| (\d{4}-\d\d-\d\dT\S+Z) ", out)
+        self.assertGreater(len(stamps), 20)
+        self.assertEqual(stamps, sorted(stamps))
+        # the follower saw what the files hold, once
+        one = subprocess.run([ZTRAIN, "logs", job_dir, "--replica", "workerpool0-0"], capture_output=True,
+                             text=True, timeout=60)
+        with open(os.path.join(job_dir, "replica-logs", "workerpool0-0.log")) as f:
+            self.assertEqual(one.stdout, f.read())
+        self.assertEqual(out.count("final test accuracy"), 1)
+        r = subprocess.run([ZTRAIN, "wait", job_dir], capture_output=True, text=True, timeout=60)
+        self.assertEqual((r.returncode, r.stdout), (0, "job fashion-mnist-async: SUCCEEDED\n"))
+
+        # a second job, cancelled while it runs; wait exits 3 for it
+        job_b = self.start("b", epochs=50)
+        b_dir = os.path.join(self.jobs, "b", "job")
+        wait_for(lambda: (load_job(b_dir) or {}).get("state") == "RUNNING", 60, what="RUNNING")
+        waiter = subprocess.Popen([ZTRAIN, "wait", b_dir], stdout=subprocess.PIPE, text=True)
+        self.addCleanup(lambda: waiter.poll() is None and waiter.kill())
+        time.sleep(1)
+        self.assertIsNone(waiter.poll())  # still waiting: the job runs
+        r = subprocess.run([ZTRAIN, "cancel", b_dir], capture_output=True, text=True, timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(job_b.wait(timeout=60), 3)
+        out, _ = waiter.communicate(timeout=60)
+        self.assertEqual(waiter.returncode, 3, out)
+        self.assertTrue(out.startswith("job fashion-mnist-async: CANCELLED"), out)
+
+        r = subprocess.run([ZTRAIN, "list", self.jobs + "/a", "--json"], capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        rows = json.loads(r.stdout)
+        self.assertEqual([(x["kind"], x["state"], x["dir"]) for x in rows],
+                         [("job", "SUCCEEDED", job_dir)])
+        self.assertGreater(rows[0]["seconds"], 0)
+        r = subprocess.run([ZTRAIN, "list", self.jobs + "/b"], capture_output=True, text=True, timeout=60)
+        self.assertRegex(r.stdout, r"(?m)^job\s+fashion-mnist-async\s+CANCELLED\s+\d{4}-\S+Z\s+\d+s\s+%s$"
+                         % re.escape(b_dir))
+
+    def test_bad_use(self):
+        r = subprocess.run([ZTRAIN, "logs", self.jobs], capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("%s holds no job" % self.jobs, r.stderr)
+        r = subprocess.run([ZTRAIN, "wait"], capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("ztrain wait: give the job directory", r.stderr)
+        r = subprocess.run([ZTRAIN, "list", os.path.join(self.jobs, "none")], capture_output=True, text=True,
+                           timeout=60)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("none: No such file or directory", r.stderr)
 
 
 def free_port():
