@@ -40,6 +40,7 @@ typedef struct {
     const char *time;          /* --time (slurm) */
     bool detach;               /* --detach (slurm): submit and return */
     const char *replica;       /* logs: --replica */
+    int metrics_port;          /* run: --metrics-port (-1: off) */
     bool follow;               /* logs: -f, --follow */
     json_t *flags;             /* override flags in order */
     char **user_args;          /* after -- */
@@ -55,6 +56,7 @@ static void s_usage(FILE *out, const char *prog)
         "Commands:\n"
         "  run FILE [--job-dir DIR] [--overwrite | --resume] [--backend NAME] [--cpu-only]\n"
         "      [--allow-unknown-fields] [--partition P] [--account A] [--time T] [--detach]\n"
+        "      [--metrics-port N]\n"
         "      [overrides] [-- ARGS]\n"
         "        start the coordinator, which starts and supervises every replica;\n"
         "        exits 0 when the job SUCCEEDED, 1 FAILED, 2 invalid spec, 3 CANCELLED.\n"
@@ -106,6 +108,9 @@ static void s_usage(FILE *out, const char *prog)
         "  --resume             run: continue the job in the directory (its checkpoints)\n"
         "                       even though its spec changed\n"
         "  --json               machine-readable output (validate, status, list)\n"
+        "  --metrics-port N     run: the coordinator serves Prometheus metrics on\n"
+        "                       http://$ZT_METRICS_ADDR:N/metrics (0: a port the system\n"
+        "                       picks, logged and in job.json's metricsUrl; default: off)\n"
         "  --replica NAME       logs: only this replica's (workerpool1-0, coordinator)\n"
         "  -f, --follow         logs: follow the logs until the job ends\n"
         "  --partition P, --account A   the Slurm partition and account (--backend slurm)\n"
@@ -119,7 +124,7 @@ static void s_usage(FILE *out, const char *prog)
 enum {
     O_JOB_DIR = 1, O_TRIAL, O_TF_CHIEF, O_POOL, O_INDEX, O_STUDY_DIR, O_SEED, O_SUGGEST, O_BACKEND, O_CPU_ONLY,
     O_JSON, O_ALLOW_UNKNOWN, O_OVERWRITE, O_RESUME, O_HELP, O_VERSION, O_PARTITION, O_ACCOUNT, O_TIME, O_DETACH,
-    O_REPLICA, O_FOLLOW,
+    O_REPLICA, O_FOLLOW, O_METRICS_PORT,
     O_OVERRIDE = 1000 /* past any short option */
 };
 
@@ -150,6 +155,13 @@ static int s_on_option(s_args_t *a, int c, const char *name, const char *value)
     case O_ALLOW_UNKNOWN: a->allow_unknown = true; return 0;
     case O_OVERWRITE: a->overwrite = true; return 0;
     case O_RESUME: a->resume = true; return 0;
+    case O_METRICS_PORT:
+        if (!zt_parse_int(value, &n) || n < 0 || n > 65535) {
+            fprintf(stderr, "ztrain: --metrics-port: '%s' is not a port (0-65535; 0: one the system picks)\n", value);
+            return -1;
+        }
+        a->metrics_port = (int) n;
+        return 0;
     case O_SEED: case O_SUGGEST: case O_POOL: case O_INDEX:
         if (!zt_parse_int(value, &n) || n < 0 || n > INT_MAX) {
             fprintf(stderr, "ztrain: --%s: '%s' is not a non-negative integer\n", name, value);
@@ -175,7 +187,7 @@ static int s_on_option(s_args_t *a, int c, const char *name, const char *value)
 static int s_parse(int argc, char **argv, const char *forced, s_args_t *a)
 {
     memset(a, 0, sizeof *a);
-    a->pool = a->index = -1;
+    a->pool = a->index = a->metrics_port = -1;
     a->flags = json_array();
     a->command = forced;
     int cut = argc;
@@ -198,8 +210,9 @@ static int s_parse(int argc, char **argv, const char *forced, s_args_t *a)
         { "partition", required_argument, NULL, O_PARTITION }, { "account", required_argument, NULL, O_ACCOUNT },
         { "time", required_argument, NULL, O_TIME }, { "detach", no_argument, NULL, O_DETACH },
         { "replica", required_argument, NULL, O_REPLICA }, { "follow", no_argument, NULL, O_FOLLOW },
+        { "metrics-port", required_argument, NULL, O_METRICS_PORT },
     };
-    int n = 22;
+    int n = 23;
     for (int i = 0; zt_plan_override_flag(i) && n < 95; i++)
         opts[n++] = (struct option) { zt_plan_override_flag(i) + 2, required_argument, NULL, O_OVERRIDE + i };
     opts[n] = (struct option) { NULL, 0, NULL, 0 };
@@ -485,6 +498,8 @@ static char **s_inner_argv(const s_args_t *a, const char *dir, char *err, size_t
         v[n++] = strdup("--allow-unknown-fields");
     if (a->resume)
         v[n++] = strdup("--resume");
+    if (a->metrics_port >= 0)
+        v[n++] = zt_strdupf("--metrics-port=%d", a->metrics_port);
     size_t i;
     json_t *f;
     json_array_foreach(a->flags, i, f)
@@ -585,7 +600,7 @@ static int s_cmd_run(s_args_t *a)
         zt_plan_destroy(&plan);
         return EXIT_USAGE;
     }
-    zt_coord_opts_t opts = { dir, a->trial, a->cpu_only, true };
+    zt_coord_opts_t opts = { dir, a->trial, a->cpu_only, true, a->metrics_port };
     zt_coord_t *coord = zt_coord_new(&plan, &backend, &opts);
     if (!coord) {
         if (backend)

@@ -1,4 +1,5 @@
 #include "zt_coord.h"
+#include "zt_prom.h"
 #include "launch/zt_clusterenv.h"
 #include "runtime/zt_env.h"
 #include "model/zt_ckpt.h"
@@ -74,6 +75,7 @@ struct zt_coord_t {
     int nreps;                  /* how many */
     zsock_t *router;            /* control plane */
     int log_fd;                 /* <job-dir>/replica-logs/coordinator.log: this log's copy, or -1 */
+    zt_prom_t *prom;            /* the Prometheus endpoint (--metrics-port), or NULL */
     zt_job_state_t state;       /* job state */
     json_t *transitions;        /* [{state, time}] */
     json_t *metrics;            /* latest metric per name */
@@ -190,6 +192,11 @@ static void s_write_state(zt_coord_t *self)
     json_object_set_new(doc, "stateWrites", json_integer(++self->state_writes)); /* this one included */
     json_object_set(doc, "checkpoints", self->checkpoints);
     json_object_set(doc, "evaluations", self->evaluations);
+    if (self->prom) {
+        json_object_set_new(doc, "metricsUrl", json_sprintf("http://%s:%d/metrics", zt_knob_str(ZT_KNOB_METRICS_ADDR),
+                                                            zt_prom_port(self->prom)));
+        zt_prom_update(self->prom, doc);
+    }
     char *text = json_dumps(doc, JSON_INDENT(2));
     char *path = zt_strdupf("%s/job.json", self->layout.job_dir);
     if (zt_write_file_atomic(path, text, strlen(text)) != ZT_OK)
@@ -1121,6 +1128,28 @@ static bool s_make_credentials(zt_coord_t *self)
     return rc == ZT_OK;
 }
 
+/* The Prometheus endpoint: on loopback unless ZT_METRICS_ADDR says
+ * otherwise, which needs ZT_SECURITY=off: the endpoint authenticates no
+ * one, so it leaves this machine only where the job's sockets do in the
+ * clear. */
+static int s_start_metrics(zt_coord_t *self, int port)
+{
+    const char *addr = zt_knob_str(ZT_KNOB_METRICS_ADDR);
+    if (strncmp(addr, "127.", 4) && zt_auth_on()) {
+        zt_error("ZT_METRICS_ADDR=%s: metrics served beyond this machine are not authenticated; that needs "
+                 "ZT_SECURITY=off (or serve them on 127.0.0.1 and let the scraper reach them through a tunnel)",
+                 addr);
+        return ZT_EINVAL;
+    }
+    char err[512];
+    if (!(self->prom = zt_prom_start(addr, port, err, sizeof err))) {
+        zt_error("--metrics-port %d: %s", port, err);
+        return ZT_EIO;
+    }
+    zt_info("Prometheus metrics on http://%s:%d/metrics", addr, zt_prom_port(self->prom));
+    return ZT_OK;
+}
+
 zt_coord_t *zt_coord_new(zt_plan_t **plan_p, zt_backend_t **backend_p, const zt_coord_opts_t *opts)
 {
     zt_coord_t *self = calloc(1, sizeof *self);
@@ -1192,6 +1221,11 @@ zt_coord_t *zt_coord_new(zt_plan_t **plan_p, zt_backend_t **backend_p, const zt_
     else
         self->log_fd = cfd, zt_log_tee(cfd);
     free(clog);
+    if (opts->metrics_port >= 0 && s_start_metrics(self, opts->metrics_port) != ZT_OK) {
+        free(logs);
+        zt_coord_destroy(&self);
+        return NULL;
+    }
     int n = 0;
     for (int p = 0; p < ZT_POOLS; p++)
         for (int i = 0; self->plan->pools[p].present && i < self->plan->pools[p].replicas; i++) {
@@ -1238,6 +1272,7 @@ void zt_coord_destroy(zt_coord_t **self_p)
         zframe_destroy(&r->identity);
     }
     free(self->reps);
+    zt_prom_stop(&self->prom);
     if (self->log_fd >= 0) {
         zt_log_tee(-1);
         close(self->log_fd);

@@ -20,6 +20,7 @@ typedef struct {
     const char *trial;         /* trial id or NULL */
     bool cpu_only;             /* run without GPUs */
     bool echo;                 /* copy replica output to stdout */
+    int metrics_port;          /* Prometheus /metrics on ZT_METRICS_ADDR (0: any port; -1: off) */
 } zt_coord_opts_t;
 
 typedef struct zt_coord_t zt_coord_t;

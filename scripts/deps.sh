@@ -6,7 +6,8 @@ PKGS="build-essential cmake pkg-config libzmq3-dev libczmq-dev libmsgpack-dev
       libjansson-dev libyaml-dev zlib1g-dev libopenblas-dev libprotobuf-c-dev protobuf-c-compiler
       libmicrohttpd-dev dataset-fashion-mnist
       python3 procps iproute2 util-linux slurmctld slurmd slurm-client munge
-      python3-venv python3-setuptools python3-wheel python3-pip python3-numpy python3-torch"
+      python3-venv python3-setuptools python3-wheel python3-pip python3-numpy python3-torch
+      prometheus"
 # --bench: also the peers the benchmarks compare against.
 [ "${1:-}" = "--bench" ] && PKGS="$PKGS openmpi-bin libopenmpi-dev"
 missing=""
@@ -20,8 +21,18 @@ SUDO=""
 [ "$(id -u)" -ne 0 ] && SUDO="sudo"
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
+# Packages with a service (prometheus) are installed, not started: the tests
+# start their own on loopback ports. Debian's policy-rc.d says so while
+# apt runs, unless the machine has one already.
+policy=""
+if [ ! -e /usr/sbin/policy-rc.d ]; then
+    policy=/usr/sbin/policy-rc.d
+    printf '#!/bin/sh\nexit 101\n' | $SUDO tee "$policy" >/dev/null
+    $SUDO chmod 755 "$policy"
+fi
 # shellcheck disable=SC2086
-$SUDO apt-get install -y -qq --no-install-recommends $missing
+$SUDO apt-get install -y -qq --no-install-recommends $missing || { [ -z "$policy" ] || $SUDO rm -f "$policy"; exit 1; }
+[ -z "$policy" ] || $SUDO rm -f "$policy"
 if [ "${1:-}" = "--bench" ]; then
     python3 -c "import optuna" 2>/dev/null || python3 -m pip install -q optuna || true
 fi

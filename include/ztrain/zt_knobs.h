@@ -45,6 +45,8 @@ extern "C" {
       "where `ztrain run` places and starts replicas (--backend wins)")           \
     X(METRIC_HISTORY,      "ZT_METRIC_HISTORY",      "100", "int", ZT_FOR_COORD,                       \
       "job.json keeps this many of each replica's newest values of each metric (its series)") \
+    X(METRICS_ADDR,        "ZT_METRICS_ADDR",        "127.0.0.1", "ipv4", ZT_FOR_COORD,               \
+      "the address `ztrain run --metrics-port` serves Prometheus metrics on; one other than loopback needs ZT_SECURITY=off (the endpoint has no authentication)") \
     X(JOBS_DIR,            "ZT_JOBS_DIR",            "ztrain-jobs", "path", ZT_FOR_COORD,               \
       "where a job's directory is made when --job-dir is not given")              \
     X(PS_CHUNK_BYTES,      "ZT_PS_CHUNK_BYTES",      "1048576", "int", ZT_FOR_WORKER|ZT_FOR_PS,                   \

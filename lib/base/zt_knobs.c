@@ -1,6 +1,7 @@
 #include "ztrain/zt_knobs.h"
 #include "ztrain/zt_error.h"
 #include "ztrain/zt_log.h"
+#include <arpa/inet.h>
 #include <errno.h>
 #include <math.h>
 #include <stdbool.h>
@@ -76,7 +77,8 @@ static bool s_choice(const char *check, const char *v)
 /* What a knob takes, in words. */
 static const char *s_takes(const s_knob_t *k)
 {
-    return !strcmp(k->check, "int") ? "a whole number" : !strcmp(k->check, "num") ? "a number" : k->check;
+    return !strcmp(k->check, "int") ? "a whole number" : !strcmp(k->check, "num") ? "a number"
+           : !strcmp(k->check, "ipv4") ? "an IPv4 address (127.0.0.1)" : k->check;
 }
 
 int zt_knob_check_value(zt_knob_t knob, const char *value, char *err, size_t len)
@@ -94,6 +96,11 @@ int zt_knob_check_value(zt_knob_t knob, const char *value, char *err, size_t len
     else if (!strcmp(k->check, "num")) {
         if (!s_decimal(value, &d))
             why = "not a number >= 0 (no unit)";
+    }
+    else if (!strcmp(k->check, "ipv4")) {
+        struct in_addr a;
+        if (inet_pton(AF_INET, value, &a) != 1)
+            why = "not an IPv4 address";
     }
     else if (!s_choice(k->check, value))
         why = "not one of the values it takes";

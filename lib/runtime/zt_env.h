@@ -23,7 +23,7 @@
     X(GROUP_WORLD_SIZE, "GROUP_WORLD_SIZE", "torchrun: hosts with a process of pools 0 and 1") \
     X(AIP_MODEL_DIR,    "AIP_MODEL_DIR",    "where the final model goes")                 \
     X(AIP_CHECKPOINT_DIR, "AIP_CHECKPOINT_DIR", "where checkpoints go")                   \
-    X(AIP_TENSORBOARD_LOG_DIR, "AIP_TENSORBOARD_LOG_DIR", "where logs go")                \
+    X(AIP_TENSORBOARD_LOG_DIR, "AIP_TENSORBOARD_LOG_DIR", "TensorBoard's log folder (the program's; the built-in roles write their scalars there)")                \
     X(SM_HOSTS,         "SM_HOSTS",         "SageMaker: every replica's host name (JSON)") \
     X(SM_CURRENT_HOST,  "SM_CURRENT_HOST",  "SageMaker: this replica's host name")        \
     X(SM_RESOURCE_CONFIG, "SM_RESOURCE_CONFIG", "SageMaker: resourceconfig.json's text")  \

@@ -8,12 +8,15 @@ in the build folder (toolvenv.py)."""
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 import time
 import unittest
+import urllib.error
+import urllib.parse
 import urllib.request
 
 from ztest import ZTRAIN, Job, load_job, tmpdir, wait_for, write
@@ -206,6 +209,97 @@ class CommandLine(unittest.TestCase):
                            timeout=60)
         self.assertEqual(r.returncode, 2)
         self.assertIn("none: No such file or directory", r.stderr)
+
+
+def http(url, method="GET", data=None):
+    """(status, body) of one request."""
+    req = urllib.request.Request(url, method=method, data=data)
+    try:
+        with urllib.request.urlopen(req, timeout=30) as f:
+            return f.status, f.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+class Prometheus(unittest.TestCase):
+    """`ztrain run --metrics-port 0`: the coordinator's /metrics, accepted
+    by `promtool check metrics`, scraped by a real Prometheus server (a
+    temporary config on a loopback port) whose query API then holds the
+    job's step and loss series while it runs. Bad requests and garbage get
+    an answer, not a crash; a non-loopback address needs security off."""
+
+    def test_scraped_while_the_job_runs(self):
+        prom, promtool = shutil.which("prometheus"), shutil.which("promtool")
+        self.assertTrue(prom and promtool, "Debian's prometheus is not installed (scripts/deps.sh installs it)")
+        d = tmpdir("watch-prom-")
+        job_dir = os.path.join(d, "job")
+        job = Job(self, async_job(d, epochs=8, evaluator=True), job_dir, "--metrics-port", "0")
+        url = wait_for(lambda: (load_job(job_dir) or {}).get("metricsUrl"), 60, what="metricsUrl")
+        self.assertRegex(url, r"^http://127\.0\.0\.1:\d+/metrics$")
+        wait_for(lambda: "ztrain_replica_loss{" in http(url)[1], 60, what="a loss in /metrics")
+        status, text = http(url)
+        self.assertEqual(status, 200)
+        r = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr + text)
+        self.assertIn('ztrain_job_state{state="RUNNING"} 1', text)
+        self.assertIn('ztrain_replicas{pool="workerpool2",state="RUNNING"} 2', text)
+        self.assertRegex(text, r'ztrain_replica_restarts_total\{replica="workerpool1-0",pool="workerpool1"\} 0')
+        self.assertIn('ztrain_control_plane_dropped_messages_total{reason="malformed"} 0', text)
+        # not /metrics, not GET, garbage: answers, and the endpoint still serves
+        self.assertEqual(http(url.replace("/metrics", "/nope"))[0], 404)
+        self.assertEqual(http(url, "POST", b"x")[0], 405)
+        host, port = url[len("http://"):].split("/")[0].split(":")
+        with socket.create_connection((host, int(port)), timeout=10) as s:
+            s.sendall(os.urandom(4096) + b"\r\n\r\n")
+            s.recv(4096)
+        self.assertEqual(http(url)[0], 200)
+
+        ui = free_port()
+        cfg = write(d, "prometheus.yml", "global:\n  scrape_interval: 1s\nscrape_configs:\n"
+                                         "  - job_name: ztrain\n    static_configs:\n"
+                                         "      - targets: ['%s:%s']\n" % (host, port))
+        r = subprocess.run([promtool, "check", "config", cfg], capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        with open(os.path.join(d, "prometheus.log"), "w") as log:
+            p = subprocess.Popen([prom, "--config.file", cfg, "--storage.tsdb.path", os.path.join(d, "tsdb"),
+                                  "--web.listen-address", "127.0.0.1:%d" % ui], stdout=log, stderr=log,
+                                 start_new_session=True)
+        self.addCleanup(lambda: (p.poll() is None and os.killpg(p.pid, signal.SIGKILL), p.wait()))
+
+        def query(expr):
+            try:
+                st, body = http("http://127.0.0.1:%d/api/v1/query?query=%s" % (ui, urllib.parse.quote(expr)))
+            except urllib.error.URLError:  # not listening yet
+                self.assertIsNone(p.poll(), "prometheus exited; see %s/prometheus.log" % d)
+                return []
+            return json.loads(body)["data"]["result"] if st == 200 else []
+
+        def grown():
+            if (load_job(job_dir) or {}).get("state") != "RUNNING":
+                raise AssertionError("the job ended before Prometheus saw it grow")
+            res = query('max_over_time(ztrain_replica_step{replica="workerpool0-0"}[5m]) - '
+                        'min_over_time(ztrain_replica_step{replica="workerpool0-0"}[5m])')
+            return res and float(res[0]["value"][1]) > 0
+        wait_for(grown, 120, step=0.5, what="Prometheus to scrape the chief's step twice")
+        loss = query('ztrain_replica_loss{replica="workerpool0-0"}')
+        self.assertEqual(len(loss), 1, loss)
+        self.assertEqual(loss[0]["metric"]["job"], "ztrain")  # the scrape job's label, not overwritten
+        self.assertGreater(float(loss[0]["value"][1]), 0)
+        self.assertEqual(float(query('ztrain_job_state{state="RUNNING"}')[0]["value"][1]), 1)
+        self.assertEqual(job.wait(timeout=300), 0, job.err[-3000:])
+        self.assertIn("Prometheus metrics on %s" % url, job.err)
+
+    def test_beyond_loopback_needs_security_off(self):
+        d = tmpdir("watch-prom-addr-")
+        job = Job(self, async_job(d, epochs=1, evaluator=False), os.path.join(d, "job"), "--metrics-port", "0",
+                  env={"ZT_METRICS_ADDR": "0.0.0.0"})
+        self.assertEqual(job.wait(timeout=60), 1)
+        self.assertIn("ZT_METRICS_ADDR=0.0.0.0: metrics served beyond this machine are not authenticated; that "
+                      "needs ZT_SECURITY=off", job.err)
+        r = subprocess.run([ZTRAIN, "run", "x.json", "--metrics-port", "70000"], capture_output=True, text=True,
+                           timeout=60)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--metrics-port: '70000' is not a port", r.stderr)
 
 
 def free_port():

@@ -1,0 +1,352 @@
+/* The coordinator's Prometheus endpoint (see zt_prom.h). */
+#include "zt_prom.h"
+#include <arpa/inet.h>
+#include <errno.h>
+#include <math.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+struct zt_prom {
+    struct MHD_Daemon *d;
+    pthread_mutex_t mu;
+    char *text;       /* the latest rendering */
+    int port;
+};
+
+/* ------------------------------------------------------------ rendering */
+
+typedef struct {
+    char *buf;
+    size_t len, cap;
+} s_out_t;
+
+static void s_put(s_out_t *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void s_put(s_out_t *o, const char *fmt, ...)
+{
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(o->buf + o->len, o->cap - o->len, fmt, ap);
+        va_end(ap);
+        if (n >= 0 && (size_t) n < o->cap - o->len) {
+            o->len += (size_t) n;
+            return;
+        }
+        o->cap = o->cap * 2 + (size_t) (n > 0 ? n : 0) + 256;
+        o->buf = realloc(o->buf, o->cap);
+    }
+}
+
+/* A label value as the format wants it: backslash, quote and newline escaped. */
+static const char *s_esc(const char *v, char *buf, size_t n)
+{
+    size_t k = 0;
+    for (; v && *v && k + 3 < n; v++) {
+        if (*v == '\\' || *v == '"')
+            buf[k++] = '\\', buf[k++] = *v;
+        else if (*v == '\n')
+            buf[k++] = '\\', buf[k++] = 'n';
+        else
+            buf[k++] = *v;
+    }
+    buf[k] = '\0';
+    return buf;
+}
+
+/* A sample value: Prometheus's spelling of the special ones. */
+static void s_num(char *buf, size_t n, double v)
+{
+    if (isnan(v))
+        snprintf(buf, n, "NaN");
+    else if (isinf(v))
+        snprintf(buf, n, v > 0 ? "+Inf" : "-Inf");
+    else
+        snprintf(buf, n, "%.17g", v);
+}
+
+static void s_head(s_out_t *o, const char *name, const char *type, const char *help)
+{
+    s_put(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static double s_epoch(const char *iso)
+{
+    struct tm tm = { 0 };
+    int ms = 0;
+    if (!iso || sscanf(iso, "%4d-%2d-%2dT%2d:%2d:%2d.%3dZ", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour,
+                       &tm.tm_min, &tm.tm_sec, &ms) < 6)
+        return NAN;
+    tm.tm_year -= 1900;
+    tm.tm_mon -= 1;
+    return (double) timegm(&tm) + ms / 1000.0;
+}
+
+static const char *const s_job_states[] = { "QUEUED", "PENDING", "RUNNING", "SUCCEEDED", "FAILED",
+                                            "CANCELLING", "CANCELLED" };
+static const char *const s_rep_states[] = { "PENDING", "STARTING", "RUNNING", "RESTARTING", "SUCCEEDED",
+                                            "FAILED", "STOPPED" };
+
+/* A metric of a replica that has a series of its own below. */
+static bool s_named(const char *m)
+{
+    return !strcmp(m, "loss") || !strcmp(m, "examples_per_sec");
+}
+
+/* A metric name made of what Prometheus takes ([a-zA-Z0-9_]). */
+static void s_metric_name(const char *m, char *buf, size_t n)
+{
+    size_t k = 0;
+    for (; *m && k + 1 < n; m++)
+        buf[k++] = (*m >= 'a' && *m <= 'z') || (*m >= 'A' && *m <= 'Z') || (*m >= '0' && *m <= '9') ? *m : '_';
+    buf[k] = '\0';
+}
+
+char *zt_prom_render(json_t *job)
+{
+    s_out_t o = { 0 };
+    char e1[512], e2[256], e3[256], v[64];
+    const char *jname = s_esc(json_string_value(json_object_get(job, "name")), e1, sizeof e1);
+    const char *state = json_string_value(json_object_get(job, "state"));
+
+    s_head(&o, "ztrain_job_info", "gauge", "The job this coordinator runs: its name and directory (always 1).");
+    s_put(&o, "ztrain_job_info{name=\"%s\",job_dir=\"%s\"} 1\n", jname,
+          s_esc(json_string_value(json_object_get(job, "jobDir")), e2, sizeof e2));
+    s_head(&o, "ztrain_job_state", "gauge", "The job's state: 1 for the one it is in, 0 for the others.");
+    for (size_t i = 0; i < sizeof s_job_states / sizeof *s_job_states; i++)
+        s_put(&o, "ztrain_job_state{state=\"%s\"} %d\n", s_job_states[i],
+              state && !strcmp(state, s_job_states[i]));
+    s_head(&o, "ztrain_job_start_time_seconds", "gauge", "When the job was created (Unix time).");
+    s_num(v, sizeof v, s_epoch(json_string_value(json_object_get(job, "createTime"))));
+    s_put(&o, "ztrain_job_start_time_seconds %s\n", v);
+    s_head(&o, "ztrain_job_retries_total", "counter", "Whole-job retries (its replicas started again).");
+    s_put(&o, "ztrain_job_retries_total %lld\n",
+          (long long) json_integer_value(json_object_get(job, "jobRetries")));
+
+    /* replicas: by pool and state; each one's restarts */
+    json_t *reps = json_object_get(job, "replicas");
+    int counts[4][7] = { { 0 } };
+    size_t i;
+    json_t *r;
+    json_array_foreach(reps, i, r) {
+        int pool = (int) json_integer_value(json_object_get(r, "pool"));
+        const char *rs = json_string_value(json_object_get(r, "state"));
+        for (int k = 0; pool >= 0 && pool < 4 && rs && k < 7; k++)
+            counts[pool][k] += !strcmp(rs, s_rep_states[k]);
+    }
+    s_head(&o, "ztrain_replicas", "gauge", "Replicas of each pool in each state.");
+    for (int p = 0; p < 4; p++) {
+        bool present = false;
+        json_array_foreach(reps, i, r)
+            present |= json_integer_value(json_object_get(r, "pool")) == p;
+        for (int k = 0; present && k < 7; k++)
+            s_put(&o, "ztrain_replicas{pool=\"workerpool%d\",state=\"%s\"} %d\n", p,
+                  s_rep_states[k], counts[p][k]);
+    }
+    s_head(&o, "ztrain_replica_restarts_total", "counter", "In-place restarts of each replica.");
+    json_array_foreach(reps, i, r)
+        s_put(&o, "ztrain_replica_restarts_total{replica=\"%s\",pool=\"workerpool%lld\"} %lld\n",
+              s_esc(json_string_value(json_object_get(r, "name")), e2, sizeof e2),
+              (long long) json_integer_value(json_object_get(r, "pool")),
+              (long long) json_integer_value(json_object_get(r, "restarts")));
+
+    /* what each replica reported: its step, loss, examples/s, and the rest */
+    json_t *metrics = json_object_get(job, "metrics");
+    const char *rep, *m;
+    json_t *per, *mv;
+    s_head(&o, "ztrain_replica_step", "gauge", "The newest step a replica reported a metric at.");
+    json_object_foreach(metrics, rep, per) {
+        long long step = -1;
+        json_object_foreach(per, m, mv) {
+            long long s = json_integer_value(json_object_get(mv, "step"));
+            step = s > step ? s : step;
+        }
+        if (step >= 0)
+            s_put(&o, "ztrain_replica_step{replica=\"%s\"} %lld\n", s_esc(rep, e2, sizeof e2), step);
+    }
+    s_head(&o, "ztrain_replica_loss", "gauge", "A replica's newest training loss.");
+    json_object_foreach(metrics, rep, per)
+        if ((mv = json_object_get(per, "loss"))) {
+            s_num(v, sizeof v, json_number_value(json_object_get(mv, "value")));
+            s_put(&o, "ztrain_replica_loss{replica=\"%s\"} %s\n", s_esc(rep, e2, sizeof e2), v);
+        }
+    s_head(&o, "ztrain_replica_examples_per_second", "gauge", "A replica's newest training throughput.");
+    json_object_foreach(metrics, rep, per)
+        if ((mv = json_object_get(per, "examples_per_sec"))) {
+            s_num(v, sizeof v, json_number_value(json_object_get(mv, "value")));
+            s_put(&o, "ztrain_replica_examples_per_second{replica=\"%s\"} %s\n",
+                  s_esc(rep, e2, sizeof e2), v);
+        }
+    s_head(&o, "ztrain_replica_metric", "gauge", "Every other metric a replica reported (accuracy, ...): its newest value.");
+    json_object_foreach(metrics, rep, per)
+        json_object_foreach(per, m, mv)
+            if (!s_named(m)) {
+                char mn[128];
+                s_metric_name(m, mn, sizeof mn);
+                s_num(v, sizeof v, json_number_value(json_object_get(mv, "value")));
+                s_put(&o, "ztrain_replica_metric{replica=\"%s\",name=\"%s\"} %s\n",
+                      s_esc(rep, e2, sizeof e2), s_esc(mn, e3, sizeof e3), v);
+            }
+
+    /* checkpoints and evaluations */
+    json_t *ck = json_object_get(job, "checkpoints");
+    s_head(&o, "ztrain_checkpoints_total", "counter", "Checkpoints announced by the job's chief.");
+    s_put(&o, "ztrain_checkpoints_total %zu\n", json_array_size(ck));
+    if (json_array_size(ck)) {
+        s_head(&o, "ztrain_checkpoint_step", "gauge", "The step of the newest checkpoint.");
+        s_put(&o, "ztrain_checkpoint_step %lld\n",
+              (long long) json_integer_value(json_object_get(json_array_get(ck, json_array_size(ck) - 1), "step")));
+    }
+    json_t *evs = json_object_get(job, "evaluations");
+    s_head(&o, "ztrain_evaluations_total", "counter", "Evaluator results (one per metric and checkpoint).");
+    s_put(&o, "ztrain_evaluations_total %zu\n", json_array_size(evs));
+    json_t *last = json_object(); /* name -> newest evaluation */
+    json_t *e;
+    json_array_foreach(evs, i, e)
+        json_object_set(last, json_string_value(json_object_get(e, "name")) ?: "?", e);
+    s_head(&o, "ztrain_evaluation", "gauge", "The newest value of each evaluator metric.");
+    json_object_foreach(last, m, e) {
+        s_num(v, sizeof v, json_number_value(json_object_get(e, "value")));
+        s_put(&o, "ztrain_evaluation{name=\"%s\",replica=\"%s\"} %s\n", s_esc(m, e2, sizeof e2),
+              s_esc(json_string_value(json_object_get(e, "replica")), e3, sizeof e3), v);
+    }
+    s_head(&o, "ztrain_evaluation_step", "gauge", "The checkpoint step of each evaluator metric's newest value.");
+    json_object_foreach(last, m, e)
+        s_put(&o, "ztrain_evaluation_step{name=\"%s\",replica=\"%s\"} %lld\n",
+              s_esc(m, e2, sizeof e2), s_esc(json_string_value(json_object_get(e, "replica")), e3, sizeof e3),
+              (long long) json_integer_value(json_object_get(e, "step")));
+    json_decref(last);
+
+    /* control-plane messages the coordinator dropped, by reason */
+    s_head(&o, "ztrain_control_plane_dropped_messages_total", "counter",
+           "Control-plane messages the coordinator refused: malformed, from unknown senders, ...");
+    const char *why;
+    json_object_foreach(json_object_get(job, "controlPlaneDrops"), why, mv)
+        s_put(&o, "ztrain_control_plane_dropped_messages_total{reason=\"%s\"} %lld\n",
+              s_esc(why, e2, sizeof e2), (long long) json_integer_value(mv));
+
+    /* the replicas' data-plane latency histograms */
+    const char *kind;
+    json_t *byrep;
+    json_object_foreach(json_object_get(job, "latency"), kind, byrep) {
+        char name[300];
+        s_metric_name(kind, e3, sizeof e3);
+        snprintf(name, sizeof name, "ztrain_%s_seconds", e3);
+        char help[160];
+        snprintf(help, sizeof help, "Each replica's %s latency (one per call, from the replica).", kind);
+        s_head(&o, name, "histogram", help);
+        json_t *h;
+        json_object_foreach(byrep, rep, h) {
+            json_t *bounds = json_object_get(h, "le"), *counts_ = json_object_get(h, "counts");
+            long long cum = 0;
+            s_esc(rep, e2, sizeof e2);
+            for (size_t b = 0; b < json_array_size(bounds) && b < json_array_size(counts_); b++) {
+                cum += json_integer_value(json_array_get(counts_, b));
+                s_num(v, sizeof v, json_number_value(json_array_get(bounds, b)));
+                s_put(&o, "%s_bucket{replica=\"%s\",le=\"%s\"} %lld\n", name, e2, v, cum);
+            }
+            cum += json_integer_value(json_array_get(counts_, json_array_size(bounds)));
+            s_put(&o, "%s_bucket{replica=\"%s\",le=\"+Inf\"} %lld\n", name, e2, cum);
+            s_num(v, sizeof v, json_number_value(json_object_get(h, "sum")));
+            s_put(&o, "%s_sum{replica=\"%s\"} %s\n", name, e2, v);
+            s_put(&o, "%s_count{replica=\"%s\"} %lld\n", name, e2, cum);
+        }
+    }
+    if (!o.buf)
+        s_put(&o, "%s", "");
+    return o.buf;
+}
+
+/* ------------------------------------------------------------ serving */
+
+static enum MHD_Result s_answer(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+                                const char *version, const char *upload, size_t *upload_size, void **ctx)
+{
+    (void) version, (void) upload, (void) upload_size, (void) ctx;
+    zt_prom_t *self = cls;
+    const char *body, *type = "text/plain; charset=utf-8";
+    unsigned status = MHD_HTTP_OK;
+    char *copy = NULL;
+    if (strcmp(method, "GET") && strcmp(method, "HEAD")) {
+        status = MHD_HTTP_METHOD_NOT_ALLOWED;
+        body = "only GET /metrics is served here\n";
+    }
+    else if (strcmp(url, "/metrics")) {
+        status = MHD_HTTP_NOT_FOUND;
+        body = "not found: the metrics are at /metrics\n";
+    }
+    else {
+        pthread_mutex_lock(&self->mu);
+        copy = strdup(self->text ? self->text : "");
+        pthread_mutex_unlock(&self->mu);
+        body = copy;
+        type = "text/plain; version=0.0.4; charset=utf-8";
+    }
+    struct MHD_Response *resp = copy ? MHD_create_response_from_buffer(strlen(copy), copy, MHD_RESPMEM_MUST_FREE)
+                                     : MHD_create_response_from_buffer(strlen(body), (void *) body,
+                                                                       MHD_RESPMEM_PERSISTENT);
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+    if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
+    enum MHD_Result rc = MHD_queue_response(c, status, resp);
+    MHD_destroy_response(resp);
+    return rc;
+}
+
+zt_prom_t *zt_prom_start(const char *addr, int port, char *err, size_t errlen)
+{
+    struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t) port) };
+    if (inet_pton(AF_INET, addr, &sa.sin_addr) != 1) {
+        snprintf(err, errlen, "metrics address '%s': not an IPv4 address", addr);
+        return NULL;
+    }
+    zt_prom_t *self = calloc(1, sizeof *self);
+    pthread_mutex_init(&self->mu, NULL);
+    self->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL, (uint16_t) port, NULL, NULL,
+                               s_answer, self, MHD_OPTION_SOCK_ADDR, &sa, MHD_OPTION_CONNECTION_LIMIT,
+                               (unsigned) 64, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned) 10, MHD_OPTION_END);
+    if (!self->d) {
+        snprintf(err, errlen, "cannot serve metrics on %s:%d: %s", addr, port, strerror(errno ? errno : EADDRINUSE));
+        pthread_mutex_destroy(&self->mu);
+        free(self);
+        return NULL;
+    }
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(self->d, MHD_DAEMON_INFO_BIND_PORT);
+    self->port = info ? info->port : port;
+    return self;
+}
+
+int zt_prom_port(const zt_prom_t *self)
+{
+    return self->port;
+}
+
+void zt_prom_update(zt_prom_t *self, json_t *job)
+{
+    if (!self)
+        return;
+    char *text = zt_prom_render(job);
+    pthread_mutex_lock(&self->mu);
+    char *old = self->text;
+    self->text = text;
+    pthread_mutex_unlock(&self->mu);
+    free(old);
+}
+
+void zt_prom_stop(zt_prom_t **self_p)
+{
+    zt_prom_t *self = *self_p;
+    if (!self)
+        return;
+    MHD_stop_daemon(self->d);
+    pthread_mutex_destroy(&self->mu);
+    free(self->text);
+    free(self);
+    *self_p = NULL;
+}
