@@ -1,5 +1,6 @@
 #include "zt_coord.h"
 #include "zt_prom.h"
+#include "base/zt_hist.h"
 #include "launch/zt_clusterenv.h"
 #include "runtime/zt_env.h"
 #include "model/zt_ckpt.h"
@@ -76,6 +77,7 @@ struct zt_coord_t {
     zsock_t *router;            /* control plane */
     int log_fd;                 /* <job-dir>/replica-logs/coordinator.log: this log's copy, or -1 */
     zt_prom_t *prom;            /* the Prometheus endpoint (--metrics-port), or NULL */
+    json_t *latency;            /* {kind: {replica: {le, counts, sum}}}: the replicas' histograms */
     zt_job_state_t state;       /* job state */
     json_t *transitions;        /* [{state, time}] */
     json_t *metrics;            /* latest metric per name */
@@ -192,6 +194,8 @@ static void s_write_state(zt_coord_t *self)
     json_object_set_new(doc, "stateWrites", json_integer(++self->state_writes)); /* this one included */
     json_object_set(doc, "checkpoints", self->checkpoints);
     json_object_set(doc, "evaluations", self->evaluations);
+    if (json_object_size(self->latency))
+        json_object_set(doc, "latency", self->latency);
     if (self->prom) {
         json_object_set_new(doc, "metricsUrl", json_sprintf("http://%s:%d/metrics", zt_knob_str(ZT_KNOB_METRICS_ADDR),
                                                             zt_prom_port(self->prom)));
@@ -869,6 +873,34 @@ static void s_on_metric(zt_coord_t *self, s_rep_t *r, const zt_msg_t *m)
     s_write_state(self);
 }
 
+/* A replica's latency histogram (zt_hist): kept as job.json's
+ * latency.<kind>.<replica>, which /metrics serves. A kind not known, counts
+ * that do not parse or a sum that is not a finite number >= 0 are malformed. */
+static void s_on_latency(zt_coord_t *self, s_rep_t *r, const zt_msg_t *m)
+{
+    uint64_t counts[ZT_HIST_NB + 1];
+    double sum = m->u.LATENCY.sum;
+    int kind = zt_hist_kind(m->u.LATENCY.kind);
+    if (kind < 0 || zt_hist_parse(m->u.LATENCY.counts, counts) != 0 || !isfinite(sum) || sum < 0) {
+        self->drops.malformed++;
+        char what[200];
+        snprintf(what, sizeof what, "latency histogram from %s: kind '%.32s', counts '%.64s'", r->name,
+                 m->u.LATENCY.kind, m->u.LATENCY.counts);
+        zt_role_refused(&self->drop_log[1], NULL, NULL, what);
+        return;
+    }
+    json_t *le = json_array(), *c = json_array();
+    for (int b = 0; b < ZT_HIST_NB; b++)
+        json_array_append_new(le, json_real(zt_hist_bounds[b]));
+    for (int b = 0; b <= ZT_HIST_NB; b++)
+        json_array_append_new(c, json_integer((json_int_t) (counts[b] > INT64_MAX ? INT64_MAX : counts[b])));
+    json_t *byrep = json_object_get(self->latency, zt_hist_name(kind));
+    if (!byrep)
+        json_object_set_new(self->latency, zt_hist_name(kind), byrep = json_object());
+    json_object_set_new(byrep, r->name, json_pack("{s:o, s:o, s:f}", "le", le, "counts", c, "sum", sum));
+    self->metrics_dirty = true;
+}
+
 /* One decoded control message from identity id, whose connection
  * authenticated as replica `who` (NULL on a plain socket). A replica speaks
  * only for itself: a message claiming another is refused. Only a running
@@ -918,6 +950,9 @@ static void s_on_message(zt_coord_t *self, zframe_t *id, const char *who, zt_msg
         break;
     case ZT_MSG_METRIC:
         s_on_metric(self, r, m);
+        break;
+    case ZT_MSG_LATENCY:
+        s_on_latency(self, r, m);
         break;
     case ZT_MSG_DONE:
         zt_info("%s done: %s", r->name, m->u.DONE.reason);
@@ -1154,6 +1189,7 @@ zt_coord_t *zt_coord_new(zt_plan_t **plan_p, zt_backend_t **backend_p, const zt_
 {
     zt_coord_t *self = calloc(1, sizeof *self);
     self->log_fd = -1;
+    self->latency = json_object();
     self->plan = *plan_p;
     *plan_p = NULL;
     self->backend = *backend_p;
@@ -1284,6 +1320,7 @@ void zt_coord_destroy(zt_coord_t **self_p)
     json_decref(self->metrics);
     json_decref(self->checkpoints);
     json_decref(self->evaluations);
+    json_decref(self->latency);
     json_decref(self->lost_nodes);
     json_decref(self->error);
     s_sig_fd = -1;

@@ -2,6 +2,7 @@
  * laid out into buckets, submitted, and the results unpacked (averaged);
  * the transport is the reducers' (zt_ar_reducers.c) or the ring's
  * (zt_ar_ring.c). */
+#include "base/zt_hist.h"
 #include "ztrain/zt_error.h"
 #include "allreduce/zt_ar_internal.h"
 
@@ -345,10 +346,13 @@ int zt_allreduce_wait(zt_allreduce_t *self, bool average, int timeout_ms)
     if (!self->committed)
         return ZT_EINVAL;
     int rc = ZT_OK;
+    int64_t t0 = zt_now_us();
     if (self->R > 0)
         rc = zt_ar_wait_reducers(self, timeout_ms);
     else if (self->workers > 1)
         rc = zt_ar_wait_ring(self, timeout_ms);
+    if (rc == ZT_OK && (self->R > 0 || self->workers > 1))
+        zt_hist_observe(ZT_HIST_ALLREDUCE, (double) (zt_now_us() - t0) / 1e6);
     if (rc == ZT_ETIMEDOUT)
         zt_fail_retryable();
     if (rc != ZT_OK)

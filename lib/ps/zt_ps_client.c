@@ -1,5 +1,6 @@
 /* The parameter-server client: one DEALER per server, requests split by
  * shard and into chunks, gradients sent zero-copy, replies matched by id. */
+#include "base/zt_hist.h"
 #include "runtime/zt_env.h"
 #include "ztrain/zt_ps.h"
 #include "ztrain/zt_error.h"
@@ -492,7 +493,8 @@ static void s_on_reply(zt_ps_client_t *self, int server, zmq_msg_t *parts, int n
 
 int zt_ps_wait(zt_ps_client_t *self, int timeout_ms)
 {
-    int64_t deadline = zt_now_ms() + timeout_ms;
+    int64_t deadline = zt_now_ms() + timeout_ms, t0 = zt_now_us();
+    bool timed = self->nops > 0; /* a round to time: requests outstanding */
     zmq_pollitem_t items[64];
     int n = self->nservers < 64 ? self->nservers : 64;
     for (int s = 0; s < n; s++)
@@ -546,6 +548,8 @@ int zt_ps_wait(zt_ps_client_t *self, int timeout_ms)
                 s_send(self, &self->ops[i]);
             }
     }
+    if (timed)
+        zt_hist_observe(ZT_HIST_PS, (double) (zt_now_us() - t0) / 1e6);
     return ZT_OK;
 }
 

@@ -2,6 +2,7 @@
  * DEALER socket: it registers, heartbeats on its own timer (so training work
  * never delays a heartbeat), and records what the coordinator says. */
 #include "ztrain/zt_replica.h"
+#include "base/zt_hist.h"
 #include "ztrain/zt_job.h"
 #include "ztrain/zt_error.h"
 #include "ztrain/zt_knobs.h"
@@ -95,6 +96,7 @@ typedef struct {
     uint64_t seq;
     int64_t hb_ms;              /* heartbeat interval (the coordinator's, once welcomed) */
     int64_t step;               /* the last step reported, sent with heartbeats */
+    uint64_t hist_sent[ZT_HIST_KINDS]; /* observations of each latency histogram last sent */
     zt_msg_drops_t drops;
 } s_actor_t;
 
@@ -192,6 +194,25 @@ static void s_on_coordinator(s_actor_t *a)
     zframe_destroy(&f);
 }
 
+/* The data-plane latency histograms that grew since the last heartbeat. */
+static void s_send_latency(s_actor_t *a)
+{
+    for (int k = 0; k < ZT_HIST_KINDS; k++) {
+        uint64_t counts[ZT_HIST_NB + 1];
+        double sum;
+        uint64_t n = zt_hist_read((zt_hist_kind_t) k, counts, &sum);
+        if (n == a->hist_sent[k])
+            continue;
+        zt_msg_t m;
+        s_header(a->self, &m, ZT_MSG_LATENCY, &a->seq);
+        zt_msg_set_str(m.u.LATENCY.kind, zt_hist_name((zt_hist_kind_t) k));
+        m.u.LATENCY.sum = sum;
+        if (zt_hist_format(counts, m.u.LATENCY.counts, sizeof m.u.LATENCY.counts) == 0 &&
+            zt_msg_send(a->dealer, NULL, &m) == ZT_OK)
+            a->hist_sent[k] = n;
+    }
+}
+
 /* Registers, then relays the main thread's reports, handles the
  * coordinator's messages and sends heartbeats until $TERM. */
 static void s_actor(zsock_t *pipe, void *arg)
@@ -218,6 +239,7 @@ static void s_actor(zsock_t *pipe, void *arg)
             s_header(a.self, &m, ZT_MSG_HEARTBEAT, &a.seq);
             m.u.HEARTBEAT.step = a.step;
             zt_msg_send(a.dealer, NULL, &m);
+            s_send_latency(&a);
             next_hb = zt_now_ms() + a.hb_ms;
         }
     }

@@ -29,6 +29,10 @@
 /* A synchronous trainer restarted into its running group has its peers'
  * state and trains again (at step, all-reduce generation gen). */
 #define ZT_MSG_REJOINED(F, T)  F(T, I, step) F(T, I, gen)
+/* A replica's data-plane latency histogram of one kind (zt_hist: "allreduce",
+ * "ps"): its sum of seconds and its counts as "c0,c1,...", one per bucket of
+ * zt_hist_bounds and one beyond, since the replica started. */
+#define ZT_MSG_LATENCY(F, T)   F(T, S, kind) F(T, D, sum) F(T, S, counts)
 /* Data plane (worker <-> parameter server, evaluator <-> chief). The tensor
  * bytes travel as raw frames after this header, never inside msgpack. */
 #define ZT_MSG_PS_CONFIG(F, T) F(T, I, req) F(T, I, total) F(T, I, hash)      /* + config JSON */
@@ -80,6 +84,7 @@
     X(SHUTDOWN,  7, "shutdown")         \
     X(CHECKPOINT, 8, "checkpoint")      \
     X(REJOINED,  9, "rejoined")         \
+    X(LATENCY,  10, "latency")          \
     X(PS_CONFIG, 20, "ps_config")       \
     X(PS_PULL,   21, "ps_pull")         \
     X(PS_PUSH,   22, "ps_push")         \

@@ -112,6 +112,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             m.u.REJOINED.gen = s_int(&in);
             break;
         case 6:
+            if (sel & 0x20) { /* a latency histogram: known or fuzzed kind and counts */
+                m.type = ZT_MSG_LATENCY;
+                zt_msg_set_str(m.u.LATENCY.kind, (sel & 0x10) ? "ps" : name);
+                zt_msg_set_str(m.u.LATENCY.counts, (sel & 0x08) ? "0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16" : name);
+                int64_t v = s_int(&in);
+                memcpy(&m.u.LATENCY.sum, &v, sizeof v);
+                break;
+            }
             m.type = (zt_msg_type_t) (s_byte(&in) % 48); /* any other type */
             break;
         default: { /* bytes that are not a message */

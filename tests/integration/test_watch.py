@@ -245,6 +245,15 @@ class Prometheus(unittest.TestCase):
         self.assertIn('ztrain_replicas{pool="workerpool2",state="RUNNING"} 2', text)
         self.assertRegex(text, r'ztrain_replica_restarts_total\{replica="workerpool1-0",pool="workerpool1"\} 0')
         self.assertIn('ztrain_control_plane_dropped_messages_total{reason="malformed"} 0', text)
+        # the replicas' parameter-server latency, a histogram from each trainer
+        wait_for(lambda: re.search(r'ztrain_ps_seconds_count\{replica="workerpool0-0"\} [1-9]', http(url)[1]), 30,
+                 what="the chief's parameter-server histogram")
+        text = http(url)[1]
+        self.assertIn("# TYPE ztrain_ps_seconds histogram", text)
+        self.assertRegex(text, r'ztrain_ps_seconds_bucket\{replica="workerpool1-1",le="0.001"\} \d+')
+        self.assertRegex(text, r'ztrain_ps_seconds_bucket\{replica="workerpool1-1",le="\+Inf"\} [1-9]')
+        r = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         # not /metrics, not GET, garbage: answers, and the endpoint still serves
         self.assertEqual(http(url.replace("/metrics", "/nope"))[0], 404)
         self.assertEqual(http(url, "POST", b"x")[0], 405)
@@ -288,6 +297,26 @@ class Prometheus(unittest.TestCase):
         self.assertEqual(float(query('ztrain_job_state{state="RUNNING"}')[0]["value"][1]), 1)
         self.assertEqual(job.wait(timeout=300), 0, job.err[-3000:])
         self.assertIn("Prometheus metrics on %s" % url, job.err)
+
+    def test_allreduce_latency(self):
+        d = tmpdir("watch-prom-sync-")
+        with open(os.path.join(ROOT, "examples", "fashion-mnist-sync.json")) as f:
+            ex = json.load(f)
+        for p in ex["jobSpec"]["workerPoolSpecs"][:2]:
+            p["containerSpec"]["args"] = [a for a in p["containerSpec"]["args"]
+                                          if not a.startswith("--epochs")] + ["--epochs=1"]
+        job_dir = os.path.join(d, "job")
+        job = Job(self, write(d, "job.json", json.dumps(ex)), job_dir, "--metrics-port", "0")
+        url = wait_for(lambda: (load_job(job_dir) or {}).get("metricsUrl"), 60, what="metricsUrl")
+        m = wait_for(lambda: re.search(r'ztrain_allreduce_seconds_count\{replica="workerpool0-0"\} (\d+)',
+                                       http(url)[1]), 60, what="the chief's all-reduce histogram")
+        self.assertGreater(int(m.group(1)), 0)
+        self.assertEqual(job.wait(timeout=300), 0, job.err[-3000:])
+        # job.json keeps the last one: every wait counted, each in a bucket
+        h = load_job(job_dir)["latency"]["allreduce"]["workerpool0-0"]
+        self.assertEqual(len(h["counts"]), len(h["le"]) + 1)
+        self.assertGreater(sum(h["counts"]), 50)
+        self.assertGreater(h["sum"], 0)
 
     def test_beyond_loopback_needs_security_off(self):
         d = tmpdir("watch-prom-addr-")

@@ -16,6 +16,7 @@
 #include "wire/zt_spin.h"
 #include "wire/zt_shm.h"
 #include "tboard/zt_tb.h"
+#include "base/zt_hist.h"
 #include "ztrain/ztrain.h"
 #include <assert.h>
 #include <stdbool.h>
@@ -93,6 +94,7 @@ static const struct {
     TEST_ENTRY("spin", zt_spin_selftest)
     TEST_ENTRY("shm", s_shm)
     TEST_ENTRY("tensorboard", s_tb)
+    TEST_ENTRY("hist", zt_hist_selftest)
     TEST_ENTRY("auth", zt_auth_selftest) /* last: it leaves this process's sockets CURVE sockets */
 };
 #define NTESTS ((int) (sizeof s_tests / sizeof s_tests[0]))
