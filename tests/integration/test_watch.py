@@ -5,6 +5,7 @@ compared with job.json; a study's trials in TensorBoard's HParams
 dashboard, asked for by the dashboard's own requests to a real
 `tensorboard` server. TensorBoard comes from PyPI, in a venv the test makes
 in the build folder (toolvenv.py)."""
+import base64
 import json
 import os
 import re
@@ -399,6 +400,112 @@ class StudyHParams(unittest.TestCase):
             self.assertEqual(g["hparams"], t["parameters"])
             self.assertEqual(g["sessions"][0]["status"], "STATUS_SUCCESS")
             self.assertAlmostEqual(g["metricValues"][0]["value"], t["finalMeasurement"], places=5)
+
+
+def netlog_responses(path):
+    """{url: body bytes} of every response a Chromium NetLog (captured with
+    --net-log-capture-mode=Everything) holds: what the page asked for."""
+    with open(path) as f:
+        log = json.load(f)
+    types = {v: k for k, v in log["constants"]["logEventTypes"].items()}
+    url, body = {}, {}
+    for e in log["events"]:
+        src, t, p = e["source"]["id"], types.get(e["type"]), e.get("params", {})
+        if t == "URL_REQUEST_START_JOB" and "url" in p:
+            url[src] = p["url"]
+        elif t == "URL_REQUEST_JOB_FILTERED_BYTES_READ" and "bytes" in p:
+            body[src] = body.get(src, b"") + base64.b64decode(p["bytes"])
+    return {url[s]: b for s, b in body.items() if s in url}
+
+
+class Browser(unittest.TestCase):
+    """TensorBoard's dashboards in Debian's headless Chromium: the scalars
+    of a job and the HParams view of a study, each page's own data
+    requests (Chromium's NetLog) holding the runs, tags and trials, and a
+    screenshot of each kept in <build>/test-artifacts/."""
+
+    def setUp(self):
+        self.chromium = shutil.which("chromium")
+        self.assertTrue(self.chromium, "Debian's chromium is not installed (scripts/deps.sh installs it)")
+        self.art = os.path.join(os.environ.get("ZT_BUILD", os.path.join(ROOT, "build")), "test-artifacts")
+        os.makedirs(self.art, exist_ok=True)
+
+    def serve(self, logdir):
+        port = free_port()
+        tb = subprocess.Popen([os.path.join(os.path.dirname(TOOLS), "tensorboard"), "--logdir", logdir, "--host",
+                               "127.0.0.1", "--port", str(port)], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, start_new_session=True)
+        self.addCleanup(lambda: (tb.poll() is None and os.killpg(tb.pid, signal.SIGKILL), tb.wait()))
+        wait_for(lambda: self._up(port, tb), 60, step=0.3, what="tensorboard to listen")
+        return port
+
+    def _up(self, port, tb):
+        self.assertIsNone(tb.poll(), "tensorboard exited")
+        try:
+            return http("http://127.0.0.1:%d/data/plugins_listing" % port)[0] == 200
+        except OSError:
+            return False
+
+    def browse(self, port, fragment, shot):
+        """Loads the dashboard; returns what the page fetched ({url: body})."""
+        d = tmpdir("watch-chromium-")
+        net = os.path.join(d, "net.json")
+        png = os.path.join(self.art, shot)
+        # forceSVG: TensorBoard's charts as SVG, which a GPU-less headless browser draws
+        r = subprocess.run([self.chromium, "--headless=new", "--no-sandbox", "--disable-gpu",
+                            "--user-data-dir=" + os.path.join(d, "profile"), "--window-size=1280,860",
+                            "--virtual-time-budget=20000", "--log-net-log=" + net,
+                            "--net-log-capture-mode=Everything", "--screenshot=" + png,
+                            "http://127.0.0.1:%d/?forceSVG=true#%s" % (port, fragment)],
+                           capture_output=True, text=True, timeout=180)
+        self.assertEqual(r.returncode, 0, r.stderr[-3000:])
+        with open(png, "rb") as f:
+            head = f.read(8)
+        self.assertEqual(head, b"\x89PNG\r\n\x1a\n")
+        self.assertGreater(os.path.getsize(png), 20000)  # a page drawn, not a blank one
+        return netlog_responses(net)
+
+    def test_scalars_dashboard(self):
+        d = tmpdir("watch-browser-")
+        job_dir = os.path.join(d, "job")
+        job = Job(self, async_job(d, epochs=2), job_dir)
+        self.assertEqual(job.wait(timeout=300), 0, job.err[-3000:])
+        got = self.browse(self.serve(os.path.join(job_dir, "logs")), "timeseries", "tensorboard-scalars.png")
+        tags = [b for u, b in got.items() if u.endswith("/data/plugin/timeseries/tags")]
+        self.assertTrue(tags, sorted(got))
+        scalars = json.loads(tags[0])["scalars"]["runTagInfo"]
+        self.assertEqual(sorted(scalars), ["eval", "train"])
+        self.assertEqual(sorted(scalars["eval"]), ["accuracy", "loss"])
+        for tag in ("loss", "examples_per_sec", "step_compute_ms", "step_exchange_ms", "learning_rate", "accuracy"):
+            self.assertIn(tag, scalars["train"])
+        series = b"".join(b for u, b in got.items() if u.endswith("/data/plugin/timeseries/timeSeries"))
+        self.assertIn(b'"plugin": "scalars"', series.replace(b'":"', b'": "'))
+        self.assertIn(b"examples_per_sec", series)  # the cards' points were fetched
+
+    def test_hparams_dashboard(self):
+        d = tmpdir("watch-browser-study-")
+        spec = {"displayName": "t", "studySpec": {
+            "metrics": [{"metricId": "score", "goal": "MAXIMIZE"}],
+            "parameters": [{"parameterId": "x", "doubleValueSpec": {"minValue": 0, "maxValue": 1}},
+                           {"parameterId": "opt", "categoricalValueSpec": {"values": ["adam", "sgd"]}}]},
+            "maxTrialCount": 5, "parallelTrialCount": 2,
+            "trialJobSpec": {"workerPoolSpecs": [{
+                "machineSpec": {"machineType": "n1-standard-4"}, "replicaCount": 1,
+                "containerSpec": {"imageUri": "local",
+                                  "command": ["python3", os.path.join(ROOT, "examples", "hypertune_objective.py")]}}]}}
+        sd = os.path.join(d, "study")
+        r = subprocess.run([ZTRAIN, "tune", write(d, "study.json", json.dumps(spec)), "--study-dir", sd],
+                           capture_output=True, text=True, timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr[-3000:])
+        got = self.browse(self.serve(os.path.join(sd, "tensorboard")), "hparams", "tensorboard-hparams.png")
+        groups = [b for u, b in got.items() if u.endswith("/data/plugin/hparams/session_groups")]
+        self.assertTrue(groups, sorted(got))
+        names = set()
+        for b in groups:
+            names |= {g["name"] for g in json.loads(b)["sessionGroups"]}
+        self.assertEqual(names, {"trial-%d" % i for i in range(1, 6)})
+        exp = [b for u, b in got.items() if u.endswith("/data/plugin/hparams/experiment")]
+        self.assertEqual(sorted(h["name"] for h in json.loads(exp[0])["hparamInfos"]), ["opt", "x"])
 
 
 if __name__ == "__main__":
