@@ -567,12 +567,21 @@ class SlurmSubmit(ClusterCase):
         self.assertEqual(rc, 2, err)
         self.assertRegex(err, "still (running|RUNNING)")
         hosts = {r["host"] for r in job["replicas"]}
+        # logs -f and wait from the submit host follow the job through its directory
+        follow = self.ztrain("logs", "-f", job_dir)
+        waiter = self.ztrain("wait", job_dir)
         rc, out, err = self.finish(self.ztrain("cancel", job_dir), timeout=120)
         self.assertEqual(rc, 0, err)
         self.assertIn(": CANCELLED", out)
         self.assertEqual(read_job(job_dir)["state"], "CANCELLED")
         rc, out, err = self.finish(self.ztrain("status", job_dir), timeout=60)
         self.assertEqual(rc, 3, out + err)
+        rc, out, err = self.finish(waiter, timeout=60)
+        self.assertEqual(rc, 3, out + err)
+        rc, out, err = self.finish(follow, timeout=60)
+        self.assertEqual(rc, 0, err)
+        self.assertRegex(out, r"(?m)^coordinator\s*\| \S+ I coordinator/0\[\d+\]: job .*: RUNNING$")
+        self.assertTrue(out.rstrip().endswith("CANCELLED"), out[-2000:])
         self.assertEqual(leftovers(self.c, hosts | {"n1"}), [])
 
     def test_cancel_while_queued(self):
