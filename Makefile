@@ -20,7 +20,9 @@ demo: build
 	rm -rf $(BUILD)/demo-job
 	$(BUILD)/bin/ztrain run examples/fashion-mnist-async.json --job-dir $(BUILD)/demo-job
 
+# The tests also use Prometheus and Chromium (scripts/deps.sh --test).
 test: build
+	@./scripts/deps.sh --test
 	cd $(BUILD) && ctest --output-on-failure --timeout 300 -j $(JOBS)
 
 # Benchmarks (figures in the README). BENCH_PEERS=1 also installs the peers

@@ -6,8 +6,9 @@ PKGS="build-essential cmake pkg-config libzmq3-dev libczmq-dev libmsgpack-dev
       libjansson-dev libyaml-dev zlib1g-dev libopenblas-dev libprotobuf-c-dev protobuf-c-compiler
       libmicrohttpd-dev dataset-fashion-mnist
       python3 procps iproute2 util-linux slurmctld slurmd slurm-client munge
-      python3-venv python3-setuptools python3-wheel python3-pip python3-numpy python3-torch
-      prometheus chromium"
+      python3-venv python3-setuptools python3-wheel python3-pip python3-numpy python3-torch"
+# --test: also the real tools the tests watch jobs with (make test).
+[ "${1:-}" = "--test" ] && PKGS="$PKGS prometheus chromium"
 # --bench: also the peers the benchmarks compare against.
 [ "${1:-}" = "--bench" ] && PKGS="$PKGS openmpi-bin libopenmpi-dev"
 missing=""
