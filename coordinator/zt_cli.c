@@ -908,6 +908,10 @@ json_t *zt_cli_load(const char *dir, const char **kind)
             s_check_owner(doc, "process", "`ztrain tune`");
     }
     free(id);
+    if (doc && !json_is_string(json_object_get(doc, "state"))) { /* a file of that name, not ztrain's record */
+        json_decref(doc);
+        doc = NULL;
+    }
     return doc;
 }
 

@@ -9,7 +9,8 @@ int zt_cli_main(int argc, char **argv, const char *command);
 /* The job (job.json, or a Slurm submission not started yet) or study
  * (study.json) in dir, as `ztrain status --json` shows it: FAILED when its
  * process is gone or its Slurm allocation ended without recording an end.
- * *kind: "job" or "study". NULL when dir holds neither. */
+ * *kind: "job" or "study". NULL when dir holds neither (a job.json or
+ * study.json without a state is a spec of that name, not a record). */
 json_t *zt_cli_load(const char *dir, const char **kind);
 /* SUCCEEDED, FAILED or CANCELLED. */
 bool zt_cli_final(const char *state);

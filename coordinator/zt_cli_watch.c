@@ -6,6 +6,7 @@
 #include "ztrain/ztrain.h"
 #include <dirent.h>
 #include <errno.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -126,7 +127,7 @@ int zt_cli_logs(const char *dir, const char *replica, bool follow)
     const char *kind;
     json_t *doc = zt_cli_load(dir, &kind);
     if (!doc || !strcmp(kind, "study")) {
-        fprintf(stderr, "ztrain logs: %s holds no job (no job.json%s)\n", dir,
+        fprintf(stderr, "ztrain logs: %s holds no job (no job.json that ztrain wrote%s)\n", dir,
                 doc ? ": it is a study; its trials' logs are in trial-N/" : ", nothing submitted to Slurm");
         json_decref(doc);
         return 2;
@@ -179,8 +180,8 @@ int zt_cli_wait(const char *dir)
     const char *kind;
     json_t *doc = zt_cli_load(dir, &kind);
     if (!doc) {
-        fprintf(stderr, "ztrain wait: %s holds no job or study (no job.json or study.json, nothing submitted "
-                        "to Slurm)\n", dir);
+        fprintf(stderr, "ztrain wait: %s holds no job or study (no job.json or study.json that ztrain wrote, "
+                        "nothing submitted to Slurm)\n", dir);
         return 2;
     }
     struct sigaction sa = { .sa_handler = s_on_signal };
@@ -205,19 +206,6 @@ int zt_cli_wait(const char *dir)
 }
 
 /* ------------------------------------------------------------ list */
-
-/* Seconds since the epoch of an ISO 8601 UTC time (2026-11-23T21:32:49.342Z); 0 when not one. */
-static double s_epoch(const char *iso)
-{
-    struct tm tm = { 0 };
-    int ms = 0;
-    if (!iso || sscanf(iso, "%4d-%2d-%2dT%2d:%2d:%2d.%3dZ", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour,
-                       &tm.tm_min, &tm.tm_sec, &ms) < 6)
-        return 0;
-    tm.tm_year -= 1900;
-    tm.tm_mon -= 1;
-    return (double) timegm(&tm) + ms / 1000.0;
-}
 
 static void s_duration(double secs, char *buf, size_t n)
 {
@@ -257,12 +245,12 @@ static json_t *s_row(const char *path, const char *kind, json_t *doc)
         if (zt_cli_final(state))
             end = json_string_value(json_object_get(json_array_get(tr, json_array_size(tr) - 1), "time"));
     }
-    double t0 = s_epoch(start), t1 = end ? s_epoch(end) : (double) time(NULL);
+    double t0 = zt_iso_epoch(start), t1 = end ? zt_iso_epoch(end) : (double) time(NULL);
     json_t *row = json_pack("{s:s, s:s, s:s, s:s}", "kind", kind, "name", name ? name : "-", "state",
                             state ? state : "?", "dir", path);
     if (start)
         json_object_set_new(row, "start", json_string(start));
-    if (t0 > 0)
+    if (isfinite(t1 - t0))
         json_object_set_new(row, "seconds", json_real(t1 - t0));
     return row;
 }

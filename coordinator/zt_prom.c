@@ -1,5 +1,6 @@
 /* The coordinator's Prometheus endpoint (see zt_prom.h). */
 #include "zt_prom.h"
+#include "base/zt_util.h"
 #include <arpa/inet.h>
 #include <errno.h>
 #include <math.h>
@@ -76,18 +77,6 @@ static void s_head(s_out_t *o, const char *name, const char *type, const char *h
     s_put(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
-static double s_epoch(const char *iso)
-{
-    struct tm tm = { 0 };
-    int ms = 0;
-    if (!iso || sscanf(iso, "%4d-%2d-%2dT%2d:%2d:%2d.%3dZ", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour,
-                       &tm.tm_min, &tm.tm_sec, &ms) < 6)
-        return NAN;
-    tm.tm_year -= 1900;
-    tm.tm_mon -= 1;
-    return (double) timegm(&tm) + ms / 1000.0;
-}
-
 static const char *const s_job_states[] = { "QUEUED", "PENDING", "RUNNING", "SUCCEEDED", "FAILED",
                                             "CANCELLING", "CANCELLED" };
 static const char *const s_rep_states[] = { "PENDING", "STARTING", "RUNNING", "RESTARTING", "SUCCEEDED",
@@ -123,7 +112,7 @@ char *zt_prom_render(json_t *job)
         s_put(&o, "ztrain_job_state{state=\"%s\"} %d\n", s_job_states[i],
               state && !strcmp(state, s_job_states[i]));
     s_head(&o, "ztrain_job_start_time_seconds", "gauge", "When the job was created (Unix time).");
-    s_num(v, sizeof v, s_epoch(json_string_value(json_object_get(job, "createTime"))));
+    s_num(v, sizeof v, zt_iso_epoch(json_string_value(json_object_get(job, "createTime"))));
     s_put(&o, "ztrain_job_start_time_seconds %s\n", v);
     s_head(&o, "ztrain_job_retries_total", "counter", "Whole-job retries (its replicas started again).");
     s_put(&o, "ztrain_job_retries_total %lld\n",

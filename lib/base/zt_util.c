@@ -5,6 +5,7 @@
 #include <stdatomic.h>
 #include "ztrain/zt_error.h"
 #include <errno.h>
+#include <math.h>
 #include <fcntl.h>
 #include <libgen.h>
 #include <limits.h>
@@ -45,6 +46,18 @@ void zt_wall_iso(char *buf, size_t size)
     char base[32];
     strftime(base, sizeof base, "%Y-%m-%dT%H:%M:%S", &tm);
     snprintf(buf, size, "%s.%03ldZ", base, ts.tv_nsec / 1000000);
+}
+
+double zt_iso_epoch(const char *iso)
+{
+    struct tm tm = { 0 };
+    int ms = 0;
+    if (!iso || sscanf(iso, "%4d-%2d-%2dT%2d:%2d:%2d.%3dZ", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour,
+                       &tm.tm_min, &tm.tm_sec, &ms) < 6)
+        return NAN;
+    tm.tm_year -= 1900;
+    tm.tm_mon -= 1;
+    return (double) timegm(&tm) + ms / 1000.0;
 }
 
 int zt_mkdir_p(const char *path)

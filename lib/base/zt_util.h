@@ -18,6 +18,8 @@ int64_t zt_now_ms(void);
 int64_t zt_now_us(void);
 /* Wall-clock time as ISO 8601 UTC with milliseconds, into buf (>= 32). */
 void zt_wall_iso(char *buf, size_t size);
+/* The reverse: seconds since the epoch of such a time (2026-11-23T21:32:49.342Z); NaN when it is not one. */
+double zt_iso_epoch(const char *iso);
 /* mkdir -p; 0 or ZT_ESYS. */
 int zt_mkdir_p(const char *path);
 /* rm -rf path (not following symbolic links); 0, or ZT_ESYS when something

@@ -49,6 +49,27 @@ def async_job(d, epochs=2, evaluator=True):
     return write(d, "job.json", json.dumps(ex))
 
 
+X = {"parameterId": "x", "doubleValueSpec": {"minValue": 0, "maxValue": 1}}
+OPT = {"parameterId": "opt", "categoricalValueSpec": {"values": ["adam", "sgd"]}}
+
+
+def run_study(test, prefix, params, trials):
+    """A study of the synthetic objective (metric score); its directory."""
+    d = tmpdir(prefix)
+    spec = {"displayName": "t", "studySpec": {"metrics": [{"metricId": "score", "goal": "MAXIMIZE"}],
+                                               "parameters": params},
+            "maxTrialCount": trials, "parallelTrialCount": 2,
+            "trialJobSpec": {"workerPoolSpecs": [{
+                "machineSpec": {"machineType": "n1-standard-4"}, "replicaCount": 1,
+                "containerSpec": {"imageUri": "local",
+                                  "command": ["python3", os.path.join(ROOT, "examples", "hypertune_objective.py")]}}]}}
+    sd = os.path.join(d, "study")
+    r = subprocess.run([ZTRAIN, "tune", write(d, "study.json", json.dumps(spec)), "--study-dir", sd],
+                       capture_output=True, text=True, timeout=120)
+    test.assertEqual(r.returncode, 0, r.stderr[-3000:])
+    return sd
+
+
 class TrainingScalars(unittest.TestCase):
     """The async example with its evaluator: the chief's scalars under
     logs/train, the evaluations under logs/eval, as job.json has them."""
@@ -203,6 +224,13 @@ class CommandLine(unittest.TestCase):
         r = subprocess.run([ZTRAIN, "logs", self.jobs], capture_output=True, text=True, timeout=60)
         self.assertEqual(r.returncode, 2)
         self.assertIn("%s holds no job" % self.jobs, r.stderr)
+        # a job spec named job.json is not a job
+        spec_dir = os.path.join(self.jobs, "spec")
+        os.makedirs(spec_dir)
+        write(spec_dir, "job.json", json.dumps({"displayName": "x", "jobSpec": {}}))
+        r = subprocess.run([ZTRAIN, "wait", spec_dir], capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 2, r.stdout)
+        self.assertIn("%s holds no job or study (no job.json or study.json that ztrain wrote" % spec_dir, r.stderr)
         r = subprocess.run([ZTRAIN, "wait"], capture_output=True, text=True, timeout=60)
         self.assertEqual(r.returncode, 2)
         self.assertIn("ztrain wait: give the job directory", r.stderr)
@@ -345,21 +373,7 @@ class StudyHParams(unittest.TestCase):
     parameters and every trial with its values, status and metric."""
 
     def test_every_trial_in_the_dashboard(self):
-        d = tmpdir("watch-study-")
-        spec = {"displayName": "t", "studySpec": {
-            "metrics": [{"metricId": "score", "goal": "MAXIMIZE"}],
-            "parameters": [{"parameterId": "x", "doubleValueSpec": {"minValue": 0, "maxValue": 1}},
-                           {"parameterId": "opt", "categoricalValueSpec": {"values": ["adam", "sgd"]}},
-                           {"parameterId": "n", "discreteValueSpec": {"values": [32, 64]}}]},
-            "maxTrialCount": 4, "parallelTrialCount": 2,
-            "trialJobSpec": {"workerPoolSpecs": [{
-                "machineSpec": {"machineType": "n1-standard-4"}, "replicaCount": 1,
-                "containerSpec": {"imageUri": "local",
-                                  "command": ["python3", os.path.join(ROOT, "examples", "hypertune_objective.py")]}}]}}
-        sd = os.path.join(d, "study")
-        r = subprocess.run([ZTRAIN, "tune", write(d, "study.json", json.dumps(spec)), "--study-dir", sd],
-                           capture_output=True, text=True, timeout=120)
-        self.assertEqual(r.returncode, 0, r.stderr[-3000:])
+        sd = run_study(self, "watch-study-", [X, OPT, {"parameterId": "n", "discreteValueSpec": {"values": [32, 64]}}], 4)
         with open(os.path.join(sd, "study.json")) as f:
             study = json.load(f)
         port = free_port()
@@ -483,20 +497,7 @@ class Browser(unittest.TestCase):
         self.assertIn(b"examples_per_sec", series)  # the cards' points were fetched
 
     def test_hparams_dashboard(self):
-        d = tmpdir("watch-browser-study-")
-        spec = {"displayName": "t", "studySpec": {
-            "metrics": [{"metricId": "score", "goal": "MAXIMIZE"}],
-            "parameters": [{"parameterId": "x", "doubleValueSpec": {"minValue": 0, "maxValue": 1}},
-                           {"parameterId": "opt", "categoricalValueSpec": {"values": ["adam", "sgd"]}}]},
-            "maxTrialCount": 5, "parallelTrialCount": 2,
-            "trialJobSpec": {"workerPoolSpecs": [{
-                "machineSpec": {"machineType": "n1-standard-4"}, "replicaCount": 1,
-                "containerSpec": {"imageUri": "local",
-                                  "command": ["python3", os.path.join(ROOT, "examples", "hypertune_objective.py")]}}]}}
-        sd = os.path.join(d, "study")
-        r = subprocess.run([ZTRAIN, "tune", write(d, "study.json", json.dumps(spec)), "--study-dir", sd],
-                           capture_output=True, text=True, timeout=120)
-        self.assertEqual(r.returncode, 0, r.stderr[-3000:])
+        sd = run_study(self, "watch-browser-study-", [X, OPT], 5)
         got = self.browse(self.serve(os.path.join(sd, "tensorboard")), "hparams", "tensorboard-hparams.png")
         groups = [b for u, b in got.items() if u.endswith("/data/plugin/hparams/session_groups")]
         self.assertTrue(groups, sorted(got))
