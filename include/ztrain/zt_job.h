@@ -34,8 +34,8 @@ void zt_job_free(zt_job_t *job);
 
 /* Where this replica's checkpoints go: AIP_CHECKPOINT_DIR, or for the
  * final model AIP_MODEL_DIR; "checkpoints" and "model" in the working
- * directory when unset. Restarted parameter servers restore from the first,
- * and evaluators are served both. */
+ * directory when unset; a trailing slash dropped. Restarted parameter
+ * servers restore from the first, and evaluators are served both. */
 const char *zt_job_checkpoint_dir(bool final_model);
 
 /* The job's all-reduce group for the trainers: through its reducers, else a

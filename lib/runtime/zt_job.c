@@ -83,6 +83,18 @@ zt_coll_t *zt_job_collective(const zt_job_t *job, int timeout_ms, char *why, siz
 
 const char *zt_job_checkpoint_dir(bool final_model)
 {
+    /* without the trailing slash the variables carry (as Vertex's do), so
+     * that paths made from it read dir/ckpt-..., not dir//ckpt-... */
+    static __thread char buf[2][4096];
     const char *d = zt_env_get(final_model ? ZT_ENV_AIP_MODEL_DIR : ZT_ENV_AIP_CHECKPOINT_DIR);
-    return d && *d ? d : final_model ? "model" : "checkpoints";
+    if (!d || !*d)
+        return final_model ? "model" : "checkpoints";
+    size_t n = strlen(d);
+    while (n > 1 && d[n - 1] == '/')
+        n--;
+    if (n == strlen(d) || n >= sizeof buf[0])
+        return d;
+    memcpy(buf[final_model], d, n);
+    buf[final_model][n] = '\0';
+    return buf[final_model];
 }
