@@ -27,7 +27,7 @@ typedef struct {
 } s_log_t;
 
 typedef struct {
-    const char *stamp; /* ISO 8601 UTC: sorts as text */
+    char stamp[32];    /* ISO 8601 UTC: sorts as text */
     int file;
     long seq;
     char *text;
@@ -99,8 +99,8 @@ static void s_drain(s_log_t *logs, int n, bool prefix)
                 cap = cap ? 2 * cap : 256;
                 lines = realloc(lines, cap * sizeof *lines);
             }
-            lines[nl] = (s_line_t) { NULL, i, (long) nl, strdup(line) };
-            lines[nl].stamp = strdup(logs[i].stamp);
+            lines[nl] = (s_line_t) { "", i, (long) nl, strdup(line) };
+            memcpy(lines[nl].stamp, logs[i].stamp, sizeof lines[nl].stamp);
             nl++;
         }
         free(line);
@@ -113,7 +113,6 @@ static void s_drain(s_log_t *logs, int n, bool prefix)
         else
             fputs(lines[k].text, stdout);
         free(lines[k].text);
-        free((char *) lines[k].stamp);
     }
     free(lines);
     fflush(stdout);

@@ -33,7 +33,8 @@ static const char *const s_rstate_names[] = { "PENDING", "STARTING", "RUNNING", 
 static const char *const s_job_names[] = { "QUEUED", "PENDING", "RUNNING", "SUCCEEDED", "FAILED",
                                            "CANCELLING", "CANCELLED" };
 
-const char *zt_job_state_name(zt_job_state_t s) { return s_job_names[s]; }
+const char *zt_job_state_name(zt_job_state_t s) { return s >= 0 && s < ZT_JOB_STATES ? s_job_names[s] : NULL; }
+const char *zt_replica_state_name(int s) { return s >= 0 && s <= R_STOPPED ? s_rstate_names[s] : NULL; }
 
 /* What one replica's messages can make job.json hold: metric names per
  * replica, and the newest checkpoints and evaluations kept. */

@@ -1,5 +1,6 @@
 /* The coordinator's Prometheus endpoint (see zt_prom.h). */
 #include "zt_prom.h"
+#include "zt_coord.h"
 #include "base/zt_util.h"
 #include <arpa/inet.h>
 #include <errno.h>
@@ -77,11 +78,6 @@ static void s_head(s_out_t *o, const char *name, const char *type, const char *h
     s_put(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
-static const char *const s_job_states[] = { "QUEUED", "PENDING", "RUNNING", "SUCCEEDED", "FAILED",
-                                            "CANCELLING", "CANCELLED" };
-static const char *const s_rep_states[] = { "PENDING", "STARTING", "RUNNING", "RESTARTING", "SUCCEEDED",
-                                            "FAILED", "STOPPED" };
-
 /* A metric of a replica that has a series of its own below. */
 static bool s_named(const char *m)
 {
@@ -108,9 +104,9 @@ char *zt_prom_render(json_t *job)
     s_put(&o, "ztrain_job_info{name=\"%s\",job_dir=\"%s\"} 1\n", jname,
           s_esc(json_string_value(json_object_get(job, "jobDir")), e2, sizeof e2));
     s_head(&o, "ztrain_job_state", "gauge", "The job's state: 1 for the one it is in, 0 for the others.");
-    for (size_t i = 0; i < sizeof s_job_states / sizeof *s_job_states; i++)
-        s_put(&o, "ztrain_job_state{state=\"%s\"} %d\n", s_job_states[i],
-              state && !strcmp(state, s_job_states[i]));
+    for (int i = 0; i < ZT_JOB_STATES; i++)
+        s_put(&o, "ztrain_job_state{state=\"%s\"} %d\n", zt_job_state_name((zt_job_state_t) i),
+              state && !strcmp(state, zt_job_state_name((zt_job_state_t) i)));
     s_head(&o, "ztrain_job_start_time_seconds", "gauge", "When the job was created (Unix time).");
     s_num(v, sizeof v, zt_iso_epoch(json_string_value(json_object_get(job, "createTime"))));
     s_put(&o, "ztrain_job_start_time_seconds %s\n", v);
@@ -118,26 +114,26 @@ char *zt_prom_render(json_t *job)
     s_put(&o, "ztrain_job_retries_total %lld\n",
           (long long) json_integer_value(json_object_get(job, "jobRetries")));
 
-    /* replicas: by pool and state; each one's restarts */
+    /* replicas: by pool and state (the pools the job has); each one's restarts */
     json_t *reps = json_object_get(job, "replicas");
-    int counts[4][7] = { { 0 } };
+    int counts[ZT_POOLS][16] = { { 0 } };
+    bool present[ZT_POOLS] = { false };
     size_t i;
     json_t *r;
     json_array_foreach(reps, i, r) {
         int pool = (int) json_integer_value(json_object_get(r, "pool"));
         const char *rs = json_string_value(json_object_get(r, "state"));
-        for (int k = 0; pool >= 0 && pool < 4 && rs && k < 7; k++)
-            counts[pool][k] += !strcmp(rs, s_rep_states[k]);
+        if (pool < 0 || pool >= ZT_POOLS)
+            continue;
+        present[pool] = true;
+        for (int k = 0; rs && k < 16 && zt_replica_state_name(k); k++)
+            counts[pool][k] += !strcmp(rs, zt_replica_state_name(k));
     }
     s_head(&o, "ztrain_replicas", "gauge", "Replicas of each pool in each state.");
-    for (int p = 0; p < 4; p++) {
-        bool present = false;
-        json_array_foreach(reps, i, r)
-            present |= json_integer_value(json_object_get(r, "pool")) == p;
-        for (int k = 0; present && k < 7; k++)
-            s_put(&o, "ztrain_replicas{pool=\"workerpool%d\",state=\"%s\"} %d\n", p,
-                  s_rep_states[k], counts[p][k]);
-    }
+    for (int p = 0; p < ZT_POOLS; p++)
+        for (int k = 0; present[p] && k < 16 && zt_replica_state_name(k); k++)
+            s_put(&o, "ztrain_replicas{pool=\"workerpool%d\",state=\"%s\"} %d\n", p, zt_replica_state_name(k),
+                  counts[p][k]);
     s_head(&o, "ztrain_replica_restarts_total", "counter", "In-place restarts of each replica.");
     json_array_foreach(reps, i, r)
         s_put(&o, "ztrain_replica_restarts_total{replica=\"%s\",pool=\"workerpool%lld\"} %lld\n",

@@ -151,17 +151,10 @@ int zt_evaluator_run(const zt_evaluator_opts_t *o)
     char *scratch = zt_strdupf("%s/evaluator-%d.%d", jd ? jd : "/tmp", index, (int) getpid());
     zt_mkdir_p(scratch);
     /* TensorBoard: the evaluations under <AIP_TENSORBOARD_LOG_DIR>/eval (eval-I for evaluator I > 0) */
-    zt_tb_t *tb = NULL;
-    const char *tbdir = zt_env_get(ZT_ENV_AIP_TENSORBOARD_LOG_DIR);
-    if (tbdir && *tbdir && strcmp(zt_knob_str(ZT_KNOB_TENSORBOARD), "off")) {
-        char name[32] = "eval";
-        if (index)
-            snprintf(name, sizeof name, "eval-%d", index);
-        char *run = zt_tb_run_dir(tbdir, name);
-        if (!(tb = zt_tb_open(run, err, sizeof err)))
-            zt_warn("%s: no TensorBoard scalars (ZT_TENSORBOARD=off turns them off)", err);
-        free(run);
-    }
+    char run[32] = "eval";
+    if (index)
+        snprintf(run, sizeof run, "eval-%d", index);
+    zt_tb_t *tb = zt_tb_open_role_run(run);
     int evaluated = 0;
     for (;;) {
         int64_t step;

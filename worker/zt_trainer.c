@@ -440,22 +440,18 @@ static int s_finish(s_run_t *r, int64_t step, double secs)
     return 0;
 }
 
-/* TensorBoard's event file: the chief's under <AIP_TENSORBOARD_LOG_DIR>/train,
- * the others' under train-workerpoolP-I with ZT_TENSORBOARD=all. A folder
- * that cannot be written is a warning: training goes on without it. */
+/* TensorBoard's event file: the chief's run is train, the others'
+ * train-workerpoolP-I with ZT_TENSORBOARD=all. */
 static void s_open_tensorboard(s_run_t *r)
 {
-    const char *mode = zt_knob_str(ZT_KNOB_TENSORBOARD), *dir = zt_env_get(ZT_ENV_AIP_TENSORBOARD_LOG_DIR);
-    if (!dir || !*dir || !strcmp(mode, "off") || (r->rank != 0 && strcmp(mode, "all")))
-        return;
     char name[64] = "train";
-    if (r->rank != 0)
+    if (r->rank != 0) {
+        if (strcmp(zt_knob_str(ZT_KNOB_TENSORBOARD), "all"))
+            return;
         snprintf(name, sizeof name, "train-workerpool%lld-%lld", (long long) zt_env_int_or(ZT_ENV_POOL, 1),
                  (long long) zt_env_int_or(ZT_ENV_INDEX, r->rank - 1));
-    char *run = zt_tb_run_dir(dir, name), err[600];
-    if (!(r->tb = zt_tb_open(run, err, sizeof err)))
-        zt_warn("%s: no TensorBoard scalars (ZT_TENSORBOARD=off turns them off)", err);
-    free(run);
+    }
+    r->tb = zt_tb_open_role_run(name);
 }
 
 /* The replica's identity, logging, knobs and control plane. */

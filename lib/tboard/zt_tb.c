@@ -9,6 +9,8 @@
 #include <unistd.h>
 #include "ztrain/zt_log.h"
 #include "base/zt_util.h"
+#include "runtime/zt_env.h"
+#include "ztrain/zt_knobs.h"
 #include "zt_tb.pb-c.h"
 
 struct zt_tb {
@@ -128,6 +130,19 @@ char *zt_tb_run_dir(const char *base, const char *run)
     while (n > 1 && base[n - 1] == '/')
         n--;
     return zt_strdupf("%.*s/%s", (int) n, base, run);
+}
+
+zt_tb_t *zt_tb_open_role_run(const char *run)
+{
+    const char *base = zt_env_get(ZT_ENV_AIP_TENSORBOARD_LOG_DIR);
+    if (!base || !*base || !strcmp(zt_knob_str(ZT_KNOB_TENSORBOARD), "off"))
+        return NULL;
+    char *dir = zt_tb_run_dir(base, run), err[600];
+    zt_tb_t *tb = zt_tb_open(dir, err, sizeof err);
+    if (!tb)
+        zt_warn("%s: no TensorBoard scalars (ZT_TENSORBOARD=off turns them off)", err);
+    free(dir);
+    return tb;
 }
 
 const char *zt_tb_path(const zt_tb_t *self)

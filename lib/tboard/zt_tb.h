@@ -29,6 +29,11 @@ zt_tb_t *zt_tb_open(const char *dir, char *err, size_t errlen);
  * trailing slashes dropped (AIP_TENSORBOARD_LOG_DIR ends with one). */
 char *zt_tb_run_dir(const char *base, const char *run);
 
+/* A built-in role's event file, in run `run` under AIP_TENSORBOARD_LOG_DIR:
+ * NULL when the variable is unset or ZT_TENSORBOARD=off, and when the
+ * folder cannot be written (then a warning: the role goes on without it). */
+zt_tb_t *zt_tb_open_role_run(const char *run);
+
 /* One scalar point. 0, or -1 when the file could not be written (the
  * first such failure is logged once; later writes are dropped). */
 int zt_tb_scalar(zt_tb_t *self, const char *tag, double value, int64_t step);
