@@ -9,11 +9,7 @@
 #include <stdbool.h>
 #include "launch/zt_backend.h"
 #include "spec/zt_jobspec.h"
-
-typedef enum {
-    ZT_JOB_QUEUED, ZT_JOB_PENDING, ZT_JOB_RUNNING, ZT_JOB_SUCCEEDED, ZT_JOB_FAILED,
-    ZT_JOB_CANCELLING, ZT_JOB_CANCELLED, ZT_JOB_STATES
-} zt_job_state_t;
+#include "zt_state.h"
 
 typedef struct {
     const char *job_dir;       /* absolute; made when missing */
@@ -30,9 +26,6 @@ zt_coord_t *zt_coord_new(zt_plan_t **plan_p, zt_backend_t **backend_p, const zt_
 void zt_coord_destroy(zt_coord_t **self_p);
 /* Runs the job to its end; returns the final state. */
 zt_job_state_t zt_coord_run(zt_coord_t *self);
-const char *zt_job_state_name(zt_job_state_t state);
-/* A replica's state by number, from 0 (PENDING) until NULL. */
-const char *zt_replica_state_name(int state);
 
 /* For the coordinator's fuzzer (tests/fuzz/fuzz_coord.c): starts every
  * replica, as run does first, and hands one received message body to the

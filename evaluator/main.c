@@ -1,7 +1,8 @@
 /* ztrain-evaluator: thin main; the logic is zt_evaluator. */
 #include "zt_evaluator.h"
 #include "base/zt_util.h"
-#include "runtime/zt_role.h"
+#include "runtime/zt_cmdline.h"
+#include "runtime/zt_placeholder.h"
 #include "ztrain/ztrain.h"
 #include <getopt.h>
 #include <stdio.h>
@@ -17,7 +18,7 @@ enum { F_DATA_DIR = 1, F_TEST_EXAMPLES };
 
 typedef struct {
     zt_evaluator_opts_t eval;
-    zt_role_opts_t role;
+    zt_placeholder_opts_t role;
 } s_opts_t;
 
 static int s_on_flag(int id, const char *v, void *ctx)
@@ -34,24 +35,24 @@ static int s_on_flag(int id, const char *v, void *ctx)
         o->eval.test_limit = (int) n;
     }
     else
-        return zt_role_flag("ztrain-evaluator", id, v, &o->role);
+        return zt_placeholder_flag("ztrain-evaluator", id, v, &o->role);
     return 0;
 }
 
 int main(int argc, char **argv)
 {
-    static const zt_role_info_t info = { "ztrain-evaluator", "evaluator" };
+    static const zt_placeholder_info_t info = { "ztrain-evaluator", "evaluator" };
     static const zt_flag_t flags[] = {
         { "data-dir", required_argument, F_DATA_DIR, "DIR", "Fashion-MNIST's folder (default $ZT_DATA_DIR)" },
         { "test-examples", required_argument, F_TEST_EXAMPLES, "N", "score the first N test examples (0: all)" },
-        ZT_ROLE_FLAGS,
+        ZT_PLACEHOLDER_FLAGS,
         { NULL, 0, 0, NULL, NULL },
     };
     s_opts_t o = { { NULL, 0 }, { false, -1, 0 } };
-    int rc = zt_role_parse("ztrain-evaluator", s_usage, ZT_FOR_EVAL, flags, argc, argv, s_on_flag, &o);
+    int rc = zt_cmdline_parse("ztrain-evaluator", s_usage, ZT_FOR_EVAL, flags, argc, argv, s_on_flag, &o);
     if (rc != 0)
         return rc == 1 ? 0 : 2;
     if (o.role.placeholder)
-        return zt_exit_status(zt_role_main(&info, &o.role));
+        return zt_exit_status(zt_placeholder_main(&info, &o.role));
     return zt_exit_status(zt_evaluator_run(&o.eval));
 }

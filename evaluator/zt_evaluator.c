@@ -1,8 +1,8 @@
 #include "zt_evaluator.h"
 #include "model/zt_ckpt.h"
 #include "tboard/zt_tb.h"
-#include "runtime/zt_env.h"
-#include "runtime/zt_role.h"
+#include "base/zt_env.h"
+#include "runtime/zt_process.h"
 #include "wire/zt_transport.h"
 #include "runtime/zt_fileserver.h"
 #include "model/zt_idx.h"
@@ -130,8 +130,8 @@ static int s_evaluate(const char *address, const char *name, int64_t step, const
 int zt_evaluator_run(const zt_evaluator_opts_t *o)
 {
     int index = (int) zt_env_int_or(ZT_ENV_INDEX, 0);
-    zt_role_log_init("evaluator", index);
-    if (!zt_role_knobs_ok())
+    zt_process_log_init("evaluator", index);
+    if (!zt_process_knobs_ok())
         return 1;
     openblas_set_num_threads(1);
     zsys_init();

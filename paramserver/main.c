@@ -1,8 +1,9 @@
 /* ztrain-paramserver: thin main; the shard logic is zt_ps_server. */
 #include "zt_ps_server.h"
-#include "runtime/zt_role.h"
+#include "runtime/zt_process.h"
+#include "runtime/zt_server.h"
 #include "ztrain/ztrain.h"
-#include "runtime/zt_env.h"
+#include "base/zt_env.h"
 #include "base/zt_util.h"
 #include <errno.h>
 #include <stdlib.h>
@@ -46,7 +47,7 @@ int main(int argc, char **argv)
         return 1;
     }
     zt_info("serving on %s (server %d of %d)", place.bind, place.index, place.count);
-    zt_ps_server_run(srv, zt_role_stop_requested, rep);
+    zt_ps_server_run(srv, zt_process_stop_requested, rep);
     zt_ps_server_destroy(&srv);
     zt_replica_destroy(&rep);
     free(snap);

@@ -13,7 +13,7 @@
 #include "ztrain/zt_knobs.h"
 #include "ztrain/zt_allreduce.h"
 #include "allreduce/zt_arlayout.h"
-#include "runtime/zt_role.h"
+#include "runtime/zt_process.h"
 #include <czmq.h>
 #include <errno.h>
 #include <jansson.h>
@@ -615,7 +615,7 @@ static void s_on_push(zt_ps_server_t *self, zmq_msg_t *id, const zt_msg_t *m, zm
         char what[160];
         snprintf(what, sizeof what, "a push of non-finite gradients (NaN or infinity) to [%lld, +%lld) from a "
                  "sender claiming worker %d", (long long) off, (long long) count, m->index);
-        zt_role_refused(&self->nonfinite, self->opts.replica, "nonfinite_refused", what);
+        zt_process_refused(&self->nonfinite, self->opts.replica, "nonfinite_refused", what);
         s_error(self, id, m->u.PS_PUSH.req, ZT_PS_BAD_PAYLOAD, "non-finite gradients (NaN or infinity) refused; "
                 "the step is not applied (ZT_ALLOW_NONFINITE=1 takes them)");
         return;
@@ -658,7 +658,7 @@ void zt_ps_server_handle(zt_ps_server_t *self, zmq_msg_t *parts, int n)
     zt_msg_t m;
     if (n < 2 || zt_msg_decode(zmq_msg_data(&parts[1]), zmq_msg_size(&parts[1]), &m, NULL) != ZT_OK) {
         self->drops++;
-        zt_role_refused(&self->dropped, NULL, NULL, "a malformed request");
+        zt_process_refused(&self->dropped, NULL, NULL, "a malformed request");
         return;
     }
     zmq_msg_t *id = &parts[0], *payload = n >= 3 ? &parts[2] : NULL;
@@ -677,7 +677,7 @@ void zt_ps_server_handle(zt_ps_server_t *self, zmq_msg_t *parts, int n)
         break;
     default:
         self->drops++;
-        zt_role_refused(&self->dropped, NULL, NULL, "a message that is not a parameter-server request");
+        zt_process_refused(&self->dropped, NULL, NULL, "a message that is not a parameter-server request");
     }
 }
 
@@ -689,7 +689,7 @@ int zt_ps_server_run(zt_ps_server_t *self, bool (*should_stop)(void *), void *ar
         if (self->version != self->snap_version && self->opts.snapshot_ms > 0 &&
             zt_now_ms() - self->snap_ms >= self->opts.snapshot_ms)
             s_snapshot_write(self);
-        zt_role_refusals_flush(&self->nonfinite, self->opts.replica, "nonfinite_refused");
+        zt_process_refusals_flush(&self->nonfinite, self->opts.replica, "nonfinite_refused");
         if (zmq_poll(&item, 1, 100) <= 0)
             continue;
         for (int k = 0; k < 256; k++) {

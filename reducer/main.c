@@ -1,6 +1,7 @@
 /* ztrain-reducer: thin main; the reduction logic is zt_reducer. */
 #include "zt_reducer.h"
-#include "runtime/zt_role.h"
+#include "runtime/zt_process.h"
+#include "runtime/zt_server.h"
 #include "ztrain/ztrain.h"
 
 static const char s_usage[] =
@@ -28,7 +29,7 @@ int main(int argc, char **argv)
         return 1;
     }
     zt_info("reducing on %s (reducer %d of %d)", place.bind, place.index, place.count);
-    zt_reducer_run(srv, zt_role_stop_requested, rep);
+    zt_reducer_run(srv, zt_process_stop_requested, rep);
     zt_reducer_destroy(&srv);
     zt_replica_destroy(&rep);
     zt_info("exiting");

@@ -1,5 +1,5 @@
-#include "runtime/zt_env.h"
-#include "runtime/zt_role.h"
+#include "base/zt_env.h"
+#include "runtime/zt_process.h"
 #include "zt_reducer.h"
 #include "allreduce/zt_arlayout.h"
 #include "wire/zt_bufpool.h"
@@ -572,7 +572,7 @@ static void s_refuse_nonfinite(zt_reducer_t *self, int rank, const zt_msg_AR_PIE
     zt_env_describe_rank(rank, who, sizeof who);
     snprintf(what, sizeof what, "a piece of non-finite values (NaN or infinity) for bucket %lld from a sender "
              "claiming to be %s (rank %d)", (long long) p->bucket, who, rank);
-    zt_role_refused(&self->nonfinite, self->opts.replica, "nonfinite_refused", what);
+    zt_process_refused(&self->nonfinite, self->opts.replica, "nonfinite_refused", what);
     s_error(self, rank, -1, ZT_PS_BAD_PAYLOAD, "non-finite gradients (NaN or infinity) refused; the round "
             "cannot complete with them (ZT_ALLOW_NONFINITE=1 takes them)");
 }
@@ -649,7 +649,7 @@ static void s_on_hello(zt_reducer_t *self, int rank, const zt_msg_t *m, zmq_msg_
         /* the group is summing: a different layout now is no worker of it
          * (a restarted one comes with the same): refused to its sender
          * alone, the group goes on */
-        zt_role_refused(&self->dropped, NULL, NULL, "a layout unlike the running group's");
+        zt_process_refused(&self->dropped, NULL, NULL, "a layout unlike the running group's");
         s_error(self, rank, m->u.AR_HELLO.req, ZT_PS_CONFIG_MISMATCH,
                 "this layout is not the running group's; refused (the group goes on)");
         free(text);
@@ -730,7 +730,7 @@ void zt_reducer_handle(zt_reducer_t *self, zmq_msg_t *parts, int n)
     zt_msg_t m;
     if (n < 2 || zt_msg_decode(zmq_msg_data(&parts[1]), zmq_msg_size(&parts[1]), &m, NULL) != ZT_OK ||
         m.index < 0 || m.index >= MAX_WORKERS) {
-        zt_role_refused(&self->dropped, NULL, NULL, "a malformed message");
+        zt_process_refused(&self->dropped, NULL, NULL, "a malformed message");
         return;
     }
     int rank = m.index;
@@ -758,7 +758,7 @@ int zt_reducer_run(zt_reducer_t *self, bool (*should_stop)(void *), void *arg)
     zmq_pollitem_t item = { zs, 0, ZMQ_POLLIN, 0 };
     while (!(should_stop && should_stop(arg))) {
         s_check_slow(self);
-        zt_role_refusals_flush(&self->nonfinite, self->opts.replica, "nonfinite_refused");
+        zt_process_refusals_flush(&self->nonfinite, self->opts.replica, "nonfinite_refused");
         if (zmq_poll(&item, 1, 100) <= 0)
             continue;
         for (int k = 0; k < 256; k++) {

@@ -1,5 +1,5 @@
 #include "zt_compute.h"
-#include "runtime/zt_env.h"
+#include "base/zt_env.h"
 #include "ztrain/ztrain.h"
 #include <stdlib.h>
 #include <string.h>

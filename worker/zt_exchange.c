@@ -1,7 +1,7 @@
 #include "zt_exchange.h"
 #include "zt_rejoin.h"
 #include "model/zt_ckpt.h"
-#include "runtime/zt_env.h"
+#include "base/zt_env.h"
 #include "base/zt_shard.h"
 #include "base/zt_util.h"
 #include "ztrain/ztrain.h"

@@ -1,5 +1,5 @@
 #include "zt_rejoin.h"
-#include "runtime/zt_env.h"
+#include "base/zt_env.h"
 #include "wire/zt_msg.h"
 #include "wire/zt_transport.h"
 #include "base/zt_util.h"

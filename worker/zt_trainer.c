@@ -2,8 +2,9 @@
 #include "zt_exchange.h"
 #include "model/zt_ckpt.h"
 #include "tboard/zt_tb.h"
-#include "runtime/zt_env.h"
-#include "runtime/zt_role.h"
+#include "base/zt_env.h"
+#include "runtime/zt_cmdline.h"
+#include "runtime/zt_process.h"
 #include "base/zt_util.h"
 #include "ztrain/ztrain.h"
 #include <cblas.h>
@@ -67,7 +68,7 @@ static const zt_flag_t s_flags[] = {
     { "device", 1, T_DEVICE, "auto|cpu|cuda", "auto: the GPU when the replica has one" },
     { "data_dir", 1, T_DATA_DIR, "DIR", "Fashion-MNIST's folder (default $ZT_DATA_DIR)" },
     { "job_dir", 1, T_JOB_DIR, "DIR", "accepted and unused (AI Platform passes it)" },
-    ZT_ROLE_FLAGS,
+    ZT_PLACEHOLDER_FLAGS,
     { NULL, 0, 0, NULL, NULL },
 };
 
@@ -80,7 +81,7 @@ static const char s_usage[] =
 
 typedef struct {
     zt_train_opts_t *o;
-    zt_role_opts_t *role;
+    zt_placeholder_opts_t *role;
 } s_parse_t;
 
 /* Long on purpose: one case per flag of s_flags, each checked where it is read. */
@@ -165,14 +166,14 @@ static int s_on_flag(int id, const char *v, void *ctx)
         return 0;
     }
     default:
-        return zt_role_flag("ztrain-worker", id, v, p->role) < 0 ? -1 : 0;
+        return zt_placeholder_flag("ztrain-worker", id, v, p->role) < 0 ? -1 : 0;
     }
 }
 
-int zt_train_opts_parse(zt_train_opts_t *o, zt_role_opts_t *role, int argc, char **argv)
+int zt_train_opts_parse(zt_train_opts_t *o, zt_placeholder_opts_t *role, int argc, char **argv)
 {
     s_parse_t p = { o, role };
-    return zt_role_parse("ztrain-worker", s_usage, ZT_FOR_WORKER, s_flags, argc, argv, s_on_flag, &p);
+    return zt_cmdline_parse("ztrain-worker", s_usage, ZT_FOR_WORKER, s_flags, argc, argv, s_on_flag, &p);
 }
 
 /* ------------------------------------------------------------ the run */
@@ -463,8 +464,8 @@ static int s_start(s_run_t *r)
         zt_error("RANK=%d and WORLD_SIZE=%d do not fit", r->rank, r->world);
         return -1;
     }
-    zt_role_log_init(r->rank == 0 ? "chief" : "worker", r->rank);
-    if (!zt_role_knobs_ok())
+    zt_process_log_init(r->rank == 0 ? "chief" : "worker", r->rank);
+    if (!zt_process_knobs_ok())
         return -1;
     openblas_set_num_threads(1);
     zt_tune_malloc();

@@ -10,7 +10,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdint.h>
-#include "runtime/zt_role.h"
+#include "runtime/zt_placeholder.h"
 
 typedef struct {
     float learning_rate;       /* --learning_rate (0.001) */
@@ -40,7 +40,7 @@ void zt_train_opts_defaults(zt_train_opts_t *o);
  * - or _): the trainer's flags into o, the placeholder replica's (--idle,
  * --run-seconds) into role. 0 to go on, 1 when --help or --version was
  * printed, 2 on an unknown flag or a bad value (printed). */
-int zt_train_opts_parse(zt_train_opts_t *o, zt_role_opts_t *role, int argc, char **argv);
+int zt_train_opts_parse(zt_train_opts_t *o, zt_placeholder_opts_t *role, int argc, char **argv);
 /* Trains; 0 on success (exit status of the replica). */
 int zt_trainer_run(const zt_train_opts_t *o);
 

@@ -1,5 +1,5 @@
 #include "launch/zt_clusterenv.h"
-#include "runtime/zt_env.h"
+#include "base/zt_env.h"
 #include "wire/zt_auth.h"
 #include "base/zt_util.h"
 #include "ztrain/zt_error.h"

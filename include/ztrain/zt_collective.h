@@ -24,6 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "zt_allreduce.h"
+#include "zt_job.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -65,6 +66,11 @@ int zt_coll_pending(zt_coll_t *self);
 
 /* The last failure, for people. */
 const char *zt_coll_error(zt_coll_t *self);
+
+/* The job's all-reduce group for the trainers: through its reducers, else a
+ * ring between the trainers (each binds its own host:port). Every trainer
+ * calls it; NULL with the reason in why. */
+zt_coll_t *zt_job_collective(const zt_job_t *job, int timeout_ms, char *why, size_t why_size);
 
 #ifdef __cplusplus
 }

@@ -7,7 +7,6 @@
 #define ZT_JOB_H
 #include <stdbool.h>
 #include <stddef.h>
-#include "zt_collective.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -37,11 +36,6 @@ void zt_job_free(zt_job_t *job);
  * directory when unset; a trailing slash dropped. Restarted parameter
  * servers restore from the first, and evaluators are served both. */
 const char *zt_job_checkpoint_dir(bool final_model);
-
-/* The job's all-reduce group for the trainers: through its reducers, else a
- * ring between the trainers (each binds its own host:port). Every trainer
- * calls it; NULL with the reason in why. */
-zt_coll_t *zt_job_collective(const zt_job_t *job, int timeout_ms, char *why, size_t why_size);
 
 #ifdef __cplusplus
 }

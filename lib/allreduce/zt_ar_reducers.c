@@ -3,7 +3,7 @@
  * shared memory on the same host, zero-copy frames otherwise, under a send
  * window for one large tensor), sums come back into the bucket, and a
  * reducer that restarts or goes quiet is sent what it lacks again. */
-#include "runtime/zt_env.h"
+#include "base/zt_env.h"
 #include "allreduce/zt_ar_internal.h"
 
 /* A piece to reducer r: by reference when both are on this host and the

@@ -1,7 +1,7 @@
 /* The all-reduce client's ring between workers (no reducers): each worker
  * connects to the next, then every bucket goes round in a reduce-scatter
  * and an all-gather. */
-#include "runtime/zt_env.h"
+#include "base/zt_env.h"
 #include "allreduce/zt_ar_internal.h"
 
 static int s_ring_recv_msg(zt_allreduce_t *self, zt_msg_t *m, zmq_msg_t *payload, int timeout_ms);

@@ -3,6 +3,7 @@
  * slots (see zt_collective.h); this file only packs and unpacks, the
  * all-reduce (zt_allreduce.c) moves the bytes. */
 #include "ztrain/zt_collective.h"
+#include "ztrain/zt_job.h"
 #include "ztrain/zt_error.h"
 #include "ztrain/zt_knobs.h"
 #include "ztrain/zt_log.h"
@@ -330,4 +331,11 @@ int zt_coll_finish(zt_coll_t *self, int timeout_ms)
         rc = s_round(self, timeout_ms);
     self->regions = 0;
     return rc;
+}
+
+zt_coll_t *zt_job_collective(const zt_job_t *job, int timeout_ms, char *why, size_t why_size)
+{
+    zt_allreduce_opts_t o = { job->rank, job->size, (const char *const *) job->reducers, job->nreducers,
+                              (const char *const *) job->peers, 0, -1 };
+    return zt_coll_new(&o, timeout_ms, why, why_size);
 }

@@ -397,3 +397,10 @@ void zt_private_files(void)
 {
     umask(077);
 }
+
+void zt_strv_free(char **v)
+{
+    for (char **p = v; p && *p; p++)
+        free(*p);
+    free(v);
+}

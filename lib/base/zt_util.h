@@ -38,6 +38,8 @@ double zt_parse_duration(const char *text);
 bool zt_parse_int(const char *text, long long *out);
 /* printf into a fresh heap string. */
 char *zt_strdupf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Frees a NULL-terminated array of strings and the strings (NULL: nothing). */
+void zt_strv_free(char **v);
 /* A free TCP port on 127.0.0.1 from the kernel (bound, then released). */
 int zt_ephemeral_port(void);
 /* Stops a child process: SIGTERM, then SIGKILL if it has not exited within

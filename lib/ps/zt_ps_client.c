@@ -1,7 +1,7 @@
 /* The parameter-server client: one DEALER per server, requests split by
  * shard and into chunks, gradients sent zero-copy, replies matched by id. */
 #include "base/zt_hist.h"
-#include "runtime/zt_env.h"
+#include "base/zt_env.h"
 #include "ztrain/zt_ps.h"
 #include "ztrain/zt_error.h"
 #include "ztrain/zt_knobs.h"

@@ -2,7 +2,7 @@
  * (zt_env): rank, host-local rank, reducers, parameter servers, ring peers. */
 #include "ztrain/zt_job.h"
 #include "ztrain/zt_error.h"
-#include "runtime/zt_env.h"
+#include "base/zt_env.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,13 +72,6 @@ void zt_job_free(zt_job_t *job)
     zt_env_free(job->peers);
     job->reducers = job->paramservers = job->peers = NULL;
     job->nreducers = job->nparamservers = job->npeers = 0;
-}
-
-zt_coll_t *zt_job_collective(const zt_job_t *job, int timeout_ms, char *why, size_t why_size)
-{
-    zt_allreduce_opts_t o = { job->rank, job->size, (const char *const *) job->reducers, job->nreducers,
-                              (const char *const *) job->peers, 0, -1 };
-    return zt_coll_new(&o, timeout_ms, why, why_size);
 }
 
 const char *zt_job_checkpoint_dir(bool final_model)

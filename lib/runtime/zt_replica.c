@@ -7,7 +7,7 @@
 #include "ztrain/zt_error.h"
 #include "ztrain/zt_knobs.h"
 #include "ztrain/zt_log.h"
-#include "runtime/zt_env.h"
+#include "base/zt_env.h"
 #include "runtime/zt_fileserver.h"
 #include "model/zt_ckpt.h"
 #include "wire/zt_msg.h"

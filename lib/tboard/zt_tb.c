@@ -9,7 +9,7 @@
 #include <unistd.h>
 #include "ztrain/zt_log.h"
 #include "base/zt_util.h"
-#include "runtime/zt_env.h"
+#include "base/zt_env.h"
 #include "ztrain/zt_knobs.h"
 #include "zt_tb.pb-c.h"
 

@@ -3,8 +3,8 @@
 #include "ztrain/zt_error.h"
 #include "ztrain/zt_knobs.h"
 #include "ztrain/zt_log.h"
-#include "runtime/zt_env.h"
-#include "runtime/zt_role.h"
+#include "base/zt_env.h"
+#include "base/zt_refusals.h"
 #include "base/zt_util.h"
 #include <jansson.h>
 #include <pthread.h>
@@ -65,7 +65,7 @@ static void s_send_str(void *sock, const char *text, bool more)
 }
 
 /* One connection refused: counted (read by other threads), and logged
- * through zt_role_refused (at most once per 5 s); only the ZAP thread
+ * through zt_refusals_count (at most once per 5 s); only the ZAP thread
  * calls it. */
 static void s_note_refusal(zmq_msg_t *address, const char *why)
 {
@@ -75,7 +75,7 @@ static void s_note_refusal(zmq_msg_t *address, const char *why)
     snprintf(what, sizeof what, "a connection from %.*s: %s",
              (int) (zmq_msg_size(address) < 64 ? zmq_msg_size(address) : 64), (const char *) zmq_msg_data(address),
              why);
-    zt_role_refused(&log, NULL, NULL, what);
+    zt_refusals_count(&log, what, zt_now_ms());
 }
 
 /* ZAP (RFC 27): libzmq asks, for each CURVE handshake on this process's

@@ -2,7 +2,7 @@
 #include "wire/zt_auth.h"
 #include "ztrain/zt_knobs.h"
 #include "ztrain/zt_log.h"
-#include "runtime/zt_env.h"
+#include "base/zt_env.h"
 #include "base/zt_util.h"
 #include <jansson.h>
 #include <pthread.h>

@@ -1,4 +1,4 @@
-#include "runtime/zt_env.h"
+#include "base/zt_env.h"
 #include "base/zt_util.h"
 #include <jansson.h>
 #include <stdio.h>
@@ -103,12 +103,7 @@ void zt_env_describe_rank(int rank, char *out, size_t size)
     zt_env_free(p1);
 }
 
-void zt_env_free(char **list)
-{
-    for (char **p = list; p && *p; p++)
-        free(*p);
-    free(list);
-}
+void zt_env_free(char **list) { zt_strv_free(list); }
 
 char **zt_env_split(const char *text, int *n)
 {

@@ -1,0 +1,140 @@
+/* The coordinator's insides, shared by the files it is split into by
+ * concern; nothing outside coordinator/zt_coord*.c includes this.
+ *   zt_coord.c            the loop: signals, reaping, timers, set-up and tear-down
+ *   zt_coord_supervise.c  what a replica's start or end does to the job
+ *   zt_coord_spawn.c      starting one replica: its argv, environment and config files
+ *   zt_coord_output.c     the replicas' output, to their logs and the console
+ *   zt_coord_ctl.c        the control plane's messages
+ *   zt_coord_doc.c        the job document (job.json) and the job's state */
+#ifndef ZT_COORD_INT_H
+#define ZT_COORD_INT_H
+#include "zt_coord.h"
+#include "zt_prom.h"
+#include "launch/zt_clusterenv.h"
+#include "base/zt_refusals.h"
+#include "wire/zt_msg.h"
+#include <jansson.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* What one replica's messages can make job.json hold: metric names per
+ * replica, and the newest checkpoints and evaluations kept. */
+#define ZT_COORD_MAX_METRIC_NAMES 256
+#define ZT_COORD_MAX_RECORDS 10000
+
+/* One replica, as the coordinator supervises it. */
+typedef struct {
+    int pool;                  /* workerPoolSpecs index */
+    int index;                 /* replica index in the pool */
+    char name[32];             /* workerpoolN-I */
+    zt_handle_t *handle;       /* the backend's, NULL when not running */
+    int out_fd;                /* its stdout+stderr, -1 when closed */
+    char line[4096];           /* partial output line */
+    size_t line_len;           /* bytes in line */
+    FILE *log;                 /* <job-dir>/replica-logs/workerpoolN-I.log */
+    char *log_path;            /* its path */
+    zt_rep_state_t state;      /* replica state */
+    int restarts;              /* in-place restarts in this incarnation */
+    int total_restarts;        /* over the whole job */
+    int last_status;           /* wait status of the last exit, -1 none */
+    bool expect_register;      /* a ztrain role binary: it must register */
+    bool registered;           /* registered in this run */
+    bool killed_by_us;         /* we killed it (missed heartbeats or registration) */
+    zframe_t *identity;        /* ROUTER identity once registered */
+    int64_t started_ms;        /* when spawned */
+    int64_t last_hb_ms;        /* last heartbeat */
+    bool rejoining;            /* a sync trainer restarted into its running group, not yet back */
+    int rejoins;               /* times it rejoined, over the whole job */
+    int64_t lost_ms;           /* when it was lost (for the recovery time) */
+} zt_crep_t;
+
+/* What the coordinator does once every replica has stopped. */
+typedef enum { ZT_AFTER_NOTHING, ZT_AFTER_FINISH, ZT_AFTER_RESPAWN } zt_after_t;
+
+/* Why a control message was dropped: each reason is logged apart, at most
+ * once per 5 s (zt_refusals). */
+typedef enum {
+    ZT_DROP_UNKNOWN_SENDER,   /* well-formed, from no replica of the job */
+    ZT_DROP_UNREGISTERED,     /* from a replica not registered, or from another identity */
+    ZT_DROP_MALFORMED,        /* not a message: bad shape, magic, version, type or field */
+    ZT_DROP_BAD_CHECKPOINT,   /* a CHECKPOINT whose name is not a checkpoint's */
+    ZT_DROP_WRONG_IDENTITY,   /* a replica's keys, claiming to be another replica */
+    ZT_DROP_METRIC_LIMIT,     /* a new metric name beyond ZT_COORD_MAX_METRIC_NAMES */
+    ZT_DROP_BAD_LATENCY,      /* a LATENCY histogram that does not parse */
+    ZT_DROP_REASONS
+} zt_drop_t;
+
+struct zt_coord_t {
+    zt_plan_t *plan;            /* the job */
+    zt_layout_t layout;         /* placement, dirs */
+    zt_backend_t *backend;      /* launches replicas */
+    zt_coord_opts_t opts;       /* as given */
+    zt_crep_t *reps;            /* every replica, pool order */
+    int nreps;                  /* how many */
+    zsock_t *router;            /* control plane */
+    int log_fd;                 /* <job-dir>/replica-logs/coordinator.log: this log's copy, or -1 */
+    zt_prom_t *prom;            /* the Prometheus endpoint (--metrics-port), or NULL */
+    json_t *latency;            /* {kind: {replica: {le, counts, sum}}}: the replicas' histograms */
+    zt_job_state_t state;       /* job state */
+    json_t *transitions;        /* [{state, time}] */
+    json_t *metrics;            /* latest metric per name */
+    json_t *checkpoints;        /* [{step, name, time}] */
+    json_t *evaluations;        /* [{step, name, value, replica, time}] from evaluators */
+    zt_msg_t last_ckpt;         /* the newest CHECKPOINT notice, for late evaluators */
+    json_t *error;              /* why the job failed or was cancelled */
+    int job_retries;            /* whole-job retries so far */
+    zt_refusals_t drop_log[ZT_DROP_REASONS]; /* dropped messages by reason: logged at most once per 5 s each */
+    bool stopping;              /* stopping every replica */
+    zt_after_t after_stop;      /* what to do once all are down */
+    zt_job_state_t final_state; /* for ZT_AFTER_FINISH */
+    int64_t kill_deadline;      /* SIGKILL whoever is left at this time */
+    int64_t job_deadline;       /* scheduling.timeout, 0 none */
+    int64_t hb_ms, hb_timeout_ms, register_timeout_ms, grace_ms;
+    int max_restarts, max_job_retries;
+    zt_msg_drops_t drops;       /* malformed control messages */
+    bool control_backlog;       /* control messages are still queued: heartbeats may be among them */
+    bool metrics_dirty;         /* metrics or checkpoint notices arrived since job.json was last written */
+    int64_t state_writes;       /* job.json writes so far */
+    int64_t state_written_ms;   /* when job.json was last written */
+    uint64_t unknown_senders;   /* well-formed but from no replica of ours */
+    uint64_t wrong_identity;    /* from a replica's connection, claiming to be another replica */
+    uint64_t refusals_written;  /* the refusals job.json was last written with */
+    uint64_t seq;               /* our message sequence */
+    int sig_pipe[2];            /* signal handler -> loop */
+    char *created;              /* createTime */
+    json_t *lost_nodes;         /* [{time, why}]: nodes lost under the job */
+    bool requeue, give_up;      /* at the end: the allocation runs the job again, or not */
+};
+
+/* zt_coord_doc.c: job.json, written atomically; the state, told to every
+ * registered replica; the job's error, with the replica's log tail. */
+void zt_coord_write_state(zt_coord_t *self);
+void zt_coord_set_state(zt_coord_t *self, zt_job_state_t state);
+void zt_coord_set_error(zt_coord_t *self, zt_crep_t *r, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* A run of the same allocation again (Slurm requeued it after a lost node):
+ * the job goes on as its next retry, with its history. false (logged) when
+ * that job has ended already, so there is nothing to run. */
+bool zt_coord_continue_requeued(zt_coord_t *self);
+
+/* zt_coord_output.c */
+/* Opens <job-dir>/replica-logs/: the coordinator's own log's copy and every
+ * replica's log (a failure is a warning: the job runs without it). */
+void zt_coord_open_logs(zt_coord_t *self);
+/* Reads what the replica wrote; on EOF or error closes its fd. */
+void zt_coord_read_output(zt_coord_t *self, zt_crep_t *r);
+
+/* zt_coord_spawn.c: starts (or restarts) a replica through the backend. */
+int zt_coord_spawn(zt_coord_t *self, zt_crep_t *r);
+
+/* zt_coord_supervise.c */
+void zt_coord_spawn_all(zt_coord_t *self);
+void zt_coord_check_all_up(zt_coord_t *self);
+void zt_coord_stop_all(zt_coord_t *self, zt_after_t after, zt_job_state_t final_state);
+void zt_coord_cancel(zt_coord_t *self, const char *why);
+void zt_coord_node_lost(zt_coord_t *self, const char *why);
+void zt_coord_replica_exited(zt_coord_t *self, zt_crep_t *r, int status);
+
+/* zt_coord_ctl.c: serves the control messages waiting on the router. */
+void zt_coord_on_control(zt_coord_t *self);
+
+#endif

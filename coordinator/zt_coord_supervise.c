@@ -1,0 +1,281 @@
+/* Supervision as the managed service does it: what a replica's start or
+ * end does to the job. A crash restarts the replica in place (bounded), or
+ * its synchronous group together, then retries the whole job (bounded); a
+ * user error (exit 1) fails the job; pool 0 exiting 0 ends it SUCCEEDED; a
+ * lost node requeues it. */
+#include "zt_coord_int.h"
+#include "base/zt_util.h"
+#include "ztrain/zt_error.h"
+#include "ztrain/zt_log.h"
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+void zt_coord_check_all_up(zt_coord_t *self)
+{
+    if (self->state != ZT_JOB_PENDING || self->stopping)
+        return;
+    for (int i = 0; i < self->nreps; i++)
+        if (self->reps[i].state != ZT_REP_RUNNING && self->reps[i].state != ZT_REP_SUCCEEDED)
+            return;
+    zt_coord_set_state(self, ZT_JOB_RUNNING);
+}
+
+/* Starts every replica. Registrations and heartbeats are served between
+ * starts, so that the first replicas of a large job are not taken for
+ * silent while the last are still being started. */
+void zt_coord_spawn_all(zt_coord_t *self)
+{
+    zt_coord_set_state(self, ZT_JOB_PENDING);
+    int64_t served = zt_now_ms();
+    for (int i = 0; i < self->nreps; i++) {
+        if (zt_now_ms() - served >= 20) {
+            zt_coord_on_control(self);
+            served = zt_now_ms();
+        }
+        self->reps[i].restarts = 0;
+        self->reps[i].rejoining = false;
+        if (zt_coord_spawn(self, &self->reps[i]) != ZT_OK) {
+            self->reps[i].state = ZT_REP_FAILED;
+            zt_coord_set_error(self, &self->reps[i], "%s could not be started", self->reps[i].name);
+            self->final_state = ZT_JOB_FAILED;
+            self->after_stop = ZT_AFTER_FINISH;
+            self->stopping = true;
+            self->kill_deadline = zt_now_ms() + self->grace_ms;
+            for (int j = 0; j < i; j++)
+                if (self->reps[j].handle)
+                    self->backend->signal(self->backend, self->reps[j].handle, SIGTERM);
+            return;
+        }
+    }
+    zt_coord_write_state(self);
+    zt_coord_check_all_up(self);
+}
+
+/* Stops every live replica: SHUTDOWN, SIGTERM, then SIGKILL after the grace. */
+void zt_coord_stop_all(zt_coord_t *self, zt_after_t after, zt_job_state_t final_state)
+{
+    if (self->stopping) {
+        /* Already stopping: a finish wins over a respawn. */
+        if (after == ZT_AFTER_FINISH) {
+            self->after_stop = ZT_AFTER_FINISH;
+            self->final_state = final_state;
+        }
+        return;
+    }
+    self->stopping = true;
+    self->after_stop = after;
+    self->final_state = final_state;
+    self->kill_deadline = zt_now_ms() + self->grace_ms;
+    zt_msg_t m = { .type = ZT_MSG_SHUTDOWN, .incarnation = self->layout.incarnation };
+    zt_msg_set_str(m.u.SHUTDOWN.reason, after == ZT_AFTER_RESPAWN ? "restarting the job"
+                                                                : "the job is ending");
+    for (int i = 0; i < self->nreps; i++) {
+        zt_crep_t *r = &self->reps[i];
+        if (!r->handle)
+            continue;
+        if (r->registered) {
+            m.seq = self->seq++;
+            zt_msg_send(self->router, r->identity, &m);
+        }
+        self->backend->signal(self->backend, r->handle, SIGTERM);
+    }
+}
+
+void zt_coord_cancel(zt_coord_t *self, const char *why)
+{
+    if (self->state == ZT_JOB_CANCELLING) {
+        zt_warn("%s again: killing every replica now", why);
+        self->kill_deadline = 0;
+        return;
+    }
+    if (self->stopping && self->after_stop == ZT_AFTER_FINISH)
+        return; /* already ending with a result */
+    zt_info("%s: cancelling the job", why);
+    json_decref(self->error);
+    self->error = json_pack("{s:s}", "message", why);
+    zt_coord_set_state(self, ZT_JOB_CANCELLING);
+    self->stopping = false; /* a pending respawn is dropped */
+    zt_coord_stop_all(self, ZT_AFTER_FINISH, ZT_JOB_CANCELLED);
+}
+
+/* A node under the job is lost: every replica stops, and the job is retried
+ * by its allocation running it again on other nodes (Slurm requeues it), or,
+ * with no job retry left, fails naming the node. */
+void zt_coord_node_lost(zt_coord_t *self, const char *why)
+{
+    if (self->requeue || self->give_up) {
+        self->kill_deadline = 0; /* a second notice: now */
+        return;
+    }
+    char now[40];
+    zt_wall_iso(now, sizeof now);
+    json_array_append_new(self->lost_nodes, json_pack("{s:s, s:s}", "time", now, "why", why));
+    bool retry = !self->plan->disable_retries && self->job_retries < self->max_job_retries;
+    char *msg;
+    if (retry) {
+        self->job_retries++;
+        self->layout.incarnation++;
+        self->requeue = true;
+        msg = zt_strdupf("%s: the job is retried on other nodes (job retry %d of %d) once its allocation "
+                         "runs again (Slurm requeues it)", why, self->job_retries, self->max_job_retries);
+    }
+    else {
+        self->give_up = true;
+        msg = zt_strdupf("%s, and %s: the job fails", why, self->plan->disable_retries ? "retries are disabled"
+                                                                                        : "every job retry was used");
+    }
+    zt_error("lost a node: %s", msg);
+    json_decref(self->error);
+    self->error = json_pack("{s:s, s:s}", "message", msg, "lostNode", why);
+    free(msg);
+    self->stopping = false; /* whatever was under way (a respawn) gives way */
+    zt_coord_stop_all(self, ZT_AFTER_FINISH, retry ? ZT_JOB_QUEUED : ZT_JOB_FAILED);
+}
+
+/* Whether r trains in lockstep with others: a training replica (pool 0 or
+ * 1) of a job whose gradients are all-reduced, through reducers (pool 2 is
+ * ztrain's reducer) or a ring between built-in trainers (no pool 2). One of
+ * them restarted alone would come back at its checkpoint's step while the
+ * others wait at theirs, so the group restarts together. A reducer keeps
+ * the group going: restarted in place, it asks the workers again. */
+static bool s_in_sync_group(const zt_coord_t *self, const zt_crep_t *r)
+{
+    const zt_pool_t *p = self->plan->pools;
+    if (r->pool > 1)
+        return false;
+    if (p[2].present)
+        return p[2].role == ZT_ROLE_REDUCER;
+    int trainers = (p[0].role == ZT_ROLE_WORKER ? p[0].replicas : 0) +
+                   (p[1].present && p[1].role == ZT_ROLE_WORKER ? p[1].replicas : 0);
+    return p[r->pool].role == ZT_ROLE_WORKER && trainers > 1;
+}
+
+/* Whether a lost trainer of a synchronous group can rejoin it in place,
+ * taking the model from a live peer: the gradients go through reducers
+ * (a ring broken mid-round cannot finish it), it was not itself rejoining,
+ * and every other trainer is up and in the group. Otherwise the group
+ * restarts together from the newest checkpoint. */
+static bool s_can_rejoin(const zt_coord_t *self, const zt_crep_t *r, char *why, size_t size)
+{
+    const zt_pool_t *p = self->plan->pools;
+    if (!p[2].present || p[2].role != ZT_ROLE_REDUCER) {
+        snprintf(why, size, "its gradients go round a ring between the trainers, which a lost one breaks");
+        return false;
+    }
+    if (r->rejoining) {
+        snprintf(why, size, "it was lost again before it had rejoined");
+        return false;
+    }
+    for (int i = 0; i < self->nreps; i++) {
+        const zt_crep_t *o = &self->reps[i];
+        if (o == r || o->pool > 1 || p[o->pool].role != ZT_ROLE_WORKER)
+            continue;
+        if (o->state != ZT_REP_RUNNING || o->rejoining) {
+            snprintf(why, size, "%s is not training either", o->name);
+            return false;
+        }
+    }
+    return true;
+}
+
+void zt_coord_replica_exited(zt_coord_t *self, zt_crep_t *r, int status)
+{
+    char lost[1024]; /* asked while the handle still names the replica's node */
+    bool node_lost = !(WIFEXITED(status) && WEXITSTATUS(status) == 0) && !self->stopping &&
+                     self->backend->node_lost && self->backend->node_lost(self->backend, r->handle, lost, sizeof lost);
+    self->backend->release(self->backend, &r->handle);
+    r->registered = false;
+    zframe_destroy(&r->identity);
+    r->last_status = status;
+    zt_coord_read_output(self, r);
+    if (node_lost) {
+        r->state = ZT_REP_FAILED;
+        zt_coord_node_lost(self, lost);
+        return;
+    }
+    char how[64];
+    if (WIFEXITED(status))
+        snprintf(how, sizeof how, "exited with status %d", WEXITSTATUS(status));
+    else
+        snprintf(how, sizeof how, "was killed by signal %d (%s)", WTERMSIG(status),
+                 strsignal(WTERMSIG(status)));
+    if (r->log)
+        fprintf(r->log, "=== ztrain: %s %s\n", r->name, how);
+    if (self->stopping) {
+        zt_info("%s %s", r->name, how);
+        r->state = WIFEXITED(status) && WEXITSTATUS(status) == 0 ? ZT_REP_SUCCEEDED : ZT_REP_STOPPED;
+        zt_coord_write_state(self);
+        return;
+    }
+    bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    if (ok) {
+        zt_info("%s %s", r->name, how);
+        r->state = ZT_REP_SUCCEEDED;
+        zt_coord_write_state(self);
+        if (r->pool == 0) {
+            zt_info("the primary replica finished: stopping the others");
+            zt_coord_stop_all(self, ZT_AFTER_FINISH, ZT_JOB_SUCCEEDED);
+        }
+        else
+            zt_coord_check_all_up(self);
+        return;
+    }
+    bool system = WIFEXITED(status) && WEXITSTATUS(status) == ZT_EXIT_RETRY;
+    bool crash = r->killed_by_us || WIFSIGNALED(status) || WEXITSTATUS(status) >= 128 || system;
+    if (!crash) {
+        r->state = ZT_REP_FAILED;
+        zt_coord_set_error(self, r, "%s %s (a user error: the job fails)", r->name, how);
+        zt_coord_stop_all(self, ZT_AFTER_FINISH, ZT_JOB_FAILED);
+        return;
+    }
+    zt_warn("%s %s (%s)", r->name, how, system ? "a failure of the system, not the program" : "a crash");
+    if (r->restarts < self->max_restarts) {
+        r->restarts++;
+        r->total_restarts++;
+        r->state = ZT_REP_RESTARTING;
+        bool sync = s_in_sync_group(self, r);
+        char why[300] = "";
+        bool rejoin = sync && !self->plan->restart_job_on_worker_restart && s_can_rejoin(self, r, why, sizeof why);
+        if (self->plan->restart_job_on_worker_restart || (sync && !rejoin)) {
+            if (sync && !self->plan->restart_job_on_worker_restart)
+                zt_info("%s trains in step with the others (synchronous) and cannot rejoin them (%s): the group "
+                        "restarts together from the newest checkpoint", r->name, why);
+            else
+                zt_info("restartJobOnWorkerRestart: restarting every replica");
+            self->layout.incarnation++;
+            zt_coord_stop_all(self, ZT_AFTER_RESPAWN, ZT_JOB_FAILED);
+            return;
+        }
+        r->rejoining = rejoin;
+        if (rejoin) {
+            r->lost_ms = zt_now_ms();
+            zt_info("%s trains in step with the others (synchronous): restarted in place, it takes the model "
+                    "from a live peer while the others wait", r->name);
+        }
+        zt_info("%s: restart %d of %d, in place", r->name, r->restarts, self->max_restarts);
+        if (zt_coord_spawn(self, r) != ZT_OK) {
+            r->state = ZT_REP_FAILED;
+            zt_coord_set_error(self, r, "%s could not be restarted", r->name);
+            zt_coord_stop_all(self, ZT_AFTER_FINISH, ZT_JOB_FAILED);
+        }
+        zt_coord_write_state(self);
+        return;
+    }
+    if (!self->plan->disable_retries && self->job_retries < self->max_job_retries) {
+        self->job_retries++;
+        self->layout.incarnation++;
+        r->state = ZT_REP_RESTARTING;
+        zt_warn("%s crashed %d times: retrying the whole job (retry %d of %d)", r->name,
+                r->restarts + 1, self->job_retries, self->max_job_retries);
+        zt_coord_stop_all(self, ZT_AFTER_RESPAWN, ZT_JOB_FAILED);
+        return;
+    }
+    r->state = ZT_REP_FAILED;
+    zt_coord_set_error(self, r, "%s %s after %d restarts%s", r->name, how, r->restarts,
+                self->plan->disable_retries ? " (retries disabled)"
+                                            : " and every job retry was used");
+    zt_coord_stop_all(self, ZT_AFTER_FINISH, ZT_JOB_FAILED);
+}

@@ -1,0 +1,28 @@
+/* zt_process: what every role binary's process does around its work: its
+ * log (the replica's name on every line), its knobs checked, refusals
+ * reported to the coordinator, and the stop test its loops poll. */
+#ifndef ZT_PROCESS_H
+#define ZT_PROCESS_H
+#include <stdbool.h>
+#include "base/zt_refusals.h"
+#include "ztrain/zt_replica.h"
+
+/* zt_private_files, zt_log_init, and the replica's name (workerpoolN-I)
+ * on every line when the coordinator started this process (ZT_POOL,
+ * ZT_INDEX). */
+void zt_process_log_init(const char *role, int index);
+/* Checks the knobs set in the environment; logs the first bad one and
+ * returns false. Every role binary calls it before its work. */
+bool zt_process_knobs_ok(void);
+/* Counts and logs one refusal (zt_refusals_count), and reports the total
+ * to the coordinator as metric `metric` at most once a second (rep or
+ * metric may be NULL: no report). */
+void zt_process_refused(zt_refusals_t *r, zt_replica_t *rep, const char *metric, const char *what);
+/* Reports a total not reported yet, once a second has passed: servers call
+ * it from their loops, so the last of a burst reaches job.json too. */
+void zt_process_refusals_flush(zt_refusals_t *r, zt_replica_t *rep, const char *metric);
+/* True on SIGINT/SIGTERM or when the coordinator asked the replica to stop
+ * (the argument, unused, is the loop's context). */
+bool zt_process_stop_requested(void *replica);
+
+#endif
