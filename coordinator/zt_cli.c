@@ -18,8 +18,6 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Exit statuses of `ztrain run`. */
-enum { EXIT_OK = 0, EXIT_FAILED = 1, EXIT_USAGE = 2, EXIT_CANCELLED = 3 };
 
 typedef struct {
     const char *command;       /* run, validate, env, status, cancel, logs, wait, list, tune */
@@ -329,12 +327,6 @@ static char *s_job_dir(s_args_t *a, const zt_plan_t *plan)
     return dir;
 }
 
-/* A job's or study's final state. */
-static bool s_final(const char *state)
-{
-    return state && (!strcmp(state, "SUCCEEDED") || !strcmp(state, "FAILED") || !strcmp(state, "CANCELLED"));
-}
-
 /* A non-terminal job.json whose coordinator still lives means the directory is in use. */
 static bool s_dir_in_use(const char *dir, json_t *doc)
 {
@@ -344,9 +336,9 @@ static bool s_dir_in_use(const char *dir, json_t *doc)
     /* a record names the process exactly; without one (an older job.json), its pid */
     int alive = rec ? zt_json_process_alive(rec) : pid > 0 && (kill(pid, 0) == 0 || errno == EPERM);
     const char *alloc = json_string_value(json_object_get(doc, "slurmJobId"));
-    if (alloc && getenv("SLURM_JOB_ID") && !strcmp(alloc, getenv("SLURM_JOB_ID")))
+    if (alloc && zt_slurm_job_id(-1) && !strcmp(alloc, zt_slurm_job_id(-1)))
         return false; /* this allocation's earlier run: Slurm requeued it */
-    bool busy = state && !s_final(state) && alive != 0 && pid != getpid();
+    bool busy = state && !zt_state_final(state) && alive != 0 && pid != getpid();
     if (busy)
         fprintf(stderr, "ztrain: %s is the directory of a job still running (coordinator "
                         "pid %d); choose another --job-dir\n", dir, pid);
@@ -378,7 +370,7 @@ static void s_clear_job(const char *dir, const zt_plan_t *plan)
  * is refused unless --overwrite (start afresh) or --resume (continue it). */
 static bool s_dir_ok(s_args_t *a, const char *dir, const zt_plan_t *plan)
 {
-    char *id = getenv("SLURM_JOB_ID") ? NULL : zt_slurm_submitted_id(dir), sstate[256], reason[256];
+    char *id = zt_slurm_job_id(-1) ? NULL : zt_slurm_submitted_id(dir), sstate[256], reason[256];
     if (id && zt_slurm_query(id, sstate, sizeof sstate, reason, sizeof reason) > 0 && !zt_slurm_state_final(sstate)) {
         fprintf(stderr, "ztrain: %s is the directory of Slurm job %s, still %s; choose another --job-dir, or "
                         "cancel it first (ztrain cancel %s)\n", dir, id, sstate, dir);
@@ -440,19 +432,6 @@ static void s_print_end(zt_job_state_t st, const char *dir, int64_t ms)
             metrics, path);
     json_decref(doc);
     free(path);
-}
-
-/* The job's state in dir/job.json (NULL: none yet), into buf. */
-static const char *s_job_state(const char *dir, char *buf, size_t size)
-{
-    char *path = zt_strdupf("%s/job.json", dir);
-    json_t *doc = json_load_file(path, 0, NULL);
-    free(path);
-    const char *st = json_string_value(json_object_get(doc, "state"));
-    if (st)
-        snprintf(buf, size, "%s", st);
-    json_decref(doc);
-    return st ? buf : NULL;
 }
 
 /* The `ztrain run` that the batch script runs inside the allocation: this
@@ -525,35 +504,35 @@ static int s_submit_slurm(s_args_t *a, const zt_plan_t *plan, const char *dir)
     free(argv);
     if (rc != 0) {
         fprintf(stderr, "ztrain: the job was not submitted: %s\n", err);
-        return EXIT_FAILED;
+        return ZT_CLI_FAILED;
     }
     if (a->detach) {
         printf("%s\n", id);
         fprintf(stderr, "ztrain: submitted job '%s' as Slurm job %s; job directory %s\n"
                         "  follow:  ztrain status %s   (its output: %s/slurm/batch.out)\n"
                         "  cancel:  ztrain cancel %s\n", plan->display_name, id, dir, dir, dir, dir);
-        return EXIT_OK;
+        return ZT_CLI_OK;
     }
     fprintf(stderr, "ztrain: submitted job '%s' as Slurm job %s; following its output (Ctrl-C cancels "
                     "the job; ztrain run --detach returns at once)\n", plan->display_name, id);
     const char *end = zt_slurm_follow(dir, id, 0, stderr);
     char buf[64];
-    const char *st = s_job_state(dir, buf, sizeof buf);
+    const char *st = zt_cli_job_state(dir, buf, sizeof buf);
     if (!end[0]) {
         fprintf(stderr, "ztrain: stopped following Slurm job %s, which is being cancelled (ztrain status %s)\n",
                 id, dir);
-        return EXIT_CANCELLED;
+        return ZT_CLI_CANCELLED;
     }
-    if (s_final(st))
-        return !strcmp(st, "SUCCEEDED") ? EXIT_OK : !strcmp(st, "CANCELLED") ? EXIT_CANCELLED : EXIT_FAILED;
+    if (zt_state_final(st))
+        return zt_state_exit_code(st);
     if (!strcmp(end, "CANCELLED")) {
         fprintf(stderr, "ztrain: Slurm job %s was cancelled%s\n", id, st ? "" : " before the job started");
-        return EXIT_CANCELLED;
+        return ZT_CLI_CANCELLED;
     }
     fprintf(stderr, "ztrain: Slurm job %s ended %s %s; see %s/slurm/batch.out\n", id, end,
             st ? "while the job was still running (its coordinator was killed)" : "before ztrain's coordinator "
             "started", dir);
-    return EXIT_FAILED;
+    return ZT_CLI_FAILED;
 }
 
 static int s_cmd_run(s_args_t *a)
@@ -562,11 +541,11 @@ static int s_cmd_run(s_args_t *a)
     zt_plan_t *plan = s_load(a, diag, s_gpus_here(a));
     zt_diag_destroy(&diag);
     if (!plan)
-        return EXIT_USAGE;
+        return ZT_CLI_USAGE;
     if (a->overwrite && a->resume) {
         fprintf(stderr, "ztrain run: --overwrite and --resume exclude each other\n");
         zt_plan_destroy(&plan);
-        return EXIT_USAGE;
+        return ZT_CLI_USAGE;
     }
     if (plan->base_output_dir && plan->base_output_dir[0] != '/') {
         char real[PATH_MAX];
@@ -580,11 +559,11 @@ static int s_cmd_run(s_args_t *a)
     if (!dir || !s_dir_ok(a, dir, plan)) {
         free(dir);
         zt_plan_destroy(&plan);
-        return EXIT_USAGE;
+        return ZT_CLI_USAGE;
     }
     if (a->cpu_only && zt_plan_check_gpus(plan, 1 << 30, true, NULL) > 0)
         zt_warn("--cpu-only: running without GPUs although the job asks for accelerators");
-    if (!s_gpus_here(a) && !getenv("SLURM_JOB_ID")) { /* outside an allocation: make one */
+    if (!s_gpus_here(a) && !zt_slurm_job_id(-1)) { /* outside an allocation: make one */
         int rc = s_submit_slurm(a, plan, dir);
         free(dir);
         zt_plan_destroy(&plan);
@@ -598,7 +577,7 @@ static int s_cmd_run(s_args_t *a)
         fprintf(stderr, "ztrain: --backend: %s\n", why);
         free(dir);
         zt_plan_destroy(&plan);
-        return EXIT_USAGE;
+        return ZT_CLI_USAGE;
     }
     zt_coord_opts_t opts = { dir, a->trial, a->cpu_only, true, a->metrics_port };
     zt_coord_t *coord = zt_coord_new(&plan, &backend, &opts);
@@ -607,14 +586,14 @@ static int s_cmd_run(s_args_t *a)
             backend->destroy(&backend);
         zt_plan_destroy(&plan);
         free(dir);
-        return EXIT_FAILED;
+        return ZT_CLI_FAILED;
     }
     int64_t t0 = zt_now_ms();
     zt_job_state_t st = zt_coord_run(coord);
     zt_coord_destroy(&coord);
     s_print_end(st, dir, zt_now_ms() - t0);
     free(dir);
-    return st == ZT_JOB_SUCCEEDED ? EXIT_OK : st == ZT_JOB_CANCELLED ? EXIT_CANCELLED : EXIT_FAILED;
+    return zt_state_exit_code(zt_job_state_name(st));
 }
 
 static int s_cmd_validate(s_args_t *a)
@@ -623,7 +602,7 @@ static int s_cmd_validate(s_args_t *a)
     zt_plan_t *plan = s_load(a, diag, s_gpus_here(a));
     zt_diag_destroy(&diag);
     if (!plan)
-        return EXIT_USAGE;
+        return ZT_CLI_USAGE;
     if (a->json) {
         json_t *j = zt_plan_to_json(plan);
         char *t = json_dumps(j, JSON_INDENT(2));
@@ -642,7 +621,7 @@ static int s_cmd_validate(s_args_t *a)
         free(h);
     }
     zt_plan_destroy(&plan);
-    return EXIT_OK;
+    return ZT_CLI_OK;
 }
 
 static int s_cmd_env(s_args_t *a)
@@ -651,8 +630,8 @@ static int s_cmd_env(s_args_t *a)
     zt_plan_t *plan = s_load(a, diag, false);
     zt_diag_destroy(&diag);
     if (!plan)
-        return EXIT_USAGE;
-    int rc = EXIT_USAGE;
+        return ZT_CLI_USAGE;
+    int rc = ZT_CLI_USAGE;
     if (a->pool < 0 || a->pool >= ZT_POOLS || !plan->pools[a->pool].present)
         fprintf(stderr, "ztrain env: --pool %d: the job has no such pool (pools present:%s%s%s%s)\n",
                 a->pool, plan->pools[0].present ? " 0" : "", plan->pools[1].present ? " 1" : "",
@@ -678,7 +657,7 @@ static int s_cmd_env(s_args_t *a)
                 printf("%s=%s\n", json_string_value(json_array_get(v, 0)),
                        json_string_value(json_array_get(v, 1)));
             json_decref(env);
-            rc = EXIT_OK;
+            rc = ZT_CLI_OK;
         }
         zt_layout_fini(&layout);
         if (backend)
@@ -692,7 +671,7 @@ static int s_cmd_tune(s_args_t *a)
 {
     if (!a->file) {
         fprintf(stderr, "ztrain tune: give a study file (a HyperparameterTuningJob spec)\n");
-        return EXIT_USAGE;
+        return ZT_CLI_USAGE;
     }
     char *dir = a->study_dir ? strdup(a->study_dir) : s_default_dir("study");
     char *me = zt_strdupf("%s/ztrain", zt_exe_dir());
@@ -705,13 +684,13 @@ static int s_cmd_tune(s_args_t *a)
     if (!study) {
         fprintf(stderr, "ztrain: %d error%s; nothing was started\n", zt_diag_errors(diag),
                 zt_diag_errors(diag) == 1 ? "" : "s");
-        rc = EXIT_USAGE;
+        rc = ZT_CLI_USAGE;
     }
     else if (a->suggest > 0) {
         char *text = zt_study_suggest_json(study, a->suggest);
         printf("%s\n", text);
         free(text);
-        rc = EXIT_OK;
+        rc = ZT_CLI_OK;
     }
     else
         rc = zt_study_run(study);
@@ -722,336 +701,6 @@ static int s_cmd_tune(s_args_t *a)
     return rc;
 }
 
-/* The exit status `ztrain status` gives a state: as `ztrain run` would. */
-static int s_state_exit(const char *state)
-{
-    if (!state)
-        return EXIT_FAILED;
-    if (!strcmp(state, "FAILED"))
-        return EXIT_FAILED;
-    if (!strcmp(state, "CANCELLED"))
-        return EXIT_CANCELLED;
-    return EXIT_OK;
-}
-
-/* A job.json or study.json whose state is not final, but whose process is
- * gone (killed, or the machine restarted): its state is FAILED, and the
- * record says so, in what status shows (the file itself is left as it is). */
-static void s_check_owner(json_t *doc, const char *record_key, const char *what)
-{
-    const char *state = json_string_value(json_object_get(doc, "state"));
-    json_t *rec = json_object_get(doc, record_key);
-    if (s_final(state) || zt_json_process_alive(rec) != 0)
-        return;
-    char *msg = zt_strdupf("its %s (pid %lld on %s) is gone without recording an end: it was killed or "
-                           "its machine restarted while the state was %s", what,
-                           (long long) json_integer_value(json_object_get(rec, "pid")),
-                           json_string_value(json_object_get(rec, "host")), state ? state : "?");
-    json_object_set_new(doc, "recordedState", json_string(state ? state : "?"));
-    json_object_set_new(doc, "state", json_string("FAILED"));
-    json_object_set_new(doc, "processGone", json_true());
-    json_object_set_new(doc, "error", json_pack("{s:s}", "message", msg));
-    free(msg);
-}
-
-static void s_print_job(json_t *doc)
-{
-    const char *state = json_string_value(json_object_get(doc, "state"));
-    printf("job %s: %s", json_string_value(json_object_get(doc, "name")), state ? state : "?");
-    if (json_is_true(json_object_get(doc, "processGone")))
-        printf(" (recorded %s, but the coordinator is gone)",
-               json_string_value(json_object_get(doc, "recordedState")));
-    json_t *sl = json_object_get(doc, "slurm");
-    if (sl) {
-        const char *reason = json_string_value(json_object_get(sl, "reason"));
-        printf("\n  Slurm job %s: %s%s%s%s", json_string_value(json_object_get(sl, "jobId")),
-               json_string_value(json_object_get(sl, "state")), reason && *reason && strcmp(reason, "None") ? " (" : "",
-               reason && *reason && strcmp(reason, "None") ? reason : "", reason && *reason && strcmp(reason, "None") ? ")" : "");
-    }
-    printf("\n  incarnation %lld, job retries %lld\n",
-           (long long) json_integer_value(json_object_get(doc, "incarnation")),
-           (long long) json_integer_value(json_object_get(doc, "jobRetries")));
-    size_t i;
-    json_t *v;
-    json_array_foreach(json_object_get(doc, "transitions"), i, v)
-        printf("  %-10s %s\n", json_string_value(json_object_get(v, "state")),
-               json_string_value(json_object_get(v, "time")));
-    printf("  %-16s %-10s %8s %8s %6s %s\n", "replica", "state", "pid", "restarts", "exit", "address");
-    json_array_foreach(json_object_get(doc, "replicas"), i, v) {
-        char ex[16] = "-";
-        json_t *es = json_object_get(v, "exitStatus"), *sg = json_object_get(v, "signal");
-        if (json_is_integer(es))
-            snprintf(ex, sizeof ex, "%lld", (long long) json_integer_value(es));
-        else if (json_is_integer(sg))
-            snprintf(ex, sizeof ex, "sig%lld", (long long) json_integer_value(sg));
-        printf("  %-16s %-10s %8lld %8lld %6s %s\n", json_string_value(json_object_get(v, "name")),
-               json_string_value(json_object_get(v, "state")),
-               (long long) json_integer_value(json_object_get(v, "pid")),
-               (long long) json_integer_value(json_object_get(v, "restarts")), ex,
-               json_string_value(json_object_get(v, "address")));
-    }
-    const char *rep, *name;
-    json_t *per, *m;
-    json_object_foreach(json_object_get(doc, "metrics"), rep, per)
-        json_object_foreach(per, name, m)
-            printf("  %-16s %s = %g (step %lld)\n", rep, name, json_number_value(json_object_get(m, "value")),
-                   (long long) json_integer_value(json_object_get(m, "step")));
-    json_t *evs = json_object_get(doc, "evaluations");
-    printf("  checkpoints: %zu, evaluations: %zu\n", json_array_size(json_object_get(doc, "checkpoints")),
-           json_array_size(evs));
-    json_array_foreach(evs, i, v)
-        if (i + 2 >= json_array_size(evs)) /* the latest evaluation (its metrics) */
-            printf("  latest evaluation: %s = %.4f at step %lld (%s)\n",
-                   json_string_value(json_object_get(v, "name")),
-                   json_real_value(json_object_get(v, "value")),
-                   (long long) json_integer_value(json_object_get(v, "step")),
-                   json_string_value(json_object_get(v, "replica")));
-    json_t *e = json_object_get(doc, "error");
-    if (json_is_object(e))
-        printf("  error: %s\n", json_string_value(json_object_get(e, "message")));
-}
-
-/* A job.json of a Slurm job: its coordinator runs on a node, so Slurm says
- * whether it still runs. Slurm's view goes into doc ("slurm"), and a job
- * that Slurm has ended while job.json says otherwise is FAILED. */
-static void s_check_slurm(json_t *doc, const char *id)
-{
-    char state[256], reason[256];
-    int known = zt_slurm_query(id, state, sizeof state, reason, sizeof reason);
-    if (known < 0)
-        return; /* Slurm cannot be asked: job.json as it is */
-    json_object_set_new(doc, "slurm", json_pack("{s:s, s:s, s:s}", "jobId", id, "state", known ? state : "ENDED",
-                                                "reason", reason));
-    const char *st = json_string_value(json_object_get(doc, "state"));
-    if (s_final(st) || (known && !zt_slurm_state_final(state)))
-        return;
-    char *msg = zt_strdupf("its Slurm job %s is %s while the job was %s: the allocation ended under the "
-                           "coordinator (see slurm/batch.out in the job directory)", id,
-                           known ? state : "no longer known to Slurm", st ? st : "?");
-    json_object_set_new(doc, "recordedState", json_string(st ? st : "?"));
-    json_object_set_new(doc, "state", json_string("FAILED"));
-    json_object_set_new(doc, "processGone", json_true());
-    json_object_set_new(doc, "error", json_pack("{s:s}", "message", msg));
-    free(msg);
-}
-
-/* What a job submitted to Slurm is while it has no job.json: queued, or
- * ended before its coordinator started ("slurmUnreachable" when Slurm
- * cannot be asked). */
-static json_t *s_slurm_only_doc(const char *dir, const char *id)
-{
-    char state[256], reason[256], *path = zt_strdupf("%s/slurm/submission.json", dir);
-    json_t *sub = json_load_file(path, 0, NULL);
-    free(path);
-    int known = zt_slurm_query(id, state, sizeof state, reason, sizeof reason);
-    const char *ours = "QUEUED";
-    char msg[600] = "";
-    if (known < 0)
-        snprintf(msg, sizeof msg, "Slurm cannot be asked: %s", state);
-    else if (known > 0 && !zt_slurm_state_final(state))
-        snprintf(msg, sizeof msg, "Slurm job %s is %s%s%s%s", id, state, reason[0] ? " (" : "", reason,
-                 reason[0] ? ")" : "");
-    else if ((known > 0 && !strcmp(state, "CANCELLED")) || json_is_true(json_object_get(sub, "cancelRequested"))) {
-        ours = "CANCELLED";
-        snprintf(msg, sizeof msg, "Slurm job %s was cancelled before the job started", id);
-    }
-    else {
-        ours = "FAILED";
-        snprintf(msg, sizeof msg, "Slurm job %s ended %s before ztrain's coordinator started; see %s/slurm/batch.out",
-                 id, known > 0 ? state : "(no longer known to Slurm)", dir);
-    }
-    json_t *doc = json_pack("{s:s, s:s, s:{s:s, s:s, s:s}, s:O}", "state", ours, "message", msg, "slurm", "jobId",
-                            id, "state", known > 0 ? state : "ENDED", "reason", reason, "submission",
-                            sub ? sub : json_null());
-    if (known < 0)
-        json_object_set_new(doc, "slurmUnreachable", json_true());
-    json_decref(sub);
-    return doc;
-}
-
-/* A submitted job without job.json: queued, or ended before its
- * coordinator started. Exits as status does. */
-static int s_slurm_only_status(const s_args_t *a, const char *id)
-{
-    json_t *doc = s_slurm_only_doc(a->job_dir, id);
-    const char *ours = json_string_value(json_object_get(doc, "state"));
-    if (a->json) {
-        char *t = json_dumps(doc, JSON_INDENT(2));
-        printf("%s\n", t);
-        free(t);
-    }
-    else
-        printf("job in %s: %s\n  %s\n", a->job_dir, ours, json_string_value(json_object_get(doc, "message")));
-    int rc = json_is_true(json_object_get(doc, "slurmUnreachable")) ? EXIT_USAGE : s_state_exit(ours);
-    json_decref(doc);
-    return rc;
-}
-
-json_t *zt_cli_load(const char *dir, const char **kind)
-{
-    char *path = zt_strdupf("%s/job.json", dir), *id = zt_slurm_submitted_id(dir);
-    json_t *doc = json_load_file(path, 0, NULL);
-    free(path);
-    *kind = "job";
-    if (doc && id)
-        s_check_slurm(doc, id);
-    else if (doc)
-        s_check_owner(doc, "coordinatorProcess", "coordinator");
-    else if (id)
-        doc = s_slurm_only_doc(dir, id);
-    else {
-        path = zt_strdupf("%s/study.json", dir);
-        doc = json_load_file(path, 0, NULL);
-        free(path);
-        *kind = "study";
-        if (doc)
-            s_check_owner(doc, "process", "`ztrain tune`");
-    }
-    free(id);
-    if (doc && !json_is_string(json_object_get(doc, "state"))) { /* a file of that name, not ztrain's record */
-        json_decref(doc);
-        doc = NULL;
-    }
-    return doc;
-}
-
-bool zt_cli_final(const char *state)
-{
-    return s_final(state);
-}
-
-int zt_cli_state_exit(const char *state)
-{
-    return s_state_exit(state);
-}
-
-/* Cancels the job in dir: its Slurm job (scancel), or its coordinator on
- * this machine (SIGTERM, as Ctrl-C), then waits for its end. */
-static int s_cmd_cancel(s_args_t *a)
-{
-    if (!a->job_dir) {
-        fprintf(stderr, "ztrain cancel: give the job directory (ztrain cancel DIR)\n");
-        return EXIT_USAGE;
-    }
-    const char *dir = a->job_dir;
-    char *path = zt_strdupf("%s/job.json", dir), *id = zt_slurm_submitted_id(dir), err[2048], buf[64];
-    json_t *doc = json_load_file(path, 0, NULL);
-    free(path);
-    const char *name = json_string_value(json_object_get(doc, "name"));
-    const char *st = json_string_value(json_object_get(doc, "state"));
-    int rc = EXIT_OK;
-    if (!doc && !id) {
-        fprintf(stderr, "ztrain cancel: %s holds no job (no job.json, nothing submitted to Slurm)\n", dir);
-        rc = EXIT_USAGE;
-    }
-    else if (s_final(st))
-        printf("job %s already ended %s; nothing to cancel\n", name ? name : dir, st);
-    else if (id) {
-        if (zt_slurm_cancel(id, err, sizeof err) != 0) {
-            fprintf(stderr, "ztrain cancel: %s\n", err);
-            rc = EXIT_FAILED;
-        }
-        else {
-            char *sp = zt_strdupf("%s/slurm/submission.json", dir);
-            json_t *sub = json_load_file(sp, 0, NULL);
-            if (sub) {
-                json_object_set_new(sub, "cancelRequested", json_true());
-                char *t = json_dumps(sub, JSON_INDENT(2));
-                zt_write_file_atomic(sp, t, strlen(t));
-                free(t);
-                json_decref(sub);
-            }
-            free(sp);
-        }
-    }
-    else {
-        json_t *rec = json_object_get(doc, "coordinatorProcess");
-        int alive = zt_json_process_alive(rec);
-        pid_t pid = (pid_t) json_integer_value(json_object_get(rec, "pid"));
-        if (alive == 1 && kill(pid, SIGTERM) == 0)
-            ;
-        else {
-            if (alive == 1)
-                fprintf(stderr, "ztrain cancel: cannot signal the coordinator (pid %d): %s\n", (int) pid,
-                        strerror(errno));
-            else if (alive == 0)
-                fprintf(stderr, "ztrain cancel: the coordinator (pid %d) is gone already; the job did not "
-                                "record an end (ztrain status %s)\n", (int) pid, dir);
-            else
-                fprintf(stderr, "ztrain cancel: the coordinator runs on %s, not here: run ztrain cancel there\n",
-                        json_string_value(json_object_get(rec, "host")));
-            rc = EXIT_FAILED;
-        }
-    }
-    if (rc == EXIT_OK && !s_final(st)) { /* until it has ended */
-        int64_t deadline = zt_now_ms() + 2 * zt_knob_int(ZT_KNOB_STOP_GRACE_MS) + 30000;
-        char state[256], reason[256];
-        const char *now = NULL;
-        while (zt_now_ms() < deadline) {
-            now = s_job_state(dir, buf, sizeof buf);
-            if (s_final(now))
-                break;
-            if (id && !now && zt_slurm_query(id, state, sizeof state, reason, sizeof reason) != 1) {
-                now = "CANCELLED"; /* cancelled while queued */
-                break;
-            }
-            usleep(200 * 1000);
-        }
-        if (s_final(now))
-            printf("job %s: %s\n", name ? name : dir, now);
-        else
-            printf("job %s: cancel requested; still stopping (ztrain status %s)\n", name ? name : dir, dir);
-    }
-    json_decref(doc);
-    free(id);
-    return rc;
-}
-
-/* Exits as `ztrain run` would have: 0 SUCCEEDED (or still running), 1
- * FAILED (or its process gone), 3 CANCELLED; 2 when there is nothing to
- * read. */
-static int s_cmd_status(s_args_t *a)
-{
-    if (!a->study_dir && !a->job_dir) {
-        fprintf(stderr, "ztrain status: give --job-dir DIR or --study-dir DIR\n");
-        return EXIT_USAGE;
-    }
-    bool study = a->study_dir != NULL;
-    char *path = zt_strdupf("%s/%s", study ? a->study_dir : a->job_dir, study ? "study.json" : "job.json");
-    json_error_t err;
-    json_t *doc = json_load_file(path, 0, &err);
-    char *id = study ? NULL : zt_slurm_submitted_id(a->job_dir);
-    if (!doc && id) { /* submitted; its coordinator has not started (yet) */
-        free(path);
-        int rc = s_slurm_only_status(a, id);
-        free(id);
-        return rc;
-    }
-    if (!doc) {
-        fprintf(stderr, "ztrain status: %s: %s\n", path, err.text);
-        free(path);
-        return EXIT_USAGE;
-    }
-    free(path);
-    if (id)
-        s_check_slurm(doc, id);
-    else
-        s_check_owner(doc, study ? "process" : "coordinatorProcess", study ? "`ztrain tune`" : "coordinator");
-    free(id);
-    if (a->json) {
-        char *t = json_dumps(doc, JSON_INDENT(2));
-        printf("%s\n", t);
-        free(t);
-    }
-    else if (study)
-        zt_study_print(a->study_dir, doc);
-    else
-        s_print_job(doc);
-    int rc = s_state_exit(json_string_value(json_object_get(doc, "state")));
-    json_decref(doc);
-    return rc;
-}
-
 int zt_cli_main(int argc, char **argv, const char *command)
 {
     zt_private_files(); /* the job's folder, logs and checkpoints are the user's alone */
@@ -1059,7 +708,7 @@ int zt_cli_main(int argc, char **argv, const char *command)
     s_args_t a;
     if (s_parse(argc, argv, command, &a) < 0) {
         json_decref(a.flags);
-        return EXIT_USAGE;
+        return ZT_CLI_USAGE;
     }
     int rc;
     char why[512];
@@ -1072,7 +721,7 @@ int zt_cli_main(int argc, char **argv, const char *command)
     if (strcmp(a.command, "status") && zt_knobs_check(why, sizeof why) != ZT_OK) {
         fprintf(stderr, "ztrain: %s\n", why);
         json_decref(a.flags);
-        return EXIT_USAGE;
+        return ZT_CLI_USAGE;
     }
     if (!strcmp(a.command, "run"))
         rc = s_cmd_run(&a);
@@ -1081,16 +730,16 @@ int zt_cli_main(int argc, char **argv, const char *command)
     else if (!strcmp(a.command, "env"))
         rc = s_cmd_env(&a);
     else if (!strcmp(a.command, "status"))
-        rc = s_cmd_status(&a);
+        rc = zt_cli_status(a.job_dir, a.study_dir, a.json);
     else if (!strcmp(a.command, "cancel"))
-        rc = s_cmd_cancel(&a);
+        rc = zt_cli_cancel(a.job_dir);
     else if (!strcmp(a.command, "tune"))
         rc = s_cmd_tune(&a);
     else if (!strcmp(a.command, "list"))
         rc = zt_cli_list(a.file, a.json);
     else if ((!strcmp(a.command, "logs") || !strcmp(a.command, "wait")) && !(a.job_dir || a.study_dir)) {
         fprintf(stderr, "ztrain %s: give the job directory (ztrain %s DIR)\n", a.command, a.command);
-        rc = EXIT_USAGE;
+        rc = ZT_CLI_USAGE;
     }
     else if (!strcmp(a.command, "logs"))
         rc = zt_cli_logs(a.job_dir, a.replica, a.follow);
@@ -1099,7 +748,7 @@ int zt_cli_main(int argc, char **argv, const char *command)
     else {
         fprintf(stderr, "ztrain: unknown command '%s' (run, validate, env, status, cancel, logs, wait, list, tune; "
                         "see --help)\n", a.command);
-        rc = EXIT_USAGE;
+        rc = ZT_CLI_USAGE;
     }
     json_decref(a.flags);
     return rc;

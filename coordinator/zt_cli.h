@@ -12,10 +12,13 @@ int zt_cli_main(int argc, char **argv, const char *command);
  * *kind: "job" or "study". NULL when dir holds neither (a job.json or
  * study.json without a state is a spec of that name, not a record). */
 json_t *zt_cli_load(const char *dir, const char **kind);
-/* SUCCEEDED, FAILED or CANCELLED. */
-bool zt_cli_final(const char *state);
-/* The exit status `ztrain run` gives a state: 0, 1 FAILED, 3 CANCELLED. */
-int zt_cli_state_exit(const char *state);
+
+/* ztrain status (exits as `ztrain run` would, 0 while the job runs; 2 when
+ * there is nothing to read) and ztrain cancel (zt_cli_status.c). */
+int zt_cli_status(const char *job_dir, const char *study_dir, bool json);
+int zt_cli_cancel(const char *dir);
+/* The state in dir/job.json as written (NULL: none yet), into buf. */
+const char *zt_cli_job_state(const char *dir, char *buf, size_t size);
 
 /* ztrain logs, list, wait (zt_cli_watch.c). */
 int zt_cli_logs(const char *dir, const char *replica, bool follow);

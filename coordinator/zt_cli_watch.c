@@ -2,6 +2,7 @@
  * command line, on this machine or a Slurm cluster (the job directory is
  * what they read: job.json, replica-logs/). */
 #include "zt_cli.h"
+#include "zt_state.h"
 #include "base/zt_util.h"
 #include "ztrain/ztrain.h"
 #include <dirent.h>
@@ -150,12 +151,12 @@ int zt_cli_logs(const char *dir, const char *replica, bool follow)
         sigaction(SIGINT, &sa, NULL);
         sigaction(SIGTERM, &sa, NULL);
         signal(SIGPIPE, SIG_IGN);
-        bool ended = zt_cli_final(json_string_value(json_object_get(doc, "state")));
+        bool ended = zt_state_final(json_string_value(json_object_get(doc, "state")));
         while (!ended && !s_stop && !ferror(stdout)) {
             usleep(POLL_MS * 1000);
             json_decref(doc);
             doc = zt_cli_load(dir, &kind);
-            ended = doc && zt_cli_final(json_string_value(json_object_get(doc, "state")));
+            ended = doc && zt_state_final(json_string_value(json_object_get(doc, "state")));
             s_scan(dir, replica, &logs, &n);
             s_drain(logs, n, !replica); /* after the end too: what the last moments wrote */
         }
@@ -186,7 +187,7 @@ int zt_cli_wait(const char *dir)
     struct sigaction sa = { .sa_handler = s_on_signal };
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
-    while (doc && !zt_cli_final(json_string_value(json_object_get(doc, "state"))) && !s_stop) {
+    while (doc && !zt_state_final(json_string_value(json_object_get(doc, "state"))) && !s_stop) {
         usleep(POLL_MS * 1000);
         json_decref(doc);
         doc = zt_cli_load(dir, &kind);
@@ -199,7 +200,7 @@ int zt_cli_wait(const char *dir)
     json_t *e = json_object_get(doc, "error");
     printf("%s %s: %s%s%s\n", kind, json_string_value(json_object_get(doc, "name")) ?: dir, state,
            json_is_object(e) ? ": " : "", json_is_object(e) ? json_string_value(json_object_get(e, "message")) : "");
-    int rc = zt_cli_state_exit(state);
+    int rc = zt_state_exit_code(state);
     json_decref(doc);
     return rc;
 }
@@ -236,12 +237,12 @@ static json_t *s_row(const char *path, const char *kind, json_t *doc)
             if (b && (!end || strcmp(b, end) > 0))
                 end = b;
         }
-        if (!zt_cli_final(state))
+        if (!zt_state_final(state))
             end = NULL;
     }
     else if (json_array_size(tr)) {
         start = start ?: json_string_value(json_object_get(json_array_get(tr, 0), "time"));
-        if (zt_cli_final(state))
+        if (zt_state_final(state))
             end = json_string_value(json_object_get(json_array_get(tr, json_array_size(tr) - 1), "time"));
     }
     double t0 = zt_iso_epoch(start), t1 = end ? zt_iso_epoch(end) : (double) time(NULL);

@@ -131,13 +131,14 @@ void zt_coord_set_error(zt_coord_t *self, zt_crep_t *r, const char *fmt, ...)
     else
         zt_error("%s", msg);
 }
+
 /* A run of the same allocation again (Slurm requeued it after a lost node):
  * the job goes on as its next retry, with its history. false (logged) when
  * that job has ended already, so there is nothing to run. */
 bool zt_coord_continue_requeued(zt_coord_t *self)
 {
-    const char *restarts = getenv("SLURM_RESTART_COUNT");
-    if (!self->backend->allocation || !restarts || atoi(restarts) <= 0)
+    long requeues = self->backend->requeues;
+    if (!self->backend->allocation || requeues <= 0)
         return true;
     char *path = zt_strdupf("%s/job.json", self->opts.job_dir);
     json_t *doc = json_load_file(path, 0, NULL);
@@ -149,7 +150,7 @@ bool zt_coord_continue_requeued(zt_coord_t *self)
     }
     const char *st = json_string_value(json_object_get(doc, "state"));
     if (zt_state_final(st)) {
-        zt_error("Slurm ran job %s again (requeue %s), but the job ended %s already: nothing is run", id, restarts,
+        zt_error("Slurm ran job %s again (requeue %ld), but the job ended %s already: nothing is run", id, requeues,
                  st);
         json_decref(doc);
         return false;
@@ -194,7 +195,7 @@ bool zt_coord_continue_requeued(zt_coord_t *self)
         free(why);
     }
     if (ok)
-        zt_info("Slurm ran job %s again (requeue %s): job retry %d of %d, incarnation %d", id, restarts,
+        zt_info("Slurm ran job %s again (requeue %ld): job retry %d of %d, incarnation %d", id, requeues,
                 self->job_retries, self->max_job_retries, self->layout.incarnation);
     json_decref(doc);
     return ok;

@@ -20,11 +20,27 @@ bool zt_job_state_parse(const char *name, zt_job_state_t *out)
     return false;
 }
 
+/* The final states: a job's, a study's, and a trial's own two. */
+static const char *const s_final[] = { "SUCCEEDED", "FAILED", "CANCELLED", "STOPPED", "INFEASIBLE" };
+
+const char *zt_state_known(const char *name)
+{
+    for (int i = 0; name && i < ZT_JOB_STATES; i++)
+        if (!strcmp(name, s_job_names[i]))
+            return s_job_names[i];
+    for (int i = 0; name && i < ZT_REP_STATES; i++)
+        if (!strcmp(name, s_rep_names[i]))
+            return s_rep_names[i];
+    for (size_t i = 0; name && i < sizeof s_final / sizeof *s_final; i++)
+        if (!strcmp(name, s_final[i]))
+            return s_final[i];
+    return NULL;
+}
+
 bool zt_state_final(const char *name)
 {
-    static const char *const final[] = { "SUCCEEDED", "FAILED", "CANCELLED", "STOPPED", "INFEASIBLE" };
-    for (size_t i = 0; name && i < sizeof final / sizeof *final; i++)
-        if (!strcmp(name, final[i]))
+    for (size_t i = 0; name && i < sizeof s_final / sizeof *s_final; i++)
+        if (!strcmp(name, s_final[i]))
             return true;
     return false;
 }

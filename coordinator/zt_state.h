@@ -29,6 +29,9 @@ const char *zt_replica_state_name(int state);
 /* The job state of that name: true with *out. */
 bool zt_job_state_parse(const char *name, zt_job_state_t *out);
 
+/* The static name of the job, replica, study or trial state spelled
+ * `name` (one read from a file, say), or NULL when there is none. */
+const char *zt_state_known(const char *name);
 /* Whether a job, a study or a trial in state `name` has ended: SUCCEEDED,
  * FAILED, CANCELLED, and a trial's STOPPED (early) and INFEASIBLE. NULL is
  * not final. */

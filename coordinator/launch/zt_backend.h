@@ -74,6 +74,9 @@ struct zt_backend_t {
     /* Backends whose jobs run on nodes that can be lost (Slurm); NULL
      * elsewhere. The id of the allocation the job runs in. */
     const char *allocation;
+    /* How many times the allocation has run the job again after a lost
+     * node (Slurm's requeues); 0 on its first run. */
+    long requeues;
     /* Whether the node of a replica (handle), or of any replica (NULL), is
      * lost: 1 with the node and the reason in why, else 0. */
     int (*node_lost)(zt_backend_t *self, const zt_handle_t *handle, char *why, size_t len);

@@ -128,7 +128,7 @@ static int s_place(zt_backend_t *self, const zt_plan_t *plan, bool cpu_only, zt_
 {
     s_slurm_t *ctx = self->ctx;
     memset(out, 0, sizeof *out);
-    const char *job = getenv("SLURM_JOB_ID");
+    const char *job = zt_slurm_job_id(-1);
     if (!job || !*job) {
         zt_error("the slurm backend runs inside a Slurm allocation (no SLURM_JOB_ID here): submit the "
                  "job with sbatch, or use --backend local");
@@ -143,8 +143,7 @@ static int s_place(zt_backend_t *self, const zt_plan_t *plan, bool cpu_only, zt_
     ctx->n = n;
     /* a requeued run of the allocation (after a lost node) takes other
      * ports: the earlier run's steps may still be ending on the nodes kept */
-    const char *restarts = getenv("SLURM_RESTART_COUNT");
-    long requeue = restarts ? strtol(restarts, NULL, 10) : 0;
+    long requeue = zt_slurm_restart_count();
     int base = 20000 + (int) ((strtol(job, NULL, 10) * 37 + requeue * 4001) % 40000);
     for (int p = 0; p < ZT_POOLS; p++) {
         const zt_pool_t *pool = &plan->pools[p];
@@ -155,11 +154,8 @@ static int s_place(zt_backend_t *self, const zt_plan_t *plan, bool cpu_only, zt_
         const char *list = s_env_component("SLURM_JOB_NODELIST", ctx->het, ctx->component[p], name, sizeof name);
         const char *tpn = s_env_component("SLURM_TASKS_PER_NODE", ctx->het, ctx->component[p], tname,
                                           sizeof tname);
-        /* the component's own job id, which its steps belong to (sbatch
-         * and salloc spell the variable differently) */
-        char jname[64];
-        const char *jid = s_env_component("SLURM_JOB_ID", ctx->het, ctx->component[p], jname, sizeof jname);
-        jid = jid ? jid : s_env_component("SLURM_JOBID", ctx->het, ctx->component[p], jname, sizeof jname);
+        /* the component's own job id, which its steps belong to */
+        const char *jid = ctx->het ? zt_slurm_job_id(ctx->component[p]) : NULL;
         size_t jl = strlen(ctx->jobs);
         if (ctx->het || !jl)
             snprintf(ctx->jobs + jl, sizeof ctx->jobs - jl, "%s%s", jl ? "," : "", jid ? jid : job);
@@ -313,7 +309,7 @@ static int s_signal(zt_backend_t *self, zt_handle_t *h, int sig)
 static bool s_allocation_ending(void)
 {
     char state[256], reason[256];
-    return zt_slurm_query(getenv("SLURM_JOB_ID"), state, sizeof state, reason, sizeof reason) == 1 &&
+    return zt_slurm_query(zt_slurm_job_id(-1), state, sizeof state, reason, sizeof reason) == 1 &&
            strcmp(state, "RUNNING");
 }
 
@@ -332,7 +328,7 @@ static int s_reap(zt_backend_t *self, zt_handle_t **h, int *status)
     if (!ctx->ending_since && s_allocation_ending()) {
         ctx->ending_since = zt_now_ms();
         zt_warn("the Slurm allocation %s is ending (scancel or its time limit): the job is cancelled",
-                getenv("SLURM_JOB_ID"));
+                zt_slurm_job_id(-1));
         raise(SIGTERM); /* the coordinator's own path for a cancelled job */
     }
     if (ctx->ending_since && zt_now_ms() - ctx->ending_since <= 200 && ctx->nheld < 512) {
@@ -398,11 +394,12 @@ static int s_node_lost(zt_backend_t *self, const zt_handle_t *h, char *why, size
 static void s_requeue(zt_backend_t *self)
 {
     (void) self;
-    char *job = getenv("SLURM_JOB_ID"), said[512];
+    const char *job = zt_slurm_job_id(-1);
+    char said[512];
     if (!job || s_allocation_ending()) /* Slurm requeues it itself (node failure) */
         return;
     zt_info("requeueing Slurm job %s: the job runs again on other nodes", job);
-    char *argv[] = { "scontrol", "requeue", job, NULL };
+    char *argv[] = { "scontrol", "requeue", (char *) job, NULL };
     if (zt_slurm_command(argv, said, sizeof said) != 0)
         zt_warn("scontrol requeue %s: %s", job, said);
 }
@@ -410,7 +407,8 @@ static void s_requeue(zt_backend_t *self)
 static void s_give_up(zt_backend_t *self)
 {
     (void) self;
-    char *job = getenv("SLURM_JOB_ID"), err[512];
+    const char *job = zt_slurm_job_id(-1);
+    char err[512];
     if (!job || !s_allocation_ending()) /* not requeued: it ends with this script */
         return;
     zt_info("cancelling Slurm's requeue of job %s: no job retry is left", job);
@@ -461,7 +459,8 @@ zt_backend_t *zt_backend_slurm_new(void)
     self->pid = s_pid;
     self->cleanup = s_cleanup;
     self->destroy = s_destroy;
-    self->allocation = getenv("SLURM_JOB_ID");
+    self->allocation = zt_slurm_job_id(-1);
+    self->requeues = zt_slurm_restart_count();
     self->node_lost = s_node_lost;
     self->requeue = s_requeue;
     self->give_up = s_give_up;

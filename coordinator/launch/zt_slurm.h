@@ -43,6 +43,16 @@ const char *zt_slurm_time_problem(const char *text);
 int zt_slurm_submit(const zt_plan_t *plan, const zt_slurm_alloc_t *alloc, const char *dir,
                     char *const *run_argv, char *jobid, size_t idlen, char *err, size_t errlen);
 
+/* The Slurm job this process runs in (SLURM_JOB_ID as set, empty
+ * included), or NULL outside an allocation. With component >= 0: that component's own job id in a
+ * heterogeneous allocation (its steps belong to it; sbatch and salloc
+ * spell the variable differently), or NULL when it is not named. The one
+ * reader of these variables. */
+const char *zt_slurm_job_id(int component);
+/* How many times Slurm has requeued this allocation (SLURM_RESTART_COUNT;
+ * 0 outside one or on its first run). */
+long zt_slurm_restart_count(void);
+
 /* The Slurm job id recorded in <dir>/slurm/submission.json, or NULL (heap). */
 char *zt_slurm_submitted_id(const char *dir);
 

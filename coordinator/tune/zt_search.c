@@ -199,7 +199,7 @@ static bool s_gp_data(zt_study_t *s, s_gp_data_t *g)
     double *X = malloc(sizeof(double) * (size_t) (s->nt + 1) * (size_t) d);
     double *y = malloc(sizeof(double) * (size_t) (s->nt + 1));
     for (int i = 0; i < s->nt; i++)
-        if (s->t[i].has_final && (!strcmp(s->t[i].state, "SUCCEEDED") || !strcmp(s->t[i].state, "STOPPED"))) {
+        if (s->t[i].has_final && zt_state_succeeded(s->t[i].state)) {
             memcpy(X + n * d, s->t[i].u, sizeof(double) * (size_t) d);
             y[n++] = s->maximize ? s->t[i].final : -s->t[i].final;
         }

@@ -280,7 +280,7 @@ static void s_write(zt_study_t *s)
     for (int i = 0; i < s->nt; i++) {
         s_trial_t *t = &s->t[i];
         json_array_append_new(trials, s_trial_json(t, s->np));
-        if (t->has_final && (!strcmp(t->state, "SUCCEEDED") || !strcmp(t->state, "STOPPED")) &&
+        if (t->has_final && zt_state_succeeded(t->state) &&
             (best < 0 || s_better(s, t->final, s->t[best].final)))
             best = i;
     }
@@ -311,16 +311,13 @@ static void s_write(zt_study_t *s)
  * it did not finish (it is run again as a new trial). */
 static bool s_restore_trial(zt_study_t *s, json_t *o, s_trial_t *t)
 {
-    static const char *const finished[] = { "SUCCEEDED", "FAILED", "INFEASIBLE", "STOPPED", NULL };
-    const char *state = json_string_value(json_object_get(o, "state"));
-    int k = 0;
-    while (finished[k] && (!state || strcmp(state, finished[k])))
-        k++;
-    if (!finished[k] || !json_is_object(json_object_get(o, "parameters")))
+    /* a trial cancelled (with its study) did not finish: it runs again */
+    const char *state = zt_state_known(json_string_value(json_object_get(o, "state")));
+    if (!zt_state_final(state) || !strcmp(state, "CANCELLED") || !json_is_object(json_object_get(o, "parameters")))
         return false;
     memset(t, 0, sizeof *t);
     t->id = atoi(json_string_value(json_object_get(o, "id")) ?: "0");
-    t->state = finished[k];
+    t->state = state;
     t->params = json_incref(json_object_get(o, "parameters"));
     t->meas = json_deep_copy(json_object_get(o, "measurements"));
     if (!json_is_array(t->meas)) {
@@ -571,7 +568,7 @@ static int s_conclude(zt_study_t *s)
 {
     int ok = 0;
     for (int i = 0; i < s->nt; i++)
-        ok += !strcmp(s->t[i].state, "SUCCEEDED") || !strcmp(s->t[i].state, "STOPPED");
+        ok += zt_state_succeeded(s->t[i].state);
     if (!strcmp(s->state, "RUNNING"))
         s->state = ok ? "SUCCEEDED" : "FAILED";
     s_write(s);
@@ -591,7 +588,7 @@ static int s_conclude(zt_study_t *s)
         printf("study %s: no trial succeeded\n", s->state);
     printf("results: %s/study.json, %s/trials.csv\n", s->dir, s->dir);
     json_decref(doc);
-    return !strcmp(s->state, "SUCCEEDED") ? 0 : !strcmp(s->state, "CANCELLED") ? 3 : 1;
+    return zt_state_exit_code(s->state);
 }
 
 /* Keeps up to parallelTrialCount trials running until maxTrialCount (or

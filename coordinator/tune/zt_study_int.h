@@ -5,6 +5,7 @@
 #define ZT_STUDY_INT_H
 #include "tune/zt_study.h"
 #include "launch/zt_backend.h"
+#include "zt_state.h"
 #include <jansson.h>
 #include <stdbool.h>
 

@@ -128,7 +128,7 @@ void zt_study_tb_end(zt_study_t *s, s_trial_t *t)
     if (!t->tb)
         return;
     zt_study_tb_measure(s, t);
-    zt_tb_status_t st = !strcmp(t->state, "SUCCEEDED") || !strcmp(t->state, "STOPPED") ? ZT_TB_STATUS_SUCCESS
+    zt_tb_status_t st = zt_state_succeeded(t->state) ? ZT_TB_STATUS_SUCCESS
                         : !strcmp(t->state, "CANCELLED") ? ZT_TB_STATUS_UNKNOWN : ZT_TB_STATUS_FAILURE;
     zt_tb_session_end(t->tb, st, s_now());
     zt_tb_close(&t->tb);

@@ -244,6 +244,28 @@ out:
     return rc;
 }
 
+const char *zt_slurm_job_id(int component)
+{
+    if (component < 0)
+        return getenv("SLURM_JOB_ID");
+    static const char *const spellings[] = { "SLURM_JOB_ID", "SLURM_JOBID" };
+    for (int i = 0; i < 2; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "%s_HET_GROUP_%d", spellings[i], component);
+        const char *id = getenv(name);
+        if (id && *id)
+            return id;
+    }
+    return NULL;
+}
+
+long zt_slurm_restart_count(void)
+{
+    const char *n = getenv("SLURM_RESTART_COUNT");
+    long v = n ? strtol(n, NULL, 10) : 0;
+    return v > 0 ? v : 0;
+}
+
 char *zt_slurm_submitted_id(const char *dir)
 {
     char *path = zt_strdupf("%s/slurm/submission.json", dir);
