@@ -156,6 +156,9 @@ static void s_usage(FILE *out)
             "                 REDUCERS and PEERS are comma lists or '-'\n");
 }
 
+/* Long on purpose: the flags, then each mode (--one, --fusion, --only, the
+ * table) as one block that times and prints, so that what a printed line
+ * measured is read in one place. */
 int main(int argc, char **argv)
 {
     const char *redbin = "build/bin/ztrain-reducer";

@@ -26,6 +26,9 @@ static double s_copy_gbs(void *dst, const void *src, size_t bytes, enum cudaMemc
     return (double) bytes * 10 / ((double) (zt_now_us() - t0) / 1e6) / 1e9;
 }
 
+/* Long on purpose: a script of measurements (staging bandwidth, NCCL, the
+ * MLP step on the GPU against the CPU, the replica step), each printing its
+ * figure right after timing it, read top to bottom as its output is. */
 int main(int argc, char **argv)
 {
     if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {

@@ -165,6 +165,29 @@ static int s_start_metrics(zt_coord_t *self, int port)
     return ZT_OK;
 }
 
+/* The control plane's ROUTER on the placement's control address, on a port
+ * above the usual ephemeral ones when one is free; its endpoint becomes
+ * the job's coordinator address. */
+static bool s_bind_control(zt_coord_t *self)
+{
+    int port = -1;
+    const char *caddr = self->layout.placement.control_addr;
+    char *ep = zt_strdupf("tcp://%s:*[49152-]", caddr);
+    self->router = zt_sock_router(ZT_PLANE_CONTROL, ep, &port);
+    free(ep);
+    if (!self->router) {
+        ep = zt_strdupf("tcp://%s:*", caddr);
+        self->router = zt_sock_router(ZT_PLANE_CONTROL, ep, &port);
+        free(ep);
+    }
+    if (!self->router) {
+        zt_error("cannot bind the control plane on %s", caddr);
+        return false;
+    }
+    self->layout.coordinator = zt_strdupf("tcp://%s:%d", caddr, port);
+    return true;
+}
+
 zt_coord_t *zt_coord_new(zt_plan_t **plan_p, zt_backend_t **backend_p, const zt_coord_opts_t *opts)
 {
     zt_coord_t *self = calloc(1, sizeof *self);
@@ -207,22 +230,10 @@ zt_coord_t *zt_coord_new(zt_plan_t **plan_p, zt_backend_t **backend_p, const zt_
         zt_coord_destroy(&self);
         return NULL;
     }
-    int port = -1;
-    const char *caddr = self->layout.placement.control_addr;
-    char *ep = zt_strdupf("tcp://%s:*[49152-]", caddr);
-    self->router = zt_sock_router(ZT_PLANE_CONTROL, ep, &port);
-    free(ep);
-    if (!self->router) {
-        ep = zt_strdupf("tcp://%s:*", caddr);
-        self->router = zt_sock_router(ZT_PLANE_CONTROL, ep, &port);
-        free(ep);
-    }
-    if (!self->router) {
-        zt_error("cannot bind the control plane on %s", caddr);
+    if (!s_bind_control(self)) {
         zt_coord_destroy(&self);
         return NULL;
     }
-    self->layout.coordinator = zt_strdupf("tcp://%s:%d", caddr, port);
     self->nreps = zt_plan_replicas(self->plan);
     self->reps = calloc((size_t) self->nreps, sizeof *self->reps);
     for (int p = 0, n = 0; p < ZT_POOLS; p++)

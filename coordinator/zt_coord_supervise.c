@@ -181,6 +181,76 @@ static bool s_can_rejoin(const zt_coord_t *self, const zt_crep_t *r, char *why, 
     return true;
 }
 
+/* A crashed replica with restarts left: restarted in place, rejoining its
+ * synchronous group when it can; or its group (or, with
+ * restartJobOnWorkerRestart, the job) restarted together. */
+static void s_restart(zt_coord_t *self, zt_crep_t *r)
+{
+    r->restarts++;
+    r->total_restarts++;
+    r->state = ZT_REP_RESTARTING;
+    bool sync = s_in_sync_group(self, r);
+    char why[300] = "";
+    bool rejoin = sync && !self->plan->restart_job_on_worker_restart && s_can_rejoin(self, r, why, sizeof why);
+    if (self->plan->restart_job_on_worker_restart || (sync && !rejoin)) {
+        if (sync && !self->plan->restart_job_on_worker_restart)
+            zt_info("%s trains in step with the others (synchronous) and cannot rejoin them (%s): the group "
+                    "restarts together from the newest checkpoint", r->name, why);
+        else
+            zt_info("restartJobOnWorkerRestart: restarting every replica");
+        self->layout.incarnation++;
+        zt_coord_stop_all(self, ZT_AFTER_RESPAWN, ZT_JOB_FAILED);
+        return;
+    }
+    r->rejoining = rejoin;
+    if (rejoin) {
+        r->lost_ms = zt_now_ms();
+        zt_info("%s trains in step with the others (synchronous): restarted in place, it takes the model "
+                "from a live peer while the others wait", r->name);
+    }
+    zt_info("%s: restart %d of %d, in place", r->name, r->restarts, self->max_restarts);
+    if (zt_coord_spawn(self, r) != ZT_OK) {
+        r->state = ZT_REP_FAILED;
+        zt_coord_set_error(self, r, "%s could not be restarted", r->name);
+        zt_coord_stop_all(self, ZT_AFTER_FINISH, ZT_JOB_FAILED);
+    }
+    zt_coord_write_state(self);
+}
+
+/* A replica that ended on its own, not with 0: a user error (a status
+ * below 128 other than ZT_EXIT_RETRY) fails the job; a crash restarts it in
+ * place (or its synchronous group together), then retries the whole job,
+ * then fails it. `how` says how it ended. */
+static void s_on_failure(zt_coord_t *self, zt_crep_t *r, int status, const char *how)
+{
+    bool system = WIFEXITED(status) && WEXITSTATUS(status) == ZT_EXIT_RETRY;
+    bool crash = r->killed_by_us || WIFSIGNALED(status) || WEXITSTATUS(status) >= 128 || system;
+    if (!crash) {
+        r->state = ZT_REP_FAILED;
+        zt_coord_set_error(self, r, "%s %s (a user error: the job fails)", r->name, how);
+        zt_coord_stop_all(self, ZT_AFTER_FINISH, ZT_JOB_FAILED);
+        return;
+    }
+    zt_warn("%s %s (%s)", r->name, how, system ? "a failure of the system, not the program" : "a crash");
+    if (r->restarts < self->max_restarts) {
+        s_restart(self, r);
+        return;
+    }
+    if (!self->plan->disable_retries && self->job_retries < self->max_job_retries) {
+        self->job_retries++;
+        self->layout.incarnation++;
+        r->state = ZT_REP_RESTARTING;
+        zt_warn("%s crashed %d times: retrying the whole job (retry %d of %d)", r->name,
+                r->restarts + 1, self->job_retries, self->max_job_retries);
+        zt_coord_stop_all(self, ZT_AFTER_RESPAWN, ZT_JOB_FAILED);
+        return;
+    }
+    r->state = ZT_REP_FAILED;
+    zt_coord_set_error(self, r, "%s %s after %d restarts%s", r->name, how, r->restarts,
+                       self->plan->disable_retries ? " (retries disabled)" : " and every job retry was used");
+    zt_coord_stop_all(self, ZT_AFTER_FINISH, ZT_JOB_FAILED);
+}
+
 void zt_coord_replica_exited(zt_coord_t *self, zt_crep_t *r, int status)
 {
     char lost[1024]; /* asked while the handle still names the replica's node */
@@ -223,59 +293,5 @@ void zt_coord_replica_exited(zt_coord_t *self, zt_crep_t *r, int status)
             zt_coord_check_all_up(self);
         return;
     }
-    bool system = WIFEXITED(status) && WEXITSTATUS(status) == ZT_EXIT_RETRY;
-    bool crash = r->killed_by_us || WIFSIGNALED(status) || WEXITSTATUS(status) >= 128 || system;
-    if (!crash) {
-        r->state = ZT_REP_FAILED;
-        zt_coord_set_error(self, r, "%s %s (a user error: the job fails)", r->name, how);
-        zt_coord_stop_all(self, ZT_AFTER_FINISH, ZT_JOB_FAILED);
-        return;
-    }
-    zt_warn("%s %s (%s)", r->name, how, system ? "a failure of the system, not the program" : "a crash");
-    if (r->restarts < self->max_restarts) {
-        r->restarts++;
-        r->total_restarts++;
-        r->state = ZT_REP_RESTARTING;
-        bool sync = s_in_sync_group(self, r);
-        char why[300] = "";
-        bool rejoin = sync && !self->plan->restart_job_on_worker_restart && s_can_rejoin(self, r, why, sizeof why);
-        if (self->plan->restart_job_on_worker_restart || (sync && !rejoin)) {
-            if (sync && !self->plan->restart_job_on_worker_restart)
-                zt_info("%s trains in step with the others (synchronous) and cannot rejoin them (%s): the group "
-                        "restarts together from the newest checkpoint", r->name, why);
-            else
-                zt_info("restartJobOnWorkerRestart: restarting every replica");
-            self->layout.incarnation++;
-            zt_coord_stop_all(self, ZT_AFTER_RESPAWN, ZT_JOB_FAILED);
-            return;
-        }
-        r->rejoining = rejoin;
-        if (rejoin) {
-            r->lost_ms = zt_now_ms();
-            zt_info("%s trains in step with the others (synchronous): restarted in place, it takes the model "
-                    "from a live peer while the others wait", r->name);
-        }
-        zt_info("%s: restart %d of %d, in place", r->name, r->restarts, self->max_restarts);
-        if (zt_coord_spawn(self, r) != ZT_OK) {
-            r->state = ZT_REP_FAILED;
-            zt_coord_set_error(self, r, "%s could not be restarted", r->name);
-            zt_coord_stop_all(self, ZT_AFTER_FINISH, ZT_JOB_FAILED);
-        }
-        zt_coord_write_state(self);
-        return;
-    }
-    if (!self->plan->disable_retries && self->job_retries < self->max_job_retries) {
-        self->job_retries++;
-        self->layout.incarnation++;
-        r->state = ZT_REP_RESTARTING;
-        zt_warn("%s crashed %d times: retrying the whole job (retry %d of %d)", r->name,
-                r->restarts + 1, self->job_retries, self->max_job_retries);
-        zt_coord_stop_all(self, ZT_AFTER_RESPAWN, ZT_JOB_FAILED);
-        return;
-    }
-    r->state = ZT_REP_FAILED;
-    zt_coord_set_error(self, r, "%s %s after %d restarts%s", r->name, how, r->restarts,
-                self->plan->disable_retries ? " (retries disabled)"
-                                            : " and every job retry was used");
-    zt_coord_stop_all(self, ZT_AFTER_FINISH, ZT_JOB_FAILED);
+    s_on_failure(self, r, status, how);
 }

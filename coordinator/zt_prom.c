@@ -93,30 +93,31 @@ static void s_metric_name(const char *m, char *buf, size_t n)
     buf[k] = '\0';
 }
 
-char *zt_prom_render(json_t *job)
+/* The job: its name and folder, its state, when it started, its retries. */
+static void s_render_job(s_out_t *o, json_t *job)
 {
-    s_out_t o = { 0 };
-    char e1[512], e2[256], e3[256], v[64];
+    char e1[512], e2[256], v[64];
     const char *jname = s_esc(json_string_value(json_object_get(job, "name")), e1, sizeof e1);
     const char *state = json_string_value(json_object_get(job, "state"));
-
-    s_head(&o, "ztrain_job_info", "gauge", "The job this coordinator runs: its name and directory (always 1).");
-    s_put(&o, "ztrain_job_info{name=\"%s\",job_dir=\"%s\"} 1\n", jname,
+    s_head(o, "ztrain_job_info", "gauge", "The job this coordinator runs: its name and directory (always 1).");
+    s_put(o, "ztrain_job_info{name=\"%s\",job_dir=\"%s\"} 1\n", jname,
           s_esc(json_string_value(json_object_get(job, "jobDir")), e2, sizeof e2));
-    s_head(&o, "ztrain_job_state", "gauge", "The job's state: 1 for the one it is in, 0 for the others.");
+    s_head(o, "ztrain_job_state", "gauge", "The job's state: 1 for the one it is in, 0 for the others.");
     for (int i = 0; i < ZT_JOB_STATES; i++)
-        s_put(&o, "ztrain_job_state{state=\"%s\"} %d\n", zt_job_state_name((zt_job_state_t) i),
+        s_put(o, "ztrain_job_state{state=\"%s\"} %d\n", zt_job_state_name((zt_job_state_t) i),
               state && !strcmp(state, zt_job_state_name((zt_job_state_t) i)));
-    s_head(&o, "ztrain_job_start_time_seconds", "gauge", "When the job was created (Unix time).");
+    s_head(o, "ztrain_job_start_time_seconds", "gauge", "When the job was created (Unix time).");
     s_num(v, sizeof v, zt_iso_epoch(json_string_value(json_object_get(job, "createTime"))));
-    s_put(&o, "ztrain_job_start_time_seconds %s\n", v);
-    s_head(&o, "ztrain_job_retries_total", "counter", "Whole-job retries (its replicas started again).");
-    s_put(&o, "ztrain_job_retries_total %lld\n",
-          (long long) json_integer_value(json_object_get(job, "jobRetries")));
+    s_put(o, "ztrain_job_start_time_seconds %s\n", v);
+    s_head(o, "ztrain_job_retries_total", "counter", "Whole-job retries (its replicas started again).");
+    s_put(o, "ztrain_job_retries_total %lld\n", (long long) json_integer_value(json_object_get(job, "jobRetries")));
+}
 
-    /* replicas: by pool and state (the pools the job has); each one's restarts */
-    json_t *reps = json_object_get(job, "replicas");
-    int counts[ZT_POOLS][16] = { { 0 } };
+/* Replicas by pool and state (the pools the job has); each one's restarts. */
+static void s_render_replicas(s_out_t *o, json_t *reps)
+{
+    char e2[256];
+    int counts[ZT_POOLS][ZT_REP_STATES] = { { 0 } };
     bool present[ZT_POOLS] = { false };
     size_t i;
     json_t *r;
@@ -126,26 +127,43 @@ char *zt_prom_render(json_t *job)
         if (pool < 0 || pool >= ZT_POOLS)
             continue;
         present[pool] = true;
-        for (int k = 0; rs && k < 16 && zt_replica_state_name(k); k++)
+        for (int k = 0; rs && k < ZT_REP_STATES; k++)
             counts[pool][k] += !strcmp(rs, zt_replica_state_name(k));
     }
-    s_head(&o, "ztrain_replicas", "gauge", "Replicas of each pool in each state.");
+    s_head(o, "ztrain_replicas", "gauge", "Replicas of each pool in each state.");
     for (int p = 0; p < ZT_POOLS; p++)
-        for (int k = 0; present[p] && k < 16 && zt_replica_state_name(k); k++)
-            s_put(&o, "ztrain_replicas{pool=\"workerpool%d\",state=\"%s\"} %d\n", p, zt_replica_state_name(k),
+        for (int k = 0; present[p] && k < ZT_REP_STATES; k++)
+            s_put(o, "ztrain_replicas{pool=\"workerpool%d\",state=\"%s\"} %d\n", p, zt_replica_state_name(k),
                   counts[p][k]);
-    s_head(&o, "ztrain_replica_restarts_total", "counter", "In-place restarts of each replica.");
+    s_head(o, "ztrain_replica_restarts_total", "counter", "In-place restarts of each replica.");
     json_array_foreach(reps, i, r)
-        s_put(&o, "ztrain_replica_restarts_total{replica=\"%s\",pool=\"workerpool%lld\"} %lld\n",
+        s_put(o, "ztrain_replica_restarts_total{replica=\"%s\",pool=\"workerpool%lld\"} %lld\n",
               s_esc(json_string_value(json_object_get(r, "name")), e2, sizeof e2),
               (long long) json_integer_value(json_object_get(r, "pool")),
               (long long) json_integer_value(json_object_get(r, "restarts")));
+}
 
-    /* what each replica reported: its step, loss, examples/s, and the rest */
-    json_t *metrics = json_object_get(job, "metrics");
+/* One named metric of every replica that reported it, as series `series`. */
+static void s_render_named(s_out_t *o, json_t *metrics, const char *metric, const char *series, const char *help)
+{
+    char e2[256], v[64];
+    const char *rep;
+    json_t *per, *mv;
+    s_head(o, series, "gauge", help);
+    json_object_foreach(metrics, rep, per)
+        if ((mv = json_object_get(per, metric))) {
+            s_num(v, sizeof v, json_number_value(json_object_get(mv, "value")));
+            s_put(o, "%s{replica=\"%s\"} %s\n", series, s_esc(rep, e2, sizeof e2), v);
+        }
+}
+
+/* What each replica reported: its step, loss, examples/s, and the rest. */
+static void s_render_metrics(s_out_t *o, json_t *metrics)
+{
+    char e2[256], e3[256], v[64];
     const char *rep, *m;
     json_t *per, *mv;
-    s_head(&o, "ztrain_replica_step", "gauge", "The newest step a replica reported a metric at.");
+    s_head(o, "ztrain_replica_step", "gauge", "The newest step a replica reported a metric at.");
     json_object_foreach(metrics, rep, per) {
         long long step = -1;
         json_object_foreach(per, m, mv) {
@@ -153,96 +171,108 @@ char *zt_prom_render(json_t *job)
             step = s > step ? s : step;
         }
         if (step >= 0)
-            s_put(&o, "ztrain_replica_step{replica=\"%s\"} %lld\n", s_esc(rep, e2, sizeof e2), step);
+            s_put(o, "ztrain_replica_step{replica=\"%s\"} %lld\n", s_esc(rep, e2, sizeof e2), step);
     }
-    s_head(&o, "ztrain_replica_loss", "gauge", "A replica's newest training loss.");
-    json_object_foreach(metrics, rep, per)
-        if ((mv = json_object_get(per, "loss"))) {
-            s_num(v, sizeof v, json_number_value(json_object_get(mv, "value")));
-            s_put(&o, "ztrain_replica_loss{replica=\"%s\"} %s\n", s_esc(rep, e2, sizeof e2), v);
-        }
-    s_head(&o, "ztrain_replica_examples_per_second", "gauge", "A replica's newest training throughput.");
-    json_object_foreach(metrics, rep, per)
-        if ((mv = json_object_get(per, "examples_per_sec"))) {
-            s_num(v, sizeof v, json_number_value(json_object_get(mv, "value")));
-            s_put(&o, "ztrain_replica_examples_per_second{replica=\"%s\"} %s\n",
-                  s_esc(rep, e2, sizeof e2), v);
-        }
-    s_head(&o, "ztrain_replica_metric", "gauge", "Every other metric a replica reported (accuracy, ...): its newest value.");
+    s_render_named(o, metrics, "loss", "ztrain_replica_loss", "A replica's newest training loss.");
+    s_render_named(o, metrics, "examples_per_sec", "ztrain_replica_examples_per_second",
+                   "A replica's newest training throughput.");
+    s_head(o, "ztrain_replica_metric", "gauge", "Every other metric a replica reported (accuracy, ...): its newest value.");
     json_object_foreach(metrics, rep, per)
         json_object_foreach(per, m, mv)
             if (!s_named(m)) {
                 char mn[128];
                 s_metric_name(m, mn, sizeof mn);
                 s_num(v, sizeof v, json_number_value(json_object_get(mv, "value")));
-                s_put(&o, "ztrain_replica_metric{replica=\"%s\",name=\"%s\"} %s\n",
+                s_put(o, "ztrain_replica_metric{replica=\"%s\",name=\"%s\"} %s\n",
                       s_esc(rep, e2, sizeof e2), s_esc(mn, e3, sizeof e3), v);
             }
+}
 
-    /* checkpoints and evaluations */
-    json_t *ck = json_object_get(job, "checkpoints");
-    s_head(&o, "ztrain_checkpoints_total", "counter", "Checkpoints announced by the job's chief.");
-    s_put(&o, "ztrain_checkpoints_total %zu\n", json_array_size(ck));
+/* Checkpoints and evaluations: how many, and the newest of each. */
+static void s_render_records(s_out_t *o, json_t *ck, json_t *evs)
+{
+    char e2[256], e3[256], v[64];
+    s_head(o, "ztrain_checkpoints_total", "counter", "Checkpoints announced by the job's chief.");
+    s_put(o, "ztrain_checkpoints_total %zu\n", json_array_size(ck));
     if (json_array_size(ck)) {
-        s_head(&o, "ztrain_checkpoint_step", "gauge", "The step of the newest checkpoint.");
-        s_put(&o, "ztrain_checkpoint_step %lld\n",
+        s_head(o, "ztrain_checkpoint_step", "gauge", "The step of the newest checkpoint.");
+        s_put(o, "ztrain_checkpoint_step %lld\n",
               (long long) json_integer_value(json_object_get(json_array_get(ck, json_array_size(ck) - 1), "step")));
     }
-    json_t *evs = json_object_get(job, "evaluations");
-    s_head(&o, "ztrain_evaluations_total", "counter", "Evaluator results (one per metric and checkpoint).");
-    s_put(&o, "ztrain_evaluations_total %zu\n", json_array_size(evs));
+    s_head(o, "ztrain_evaluations_total", "counter", "Evaluator results (one per metric and checkpoint).");
+    s_put(o, "ztrain_evaluations_total %zu\n", json_array_size(evs));
     json_t *last = json_object(); /* name -> newest evaluation */
     json_t *e;
+    size_t i;
+    const char *m;
     json_array_foreach(evs, i, e)
         json_object_set(last, json_string_value(json_object_get(e, "name")) ?: "?", e);
-    s_head(&o, "ztrain_evaluation", "gauge", "The newest value of each evaluator metric.");
+    s_head(o, "ztrain_evaluation", "gauge", "The newest value of each evaluator metric.");
     json_object_foreach(last, m, e) {
         s_num(v, sizeof v, json_number_value(json_object_get(e, "value")));
-        s_put(&o, "ztrain_evaluation{name=\"%s\",replica=\"%s\"} %s\n", s_esc(m, e2, sizeof e2),
+        s_put(o, "ztrain_evaluation{name=\"%s\",replica=\"%s\"} %s\n", s_esc(m, e2, sizeof e2),
               s_esc(json_string_value(json_object_get(e, "replica")), e3, sizeof e3), v);
     }
-    s_head(&o, "ztrain_evaluation_step", "gauge", "The checkpoint step of each evaluator metric's newest value.");
+    s_head(o, "ztrain_evaluation_step", "gauge", "The checkpoint step of each evaluator metric's newest value.");
     json_object_foreach(last, m, e)
-        s_put(&o, "ztrain_evaluation_step{name=\"%s\",replica=\"%s\"} %lld\n",
+        s_put(o, "ztrain_evaluation_step{name=\"%s\",replica=\"%s\"} %lld\n",
               s_esc(m, e2, sizeof e2), s_esc(json_string_value(json_object_get(e, "replica")), e3, sizeof e3),
               (long long) json_integer_value(json_object_get(e, "step")));
     json_decref(last);
+}
 
-    /* control-plane messages the coordinator dropped, by reason */
-    s_head(&o, "ztrain_control_plane_dropped_messages_total", "counter",
-           "Control-plane messages the coordinator refused: malformed, from unknown senders, ...");
+/* Control-plane messages the coordinator dropped, by reason. */
+static void s_render_drops(s_out_t *o, json_t *drops)
+{
+    char e2[256];
     const char *why;
-    json_object_foreach(json_object_get(job, "controlPlaneDrops"), why, mv)
-        s_put(&o, "ztrain_control_plane_dropped_messages_total{reason=\"%s\"} %lld\n",
+    json_t *mv;
+    s_head(o, "ztrain_control_plane_dropped_messages_total", "counter",
+           "Control-plane messages the coordinator refused: malformed, from unknown senders, ...");
+    json_object_foreach(drops, why, mv)
+        s_put(o, "ztrain_control_plane_dropped_messages_total{reason=\"%s\"} %lld\n",
               s_esc(why, e2, sizeof e2), (long long) json_integer_value(mv));
+}
 
-    /* the replicas' data-plane latency histograms */
-    const char *kind;
-    json_t *byrep;
-    json_object_foreach(json_object_get(job, "latency"), kind, byrep) {
-        char name[300];
+/* The replicas' data-plane latency histograms: ztrain_<kind>_seconds. */
+static void s_render_latency(s_out_t *o, json_t *latency)
+{
+    char e2[256], e3[256], v[64];
+    const char *kind, *rep;
+    json_t *byrep, *h;
+    json_object_foreach(latency, kind, byrep) {
+        char name[300], help[160];
         s_metric_name(kind, e3, sizeof e3);
         snprintf(name, sizeof name, "ztrain_%s_seconds", e3);
-        char help[160];
         snprintf(help, sizeof help, "Each replica's %s latency (one per call, from the replica).", kind);
-        s_head(&o, name, "histogram", help);
-        json_t *h;
+        s_head(o, name, "histogram", help);
         json_object_foreach(byrep, rep, h) {
-            json_t *bounds = json_object_get(h, "le"), *counts_ = json_object_get(h, "counts");
+            json_t *bounds = json_object_get(h, "le"), *counts = json_object_get(h, "counts");
             long long cum = 0;
             s_esc(rep, e2, sizeof e2);
-            for (size_t b = 0; b < json_array_size(bounds) && b < json_array_size(counts_); b++) {
-                cum += json_integer_value(json_array_get(counts_, b));
+            for (size_t b = 0; b < json_array_size(bounds) && b < json_array_size(counts); b++) {
+                cum += json_integer_value(json_array_get(counts, b));
                 s_num(v, sizeof v, json_number_value(json_array_get(bounds, b)));
-                s_put(&o, "%s_bucket{replica=\"%s\",le=\"%s\"} %lld\n", name, e2, v, cum);
+                s_put(o, "%s_bucket{replica=\"%s\",le=\"%s\"} %lld\n", name, e2, v, cum);
             }
-            cum += json_integer_value(json_array_get(counts_, json_array_size(bounds)));
-            s_put(&o, "%s_bucket{replica=\"%s\",le=\"+Inf\"} %lld\n", name, e2, cum);
+            cum += json_integer_value(json_array_get(counts, json_array_size(bounds)));
+            s_put(o, "%s_bucket{replica=\"%s\",le=\"+Inf\"} %lld\n", name, e2, cum);
             s_num(v, sizeof v, json_number_value(json_object_get(h, "sum")));
-            s_put(&o, "%s_sum{replica=\"%s\"} %s\n", name, e2, v);
-            s_put(&o, "%s_count{replica=\"%s\"} %lld\n", name, e2, cum);
+            s_put(o, "%s_sum{replica=\"%s\"} %s\n", name, e2, v);
+            s_put(o, "%s_count{replica=\"%s\"} %lld\n", name, e2, cum);
         }
     }
+}
+
+char *zt_prom_render(json_t *job)
+{
+    s_out_t o = { 0 };
+    s_render_job(&o, job);
+    s_render_replicas(&o, json_object_get(job, "replicas"));
+    s_render_metrics(&o, json_object_get(job, "metrics"));
+    s_render_records(&o, json_object_get(job, "checkpoints"), json_object_get(job, "evaluations"));
+    s_render_drops(&o, json_object_get(job, "controlPlaneDrops"));
+    s_render_latency(&o, json_object_get(job, "latency"));
     if (!o.buf)
         s_put(&o, "%s", "");
     return o.buf;

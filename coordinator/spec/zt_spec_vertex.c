@@ -76,10 +76,121 @@ static void s_vertex_program(zt_spec_ctx_t *c, int idx, zt_pool_t *pool, json_t 
     free(psp);
 }
 
-/* Long on purpose: one pass over a CustomJob in the order a reader of the
- * spec meets its fields (job fields, then each pool's machine, disk,
- * program and replica count, then scheduling), each checked where it is
- * read, so that the function reads against the format's reference. */
+/* machineSpec: the machine type and its accelerators, checked against the
+ * machine table. */
+static void s_vertex_machine(zt_spec_ctx_t *c, zt_pool_t *pool, json_t *wps, const char *pp)
+{
+    char *msp = zt_sf_path(pp, "machineSpec");
+    json_t *ms = zt_sf_obj(c, wps, pp, "machineSpec");
+    if (ms) {
+        static const char *const mknown[] = { "machineType", "acceleratorType",
+            "acceleratorCount", "tpuTopology", "reservationAffinity", NULL };
+        zt_sf_unknown_fields(c, ms, msp, mknown);
+    }
+    char *mtp = zt_sf_path(msp, "machineType"), *atp = zt_sf_path(msp, "acceleratorType"),
+         *acp = zt_sf_path(msp, "acceleratorCount");
+    bool count_given = false;
+    long long count = ms ? zt_sf_int(c, ms, msp, "acceleratorCount", 0, 0, 16,
+                                     "no machine type takes more than 16", &count_given) : 0;
+    zt_sf_check_machine(c, pool, ms ? zt_sf_str(c, ms, msp, "machineType", NULL) : NULL, mtp,
+                        ms ? zt_sf_str(c, ms, msp, "acceleratorType", NULL) : NULL, atp, count,
+                        count_given, acp);
+    free(mtp);
+    free(atp);
+    free(acp);
+    free(msp);
+}
+
+/* diskSpec: the boot disk's type and size (pd-ssd, 100 GB by default). */
+static void s_vertex_disk(zt_spec_ctx_t *c, zt_pool_t *pool, json_t *wps, const char *pp)
+{
+    char *dsp = zt_sf_path(pp, "diskSpec");
+    json_t *ds = zt_sf_obj(c, wps, pp, "diskSpec");
+    snprintf(pool->disk_type, sizeof pool->disk_type, "pd-ssd");
+    pool->disk_gb = 100;
+    if (ds) {
+        static const char *const dknown[] = { "bootDiskType", "bootDiskSizeGb", NULL };
+        zt_sf_unknown_fields(c, ds, dsp, dknown);
+        const char *dt = zt_sf_str(c, ds, dsp, "bootDiskType", "pd-ssd");
+        if (strcmp(dt, "pd-ssd") && strcmp(dt, "pd-standard") && strcmp(dt, "hyperdisk-balanced")) {
+            char *tp = zt_sf_path(dsp, "bootDiskType");
+            json_t *v = json_string(dt);
+            ERR(c, tp, v, "expected pd-ssd, pd-standard or hyperdisk-balanced");
+            json_decref(v);
+            free(tp);
+        }
+        else
+            snprintf(pool->disk_type, sizeof pool->disk_type, "%s", dt);
+        pool->disk_gb = (int) zt_sf_int(c, ds, dsp, "bootDiskSizeGb", 100, 10, 64000, "the largest boot disk", NULL);
+    }
+    free(dsp);
+}
+
+/* workerPoolSpecs[i] (at path pp): its replica count, machine, disk and
+ * program. {} or null skips a pool other than the primary. */
+static void s_vertex_pool(zt_spec_ctx_t *c, int i, json_t *wps, const char *pp)
+{
+    zt_pool_t *pool = &c->plan->pools[i];
+    if (json_is_null(wps) || (json_is_object(wps) && json_object_size(wps) == 0)) {
+        if (i == 0)
+            ERR(c, pp, wps, "the primary pool is required (exactly one replica that coordinates the job)");
+        return;
+    }
+    if (!json_is_object(wps)) {
+        ERR(c, pp, wps, "expected a worker pool spec object ({} skips the pool)");
+        return;
+    }
+    static const char *const wknown[] = { "machineSpec", "replicaCount", "diskSpec",
+        "containerSpec", "pythonPackageSpec", "nfsMounts", NULL };
+    zt_sf_unknown_fields(c, wps, pp, wknown);
+    pool->present = true;
+    bool given;
+    pool->replicas = (int) zt_sf_int(c, wps, pp, "replicaCount", 1, 1, zt_knob_int(ZT_KNOB_MAX_REPLICAS),
+                                     "replicas on one machine; ZT_MAX_REPLICAS raises it", &given);
+    if (i == 0 && given && pool->replicas != 1) {
+        char *rp = zt_sf_path(pp, "replicaCount");
+        json_t *v = json_integer(pool->replicas);
+        ERR(c, rp, v, "the primary pool must have exactly 1 replica");
+        json_decref(v);
+        free(rp);
+    }
+    if (i == 0)
+        pool->replicas = 1;
+    s_vertex_machine(c, pool, wps, pp);
+    s_vertex_disk(c, pool, wps, pp);
+    s_vertex_program(c, i, pool, wps, pp);
+}
+
+/* scheduling: the timeout, restartJobOnWorkerRestart, disableRetries. */
+static void s_vertex_scheduling(zt_spec_ctx_t *c, json_t *spec, const char *prefix)
+{
+    char *sp = zt_sf_path(prefix, "scheduling");
+    json_t *sch = zt_sf_obj(c, spec, prefix, "scheduling");
+    if (sch) {
+        static const char *const sknown[] = { "timeout", "restartJobOnWorkerRestart",
+            "disableRetries", "strategy", "maxWaitDuration", NULL };
+        zt_sf_unknown_fields(c, sch, sp, sknown);
+        const char *t = zt_sf_str(c, sch, sp, "timeout", NULL);
+        if (t) {
+            c->plan->timeout_s = zt_parse_duration(t);
+            if (c->plan->timeout_s <= 0) {
+                char *tp = zt_sf_path(sp, "timeout");
+                json_t *v = json_string(t);
+                ERR(c, tp, v, "expected a positive duration such as \"7200s\"");
+                json_decref(v);
+                free(tp);
+                c->plan->timeout_s = 0;
+            }
+        }
+        c->plan->restart_job_on_worker_restart = zt_sf_bool(c, sch, sp, "restartJobOnWorkerRestart", false);
+        c->plan->disable_retries = zt_sf_bool(c, sch, sp, "disableRetries", false);
+    }
+    free(sp);
+}
+
+/* One pass over a CustomJob in the order a reader of the spec meets its
+ * fields (job fields, then each pool, then the output folder and
+ * scheduling), each checked where it is read. */
 void zt_spec_vertex(zt_spec_ctx_t *c, json_t *spec, const char *prefix)
 {
     static const char *const known[] = {
@@ -88,8 +199,6 @@ void zt_spec_vertex(zt_spec_ctx_t *c, json_t *spec, const char *prefix)
         "experiment", "experimentRun", "models", "persistentResourceId", "useChiefInTfConfig",
         "protectedArtifactLocationId", NULL };
     zt_sf_unknown_fields(c, spec, prefix, known);
-    zt_plan_t *plan = c->plan;
-    int64_t max_replicas = zt_knob_int(ZT_KNOB_MAX_REPLICAS);
     char *wp = zt_sf_path(prefix, "workerPoolSpecs");
     json_t *pools = json_object_get(spec, "workerPoolSpecs");
     if (!pools)
@@ -102,75 +211,8 @@ void zt_spec_vertex(zt_spec_ctx_t *c, json_t *spec, const char *prefix)
         ERR(c, wp, NULL, "at most 4 pools (primary, workers, parameter servers or reducers, "
             "evaluators); %zu given", json_array_size(pools));
     for (int i = 0; json_is_array(pools) && i < ZT_POOLS && i < (int) json_array_size(pools); i++) {
-        json_t *wps = json_array_get(pools, (size_t) i);
         char *pp = zt_strdupf("%s[%d]", wp, i);
-        zt_pool_t *pool = &plan->pools[i];
-        if (json_is_null(wps) || (json_is_object(wps) && json_object_size(wps) == 0)) {
-            if (i == 0)
-                ERR(c, pp, wps, "the primary pool is required (exactly one replica that "
-                    "coordinates the job)");
-            free(pp);
-            continue;
-        }
-        if (!json_is_object(wps)) {
-            ERR(c, pp, wps, "expected a worker pool spec object ({} skips the pool)");
-            free(pp);
-            continue;
-        }
-        static const char *const wknown[] = { "machineSpec", "replicaCount", "diskSpec",
-            "containerSpec", "pythonPackageSpec", "nfsMounts", NULL };
-        zt_sf_unknown_fields(c, wps, pp, wknown);
-        pool->present = true;
-        bool given;
-        pool->replicas = (int) zt_sf_int(c, wps, pp, "replicaCount", 1, 1, max_replicas,
-                                     "replicas on one machine; ZT_MAX_REPLICAS raises it", &given);
-        if (i == 0 && given && pool->replicas != 1) {
-            char *rp = zt_sf_path(pp, "replicaCount");
-            json_t *v = json_integer(pool->replicas);
-            ERR(c, rp, v, "the primary pool must have exactly 1 replica");
-            json_decref(v);
-            free(rp);
-        }
-        if (i == 0)
-            pool->replicas = 1;
-        char *msp = zt_sf_path(pp, "machineSpec");
-        json_t *ms = zt_sf_obj(c, wps, pp, "machineSpec");
-        if (ms) {
-            static const char *const mknown[] = { "machineType", "acceleratorType",
-                "acceleratorCount", "tpuTopology", "reservationAffinity", NULL };
-            zt_sf_unknown_fields(c, ms, msp, mknown);
-        }
-        char *mtp = zt_sf_path(msp, "machineType"), *atp = zt_sf_path(msp, "acceleratorType"),
-             *acp = zt_sf_path(msp, "acceleratorCount");
-        bool count_given = false;
-        long long count = ms ? zt_sf_int(c, ms, msp, "acceleratorCount", 0, 0, 16,
-                                     "no machine type takes more than 16", &count_given) : 0;
-        zt_sf_check_machine(c, pool, ms ? zt_sf_str(c, ms, msp, "machineType", NULL) : NULL, mtp,
-                        ms ? zt_sf_str(c, ms, msp, "acceleratorType", NULL) : NULL, atp, count,
-                        count_given, acp);
-        free(mtp); free(atp); free(acp); free(msp);
-        char *dsp = zt_sf_path(pp, "diskSpec");
-        json_t *ds = zt_sf_obj(c, wps, pp, "diskSpec");
-        snprintf(pool->disk_type, sizeof pool->disk_type, "pd-ssd");
-        pool->disk_gb = 100;
-        if (ds) {
-            static const char *const dknown[] = { "bootDiskType", "bootDiskSizeGb", NULL };
-            zt_sf_unknown_fields(c, ds, dsp, dknown);
-            const char *dt = zt_sf_str(c, ds, dsp, "bootDiskType", "pd-ssd");
-            if (strcmp(dt, "pd-ssd") && strcmp(dt, "pd-standard") && strcmp(dt, "hyperdisk-balanced")) {
-                char *tp = zt_sf_path(dsp, "bootDiskType");
-                json_t *v = json_string(dt);
-                ERR(c, tp, v, "expected pd-ssd, pd-standard or hyperdisk-balanced");
-                json_decref(v);
-                free(tp);
-            }
-            else
-                snprintf(pool->disk_type, sizeof pool->disk_type, "%s", dt);
-            pool->disk_gb = (int) zt_sf_int(c, ds, dsp, "bootDiskSizeGb", 100, 10, 64000,
-                                        "the largest boot disk", NULL);
-        }
-        free(dsp);
-        s_vertex_program(c, i, pool, wps, pp);
+        s_vertex_pool(c, i, json_array_get(pools, (size_t) i), pp);
         free(pp);
     }
     free(wp);
@@ -182,31 +224,10 @@ void zt_spec_vertex(zt_spec_ctx_t *c, json_t *spec, const char *prefix)
         if (!uri)
             ERR(c, up, NULL, "required: a local path or file:// URI");
         else
-            plan->base_output_dir = zt_sf_local_path(c, up, uri);
+            c->plan->base_output_dir = zt_sf_local_path(c, up, uri);
         free(up);
     }
     free(bp);
-    char *sp = zt_sf_path(prefix, "scheduling");
-    json_t *sch = zt_sf_obj(c, spec, prefix, "scheduling");
-    if (sch) {
-        static const char *const sknown[] = { "timeout", "restartJobOnWorkerRestart",
-            "disableRetries", "strategy", "maxWaitDuration", NULL };
-        zt_sf_unknown_fields(c, sch, sp, sknown);
-        const char *t = zt_sf_str(c, sch, sp, "timeout", NULL);
-        if (t) {
-            plan->timeout_s = zt_parse_duration(t);
-            if (plan->timeout_s <= 0) {
-                char *tp = zt_sf_path(sp, "timeout");
-                json_t *v = json_string(t);
-                ERR(c, tp, v, "expected a positive duration such as \"7200s\"");
-                json_decref(v);
-                free(tp);
-                plan->timeout_s = 0;
-            }
-        }
-        plan->restart_job_on_worker_restart = zt_sf_bool(c, sch, sp, "restartJobOnWorkerRestart", false);
-        plan->disable_retries = zt_sf_bool(c, sch, sp, "disableRetries", false);
-    }
-    free(sp);
-    plan->tf_master = !zt_sf_bool(c, spec, prefix, "useChiefInTfConfig", true);
+    s_vertex_scheduling(c, spec, prefix);
+    c->plan->tf_master = !zt_sf_bool(c, spec, prefix, "useChiefInTfConfig", true);
 }

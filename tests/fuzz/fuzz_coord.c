@@ -54,6 +54,8 @@ static void s_setup(void)
     unlink(spec);
 }
 
+/* Long on purpose: one switch that builds each kind of control message
+ * from the fuzzer's bytes, so that a crashing input maps to one case. */
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (!s_coord)

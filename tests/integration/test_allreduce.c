@@ -83,7 +83,10 @@ static double s_get(void *buf, int t, int64_t i)
 typedef struct { int N, R; int64_t threshold; int cycle_ms; int sleep_us; int mismatch; int kill_after;
                  bool window, inplace; } s_case_t;
 
-/* One worker process; exits 0 when every result was exact. */
+/* One worker process; exits 0 when every result was exact. Long on
+ * purpose: one worker's script of all-reduce calls and checks, which every
+ * worker process runs in the same order (the group's calls must match), so
+ * it reads as one sequence. */
 static int s_worker(const s_case_t *c, int w)
 {
     alarm(60);
@@ -223,7 +226,8 @@ static void s_run(const s_case_t *c)
 /* One worker of a collective group of slots of 4 KiB, 4 to a round: calls
  * much larger than a round, a broadcast of odd length carrying NaN bit
  * patterns, regions streamed with add/finish across slot and round
- * boundaries, and calls that differ between workers. */
+ * boundaries, and calls that differ between workers. Long on purpose: one
+ * script of collective calls that every worker makes in the same order. */
 static int s_coll_worker(int w, int N, int R)
 {
     alarm(60);

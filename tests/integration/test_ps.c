@@ -102,105 +102,107 @@ static void s_pull_all(zt_ps_client_t *c, const int *ids, float **w)
     assert(zt_ps_wait(c, 10000) == ZT_OK);
 }
 
-int main(int argc, char **argv)
+/* The model every case uses: tensors a, b, c of these sizes; a gradient g
+ * distinct per element, and room for the weights pulled. */
+static const int64_t sizes[3] = { 37, 1000, 5 };
+static float *g[3], *w[3], *w0[3];
+static int ids[3];
+static const char *bin;
+
+/* SGD over n servers: w = w0 - lr * g for every element exactly once; a
+ * range push touches only its range; a snapshot equals what a pull sees. */
+static zt_ps_client_t *s_case_sgd(int n)
 {
-    const char *bin = argc > 1 ? argv[1] : "ztrain-paramserver";
-    zt_log_init("test_ps", 0);
-    snprintf(s_dir, sizeof s_dir, "/tmp/zt-test-ps-%d", (int) getpid());
-    mkdir(s_dir, 0755);
-    const int64_t sizes[3] = { 37, 1000, 5 };
-    float *g[3], *w[3], *w0[3];
-    for (int t = 0; t < 3; t++) {
-        g[t] = malloc(sizes[t] * sizeof(float));
-        w[t] = malloc(sizes[t] * sizeof(float));
-        w0[t] = malloc(sizes[t] * sizeof(float));
+    s_start(n, bin);
+    zt_ps_client_t *c = s_client(n, 0, "sgd", 0.5f, 0, 1, -1, ids);
+    s_pull_all(c, ids, w0);
+    for (int64_t i = 0; i < 37; i++)
+        assert(w0[0][i] == 0.0f);
+    for (int64_t i = 0; i < 5; i++)
+        assert(w0[2][i] != 0.0f && fabsf(w0[2][i]) <= 0.5f);
+    s_push_all(c, ids, g, 0);
+    s_pull_all(c, ids, w);
+    for (int t = 0; t < 3; t++)
         for (int64_t i = 0; i < sizes[t]; i++)
-            g[t][i] = (float) (t * 10000 + i + 1) * 0.001f; /* distinct per element */
+            assert(w[t][i] == w0[t][i] - 0.5f * g[t][i]);
+    /* A range push touches only its range. */
+    assert(zt_ps_push_range(c, ids[1], 500, 10, g[1], 1) == ZT_OK);
+    assert(zt_ps_wait(c, 10000) == ZT_OK);
+    float part[12];
+    assert(zt_ps_pull_range(c, ids[1], 499, 12, part) == ZT_OK && zt_ps_wait(c, 10000) == ZT_OK);
+    assert(part[0] == w[1][499] && part[11] == w[1][510]);
+    for (int i = 1; i <= 10; i++)
+        assert(part[i] == w[1][499 + i] - 0.5f * g[1][i - 1]);
+    /* Snapshot: values equal what a pull sees; SGD has no state arrays. */
+    zt_ps_shard_t shards[4];
+    assert(zt_ps_snapshot(c, shards, 10000) == ZT_OK);
+    int64_t covered = 0;
+    for (int s = 0; s < n; s++) {
+        assert(shards[s].arrays == 1 && shards[s].offset == covered);
+        covered += shards[s].count;
     }
-    int ids[3];
-    for (int n = 1; n <= 4; n++) {
-        /* SGD: w = w0 - lr * g, for every element exactly once. */
-        s_start(n, bin);
-        zt_ps_client_t *c = s_client(n, 0, "sgd", 0.5f, 0, 1, -1, ids);
-        s_pull_all(c, ids, w0);
-        for (int64_t i = 0; i < 37; i++)
-            assert(w0[0][i] == 0.0f);
-        for (int64_t i = 0; i < 5; i++)
-            assert(w0[2][i] != 0.0f && fabsf(w0[2][i]) <= 0.5f);
-        s_push_all(c, ids, g, 0);
-        s_pull_all(c, ids, w);
-        for (int t = 0; t < 3; t++)
-            for (int64_t i = 0; i < sizes[t]; i++)
-                assert(w[t][i] == w0[t][i] - 0.5f * g[t][i]);
-        /* A range push touches only its range. */
-        assert(zt_ps_push_range(c, ids[1], 500, 10, g[1], 1) == ZT_OK);
-        assert(zt_ps_wait(c, 10000) == ZT_OK);
-        float part[12];
-        assert(zt_ps_pull_range(c, ids[1], 499, 12, part) == ZT_OK && zt_ps_wait(c, 10000) == ZT_OK);
-        assert(part[0] == w[1][499] && part[11] == w[1][510]);
-        for (int i = 1; i <= 10; i++)
-            assert(part[i] == w[1][499 + i] - 0.5f * g[1][i - 1]);
-        /* Snapshot: values equal what a pull sees; SGD has no state arrays. */
-        zt_ps_shard_t shards[4];
-        assert(zt_ps_snapshot(c, shards, 10000) == ZT_OK);
-        int64_t covered = 0;
-        for (int s = 0; s < n; s++) {
-            assert(shards[s].arrays == 1 && shards[s].offset == covered);
-            covered += shards[s].count;
-        }
-        assert(covered == 37 + 1000 + 5);
-        assert(shards[0].data[0][0] == w[0][0]);
-        zt_ps_shards_free(shards, n);
-        /* A checkpoint of the servers in ztrain's format: a file per server, the
-         * model description recorded, found again as the newest. */
-        char root[300], path[400], found[400];
-        snprintf(root, sizeof root, "%s/ckpt-%d", s_dir, n);
-        assert(zt_ps_checkpoint_latest(root, found, sizeof found) == 0 && !found[0]);
-        assert(zt_ps_checkpoint(c, root, 7, "[1]", 0, path, sizeof path, 10000) == ZT_EINVAL);
-        assert(strstr(zt_ps_error(c), "not a JSON object") && !path[0]);
-        assert(zt_ps_checkpoint(c, root, 7, "{\"kind\": \"mlp\", \"sizes\": [3, 4]}", 0, path, sizeof path,
-                                10000) == ZT_OK);
-        assert(strstr(path, "/ckpt-000000000007"));
-        assert(zt_ps_checkpoint_latest(root, found, sizeof found) == 7 && !strcmp(found, path));
-        char mpath[450];
-        snprintf(mpath, sizeof mpath, "%s/manifest.json", path);
-        json_t *man = json_load_file(mpath, 0, NULL);
-        assert(man && json_array_size(json_object_get(man, "files")) == (size_t) n);
-        assert(!strcmp(json_string_value(json_object_get(json_object_get(man, "model"), "kind")), "mlp"));
-        json_t *t1 = json_array_get(json_object_get(man, "tensors"), 1);
-        assert(json_integer_value(json_object_get(t1, "offset")) == 37);
-        assert(json_integer_value(json_object_get(t1, "numel")) == 1000);
-        json_decref(man);
-        zt_ps_client_t *idle = zt_ps_client_new(s_ep_ptrs, n, 1);
-        zt_ps_declare(idle, "a", 37, 0);
-        assert(zt_ps_checkpoint(idle, root, 8, NULL, 0, NULL, 0, 1000) == ZT_EINVAL);
-        assert(strstr(zt_ps_error(idle), "not connected"));
-        zt_ps_client_destroy(&idle);
-        /* Another worker with a different model, or the same model with a
-         * different learning rate, is refused: the error names the field
-         * and both values. */
-        zt_ps_client_t *bad = zt_ps_client_new(s_ep_ptrs, n, 1);
-        zt_ps_declare(bad, "a", 37, 0);
-        zt_ps_options_t o;
-        zt_ps_options_defaults(&o);
-        assert(zt_ps_connect(bad, &o, 5000) == ZT_EIO);
-        assert(strstr(zt_ps_error(bad), "differs"));
-        zt_ps_client_destroy(&bad);
-        bad = zt_ps_client_new(s_ep_ptrs, n, 1);
-        zt_ps_declare(bad, "a", 37, 0);
-        zt_ps_declare(bad, "b", 1000, 0);
-        zt_ps_declare(bad, "c", 5, 0.5f);
-        o.optimizer = "sgd";
-        o.learning_rate = 0.25f;
-        assert(zt_ps_connect(bad, &o, 5000) == ZT_EIO);
-        printf("  mismatch: %s\n", zt_ps_error(bad));
-        assert(strstr(zt_ps_error(bad), "lr: 0.25 vs 0.5"));
-        zt_ps_client_destroy(&bad);
-        zt_ps_client_destroy(&c);
-        s_stop(n);
-        printf("sgd, ranges, snapshot, mismatch over %d server%s: ok\n", n, n > 1 ? "s" : "");
-    }
-    /* Momentum and Adam over 2 servers, two steps, against a reference. */
+    assert(covered == 37 + 1000 + 5);
+    assert(shards[0].data[0][0] == w[0][0]);
+    zt_ps_shards_free(shards, n);
+    return c;
+}
+
+/* A checkpoint of the servers in ztrain's format: a file per server, the
+ * model description recorded, found again as the newest. */
+static void s_case_checkpoint(zt_ps_client_t *c, int n)
+{
+    char root[300], path[400], found[400];
+    snprintf(root, sizeof root, "%s/ckpt-%d", s_dir, n);
+    assert(zt_ps_checkpoint_latest(root, found, sizeof found) == 0 && !found[0]);
+    assert(zt_ps_checkpoint(c, root, 7, "[1]", 0, path, sizeof path, 10000) == ZT_EINVAL);
+    assert(strstr(zt_ps_error(c), "not a JSON object") && !path[0]);
+    assert(zt_ps_checkpoint(c, root, 7, "{\"kind\": \"mlp\", \"sizes\": [3, 4]}", 0, path, sizeof path,
+                            10000) == ZT_OK);
+    assert(strstr(path, "/ckpt-000000000007"));
+    assert(zt_ps_checkpoint_latest(root, found, sizeof found) == 7 && !strcmp(found, path));
+    char mpath[450];
+    snprintf(mpath, sizeof mpath, "%s/manifest.json", path);
+    json_t *man = json_load_file(mpath, 0, NULL);
+    assert(man && json_array_size(json_object_get(man, "files")) == (size_t) n);
+    assert(!strcmp(json_string_value(json_object_get(json_object_get(man, "model"), "kind")), "mlp"));
+    json_t *t1 = json_array_get(json_object_get(man, "tensors"), 1);
+    assert(json_integer_value(json_object_get(t1, "offset")) == 37);
+    assert(json_integer_value(json_object_get(t1, "numel")) == 1000);
+    json_decref(man);
+    zt_ps_client_t *idle = zt_ps_client_new(s_ep_ptrs, n, 1);
+    zt_ps_declare(idle, "a", 37, 0);
+    assert(zt_ps_checkpoint(idle, root, 8, NULL, 0, NULL, 0, 1000) == ZT_EINVAL);
+    assert(strstr(zt_ps_error(idle), "not connected"));
+    zt_ps_client_destroy(&idle);
+}
+
+/* Another worker with a different model, or the same model with a
+ * different learning rate, is refused: the error names the field and both
+ * values. */
+static void s_case_mismatch(int n)
+{
+    zt_ps_client_t *bad = zt_ps_client_new(s_ep_ptrs, n, 1);
+    zt_ps_declare(bad, "a", 37, 0);
+    zt_ps_options_t o;
+    zt_ps_options_defaults(&o);
+    assert(zt_ps_connect(bad, &o, 5000) == ZT_EIO);
+    assert(strstr(zt_ps_error(bad), "differs"));
+    zt_ps_client_destroy(&bad);
+    bad = zt_ps_client_new(s_ep_ptrs, n, 1);
+    zt_ps_declare(bad, "a", 37, 0);
+    zt_ps_declare(bad, "b", 1000, 0);
+    zt_ps_declare(bad, "c", 5, 0.5f);
+    o.optimizer = "sgd";
+    o.learning_rate = 0.25f;
+    assert(zt_ps_connect(bad, &o, 5000) == ZT_EIO);
+    printf("  mismatch: %s\n", zt_ps_error(bad));
+    assert(strstr(zt_ps_error(bad), "lr: 0.25 vs 0.5"));
+    zt_ps_client_destroy(&bad);
+}
+
+/* Momentum and Adam over 2 servers, two steps, against a reference. */
+static void s_case_optimizers(void)
+{
     const char *opts[2] = { "momentum", "adam" };
     for (int k = 0; k < 2; k++) {
         s_start(2, bin);
@@ -233,8 +235,12 @@ int main(int argc, char **argv)
         s_stop(2);
         printf("%s: ok\n", opts[k]);
     }
-    /* Sync mode: the pushes of both workers for a step are averaged once;
-     * a pull for the next step waits for the slower worker. */
+}
+
+/* Sync mode: the pushes of both workers for a step are averaged once; a
+ * pull for the next step waits for the slower worker. */
+static void s_case_sync(void)
+{
     s_start(2, bin);
     zt_ps_client_t *c0 = s_client(2, 0, "sgd", 1.0f, 1, 2, -1, ids);
     zt_ps_client_t *c1 = s_client(2, 1, "sgd", 1.0f, 1, 2, -1, ids);
@@ -258,7 +264,14 @@ int main(int argc, char **argv)
     zt_ps_client_destroy(&c1);
     s_stop(2);
     printf("sync mode: ok\n");
-    /* Staleness bound 1 with two workers: worker 0 may not run 2 steps ahead. */
+    for (int t = 0; t < 3; t++)
+        free(g1[t]);
+}
+
+/* Staleness bound 1 with two workers: worker 0 may not run 2 steps ahead. */
+static void s_case_staleness(void)
+{
+    zt_ps_client_t *c0, *c1;
     s_start(1, bin);
     c0 = s_client(1, 0, "sgd", 0.1f, 0, 2, 1, ids);
     c1 = s_client(1, 1, "sgd", 0.1f, 0, 2, 1, ids);
@@ -275,7 +288,12 @@ int main(int argc, char **argv)
     zt_ps_client_destroy(&c1);
     s_stop(1);
     printf("staleness bound: ok\n");
-    /* A dead server is named. */
+}
+
+/* A dead server is named. */
+static void s_case_dead_server(void)
+{
+    zt_ps_client_t *c0;
     s_start(2, bin);
     c0 = s_client(2, 0, "sgd", 0.1f, 0, 1, -1, ids);
     kill(s_pids[1], SIGKILL);
@@ -289,8 +307,13 @@ int main(int argc, char **argv)
     zt_ps_client_destroy(&c0);
     s_stop(2);
     printf("dead server named: ok\n");
-    /* Async: a server killed with SIGKILL and started again goes on from its
-     * shard snapshot (ZT_PS_SNAPSHOT_MS in the job directory), not afresh. */
+}
+
+/* Async: a server killed with SIGKILL and started again goes on from its
+ * shard snapshot (ZT_PS_SNAPSHOT_MS in the job directory), not afresh. */
+static void s_case_snapshot_restart(void)
+{
+    zt_ps_client_t *c0;
     setenv("ZT_JOB_DIR", s_dir, 1);
     setenv("ZT_PS_SNAPSHOT_MS", "50", 1);
     s_start(2, bin);
@@ -312,8 +335,15 @@ int main(int argc, char **argv)
     unsetenv("ZT_JOB_DIR");
     unsetenv("ZT_PS_SNAPSHOT_MS");
     printf("restarted server goes on from its shard snapshot: ok\n");
-    /* A push naming shared memory that is not a ztrain region, or one that
-     * does not exist, is refused with the reason; the server carries on. */
+}
+
+/* A push naming shared memory that is not a ztrain region, or one that
+ * does not exist, is refused with the reason; ranges whose end overflows
+ * are refused as outside the shard; the server carries on. The server is
+ * left running for the next case. */
+static void s_case_forged(void)
+{
+    zt_ps_client_t *c0;
     s_start(1, bin);
     c0 = s_client(1, 0, "sgd", 0.5f, 0, 1, -1, ids);
     zsock_t *forger = zsock_new_dealer(s_eps[0]);
@@ -374,8 +404,12 @@ int main(int argc, char **argv)
         assert(w[0][i] == -0.5f * g[0][i]);
     zt_ps_client_destroy(&c0);
     printf("forged shared-memory references and overflowing ranges refused: ok\n");
-    /* Workers restarted again and again (a new identity each time) do not
-     * pile up pull areas on the server: one per worker and two spare. */
+}
+
+/* Workers restarted again and again (a new identity each time) do not pile
+ * up pull areas on the server: one per worker and two spare. */
+static void s_case_pull_areas(void)
+{
     const char *ipc = getenv("ZT_DATA_IPC");
     if (!(ipc && !strcmp(ipc, "off")) && zt_shm_enabled()) {
         for (int k = 0; k < 6; k++) {
@@ -397,12 +431,43 @@ int main(int argc, char **argv)
         }
         printf("pull areas bounded (%d for 7 workers one after another): ok\n", areas);
     }
+}
+
+int main(int argc, char **argv)
+{
+    bin = argc > 1 ? argv[1] : "ztrain-paramserver";
+    zt_log_init("test_ps", 0);
+    snprintf(s_dir, sizeof s_dir, "/tmp/zt-test-ps-%d", (int) getpid());
+    mkdir(s_dir, 0755);
+    for (int t = 0; t < 3; t++) {
+        g[t] = malloc(sizes[t] * sizeof(float));
+        w[t] = malloc(sizes[t] * sizeof(float));
+        w0[t] = malloc(sizes[t] * sizeof(float));
+        for (int64_t i = 0; i < sizes[t]; i++)
+            g[t][i] = (float) (t * 10000 + i + 1) * 0.001f; /* distinct per element */
+    }
+    for (int n = 1; n <= 4; n++) {
+        zt_ps_client_t *c = s_case_sgd(n);
+        s_case_checkpoint(c, n);
+        s_case_mismatch(n);
+        zt_ps_client_destroy(&c);
+        s_stop(n);
+        printf("sgd, ranges, snapshot, mismatch over %d server%s: ok\n", n, n > 1 ? "s" : "");
+    }
+    s_case_optimizers();
+    s_case_sync();
+    s_case_staleness();
+    s_case_dead_server();
+    s_case_snapshot_restart();
+    s_case_forged();
+    s_case_pull_areas();
     s_stop(1);
     for (int t = 0; t < 3; t++) {
-        free(g[t]); free(g1[t]); free(w[t]); free(w0[t]);
+        free(g[t]);
+        free(w[t]);
+        free(w0[t]);
     }
-
-    char cmd[300];    /* and their ipc:// files */
+    char cmd[300]; /* and their ipc:// files */
     snprintf(cmd, sizeof cmd, "rm -rf %s", s_dir);
     return system(cmd) == 0 ? 0 : 1;
 }

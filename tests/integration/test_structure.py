@@ -1,0 +1,215 @@
+"""The shape of the code, checked so that it cannot drift back: libztrain's
+folders call each other in one direction only (read from the built objects'
+symbols), wire/ includes nothing above it, no source file or function grows
+past its bound without saying why, and each decision that has one home
+(Slurm's job id, the final job states, the exit status of a state) is made
+nowhere else."""
+import collections
+import glob
+import os
+import re
+import subprocess
+import sys
+import unittest
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+BUILD = os.environ.get("ZT_BUILD", os.path.join(ROOT, "build"))
+LIB_FOLDERS = ("base", "wire", "runtime", "ps", "allreduce", "model")
+MAX_FILE_LINES = 900
+MAX_COORD_LINES = 600
+MAX_FUNCTION_LINES = 120
+EXPLAINED_FUNCTION_LINES = 80  # longer needs a "Long ..." comment saying why
+FINAL_STATES = ("SUCCEEDED", "FAILED", "CANCELLED", "STOPPED", "INFEASIBLE")
+
+
+def lines_of(path):
+    with open(os.path.join(ROOT, path), errors="replace") as f:
+        return f.read().split("\n")
+
+
+def sources(*patterns):
+    """Tracked files of the project matching the patterns (git ls-files)."""
+    out = subprocess.run(["git", "ls-files", *patterns], cwd=ROOT, capture_output=True, text=True,
+                         check=True).stdout.split()
+    return [f for f in out if os.path.exists(os.path.join(ROOT, f))]
+
+
+def functions(path):
+    """(name, first line, body lines, comment above) of each function
+    defined in a C file of the project's style: the body's braces at
+    column 0."""
+    with open(os.path.join(ROOT, path), errors="replace") as f:
+        lines = f.read().split("\n")
+    out, start = [], None
+    for i, line in enumerate(lines):
+        if line.startswith("{") and start is None:
+            j = i - 1
+            while j > 0 and lines[j][:1] in (" ", "\t"):
+                j -= 1
+            start = (j, i)
+        elif line.startswith("}") and start is not None:
+            sig = lines[start[0]]
+            m = re.search(r"(\w+)\s*\(", sig)
+            k, comment = start[0] - 1, []
+            while k >= 0 and (lines[k].startswith("/*") or lines[k].startswith(" *")):
+                comment.insert(0, lines[k])
+                k -= 1
+            out.append((m.group(1) if m else sig, start[0] + 1, i - start[1] - 1, "\n".join(comment)))
+            start = None
+    return out
+
+
+def enclosing_function(path, lineno):
+    for name, first, length, _ in functions(path):
+        if first <= lineno <= first + length + 2:
+            return name
+    return None
+
+
+def strongly_connected(graph):
+    """Tarjan's components of {node: set(nodes)}, those of two nodes or more."""
+    index, low, stack, on, comps, counter = {}, {}, [], set(), [], [0]
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                comps.append(sorted(comp))
+
+    for v in list(graph):
+        if v not in index:
+            visit(v)
+    return comps
+
+
+class Layers(unittest.TestCase):
+    def objects(self):
+        objs = glob.glob(os.path.join(BUILD, "lib", "CMakeFiles", "ztrain_objs.dir", "*", "*.o"))
+        if not objs:
+            self.fail("no libztrain objects under %s: build first" % BUILD)
+        return objs
+
+    def test_no_circle_of_calls_spans_two_lib_folders(self):
+        defined, undefined = {}, {}
+        for obj in self.objects():
+            folder = os.path.basename(os.path.dirname(obj))
+            name = "%s/%s" % (folder, os.path.basename(obj).replace(".c.o", ".c"))
+            out = subprocess.run(["nm", obj], capture_output=True, text=True, check=True).stdout
+            undefined[name] = set()
+            for line in out.splitlines():
+                parts = line.split()
+                if len(parts) == 2 and parts[0] == "U":
+                    undefined[name].add(parts[1])
+                elif len(parts) == 3 and parts[1] in "TDBR":
+                    defined[parts[2]] = name
+        graph, why = collections.defaultdict(set), {}
+        for f, syms in undefined.items():
+            for s in syms:
+                g = defined.get(s)
+                if g and g.split("/")[0] != f.split("/")[0]:
+                    a, b = f.split("/")[0], g.split("/")[0]
+                    graph[a].add(b)
+                    why.setdefault((a, b), "%s calls %s (%s)" % (f, s, g))
+        self.assertEqual(set(graph) - set(LIB_FOLDERS), set(), "a lib/ folder this test does not know")
+        circles = strongly_connected(graph)
+        detail = [why[(a, b)] for c in circles for a in c for b in c if (a, b) in why]
+        self.assertEqual(circles, [], "folders of lib/ calling each other in a circle:\n  " + "\n  ".join(detail))
+        # base/ is the floor: it calls no other folder of lib/
+        self.assertEqual(graph.get("base", set()), set(), [v for k, v in why.items() if k[0] == "base"])
+
+    def test_the_circle_finder(self):
+        graph = {"wire": {"runtime"}, "runtime": {"wire", "base"}, "allreduce": {"wire"}, "base": set()}
+        self.assertEqual(strongly_connected(graph), [["runtime", "wire"]])
+        self.assertEqual(strongly_connected({"a": {"b"}, "b": {"c"}}), [])
+
+    def test_wire_and_base_include_nothing_above_them(self):
+        above = {"base": LIB_FOLDERS[1:] + ("tboard",), "wire": LIB_FOLDERS[2:] + ("tboard",)}
+        bad = []
+        for folder, banned in above.items():
+            for path in sources("lib/%s/*.c" % folder, "lib/%s/*.h" % folder):
+                for n, line in enumerate(lines_of(path), 1):
+                    m = re.match(r'\s*#\s*include\s+"(\w+)/', line)
+                    if m and m.group(1) in banned:
+                        bad.append("%s:%d: %s" % (path, n, line.strip()))
+        self.assertEqual(bad, [], "lib/base and lib/wire include only their own folder and below")
+
+
+class Sizes(unittest.TestCase):
+    def test_source_files(self):
+        big = []
+        for path in sources("*.c", "*.cu"):
+            with open(os.path.join(ROOT, path), errors="replace") as f:
+                n = sum(1 for _ in f)
+            limit = MAX_COORD_LINES if path == "coordinator/zt_coord.c" else MAX_FILE_LINES
+            if n > limit:
+                big.append("%s: %d lines (at most %d)" % (path, n, limit))
+        self.assertEqual(big, [])
+
+    def test_functions(self):
+        long_, unexplained = [], []
+        for path in sources("*.c", "*.cu"):
+            for name, first, length, comment in functions(path):
+                where = "%s:%d %s: %d lines" % (path, first, name, length)
+                if length > MAX_FUNCTION_LINES:
+                    long_.append(where)
+                elif length > EXPLAINED_FUNCTION_LINES and "Long" not in comment:
+                    unexplained.append(where)
+        self.assertEqual(long_, [], "functions over %d lines" % MAX_FUNCTION_LINES)
+        self.assertEqual(unexplained, [], "functions over %d lines without a comment above saying why "
+                         "(\"Long ...\")" % EXPLAINED_FUNCTION_LINES)
+
+    def test_the_checker_sees_a_long_function(self):
+        # the measure itself, on a file made for it: it must be able to fail
+        import tempfile
+        with tempfile.NamedTemporaryFile("w", suffix=".c", dir=ROOT, delete=False) as f:
+            f.write("/* short */\nint f(void)\n{\n" + "    x();\n" * 130 + "}\n")
+        try:
+            rel = os.path.relpath(f.name, ROOT)
+            [(name, first, length, comment)] = functions(rel)
+            self.assertEqual((name, first, length, comment), ("f", 2, 130, "/* short */"))
+        finally:
+            os.unlink(f.name)
+
+
+class OneHome(unittest.TestCase):
+    def product_c(self):
+        return [p for p in sources("*.c", "*.h") if not p.startswith(("tests/", "bench/"))]
+
+    def test_slurm_job_id_is_read_in_one_function(self):
+        homes = set()
+        for path in self.product_c():
+            for n, line in enumerate(lines_of(path), 1):
+                if '"SLURM_JOB_ID' in line or '"SLURM_JOBID' in line:
+                    homes.add((path, enclosing_function(path, n)))
+        self.assertEqual(len(homes), 1, sorted(homes))
+
+    def test_final_states_and_exit_codes_are_decided_in_zt_state(self):
+        bad = []
+        for path in self.product_c():
+            if path.startswith("coordinator/zt_state."):
+                continue
+            for n, line in enumerate(lines_of(path), 1):
+                named = [s for s in FINAL_STATES if re.search(r'strcmp\([^)]*"%s"\)' % s, line)]
+                if len(named) >= 2:  # a final-state test, or a state's exit code, written again
+                    bad.append("%s:%d: %s" % (path, n, line.strip()))
+        self.assertEqual(bad, [], "compare states through zt_state_final / zt_state_exit_code")
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
