@@ -1,8 +1,9 @@
 #include "zt_cli.h"
-#include "launch/zt_clusterenv.h"
+#include "launch/zt_layout.h"
 #include "zt_coord.h"
 #include "launch/zt_cuda_probe.h"
 #include "launch/zt_slurm.h"
+#include "spec/zt_doc.h"
 #include "tune/zt_study.h"
 #include "base/zt_util.h"
 #include "base/zt_json.h"
@@ -11,6 +12,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
+#include <math.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <stdlib.h>
@@ -45,53 +47,73 @@ typedef struct {
     int n_user_args;
 } s_args_t;
 
+/* Every command's synopsis: --help prints these lines, and the README's
+ * CLI reference holds the same block (a test compares them). */
+static const char *const s_synopsis[] = {
+    "ztrain run FILE [--job-dir DIR] [--overwrite | --resume] [--backend NAME] [--cpu-only] [--trial ID]",
+    "           [--tf-chief-name chief|master] [--allow-unknown-fields]",
+    "           [--partition P] [--account A] [--time T] [--detach] [--metrics-port N]",
+    "           [overrides] [-- ARGS]",
+    "ztrain validate FILE [--json] [--cpu-only] [--allow-unknown-fields] [--backend NAME]",
+    "           [--partition P] [--account A] [--time T] [overrides] [-- ARGS]",
+    "ztrain env FILE --pool N --index I [--trial ID] [--job-dir DIR] [--backend NAME] [overrides]",
+    "ztrain status [--job-dir] DIR [--json]",
+    "ztrain status --study-dir DIR [--json]",
+    "ztrain cancel [--job-dir] DIR",
+    "ztrain logs [--job-dir] DIR [--replica NAME] [-f]",
+    "ztrain wait [--job-dir] DIR",
+    "ztrain list [JOBS_DIR] [--json]",
+    "ztrain tune STUDY.json [--study-dir DIR] [--overwrite] [--seed N] [--cpu-only] [--backend NAME]",
+    "           [--allow-unknown-fields] [--suggest N]",
+    "ztrain --version | --help",
+    NULL,
+};
+
+/* The commands, for did-you-mean. */
+static const char *const s_commands[] = { "run", "validate", "env", "status", "cancel", "logs", "wait", "list",
+                                          "tune", NULL };
+
 static void s_usage(FILE *out, const char *prog)
 {
+    fprintf(out, "usage: %s COMMAND [options]\n\n"
+                 "Runs training jobs written for Vertex AI / AI Platform on this machine, or on a\n"
+                 "Slurm cluster.\n\nSynopsis:\n", prog);
+    for (int i = 0; s_synopsis[i]; i++)
+        fprintf(out, "  %s\n", s_synopsis[i]);
     fprintf(out,
-        "usage: %s COMMAND [options]\n\n"
-        "Runs training jobs written for Vertex AI / AI Platform on this machine, or on a\n"
-        "Slurm cluster.\n\n"
-        "Commands:\n"
-        "  run FILE [--job-dir DIR] [--overwrite | --resume] [--backend NAME] [--cpu-only]\n"
-        "      [--allow-unknown-fields] [--partition P] [--account A] [--time T] [--detach]\n"
-        "      [--metrics-port N]\n"
-        "      [overrides] [-- ARGS]\n"
-        "        start the coordinator, which starts and supervises every replica;\n"
-        "        exits 0 when the job SUCCEEDED, 1 FAILED, 2 invalid spec, 3 CANCELLED.\n"
-        "        --backend slurm outside an allocation submits the job with sbatch\n"
-        "        (the coordinator runs inside it) and follows it, streaming its output,\n"
-        "        unless --detach; Ctrl-C cancels it\n"
-        "  validate FILE [--json] [--cpu-only] [--backend slurm] [overrides] [-- ARGS]\n"
-        "        print the resolved plan, or every error (exit 2); with --backend slurm\n"
-        "        also the #SBATCH lines of the allocation\n"
-        "  env FILE --pool N --index I [--trial ID] [--job-dir DIR] [overrides]\n"
-        "        print one replica's environment as KEY=VALUE lines; runs nothing\n"
-        "  status [--job-dir] DIR [--json] | --study-dir DIR [--json]\n"
-        "        show a queued, running or finished job, or study; exits as run or tune\n"
-        "        did (a job whose coordinator is gone without an end is FAILED)\n"
-        "  cancel [--job-dir] DIR\n"
-        "        cancel a job (its coordinator on this machine, or its Slurm job) and\n"
-        "        wait for it to end; exits 0 once it has ended, 1 when it cannot be\n"
-        "        cancelled from here\n"
-        "  logs [--job-dir] DIR [--replica NAME] [-f]\n"
-        "        print the job's logs (the coordinator's and every replica's, merged in time\n"
-        "        order, each line after its replica's name), or one replica's; -f follows\n"
-        "        them as they grow until the job ends\n"
-        "  wait [--job-dir] DIR\n"
-        "        wait for a job (or study) to end; exits as run (or tune) did\n"
-        "  list [JOBS_DIR] [--json]\n"
-        "        the jobs and studies in JOBS_DIR (default $ZT_JOBS_DIR): kind, name,\n"
-        "        state, start, duration, directory; oldest first\n"
-        "  tune STUDY.json [--study-dir DIR] [--overwrite] [--seed N] [--cpu-only] [--suggest N]\n"
-        "        run a hyperparameter study: every trial is a whole job (ztrain run --trial);\n"
-        "        exits 0 when it succeeded, 1 failed, 2 invalid spec, 3 cancelled; a study\n"
-        "        directory holding the same study resumes it (--overwrite: start over);\n"
-        "        --suggest N prints N parameter sets and runs nothing\n\n"
+        "\nCommands:\n"
+        "  run       start the coordinator, which starts and supervises every replica;\n"
+        "            exits 0 when the job SUCCEEDED, 1 FAILED, 2 invalid spec, 3 CANCELLED.\n"
+        "            --backend slurm outside an allocation submits the job with sbatch\n"
+        "            (the coordinator runs inside it) and follows it, streaming its output\n"
+        "            and saying why it waits while Slurm keeps it pending, unless --detach;\n"
+        "            Ctrl-C cancels it\n"
+        "  validate  print the resolved plan, or every error (exit 2); with --backend slurm\n"
+        "            also the #SBATCH lines of the allocation\n"
+        "  env       print one replica's environment as KEY=VALUE lines; runs nothing. Its\n"
+        "            paths are under --job-dir (default: the current directory)\n"
+        "  status    show a queued, running or finished job, or study; exits as run or tune\n"
+        "            did (a job whose coordinator is gone without an end is FAILED)\n"
+        "  cancel    cancel a job (its coordinator on this machine, or its Slurm job) and\n"
+        "            wait for it to end; exits 0 once it has ended, 1 when it cannot be\n"
+        "            cancelled from here\n"
+        "  logs      print the job's logs (the coordinator's and every replica's, merged in\n"
+        "            time order, each line after its replica's name), or one replica's; -f\n"
+        "            follows them as they grow until the job ends\n"
+        "  wait      wait for a job (or study) to end; exits as run (or tune) did\n"
+        "  list      the jobs and studies in JOBS_DIR (default $ZT_JOBS_DIR): kind, name,\n"
+        "            state, start, duration, directory; oldest first\n"
+        "  tune      run a hyperparameter study: every trial is a whole job (ztrain run\n"
+        "            --trial); exits 0 when it succeeded, 1 failed, 2 invalid spec, 3\n"
+        "            cancelled; a study directory holding the same study resumes it\n"
+        "            (--overwrite: start over); --suggest N prints the next N parameter sets\n"
+        "            (after the trials the study directory holds) and starts no trial\n\n"
         "FILE is a Vertex CustomJobSpec or CustomJob (JSON) or a legacy AI Platform\n"
         "config with trainingInput (YAML). It may be left out when --worker-pool-spec\n"
         "or legacy flags describe the job.\n\n"
         "Options:\n"
-        "  --job-dir DIR        logs, job.json, outputs (default $ZT_JOBS_DIR/NAME-TIME-PID)\n"
+        "  --job-dir DIR        logs, job.json, outputs (run: default $ZT_JOBS_DIR/NAME-TIME-PID;\n"
+        "                       env: default the current directory)\n"
         "  --backend NAME       where replicas are placed and started: local (default:\n"
         "                       $ZT_BACKEND, else local: every replica on this machine),\n"
         "                       or slurm (submitted to Slurm from outside an allocation;\n"
@@ -115,7 +137,11 @@ static void s_usage(FILE *out, const char *prog)
         "  --time T             the Slurm time limit (minutes, HH:MM:SS, D-HH:MM...;\n"
         "                       default: scheduling.timeout, else the partition's)\n"
         "  --detach             run --backend slurm: submit, print the job id, return\n"
-        "  --version, --help\n\n%s\n", prog, zt_plan_override_help());
+        "  --study-dir DIR      tune, status: the study's directory (tune: default\n"
+        "                       $ZT_JOBS_DIR/study-TIME-PID)\n"
+        "  --seed N             tune: the search's seed (default 1)\n"
+        "  --pool N, --index I  env: the replica\n"
+        "  --version, --help\n\n%s\n", zt_plan_override_help());
     zt_knobs_print_for(out, ZT_FOR_COORD);
 }
 
@@ -179,6 +205,24 @@ static int s_on_option(s_args_t *a, int c, const char *name, const char *value)
     }
 }
 
+/* An unknown option, with the nearest known one as a did-you-mean. */
+static void s_unknown_option(const char *arg, const struct option *opts)
+{
+    const char *names[100];
+    int n = 0;
+    for (; opts[n].name && n < 99; n++)
+        names[n] = opts[n].name;
+    names[n] = NULL;
+    char bare[128];
+    snprintf(bare, sizeof bare, "%s", arg + strspn(arg, "-"));
+    bare[strcspn(bare, "=")] = '\0';
+    const char *near = zt_doc_nearest(bare, names);
+    if (near)
+        fprintf(stderr, "ztrain: unknown option %s; did you mean --%s? (see ztrain --help)\n", arg, near);
+    else
+        fprintf(stderr, "ztrain: unknown option %s (see ztrain --help)\n", arg);
+}
+
 /* The command line: COMMAND [FILE] and options anywhere (getopt_long, GNU
  * order), user arguments after "--". -1 (printed) on an unknown option, a
  * missing value or a stray argument. */
@@ -232,7 +276,7 @@ static int s_parse(int argc, char **argv, const char *forced, s_args_t *a)
             if (optopt)
                 fprintf(stderr, "ztrain: %s needs a value (see ztrain --help)\n", args[optind - 1]);
             else
-                fprintf(stderr, "ztrain: unknown option %s (see ztrain --help)\n", args[optind - 1]);
+                s_unknown_option(args[optind - 1], opts);
             rc = -1;
             break;
         }
@@ -426,8 +470,12 @@ static void s_print_end(zt_job_state_t st, const char *dir, int64_t ms)
     json_t *primary = json_object_get(json_object_get(doc, "metrics"), "workerpool0-0"), *m;
     const char *name;
     json_object_foreach(primary, name, m)
-        snprintf(metrics + strlen(metrics), sizeof metrics - strlen(metrics), "%s%s %.4g",
-                 metrics[0] ? ", " : "; workerpool0-0: ", name, json_number_value(json_object_get(m, "value")));
+    {
+        double v = json_number_value(json_object_get(m, "value"));
+        /* 16562, not 1.656e+04: a figure reads whole from 10^4 to 10^15 */
+        snprintf(metrics + strlen(metrics), sizeof metrics - strlen(metrics), fabs(v) >= 1e4 && fabs(v) < 1e15
+                 ? "%s%s %.0f" : "%s%s %.4g", metrics[0] ? ", " : "; workerpool0-0: ", name, v);
+    }
     fprintf(stderr, "ztrain: job %s after %.1f s%s (%s)\n", zt_job_state_name(st), (double) ms / 1000.0,
             metrics, path);
     json_decref(doc);
@@ -650,7 +698,7 @@ static int s_cmd_env(s_args_t *a)
             fprintf(stderr, "ztrain env: --backend: %s\n", why);
         else if (backend->place(backend, plan, a->cpu_only, &placement) == ZT_OK &&
                  zt_layout_init(&layout, plan, &placement, dir ? dir : ".", a->trial) == ZT_OK) {
-            json_t *env = zt_replica_env(&layout, a->pool, a->index);
+            json_t *env = zt_layout_env(&layout, a->pool, a->index);
             size_t i;
             json_t *v;
             json_array_foreach(env, i, v)
@@ -723,6 +771,11 @@ int zt_cli_main(int argc, char **argv, const char *command)
         json_decref(a.flags);
         return ZT_CLI_USAGE;
     }
+    if (a.backend && !zt_backend_known(a.backend, why, sizeof why)) { /* every command refuses it alike */
+        fprintf(stderr, "ztrain %s: --backend: %s\n", a.command, why);
+        json_decref(a.flags);
+        return ZT_CLI_USAGE;
+    }
     if (!strcmp(a.command, "run"))
         rc = s_cmd_run(&a);
     else if (!strcmp(a.command, "validate"))
@@ -746,8 +799,10 @@ int zt_cli_main(int argc, char **argv, const char *command)
     else if (!strcmp(a.command, "wait"))
         rc = zt_cli_wait(a.job_dir ? a.job_dir : a.study_dir);
     else {
-        fprintf(stderr, "ztrain: unknown command '%s' (run, validate, env, status, cancel, logs, wait, list, tune; "
-                        "see --help)\n", a.command);
+        const char *near = zt_doc_nearest(a.command, s_commands);
+        fprintf(stderr, "ztrain: unknown command '%s'%s%s%s (run, validate, env, status, cancel, logs, wait, list, "
+                        "tune; see --help)\n", a.command, near ? "; did you mean '" : "", near ? near : "",
+                near ? "'?" : "");
         rc = ZT_CLI_USAGE;
     }
     json_decref(a.flags);

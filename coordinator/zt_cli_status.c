@@ -11,6 +11,7 @@
 #include "ztrain/ztrain.h"
 #include <errno.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -319,7 +320,17 @@ int zt_cli_status(const char *job_dir, const char *study_dir, bool json)
         return rc;
     }
     if (!doc) {
-        fprintf(stderr, "ztrain status: %s: %s\n", path, err.text);
+        const char *dir = study ? study_dir : job_dir;
+        struct stat st;
+        if (stat(dir, &st) != 0)
+            fprintf(stderr, "ztrain status: %s: no such directory\n", dir);
+        else if (!S_ISDIR(st.st_mode))
+            fprintf(stderr, "ztrain status: %s: not a directory\n", dir);
+        else if (access(path, F_OK) != 0)
+            fprintf(stderr, "ztrain status: %s holds no %s (not a %s directory, or it has not started yet)\n", dir,
+                    study ? "study.json" : "job.json", study ? "study" : "job");
+        else
+            fprintf(stderr, "ztrain status: %s: not a record ztrain wrote: %s (line %d)\n", path, err.text, err.line);
         free(path);
         return ZT_CLI_USAGE;
     }

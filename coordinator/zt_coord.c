@@ -130,7 +130,7 @@ static bool s_make_credentials(zt_coord_t *self)
     for (int p = 0; p < ZT_POOLS; p++)
         for (int i = 0; self->plan->pools[p].present && i < self->plan->pools[p].replicas && k < n; i++) {
             names[k] = malloc(64);
-            zt_replica_name(p, i, names[k++], 64);
+            zt_layout_name(p, i, names[k++], 64);
         }
     zt_mkdir_p(self->layout.job_dir);
     char *dir = zt_strdupf("%s/credentials", self->layout.job_dir);
@@ -243,7 +243,7 @@ zt_coord_t *zt_coord_new(zt_plan_t **plan_p, zt_backend_t **backend_p, const zt_
             r->index = i;
             r->out_fd = -1;
             r->last_status = -1;
-            zt_replica_name(p, i, r->name, sizeof r->name);
+            zt_layout_name(p, i, r->name, sizeof r->name);
         }
     zt_coord_open_logs(self);
     if (opts->metrics_port >= 0 && s_start_metrics(self, opts->metrics_port) != ZT_OK) {

@@ -10,7 +10,7 @@
 #define ZT_COORD_INT_H
 #include "zt_coord.h"
 #include "zt_prom.h"
-#include "launch/zt_clusterenv.h"
+#include "launch/zt_layout.h"
 #include "base/zt_refusals.h"
 #include "wire/zt_msg.h"
 #include <jansson.h>

@@ -56,9 +56,9 @@ static char **s_envp(json_t *vars)
  * inputdataconfig.json) in the replica's config dir. */
 static void s_write_config_files(zt_coord_t *self, zt_crep_t *r)
 {
-    char *cfg = zt_replica_config_dir(&self->layout, r->pool, r->index);
+    char *cfg = zt_layout_config_dir(&self->layout, r->pool, r->index);
     zt_mkdir_p(cfg);
-    json_t *files = zt_replica_config_files(&self->layout, r->pool, r->index), *doc;
+    json_t *files = zt_layout_config_files(&self->layout, r->pool, r->index), *doc;
     const char *name;
     json_object_foreach(files, name, doc) {
         char *path = zt_strdupf("%s/%s", cfg, name);
@@ -84,7 +84,7 @@ int zt_coord_spawn(zt_coord_t *self, zt_crep_t *r)
     }
     r->line_len = 0;
     char **argv = s_argv(pool);
-    json_t *vars = zt_replica_env(&self->layout, r->pool, r->index);
+    json_t *vars = zt_layout_env(&self->layout, r->pool, r->index);
     if (r->rejoining)
         json_array_append_new(vars, json_pack("[ss]", zt_env_name(ZT_ENV_REJOIN), "1"));
     char **envp = s_envp(vars);

@@ -6,18 +6,28 @@
 #include "base/zt_util.h"
 #include "ztrain/ztrain.h"
 #include "ztrain/zt_allreduce.h"
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* A failed exchange is an error, unless the job is stopping (SHUTDOWN or
- * SIGTERM interrupted the wait): then it is just how the step ended. */
-#define ZT_FAIL_LOG(...)                 \
-    do {                                 \
-        if (zt_stop_requested())         \
-            zt_info(__VA_ARGS__);        \
-        else                             \
-            zt_error(__VA_ARGS__);       \
-    } while (0)
+/* A failed exchange is an error, unless the job is stopping (rc is
+ * ZT_ESHUTDOWN: SHUTDOWN or SIGTERM interrupted the wait), when it is just
+ * how the step ended. Returns rc, unchanged, for the caller to pass up. */
+static int s_failed(int rc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int s_failed(int rc, const char *fmt, ...)
+{
+    char text[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    if (rc == ZT_ESHUTDOWN)
+        zt_info("%s", text);
+    else
+        zt_error("%s", text);
+    return rc;
+}
 
 /* What each mode does around the compute. Every hook may be NULL. */
 typedef struct {
@@ -55,7 +65,7 @@ static int s_apply_here(zt_exchange_t *x, int64_t step)
     if (zt_compute_apply(x->c, &x->opt, x->state, x->ar != NULL)) {
         zt_error("optimizer step %lld failed: %s", (long long) step,
                  x->c->gpu ? zt_gpu_last_error() : "on the CPU");
-        return ZT_EINVAL;
+        return x->c->gpu ? ZT_EDEVICE : ZT_EINVAL;
     }
     return ZT_OK;
 }
@@ -95,10 +105,9 @@ static int s_ar_exchange(zt_exchange_t *x, int64_t step)
         zt_allreduce_submit(x->ar, t, zt_mlp_grads(mlp) + zt_mlp_tensor_offset(mlp, t));
     }
     x->cur_step = step;
-    if (zt_allreduce_wait(x->ar, true, x->ar_timeout_ms) != ZT_OK) {
-        ZT_FAIL_LOG("all-reduce: %s", zt_allreduce_error(x->ar));
-        return ZT_EINVAL;
-    }
+    int rc = zt_allreduce_wait(x->ar, true, x->ar_timeout_ms);
+    if (rc != ZT_OK)
+        return s_failed(rc, "all-reduce: %s", zt_allreduce_error(x->ar));
     x->opt.lr = s_scaled_lr(x->o, x->world, step);
     return ZT_OK;
 }
@@ -115,7 +124,7 @@ static int s_ps_before(zt_exchange_t *x, int64_t step)
 {
     if (zt_compute_upload(x->c, NULL, NULL)) { /* the pulled values go up */
         zt_error("step %lld: parameters to the GPUs: %s", (long long) step, zt_gpu_last_error());
-        return ZT_EINVAL;
+        return ZT_EDEVICE;
     }
     return ZT_OK;
 }
@@ -131,11 +140,8 @@ static int s_ps_exchange(zt_exchange_t *x, int64_t step)
     }
     zt_ps_set_step(x->ps, step + 1);
     s_pull_all(x);
-    if (zt_ps_wait(x->ps, x->timeout_ms) != ZT_OK) {
-        ZT_FAIL_LOG("%s", zt_ps_error(x->ps));
-        return ZT_EINVAL;
-    }
-    return ZT_OK;
+    int rc = zt_ps_wait(x->ps, x->timeout_ms);
+    return rc == ZT_OK ? ZT_OK : s_failed(rc, "%s", zt_ps_error(x->ps));
 }
 
 static const s_ops_t s_local = { "local", true, false, NULL, NULL, s_apply_here };
@@ -160,10 +166,9 @@ static int s_connect_ps(zt_exchange_t *x, char **servers, int nservers)
     po.sync = o->sync;
     po.workers = x->world;
     po.max_staleness = o->max_staleness;
-    if (!x->ps || zt_ps_connect(x->ps, &po, x->timeout_ms) != ZT_OK) {
-        ZT_FAIL_LOG("parameter servers: %s", x->ps ? zt_ps_error(x->ps) : "cannot connect");
-        return ZT_EINVAL;
-    }
+    int rc = x->ps ? zt_ps_connect(x->ps, &po, x->timeout_ms) : ZT_EINVAL;
+    if (rc != ZT_OK)
+        return s_failed(rc, "parameter servers: %s", x->ps ? zt_ps_error(x->ps) : "cannot connect");
     zt_info("training against %d parameter server%s (%s%s), %lld parameters", nservers,
             nservers == 1 ? "" : "s", o->sync ? "sync" : "async",
             o->max_staleness >= 0 ? ", bounded staleness" : "", (long long) zt_mlp_nparams(mlp));
@@ -258,8 +263,7 @@ static int s_setup_rejoin(zt_exchange_t *x, const char **peers)
     if (rc != ZT_OK) {
         if (rc != ZT_ESHUTDOWN)
             zt_fail_retryable(); /* the coordinator restarts the group from the newest checkpoint */
-        ZT_FAIL_LOG("cannot rejoin the group: %s", why);
-        return rc;
+        return s_failed(rc, "cannot rejoin the group: %s", why);
     }
     x->rejoined = true;
     x->rejoin_step = st.step;
@@ -285,12 +289,10 @@ static int s_connect_ar(zt_exchange_t *x, char **reducers, int nreducers)
     free(peers);
     zt_env_free(p0);
     zt_env_free(p1);
-    if (rc != ZT_OK) {
-        ZT_FAIL_LOG("all-reduce: %s", x->ar ? zt_allreduce_error(x->ar)
-                                         : "cannot start (no reducers, and the workers' "
-                                           "addresses are not in CLUSTER_SPEC)");
-        return rc;
-    }
+    if (rc != ZT_OK)
+        return s_failed(rc, "all-reduce: %s", x->ar ? zt_allreduce_error(x->ar)
+                                                     : "cannot start (no reducers, and the workers' "
+                                                       "addresses are not in CLUSTER_SPEC)");
     if (rrc != ZT_OK)
         return rrc;
     /* One bucket laid out as the model (the default threshold holds this
@@ -307,7 +309,7 @@ static int s_connect_ar(zt_exchange_t *x, char **reducers, int nreducers)
     return ZT_OK;
 }
 
-zt_exchange_t *zt_exchange_new(zt_compute_t *c, const zt_train_opts_t *o, int rank, int world)
+zt_exchange_t *zt_exchange_new(zt_compute_t *c, const zt_train_opts_t *o, int rank, int world, int *rc_p)
 {
     zt_exchange_t *x = calloc(1, sizeof *x);
     *x = (zt_exchange_t) { .c = c, .o = o, .rank = rank, .world = world,
@@ -341,6 +343,7 @@ zt_exchange_t *zt_exchange_new(zt_compute_t *c, const zt_train_opts_t *o, int ra
     zt_env_free(reducers);
     if (rc != ZT_OK)
         zt_exchange_destroy(&x);
+    *rc_p = rc;
     return x;
 }
 
@@ -391,34 +394,32 @@ int zt_exchange_begin(zt_exchange_t *x, int64_t step)
     if (x->ops->holds_model) {
         if (zt_compute_upload(x->c, &x->opt, x->state)) {
             zt_error("model to the GPUs: %s", zt_gpu_last_error());
-            return ZT_EINVAL;
+            return ZT_EDEVICE;
         }
         return ZT_OK;
     }
     zt_ps_set_step(x->ps, step);
     s_pull_all(x);
-    if (zt_ps_wait(x->ps, x->timeout_ms) != ZT_OK) {
-        ZT_FAIL_LOG("%s", zt_ps_error(x->ps));
-        return ZT_EINVAL;
-    }
-    return ZT_OK;
+    int rc = zt_ps_wait(x->ps, x->timeout_ms);
+    return rc == ZT_OK ? ZT_OK : s_failed(rc, "%s", zt_ps_error(x->ps));
 }
 
 int zt_exchange_step(zt_exchange_t *x, const int *order, int first, int B, int64_t step, float *loss)
 {
     int64_t c0 = zt_now_us();
-    if (x->ops->before && x->ops->before(x, step) != ZT_OK)
-        return ZT_EINVAL;
+    int rc = x->ops->before ? x->ops->before(x, step) : ZT_OK;
+    if (rc != ZT_OK)
+        return rc;
     if (zt_compute_step(x->c, order, first, B, x->ops->grads_to_host, loss)) {
         zt_error("step %lld failed: %s", (long long) step, zt_gpu_last_error());
-        return ZT_EINVAL;
+        return ZT_EDEVICE;
     }
     int64_t c1 = zt_now_us();
-    if (x->ops->exchange && x->ops->exchange(x, step) != ZT_OK)
-        return ZT_EINVAL;
+    if (x->ops->exchange && (rc = x->ops->exchange(x, step)) != ZT_OK)
+        return rc;
     x->exchange_us += zt_now_us() - c1;
-    if (x->ops->apply && x->ops->apply(x, step) != ZT_OK)
-        return ZT_EINVAL;
+    if (x->ops->apply && (rc = x->ops->apply(x, step)) != ZT_OK)
+        return rc;
     x->step_us += zt_now_us() - c0; /* compute = step - exchange */
     return ZT_OK;
 }
@@ -454,7 +455,7 @@ int zt_exchange_snapshot(zt_exchange_t *x, int64_t step, zt_ps_shard_t **shards_
         if (zt_compute_download(x->c, &x->opt, x->state)) {
             zt_warn("cannot copy the model down from the GPUs: %s", zt_gpu_last_error());
             free(shards);
-            return ZT_EINVAL;
+            return ZT_EDEVICE;
         }
         shards[0] = (zt_ps_shard_t) { 0, zt_mlp_nparams(mlp), step, 1 + zt_opt_state_arrays(x->opt.kind),
                                       { zt_mlp_params(mlp), x->state[0], x->state[1], x->state[2] } };
@@ -477,7 +478,7 @@ void zt_exchange_snapshot_free(zt_exchange_t *x, zt_ps_shard_t *shards, int nsha
 int zt_exchange_finish(zt_exchange_t *x, bool pull)
 {
     if (x->ops->holds_model)
-        return zt_compute_download(x->c, &x->opt, x->state) ? ZT_EINVAL : ZT_OK;
+        return zt_compute_download(x->c, &x->opt, x->state) ? ZT_EDEVICE : ZT_OK;
     if (!pull)
         return ZT_OK;
     s_pull_all(x); /* the final model, as the servers hold it */

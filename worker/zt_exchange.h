@@ -21,8 +21,10 @@
 typedef struct zt_exchange_t zt_exchange_t;
 
 /* Connects (servers, reducers or ring) as the environment says and, for a
- * model held here, initialises it from the seed. NULL after logging why. */
-zt_exchange_t *zt_exchange_new(zt_compute_t *c, const zt_train_opts_t *o, int rank, int world);
+ * model held here, initialises it from the seed. NULL after logging why,
+ * with the failure's code in *rc_p (ZT_ESHUTDOWN: the job stopped while it
+ * connected; ZT_ETIMEDOUT, ZT_EIO...: as the servers or the group said). */
+zt_exchange_t *zt_exchange_new(zt_compute_t *c, const zt_train_opts_t *o, int rank, int world, int *rc_p);
 void zt_exchange_destroy(zt_exchange_t **self_p);
 /* "local", "allreduce" or "ps". */
 const char *zt_exchange_mode(const zt_exchange_t *self);
@@ -43,10 +45,14 @@ bool zt_exchange_rejoined(const zt_exchange_t *self, int64_t *step, int64_t *gen
  * the step to continue from (0 when the checkpoint cannot be read). */
 int64_t zt_exchange_resume(zt_exchange_t *self, const char *dir, json_t *manifest, int64_t step);
 /* Before the first step: the values where the compute needs them (pulled
- * from servers, or up to the GPUs). */
+ * from servers, or up to the GPUs). Every call below returns ZT_OK or the
+ * failure's own code, logged: ZT_ESHUTDOWN when the job is stopping (logged
+ * as information, not an error), ZT_ETIMEDOUT when a server or the group
+ * did not answer in time, ZT_EDEVICE when the GPUs failed, ZT_EIO and the
+ * others as the parameter servers or the all-reduce said. */
 int zt_exchange_begin(zt_exchange_t *self, int64_t step);
 /* One training step on order[first .. first+B): compute, exchange,
- * optimizer. *loss as zt_compute_step. ZT_OK, or an error already logged. */
+ * optimizer. *loss as zt_compute_step. */
 int zt_exchange_step(zt_exchange_t *self, const int *order, int first, int B, int64_t step, float *loss);
 /* Microseconds spent in steps and in their exchange since last taken. */
 void zt_exchange_take_times(zt_exchange_t *self, int64_t *step_us, int64_t *exchange_us);

@@ -285,7 +285,8 @@ static int s_make_model(s_run_t *r)
     sizes[ns++] = 10;
     if (zt_compute_init(&r->compute, sizes, ns, o->batch_size, &r->train, o->device))
         return -1;
-    return (r->x = zt_exchange_new(&r->compute, o, r->rank, r->world)) ? 0 : -1;
+    int rc;
+    return (r->x = zt_exchange_new(&r->compute, o, r->rank, r->world, &rc)) ? 0 : -1;
 }
 
 /* A restarted job continues from the newest good checkpoint; a trainer
@@ -363,8 +364,6 @@ static bool s_stopping(s_run_t *r, int64_t step)
     return (r->o->max_steps && step >= r->o->max_steps) || zt_stop_requested();
 }
 
-/* The step loop: every epoch reshuffles this worker's shard; every step
- * goes through the exchange. Returns the steps done, or -1 on a failure. */
 /* Epoch `epoch`'s shuffle of this replica's examples, applied to the order
  * the epoch before left (Fisher-Yates, the same for a given epoch). */
 static void s_shuffle(s_run_t *r, int epoch)
@@ -378,8 +377,12 @@ static void s_shuffle(s_run_t *r, int epoch)
     }
 }
 
+/* The step loop: every epoch reshuffles this worker's shard; every step
+ * goes through the exchange. Returns the steps done (an exchange that the
+ * job's stop interrupted, ZT_ESHUTDOWN, is no failure), or -1 on a failure. */
 static int64_t s_train(s_run_t *r, int64_t step)
 {
+    int rc;
     const zt_train_opts_t *o = r->o;
     r->win_ms = r->last_ckpt_ms = r->t0_ms = zt_now_ms();
     r->step0 = step;
@@ -395,8 +398,8 @@ static int64_t s_train(s_run_t *r, int64_t step)
             int first = b * o->batch_size;
             int B = r->smallest - first < o->batch_size ? r->smallest - first : o->batch_size;
             float loss;
-            if (zt_exchange_step(r->x, r->mine, first, B, step, &loss) != ZT_OK)
-                return zt_stop_requested() ? step : -1; /* stopping: an interrupted exchange is no failure */
+            if ((rc = zt_exchange_step(r->x, r->mine, first, B, step, &loss)) != ZT_OK)
+                return rc == ZT_ESHUTDOWN ? step : -1; /* stopping: an interrupted exchange is no failure */
             step++;
             s_log_window(r, step, epoch, B, loss);
             s_maybe_checkpoint(r, step);
@@ -496,8 +499,9 @@ int zt_trainer_run(const zt_train_opts_t *o)
     if (s_start(&r) || s_load_data(&r) || s_make_model(&r))
         goto out;
     int64_t step = s_resume(&r), t0 = zt_now_ms();
-    if (zt_exchange_begin(r.x, step) != ZT_OK) {
-        rc = zt_stop_requested() ? 0 : 1; /* asked to stop while connecting */
+    int brc = zt_exchange_begin(r.x, step);
+    if (brc != ZT_OK) {
+        rc = brc == ZT_ESHUTDOWN ? 0 : 1; /* asked to stop while connecting */
         goto out;
     }
     int64_t gen;

@@ -18,14 +18,19 @@ const char *zt_backend_names(void)
     return "local, slurm";
 }
 
+bool zt_backend_known(const char *name, char *err, size_t len)
+{
+    if (!strcmp(name, "local") || !strcmp(name, "slurm"))
+        return true;
+    snprintf(err, len, "unknown launch backend '%s' (this ztrain has: %s)", name, zt_backend_names());
+    return false;
+}
+
 zt_backend_t *zt_backend_new(const char *name, char *err, size_t len)
 {
     if (!name)
         name = zt_knob_str(ZT_KNOB_BACKEND);
-    if (!strcmp(name, "local"))
-        return zt_backend_local_new();
-    if (!strcmp(name, "slurm"))
-        return zt_backend_slurm_new();
-    snprintf(err, len, "unknown launch backend '%s' (this ztrain has: %s)", name, zt_backend_names());
-    return NULL;
+    if (!zt_backend_known(name, err, len))
+        return NULL;
+    return !strcmp(name, "local") ? zt_backend_local_new() : zt_backend_slurm_new();
 }

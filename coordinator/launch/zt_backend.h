@@ -90,6 +90,8 @@ struct zt_backend_t {
 
 /* The backends this ztrain has, for messages: "local". */
 const char *zt_backend_names(void);
+/* Whether name is one of them; else false with the reason in err. */
+bool zt_backend_known(const char *name, char *err, size_t len);
 /* The backend called name (NULL: ZT_BACKEND, default local); NULL with the
  * reason in err when there is none of that name. */
 zt_backend_t *zt_backend_new(const char *name, char *err, size_t len);

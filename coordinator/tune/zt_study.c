@@ -3,6 +3,7 @@
  * interface; measurements are read as they come, median stopping applied,
  * and study.json / trials.csv kept current. */
 #include "tune/zt_study_int.h"
+#include "launch/zt_layout.h"
 #include "base/zt_util.h"
 #include "base/zt_json.h"
 #include "ztrain/zt_error.h"
@@ -58,7 +59,7 @@ static void s_note_tags(json_t *tags, json_t *obj)
  * tags it reported go to tags (may be NULL). */
 static void s_collect(zt_study_t *s, s_trial_t *t, json_t *tags)
 {
-    char *path = zt_strdupf("%s/hypertune/chief-0.metric", t->base);
+    char *path = zt_layout_hp_metric_file(t->base, 0, 0);
     char *text = zt_read_file(path, NULL);
     free(path);
     int line = 0;
@@ -604,6 +605,9 @@ int zt_study_run(zt_study_t *s)
     signal(SIGPIPE, SIG_IGN);
     bool exhausted = false, stopping = false;
     int64_t last_table = 0;
+    char *job = json_dumps(json_object_get(s->spec, "trialJobSpec"), JSON_INDENT(2));
+    zt_write_file_atomic(s->trial_job, job, strlen(job)); /* what every trial runs */
+    free(job);
     zt_study_tb_experiment(s);
     s_write(s);
     for (;;) {

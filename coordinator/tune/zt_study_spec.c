@@ -340,10 +340,7 @@ static void s_trial_job(zt_study_t *s, json_t *root, zt_diag_t *diag)
     zt_study_adopt_dir(s, diag);
     if (zt_diag_errors(diag) > 0)
         return;
-    s->trial_job = zt_strdupf("%s/trial-job.json", s->dir);
-    char *text = json_dumps(json_object_get(root, "trialJobSpec"), JSON_INDENT(2));
-    zt_write_file_atomic(s->trial_job, text, strlen(text));
-    free(text);
+    s->trial_job = zt_strdupf("%s/trial-job.json", s->dir); /* written when trials start (zt_study_run) */
     if (s->algo == A_GRID) {
         s->grid = json_array();
         json_t *params = json_object();

@@ -20,7 +20,8 @@ extern "C" {
     X(ZT_ESYS,      -9,   "system call failed")                         \
     X(ZT_ECANCELLED,-10,  "cancelled")                                  \
     X(ZT_ENODEV,    -11,  "no such device")                             \
-    X(ZT_ESHUTDOWN, -12,  "the job is shutting down")
+    X(ZT_ESHUTDOWN, -12,  "the job is shutting down")                   \
+    X(ZT_EDEVICE,   -13,  "the accelerator failed")
 
 typedef enum {
 #define ZT_X_(name, code, text) name = code,
@@ -30,6 +31,9 @@ typedef enum {
 
 /* Text for an error code; never NULL. */
 const char *zt_strerror(int err);
+/* The code's name ("ZT_ETIMEDOUT"), or NULL for a number that is not one:
+ * bindings (the Python package) take the codes from here. */
+const char *zt_error_name(int err);
 
 /* The exit status of a replica whose failure is the system's, not the
  * program's: it could not register with the coordinator, or a peer it

@@ -31,6 +31,12 @@ typedef struct {
 int zt_job_read(zt_job_t *job, char *why, size_t why_size);
 void zt_job_free(zt_job_t *job);
 
+/* The name of one variable of a replica's environment by its key
+ * ("HP_METRIC_FILE" gives "CLOUD_ML_HP_METRIC_FILE", "COORDINATOR"
+ * "ZT_COORDINATOR"), or NULL for a key that is not one: bindings read the
+ * environment by the names given here. */
+const char *zt_job_env_name(const char *key);
+
 /* Where this replica's checkpoints go: AIP_CHECKPOINT_DIR, or for the
  * final model AIP_MODEL_DIR; "checkpoints" and "model" in the working
  * directory when unset; a trailing slash dropped. Restarted parameter

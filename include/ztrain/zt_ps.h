@@ -28,6 +28,9 @@ typedef struct {
 
 /* Defaults: adam, lr 0.001, momentum 0.9, betas 0.9/0.999, eps 1e-7, seed 1, async. */
 void zt_ps_options_defaults(zt_ps_options_t *opt);
+/* The server-side optimizers by index from 0 ("sgd", "momentum", ...), NULL
+ * past the last: what zt_ps_options_t.optimizer takes. */
+const char *zt_ps_optimizer(int index);
 
 /* servers: "host:port" (or a full ZeroMQ endpoint) of each parameter server, in pool order. */
 zt_ps_client_t *zt_ps_client_new(const char *const *servers, int nservers, int worker_rank);

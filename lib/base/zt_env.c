@@ -11,6 +11,20 @@ static const char *const s_names[ZT_ENV_COUNT_] = {
 #undef ZT_X_
 };
 
+static const char *const s_keys[ZT_ENV_COUNT_] = {
+#define ZT_X_(id, name, help) #id,
+    ZT_ENV_LIST(ZT_X_)
+#undef ZT_X_
+};
+
+int zt_env_lookup(const char *key)
+{
+    for (int i = 0; key && i < ZT_ENV_COUNT_; i++)
+        if (!strcmp(key, s_keys[i]))
+            return i;
+    return -1;
+}
+
 const char *zt_env_name(zt_env_t var)
 {
     return var >= 0 && var < ZT_ENV_COUNT_ ? s_names[var] : "";

@@ -2,7 +2,7 @@
  * for a replica is named once here; the coordinator's launch code writes
  * them by these names, and a replica reads them only through these calls.
  * The formats of the managed services' variables (CLUSTER_SPEC, TF_CONFIG,
- * ...) are written in coordinator/launch/zt_clusterenv.c. */
+ * ...) are written in coordinator/launch/zt_layout.c. */
 #ifndef ZT_ENV_H
 #define ZT_ENV_H
 #include <stdbool.h>
@@ -71,6 +71,9 @@ typedef enum {
 
 /* The variable's name ("ZT_INDEX"). */
 const char *zt_env_name(zt_env_t var);
+/* The variable whose key (its id in ZT_ENV_LIST: "INDEX") is key; -1 when
+ * none is. */
+int zt_env_lookup(const char *key);
 /* Its value, or NULL when unset. */
 const char *zt_env_get(zt_env_t var);
 /* True with *out when set to a whole decimal number. */

@@ -1,4 +1,5 @@
 #include "ztrain/zt_error.h"
+#include <stddef.h>
 
 const char *zt_strerror(int err)
 {
@@ -7,6 +8,16 @@ const char *zt_strerror(int err)
     ZT_ERRORS(ZT_X_)
 #undef ZT_X_
     default: return "unknown error";
+    }
+}
+
+const char *zt_error_name(int err)
+{
+    switch (err) {
+#define ZT_X_(name, code, text) case code: return #name;
+    ZT_ERRORS(ZT_X_)
+#undef ZT_X_
+    default: return NULL;
     }
 }
 

@@ -68,6 +68,11 @@ struct zt_ps_client_t {
     char err[512];          /* last error */
 };
 
+const char *zt_ps_optimizer(int index)
+{
+    return index >= 0 && index < ZT_OPT_COUNT ? zt_opt_kind_name((zt_opt_kind_t) index) : NULL;
+}
+
 void zt_ps_options_defaults(zt_ps_options_t *o)
 {
     *o = (zt_ps_options_t) { "adam", 0.001f, 0.9f, 0.9f, 0.999f, 1e-7f, 1, 0, 1, -1 };

@@ -74,6 +74,12 @@ void zt_job_free(zt_job_t *job)
     job->nreducers = job->nparamservers = job->npeers = 0;
 }
 
+const char *zt_job_env_name(const char *key)
+{
+    int var = zt_env_lookup(key);
+    return var < 0 ? NULL : zt_env_name((zt_env_t) var);
+}
+
 const char *zt_job_checkpoint_dir(bool final_model)
 {
     /* without the trailing slash the variables carry (as Vertex's do), so

@@ -127,7 +127,7 @@ def _replica():
     with _lock:
         if _rep is None:
             _rep = 0
-            if os.environ.get("ZT_COORDINATOR"):
+            if _native.env("COORDINATOR"):
                 _rep = _native.zt_replica_new(b"chief" if job().rank == 0 else b"worker", 0) or 0
         return _rep or None
 
@@ -212,11 +212,6 @@ def broadcast(x, root=0):
     return _staged(x, run)
 
 
-# cloudml-hypertune's file, which `ztrain tune` sets for each trial and reads.
-_HP_METRIC_FILE = "CLOUD_ML_HP_METRIC_FILE"
-_TRIAL_ID = "CLOUD_ML_TRIAL_ID"
-
-
 def report_metric(tag, value, step=None, checkpoint_path=""):
     """Reports a metric for a hyperparameter study in cloudml-hypertune's
     format (one JSON object per line: the tag's value, global_step, trial,
@@ -226,11 +221,11 @@ def report_metric(tag, value, step=None, checkpoint_path=""):
     value = float(value)
     if _rep:  # registered (a checkpointing chief): job.json shows it too
         _native.zt_replica_report_metric(_rep, tag.encode(), value, int(step or 0))
-    path = os.environ.get(_HP_METRIC_FILE)
+    path = _native.env("HP_METRIC_FILE")  # cloudml-hypertune's file, which `ztrain tune` reads
     if not path:
         return False
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    line = {"timestamp": time.time(), "trial": os.environ.get(_TRIAL_ID, ""), tag: str(value),
+    line = {"timestamp": time.time(), "trial": _native.env("TRIAL_ID", ""), tag: str(value),
             "global_step": str(int(step) if step is not None else 0), "checkpoint_path": checkpoint_path}
     with _lock, open(path, "a") as f:
         f.write(json.dumps(line) + "\n")

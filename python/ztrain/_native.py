@@ -19,10 +19,6 @@ class ZtrainTimeout(ZtrainError, TimeoutError):
     """A peer did not answer in time (ZT_ETIMEDOUT)."""
 
 
-ZT_ENOTFOUND = -8
-ZT_ETIMEDOUT = -6
-
-
 def _load():
     path = os.environ.get("ZTRAIN_LIBRARY") or os.path.join(os.path.dirname(__file__), "_lib", "libztrain.so")
     try:
@@ -100,6 +96,30 @@ zt_replica_report_metric = _proto("zt_replica_report_metric", I, V, S, D, I64)
 zt_job_checkpoint_dir = _proto("zt_job_checkpoint_dir", S, B)
 zt_knob_find = _proto("zt_knob_find", I, S)
 zt_knob_int = _proto("zt_knob_int", I64, I)
+zt_error_name = _proto("zt_error_name", S, I)
+zt_ps_optimizer = _proto("zt_ps_optimizer", S, I)
+zt_job_env_name = _proto("zt_job_env_name", S, S)
+
+# The library's own tables, not copies: its error codes by name, the
+# parameter servers' optimizers, the names of the replica's variables.
+ERRORS = {zt_error_name(c).decode(): c for c in range(0, -256, -1) if zt_error_name(c)}
+ZT_ENOTFOUND = ERRORS["ZT_ENOTFOUND"]
+ZT_ETIMEDOUT = ERRORS["ZT_ETIMEDOUT"]
+OPTIMIZERS = tuple(zt_ps_optimizer(i).decode() for i in range(64) if zt_ps_optimizer(i))
+
+
+def env_name(key):
+    """The name of the replica's variable `key` ("HP_METRIC_FILE": the
+    hypertune metric file's), as libztrain sets and reads it."""
+    name = zt_job_env_name(key.encode())
+    if not name:
+        raise KeyError(key)
+    return name.decode()
+
+
+def env(key, default=None):
+    """The value of the replica's variable `key` (see env_name)."""
+    return os.environ.get(env_name(key), default)
 
 
 def knob_int(env):

@@ -8,7 +8,7 @@ import ctypes
 from . import _native
 from ._native import ZtrainError
 
-OPTIMIZERS = ("sgd", "momentum", "adam", "adagrad")
+OPTIMIZERS = _native.OPTIMIZERS  # the parameter servers' table, from libztrain
 
 
 def checkpoint_dir(final=False):

@@ -4,6 +4,7 @@ symbols), wire/ includes nothing above it, no source file or function grows
 past its bound without saying why, and each decision that has one home
 (Slurm's job id, the final job states, the exit status of a state) is made
 nowhere else."""
+import ast
 import collections
 import glob
 import os
@@ -209,6 +210,59 @@ class OneHome(unittest.TestCase):
                 if len(named) >= 2:  # a final-state test, or a state's exit code, written again
                     bad.append("%s:%d: %s" % (path, n, line.strip()))
         self.assertEqual(bad, [], "compare states through zt_state_final / zt_state_exit_code")
+
+
+class PythonTakesTheLibrarysTables(unittest.TestCase):
+    """The Python package asks libztrain for its contracts (_native.ERRORS,
+    OPTIMIZERS, env_name, knob_int) instead of copying them."""
+
+    def names(self, path, pattern):
+        return set(re.findall(pattern, "\n".join(lines_of(path))))
+
+    def offences(self, tree, path, variables, optimizers):
+        bad = []
+        lookups = {"knob_int", "env_name", "env", "zt_knob_find", "zt_job_env_name"}
+        allowed = set()  # string constants that are a lookup's key
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call):
+                fn = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+                if fn in lookups:
+                    allowed.update(id(a) for a in node.args)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in allowed:
+                if node.value in variables:
+                    bad.append("%s:%d: the variable name %r" % (path, node.lineno, node.value))
+            if isinstance(node, ast.Assign) and isinstance(node.value, (ast.Constant, ast.UnaryOp)):
+                for target in node.targets:
+                    if isinstance(target, ast.Name) and re.match(r"ZT_E[A-Z]+$", target.id):
+                        bad.append("%s:%d: the error code %s" % (path, node.lineno, target.id))
+            if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+                named = [e.value for e in node.elts if isinstance(e, ast.Constant) and e.value in optimizers]
+                if len(named) >= 2:
+                    bad.append("%s:%d: a table of optimizers %s" % (path, node.lineno, named))
+        return bad
+
+    def contracts(self):
+        variables = self.names("lib/base/zt_env.h", r'X\(\w+,\s*"(\w+)"')
+        variables |= self.names("include/ztrain/zt_knobs.h", r'X\(\w+,\s*"(ZT_\w+)"')
+        optimizers = self.names("lib/model/zt_optim.h", r'X\(\w+,\s*"(\w+)"')
+        self.assertIn("CLOUD_ML_HP_METRIC_FILE", variables)
+        self.assertIn("ZT_PS_TIMEOUT_MS", variables)
+        self.assertIn("adam", optimizers)
+        return variables, optimizers
+
+    def test_the_package_copies_no_contract(self):
+        variables, optimizers = self.contracts()
+        bad = []
+        for path in sources("python/ztrain/*.py", "python/ztrain/**/*.py"):
+            bad += self.offences(ast.parse("\n".join(lines_of(path))), path, variables, optimizers)
+        self.assertEqual(bad, [])
+
+    def test_the_check_sees_copies(self):
+        variables, optimizers = self.contracts()
+        copied = ast.parse('import os\nZT_ETIMEDOUT = -6\nOPT = ("sgd", "adam")\n'
+                           'p = os.environ.get("CLOUD_ML_HP_METRIC_FILE")\nk = knob_int("ZT_PS_TIMEOUT_MS")\n')
+        self.assertEqual(len(self.offences(copied, "x.py", variables, optimizers)), 3)
 
 
 if __name__ == "__main__":

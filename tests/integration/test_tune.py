@@ -97,6 +97,7 @@ class Tune(unittest.TestCase):
         path = write(self.d, "grid.json", study(params, "GRID_SEARCH", max_trials=100))
         r = ztrain("tune", path, "--study-dir", os.path.join(self.d, "g"), "--suggest", "1000")
         self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertFalse(os.path.exists(os.path.join(self.d, "g", "trial-job.json")))  # suggests, starts nothing
         got = json.loads(r.stdout)
         want = []
         for n in (1, 2, 3):

@@ -2,7 +2,7 @@
  * selftest. `zt_selftest` runs them all; `zt_selftest NAME...` runs those
  * named; `zt_selftest --list` names them. Exit 0 when all ran (a failing
  * assertion aborts). */
-#include "launch/zt_clusterenv.h"
+#include "launch/zt_layout.h"
 #include "spec/zt_diag.h"
 #include "spec/zt_machines.h"
 #include "wire/zt_msg.h"
@@ -84,7 +84,7 @@ static const struct {
     TEST_ENTRY("diag", zt_diag_selftest)
     TEST_ENTRY("json", zt_json_selftest)
     TEST_ENTRY("machines", zt_machines_selftest)
-    TEST_ENTRY("clusterenv", zt_clusterenv_selftest)
+    TEST_ENTRY("layout", zt_layout_selftest)
     TEST_ENTRY("msg", zt_msg_selftest)
     TEST_ENTRY("transport", zt_transport_selftest)
     TEST_ENTRY("shard", zt_shard_selftest)
@@ -101,9 +101,13 @@ static const struct {
 
 int main(int argc, char **argv)
 {
+    if (argc > 1 && !strcmp(argv[1], "--version")) {
+        printf("zt_selftest %s\n", ZT_VERSION);
+        return 0;
+    }
     if (argc > 1 && (!strcmp(argv[1], "--list") || !strcmp(argv[1], "--help"))) {
         if (!strcmp(argv[1], "--help"))
-            printf("usage: zt_selftest [--list] [NAME...]\n\nunit suites:\n");
+            printf("usage: zt_selftest [--list | --version] [NAME...]\n\nunit suites:\n");
         for (int i = 0; i < NTESTS; i++)
             printf("%s\n", s_tests[i].name);
         return 0;

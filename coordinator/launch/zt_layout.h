@@ -1,10 +1,11 @@
-/* zt_clusterenv: the environment every replica gets, in exactly the formats
+/* zt_layout: where every replica of a job is (its host, address, ports,
+ * GPUs, folders), and from that the environment every replica gets, in exactly the formats
  * of the managed services: CLUSTER_SPEC and TF_CONFIG, PyTorch's
  * MASTER_ADDR/MASTER_PORT/WORLD_SIZE/RANK, AIP_*_DIR, SageMaker's SM_HOSTS,
  * SM_CURRENT_HOST and resourceconfig.json, CUDA_VISIBLE_DEVICES, then the
  * pool's own env[] last; plus ZT_* for programs that link libztrain. */
-#ifndef ZT_CLUSTERENV_H
-#define ZT_CLUSTERENV_H
+#ifndef ZT_LAYOUT_H
+#define ZT_LAYOUT_H
 #include <jansson.h>
 #include <stdbool.h>
 #include "launch/zt_backend.h"
@@ -32,22 +33,26 @@ const zt_place_t *zt_layout_place(const zt_layout_t *self, int pool, int index);
 int zt_layout_ordinal(const zt_layout_t *self, int pool, int index);
 
 /* "workerpoolN-I" */
-void zt_replica_name(int pool, int index, char *buf, size_t size);
+void zt_layout_name(int pool, int index, char *buf, size_t size);
 /* The host:port list of a pool. */
-json_t *zt_pool_addresses(const zt_layout_t *self, int pool);
-json_t *zt_cluster_spec(const zt_layout_t *self, int pool, int index);
+json_t *zt_layout_pool_addresses(const zt_layout_t *self, int pool);
+json_t *zt_layout_cluster_spec(const zt_layout_t *self, int pool, int index);
 /* NULL when the job has a single replica (the service sets none then). */
-json_t *zt_tf_config(const zt_layout_t *self, int pool, int index);
+json_t *zt_layout_tf_config(const zt_layout_t *self, int pool, int index);
 /* The variables ztrain sets for one replica, in order: [[name, value], ...]. */
-json_t *zt_replica_env(const zt_layout_t *self, int pool, int index);
+json_t *zt_layout_env(const zt_layout_t *self, int pool, int index);
 /* The files SageMaker's toolkit reads in the replica's config directory:
  * {"hyperparameters.json": {...}, "resourceconfig.json": {...},
  *  "inputdataconfig.json": {...}}. */
-json_t *zt_replica_config_files(const zt_layout_t *self, int pool, int index);
+json_t *zt_layout_config_files(const zt_layout_t *self, int pool, int index);
 /* The replica's config directory (SageMaker's config files live there). */
-char *zt_replica_config_dir(const zt_layout_t *self, int pool, int index);
+char *zt_layout_config_dir(const zt_layout_t *self, int pool, int index);
+/* The hypertune metric file of replica (pool, index) of a trial whose base
+ * output folder is base_dir (CLOUD_ML_HP_METRIC_FILE; a study reads the
+ * primary's). Heap. */
+char *zt_layout_hp_metric_file(const char *base_dir, int pool, int index);
 
 /* torchrun's variables over a placement of two hosts; aborts on failure. */
-void zt_clusterenv_selftest(void);
+void zt_layout_selftest(void);
 
 #endif

@@ -1,4 +1,4 @@
-#include "launch/zt_clusterenv.h"
+#include "launch/zt_layout.h"
 #include "base/zt_env.h"
 #include "wire/zt_auth.h"
 #include "base/zt_util.h"
@@ -18,7 +18,7 @@
 
 static const char *const s_tf_types[ZT_POOLS] = { "chief", "worker", "ps", "evaluator" };
 
-void zt_replica_name(int pool, int index, char *buf, size_t size)
+void zt_layout_name(int pool, int index, char *buf, size_t size)
 {
     snprintf(buf, size, "workerpool%d-%d", pool, index);
 }
@@ -63,7 +63,7 @@ const zt_place_t *zt_layout_place(const zt_layout_t *self, int pool, int index)
     return &self->placement.replicas[zt_layout_ordinal(self, pool, index)];
 }
 
-json_t *zt_pool_addresses(const zt_layout_t *self, int pool)
+json_t *zt_layout_pool_addresses(const zt_layout_t *self, int pool)
 {
     json_t *list = json_array();
     for (int i = 0; self->plan->pools[pool].present && i < self->plan->pools[pool].replicas; i++) {
@@ -81,14 +81,14 @@ static json_t *s_task(const zt_layout_t *self, const char *type, int index)
     return task;
 }
 
-json_t *zt_cluster_spec(const zt_layout_t *self, int pool, int index)
+json_t *zt_layout_cluster_spec(const zt_layout_t *self, int pool, int index)
 {
     json_t *cluster = json_object();
     for (int p = 0; p < ZT_POOLS; p++)
         if (self->plan->pools[p].present) {
             char key[16];
             snprintf(key, sizeof key, "workerpool%d", p);
-            json_object_set_new(cluster, key, zt_pool_addresses(self, p));
+            json_object_set_new(cluster, key, zt_layout_pool_addresses(self, p));
         }
     char type[16];
     snprintf(type, sizeof type, "workerpool%d", pool);
@@ -96,7 +96,7 @@ json_t *zt_cluster_spec(const zt_layout_t *self, int pool, int index)
                      s_task(self, type, index), "job", self->plan->job);
 }
 
-json_t *zt_tf_config(const zt_layout_t *self, int pool, int index)
+json_t *zt_layout_tf_config(const zt_layout_t *self, int pool, int index)
 {
     if (zt_plan_replicas(self->plan) <= 1)
         return NULL;
@@ -104,16 +104,21 @@ json_t *zt_tf_config(const zt_layout_t *self, int pool, int index)
     json_t *cluster = json_object();
     for (int p = 0; p < 3; p++) /* evaluators are never part of the cluster */
         if (self->plan->pools[p].present)
-            json_object_set_new(cluster, p == 0 ? chief : s_tf_types[p], zt_pool_addresses(self, p));
+            json_object_set_new(cluster, p == 0 ? chief : s_tf_types[p], zt_layout_pool_addresses(self, p));
     const char *type = pool == 0 ? chief : s_tf_types[pool];
     return json_pack("{s:o, s:o, s:s, s:O}", "cluster", cluster, "task", s_task(self, type, index),
                      "environment", "cloud", "job", self->plan->job);
 }
 
-char *zt_replica_config_dir(const zt_layout_t *self, int pool, int index)
+char *zt_layout_hp_metric_file(const char *base_dir, int pool, int index)
+{
+    return zt_strdupf("%s/hypertune/%s-%d.metric", base_dir, pool == 0 ? "chief" : "worker", index);
+}
+
+char *zt_layout_config_dir(const zt_layout_t *self, int pool, int index)
 {
     char name[32];
-    zt_replica_name(pool, index, name, sizeof name);
+    zt_layout_name(pool, index, name, sizeof name);
     return zt_strdupf("%s/config/%s", self->job_dir, name);
 }
 
@@ -202,8 +207,8 @@ static s_node_t s_node_of(const zt_layout_t *self, int rank, int world)
 static void s_env_frameworks(json_t *env, const zt_layout_t *self, int pool, int index)
 {
     const zt_plan_t *plan = self->plan;
-    s_put_json(env, zt_env_name(ZT_ENV_CLUSTER_SPEC), zt_cluster_spec(self, pool, index));
-    json_t *tf = zt_tf_config(self, pool, index);
+    s_put_json(env, zt_env_name(ZT_ENV_CLUSTER_SPEC), zt_layout_cluster_spec(self, pool, index));
+    json_t *tf = zt_layout_tf_config(self, pool, index);
     if (tf)
         s_put_json(env, zt_env_name(ZT_ENV_TF_CONFIG), tf);
     if (pool > 1)
@@ -396,7 +401,7 @@ static json_t *s_sm_training_env(const zt_layout_t *self, int pool, int index)
                                                       "S3DistributionType", "FullyReplicated",
                                                       "RecordWrapperType", "None"));
     json_decref(hps);
-    char *cfg = zt_replica_config_dir(self, pool, index);
+    char *cfg = zt_layout_config_dir(self, pool, index);
     const zt_place_t *me = zt_layout_place(self, pool, index);
     json_t *e = json_pack("{s:o, s:s, s:O, s:o, s:s, s:o, s:s+, s:b, s:s, s:i, s:O, s:s+, s:s, s:i,"
                           " s:i, s:s++, s:s+, s:s+, s:{s:s, s:O, s:s}, s:o, s:s}",
@@ -458,7 +463,7 @@ static void s_env_sagemaker(json_t *env, const zt_layout_t *self, int pool, int 
     s_put_sm(env, zt_env_name(ZT_ENV_SM_TRAINING_ENV), e);
 }
 
-json_t *zt_replica_config_files(const zt_layout_t *self, int pool, int index)
+json_t *zt_layout_config_files(const zt_layout_t *self, int pool, int index)
 {
     json_t *e = s_sm_training_env(self, pool, index);
     json_t *files = json_pack("{s:o, s:O, s:O}", "hyperparameters.json",
@@ -489,7 +494,7 @@ static void s_env_ztrain(json_t *env, const zt_layout_t *self, int pool, int ind
     s_put(env, zt_env_name(ZT_ENV_JOB_DIR), self->job_dir);
     if (self->credentials) { /* the path only: the keys stay in the file */
         char name[64];
-        zt_replica_name(pool, index, name, sizeof name);
+        zt_layout_name(pool, index, name, sizeof name);
         char *file = zt_auth_file(self->credentials, name);
         s_put(env, zt_env_name(ZT_ENV_CREDENTIALS), file);
         free(file);
@@ -497,7 +502,7 @@ static void s_env_ztrain(json_t *env, const zt_layout_t *self, int pool, int ind
     zt_role_t r2 = self->plan->pools[2].present ? self->plan->pools[2].role : ZT_ROLE_NONE;
     if (pool > 1 || (r2 != ZT_ROLE_REDUCER && r2 != ZT_ROLE_PARAMSERVER))
         return;
-    json_t *addrs = zt_pool_addresses(self, 2);
+    json_t *addrs = zt_layout_pool_addresses(self, 2);
     char list[8192] = "";
     size_t i;
     json_t *a;
@@ -527,7 +532,7 @@ static void s_env_pool(json_t *env, const zt_pool_t *pp)
     }
 }
 
-json_t *zt_replica_env(const zt_layout_t *self, int pool, int index)
+json_t *zt_layout_env(const zt_layout_t *self, int pool, int index)
 {
     json_t *env = json_array();
     s_env_frameworks(env, self, pool, index);
@@ -544,7 +549,7 @@ json_t *zt_replica_env(const zt_layout_t *self, int pool, int index)
     s_put(env, zt_env_name(ZT_ENV_CUDA_VISIBLE_DEVICES), buf);
     if (self->trial) { /* cloudml-hypertune's metric file */
         s_put(env, zt_env_name(ZT_ENV_TRIAL_ID), self->trial);
-        char *d = zt_strdupf("%s/hypertune/%s-%d.metric", self->base_dir, pool == 0 ? "chief" : "worker", index);
+        char *d = zt_layout_hp_metric_file(self->base_dir, pool, index);
         s_put(env, zt_env_name(ZT_ENV_HP_METRIC_FILE), d);
         free(d);
     }
@@ -567,7 +572,7 @@ static const char *s_env_value(json_t *env, const char *name)
 
 /* torchrun's per-node variables on a placement over two hosts: the chief
  * and worker 0 on host a, workers 1 and 2 on host b. */
-void zt_clusterenv_selftest(void)
+void zt_layout_selftest(void)
 {
     zt_plan_t plan;
     memset(&plan, 0, sizeof plan);
@@ -591,7 +596,7 @@ void zt_clusterenv_selftest(void)
     /* rank: local rank, local world, node */
     const int want[4][3] = { { 0, 2, 0 }, { 1, 2, 0 }, { 0, 2, 1 }, { 1, 2, 1 } };
     for (int rank = 0; rank < 4; rank++) {
-        json_t *env = zt_replica_env(&lay, rank ? 1 : 0, rank ? rank - 1 : 0);
+        json_t *env = zt_layout_env(&lay, rank ? 1 : 0, rank ? rank - 1 : 0);
         char buf[3][16];
         for (int k = 0; k < 3; k++)
             snprintf(buf[k], sizeof buf[k], "%d", want[rank][k]);
@@ -605,7 +610,7 @@ void zt_clusterenv_selftest(void)
         assert(!strcmp(s_env_value(env, "SM_HP_LR"), "0.5"));
         json_decref(env);
     }
-    json_t *ps = zt_replica_env(&lay, 2, 0); /* not a rank: no torch variables */
+    json_t *ps = zt_layout_env(&lay, 2, 0); /* not a rank: no torch variables */
     assert(!s_env_value(ps, "LOCAL_RANK") && !s_env_value(ps, "RANK"));
     assert(!strcmp(s_env_value(ps, "SM_CURRENT_HOST"), "algo-5"));
     json_decref(ps);

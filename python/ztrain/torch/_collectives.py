@@ -1,0 +1,99 @@
+"""Horovod's collectives for PyTorch tensors: init, rank, size, the
+all-reduce and broadcasts of tensors, parameters, optimizer state and
+objects, over ztrain's collective (reducers, or a ring between trainers)."""
+import io
+import pickle
+
+import torch
+
+import ztrain as _zt
+
+Average = "average"
+Sum = "sum"
+
+
+def init():
+    """Horovod's hvd.init(): reads the job (ztrain.init())."""
+    return _zt.init()
+
+
+def rank():
+    return _zt.rank()
+
+
+def size():
+    return _zt.size()
+
+
+def local_rank():
+    return _zt.local_rank()
+
+
+def local_size():
+    return _zt.local_size()
+
+
+def _average(average, op):
+    if average is not None and op is not None:
+        raise ValueError("give average or op, not both")
+    if op is not None and op not in (Average, Sum):
+        raise ValueError("op %r: ztrain supports Average and Sum" % (op,))
+    return (op or Average) == Average if average is None else bool(average)
+
+
+def allreduce_(tensor, average=None, name=None, op=None):
+    """Sums (or averages, the default) tensor over every trainer, in place."""
+    with torch.no_grad():
+        _zt.allreduce(tensor, average=_average(average, op))
+    return tensor
+
+
+def allreduce(tensor, average=None, name=None, op=None):
+    """Like allreduce_, into a new tensor."""
+    return allreduce_(tensor.detach().clone(), average=average, op=op)
+
+
+def broadcast_(tensor, root_rank, name=None):
+    with torch.no_grad():
+        _zt.broadcast(tensor, root=root_rank)
+    return tensor
+
+
+def broadcast(tensor, root_rank, name=None):
+    return broadcast_(tensor.detach().clone(), root_rank)
+
+
+def broadcast_parameters(params, root_rank=0):
+    """Makes every trainer's tensors equal to root_rank's, bit for bit:
+    params is a state_dict, or (name, tensor) pairs such as
+    model.named_parameters()."""
+    items = sorted(params.items()) if isinstance(params, dict) else list(params)
+    for name, p in items:
+        if not torch.is_tensor(p):
+            raise TypeError("broadcast_parameters: %s is a %s, not a tensor" % (name, type(p).__name__))
+        with torch.no_grad():
+            target = p.data if p.is_contiguous() else p.data.contiguous()
+            _zt.broadcast(target, root=root_rank)
+            if target.data_ptr() != p.data_ptr():
+                p.data.copy_(target)
+
+
+def broadcast_object(obj, root_rank=0, name=None):
+    """root_rank's obj (pickled) on every trainer."""
+    data = pickle.dumps(obj) if _zt.rank() == root_rank else b""
+    n = torch.tensor([len(data)], dtype=torch.int64)
+    _zt.broadcast(n, root=root_rank)
+    buf = torch.zeros(int(n.item()), dtype=torch.uint8)
+    if _zt.rank() == root_rank:
+        buf.copy_(torch.frombuffer(bytearray(data), dtype=torch.uint8))
+    _zt.broadcast(buf, root=root_rank)
+    return obj if _zt.rank() == root_rank else pickle.loads(buf.numpy().tobytes())
+
+
+def broadcast_optimizer_state(optimizer, root_rank=0):
+    """Gives every trainer root_rank's optimizer state (its state_dict)."""
+    out = io.BytesIO()
+    torch.save(optimizer.state_dict(), out)
+    state = broadcast_object(out.getvalue(), root_rank)
+    if _zt.rank() != root_rank:
+        optimizer.load_state_dict(torch.load(io.BytesIO(state)))
