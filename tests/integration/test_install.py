@@ -6,6 +6,7 @@ pull against the installed ztrain-paramserver. And the Python package as a
 newcomer installs it: `pip install ./python` into a fresh venv, which
 builds libztrain by itself."""
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -31,12 +32,15 @@ class Install(unittest.TestCase):
         r = subprocess.run(["cmake", "--install", BUILD, "--prefix", cls.prefix],
                            capture_output=True, text=True, timeout=120)
         assert r.returncode == 0, r.stdout + r.stderr
-        cls.env = dict(os.environ, PKG_CONFIG_PATH=os.path.join(cls.prefix, "lib", "pkgconfig"),
-                       LD_LIBRARY_PATH=os.path.join(cls.prefix, "lib"), ZT_LOG_LEVEL="warn")
-        flags = subprocess.run(["pkg-config", "--cflags", "--libs", "ztrain"], capture_output=True,
-                               text=True, env=cls.env, check=True).stdout.split()
+        # as the README says: PKG_CONFIG_PATH to build, and nothing to run (no
+        # LD_LIBRARY_PATH: ztrain.pc gives the program a run path)
+        cls.env = dict(os.environ, PKG_CONFIG_PATH=os.path.join(cls.prefix, "lib", "pkgconfig"), ZT_LOG_LEVEL="warn")
+        cls.env.pop("LD_LIBRARY_PATH", None)
         cls.exe = {}
-        for lang, cc, src in (("c", "cc", "example.c"), ("c++", "c++", "example.cpp")):
+        for lang, cc, src, pc in (("c", "cc", "example.c", "ztrain"), ("c++", "c++", "example.cpp", "ztrain"),
+                                  ("c-static", "cc", "example.c", "ztrain-static")):
+            flags = subprocess.run(["pkg-config", "--cflags", "--libs", pc], capture_output=True,
+                                   text=True, env=cls.env, check=True).stdout.split()
             out = os.path.join(cls.prefix, "example-" + lang)
             r = subprocess.run([cc, "-Wall", "-Werror", os.path.join(SRC, src), "-o", out] + flags,
                                capture_output=True, text=True, env=cls.env, timeout=120)
@@ -58,9 +62,17 @@ class Install(unittest.TestCase):
         for h in os.listdir(os.path.join(p, "include", "ztrain")):
             with open(os.path.join(p, "include", "ztrain", h)) as f:
                 self.assertIn('extern "C"', f.read(), h)
-        # The shared library was linked against the installed one, not the build's.
+        # The shared library was linked against the installed one, not the
+        # build's, and is found with no LD_LIBRARY_PATH (the run path).
         ldd = subprocess.run(["ldd", self.exe["c"]], capture_output=True, text=True, env=self.env).stdout
-        self.assertIn(os.path.join(p, "lib", "libztrain.so"), ldd)
+        self.assertNotIn("not found", ldd)
+        found = re.search(r"libztrain\.so\.\d+ => (\S+)", ldd)
+        self.assertTrue(found, ldd)
+        self.assertEqual(os.path.dirname(os.path.realpath(found.group(1))), os.path.realpath(os.path.join(p, "lib")))
+        # ztrain-static.pc links libztrain.a into the program.
+        ldd = subprocess.run(["ldd", self.exe["c-static"]], capture_output=True, text=True, env=self.env).stdout
+        self.assertNotIn("libztrain", ldd)
+        self.assertIn("libczmq", ldd)
 
     def run_ring(self, a, b):
         """Ranks 0 (program a) and 1 (program b) of a ring; their exit codes and outputs."""
@@ -87,6 +99,9 @@ class Install(unittest.TestCase):
 
     def test_ring_cxx(self):
         self.ring("c++", "c++")
+
+    def test_ring_static(self):
+        self.ring("c-static", "c")
 
     def test_ring_mixed_fails_on_shape(self):
         # The C program registers 1000 floats, the C++ one 4096: commit names the mismatch.
