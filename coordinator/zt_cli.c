@@ -573,6 +573,8 @@ static int s_submit_slurm(s_args_t *a, const zt_plan_t *plan, const char *dir)
     }
     if (zt_state_final(st))
         return zt_state_exit_code(st);
+    if (!strcmp(end, "UNSCHEDULABLE"))
+        return ZT_CLI_FAILED; /* said why while following */
     if (!strcmp(end, "CANCELLED")) {
         fprintf(stderr, "ztrain: Slurm job %s was cancelled%s\n", id, st ? "" : " before the job started");
         return ZT_CLI_CANCELLED;

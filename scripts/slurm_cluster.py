@@ -12,10 +12,14 @@ non-default ports. Everything made is removed by `down`, also after a
 failure; a cluster whose owner was killed before it could (SIGKILL) is
 removed by the next one that starts (`sweep_stale`). Needs root.
 
-    scripts/slurm_cluster.py up DIR [--nodes N] [--cpus C] [--mem MB] [--gpus G]
-        (defaults: 4 nodes of 8 CPUs and 16000 MB, no GPUs; --gpus: each
-        node claims G GPUs, stand-ins Slurm allocates as it would real ones)
+    scripts/slurm_cluster.py up DIR [--nodes N] [--cpus C] [--mem MB] [--gpus G] [--share PATH]...
+        (defaults: 4 nodes of 32 CPUs and 128000 MB, which every example job
+        fits; --gpus: each node claims G GPUs, stand-ins Slurm allocates as
+        it would real ones; --share: a folder under /tmp, a checkout say,
+        that every host must see although each has its own /tmp)
     scripts/slurm_cluster.py exec DIR HOST CMD...    (HOST: ctl, n1, n2, ...)
+        CMD on that host, in the current directory: ctl is the submit host
+        (it runs the controller and no slurmd), where sbatch and ztrain run
     scripts/slurm_cluster.py down DIR
 
 As a module: Cluster(dir, nodes).up(), .run(host, cmd), .popen(host, cmd),
@@ -220,7 +224,7 @@ class Cluster:
             for h in self.hosts:
                 f.write("%s %s\n" % (self.addr(h), h))
         with open(os.path.join(self.dir, "cluster.json"), "w") as f:
-            json.dump({"prefix": self.prefix, "hosts": self.hosts, "nodes": self.nodes}, f)
+            json.dump({"prefix": self.prefix, "hosts": self.hosts, "nodes": self.nodes, "shared": self.shared}, f)
 
     # ------------------------------------------------------------ network
     def _make_network(self):
@@ -301,12 +305,14 @@ class Cluster:
     def env(self):
         return dict(os.environ, SLURM_CONF=self.conf)
 
-    def argv(self, host, cmd):
-        """cmd on host, in the namespaces of that host's daemon (its /dev/shm, /tmp)."""
+    def argv(self, host, cmd, cwd=None):
+        """cmd on host, in the namespaces of that host's daemon (its /dev/shm,
+        /tmp), in folder cwd (default: the host's /)."""
         inner = self._daemon_pid(host)
         if inner and os.path.exists("/proc/%d" % inner):
-            return ["nsenter", "--target", str(inner), "--net", "--uts", "--mount", *cmd]
-        return self._host_wrapper(host, cmd)
+            return ["nsenter", "--target", str(inner), "--net", "--uts", "--mount"] + \
+                (["--wd=%s" % cwd] if cwd else []) + list(cmd)
+        return self._host_wrapper(host, ["sh", "-c", 'cd "$0" && exec "$@"', cwd, *cmd] if cwd else cmd)
 
     def _daemon_pid(self, host):
         """The daemon (the wrapper execs into it), or from its pid file."""
@@ -379,34 +385,76 @@ class Cluster:
         self.down()
 
 
+# What `up` makes from the command line: sized so that every example job
+# fits (a pool per heterogeneous component, each on nodes of its own; the
+# sync example's 3 workers of n1-standard-8 on one node).
+CLI_NODES, CLI_CPUS, CLI_MEM_MB = 4, 32, 128000
+
+
+def _parser():
+    import argparse
+    p = argparse.ArgumentParser(prog="slurm_cluster.py", description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="command", required=True)
+    up = sub.add_parser("up", help="bring a cluster up in DIR (needs root)")
+    up.add_argument("dir", metavar="DIR", help="the cluster's folder (config, state, logs); not under /tmp")
+    up.add_argument("--nodes", type=int, default=CLI_NODES, help="compute nodes n1..nN (default %d)" % CLI_NODES)
+    up.add_argument("--cpus", type=int, default=CLI_CPUS, help="CPUs each node claims (default %d)" % CLI_CPUS)
+    up.add_argument("--mem", type=int, default=CLI_MEM_MB, help="MB each node claims (default %d)" % CLI_MEM_MB)
+    up.add_argument("--gpus", type=int, default=0, help="GPUs each node claims (stand-ins; default 0)")
+    up.add_argument("--share", action="append", default=[], metavar="PATH",
+                    help="a folder under /tmp every host must see (a checkout there); repeatable")
+    ex = sub.add_parser("exec", help="run a command on a host of the cluster, in the current directory")
+    ex.add_argument("dir", metavar="DIR")
+    ex.add_argument("host", metavar="HOST", help="ctl (the submit host) or a node, n1, n2, ...")
+    ex.add_argument("cmd", metavar="CMD", nargs=argparse.REMAINDER)
+    down = sub.add_parser("down", help="stop the cluster in DIR and remove everything it made")
+    down.add_argument("dir", metavar="DIR")
+    return p
+
+
+def _load(folder):
+    try:
+        with open(os.path.join(folder, "cluster.json")) as f:
+            info = json.load(f)
+    except OSError:
+        sys.exit("slurm_cluster: %s holds no cluster (no cluster.json; `up` makes one)" % folder)
+    c = Cluster(folder, nodes=len(info["nodes"]), shared=info.get("shared", []))
+    c.prefix = info["prefix"]
+    return c
+
+
 def main(argv):
-    if len(argv) < 3 or argv[1] not in ("up", "down", "exec"):
-        print(__doc__)
-        return 2
-    folder = argv[2]
-    if argv[1] == "up":
-        def opt(name, default):
-            return int(argv[argv.index(name) + 1]) if name in argv else default
-        c = Cluster(folder, nodes=opt("--nodes", 4), cpus=opt("--cpus", 8), mem_mb=opt("--mem", 16000),
-                    gpus=opt("--gpus", 0))
+    a = _parser().parse_args(argv[1:])
+    if a.command == "up":
         try:
+            c = Cluster(a.dir, nodes=a.nodes, cpus=a.cpus, mem_mb=a.mem, gpus=a.gpus, shared=a.share)
             c.up()
+        except ValueError as e:
+            print("slurm_cluster: %s" % e, file=sys.stderr)
+            return 2
         except Unavailable as e:
             print("slurm_cluster: %s" % e, file=sys.stderr)
             return 77
         for p in c.daemons.values():  # the daemons outlive this command; `down` removes them
             p.returncode = 0
         c._register("folder %s" % c.dir)
-        print("up: %s (SLURM_CONF=%s); hosts %s" % (c.prefix, c.conf, " ".join(c.hosts)))
+        print("up: hosts %s (%d nodes of %d CPUs and %d MB%s)\n"
+              "submit from its submit host, in this directory:  %s exec %s ctl COMMAND\n"
+              "remove it:  %s down %s" % (" ".join(c.hosts), a.nodes, a.cpus, a.mem,
+                                          ", %d GPUs each" % a.gpus if a.gpus else "", argv[0], c.dir, argv[0], c.dir))
         return 0
-    info = json.load(open(os.path.join(folder, "cluster.json")))
-    c = Cluster(folder, nodes=len(info["nodes"]))
-    c.prefix = info["prefix"]
-    if argv[1] == "down":
+    c = _load(a.dir)
+    if a.command == "down":
         c.down()
         return 0
-    host, cmd = argv[3], argv[4:]
-    return subprocess.call(c.argv(host, cmd), env=c.env())
+    if a.host not in c.hosts:
+        print("slurm_cluster: no host %r (this cluster has %s)" % (a.host, " ".join(c.hosts)), file=sys.stderr)
+        return 2
+    if not a.cmd:
+        print("slurm_cluster: exec: give the command to run", file=sys.stderr)
+        return 2
+    return subprocess.call(c.argv(a.host, a.cmd, cwd=os.getcwd()), env=c.env())
 
 
 if __name__ == "__main__":

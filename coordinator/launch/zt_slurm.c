@@ -170,6 +170,51 @@ static bool s_plain_path(const char *p)
     return !strpbrk(p, " \t\n\"'\\");
 }
 
+int zt_slurm_min_nodes(const zt_plan_t *plan)
+{
+    int n = 0;
+    for (int p = 0; p < ZT_POOLS; p++)
+        if (plan->pools[p].present)
+            n += plan->pools[p].accel_count > 0 ? plan->pools[p].replicas : 1;
+    return n;
+}
+
+/* Whether the partition (alloc's, else the default one) has the nodes the
+ * job takes at the least: 1, or 0 with why in err; -1 when Slurm cannot be
+ * asked (the submission then decides). */
+static int s_partition_fits(const zt_plan_t *plan, const zt_slurm_alloc_t *alloc, char *err, size_t errlen)
+{
+    char said[8192];
+    char *argv[] = { "sinfo", "-h", "-o", "%P %D", NULL };
+    if (zt_slurm_command(argv, said, sizeof said) != 0)
+        return -1;
+    char part[256] = "";
+    long nodes = 0;
+    for (char *save = NULL, *l = strtok_r(said, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+        char name[256];
+        long n;
+        if (sscanf(l, "%255s %ld", name, &n) != 2)
+            continue;
+        size_t len = strlen(name);
+        bool dflt = len > 0 && name[len - 1] == '*';
+        if (dflt)
+            name[len - 1] = '\0';
+        if (alloc && alloc->partition ? !strcmp(name, alloc->partition) : dflt) {
+            snprintf(part, sizeof part, "%s", name);
+            nodes += n; /* a line per state of its nodes */
+        }
+    }
+    if (!part[0])
+        return -1; /* no such partition, or no default: sbatch says which */
+    int need = zt_slurm_min_nodes(plan);
+    if (nodes >= need)
+        return 1;
+    snprintf(err, errlen, "the job needs %d node%s at the least (a heterogeneous component per pool, each on "
+             "nodes of its own, and a node per replica in a pool with accelerators), and partition %s has %ld: "
+             "it could never start, so it was not submitted", need, need == 1 ? "" : "s", part, nodes);
+    return 0;
+}
+
 int zt_slurm_submit(const zt_plan_t *plan, const zt_slurm_alloc_t *alloc, const char *dir,
                     char *const *run_argv, char *jobid, size_t idlen, char *err, size_t errlen)
 {
@@ -183,6 +228,8 @@ int zt_slurm_submit(const zt_plan_t *plan, const zt_slurm_alloc_t *alloc, const 
                  "quotes or backslashes: sbatch's #SBATCH lines cannot carry them", dir, cwd);
         return -1;
     }
+    if (s_partition_fits(plan, alloc, err, errlen) == 0)
+        return -1;
     char *sdir = zt_strdupf("%s/slurm", dir), *script = zt_strdupf("%s/batch.sh", sdir);
     char *output = zt_strdupf("%s/batch.out", sdir), *record = zt_strdupf("%s/submission.json", sdir);
     int rc = -1;
@@ -351,8 +398,60 @@ static void s_stream(const char *path, long *at, FILE *out)
     fclose(f);
 }
 
+/* Why Slurm keeps a job pending, for people; *never: the reason is one
+ * that no wait ends (a limit of the partition the job is over). */
+static const char *s_pending_hint(const char *reason, bool *never)
+{
+    static const struct { const char *reason, *hint; bool never; } s_reasons[] = {
+        { "Resources", "waiting for nodes to free up", false },
+        { "Priority", "jobs of higher priority go first", false },
+        { "PartitionDown", "its partition is down", false },
+        { "ReqNodeNotAvail", "nodes it needs are not available", false },
+        { "BeginTime", "its start time has not come", false },
+        { "Dependency", "waiting for the jobs it depends on", false },
+        { "PartitionNodeLimit", "it asks for more nodes than its partition allows", true },
+        { "PartitionTimeLimit", "its time limit is over its partition's", true },
+        { "PartitionConfig", "its partition cannot take it", true },
+        { "BadConstraints", "no node meets its constraints", true },
+    };
+    *never = false;
+    for (size_t i = 0; i < sizeof s_reasons / sizeof *s_reasons; i++)
+        if (!strcmp(reason, s_reasons[i].reason)) {
+            *never = s_reasons[i].never;
+            return s_reasons[i].hint;
+        }
+    return "";
+}
+
+/* While the job is pending: its reason when it changes, and again every
+ * minute; a reason no wait ends cancels the job. True when it did. */
+static bool s_report_pending(const char *id, const char *state, const char *reason, char *last, size_t last_size,
+                             int64_t *said_ms, FILE *out)
+{
+    int64_t now = zt_now_ms();
+    bool never;
+    const char *hint = s_pending_hint(reason, &never);
+    char key[512], err[512];
+    snprintf(key, sizeof key, "%s (%s)", state, reason);
+    if (never) {
+        fprintf(out, "ztrain: Slurm job %s is %s: %s, so it can never start; cancelling it\n", id, key, hint);
+        if (zt_slurm_cancel(id, err, sizeof err) != 0)
+            fprintf(out, "ztrain: %s\n", err);
+        return true;
+    }
+    if (strcmp(key, last) || now - *said_ms >= 60000) {
+        fprintf(out, "ztrain: Slurm job %s is %s%s%s\n", id, key, *hint ? ": " : "", hint);
+        snprintf(last, last_size, "%s", key);
+        *said_ms = now;
+    }
+    return false;
+}
+
 const char *zt_slurm_follow(const char *dir, const char *id, long from, FILE *out)
 {
+    char pending[512] = "";
+    int64_t pending_said = 0;
+    bool unschedulable = false;
     static char state[256];
     char *output = zt_strdupf("%s/slurm/batch.out", dir), reason[256], err[512];
     struct sigaction sa = { .sa_handler = s_on_interrupt }, old_int, old_term;
@@ -384,8 +483,8 @@ const char *zt_slurm_follow(const char *dir, const char *id, long from, FILE *ou
             int known = zt_slurm_query(id, state, sizeof state, reason, sizeof reason);
             if (known == 0) { /* Slurm has forgotten it: it ended a while ago (or never was) */
                 gone_since = gone_since ? gone_since : now;
-                if (now - gone_since >= 2000) {
-                    snprintf(state, sizeof state, "ENDED");
+                if (now - gone_since >= 2000) { /* cancelled by us while pending: Slurm forgets it at once */
+                    snprintf(state, sizeof state, "%s", cancelled_at ? "CANCELLED" : "ENDED");
                     end = state;
                 }
             }
@@ -396,6 +495,8 @@ const char *zt_slurm_follow(const char *dir, const char *id, long from, FILE *ou
                 lost_since = lost ? (lost_since ? lost_since : now) : 0;
                 if (zt_slurm_state_final(state) || (lost && now - lost_since >= 10000))
                     end = state;
+                else if (!strcmp(state, "PENDING") && !unschedulable)
+                    unschedulable = s_report_pending(id, state, reason, pending, sizeof pending, &pending_said, out);
             }
         }
         if (!end)
@@ -403,6 +504,8 @@ const char *zt_slurm_follow(const char *dir, const char *id, long from, FILE *ou
     }
     usleep(300 * 1000); /* the output's last writes */
     s_stream(output, &at, out);
+    if (unschedulable && end[0])
+        end = "UNSCHEDULABLE";
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
     free(output);

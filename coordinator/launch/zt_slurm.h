@@ -31,6 +31,12 @@ char *zt_slurm_sbatch_header(const zt_plan_t *plan, const zt_slurm_alloc_t *allo
  * component's CPUs, the environment ztrain made. NULL-terminated. */
 extern const char *const zt_slurm_step_options[];
 
+/* The fewest nodes the job's allocation takes: a heterogeneous component
+ * per pool, each on nodes of its own, and a node per replica of a pool
+ * with accelerators. zt_slurm_submit refuses a job that its partition can
+ * never hold. */
+int zt_slurm_min_nodes(const zt_plan_t *plan);
+
 /* NULL when text is a time limit as sbatch --time takes it ("90", "2:00:00",
  * "1-12"), else why not. */
 const char *zt_slurm_time_problem(const char *text);
@@ -75,8 +81,11 @@ int zt_slurm_cancel(const char *id, char *err, size_t errlen);
 /* Follows the submitted job until Slurm says it has ended: every new line
  * of <dir>/slurm/batch.out goes to out as it comes (from `from` bytes on).
  * SIGINT or SIGTERM cancels the job once (scancel) and goes on following;
- * a second one stops following. Returns the Slurm state it ended in
- * (static text), or "" when following was stopped. */
+ * a second one stops following. While Slurm keeps the job pending, its
+ * reason is said when it changes and every minute; a reason no wait ends
+ * (a partition limit the job is over) cancels it. Returns the Slurm state
+ * it ended in (static text), "UNSCHEDULABLE" when it was cancelled for such
+ * a reason, or "" when following was stopped. */
 const char *zt_slurm_follow(const char *dir, const char *id, long from, FILE *out);
 
 #endif

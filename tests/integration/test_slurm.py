@@ -4,11 +4,13 @@ name, /dev/shm and /tmp, nothing added to this machine's own network, and
 everything gone after `down`.
 
 - SlurmCluster: the cluster itself, ordinary and heterogeneous jobs.
+- Walkthrough: the README's walkthrough, line by line as written.
 - SlurmBackend: `ztrain run --backend slurm` inside an allocation: the
   environment names the nodes, the async and sync examples across hosts,
   a worker killed and restarted in place, scancel.
 - SlurmSubmit: from a submit host outside any allocation: follow, detach,
-  status, cancel, Ctrl-C, a study whose trials are Slurm jobs.
+  status, cancel, Ctrl-C, the pending reason, jobs that can never start,
+  a study whose trials are Slurm jobs.
 - SlurmLostNode: a node lost under a running job, with and without a job
   retry left.
 
@@ -26,6 +28,7 @@ import tempfile
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "scripts"))
 import slurm_cluster  # noqa: E402
 
@@ -244,26 +247,6 @@ class SlurmBackend(unittest.TestCase):
             self.assertRegex(out, r"%s: started pid \d+ on %s" % (name, host))
         self.assertTrue(any(e["name"] == "eval_accuracy" for e in job["evaluations"]))  # across hosts
 
-    def test_sync_example_identical_weights(self):
-        root = os.path.join(HERE, "..", "..")
-        ex = json.load(open(os.path.join(root, "examples", "fashion-mnist-sync.json")))
-        pools = ex["jobSpec"]["workerPoolSpecs"]
-        for p in pools[:2]:
-            p["containerSpec"]["args"] = [a for a in p["containerSpec"]["args"]
-                                          if not a.startswith(("--epochs", "--checkpoint_steps"))]
-            p["containerSpec"]["args"] += ["--epochs=1", "--checkpoint_steps=100"]
-        rc, out, job_dir = self.run_job(pools, ["-n1 -c1 --mem=100", "-N1 -n3 -c1 --mem=100",
-                                                "-N2 -n2 --ntasks-per-node=1 -c1 --mem=100", "-n1 -c1 --mem=100"])
-        self.assertEqual(rc, 0, out[-3000:])
-        job = json.load(open(os.path.join(job_dir, "job.json")))
-        self.assertEqual(job["state"], "SUCCEEDED", out[-3000:])
-        hosts = {r["name"]: r["host"] for r in job["replicas"]}
-        self.assertNotEqual(hosts["workerpool2-0"], hosts["workerpool2-1"])  # reducers on their own hosts
-        self.assertNotIn(hosts["workerpool2-0"], (hosts["workerpool0-0"], hosts["workerpool1-0"]))
-        h = dict(re.findall(r" (workerpool\d-\d)\[\d+\]: params fnv1a ([0-9a-f]{16})", out))
-        self.assertEqual(len(h), 4, out[-2000:])
-        self.assertEqual(len(set(h.values())), 1, h)  # bitwise-equal weights on every worker
-
     def test_worker_killed_restarts_in_place(self):
         root = os.path.join(HERE, "..", "..")
         ex = json.load(open(os.path.join(root, "examples", "fashion-mnist-async.json")))
@@ -456,6 +439,56 @@ ZTRAIN_BIN = os.path.join(os.path.abspath(BIN), "ztrain")
 FAST_ENV = {"ZT_HEARTBEAT_MS": "300", "ZT_STOP_GRACE_MS": "3000"}
 
 
+class Walkthrough(unittest.TestCase):
+    """The README's walkthrough, line by line as written, on a cluster of
+    its own (its folder swapped for a fresh one): the cluster comes up with
+    the checkout shared, the sync example runs from the submit host across
+    the nodes with bitwise-identical weights on every trainer, and `down`
+    leaves nothing."""
+    FOLDER = "/var/tmp/zt-cluster"
+
+    def commands(self):
+        with open(os.path.join(ROOT, "README.md")) as f:
+            text = f.read()
+        block = text.split("<!-- slurm-walkthrough", 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
+        lines = [l for l in block.split("\n") if l.strip()]
+        self.assertTrue(lines[0].startswith("scripts/slurm_cluster.py up ") and "down" in lines[-1], lines)
+        return lines
+
+    def test_walkthrough(self):
+        d = tmpdir("walkthrough-")
+        written = self.commands()
+        self.addCleanup(subprocess.run, ["python3", os.path.join(ROOT, "scripts", "slurm_cluster.py"), "down", d],
+                        capture_output=True, timeout=60)
+        env = dict(os.environ, PATH=os.path.dirname(sys.executable) + ":" + os.environ["PATH"])
+        out = {}
+        for w in written:
+            # this run's folder, and this build's binaries where they are not build/bin
+            line = w.replace(self.FOLDER, d).replace(" build/bin/", " %s/" % os.path.abspath(BIN))
+            r = subprocess.run(["bash", "-c", line], cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
+            if r.returncode == 77 and " up " in line:
+                raise unittest.SkipTest(r.stderr.strip())
+            self.assertEqual(r.returncode, 0, "%s\n%s%s" % (line, r.stdout[-2000:], r.stderr[-3000:]))
+            words = w.split()  # up, exec (sinfo), down, or the ztrain command
+            out[words[words.index("build/bin/ztrain") + 1] if "build/bin/ztrain" in words else words[1]] = \
+                r.stdout + r.stderr
+        self.assertRegex(out["exec"], r"idle")  # sinfo: the nodes up
+        self.assertIn("#SBATCH hetjob", out["validate"])
+        self.assertIn("ztrain: job SUCCEEDED", out["run"])
+        self.assertIn("SUCCEEDED", out["status"].split("\n")[0])
+        job = read_job(os.path.join(d, "jobs", "sync"))
+        hosts = {r["name"]: r["host"] for r in job["replicas"]}
+        self.assertEqual(len(set(hosts.values())), 4, hosts)  # a node per pool
+        hashes = dict(re.findall(r"(workerpool\d-\d)\S*\s.*params fnv1a ([0-9a-f]{16})", out["logs"]))
+        self.assertEqual(sorted(hashes), ["workerpool0-0", "workerpool1-0", "workerpool1-1", "workerpool1-2"],
+                         out["logs"][-2000:])
+        self.assertEqual(len(set(hashes.values())), 1, hashes)  # bitwise-equal weights on every trainer
+        spaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+        with open(os.path.join(d, "cluster.json")) as f:
+            prefix = json.load(f)["prefix"]
+        self.assertNotIn(prefix + "-", spaces)  # down removed every host
+
+
 class ClusterCase(unittest.TestCase):
     """Tests on a cluster of NODES nodes of their own, brought up once for
     the class; a test's jobs are cancelled after it, so that a failed one
@@ -601,6 +634,39 @@ class SlurmSubmit(ClusterCase):
         rc, out, err = self.finish(self.ztrain("status", d + "/job"), timeout=60)
         self.assertEqual(rc, 3, out + err)
         self.assertIn("cancelled before the job started", out)
+
+    def test_pending_reason_and_jobs_that_can_never_start(self):
+        d = tempfile.mkdtemp(prefix="pending-", dir=self.c.dir)
+        # more nodes than the partition has: refused before sbatch
+        gpu_pool = sh_pool("sleep 1", 5)
+        gpu_pool["machineSpec"].update(acceleratorType="NVIDIA_TESLA_T4", acceleratorCount=1)
+        spec = job_spec(d, [sh_pool("sleep 1", 1), gpu_pool])
+        rc, out, err = self.finish(self.ztrain("run", spec, "--backend", "slurm", "--job-dir", d + "/big"), timeout=60)
+        self.assertEqual(rc, 1, err)
+        self.assertIn("the job needs 6 nodes at the least", err)
+        self.assertIn("partition main has %d" % self.NODES, err)
+        self.assertFalse(os.path.exists(d + "/big/slurm/submission.json"))
+        # over a limit of its partition: cancelled with the reason, not left waiting
+        spec = job_spec(d, [sh_pool("sleep 1", 1)])
+        self.c.run("ctl", ["scontrol", "update", "PartitionName=main", "MaxTime=1"])
+        self.addCleanup(lambda: self.c.run("ctl", ["scontrol", "update", "PartitionName=main", "MaxTime=INFINITE"]))
+        rc, out, err = self.finish(self.ztrain("run", spec, "--backend", "slurm", "--job-dir", d + "/long",
+                                               "--time", "10"), timeout=60)
+        self.assertEqual(rc, 1, err)
+        self.assertRegex(err, r"Slurm job \d+ is PENDING \(\w+\): .*, so it can never start; cancelling it")
+        self.c.run("ctl", ["scontrol", "update", "PartitionName=main", "MaxTime=INFINITE"])
+        # pending for a reason that a wait can end: said while run follows
+        self.c.run("ctl", ["scontrol", "update", "PartitionName=main", "State=DOWN"])
+        self.addCleanup(lambda: self.c.run("ctl", ["scontrol", "update", "PartitionName=main", "State=UP"]))
+        p = self.ztrain("run", spec, "--backend", "slurm", "--job-dir", d + "/down")
+        said = ""
+        deadline = time.monotonic() + 30
+        while "is PENDING (PartitionDown): its partition is down" not in said and time.monotonic() < deadline:
+            said += p.stderr.readline()
+        self.assertIn("is PENDING (PartitionDown): its partition is down", said)
+        p.send_signal(signal.SIGINT)
+        rc, out, err = self.finish(p, timeout=60)
+        self.assertEqual(rc, 3, said + err)
 
     def test_interrupt_cancels_the_job(self):
         d = tempfile.mkdtemp(prefix="interrupt-", dir=self.c.dir)
