@@ -18,6 +18,7 @@
 #include "tboard/zt_tb.h"
 #include "base/zt_hist.h"
 #include "ztrain/ztrain.h"
+#include "lib_suites.h"
 #include <assert.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -95,6 +96,26 @@ static const struct {
     TEST_ENTRY("shm", s_shm)
     TEST_ENTRY("tensorboard", s_tb)
     TEST_ENTRY("hist", zt_hist_selftest)
+    TEST_ENTRY("error", zt_suite_error)
+    TEST_ENTRY("half", zt_suite_half)
+    TEST_ENTRY("log", zt_suite_log)
+    TEST_ENTRY("refusals", zt_suite_refusals)
+    TEST_ENTRY("util", zt_suite_util)
+    TEST_ENTRY("env", zt_suite_env)
+    TEST_ENTRY("idx", zt_suite_idx)
+    TEST_ENTRY("bufpool", zt_suite_bufpool)
+    TEST_ENTRY("cmdline", zt_suite_cmdline)
+    TEST_ENTRY("placeholder", zt_suite_placeholder)
+    TEST_ENTRY("server", zt_suite_server)
+    TEST_ENTRY("process", zt_suite_process)
+    TEST_ENTRY("job", zt_suite_job)
+    TEST_ENTRY("fileserver", zt_suite_fileserver)
+    TEST_ENTRY("replica", zt_suite_replica)
+    TEST_ENTRY("ps_client", zt_suite_ps_client)
+    TEST_ENTRY("arlayout", zt_suite_arlayout)
+    TEST_ENTRY("allreduce", zt_suite_allreduce)
+    TEST_ENTRY("ar_reducers", zt_suite_ar_reducers)
+    TEST_ENTRY("collective", zt_suite_collective)
     TEST_ENTRY("auth", zt_auth_selftest) /* last: it leaves this process's sockets CURVE sockets */
 };
 #define NTESTS ((int) (sizeof s_tests / sizeof s_tests[0]))
