@@ -90,8 +90,6 @@ static void s_on_checkpoint(zt_coord_t *self, zt_crep_t *r, zt_msg_t *m)
     self->metrics_dirty = true; /* written within a second (s_timers): a flood costs no fsync each */
 }
 
-/* METRIC: an evaluator's result is an evaluation; anyone else's a metric
- * (and a sign of life). */
 /* job.json's metrics: per replica, per name, the latest value and the
  * series of the newest ZT_METRIC_HISTORY [step, value] pairs. */
 static void s_record_metric(zt_coord_t *self, zt_crep_t *r, const char *name, double value, int64_t step)
@@ -125,6 +123,8 @@ static void s_record_metric(zt_coord_t *self, zt_crep_t *r, const char *name, do
         json_array_remove(series, 0);
 }
 
+/* METRIC: an evaluator's result is an evaluation; anyone else's a metric
+ * (and a sign of life). */
 static void s_on_metric(zt_coord_t *self, zt_crep_t *r, const zt_msg_t *m)
 {
     if (r->pool == 3) {
