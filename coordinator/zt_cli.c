@@ -5,6 +5,7 @@
 #include "launch/zt_slurm.h"
 #include "spec/zt_doc.h"
 #include "tune/zt_study.h"
+#include "base/zt_text.h"
 #include "base/zt_util.h"
 #include "base/zt_json.h"
 #include "model/zt_ckpt.h"
@@ -474,7 +475,7 @@ static void s_print_end(zt_job_state_t st, const char *dir, int64_t ms)
         double v = json_number_value(json_object_get(m, "value"));
         /* 16562, not 1.656e+04: a figure reads whole from 10^4 to 10^15 */
         snprintf(metrics + strlen(metrics), sizeof metrics - strlen(metrics), fabs(v) >= 1e4 && fabs(v) < 1e15
-                 ? "%s%s %.0f" : "%s%s %.4g", metrics[0] ? ", " : "; workerpool0-0: ", name, v);
+                 ? "%s%s %.0f" : "%s%s %.4g", metrics[0] ? ", " : "; workerpool0-0: ", zt_text_safe(name, 0), v);
     }
     fprintf(stderr, "ztrain: job %s after %.1f s%s (%s)\n", zt_job_state_name(st), (double) ms / 1000.0,
             metrics, path);

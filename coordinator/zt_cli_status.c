@@ -7,6 +7,7 @@
 #include "launch/zt_slurm.h"
 #include "tune/zt_study.h"
 #include "base/zt_json.h"
+#include "base/zt_text.h"
 #include "base/zt_util.h"
 #include "ztrain/ztrain.h"
 #include <errno.h>
@@ -57,19 +58,25 @@ static void s_check_owner(json_t *doc, const char *record_key, const char *what)
     free(msg);
 }
 
+/* A string of job.json, safe to print (its writer may be a stranger or a
+ * replica's words): control bytes as \xNN, newlines too. */
+static const char *s_str(json_t *o, const char *key, int slot)
+{
+    const char *s = json_string_value(json_object_get(o, key));
+    return s ? zt_text_safe(s, slot) : "?";
+}
+
 static void s_print_job(json_t *doc)
 {
-    const char *state = json_string_value(json_object_get(doc, "state"));
-    printf("job %s: %s", json_string_value(json_object_get(doc, "name")), state ? state : "?");
+    printf("job %s: %s", s_str(doc, "name", 0), s_str(doc, "state", 1));
     if (json_is_true(json_object_get(doc, "processGone")))
-        printf(" (recorded %s, but the coordinator is gone)",
-               json_string_value(json_object_get(doc, "recordedState")));
+        printf(" (recorded %s, but the coordinator is gone)", s_str(doc, "recordedState", 0));
     json_t *sl = json_object_get(doc, "slurm");
     if (sl) {
         const char *reason = json_string_value(json_object_get(sl, "reason"));
-        printf("\n  Slurm job %s: %s%s%s%s", json_string_value(json_object_get(sl, "jobId")),
-               json_string_value(json_object_get(sl, "state")), reason && *reason && strcmp(reason, "None") ? " (" : "",
-               reason && *reason && strcmp(reason, "None") ? reason : "", reason && *reason && strcmp(reason, "None") ? ")" : "");
+        bool said = reason && *reason && strcmp(reason, "None");
+        printf("\n  Slurm job %s: %s%s%s%s", s_str(sl, "jobId", 0), s_str(sl, "state", 1), said ? " (" : "",
+               said ? s_str(sl, "reason", 2) : "", said ? ")" : "");
     }
     printf("\n  incarnation %lld, job retries %lld\n",
            (long long) json_integer_value(json_object_get(doc, "incarnation")),
@@ -77,8 +84,7 @@ static void s_print_job(json_t *doc)
     size_t i;
     json_t *v;
     json_array_foreach(json_object_get(doc, "transitions"), i, v)
-        printf("  %-10s %s\n", json_string_value(json_object_get(v, "state")),
-               json_string_value(json_object_get(v, "time")));
+        printf("  %-10s %s\n", s_str(v, "state", 0), s_str(v, "time", 1));
     printf("  %-16s %-10s %8s %8s %6s %s\n", "replica", "state", "pid", "restarts", "exit", "address");
     json_array_foreach(json_object_get(doc, "replicas"), i, v) {
         char ex[16] = "-";
@@ -87,31 +93,28 @@ static void s_print_job(json_t *doc)
             snprintf(ex, sizeof ex, "%lld", (long long) json_integer_value(es));
         else if (json_is_integer(sg))
             snprintf(ex, sizeof ex, "sig%lld", (long long) json_integer_value(sg));
-        printf("  %-16s %-10s %8lld %8lld %6s %s\n", json_string_value(json_object_get(v, "name")),
-               json_string_value(json_object_get(v, "state")),
+        printf("  %-16s %-10s %8lld %8lld %6s %s\n", s_str(v, "name", 0), s_str(v, "state", 1),
                (long long) json_integer_value(json_object_get(v, "pid")),
-               (long long) json_integer_value(json_object_get(v, "restarts")), ex,
-               json_string_value(json_object_get(v, "address")));
+               (long long) json_integer_value(json_object_get(v, "restarts")), ex, s_str(v, "address", 2));
     }
     const char *rep, *name;
     json_t *per, *m;
     json_object_foreach(json_object_get(doc, "metrics"), rep, per)
         json_object_foreach(per, name, m)
-            printf("  %-16s %s = %g (step %lld)\n", rep, name, json_number_value(json_object_get(m, "value")),
+            printf("  %-16s %s = %g (step %lld)\n", zt_text_safe(rep, 0), zt_text_safe(name, 1),
+                   json_number_value(json_object_get(m, "value")),
                    (long long) json_integer_value(json_object_get(m, "step")));
     json_t *evs = json_object_get(doc, "evaluations");
     printf("  checkpoints: %zu, evaluations: %zu\n", json_array_size(json_object_get(doc, "checkpoints")),
            json_array_size(evs));
     json_array_foreach(evs, i, v)
         if (i + 2 >= json_array_size(evs)) /* the latest evaluation (its metrics) */
-            printf("  latest evaluation: %s = %.4f at step %lld (%s)\n",
-                   json_string_value(json_object_get(v, "name")),
+            printf("  latest evaluation: %s = %.4f at step %lld (%s)\n", s_str(v, "name", 0),
                    json_real_value(json_object_get(v, "value")),
-                   (long long) json_integer_value(json_object_get(v, "step")),
-                   json_string_value(json_object_get(v, "replica")));
+                   (long long) json_integer_value(json_object_get(v, "step")), s_str(v, "replica", 1));
     json_t *e = json_object_get(doc, "error");
     if (json_is_object(e))
-        printf("  error: %s\n", json_string_value(json_object_get(e, "message")));
+        printf("  error: %s\n", s_str(e, "message", 0));
 }
 
 /* A job.json of a Slurm job: its coordinator runs on a node, so Slurm says
@@ -184,7 +187,7 @@ static int s_slurm_only_status(const char *dir, bool json, const char *id)
         free(t);
     }
     else
-        printf("job in %s: %s\n  %s\n", dir, ours, json_string_value(json_object_get(doc, "message")));
+        printf("job in %s: %s\n  %s\n", dir, ours, s_str(doc, "message", 0));
     int rc = json_is_true(json_object_get(doc, "slurmUnreachable")) ? ZT_CLI_USAGE : s_state_exit(ours);
     json_decref(doc);
     return rc;
@@ -237,7 +240,7 @@ int zt_cli_cancel(const char *dir)
         rc = ZT_CLI_USAGE;
     }
     else if (zt_state_final(st))
-        printf("job %s already ended %s; nothing to cancel\n", name ? name : dir, st);
+        printf("job %s already ended %s; nothing to cancel\n", zt_text_safe(name ? name : dir, 0), zt_text_safe(st, 1));
     else if (id) {
         if (zt_slurm_cancel(id, err, sizeof err) != 0) {
             fprintf(stderr, "ztrain cancel: %s\n", err);
@@ -290,9 +293,10 @@ int zt_cli_cancel(const char *dir)
             usleep(200 * 1000);
         }
         if (zt_state_final(now))
-            printf("job %s: %s\n", name ? name : dir, now);
+            printf("job %s: %s\n", zt_text_safe(name ? name : dir, 0), zt_text_safe(now, 1));
         else
-            printf("job %s: cancel requested; still stopping (ztrain status %s)\n", name ? name : dir, dir);
+            printf("job %s: cancel requested; still stopping (ztrain status %s)\n", zt_text_safe(name ? name : dir, 0),
+                   dir);
     }
     json_decref(doc);
     free(id);

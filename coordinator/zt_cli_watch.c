@@ -3,6 +3,7 @@
  * what they read: job.json, replica-logs/). */
 #include "zt_cli.h"
 #include "zt_state.h"
+#include "base/zt_text.h"
 #include "base/zt_util.h"
 #include "ztrain/ztrain.h"
 #include <dirent.h>
@@ -109,10 +110,9 @@ static void s_drain(s_log_t *logs, int n, bool prefix)
     }
     qsort(lines, nl, sizeof *lines, s_line_cmp);
     for (size_t k = 0; k < nl; k++) {
-        if (prefix)
-            printf("%-14s| %s", logs[lines[k].file].name, lines[k].text);
-        else
-            fputs(lines[k].text, stdout);
+        if (prefix) /* the files' text as safe lines: a control byte shows as \xNN */
+            printf("%-14s| ", zt_text_safe(logs[lines[k].file].name, 0));
+        zt_text_print(stdout, lines[k].text);
         free(lines[k].text);
     }
     free(lines);
@@ -140,7 +140,7 @@ int zt_cli_logs(const char *dir, const char *replica, bool follow)
         size_t i;
         json_t *r;
         json_array_foreach(json_object_get(doc, "replicas"), i, r)
-            fprintf(stderr, "%s%s", i ? ", " : " (replicas: ", json_string_value(json_object_get(r, "name")));
+            fprintf(stderr, "%s%s", i ? ", " : " (replicas: ", zt_text_safe(json_string_value(json_object_get(r, "name")), 0));
         fprintf(stderr, "%s\n", json_array_size(json_object_get(doc, "replicas")) ? ")" : "");
         json_decref(doc);
         return 2;
@@ -161,8 +161,8 @@ int zt_cli_logs(const char *dir, const char *replica, bool follow)
             s_drain(logs, n, !replica); /* after the end too: what the last moments wrote */
         }
         if (ended)
-            printf("ztrain logs: job %s %s\n", json_string_value(json_object_get(doc, "name")),
-                   json_string_value(json_object_get(doc, "state")));
+            printf("ztrain logs: job %s %s\n", zt_text_safe(json_string_value(json_object_get(doc, "name")), 0),
+                   zt_text_safe(json_string_value(json_object_get(doc, "state")), 1));
     }
     for (int i = 0; i < n; i++) {
         free(logs[i].name);
@@ -198,8 +198,9 @@ int zt_cli_wait(const char *dir)
     }
     const char *state = json_string_value(json_object_get(doc, "state"));
     json_t *e = json_object_get(doc, "error");
-    printf("%s %s: %s%s%s\n", kind, json_string_value(json_object_get(doc, "name")) ?: dir, state,
-           json_is_object(e) ? ": " : "", json_is_object(e) ? json_string_value(json_object_get(e, "message")) : "");
+    printf("%s %s: %s%s%s\n", kind, zt_text_safe(json_string_value(json_object_get(doc, "name")) ?: dir, 0),
+           zt_text_safe(state, 1), json_is_object(e) ? ": " : "",
+           json_is_object(e) ? zt_text_safe(json_string_value(json_object_get(e, "message")), 2) : "");
     int rc = zt_state_exit_code(state);
     json_decref(doc);
     return rc;
@@ -309,10 +310,11 @@ int zt_cli_list(const char *jobs_dir, bool as_json)
             json_t *secs = json_object_get(v[i], "seconds");
             if (secs)
                 s_duration(json_real_value(secs), dur, sizeof dur);
-            printf("%-5s  %-24s  %-10s  %-24s  %9s  %s\n", json_string_value(json_object_get(v[i], "kind")),
-                   json_string_value(json_object_get(v[i], "name")), json_string_value(json_object_get(v[i], "state")),
-                   json_string_value(json_object_get(v[i], "start")) ?: "-", dur,
-                   json_string_value(json_object_get(v[i], "dir")));
+            printf("%-5s  %-24s  %-10s  %-24s  %9s  ", zt_text_safe(json_string_value(json_object_get(v[i], "kind")), 0),
+                   zt_text_safe(json_string_value(json_object_get(v[i], "name")), 1),
+                   zt_text_safe(json_string_value(json_object_get(v[i], "state")), 2),
+                   zt_text_safe(json_string_value(json_object_get(v[i], "start")) ?: "-", 3), dur);
+            printf("%s\n", zt_text_safe(json_string_value(json_object_get(v[i], "dir")), 0));
         }
     }
     free(v);

@@ -95,10 +95,8 @@ static void s_on_checkpoint(zt_coord_t *self, zt_crep_t *r, zt_msg_t *m)
 static void s_record_metric(zt_coord_t *self, zt_crep_t *r, const char *name, double value, int64_t step)
 {
     json_t *mine = json_object_get(self->metrics, r->name);
-    if (!mine) {
-        mine = json_object();
-        json_object_set_new(self->metrics, r->name, mine);
-    }
+    if (!mine && json_object_set_new(self->metrics, r->name, mine = json_object()) != 0)
+        return; /* out of memory: jansson freed it */
     json_t *entry = json_object_get(mine, name);
     if (!entry && json_object_size(mine) >= ZT_COORD_MAX_METRIC_NAMES) { /* a per-replica bound */
         char what[200];
@@ -107,9 +105,13 @@ static void s_record_metric(zt_coord_t *self, zt_crep_t *r, const char *name, do
         s_refuse(self, ZT_DROP_METRIC_LIMIT, what);
         return;
     }
-    if (!entry) {
-        entry = json_pack("{s:[]}", "series");
-        json_object_set_new(mine, name, entry);
+    /* jansson frees what it refuses (a key that is not UTF-8, say), so an
+     * entry is used only once it is in */
+    if (!entry && json_object_set_new(mine, name, entry = json_pack("{s:[]}", "series")) != 0) {
+        char what[200];
+        snprintf(what, sizeof what, "a metric from %s whose name is not a JSON key", r->name);
+        s_refuse(self, ZT_DROP_MALFORMED, what);
+        return;
     }
     char now[40];
     zt_wall_iso(now, sizeof now);
@@ -174,8 +176,11 @@ static void s_on_latency(zt_coord_t *self, zt_crep_t *r, const zt_msg_t *m)
     for (int b = 0; b <= ZT_HIST_NB; b++)
         json_array_append_new(c, json_integer((json_int_t) (counts[b] > INT64_MAX ? INT64_MAX : counts[b])));
     json_t *byrep = json_object_get(self->latency, zt_hist_name(kind));
-    if (!byrep)
-        json_object_set_new(self->latency, zt_hist_name(kind), byrep = json_object());
+    if (!byrep && json_object_set_new(self->latency, zt_hist_name(kind), byrep = json_object()) != 0) {
+        json_decref(le); /* out of memory: jansson freed byrep */
+        json_decref(c);
+        return;
+    }
     json_object_set_new(byrep, r->name, json_pack("{s:o, s:o, s:f}", "le", le, "counts", c, "sum", sum));
     self->metrics_dirty = true;
 }

@@ -2,6 +2,7 @@
  * <job-dir>/replica-logs and, with --echo, the console, in ztrain's one
  * line format. */
 #include "zt_coord_int.h"
+#include "base/zt_text.h"
 #include "base/zt_util.h"
 #include "ztrain/zt_log.h"
 #include <ctype.h>
@@ -24,19 +25,19 @@ static bool s_is_log_line(const char *t, size_t len)
 }
 
 /* One line of a replica's output, to its log and the console, in the one
- * line format: ztrain's own log lines as they are, a program's own lines
+ * line format, escaped: ztrain's own log lines as they are, a program's own lines
  * with the time, the replica and its pid in front. */
 static void s_emit_line(zt_coord_t *self, zt_crep_t *r, const char *text, size_t len)
 {
-    char buf[4400];
-    int n = 0;
+    char buf[4 * 4096 + 256];
+    size_t n = 0;
     if (!s_is_log_line(text, len))
-        n = zt_log_prefix(buf, sizeof buf, 'I', r->name,
-                          r->handle ? (long) self->backend->pid(self->backend, r->handle) : 0L);
-    int m = snprintf(buf + n, sizeof buf - (size_t) n, "%.*s\n", (int) (len > 4096 ? 4096 : len), text);
-    size_t total = (size_t) n + (size_t) (m < 0 ? 0 : m);
-    if (total >= sizeof buf)
-        total = sizeof buf - 1;
+        n = (size_t) zt_log_prefix(buf, sizeof buf, 'I', r->name,
+                                   r->handle ? (long) self->backend->pid(self->backend, r->handle) : 0L);
+    /* the program's bytes, escaped: no control sequence reaches the
+     * console or the log (a line is one line: it was split at newlines) */
+    size_t total = n + zt_text_escape(buf + n, sizeof buf - n - 1, text, len > 4096 ? 4096 : len, NULL);
+    buf[total++] = '\n';
     if (r->log) {
         fwrite(buf, 1, total, r->log);
         fflush(r->log);

@@ -1,5 +1,7 @@
 #include "ztrain/zt_log.h"
 #include "ztrain/zt_knobs.h"
+#include "base/zt_text.h"
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -47,16 +49,18 @@ void zt_log_init(const char *role, int index)
 void zt_log_write(zt_log_level_t level, const char *fmt, ...)
 {
     static const char tag[] = "EWID";
-    char line[4096], who[96];
+    char line[4096], who[96], text[2048];
     snprintf(who, sizeof who, "%s/%d%s%s", s_role, s_index, s_replica[0] ? " " : "", s_replica);
     int n = zt_log_prefix(line, sizeof line, tag[level], who, (long) getpid());
     va_list ap;
     va_start(ap, fmt);
-    int m = vsnprintf(line + n, sizeof line - n - 1, fmt, ap);
+    int m = vsnprintf(text, sizeof text, fmt, ap);
     va_end(ap);
-    size_t len = (size_t) n + (m < 0 ? 0 : (size_t) m);
-    if (len > sizeof line - 2)
-        len = sizeof line - 2;
+    /* What the message carries (a peer's name, a program's words) acts on
+     * no terminal and starts no line: a control byte shows as \xNN, and a
+     * newline goes on indented, so no line of its own looks like a log line. */
+    size_t tl = m < 0 ? 0 : (size_t) m >= sizeof text ? sizeof text - 1 : (size_t) m;
+    size_t len = (size_t) n + zt_text_escape(line + n, sizeof line - (size_t) n - 1, text, tl, "\n    ");
     line[len++] = '\n';
     /* One write per line so that lines from many processes do not mix. */
     ssize_t w = write(STDERR_FILENO, line, len);

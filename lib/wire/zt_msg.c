@@ -1,5 +1,6 @@
 #include "wire/zt_msg.h"
 #include "ztrain/zt_error.h"
+#include "base/zt_text.h"
 #include <assert.h>
 #include <msgpack.h>
 #include <string.h>
@@ -234,8 +235,8 @@ int zt_msg_decode(const void *data, size_t size, zt_msg_t *msg, zt_msg_drops_t *
                 DROP(malformed, ZT_EPROTO);
             if (f->via.str.size >= ZT_MSG_STR_MAX)
                 DROP(too_long, ZT_EPROTO);
-            if (memchr(f->via.str.ptr, 0, f->via.str.size))
-                DROP(malformed, ZT_EPROTO);
+            if (memchr(f->via.str.ptr, 0, f->via.str.size) || !zt_utf8_valid(f->via.str.ptr, f->via.str.size))
+                DROP(malformed, ZT_EPROTO); /* every string field is UTF-8 text, whatever its type */
             memcpy(at, f->via.str.ptr, f->via.str.size);
             at[f->via.str.size] = 0;
         }
@@ -346,6 +347,7 @@ static void s_fill(zt_msg_t *m, int type, int salt)
 
 void zt_msg_selftest(void)
 {
+    zt_msg_t out_bad_;
     zt_msg_drops_t drops = { 0 };
     int declared = 0;
     for (int type = 1; type < ZT_MSG_LIMIT_; type++) {
@@ -374,6 +376,15 @@ void zt_msg_selftest(void)
         }
     }
     assert(declared == s_declared_types);
+    /* A string field that is not UTF-8 is malformed, in any message type. */
+    zt_msg_t bad;
+    s_fill(&bad, ZT_MSG_METRIC, 0);
+    zt_msg_set_str(bad.u.METRIC.name, "loss\xff");
+    uint64_t malformed = drops.malformed;
+    zframe_t *bf = zt_msg_encode(&bad);
+    assert(bf && zt_msg_decode(zframe_data(bf), zframe_size(bf), &out_bad_, &drops) == ZT_EPROTO);
+    assert(drops.malformed == malformed + 1);
+    zframe_destroy(&bf);
     /* Wrong version, magic, type; strings too long; random garbage. */
     zt_msg_t m, out;
     s_fill(&m, ZT_MSG_HEARTBEAT, 1);

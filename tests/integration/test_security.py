@@ -506,6 +506,51 @@ class Flood(unittest.TestCase):
         self.assertTrue(1 <= len(lines) <= 3, lines)
 
 
+class HostileStrings(unittest.TestCase):
+    """An insider's strings are data: 1000 metric names that are not UTF-8,
+    clear the screen, retitle the terminal or forge a coordinator line after
+    a newline, a role and program output that carry the same. The
+    coordinator runs under valgrind: not one invalid read or write; no raw
+    ESC (or other control byte) reaches a log file, status, logs or list;
+    the only SUCCEEDED line is the coordinator's own."""
+
+    def test_insider_strings_are_data(self):
+        valgrind = shutil.which("valgrind")
+        self.assertTrue(valgrind, "valgrind is not installed (scripts/deps.sh --test installs it)")
+        flood = os.environ.get("ZT_FLOOD", os.path.join(BIN, "..", "tests", "zt_flood"))
+        d = tmpdir("sec-")
+        job_dir = os.path.join(d, "job")
+        spec = job_file(d, "hostile", [{"machineSpec": {"machineType": "n1-standard-4"}, "replicaCount": 1,
+                                        "containerSpec": {"imageUri": "local", "command": [flood, "hostile", "1000"]}}])
+        env = dict(os.environ, ZT_REGISTER_TIMEOUT_MS="60000", ZT_HEARTBEAT_TIMEOUT_MS="60000", **FAST)
+        r = subprocess.run([valgrind, "-q", "--error-exitcode=99", "--trace-children=no",
+                            os.path.join(BIN, "ztrain"), "run", spec, "--job-dir", job_dir],
+                           capture_output=True, text=True, errors="replace", timeout=600, env=env)
+        self.assertNotIn("Invalid", r.stderr)
+        self.assertEqual(r.returncode, 0, r.stderr[-4000:])  # 99: valgrind found errors
+        job = load_job(job_dir)
+        self.assertEqual(job["state"], "SUCCEEDED")
+        self.assertEqual(job["metrics"]["workerpool0-0"]["flood_done"]["value"], 1000)
+        self.assertGreater(job["controlPlaneDrops"]["malformed"], 100)  # the names that are not UTF-8
+        control = re.compile(rb"[\x00-\x08\x0b-\x1f\x7f]|\xc2[\x80-\x9f]")
+        texts = {"console": r.stderr.encode(errors="replace")}
+        for path in glob.glob(os.path.join(job_dir, "replica-logs", "*.log")):
+            with open(path, "rb") as f:
+                texts[os.path.basename(path)] = f.read()
+        for cmd in (["status", job_dir], ["logs", job_dir], ["list", d]):
+            out = subprocess.run([os.path.join(BIN, "ztrain")] + cmd, capture_output=True, timeout=60)
+            texts[cmd[0]] = out.stdout + out.stderr
+        for what, text in texts.items():
+            self.assertIsNone(control.search(text.replace(b"\n", b"").replace(b"\t", b"")), what)
+        self.assertIn(b"\\x1b[2J", texts["coordinator.log"])  # shown, escaped
+        self.assertIn(b"\\x1b]0;pwned", texts["workerpool0-0.log"])  # the program's own line
+        logs = texts["logs"].decode(errors="replace").splitlines()
+        forged = [l for l in logs if re.search(r"^\S+\s*\| 2026-01-01T00:00:00.000Z .*SUCCEEDED", l)]
+        self.assertEqual(forged, [])  # no line of its own: the forged text stays inside another line
+        self.assertEqual(len([l for l in logs if re.search(r"coordinator/0\[\d+\]: job hostile: SUCCEEDED$", l)]),
+                         1)
+
+
 class JobsFolder(unittest.TestCase):
     def test_display_name_stays_in_jobs_dir(self):
         d = tmpdir("sec-")

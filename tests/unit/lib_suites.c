@@ -6,6 +6,7 @@
 #include "allreduce/zt_arlayout.h"
 #include "base/zt_env.h"
 #include "base/zt_refusals.h"
+#include "base/zt_text.h"
 #include "base/zt_util.h"
 #include "model/zt_idx.h"
 #include "runtime/zt_cmdline.h"
@@ -92,12 +93,16 @@ void zt_suite_log(void)
     zt_log_set_level(ZT_LOG_INFO);
     zt_info("to the tee %d", 7);
     zt_debug("not at info");
+    zt_warn("a peer's name: %s", "x\x1b]0;title\x07\n2026-01-01T00:00:00.000Z I coordinator/0[1]: forged");
     zt_log_tee(-1);
     close(fds[1]);
     char got[1024] = "";
     ssize_t r = read(fds[0], got, sizeof got - 1);
     close(fds[0]);
     assert(r > 0 && strstr(got, " I ") && strstr(got, "to the tee 7\n") && !strstr(got, "not at info"));
+    /* escaped, and the newline goes on indented: no line of its own */
+    assert(strstr(got, "a peer's name: x\\x1b]0;title\\x07\n    2026-01-01T00:00:00.000Z I coordinator"));
+    assert(!strchr(got, 0x1b) && !strstr(got, "\n2026-01-01"));
 }
 
 void zt_suite_refusals(void)
@@ -188,6 +193,26 @@ void zt_suite_env(void)
     unsetenv("ZT_REDUCERS");
     unsetenv("CLUSTER_SPEC");
     unsetenv("ZT_HOSTS");
+}
+
+void zt_suite_text(void)
+{
+    assert(zt_utf8_valid("plain", 5) && zt_utf8_valid("\xc3\xa9t\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80", 14));
+    assert(!zt_utf8_valid("\xff", 1) && !zt_utf8_valid("\xc0\xaf", 2));       /* not UTF-8; overlong '/' */
+    assert(!zt_utf8_valid("\xed\xa0\x80", 3) && !zt_utf8_valid("\xf4\x90\x80\x80", 4)); /* surrogate; past U+10FFFF */
+    assert(!zt_utf8_valid("\xe2\x82", 2) && !zt_utf8_valid("\xe0\x80\x80", 3)); /* cut short; overlong */
+    char out[128];
+    const char *in = "a\x1b[2J\tb\nc\x7f\xc2\x9b" "d\xff\xc3\xa9";
+    size_t n = zt_text_escape(out, sizeof out, in, strlen(in), NULL);
+    assert(n == strlen(out));
+    assert(!strcmp(out, "a\\x1b[2J\tb\\x0ac\\x7f\\xc2\\x9bd\\xff\xc3\xa9"));
+    zt_text_escape(out, sizeof out, "one\ntwo", 7, "\n    ");
+    assert(!strcmp(out, "one\n    two"));
+    zt_text_escape(out, 6, "abc\x1b", 4, NULL); /* cut before an escape that does not fit whole */
+    assert(!strcmp(out, "abc"));
+    zt_text_escape(out, 3, "\xc3\xa9\xc3\xa9", 4, NULL); /* and at a whole character */
+    assert(!strcmp(out, "\xc3\xa9"));
+    assert(!strcmp(zt_text_safe("x\x1by", 0), "x\\x1by") && !strcmp(zt_text_safe(NULL, 1), ""));
 }
 
 /* ------------------------------------------------------------ model, wire */

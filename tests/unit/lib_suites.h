@@ -6,6 +6,7 @@ void zt_suite_error(void);
 void zt_suite_half(void);
 void zt_suite_log(void);
 void zt_suite_refusals(void);
+void zt_suite_text(void);
 void zt_suite_util(void);
 void zt_suite_env(void);
 void zt_suite_idx(void);

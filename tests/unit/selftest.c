@@ -100,6 +100,7 @@ static const struct {
     TEST_ENTRY("half", zt_suite_half)
     TEST_ENTRY("log", zt_suite_log)
     TEST_ENTRY("refusals", zt_suite_refusals)
+    TEST_ENTRY("text", zt_suite_text)
     TEST_ENTRY("util", zt_suite_util)
     TEST_ENTRY("env", zt_suite_env)
     TEST_ENTRY("idx", zt_suite_idx)
