@@ -359,8 +359,9 @@ static char *s_job_dir(s_args_t *a, const zt_plan_t *plan)
         dir = strdup(a->job_dir);
     else
         dir = s_default_dir(plan->display_name);
-    if (zt_mkdir_p(dir) != ZT_OK) {
-        fprintf(stderr, "ztrain: cannot make the job directory %s: %s\n", dir, strerror(errno));
+    char why[1024];
+    if (zt_mkdir_trusted(dir, why, sizeof why) != ZT_OK) { /* before anything in it is read */
+        fprintf(stderr, "ztrain: the job directory: %s\n", why);
         free(dir);
         return NULL;
     }
@@ -606,7 +607,12 @@ static int s_cmd_run(s_args_t *a)
             plan->base_output_dir = abs;
         }
     }
-    char *dir = s_job_dir(a, plan);
+    char *dir = s_job_dir(a, plan), why_base[1024];
+    if (dir && plan->base_output_dir && zt_mkdir_trusted(plan->base_output_dir, why_base, sizeof why_base) != ZT_OK) {
+        fprintf(stderr, "ztrain: baseOutputDirectory: %s\n", why_base);
+        free(dir);
+        dir = NULL;
+    }
     if (!dir || !s_dir_ok(a, dir, plan)) {
         free(dir);
         zt_plan_destroy(&plan);

@@ -90,7 +90,7 @@ void zt_coord_open_logs(zt_coord_t *self)
     zt_mkdir_p(logs);
     /* the coordinator's own lines too, for `ztrain logs` */
     char *clog = zt_strdupf("%s/coordinator.log", logs);
-    int cfd = open(clog, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    int cfd = open(clog, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600); /* never through a link */
     if (cfd < 0)
         zt_warn("cannot open %s: %s", clog, strerror(errno));
     else
@@ -99,7 +99,10 @@ void zt_coord_open_logs(zt_coord_t *self)
     for (int i = 0; i < self->nreps; i++) {
         zt_crep_t *r = &self->reps[i];
         r->log_path = zt_strdupf("%s/%s.log", logs, r->name);
-        r->log = fopen(r->log_path, "ae");
+        int fd = open(r->log_path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
+        r->log = fd >= 0 ? fdopen(fd, "a") : NULL;
+        if (fd >= 0 && !r->log)
+            close(fd);
         if (!r->log)
             zt_warn("cannot open %s: %s", r->log_path, strerror(errno));
     }

@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -276,7 +277,12 @@ static void s_snapshot_write(zt_ps_server_t *self)
     if (!self->configured || self->sync || !self->opts.snapshot_path)
         return;
     char *tmp = zt_strdupf("%s.tmp", self->opts.snapshot_path);
-    FILE *f = fopen(tmp, "wb");
+    /* made afresh, mode 0600, never through a link planted in its place */
+    unlink(tmp);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
+    if (!f && fd >= 0)
+        close(fd);
     if (!f) {
         static bool said;
         if (!said)
@@ -315,8 +321,12 @@ static void s_snapshot_restore(zt_ps_server_t *self)
 {
     const char *path = self->opts.snapshot_path;
     struct stat st;
-    if (!path || stat(path, &st) != 0)
+    if (!path || lstat(path, &st) != 0)
         return;
+    if (!S_ISREG(st.st_mode) || st.st_uid != geteuid()) { /* a link, or another user's: never read */
+        zt_warn("the shard snapshot %s is not a file of this user's: not restored from", path);
+        return;
+    }
     double mtime = (double) st.st_mtim.tv_sec + st.st_mtim.tv_nsec / 1e9;
     if (self->restored_step >= 0 && mtime <= self->restored_mtime)
         return; /* the checkpoint is newer */

@@ -118,7 +118,7 @@ static int s_start(zt_backend_t *self, const zt_launch_t *req, zt_handle_t **han
     if (!h)
         return ZT_ENOMEM;
     if (req->log_path) {
-        pfd[1] = open(req->log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+        pfd[1] = open(req->log_path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
         pfd[0] = -1;
         if (pfd[1] < 0) {
             free(h);

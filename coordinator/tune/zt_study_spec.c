@@ -328,9 +328,9 @@ static void s_trial_job(zt_study_t *s, json_t *root, zt_diag_t *diag)
     }
     if (zt_diag_errors(diag) > 0)
         return;
-    if (zt_mkdir_p(s->opts.study_dir) != ZT_OK) {
-        zt_diag_add(diag, true, s->opts.study_dir, 0, 0, NULL, NULL, "cannot make the study directory: %s",
-                    strerror(errno));
+    char why[1024];
+    if (zt_mkdir_trusted(s->opts.study_dir, why, sizeof why) != ZT_OK) { /* before its study.json is read */
+        zt_diag_add(diag, true, s->opts.study_dir, 0, 0, NULL, NULL, "the study directory: %s", why);
         return;
     }
     char real[4096];

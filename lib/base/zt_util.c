@@ -11,6 +11,7 @@
 #include <limits.h>
 #include <stdarg.h>
 #include <ftw.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,6 +77,90 @@ int zt_mkdir_p(const char *path)
     if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
         return ZT_ESYS;
     return ZT_OK;
+}
+
+/* "user alice (uid 1001)" */
+static void s_owner(uid_t uid, char *out, size_t size)
+{
+    struct passwd pw, *res = NULL;
+    char buf[1024];
+    if (getpwuid_r(uid, &pw, buf, sizeof buf, &res) == 0 && res)
+        snprintf(out, size, "user %s (uid %u)", res->pw_name, (unsigned) uid);
+    else
+        snprintf(out, size, "uid %u", (unsigned) uid);
+}
+
+/* As zt_dir_trusted; own: path itself must be this user's and closed to
+ * others (else it is held to the rule of the folders above it). */
+static int s_dir_trusted(const char *path, bool own, char *why, size_t why_size)
+{
+    char real[PATH_MAX], owner[160];
+    if (!realpath(path, real)) {
+        snprintf(why, why_size, "%s: %s", path, strerror(errno));
+        return ZT_EINVAL;
+    }
+    uid_t me = geteuid();
+    for (bool leaf = own;; leaf = false) {
+        struct stat st;
+        if (stat(real, &st) != 0 || !S_ISDIR(st.st_mode)) {
+            snprintf(why, why_size, "%s: not a folder", real);
+            return ZT_EINVAL;
+        }
+        bool others_write = (st.st_mode & (S_IWGRP | S_IWOTH)) != 0;
+        bool bad = leaf ? st.st_uid != me || others_write
+                        : (st.st_uid != me && st.st_uid != 0) || (others_write && !(st.st_mode & S_ISVTX));
+        if (bad) {
+            s_owner(st.st_uid, owner, sizeof owner);
+            snprintf(why, why_size, "%s belongs to %s and has mode %04o: ztrain writes a job's files only where "
+                     "no other user can write or replace them (a folder of your own that only you can write "
+                     "to, under folders of yours or root's)", real, owner, (unsigned) (st.st_mode & 07777));
+            return ZT_EINVAL;
+        }
+        if (!strcmp(real, "/"))
+            return ZT_OK;
+        char *slash = strrchr(real, '/');
+        if (slash == real)
+            real[1] = '\0';
+        else
+            *slash = '\0';
+    }
+}
+
+int zt_dir_trusted(const char *path, char *why, size_t why_size)
+{
+    return s_dir_trusted(path, true, why, why_size);
+}
+
+int zt_mkdir_trusted(const char *path, char *why, size_t why_size)
+{
+    /* the nearest folder that exists already is checked before anything is
+     * made in it: nothing is made in a stranger's folder */
+    char near[PATH_MAX];
+    if (snprintf(near, sizeof near, "%s", path) >= (int) sizeof near) {
+        snprintf(why, why_size, "%s: the path is too long", path);
+        return ZT_EINVAL;
+    }
+    struct stat st;
+    while (stat(near, &st) != 0) {
+        char *slash = strrchr(near, '/');
+        if (!slash) {
+            snprintf(near, sizeof near, ".");
+            break;
+        }
+        if (slash == near) {
+            near[1] = '\0';
+            break;
+        }
+        *slash = '\0';
+    }
+    bool exists = !strcmp(near, path);
+    if (s_dir_trusted(near, exists, why, why_size) != ZT_OK)
+        return ZT_EINVAL;
+    if (zt_mkdir_p(path) != ZT_OK) {
+        snprintf(why, why_size, "cannot make %s: %s", path, strerror(errno));
+        return ZT_ESYS;
+    }
+    return zt_dir_trusted(path, why, why_size);
 }
 
 /* Temporary file (created with mode, which a umask can only narrow; never

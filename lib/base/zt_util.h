@@ -22,6 +22,16 @@ void zt_wall_iso(char *buf, size_t size);
 double zt_iso_epoch(const char *iso);
 /* mkdir -p; 0 or ZT_ESYS. */
 int zt_mkdir_p(const char *path);
+/* Whether folder path (which must exist) is safe to write a job's files
+ * into and to read them back from: it is this user's and no one else can
+ * write to it, and every folder above it is this user's or root's, and one
+ * that others can write to has the sticky bit (so that no one else can
+ * rename or replace what is in it). ZT_OK, or ZT_EINVAL with the folder,
+ * its owner and its mode named in why. */
+int zt_dir_trusted(const char *path, char *why, size_t why_size);
+/* zt_mkdir_p, then zt_dir_trusted: the one way ztrain makes (or takes) a
+ * folder it will write a job's files into. */
+int zt_mkdir_trusted(const char *path, char *why, size_t why_size);
 /* rm -rf path (not following symbolic links); 0, or ZT_ESYS when something
  * stayed. */
 int zt_rm_tree(const char *path);

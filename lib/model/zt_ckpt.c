@@ -141,7 +141,7 @@ int zt_ckpt_write(const char *root, int64_t step, json_t *config, json_t *tensor
     for (int s = 0; s < nshards; s++) {
         char *name = zt_strdupf("shard-%d.bin", s);
         char *path = zt_strdupf("%s/%s", tmp, name);
-        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644); /* in its new folder */
         uLong crc = crc32(0L, Z_NULL, 0);
         json_t *arrays = json_array();
         for (int a = 0; fd >= 0 && rc == ZT_OK && a < shards[s].arrays; a++) {
@@ -223,9 +223,22 @@ static bool s_entry_ok(json_t *f)
            !__builtin_mul_overflow(cnt, (int64_t) (arrays * sizeof(float)), &bytes) && bytes == json_integer_value(b);
 }
 
+/* A plain file of this user's (not a link, not another user's): the only
+ * kind a checkpoint is read from. */
+static bool s_own_file(const char *path)
+{
+    struct stat st;
+    return lstat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid();
+}
+
 json_t *zt_ckpt_open(const char *dir, char *err, size_t errlen)
 {
     char *mpath = zt_strdupf("%s/manifest.json", dir);
+    if (!s_own_file(mpath)) {
+        snprintf(err, errlen, "manifest.json: not a file of this user's (never read)");
+        free(mpath);
+        return NULL;
+    }
     json_error_t jerr;
     json_t *man = json_load_file(mpath, 0, &jerr);
     free(mpath);
@@ -250,7 +263,7 @@ json_t *zt_ckpt_open(const char *dir, char *err, size_t errlen)
         }
         char *path = zt_strdupf("%s/%s", dir, name);
         size_t len = 0;
-        char *data = zt_read_file(path, &len);
+        char *data = s_own_file(path) ? zt_read_file(path, &len) : NULL;
         free(path);
         uLong crc = data ? crc32(crc32(0L, Z_NULL, 0), (const Bytef *) data, (uInt) len) : 0;
         free(data);
@@ -310,8 +323,13 @@ int zt_ckpt_read_range(const char *dir, json_t *man, int array, int64_t lo, int6
         if (array >= (int) json_array_size(json_object_get(f, "arrays")))
             return ZT_ENOTFOUND;
         char *path = zt_strdupf("%s/%s", dir, json_string_value(json_object_get(f, "file")));
-        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
         free(path);
+        struct stat st;
+        if (fd >= 0 && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid())) {
+            close(fd); /* a file of another user's, or not a file: never read */
+            return ZT_EIO;
+        }
         if (fd < 0)
             return ZT_EIO;
         off_t pos = (off_t) (((int64_t) array * cnt + (a - off)) * (int64_t) sizeof(float));

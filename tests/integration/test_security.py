@@ -443,6 +443,100 @@ class SquattedIpcFolder(unittest.TestCase):
         self.assertEqual((st.st_uid, st.st_mode & 0o777), (os.geteuid(), 0o700))
 
 
+class SquattedFolders(unittest.TestCase):
+    """A stranger makes the job's folder first, open to all, with a planted
+    checkpoint to resume from and links where the logs go (or the jobs
+    folder, the study folder, the base output folder): ztrain refuses it,
+    naming its owner and mode, reads nothing from it and writes nothing
+    into it or through it."""
+
+    def setUp(self):
+        # /tmp's kind of folder, where both users may make folders of their own
+        self.shared = "/tmp/ztx-shared-%d" % os.getpid()
+        os.makedirs(self.shared)
+        os.chmod(self.shared, 0o1777)
+        self.addCleanup(shutil.rmtree, self.shared, True)
+        self.victim = os.path.join(tmpdir("sec-"), "victims-file")
+        write(os.path.dirname(self.victim), "victims-file", "mine\n")
+
+    def squat(self, name):
+        """The stranger's folder, mode 0777, holding a planted checkpoint and
+        links in place of the logs."""
+        d = os.path.join(self.shared, name)
+        ckpt = os.path.join(d, "checkpoints", "ckpt-000000001200")
+        res = STRANGER.sh("umask 0; mkdir -p -m 0777 %s %s/replica-logs && echo '{}' > %s/manifest.json && "
+                          "ln -s %s %s/replica-logs/workerpool0-0.log && ln -s %s %s/replica-logs/coordinator.log"
+                          % (ckpt, d, ckpt, self.victim, d, self.victim, d))
+        self.assertEqual(res.returncode, 0, res.stderr)
+        return d
+
+    def assertUntouched(self, d):
+        self.assertFalse(os.path.exists(os.path.join(d, "job.json")))
+        self.assertFalse(os.path.exists(os.path.join(d, "credentials")))
+        with open(self.victim) as f:
+            self.assertEqual(f.read(), "mine\n")
+
+    def spec(self, **extra):
+        d = tmpdir("sec-")
+        job = {"displayName": "squat", "jobSpec": dict({"workerPoolSpecs": [
+            {"machineSpec": {"machineType": "n1-standard-4"}, "replicaCount": 1,
+             "containerSpec": {"imageUri": "local", "command": ["sh", "-c", "exit 0"]}}]}, **extra)}
+        return write(d, "squat.json", json.dumps(job))
+
+    def ztrain(self, *args, env=None):
+        return subprocess.run([os.path.join(BIN, "ztrain")] + list(args), capture_output=True, text=True,
+                              timeout=120, env=dict(os.environ, **FAST, **(env or {})))
+
+    def test_job_dir(self):
+        d = self.squat("job")
+        r = self.ztrain("run", self.spec(), "--job-dir", d)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertRegex(r.stderr, r"the job directory: %s belongs to user %s \(uid \d+\) and has mode 0777"
+                         % (re.escape(d), STRANGER.name))
+        self.assertNotIn("resuming", r.stderr)
+        self.assertUntouched(d)
+
+    def test_jobs_dir(self):
+        d = self.squat("jobs")
+        r = self.ztrain("run", self.spec(), env={"ZT_JOBS_DIR": d})
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertRegex(r.stderr, r"%s belongs to user %s" % (re.escape(d), STRANGER.name))
+        self.assertEqual(sorted(os.listdir(d)), ["checkpoints", "replica-logs"])  # no job folder made in it
+
+    def test_base_output_dir(self):
+        d = self.squat("base")
+        r = self.ztrain("run", self.spec(baseOutputDirectory={"outputUriPrefix": d}), "--job-dir",
+                        os.path.join(tmpdir("sec-"), "job"))
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertRegex(r.stderr, r"baseOutputDirectory: %s belongs to user %s" % (re.escape(d), STRANGER.name))
+        self.assertUntouched(d)
+
+    def test_study_dir(self):
+        d = self.squat("study")
+        study = write(tmpdir("sec-"), "study.json", json.dumps({
+            "displayName": "squat-study", "studySpec": {
+                "metrics": [{"metricId": "accuracy", "goal": "MAXIMIZE"}],
+                "parameters": [{"parameterId": "lr", "doubleValueSpec": {"minValue": 0.1, "maxValue": 1}}]},
+            "maxTrialCount": 1, "parallelTrialCount": 1,
+            "trialJobSpec": {"workerPoolSpecs": [{"machineSpec": {"machineType": "n1-standard-4"},
+                                                  "replicaCount": 1,
+                                                  "containerSpec": {"imageUri": "local",
+                                                                    "command": ["sh", "-c", "exit 0"]}}]}}))
+        r = self.ztrain("tune", study, "--study-dir", d)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertRegex(r.stderr, r"the study directory: %s belongs to user %s" % (re.escape(d), STRANGER.name))
+        self.assertFalse(os.path.exists(os.path.join(d, "study.json")))
+
+    def test_own_folder_in_the_same_place_is_used(self):
+        d = os.path.join(self.shared, "mine")
+        os.makedirs(d, mode=0o700)
+        r = self.ztrain("run", self.spec(), "--job-dir", d)
+        self.assertEqual(r.returncode, 0, r.stderr[-2000:])
+        self.assertEqual(load_job(d)["state"], "SUCCEEDED")
+        st = os.stat(os.path.join(d, "replica-logs", "workerpool0-0.log"))
+        self.assertEqual(st.st_mode & 0o777, 0o600)
+
+
 class PrivateOutputs(unittest.TestCase):
     def test_stranger_reads_nothing(self):
         # a job under a folder anyone may enter: every folder it makes is

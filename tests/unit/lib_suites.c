@@ -152,6 +152,27 @@ void zt_suite_util(void)
     assert(tail && !strcmp(tail, "llo"));
     free(tail);
     assert(zt_read_file("/nonexistent/ztrain", NULL) == NULL);
+    /* trusted folders: this user's and closed to others, under folders of
+     * this user's or root's, any that others can write to sticky */
+    char why[1024], *mine = zt_strdupf("%s/mine", d), *open_ = zt_strdupf("%s/open", d),
+         *under = zt_strdupf("%s/open/job", d), *sticky = zt_strdupf("%s/sticky", d),
+         *in_sticky = zt_strdupf("%s/sticky/job", d);
+    assert(zt_mkdir_trusted(mine, why, sizeof why) == ZT_OK && zt_dir_trusted(mine, why, sizeof why) == ZT_OK);
+    assert(mkdir(open_, 0700) == 0 && chmod(open_, 0777) == 0);
+    assert(zt_dir_trusted(open_, why, sizeof why) == ZT_EINVAL && strstr(why, "mode 0777"));
+    assert(zt_mkdir_trusted(under, why, sizeof why) == ZT_EINVAL && access(under, F_OK) != 0); /* not made */
+    assert(mkdir(sticky, 0700) == 0 && chmod(sticky, 01777) == 0);
+    assert(zt_mkdir_trusted(in_sticky, why, sizeof why) == ZT_OK); /* as under /tmp */
+    if (geteuid() == 0) { /* another user's folder: named */
+        assert(chmod(mine, 0700) == 0 && chown(mine, 54321, 54321) == 0);
+        assert(zt_dir_trusted(mine, why, sizeof why) == ZT_EINVAL && strstr(why, "uid 54321"));
+    }
+    assert(zt_dir_trusted("/nonexistent/ztrain", why, sizeof why) == ZT_EINVAL);
+    free(mine);
+    free(open_);
+    free(under);
+    free(sticky);
+    free(in_sticky);
     assert(zt_rm_tree(d) == ZT_OK && access(d, F_OK) != 0);
     assert(zt_proc_alive(getpid(), zt_proc_start_time(getpid())));
     assert(!zt_proc_alive(getpid(), zt_proc_start_time(getpid()) + 1)); /* a pid used again is not us */
