@@ -27,6 +27,16 @@ import ztrain
 import ztrain.torch as hvd
 
 
+class Pwn:
+    """What a hostile root would broadcast: unpickled, it runs a command."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        return (os.system, ("touch %s" % self.path,))
+
+
 class Net(nn.Module):
     """Layers declared in another order than forward uses them, so DDP's
     rebuilt buckets (in the order gradients become ready) differ from its
@@ -110,6 +120,14 @@ def main():
         train(mine, opt, data)
         res.update(diff=max_diff(ref, mine), digest=digest(mine), is_sgd=isinstance(opt, torch.optim.SGD),
                    obj=hvd.broadcast_object({"from": job.rank}, root_rank=job.size - 1))
+        # a pickled payload that would run a command where it is unpickled: refused on every rank
+        pwned = os.path.join(os.environ.get("AIP_MODEL_DIR", "."), "pwned-%d" % job.rank)
+        try:
+            hvd.broadcast_object(Pwn(pwned), root_rank=0)
+            res["refused"] = None
+        except ValueError as e:
+            res["refused"] = str(e)
+        res["pwned"] = os.path.exists(pwned)
     elif a.mode == "mismatch":
         x = torch.ones(100 + job.rank)
         try:

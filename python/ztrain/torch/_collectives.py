@@ -78,22 +78,43 @@ def broadcast_parameters(params, root_rank=0):
                 p.data.copy_(target)
 
 
+def _safe_load(data, what):
+    """Tensors and plain types (dicts, lists, numbers, strings, None) from
+    bytes a peer sent: torch.load's weights_only unpickler, never pickle's,
+    which would run whatever a peer's bytes name."""
+    try:
+        return torch.load(io.BytesIO(data), weights_only=True)
+    except TypeError:  # a torch without weights_only: refuse rather than unpickle
+        raise RuntimeError("ztrain.torch.%s: this torch cannot load without unpickling (weights_only); "
+                           "install torch >= 1.13" % what) from None
+    except pickle.UnpicklingError as e:
+        raise ValueError("ztrain.torch.%s: only tensors and plain types (dict, list, tuple, numbers, "
+                         "strings, None) are sent: %s" % (what, e)) from None
+
+
 def broadcast_object(obj, root_rank=0, name=None):
-    """root_rank's obj (pickled) on every trainer."""
-    data = pickle.dumps(obj) if _zt.rank() == root_rank else b""
+    """root_rank's obj on every trainer: tensors and plain types only (dict,
+    list, tuple, numbers, strings, None). The bytes are loaded without
+    unpickling arbitrary classes on every rank, root_rank's included, so an
+    object that is not plain raises ValueError everywhere alike."""
+    data = b""
+    if _zt.rank() == root_rank:
+        out = io.BytesIO()
+        torch.save(obj, out)
+        data = out.getvalue()
     n = torch.tensor([len(data)], dtype=torch.int64)
     _zt.broadcast(n, root=root_rank)
     buf = torch.zeros(int(n.item()), dtype=torch.uint8)
     if _zt.rank() == root_rank:
         buf.copy_(torch.frombuffer(bytearray(data), dtype=torch.uint8))
     _zt.broadcast(buf, root=root_rank)
-    return obj if _zt.rank() == root_rank else pickle.loads(buf.numpy().tobytes())
+    got = _safe_load(buf.numpy().tobytes(), "broadcast_object")
+    return obj if _zt.rank() == root_rank else got
 
 
 def broadcast_optimizer_state(optimizer, root_rank=0):
-    """Gives every trainer root_rank's optimizer state (its state_dict)."""
-    out = io.BytesIO()
-    torch.save(optimizer.state_dict(), out)
-    state = broadcast_object(out.getvalue(), root_rank)
+    """Gives every trainer root_rank's optimizer state (its state_dict:
+    tensors and plain types, sent as broadcast_object sends)."""
+    state = broadcast_object(optimizer.state_dict(), root_rank)
     if _zt.rank() != root_rank:
-        optimizer.load_state_dict(torch.load(io.BytesIO(state)))
+        optimizer.load_state_dict(state)
