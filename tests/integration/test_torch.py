@@ -95,7 +95,7 @@ class Torch(unittest.TestCase):
             self.assertLess(r["diff"], 1e-5, r)                       # the same as DDP over gloo
             self.assertTrue(r["is_sgd"])                               # still an SGD for schedulers
             self.assertEqual(r["obj"], {"from": 2})
-            self.assertIn("only tensors and plain types", r["refused"] or "")  # no pickle from the network
+            self.assertIn("only tensors and plain values", r["refused"] or "")  # no pickle from the network
             self.assertFalse(r["pwned"])
         self.assertEqual(len({r["digest"] for r in res}), 1)
 

@@ -1,12 +1,10 @@
 """Horovod's collectives for PyTorch tensors: init, rank, size, the
 all-reduce and broadcasts of tensors, parameters, optimizer state and
 objects, over ztrain's collective (reducers, or a ring between trainers)."""
-import io
-import pickle
-
 import torch
 
 import ztrain as _zt
+from . import _plain
 
 Average = "average"
 Sum = "sum"
@@ -78,38 +76,32 @@ def broadcast_parameters(params, root_rank=0):
                 p.data.copy_(target)
 
 
-def _safe_load(data, what):
-    """Tensors and plain types (dicts, lists, numbers, strings, None) from
-    bytes a peer sent: torch.load's weights_only unpickler, never pickle's,
-    which would run whatever a peer's bytes name."""
-    try:
-        return torch.load(io.BytesIO(data), weights_only=True)
-    except TypeError:  # a torch without weights_only: refuse rather than unpickle
-        raise RuntimeError("ztrain.torch.%s: this torch cannot load without unpickling (weights_only); "
-                           "install torch >= 1.13" % what) from None
-    except pickle.UnpicklingError as e:
-        raise ValueError("ztrain.torch.%s: only tensors and plain types (dict, list, tuple, numbers, "
-                         "strings, None) are sent: %s" % (what, e)) from None
-
-
 def broadcast_object(obj, root_rank=0, name=None):
-    """root_rank's obj on every trainer: tensors and plain types only (dict,
-    list, tuple, numbers, strings, None). The bytes are loaded without
-    unpickling arbitrary classes on every rank, root_rank's included, so an
-    object that is not plain raises ValueError everywhere alike."""
-    data = b""
+    """root_rank's obj on every trainer: tensors and plain values only (None,
+    bool, int, float, str, list, tuple, dict), sent in ztrain's own format
+    (_plain), never pickled: a peer's bytes can make nothing else. An object
+    that is not plain raises ValueError on every rank alike."""
+    data, refused = b"", None
     if _zt.rank() == root_rank:
-        out = io.BytesIO()
-        torch.save(obj, out)
-        data = out.getvalue()
-    n = torch.tensor([len(data)], dtype=torch.int64)
+        try:
+            data = _plain.dumps(obj)
+        except ValueError as e:
+            refused = e
+    n = torch.tensor([len(data)], dtype=torch.int64)  # 0: the root refused it
     _zt.broadcast(n, root=root_rank)
+    if int(n.item()) == 0:
+        raise ValueError("ztrain.torch.broadcast_object: only tensors and plain values are sent (%s)"
+                         % (refused or "rank %d's object was not one" % root_rank))
     buf = torch.zeros(int(n.item()), dtype=torch.uint8)
     if _zt.rank() == root_rank:
         buf.copy_(torch.frombuffer(bytearray(data), dtype=torch.uint8))
     _zt.broadcast(buf, root=root_rank)
-    got = _safe_load(buf.numpy().tobytes(), "broadcast_object")
-    return obj if _zt.rank() == root_rank else got
+    if _zt.rank() == root_rank:
+        return obj
+    try:
+        return _plain.loads(buf.numpy().tobytes())
+    except ValueError as e:
+        raise ValueError("ztrain.torch.broadcast_object: not an object in ztrain's format: %s" % e) from None
 
 
 def broadcast_optimizer_state(optimizer, root_rank=0):
