@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -660,6 +661,10 @@ static int s_cmd_validate(s_args_t *a)
     zt_diag_destroy(&diag);
     if (!plan)
         return ZT_CLI_USAGE;
+    if (!strcasecmp(zt_knob_str(ZT_KNOB_SECURITY), "off")) /* as loudly as run says it */
+        fprintf(stderr, "ztrain validate: ZT_SECURITY=off: the job's sockets would be neither authenticated nor "
+                        "encrypted; anyone who can reach its ports could read its model and pose as its "
+                        "replicas (for benchmarks only)\n");
     if (a->json) {
         json_t *j = zt_plan_to_json(plan);
         char *t = json_dumps(j, JSON_INDENT(2));

@@ -146,12 +146,10 @@ static void s_on_metric(zt_coord_t *self, zt_crep_t *r, const zt_msg_t *m)
         zt_debug("%s metric %s = %g (step %lld)", r->name, m->u.METRIC.name, m->u.METRIC.value,
                  (long long) m->u.METRIC.step);
         s_record_metric(self, r, m->u.METRIC.name, m->u.METRIC.value, m->u.METRIC.step);
-        /* job.json holds every replica's series: rewritten once a second
-         * for metrics (s_timers), not once per report */
-        self->metrics_dirty = true;
-        return;
     }
-    zt_coord_write_state(self);
+    /* job.json holds every replica's series and every evaluation: rewritten
+     * once a second (s_timers), not once per report, whoever sends them */
+    self->metrics_dirty = true;
 }
 
 /* A replica's latency histogram (zt_hist): kept as job.json's

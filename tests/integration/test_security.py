@@ -600,6 +600,36 @@ class Flood(unittest.TestCase):
         self.assertTrue(1 <= len(lines) <= 3, lines)
 
 
+class EvaluatorFlood(unittest.TestCase):
+    def test_evaluations_are_written_once_a_second(self):
+        # an evaluator's results used to cost a job.json write (an fsync, a
+        # Prometheus rendering) each: 2000 of them now cost a few
+        flood = os.environ.get("ZT_FLOOD", os.path.join(BIN, "..", "tests", "zt_flood"))
+        d = tmpdir("sec-")
+        job_dir = os.path.join(d, "job")
+        sleeper = {"machineSpec": {"machineType": "n1-standard-4"}, "replicaCount": 1,
+                   "containerSpec": {"imageUri": "local", "command": ["sh", "-c", "sleep 6"]}}
+        evaluator = {"machineSpec": {"machineType": "n1-standard-4"}, "replicaCount": 1,
+                     "containerSpec": {"imageUri": "local", "command": [flood, "2000"]}}
+        job = Job(self, job_file(d, "eval-flood", [sleeper, {}, {}, evaluator]), job_dir, env=FAST)
+        self.assertEqual(job.wait(timeout=120), 0, job.err[-3000:])
+        j = load_job(job_dir)
+        taken = len(re.findall(r"evaluation by workerpool3-0: accuracy = ", job.err))
+        self.assertGreater(taken, 100)
+        self.assertEqual(len([e for e in j["evaluations"] if e["name"] == "accuracy"]), taken)
+        self.assertLess(j["stateWrites"], 40, j["stateWrites"])
+
+    def test_security_off_is_said(self):
+        spec = job_file(tmpdir("sec-"), "off", [pool("ztrain-worker", 1, ["--idle"])])
+        r = subprocess.run([os.path.join(BIN, "ztrain"), "validate", spec], capture_output=True, text=True,
+                           timeout=60, env=dict(os.environ, ZT_SECURITY="off"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("ZT_SECURITY=off: the job's sockets would be neither authenticated nor encrypted", r.stderr)
+        r = subprocess.run([os.path.join(BIN, "ztrain"), "validate", spec], capture_output=True, text=True,
+                           timeout=60)
+        self.assertNotIn("ZT_SECURITY=off", r.stderr)
+
+
 class HostileStrings(unittest.TestCase):
     """An insider's strings are data: 1000 metric names that are not UTF-8,
     clear the screen, retitle the terminal or forge a coordinator line after
