@@ -3,6 +3,7 @@
 #include "launch/zt_slurm.h"
 #include "base/zt_json.h"
 #include "base/zt_util.h"
+#include "ztrain/zt_log.h"
 #include "ztrain/zt_error.h"
 #include <errno.h>
 #include <signal.h>
@@ -316,7 +317,14 @@ long zt_slurm_restart_count(void)
 char *zt_slurm_submitted_id(const char *dir)
 {
     char *path = zt_strdupf("%s/slurm/submission.json", dir);
-    json_t *doc = json_load_file(path, 0, NULL);
+    /* a record this user's submission wrote, and no one else's: a planted one
+     * would have cancel scancel a job of a stranger's choosing */
+    struct stat st;
+    bool exists = lstat(path, &st) == 0;
+    bool own = exists && S_ISREG(st.st_mode) && st.st_uid == geteuid() && !(st.st_mode & (S_IWGRP | S_IWOTH));
+    if (exists && !own)
+        zt_warn("%s is not a record of this user's: ignored", path);
+    json_t *doc = own ? json_load_file(path, 0, NULL) : NULL;
     free(path);
     const char *id = json_string_value(json_object_get(doc, "slurmJobId"));
     char *out = id ? strdup(id) : NULL;

@@ -59,7 +59,9 @@ const char *zt_slurm_job_id(int component);
  * 0 outside one or on its first run). */
 long zt_slurm_restart_count(void);
 
-/* The Slurm job id recorded in <dir>/slurm/submission.json, or NULL (heap). */
+/* The Slurm job id recorded in <dir>/slurm/submission.json, or NULL (heap);
+ * NULL too (with a warning) when the file is not a plain file of this
+ * user's that only this user can write. */
 char *zt_slurm_submitted_id(const char *dir);
 
 /* Asks Slurm for job id's state ("PENDING", "RUNNING", "COMPLETED", ...)

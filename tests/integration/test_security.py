@@ -527,6 +527,19 @@ class SquattedFolders(unittest.TestCase):
         self.assertRegex(r.stderr, r"the study directory: %s belongs to user %s" % (re.escape(d), STRANGER.name))
         self.assertFalse(os.path.exists(os.path.join(d, "study.json")))
 
+    def test_planted_slurm_submission_is_not_acted_on(self):
+        # a submission record planted in a folder: cancel must not scancel
+        # the job id the stranger chose
+        d = os.path.join(self.shared, "sub")
+        res = STRANGER.sh("umask 0; mkdir -p -m 0777 %s/slurm && echo '{\"slurmJobId\": \"4242\"}' > "
+                          "%s/slurm/submission.json" % (d, d))
+        self.assertEqual(res.returncode, 0, res.stderr)
+        r = self.ztrain("cancel", d)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("submission.json is not a record of this user's: ignored", r.stderr)
+        self.assertNotIn("scancel", r.stderr)
+        self.assertNotIn("4242", r.stdout + r.stderr)
+
     def test_own_folder_in_the_same_place_is_used(self):
         d = os.path.join(self.shared, "mine")
         os.makedirs(d, mode=0o700)
