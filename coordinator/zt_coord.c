@@ -15,6 +15,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 static int s_sig_fd = -1;
@@ -147,6 +148,30 @@ static bool s_make_credentials(zt_coord_t *self)
  * otherwise, which needs ZT_SECURITY=off: the endpoint authenticates no
  * one, so it leaves this machine only where the job's sockets do in the
  * clear. */
+/* The bearer token of the job's /metrics (with security on): 32 random
+ * bytes in hex, in <job-dir>/credentials/metrics.token (0600), which only
+ * the job's user can read and a scrape config names. NULL on failure. */
+static char *s_metrics_token(zt_coord_t *self)
+{
+    unsigned char raw[32];
+    if (getrandom(raw, sizeof raw, 0) != (ssize_t) sizeof raw)
+        return NULL;
+    char *token = malloc(2 * sizeof raw + 1);
+    for (size_t i = 0; i < sizeof raw; i++)
+        snprintf(token + 2 * i, 3, "%02x", raw[i]);
+    char *dir = zt_strdupf("%s/credentials", self->layout.job_dir);
+    zt_mkdir_p(dir);
+    free(self->metrics_token_file);
+    self->metrics_token_file = zt_strdupf("%s/metrics.token", dir);
+    free(dir);
+    if (zt_write_file_private(self->metrics_token_file, token, strlen(token)) != ZT_OK) {
+        zt_error("cannot write %s: %s", self->metrics_token_file, strerror(errno));
+        free(token);
+        return NULL;
+    }
+    return token;
+}
+
 static int s_start_metrics(zt_coord_t *self, int port)
 {
     const char *addr = zt_knob_str(ZT_KNOB_METRICS_ADDR);
@@ -156,12 +181,26 @@ static int s_start_metrics(zt_coord_t *self, int port)
                  addr);
         return ZT_EINVAL;
     }
+    char *token = zt_auth_on() ? s_metrics_token(self) : NULL; /* for the job's user only */
+    if (zt_auth_on() && !token)
+        return ZT_EIO;
     char err[512];
-    if (!(self->prom = zt_prom_start(addr, port, err, sizeof err))) {
+    self->prom = zt_prom_start(addr, port, token, err, sizeof err);
+    if (!self->prom && port != 0) { /* a port taken is no reason to fail the job */
+        zt_warn("--metrics-port %d: %s; serving on a port the system picks instead", port, err);
+        self->prom = zt_prom_start(addr, 0, token, err, sizeof err);
+    }
+    free(token);
+    if (!self->prom) {
         zt_error("--metrics-port %d: %s", port, err);
         return ZT_EIO;
     }
-    zt_info("Prometheus metrics on http://%s:%d/metrics", addr, zt_prom_port(self->prom));
+    zt_info("Prometheus metrics on http://%s:%d/metrics%s%s%s", addr, zt_prom_port(self->prom),
+            self->metrics_token_file ? " (bearer token in " : "",
+            self->metrics_token_file ? self->metrics_token_file : "", self->metrics_token_file ? ")" : "");
+    if (self->metrics_token_file)
+        zt_info("the token's file is for a scrape config: authorization: {credentials_file: %s}",
+                self->metrics_token_file);
     return ZT_OK;
 }
 
@@ -302,6 +341,7 @@ void zt_coord_destroy(zt_coord_t **self_p)
         close(self->sig_pipe[1]);
     }
     free(self->created);
+    free(self->metrics_token_file);
     free(self);
     *self_p = NULL;
 }

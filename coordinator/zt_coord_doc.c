@@ -73,6 +73,8 @@ void zt_coord_write_state(zt_coord_t *self)
     if (json_object_size(self->latency))
         json_object_set(doc, "latency", self->latency);
     if (self->prom) {
+        if (self->metrics_token_file)
+            json_object_set_new(doc, "metricsTokenFile", json_string(self->metrics_token_file));
         json_object_set_new(doc, "metricsUrl", json_sprintf("http://%s:%d/metrics", zt_knob_str(ZT_KNOB_METRICS_ADDR),
                                                             zt_prom_port(self->prom)));
         zt_prom_update(self->prom, doc);

@@ -74,6 +74,7 @@ struct zt_coord_t {
     zsock_t *router;            /* control plane */
     int log_fd;                 /* <job-dir>/replica-logs/coordinator.log: this log's copy, or -1 */
     zt_prom_t *prom;            /* the Prometheus endpoint (--metrics-port), or NULL */
+    char *metrics_token_file;   /* its bearer token's file (security on), or NULL */
     json_t *latency;            /* {kind: {replica: {le, counts, sum}}}: the replicas' histograms */
     zt_job_state_t state;       /* job state */
     json_t *transitions;        /* [{state, time}] */

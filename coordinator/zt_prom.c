@@ -20,7 +20,27 @@ struct zt_prom {
     pthread_mutex_t mu;
     char *text;       /* the latest rendering */
     int port;
+    char *token;      /* the bearer token a scrape must carry, or NULL: none asked */
 };
+
+/* Whether the request carries "Authorization: Bearer <token>" (compared in
+ * time that does not depend on where it differs). */
+static bool s_authorized(const zt_prom_t *self, struct MHD_Connection *c)
+{
+    if (!self->token)
+        return true;
+    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    if (!h || strncmp(h, "Bearer ", 7))
+        return false;
+    h += 7;
+    size_t n = strlen(self->token);
+    if (strlen(h) != n)
+        return false;
+    unsigned diff = 0;
+    for (size_t i = 0; i < n; i++)
+        diff |= (unsigned) (h[i] ^ self->token[i]);
+    return diff == 0;
+}
 
 /* ------------------------------------------------------------ rendering */
 
@@ -296,6 +316,10 @@ static enum MHD_Result s_answer(void *cls, struct MHD_Connection *c, const char 
         status = MHD_HTTP_NOT_FOUND;
         body = "not found: the metrics are at /metrics\n";
     }
+    else if (!s_authorized(self, c)) {
+        status = MHD_HTTP_UNAUTHORIZED;
+        body = "a scrape carries the job's bearer token (its file: job.json's metricsTokenFile)\n";
+    }
     else {
         pthread_mutex_lock(&self->mu);
         copy = strdup(self->text ? self->text : "");
@@ -309,12 +333,14 @@ static enum MHD_Result s_answer(void *cls, struct MHD_Connection *c, const char 
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
     if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
+    if (status == MHD_HTTP_UNAUTHORIZED)
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"ztrain\"");
     enum MHD_Result rc = MHD_queue_response(c, status, resp);
     MHD_destroy_response(resp);
     return rc;
 }
 
-zt_prom_t *zt_prom_start(const char *addr, int port, char *err, size_t errlen)
+zt_prom_t *zt_prom_start(const char *addr, int port, const char *token, char *err, size_t errlen)
 {
     struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t) port) };
     if (inet_pton(AF_INET, addr, &sa.sin_addr) != 1) {
@@ -323,12 +349,14 @@ zt_prom_t *zt_prom_start(const char *addr, int port, char *err, size_t errlen)
     }
     zt_prom_t *self = calloc(1, sizeof *self);
     pthread_mutex_init(&self->mu, NULL);
+    self->token = token ? strdup(token) : NULL;
     self->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL, (uint16_t) port, NULL, NULL,
                                s_answer, self, MHD_OPTION_SOCK_ADDR, &sa, MHD_OPTION_CONNECTION_LIMIT,
                                (unsigned) 64, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned) 10, MHD_OPTION_END);
     if (!self->d) {
         snprintf(err, errlen, "cannot serve metrics on %s:%d: %s", addr, port, strerror(errno ? errno : EADDRINUSE));
         pthread_mutex_destroy(&self->mu);
+        free(self->token);
         free(self);
         return NULL;
     }
@@ -362,6 +390,7 @@ void zt_prom_stop(zt_prom_t **self_p)
     MHD_stop_daemon(self->d);
     pthread_mutex_destroy(&self->mu);
     free(self->text);
+    free(self->token);
     free(self);
     *self_p = NULL;
 }

@@ -15,9 +15,10 @@
 
 typedef struct zt_prom zt_prom_t;
 
-/* Listens on addr:port (port 0: one the system picks). NULL on failure,
- * with the address and the reason in err. */
-zt_prom_t *zt_prom_start(const char *addr, int port, char *err, size_t errlen);
+/* Listens on addr:port (port 0: one the system picks); with a token, only
+ * a request carrying "Authorization: Bearer <token>" gets the metrics
+ * (others 401). NULL on failure, with the address and the reason in err. */
+zt_prom_t *zt_prom_start(const char *addr, int port, const char *token, char *err, size_t errlen);
 
 /* The port it listens on. */
 int zt_prom_port(const zt_prom_t *self);

@@ -6,6 +6,7 @@ dashboard, asked for by the dashboard's own requests to a real
 `tensorboard` server. TensorBoard comes from PyPI, in a venv the test makes
 in the build folder (toolvenv.py)."""
 import base64
+import functools
 import json
 import os
 import re
@@ -240,9 +241,10 @@ class CommandLine(unittest.TestCase):
         self.assertIn("none: No such file or directory", r.stderr)
 
 
-def http(url, method="GET", data=None):
-    """(status, body) of one request."""
-    req = urllib.request.Request(url, method=method, data=data)
+def http(url, method="GET", data=None, token=None):
+    """(status, body) of one request (with the bearer token, when given)."""
+    req = urllib.request.Request(url, method=method, data=data,
+                                 headers={"Authorization": "Bearer " + token} if token else {})
     try:
         with urllib.request.urlopen(req, timeout=30) as f:
             return f.status, f.read().decode()
@@ -265,8 +267,18 @@ class Prometheus(unittest.TestCase):
         job = Job(self, async_job(d, epochs=8, evaluator=True), job_dir, "--metrics-port", "0")
         url = wait_for(lambda: (load_job(job_dir) or {}).get("metricsUrl"), 60, what="metricsUrl")
         self.assertRegex(url, r"^http://127\.0\.0\.1:\d+/metrics$")
-        wait_for(lambda: "ztrain_replica_loss{" in http(url)[1], 60, what="a loss in /metrics")
-        status, text = http(url)
+        # the job's user's only: the token's file is 0600 beside the credentials
+        token_file = load_job(job_dir)["metricsTokenFile"]
+        self.assertEqual(token_file, os.path.join(job_dir, "credentials", "metrics.token"))
+        self.assertEqual(os.stat(token_file).st_mode & 0o777, 0o600)
+        with open(token_file) as f:
+            token = f.read().strip()
+        self.assertEqual(len(token), 64)
+        self.assertEqual(http(url)[0], 401)                  # a stranger's scrape
+        self.assertEqual(http(url, token="0" * 64)[0], 401)  # a guess
+        get = functools.partial(http, token=token)
+        wait_for(lambda: "ztrain_replica_loss{" in get(url)[1], 60, what="a loss in /metrics")
+        status, text = get(url)
         self.assertEqual(status, 200)
         r = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True, timeout=60)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr + text)
@@ -275,27 +287,28 @@ class Prometheus(unittest.TestCase):
         self.assertRegex(text, r'ztrain_replica_restarts_total\{replica="workerpool1-0",pool="workerpool1"\} 0')
         self.assertIn('ztrain_control_plane_dropped_messages_total{reason="malformed"} 0', text)
         # the replicas' parameter-server latency, a histogram from each trainer
-        wait_for(lambda: re.search(r'ztrain_ps_seconds_count\{replica="workerpool0-0"\} [1-9]', http(url)[1]), 30,
+        wait_for(lambda: re.search(r'ztrain_ps_seconds_count\{replica="workerpool0-0"\} [1-9]', get(url)[1]), 30,
                  what="the chief's parameter-server histogram")
-        text = http(url)[1]
+        text = get(url)[1]
         self.assertIn("# TYPE ztrain_ps_seconds histogram", text)
         self.assertRegex(text, r'ztrain_ps_seconds_bucket\{replica="workerpool1-1",le="0.001"\} \d+')
         self.assertRegex(text, r'ztrain_ps_seconds_bucket\{replica="workerpool1-1",le="\+Inf"\} [1-9]')
         r = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True, timeout=60)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         # not /metrics, not GET, garbage: answers, and the endpoint still serves
-        self.assertEqual(http(url.replace("/metrics", "/nope"))[0], 404)
-        self.assertEqual(http(url, "POST", b"x")[0], 405)
+        self.assertEqual(get(url.replace("/metrics", "/nope"))[0], 404)
+        self.assertEqual(get(url, "POST", b"x")[0], 405)
         host, port = url[len("http://"):].split("/")[0].split(":")
         with socket.create_connection((host, int(port)), timeout=10) as s:
             s.sendall(os.urandom(4096) + b"\r\n\r\n")
             s.recv(4096)
-        self.assertEqual(http(url)[0], 200)
+        self.assertEqual(get(url)[0], 200)
 
         ui = free_port()
         cfg = write(d, "prometheus.yml", "global:\n  scrape_interval: 1s\nscrape_configs:\n"
-                                         "  - job_name: ztrain\n    static_configs:\n"
-                                         "      - targets: ['%s:%s']\n" % (host, port))
+                                         "  - job_name: ztrain\n    authorization:\n"
+                                         "      credentials_file: %s\n    static_configs:\n"
+                                         "      - targets: ['%s:%s']\n" % (token_file, host, port))
         r = subprocess.run([promtool, "check", "config", cfg], capture_output=True, text=True, timeout=60)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         with open(os.path.join(d, "prometheus.log"), "w") as log:
@@ -325,7 +338,7 @@ class Prometheus(unittest.TestCase):
         self.assertGreater(float(loss[0]["value"][1]), 0)
         self.assertEqual(float(query('ztrain_job_state{state="RUNNING"}')[0]["value"][1]), 1)
         self.assertEqual(job.wait(timeout=300), 0, job.err[-3000:])
-        self.assertIn("Prometheus metrics on %s" % url, job.err)
+        self.assertIn("Prometheus metrics on %s (bearer token in %s)" % (url, token_file), job.err)
 
     def test_allreduce_latency(self):
         d = tmpdir("watch-prom-sync-")
@@ -337,8 +350,10 @@ class Prometheus(unittest.TestCase):
         job_dir = os.path.join(d, "job")
         job = Job(self, write(d, "job.json", json.dumps(ex)), job_dir, "--metrics-port", "0")
         url = wait_for(lambda: (load_job(job_dir) or {}).get("metricsUrl"), 60, what="metricsUrl")
+        with open(load_job(job_dir)["metricsTokenFile"]) as f:
+            token = f.read().strip()
         m = wait_for(lambda: re.search(r'ztrain_allreduce_seconds_count\{replica="workerpool0-0"\} (\d+)',
-                                       http(url)[1]), 60, what="the chief's all-reduce histogram")
+                                       http(url, token=token)[1]), 60, what="the chief's all-reduce histogram")
         self.assertGreater(int(m.group(1)), 0)
         self.assertEqual(job.wait(timeout=300), 0, job.err[-3000:])
         # job.json keeps the last one: every wait counted, each in a bucket
