@@ -373,6 +373,19 @@ class Prometheus(unittest.TestCase):
                            timeout=60)
         self.assertEqual(r.returncode, 2)
         self.assertIn("--metrics-port: '70000' is not a port", r.stderr)
+        # a port that is taken: a warning and another port, not a failed job
+        with socket.socket() as taken:
+            taken.bind(("127.0.0.1", 0))
+            taken.listen(1)
+            port = taken.getsockname()[1]
+            d2 = tmpdir("watch-prom-taken-")
+            job = Job(self, async_job(d2, epochs=1, evaluator=False), os.path.join(d2, "job"), "--metrics-port",
+                      str(port))
+            self.assertEqual(job.wait(timeout=120), 0, job.err[-3000:])
+        self.assertIn("--metrics-port %d: cannot serve metrics on 127.0.0.1:%d" % (port, port), job.err)
+        self.assertIn("serving on a port the system picks instead", job.err)
+        url = load_job(os.path.join(d2, "job"))["metricsUrl"]
+        self.assertNotEqual(url, "http://127.0.0.1:%d/metrics" % port)
 
 
 def free_port():
