@@ -199,12 +199,10 @@ static void s_render_metrics(s_out_t *o, json_t *metrics)
     s_head(o, "ztrain_replica_metric", "gauge", "Every other metric a replica reported (accuracy, ...): its newest value.");
     json_object_foreach(metrics, rep, per)
         json_object_foreach(per, m, mv)
-            if (!s_named(m)) {
-                char mn[128];
-                s_metric_name(m, mn, sizeof mn);
+            if (!s_named(m)) { /* the name as reported, a label value: two names, two series */
                 s_num(v, sizeof v, json_number_value(json_object_get(mv, "value")));
                 s_put(o, "ztrain_replica_metric{replica=\"%s\",name=\"%s\"} %s\n",
-                      s_esc(rep, e2, sizeof e2), s_esc(mn, e3, sizeof e3), v);
+                      s_esc(rep, e2, sizeof e2), s_esc(m, e3, sizeof e3), v);
             }
 }
 

@@ -16,6 +16,7 @@
 #include "wire/zt_spin.h"
 #include "wire/zt_shm.h"
 #include "tboard/zt_tb.h"
+#include "zt_prom.h"
 #include "base/zt_hist.h"
 #include "ztrain/ztrain.h"
 #include "lib_suites.h"
@@ -76,12 +77,29 @@ static void s_shm(void)
         puts("  (shared memory off: ZT_SHM=off or no /dev/shm)");
 }
 
+/* /metrics: a metric's name is its series' label as reported, so names that
+ * would sanitise alike stay apart; label values are escaped. */
+static void s_prom(void)
+{
+    json_t *job = json_pack("{s:s, s:s, s:{s:{s:{s:f, s:i}, s:{s:f, s:i}, s:{s:f, s:i}}}}", "name", "j", "state",
+                            "RUNNING", "metrics", "workerpool0-0", "dup-x", "value", 1.0, "step", 1, "dup.x",
+                            "value", 2.0, "step", 1, "q\"uote\nnl", "value", 3.0, "step", 1);
+    char *text = zt_prom_render(job);
+    assert(strstr(text, "ztrain_replica_metric{replica=\"workerpool0-0\",name=\"dup-x\"} 1\n"));
+    assert(strstr(text, "ztrain_replica_metric{replica=\"workerpool0-0\",name=\"dup.x\"} 2\n"));
+    assert(strstr(text, "name=\"q\\\"uote\\nnl\"} 3\n"));
+    assert(strstr(text, "ztrain_job_state{state=\"RUNNING\"} 1\n"));
+    free(text);
+    json_decref(job);
+}
+
 #define TEST_ENTRY(name, fn) { name, fn },
 static const struct {
     const char *name;
     void (*run)(void);
 } s_tests[] = {
     TEST_ENTRY("knobs", s_knobs)
+    TEST_ENTRY("prom", s_prom)
     TEST_ENTRY("diag", zt_diag_selftest)
     TEST_ENTRY("json", zt_json_selftest)
     TEST_ENTRY("machines", zt_machines_selftest)
