@@ -206,10 +206,16 @@ static int s_start_metrics(zt_coord_t *self, int port)
 
 /* The control plane's ROUTER on the placement's control address, on a port
  * above the usual ephemeral ones when one is free; its endpoint becomes
- * the job's coordinator address. */
+ * the job's coordinator address. The transport learns the job's hosts
+ * first: the port accepts connections from their addresses only. */
 static bool s_bind_control(zt_coord_t *self)
 {
     int port = -1;
+    json_t *hosts = zt_layout_hosts(&self->layout);
+    char *map = json_dumps(hosts, JSON_COMPACT);
+    json_decref(hosts);
+    zt_transport_set_hosts("", map); /* "": no replica's host is this process's own */
+    free(map);
     const char *caddr = self->layout.placement.control_addr;
     char *ep = zt_strdupf("tcp://%s:*[49152-]", caddr);
     self->router = zt_sock_router(ZT_PLANE_CONTROL, ep, &port);

@@ -135,8 +135,7 @@ static void s_put_json(json_t *env, const char *name, json_t *value)
     json_decref(value);
 }
 
-/* {"addr:port": host} for every replica. */
-static json_t *s_hosts(const zt_layout_t *self)
+json_t *zt_layout_hosts(const zt_layout_t *self)
 {
     json_t *map = json_object();
     for (int i = 0; i < self->placement.n; i++) {
@@ -490,7 +489,7 @@ static void s_env_ztrain(json_t *env, const zt_layout_t *self, int pool, int ind
     snprintf(addr, sizeof addr, "%s:%d", me->addr, me->port);
     s_put(env, zt_env_name(ZT_ENV_ADDRESS), addr);
     s_put(env, zt_env_name(ZT_ENV_HOST), me->host);
-    s_put_json(env, zt_env_name(ZT_ENV_HOSTS), s_hosts(self));
+    s_put_json(env, zt_env_name(ZT_ENV_HOSTS), zt_layout_hosts(self));
     s_put(env, zt_env_name(ZT_ENV_JOB_DIR), self->job_dir);
     if (self->credentials) { /* the path only: the keys stay in the file */
         char name[64];

@@ -35,6 +35,8 @@ int zt_layout_ordinal(const zt_layout_t *self, int pool, int index);
 /* "workerpoolN-I" */
 void zt_layout_name(int pool, int index, char *buf, size_t size);
 /* The host:port list of a pool. */
+/* {"addr:port": host} for every replica (ZT_HOSTS). */
+json_t *zt_layout_hosts(const zt_layout_t *self);
 json_t *zt_layout_pool_addresses(const zt_layout_t *self, int pool);
 json_t *zt_layout_cluster_spec(const zt_layout_t *self, int pool, int index);
 /* NULL when the job has a single replica (the service sets none then). */

@@ -83,12 +83,14 @@ extern "C" {
       "the same for a reducer on this host (reached over ipc://)") \
     X(SECURITY,            "ZT_SECURITY",            "on", "on|off", ZT_FOR_ALL,                                      \
       "on: every socket of a job started by ztrain run is authenticated and encrypted (CURVE keys made for each job, in files only its user can read; only the job's replicas may connect, each as itself); off: for benchmarks only, no authentication and no encryption, so anyone who can reach the job's ports can read its model and pose as its replicas") \
-    X(DATA_IPC,            "ZT_DATA_IPC",            "auto", "auto|off", ZT_FOR_WORKER|ZT_FOR_PS|ZT_FOR_REDUCER,                      \
-      "auto: data-plane sockets on this host (loopback) also go over ipc://; off: TCP only") \
+    X(DATA_IPC,            "ZT_DATA_IPC",            "auto", "auto|off", ZT_FOR_ALL,                      \
+      "auto: a job's sockets between processes on one host go over ipc:// twins of their TCP ports (control and data plane), and a job's TCP ports then accept only its other hosts; off: TCP only, open to any address (as between hosts; for benchmarks)") \
+    X(HANDSHAKE_MS,        "ZT_HANDSHAKE_MS",        "10000", "int", ZT_FOR_ALL,                         \
+      "a connection whose ZeroMQ/CURVE handshake is not done within this long is closed, counted and logged (ms)") \
     X(SHM,                 "ZT_SHM",                 "auto", "auto|off", ZT_FOR_WORKER|ZT_FOR_PS|ZT_FOR_REDUCER,                      \
       "auto: all-reduce and parameter-server payloads between replicas on this host go through shared memory (sealed memfds); off: over the sockets") \
-    X(IPC_DIR,             "ZT_IPC_DIR",             "", "path", ZT_FOR_WORKER|ZT_FOR_PS|ZT_FOR_REDUCER,           \
-      "where the ipc:// twins of loopback data-plane endpoints live (ztrain-PORT.sock); empty: /tmp/ztrain-ipc-UID. It must be this user's, mode 0700 (made so when missing); otherwise it is not used and same-host data goes over TCP") \
+    X(IPC_DIR,             "ZT_IPC_DIR",             "", "path", ZT_FOR_ALL,           \
+      "where the ipc:// twins of a job's same-host endpoints live (ztrain-PORT.sock); empty: /tmp/ztrain-ipc-UID. It must be this user's, mode 0700 (made so when missing); otherwise it is not used and same-host data goes over TCP") \
     X(SPIN_US,             "ZT_SPIN_US",             "200", "int", ZT_FOR_WORKER,                       \
       "a client waiting for a reply polls this long before sleeping (us, adaptive; 0: never)") \
     X(TENSORBOARD,         "ZT_TENSORBOARD",         "chief", "chief|all|off", ZT_FOR_WORKER|ZT_FOR_EVAL,         \

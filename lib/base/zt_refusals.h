@@ -22,6 +22,9 @@ typedef struct {
 /* Counts one refusal of `what` ("a connection from ...: bad key"), and logs
  * "refused WHAT" when no line was written for ZT_REFUSALS_LOG_MS. */
 void zt_refusals_count(zt_refusals_t *r, const char *what, int64_t now_ms);
+/* Whether the next zt_refusals_count will write a line (so that a costly
+ * WHAT is made only then). */
+bool zt_refusals_log_due(const zt_refusals_t *r, int64_t now_ms);
 /* True with *total when the total changed since the last report and
  * ZT_REFUSALS_REPORT_MS have passed; the total is then taken as reported. */
 bool zt_refusals_due(zt_refusals_t *r, int64_t now_ms, int64_t *total);

@@ -1,4 +1,5 @@
 #include "wire/zt_auth.h"
+#include "wire/zt_guard.h"
 #include "wire/zt_transport.h"
 #include "ztrain/zt_error.h"
 #include "ztrain/zt_knobs.h"
@@ -41,7 +42,7 @@ static pthread_mutex_t s_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t s_once = PTHREAD_ONCE_INIT;
 static atomic_uint_fast64_t s_refused;
 
-uint64_t zt_auth_refused(void) { return (uint64_t) atomic_load(&s_refused); }
+uint64_t zt_auth_refused(void) { return (uint64_t) atomic_load(&s_refused) + zt_guard_refused(); }
 
 static void s_init_once(void);
 

@@ -50,7 +50,8 @@ int zt_auth_apply(zsock_t *sock, bool server);
  * or "" for a replica-less peer), or NULL on a plain socket. */
 const char *zt_auth_peer(zframe_t *frame);
 /* Connections this process's servers refused: the client's key is not one
- * of the job's. */
+ * of the job's (the ZAP handler), or zt_guard's (an address that is not
+ * one of the job's hosts, a handshake that failed before ZAP was asked). */
 uint64_t zt_auth_refused(void);
 void zt_auth_selftest(void);
 

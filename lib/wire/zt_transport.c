@@ -1,5 +1,6 @@
 #include "wire/zt_transport.h"
 #include "wire/zt_auth.h"
+#include "wire/zt_guard.h"
 #include "ztrain/zt_knobs.h"
 #include "ztrain/zt_log.h"
 #include "base/zt_env.h"
@@ -53,10 +54,16 @@ static void s_load_hosts(void)
     s_set_hosts(zt_env_get(ZT_ENV_HOST), zt_env_get(ZT_ENV_HOSTS));
 }
 
+static bool s_allowed_decided;
+static pthread_mutex_t s_allowed_lock = PTHREAD_MUTEX_INITIALIZER;
+
 void zt_transport_set_hosts(const char *me, const char *map)
 {
     pthread_once(&s_hosts_once, s_load_hosts);
+    pthread_mutex_lock(&s_allowed_lock);
     s_set_hosts(me, map);
+    s_allowed_decided = false; /* the next router decides its filter again */
+    pthread_mutex_unlock(&s_allowed_lock);
 }
 
 /* 1: the replica at host:port runs on this host; 0: on another; -1: the
@@ -156,6 +163,7 @@ static zsock_t *s_socket(int type, zt_plane_t plane)
         zsock_destroy(&s);
         return NULL;
     }
+    zsock_set_handshake_ivl(s, (int) zt_knob_int(ZT_KNOB_HANDSHAKE_MS));
     if (plane == ZT_PLANE_DATA) {
         zsock_set_sndhwm(s, 100000);
         zsock_set_rcvhwm(s, 100000);
@@ -201,12 +209,14 @@ static void s_sweep_ipc_dir(const char *dir)
 static struct {
     zsock_t *sock;
     char path[2][160];
+    zt_guard_t *guard;
+    zt_hold_t *hold;
 } s_bound[MAX_BOUND];
 static pthread_mutex_t s_bound_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static void s_remember_ipc(zsock_t *sock, int k, const char *endpoint)
+static void s_remember(zsock_t *sock, int k, const char *endpoint, zt_guard_t *guard, zt_hold_t *hold)
 {
-    if (strncmp(endpoint, "ipc://", 6))
+    if (strncmp(endpoint, "ipc://", 6) && !guard && !hold)
         return;
     pthread_mutex_lock(&s_bound_lock);
     int at = -1;
@@ -218,9 +228,18 @@ static void s_remember_ipc(zsock_t *sock, int k, const char *endpoint)
             at = i;
     if (at >= 0) {
         s_bound[at].sock = sock;
-        snprintf(s_bound[at].path[k], sizeof s_bound[at].path[k], "%s", endpoint + 6);
+        if (!strncmp(endpoint, "ipc://", 6))
+            snprintf(s_bound[at].path[k], sizeof s_bound[at].path[k], "%s", endpoint + 6);
+        if (guard)
+            s_bound[at].guard = guard;
+        if (hold)
+            s_bound[at].hold = hold;
     }
     pthread_mutex_unlock(&s_bound_lock);
+    if (at < 0) {
+        zt_guard_unwatch(sock, &guard);
+        zt_guard_release(&hold);
+    }
 }
 
 void zt_sock_destroy(zsock_t **sock_p)
@@ -228,14 +247,20 @@ void zt_sock_destroy(zsock_t **sock_p)
     if (!sock_p || !*sock_p)
         return;
     char paths[2][160] = { "", "" };
+    zt_guard_t *guard = NULL;
+    zt_hold_t *hold = NULL;
     pthread_mutex_lock(&s_bound_lock);
     for (int i = 0; i < MAX_BOUND; i++)
         if (s_bound[i].sock == *sock_p) {
             memcpy(paths, s_bound[i].path, sizeof paths);
+            guard = s_bound[i].guard;
+            hold = s_bound[i].hold;
             memset(&s_bound[i], 0, sizeof s_bound[i]);
         }
     pthread_mutex_unlock(&s_bound_lock);
+    zt_guard_unwatch(*sock_p, &guard);
     zsock_destroy(sock_p);
+    zt_guard_release(&hold);
     for (int k = 0; k < 2; k++)
         if (paths[k][0])
             unlink(paths[k]);
@@ -266,23 +291,112 @@ static const char *s_bindable(const char *endpoint, char *buf, size_t size)
     return buf;
 }
 
+/* The addresses that may reach this process's TCP ports: the job's hosts'
+ * (from the placement), loopback excepted, since peers on this host that
+ * reach a port by a loopback address come over its twin. So a job on one
+ * host accepts no TCP connection at all. Decided at the first router (and
+ * again after zt_transport_set_hosts); s_nallowed < 0: no filter (no
+ * placement, twins off, or a host that does not resolve, said). */
+static char *s_allowed[256];
+static int s_nallowed = -1;
+
+static void s_add_allowed(const char *host)
+{
+    struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *res = NULL;
+    if (getaddrinfo(host, NULL, &hints, &res) != 0 || !res) {
+        zt_warn("the job's host %s does not resolve: this process's TCP ports accept any address", host);
+        s_nallowed = -1;
+        return;
+    }
+    for (struct addrinfo *ai = res; ai && s_nallowed >= 0; ai = ai->ai_next) {
+        char addr[INET6_ADDRSTRLEN] = "";
+        if (ai->ai_family == AF_INET)
+            inet_ntop(AF_INET, &((struct sockaddr_in *) ai->ai_addr)->sin_addr, addr, sizeof addr);
+        else if (ai->ai_family == AF_INET6)
+            inet_ntop(AF_INET6, &((struct sockaddr_in6 *) ai->ai_addr)->sin6_addr, addr, sizeof addr);
+        if (!addr[0] || !strncmp(addr, "127.", 4) || !strcmp(addr, "::1"))
+            continue;
+        bool have = false;
+        for (int i = 0; i < s_nallowed && !have; i++)
+            have = !strcmp(s_allowed[i], addr);
+        if (!have && s_nallowed < (int) (sizeof s_allowed / sizeof *s_allowed))
+            s_allowed[s_nallowed++] = strdup(addr);
+    }
+    freeaddrinfo(res);
+}
+
+static void s_decide_allowed(void)
+{
+    for (int i = 0; i < s_nallowed; i++)
+        free(s_allowed[i]);
+    s_nallowed = -1;
+    pthread_once(&s_hosts_once, s_load_hosts);
+    if (!s_hosts || strcmp(zt_knob_str(ZT_KNOB_DATA_IPC), "auto") || !zt_ipc_dir())
+        return;
+    s_nallowed = 0;
+    const char *key;
+    json_t *host;
+    json_object_foreach(s_hosts, key, host) {
+        const char *colon = strrchr(key, ':');
+        if (!colon || !json_is_string(host))
+            continue;
+        char name[256];
+        snprintf(name, sizeof name, "%.*s", (int) (colon - key), key);
+        s_add_allowed(name);
+        if (s_nallowed < 0)
+            return;
+    }
+}
+
+/* The endpoint with its port ("tcp://h:*" bound to 41000: "tcp://h:41000"). */
+static void s_with_port(const char *endpoint, int port, char *out, size_t len)
+{
+    const char *colon = strrchr(endpoint, ':');
+    if (!colon || colon - endpoint < 6)
+        snprintf(out, len, "%s", endpoint);
+    else
+        snprintf(out, len, "%.*s:%d", (int) (colon - endpoint), endpoint, port);
+}
+
+/* Long by its comment: the TCP bind (filtered and watched in a job), then
+ * the same-host twin, each step's failure undone and said. */
 zsock_t *zt_sock_router(zt_plane_t plane, const char *endpoint, int *port_p)
 {
     zsock_t *router = s_socket(ZMQ_ROUTER, plane);
     if (!router)
         return NULL;
-    char twin[160], resolved[300];
-    int port = zsock_bind(router, "%s", s_bindable(endpoint, resolved, sizeof resolved));
+    char twin[160], resolved[300], actual[300];
+    bool tcp = !strncmp(endpoint, "tcp://", 6);
+    pthread_mutex_lock(&s_allowed_lock);
+    if (!s_allowed_decided)
+        s_decide_allowed();
+    s_allowed_decided = true;
+    bool filtered = tcp && s_nallowed >= 0, held = filtered && s_nallowed == 0;
+    if (filtered && !held)
+        zt_guard_filter(router, s_allowed, s_nallowed);
+    pthread_mutex_unlock(&s_allowed_lock);
+    /* no TCP peer at all (a job on one host): the port is held, not bound */
+    zt_hold_t *hold = NULL;
+    int port = -1;
+    if (held)
+        hold = zt_guard_hold(s_bindable(endpoint, resolved, sizeof resolved), &port);
+    else
+        port = zsock_bind(router, "%s", s_bindable(endpoint, resolved, sizeof resolved));
     if (port < 0) {
-        zt_error("cannot bind %s: %s", endpoint, zmq_strerror(zmq_errno()));
+        zt_error("cannot bind %s: %s", endpoint, held ? "see above" : zmq_strerror(zmq_errno()));
         zsock_destroy(&router);
+        return NULL;
     }
-    else {
-        if (port_p)
-            *port_p = port;
-        s_remember_ipc(router, 0, endpoint);
+    if (port_p)
+        *port_p = port;
+    zt_guard_t *guard = tcp && !held && (filtered || zt_auth_on()) ? zt_guard_watch(router, port, filtered) : NULL;
+    s_remember(router, 0, endpoint, guard, hold);
+    s_with_port(endpoint, port, actual, sizeof actual);
+    if (held && !zt_data_ipc_twin(actual, true, twin, sizeof twin)) {
+        zt_error("%s: this job's peers reach a port on this host over its ipc twin, and %s has none", endpoint, actual);
+        zt_sock_destroy(&router);
     }
-    if (router && plane == ZT_PLANE_DATA && zt_data_ipc_twin(endpoint, true, twin, sizeof twin)) {
+    else if (tcp && zt_data_ipc_twin(actual, true, twin, sizeof twin)) {
         /* clients on this host will connect there: failing to bind it is fatal */
         static bool swept;
         if (!swept) {
@@ -291,12 +405,12 @@ zsock_t *zt_sock_router(zt_plane_t plane, const char *endpoint, int *port_p)
         }
         if (zsock_bind(router, "%s", twin) < 0) {
             zt_error("cannot bind %s (the same-host twin of %s): %s; set ZT_IPC_DIR to a writable "
-                       "directory, or ZT_DATA_IPC=off for TCP only", twin, endpoint,
+                       "directory, or ZT_DATA_IPC=off for TCP only", twin, actual,
                        zmq_strerror(zmq_errno()));
             zt_sock_destroy(&router);
         }
         else
-            s_remember_ipc(router, 1, twin);
+            s_remember(router, 1, twin, NULL, NULL);
     }
     return router;
 }
@@ -307,7 +421,7 @@ zsock_t *zt_sock_dealer(zt_plane_t plane, const char *endpoint)
     if (!d)
         return NULL;
     char twin[160];
-    bool twinned = plane == ZT_PLANE_DATA && zt_data_ipc_twin(endpoint, false, twin, sizeof twin);
+    bool twinned = zt_data_ipc_twin(endpoint, false, twin, sizeof twin);
     int rc = twinned ? zsock_connect(d, "%s", twin)
              : strstr(endpoint, "://")                              ? zsock_connect(d, "%s", endpoint)
                                                                     : zsock_connect(d, "tcp://%s", endpoint);
@@ -369,6 +483,33 @@ void zt_transport_selftest(void)
         zt_sock_destroy(&srv);
         assert(!srv && access(path, F_OK) != 0);
         zt_sock_destroy(&srv); /* safe twice */
+    }
+    /* In a job on one host (a placement of loopback addresses) a router's
+     * TCP port refuses every connection, before any greeting: its peers,
+     * control plane too, come over the twin. */
+    if (on) {
+        zt_transport_set_hosts("nodeA", "{\"127.0.0.1:5555\": \"nodeA\"}");
+        int cport = 0;
+        zsock_t *srv = zt_sock_router(ZT_PLANE_CONTROL, "tcp://127.0.0.1:*", &cport);
+        assert(srv && cport > 0);
+        char ep[64];
+        snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", cport);
+        zsock_t *mine = zt_sock_dealer(ZT_PLANE_CONTROL, ep);
+        assert(mine && zstr_send(mine, "over the twin") == 0);
+        zsock_set_rcvtimeo(srv, 3000);
+        zmsg_t *m = zmsg_recv(srv);
+        assert(m && zmsg_size(m) == 2);
+        zmsg_destroy(&m);
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t) cport) };
+        inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+        assert(fd >= 0 && connect(fd, (struct sockaddr *) &a, sizeof a) == 0);
+        char c;
+        assert(read(fd, &c, 1) <= 0); /* closed at once: no greeting */
+        close(fd);
+        zt_sock_destroy(&mine);
+        zt_sock_destroy(&srv);
+        zt_transport_set_hosts(NULL, NULL);
     }
     /* The sweep removes twins nobody listens on, and nothing else. */
     char d[48], paths[3][96]; /* well under sun_path's 108 */

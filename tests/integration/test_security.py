@@ -289,7 +289,8 @@ class Impostors(unittest.TestCase):
         """Three would-be impostors at one running job:
         - the stranger, who has even learnt the job's server key, comes
           with a key pair of its own: the coordinator and a parameter
-          server refuse the connection (ZAP) and say so; REGISTER as the
+          server, whose job is on one host and so has no TCP peer, never
+          answer its connection, and say whose it was; REGISTER as the
           chief gets no WELCOME;
         - an insider with workerpool1-0's keys registers as the chief and
           reports accuracy 0.999: refused (its keys name it), counted, and
@@ -343,8 +344,12 @@ class Impostors(unittest.TestCase):
         self.assertLess(j["metrics"]["workerpool0-0"]["accuracy"]["value"], 0.99)
         self.assertGreater(j["metrics"]["workerpool0-0"]["accuracy"]["value"], 0.75)
         text = job.out + job.err
-        self.assertRegex(text, r"coordinator/0\[\d+\]: refused a connection from 127\.0\.0\.1: not one of the job's keys")
-        self.assertRegex(text, r"workerpool2-0\[\d+\]: refused a connection from 127\.0\.0\.1: not one of the job's keys")
+        # a job on one host serves no TCP connection: the stranger's is held
+        # unanswered, then closed, and the log names whose it was
+        held = (r"refused a connection to port \d+ from 127\.0\.0\.1 \(user %s, uid \d+\): this job has no TCP peer"
+                % STRANGER.name)
+        self.assertRegex(text, r"coordinator/0\[\d+\]: " + held)
+        self.assertRegex(text, r"workerpool2-0\[\d+\]: " + held)
         self.assertRegex(text, r"refused register claiming to be workerpool0-0 from a connection that authenticated "
                                r"as workerpool1-0")
 
@@ -366,6 +371,47 @@ def listening_ports(pid):
             if cols[3] == "0A" and cols[9] in inodes:  # LISTEN
                 ports.append(int(cols[1].split(":")[1], 16))
     return ports
+
+
+class HandshakeStorm(unittest.TestCase):
+    def test_storm_of_strangers_handshakes(self):
+        """The stranger storms every TCP port of a running synchronous job
+        (chief, worker, reducer, coordinator) with CURVE handshakes: 40
+        sockets per port with keys of its own, reconnecting every 10 ms. A
+        job on one host has no TCP peer, so no port serves the storm: the
+        kernel holds its connections unanswered. The job trains to its usual
+        accuracy, the refusals are counted, and the log names the stranger.
+        (bench/storm_bench.py measures the speed under the storm.)"""
+        args = ["--hidden=64", "--epochs=3", "--batch_size=64", "--log_every=100"]
+        d = tmpdir("sec-")
+        job_dir = os.path.join(d, "job")
+        job = Job(self, job_file(d, "storm", [pool("ztrain-worker", 1, args), pool("ztrain-worker", 1, args),
+                                              pool("ztrain-reducer", 1)]), job_dir, env=FAST)
+        wait_for(lambda: (load_job(job_dir) or {}).get("state") == "RUNNING", timeout=120, what="RUNNING")
+        j = load_job(job_dir)
+        pids = [r["pid"] for r in j["replicas"]] + [j["coordinatorProcess"]["pid"]]
+        ports = []
+
+        def all_bound():  # each replica's port, and the coordinator's
+            ports[:] = sorted({p for pid in pids for p in listening_ports(pid)})
+            return len(ports) >= 4
+        wait_for(all_bound, timeout=120, what="every replica's port")
+        storm = subprocess.Popen(["runuser", "-u", STRANGER.name, "--", ATTACK, "storm", "6"] +
+                                 ["tcp://127.0.0.1:%d" % p for p in ports],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.addCleanup(lambda: storm.poll() is None and storm.kill())
+        self.assertEqual(job.wait(timeout=300), 0, job.err[-3000:])
+        out, err = storm.communicate(timeout=60)
+        self.assertEqual(storm.returncode, 0, out + err)
+        self.assertIn("storm: %d sockets on %d endpoints" % (40 * len(ports), len(ports)), out)
+        j = load_job(job_dir)
+        self.assertEqual(j["state"], "SUCCEEDED")
+        self.assertGreater(j["metrics"]["workerpool0-0"]["accuracy"]["value"], 0.75)
+        self.assertGreaterEqual(j["controlPlaneDrops"]["unauthenticated"], 1)
+        text = job.out + job.err
+        for who in ("coordinator/0", "workerpool0-0", "workerpool2-0"):
+            self.assertRegex(text, r"%s\[\d+\]: refused a connection to port \d+ from 127\.0\.0\.1 \(user %s, "
+                                   r"uid \d+\): this job has no TCP peer" % (re.escape(who), STRANGER.name))
 
 
 class FileServer(unittest.TestCase):

@@ -14,6 +14,8 @@
  *   zt_attack register ENDPOINT POOL INDEX  REGISTER as that replica, then a metric accuracy=0.999
  *   zt_attack ps-steal ENDPOINT             a snapshot request (every value of the shard), then a
  *                                           configuration of another model (to make the workers fail)
+ *   zt_attack storm SECONDS ENDPOINT...     a CURVE handshake storm: 40 sockets per endpoint with
+ *                                           random keys, reconnecting every 10 ms, for SECONDS
  *
  * How it connects: with ZT_CREDENTIALS set (an insider holding a replica's
  * keys), as that replica, through ztrain's own transport; with
@@ -257,8 +259,49 @@ static zsock_t *s_connect(const char *endpoint)
     return d;
 }
 
+/* The storm: every socket a CURVE client with a key pair and a server key
+ * of its own (a stranger knows neither the job's), so each connection is a
+ * handshake the server must refuse; libzmq reconnects every 10 ms. */
+static int s_storm(int seconds, char **endpoints, int n)
+{
+    enum { PER_ENDPOINT = 40 };
+    zsock_t **socks = calloc((size_t) n * PER_ENDPOINT, sizeof *socks);
+    if (!socks)
+        return 2;
+    int made = 0;
+    for (int e = 0; e < n; e++)
+        for (int i = 0; i < PER_ENDPOINT; i++) {
+            char pub[41], sec[41], spub[41], ssec[41];
+            zmq_curve_keypair(pub, sec);
+            zmq_curve_keypair(spub, ssec);
+            zsock_t *d = zsock_new(ZMQ_DEALER);
+            if (!d)
+                continue;
+            zsock_set_curve_serverkey(d, spub);
+            zsock_set_curve_publickey(d, pub);
+            zsock_set_curve_secretkey(d, sec);
+            zsock_set_reconnect_ivl(d, 10);
+            zsock_set_reconnect_ivl_max(d, 10);
+            zsock_set_linger(d, 0);
+            if (zsock_connect(d, "%s", endpoints[e]) != 0) {
+                zsock_destroy(&d);
+                continue;
+            }
+            socks[made++] = d;
+        }
+    printf("storm: %d sockets on %d endpoints for %d s\n", made, n, seconds);
+    fflush(stdout);
+    zclock_sleep(seconds * 1000);
+    for (int i = 0; i < made; i++)
+        zsock_destroy(&socks[i]);
+    free(socks);
+    return made ? 0 : 2;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc > 3 && !strcmp(argv[1], "storm"))
+        return s_storm(atoi(argv[2]), argv + 3, argc - 3);
     if (argc < 3) {
         fprintf(stderr, "usage: zt_attack ps-ranges ENDPOINT ROUNDS | reducer-layout ENDPOINT | "
                 "reducer-pieces ENDPOINT ROUNDS\n");

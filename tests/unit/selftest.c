@@ -8,6 +8,7 @@
 #include "wire/zt_msg.h"
 #include "wire/zt_transport.h"
 #include "wire/zt_auth.h"
+#include "wire/zt_guard.h"
 #include "base/zt_shard.h"
 #include "base/zt_json.h"
 #include "model/zt_optim.h"
@@ -106,6 +107,7 @@ static const struct {
     TEST_ENTRY("layout", zt_layout_selftest)
     TEST_ENTRY("msg", zt_msg_selftest)
     TEST_ENTRY("transport", zt_transport_selftest)
+    TEST_ENTRY("guard", zt_guard_selftest)
     TEST_ENTRY("shard", zt_shard_selftest)
     TEST_ENTRY("optim", zt_optim_selftest)
     TEST_ENTRY("ckpt", s_ckpt)
