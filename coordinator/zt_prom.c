@@ -1,7 +1,9 @@
 /* The coordinator's Prometheus endpoint (see zt_prom.h). */
 #include "zt_prom.h"
 #include "zt_coord.h"
+#include "base/zt_refusals.h"
 #include "base/zt_util.h"
+#include "wire/zt_guard.h"
 #include <arpa/inet.h>
 #include <errno.h>
 #include <math.h>
@@ -13,14 +15,37 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
+
+/* Who may hold the server's connections, and for how long: a stranger
+ * opening many, or trickling bytes to keep them, cannot starve the job's
+ * own scrapes. */
+#define CONN_MAX 64        /* connections at once */
+#define CONN_PER_CLIENT 8  /* of them one client's: a local user's, or a remote address's */
+#define CONN_IDLE_S 5      /* a connection silent this long is closed */
+#define CONN_LIFE_MS 10000 /* a connection's whole life, request and answer, however it trickles */
+
+typedef struct {
+    struct MHD_Connection *c; /* NULL: a free slot */
+    int fd;
+    int64_t start_ms;
+    bool cut;                 /* shut down at its deadline */
+    char client[64];          /* "uid N" or an address */
+} s_conn_t;
 
 struct zt_prom {
     struct MHD_Daemon *d;
-    pthread_mutex_t mu;
+    pthread_mutex_t mu;  /* text, conns, stopping */
+    pthread_cond_t cv;
     char *text;       /* the latest rendering */
     int port;
     char *token;      /* the bearer token a scrape must carry, or NULL: none asked */
+    s_conn_t conns[CONN_MAX];
+    bool stopping;
+    pthread_t watchdog;
+    zt_refusals_t refused; /* the server's thread's */
 };
 
 /* Whether the request carries "Authorization: Bearer <token>" (compared in
@@ -298,6 +323,96 @@ char *zt_prom_render(json_t *job)
 
 /* ------------------------------------------------------------ serving */
 
+/* A client: the local user whose socket it is (so that every user of a
+ * machine, all at 127.0.0.1, counts apart), else its address. */
+static void s_client(const zt_prom_t *self, const struct sockaddr *a, char *out, size_t len)
+{
+    long uid = a ? zt_guard_owner(a, self->port) : -1;
+    char addr[INET6_ADDRSTRLEN] = "?";
+    if (a && a->sa_family == AF_INET)
+        inet_ntop(AF_INET, &((const struct sockaddr_in *) a)->sin_addr, addr, sizeof addr);
+    else if (a && a->sa_family == AF_INET6)
+        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *) a)->sin6_addr, addr, sizeof addr);
+    if (uid >= 0)
+        snprintf(out, len, "uid %ld", uid);
+    else
+        snprintf(out, len, "%s", addr);
+}
+
+static enum MHD_Result s_accept_policy(void *cls, const struct sockaddr *a, socklen_t alen)
+{
+    (void) alen;
+    zt_prom_t *self = cls;
+    char client[64];
+    s_client(self, a, client, sizeof client);
+    int held = 0;
+    pthread_mutex_lock(&self->mu);
+    for (int i = 0; i < CONN_MAX; i++)
+        held += self->conns[i].c && !strcmp(self->conns[i].client, client);
+    pthread_mutex_unlock(&self->mu);
+    if (held < CONN_PER_CLIENT)
+        return MHD_YES;
+    char what[160];
+    snprintf(what, sizeof what, "a /metrics connection from %s: it holds %d already", client, held);
+    zt_refusals_count(&self->refused, what, zt_now_ms());
+    return MHD_NO;
+}
+
+static void s_notify(void *cls, struct MHD_Connection *c, void **socket_ctx, enum MHD_ConnectionNotificationCode code)
+{
+    (void) socket_ctx;
+    zt_prom_t *self = cls;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *ai = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        const union MHD_ConnectionInfo *fi = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        char client[64];
+        s_client(self, ai ? ai->client_addr : NULL, client, sizeof client);
+        pthread_mutex_lock(&self->mu);
+        for (int i = 0; i < CONN_MAX; i++)
+            if (!self->conns[i].c) {
+                self->conns[i] = (s_conn_t) { .c = c, .fd = fi ? fi->connect_fd : -1, .start_ms = zt_now_ms() };
+                snprintf(self->conns[i].client, sizeof self->conns[i].client, "%s", client);
+                break;
+            }
+        pthread_mutex_unlock(&self->mu);
+    }
+    else if (code == MHD_CONNECTION_NOTIFY_CLOSED) { /* before its socket is closed */
+        pthread_mutex_lock(&self->mu);
+        for (int i = 0; i < CONN_MAX; i++)
+            if (self->conns[i].c == c)
+                self->conns[i].c = NULL;
+        pthread_mutex_unlock(&self->mu);
+    }
+}
+
+/* Cuts a connection at CONN_LIFE_MS: shut down under the lock that its
+ * CLOSED notice takes before its socket is closed, so the descriptor is
+ * still the connection's; the server's thread then sees the end and
+ * closes it as any other. */
+static void *s_watchdog_main(void *arg)
+{
+    zt_prom_t *self = arg;
+    pthread_mutex_lock(&self->mu);
+    while (!self->stopping) {
+        struct timespec t;
+        clock_gettime(CLOCK_REALTIME, &t);
+        t.tv_nsec += 500 * 1000000L;
+        t.tv_sec += t.tv_nsec / 1000000000L;
+        t.tv_nsec %= 1000000000L;
+        pthread_cond_timedwait(&self->cv, &self->mu, &t);
+        int64_t now = zt_now_ms();
+        for (int i = 0; i < CONN_MAX; i++) {
+            s_conn_t *k = &self->conns[i];
+            if (k->c && !k->cut && k->fd >= 0 && now - k->start_ms >= CONN_LIFE_MS) {
+                shutdown(k->fd, SHUT_RDWR);
+                k->cut = true;
+            }
+        }
+    }
+    pthread_mutex_unlock(&self->mu);
+    return NULL;
+}
+
 static enum MHD_Result s_answer(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                                 const char *version, const char *upload, size_t *upload_size, void **ctx)
 {
@@ -347,19 +462,43 @@ zt_prom_t *zt_prom_start(const char *addr, int port, const char *token, char *er
     }
     zt_prom_t *self = calloc(1, sizeof *self);
     pthread_mutex_init(&self->mu, NULL);
+    pthread_cond_init(&self->cv, NULL);
     self->token = token ? strdup(token) : NULL;
-    self->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL, (uint16_t) port, NULL, NULL,
-                               s_answer, self, MHD_OPTION_SOCK_ADDR, &sa, MHD_OPTION_CONNECTION_LIMIT,
-                               (unsigned) 64, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned) 10, MHD_OPTION_END);
-    if (!self->d) {
+    self->port = port;
+    /* the port, known before the first connection (the owner lookup needs it) */
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+    socklen_t salen = sizeof sa;
+    if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
+        bind(fd, (struct sockaddr *) &sa, sizeof sa) != 0 || listen(fd, 64) != 0 ||
+        getsockname(fd, (struct sockaddr *) &sa, &salen) != 0) {
         snprintf(err, errlen, "cannot serve metrics on %s:%d: %s", addr, port, strerror(errno ? errno : EADDRINUSE));
+        if (fd >= 0)
+            close(fd);
+        fd = -1;
+    }
+    else
+        self->port = ntohs(sa.sin_port);
+    self->d = fd < 0 ? NULL
+                     : MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL, 0, s_accept_policy, self,
+                                        s_answer, self, MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT,
+                                        (unsigned) CONN_MAX, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned) CONN_IDLE_S,
+                                        MHD_OPTION_NOTIFY_CONNECTION, s_notify, self, MHD_OPTION_END);
+    if (self->d && pthread_create(&self->watchdog, NULL, s_watchdog_main, self) != 0) {
+        MHD_stop_daemon(self->d);
+        self->d = NULL;
+        snprintf(err, errlen, "cannot serve metrics on %s:%d: %s", addr, port, strerror(errno));
+    }
+    else if (!self->d && fd >= 0) {
+        snprintf(err, errlen, "cannot serve metrics on %s:%d: %s", addr, port, strerror(errno ? errno : EIO));
+        close(fd);
+    }
+    if (!self->d) {
+        pthread_cond_destroy(&self->cv);
         pthread_mutex_destroy(&self->mu);
         free(self->token);
         free(self);
         return NULL;
     }
-    const union MHD_DaemonInfo *info = MHD_get_daemon_info(self->d, MHD_DAEMON_INFO_BIND_PORT);
-    self->port = info ? info->port : port;
     return self;
 }
 
@@ -385,7 +524,13 @@ void zt_prom_stop(zt_prom_t **self_p)
     zt_prom_t *self = *self_p;
     if (!self)
         return;
+    pthread_mutex_lock(&self->mu);
+    self->stopping = true;
+    pthread_cond_signal(&self->cv);
+    pthread_mutex_unlock(&self->mu);
+    pthread_join(self->watchdog, NULL);
     MHD_stop_daemon(self->d);
+    pthread_cond_destroy(&self->cv);
     pthread_mutex_destroy(&self->mu);
     free(self->text);
     free(self->token);

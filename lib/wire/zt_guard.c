@@ -293,11 +293,13 @@ struct zt_hold_t {
     int port;
 };
 
-/* The owner of the connecting socket at peer (this host's), by its entry
- * in /proc/net/tcp{,6}: local = peer, remote port = port. -1: not seen. */
-static long s_owner(const struct sockaddr_storage *peer, int port)
+/* By the connecting socket's entry in /proc/net/tcp{,6}: local port = the
+ * peer's, remote port = ours. */
+long zt_guard_owner(const struct sockaddr *peer, int port)
 {
-    int pport = ntohs(peer->ss_family == AF_INET ? ((const struct sockaddr_in *) peer)->sin_port
+    if (peer->sa_family != AF_INET && peer->sa_family != AF_INET6)
+        return -1;
+    int pport = ntohs(peer->sa_family == AF_INET ? ((const struct sockaddr_in *) peer)->sin_port
                                                  : ((const struct sockaddr_in6 *) peer)->sin6_port);
     const char *tables[] = { "/proc/net/tcp", "/proc/net/tcp6" };
     long uid = -1;
@@ -346,7 +348,7 @@ static void *s_hold_main(void *arg)
                 inet_ntop(AF_INET, &((struct sockaddr_in *) &peer)->sin_addr, addr, sizeof addr);
             else if (peer.ss_family == AF_INET6)
                 inet_ntop(AF_INET6, &((struct sockaddr_in6 *) &peer)->sin6_addr, addr, sizeof addr);
-            s_describe(addr, s_owner(&peer, h->port), source, sizeof source);
+            s_describe(addr, zt_guard_owner((struct sockaddr *) &peer, h->port), source, sizeof source);
             snprintf(what, sizeof what, "a connection to port %d from %s: this job has no TCP peer (its replicas "
                      "are on one host); the port is held, not served", h->port, source);
             zt_refusals_count(&log, what, last);

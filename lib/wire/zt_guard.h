@@ -22,6 +22,7 @@
 #include <czmq.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 /* Sets the accept filter of a router about to bind a TCP endpoint: only
  * the n IPv4 or IPv6 addresses in addrs may connect (n == 0: nobody). */
@@ -53,6 +54,10 @@ uint64_t zt_guard_refused(void);
  * socket when it is on this host ("127.0.0.1 (user alice, uid 1001)"), or
  * "" when none is seen. */
 void zt_guard_source(int port, char *out, size_t len);
+/* The uid of the local user whose socket is the peer of a connection to
+ * this host's port `port` (a peer on this host: its entry in
+ * /proc/net/tcp{,6}), or -1 when it is not this host's or not seen. */
+long zt_guard_owner(const struct sockaddr *peer, int port);
 void zt_guard_selftest(void);
 
 #endif

@@ -438,6 +438,35 @@ zsock_t *zt_sock_dealer(zt_plane_t plane, const char *endpoint)
     return d;
 }
 
+/* In a job on one host (a placement of loopback addresses) a router's TCP
+ * port refuses every connection, before any greeting: its peers, control
+ * plane too, come over the twin. */
+static void s_selftest_one_host(void)
+{
+    zt_transport_set_hosts("nodeA", "{\"127.0.0.1:5555\": \"nodeA\"}");
+    int cport = 0;
+    zsock_t *srv = zt_sock_router(ZT_PLANE_CONTROL, "tcp://127.0.0.1:*", &cport);
+    assert(srv && cport > 0);
+    char ep[64];
+    snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", cport);
+    zsock_t *mine = zt_sock_dealer(ZT_PLANE_CONTROL, ep);
+    assert(mine && zstr_send(mine, "over the twin") == 0);
+    zsock_set_rcvtimeo(srv, 3000);
+    zmsg_t *m = zmsg_recv(srv);
+    assert(m && zmsg_size(m) == 2);
+    zmsg_destroy(&m);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t) cport) };
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    assert(fd >= 0 && connect(fd, (struct sockaddr *) &a, sizeof a) == 0);
+    char c;
+    assert(read(fd, &c, 1) <= 0); /* held, taken by the guard and closed: no greeting */
+    close(fd);
+    zt_sock_destroy(&mine);
+    zt_sock_destroy(&srv);
+    zt_transport_set_hosts(NULL, NULL);
+}
+
 void zt_transport_selftest(void)
 {
     char t[160];
@@ -484,33 +513,8 @@ void zt_transport_selftest(void)
         assert(!srv && access(path, F_OK) != 0);
         zt_sock_destroy(&srv); /* safe twice */
     }
-    /* In a job on one host (a placement of loopback addresses) a router's
-     * TCP port refuses every connection, before any greeting: its peers,
-     * control plane too, come over the twin. */
-    if (on) {
-        zt_transport_set_hosts("nodeA", "{\"127.0.0.1:5555\": \"nodeA\"}");
-        int cport = 0;
-        zsock_t *srv = zt_sock_router(ZT_PLANE_CONTROL, "tcp://127.0.0.1:*", &cport);
-        assert(srv && cport > 0);
-        char ep[64];
-        snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", cport);
-        zsock_t *mine = zt_sock_dealer(ZT_PLANE_CONTROL, ep);
-        assert(mine && zstr_send(mine, "over the twin") == 0);
-        zsock_set_rcvtimeo(srv, 3000);
-        zmsg_t *m = zmsg_recv(srv);
-        assert(m && zmsg_size(m) == 2);
-        zmsg_destroy(&m);
-        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t) cport) };
-        inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-        assert(fd >= 0 && connect(fd, (struct sockaddr *) &a, sizeof a) == 0);
-        char c;
-        assert(read(fd, &c, 1) <= 0); /* closed at once: no greeting */
-        close(fd);
-        zt_sock_destroy(&mine);
-        zt_sock_destroy(&srv);
-        zt_transport_set_hosts(NULL, NULL);
-    }
+    if (on)
+        s_selftest_one_host();
     /* The sweep removes twins nobody listens on, and nothing else. */
     char d[48], paths[3][96]; /* well under sun_path's 108 */
     snprintf(d, sizeof d, "/tmp/zt-ipc-sweep-%d", (int) getpid());

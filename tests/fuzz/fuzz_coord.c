@@ -6,7 +6,11 @@
  * decode. The job is real: its coordinator made its keys and started its
  * four replicas (`sleep`), so every message reaches the handler's full
  * path. It must refuse what is not the sender's to say, never crash, hang
- * or grow without bound.
+ * or grow without bound. Names are one of a few, raw bytes, or (the
+ * UTF-8-aware mode) pieces that pass or just fail the decoder's UTF-8
+ * check: multi-byte characters, terminal escapes, C1 controls, newlines,
+ * overlong forms, lone surrogates, quotes and format directives, so that
+ * the handler's escaping and JSON paths see hostile text that decodes.
  *   make fuzz   (clang), then build-fuzz/bin/fuzz_coord -max_total_time=600
  * Input: records, as fuzz_input.h reads them. */
 #include "zt_coord.h"
@@ -71,12 +75,29 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         m.incarnation = (sel & 0x40) ? s_int(&in) : 0;
         m.seq = (uint64_t) s_int(&in);
         const char *name = names[s_byte(&in) % 8];
-        char raw[24];
-        if (sel & 0x80) { /* a name of fuzzed bytes */
-            size_t len = s_byte(&in) % (sizeof raw - 1);
+        char raw[64];
+        uint8_t k = (sel & 0x80) ? s_byte(&in) : 0;
+        if ((sel & 0x80) && !(k & 0x80)) { /* a name of fuzzed bytes */
+            size_t len = k % 23;
             for (size_t i = 0; i < len; i++)
                 raw[i] = (char) (s_byte(&in) | 1);
             raw[len] = 0;
+            name = raw;
+        }
+        else if (sel & 0x80) { /* UTF-8-aware: hostile pieces, most of them valid UTF-8 */
+            static const char *pieces[] = { "\x1b[2J", "\x1b]0;t\x07", "\n", "\r", "\xc2\x9b", "\xc3\xa9",
+                                            "\xe2\x80\xae", "\xf0\x9f\x98\x80", "\xed\xa0\x80", "\xc0\xaf",
+                                            "\xf4\x90\x80\x80", "\xff", "\"", "\\", "%s%n", "a" };
+            size_t len = 0;
+            raw[0] = 0;
+            for (int i = 0; i < 1 + k % 6; i++) {
+                const char *piece = pieces[s_byte(&in) % 16];
+                size_t pl = strlen(piece);
+                if (len + pl >= sizeof raw)
+                    break;
+                memcpy(raw + len, piece, pl + 1);
+                len += pl;
+            }
             name = raw;
         }
         switch ((sel >> 1) % 8) {

@@ -14,13 +14,17 @@ Also: a displayName cannot place the job folder outside ZT_JOBS_DIR."""
 import glob
 import json
 import os
+import pwd
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import threading
+import time
 import unittest
+import urllib.request
 
 from ztest import BIN, Job, job_file, load_job, pool, tmpdir, wait_for, write
 
@@ -412,6 +416,81 @@ class HandshakeStorm(unittest.TestCase):
         for who in ("coordinator/0", "workerpool0-0", "workerpool2-0"):
             self.assertRegex(text, r"%s\[\d+\]: refused a connection to port \d+ from 127\.0\.0\.1 \(user %s, "
                                    r"uid \d+\): this job has no TCP peer" % (re.escape(who), STRANGER.name))
+
+
+HOLDER = r"""
+import socket, sys, time
+port, n = int(sys.argv[1]), int(sys.argv[2])
+held = []
+for i in range(n):
+    s = socket.create_connection(("127.0.0.1", port), timeout=2)
+    s.sendall(b"GET /metrics HTTP/1.1\r\n")  # a request never finished
+    held.append(s)
+time.sleep(1.5)
+def alive(s):
+    s.setblocking(False)
+    try:
+        return s.recv(1) != b""
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+print("open after 1.5 s:", sum(alive(s) for s in held), flush=True)
+t0, open_ = time.monotonic(), list(held)
+while open_ and time.monotonic() - t0 < 20:  # trickle a byte a second into each
+    for s in list(open_):
+        try:
+            s.sendall(b"X")
+        except OSError:
+            open_.remove(s)
+            continue
+        if not alive(s):
+            open_.remove(s)
+    time.sleep(1)
+print("open after trickling %.1f s: %d" % (time.monotonic() - t0, len(open_)), flush=True)
+"""
+
+
+class MetricsHolders(unittest.TestCase):
+    def test_strangers_connections_do_not_starve_scrapes(self):
+        """The stranger opens 64 connections to /metrics (the server's
+        limit) and trickles a byte a second into each to keep them: it gets
+        8, the rest are closed at once and logged with its uid, the job's
+        own scrape with the token is answered meanwhile, and each of the 8
+        is cut at its 10 s deadline however it trickles."""
+        d = tmpdir("sec-")
+        job_dir = os.path.join(d, "job")
+        args = ["--hidden=64", "--epochs=30", "--log_every=200"]
+        job = Job(self, job_file(d, "holders", [pool("ztrain-worker", 1, args)]), job_dir, "--metrics-port", "0",
+                  env=FAST)
+        url = wait_for(lambda: (load_job(job_dir) or {}).get("metricsUrl"), 60, what="metricsUrl")
+        port = int(re.search(r":(\d+)/metrics$", url).group(1))
+        with open(load_job(job_dir)["metricsTokenFile"]) as f:
+            token = f.read().strip()
+        holder = subprocess.Popen(["runuser", "-u", STRANGER.name, "--", "/usr/bin/python3", "-c", HOLDER, str(port),
+                                   "64"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.addCleanup(lambda: holder.poll() is None and holder.kill())
+        time.sleep(2)
+        t0 = time.monotonic()
+        req = urllib.request.Request(url, headers={"Authorization": "Bearer " + token})
+        with urllib.request.urlopen(req, timeout=5) as f:
+            self.assertEqual(f.status, 200)
+            self.assertIn("ztrain_job_state", f.read().decode())
+        self.assertLess(time.monotonic() - t0, 5)
+        out, err = holder.communicate(timeout=60)
+        self.assertEqual(holder.returncode, 0, out + err)
+        self.assertRegex(out, r"open after 1\.5 s: [1-8]\n")
+        m = re.search(r"open after trickling ([\d.]+) s: (\d+)", out)
+        self.assertTrue(m, out)
+        self.assertEqual(int(m.group(2)), 0, out)
+        self.assertLess(float(m.group(1)), 14, out)  # cut at 10 s from their start, not kept alive by bytes
+        self.assertIsNone(job.proc.poll(), "the job ended before the holder did: make it longer")
+        job.proc.send_signal(signal.SIGTERM)  # a cancel: the job's processes end and clean up
+        job.wait(timeout=120)
+        with open(os.path.join(job_dir, "replica-logs", "coordinator.log"), errors="replace") as f:
+            log = f.read()
+        uid = pwd.getpwnam(STRANGER.name).pw_uid
+        self.assertRegex(log, r"refused a /metrics connection from uid %d: it holds 8 already" % uid)
 
 
 class FileServer(unittest.TestCase):

@@ -533,9 +533,10 @@ void zt_suite_replica(void)
 {
     unsetenv("ZT_COORDINATOR");
     assert(zt_replica_new("worker", 500) == NULL); /* not started by ztrain run */
-    s_coord_t c = { .router = zsock_new_router("tcp://127.0.0.1:*") };
-    assert(c.router);
-    char *ep = strdup(zsock_endpoint(c.router));
+    int port = 0; /* bound as ztrain's coordinator binds: with its ipc twin, where replicas connect */
+    s_coord_t c = { .router = zt_sock_router(ZT_PLANE_CONTROL, "tcp://127.0.0.1:*", &port) };
+    assert(c.router && port > 0);
+    char *ep = zt_strdupf("tcp://127.0.0.1:%d", port);
     setenv("ZT_COORDINATOR", ep, 1);
     setenv("ZT_POOL", "1", 1);
     setenv("ZT_INDEX", "2", 1);
@@ -552,7 +553,7 @@ void zt_suite_replica(void)
     assert(!zt_replica_shutdown_requested(rep));
     zt_replica_destroy(&rep);
     assert(rep == NULL);
-    zsock_destroy(&c.router);
+    zt_sock_destroy(&c.router);
     /* a coordinator that never answers: NULL within the timeout */
     zsock_t *mute = zsock_new_router("tcp://127.0.0.1:*");
     char *ep2 = strdup(zsock_endpoint(mute));
