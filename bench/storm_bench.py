@@ -103,7 +103,7 @@ def main():
         for r in range(ROUNDS):
             alone, storm = one(False, work), one(True, work)
             for name, x in (("alone", alone), ("storm", storm)):
-                print("%5d  %-6s | %6.1f  %10.0f | %9.1f  %14.1f | %11.1f  %5d" %
+                print("%5d  %-6s | %6.1f  %10.0f | %9.1f  %14.1f | %11.2f  %5d" %
                       (r + 1, name, x["wall"], x["eps"], x["cpu"], 1e6 * x["cpu"] / EXAMPLES, x["storm_cpu"],
                        x["ports"]))
             ratios.append((storm["eps"] / alone["eps"] if alone["eps"] else 0.0, alone["wall"] / storm["wall"]))
