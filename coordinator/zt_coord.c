@@ -257,6 +257,7 @@ zt_coord_t *zt_coord_new(zt_plan_t **plan_p, zt_backend_t **backend_p, const zt_
     self->register_timeout_ms = zt_knob_int(ZT_KNOB_REGISTER_TIMEOUT_MS);
     self->grace_ms = zt_knob_int(ZT_KNOB_STOP_GRACE_MS);
     self->max_restarts = (int) zt_knob_int(ZT_KNOB_MAX_RESTARTS);
+    self->max_preemptions = (int) zt_knob_int(ZT_KNOB_MAX_PREEMPTIONS);
     self->max_job_retries = (int) zt_knob_int(ZT_KNOB_MAX_JOB_RETRIES);
     zt_placement_t placement;
     if (self->backend->place(self->backend, self->plan, opts->cpu_only, &placement) != ZT_OK ||

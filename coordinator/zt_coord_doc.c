@@ -31,6 +31,7 @@ void zt_coord_write_state(zt_coord_t *self)
         json_object_set_new(o, "address", json_sprintf("%s:%d", pl->addr, pl->port));
         json_object_set_new(o, "host", json_string(pl->host));
         json_object_set_new(o, "rejoins", json_integer(r->rejoins));
+        json_object_set_new(o, "preemptions", json_integer(r->preemptions));
         json_object_set_new(o, "rejoining", json_boolean(r->rejoining));
         if (r->last_status >= 0 && WIFEXITED(r->last_status))
             json_object_set_new(o, "exitStatus", json_integer(WEXITSTATUS(r->last_status)));
@@ -56,6 +57,7 @@ void zt_coord_write_state(zt_coord_t *self)
         "unknownType", (json_int_t) self->drops.unknown_type,
         "tooLong", (json_int_t) self->drops.too_long,
         "unknownSender", (json_int_t) self->unknown_senders);
+    json_object_set_new(doc, "preemptions", json_integer(self->preemptions));
     json_t *drops = json_object_get(doc, "controlPlaneDrops");
     json_object_set_new(drops, "wrongIdentity", json_integer((json_int_t) self->wrong_identity));
     json_object_set_new(drops, "unauthenticated", json_integer((json_int_t) zt_auth_refused()));

@@ -36,6 +36,7 @@ typedef struct {
     zt_rep_state_t state;      /* replica state */
     int restarts;              /* in-place restarts in this incarnation */
     int total_restarts;        /* over the whole job */
+    int preemptions;           /* stopped by signals ztrain did not send, restarted uncounted */
     int last_status;           /* wait status of the last exit, -1 none */
     bool expect_register;      /* a ztrain role binary: it must register */
     bool registered;           /* registered in this run */
@@ -91,7 +92,8 @@ struct zt_coord_t {
     int64_t kill_deadline;      /* SIGKILL whoever is left at this time */
     int64_t job_deadline;       /* scheduling.timeout, 0 none */
     int64_t hb_ms, hb_timeout_ms, register_timeout_ms, grace_ms;
-    int max_restarts, max_job_retries;
+    int max_restarts, max_job_retries, max_preemptions;
+    int preemptions;           /* every replica's, over the whole job */
     zt_msg_drops_t drops;       /* malformed control messages */
     bool control_backlog;       /* control messages are still queued: heartbeats may be among them */
     bool metrics_dirty;         /* metrics or checkpoint notices arrived since job.json was last written */

@@ -184,10 +184,12 @@ static bool s_can_rejoin(const zt_coord_t *self, const zt_crep_t *r, char *why, 
 /* A crashed replica with restarts left: restarted in place, rejoining its
  * synchronous group when it can; or its group (or, with
  * restartJobOnWorkerRestart, the job) restarted together. */
-static void s_restart(zt_coord_t *self, zt_crep_t *r)
+static void s_restart(zt_coord_t *self, zt_crep_t *r, bool counted)
 {
-    r->restarts++;
-    r->total_restarts++;
+    if (counted) {
+        r->restarts++;
+        r->total_restarts++;
+    }
     r->state = ZT_REP_RESTARTING;
     bool sync = s_in_sync_group(self, r);
     char why[300] = "";
@@ -208,7 +210,10 @@ static void s_restart(zt_coord_t *self, zt_crep_t *r)
         zt_info("%s trains in step with the others (synchronous): restarted in place, it takes the model "
                 "from a live peer while the others wait", r->name);
     }
-    zt_info("%s: restart %d of %d, in place", r->name, r->restarts, self->max_restarts);
+    if (counted)
+        zt_info("%s: restart %d of %d, in place", r->name, r->restarts, self->max_restarts);
+    else
+        zt_info("%s: restarted in place after its preemption (%d so far)", r->name, r->preemptions);
     if (zt_coord_spawn(self, r) != ZT_OK) {
         r->state = ZT_REP_FAILED;
         zt_coord_set_error(self, r, "%s could not be restarted", r->name);
@@ -233,7 +238,7 @@ static void s_on_failure(zt_coord_t *self, zt_crep_t *r, int status, const char 
     }
     zt_warn("%s %s (%s)", r->name, how, system ? "a failure of the system, not the program" : "a crash");
     if (r->restarts < self->max_restarts) {
-        s_restart(self, r);
+        s_restart(self, r, true);
         return;
     }
     if (!self->plan->disable_retries && self->job_retries < self->max_job_retries) {
@@ -249,6 +254,17 @@ static void s_on_failure(zt_coord_t *self, zt_crep_t *r, int status, const char 
     zt_coord_set_error(self, r, "%s %s after %d restarts%s", r->name, how, r->restarts,
                        self->plan->disable_retries ? " (retries disabled)" : " and every job retry was used");
     zt_coord_stop_all(self, ZT_AFTER_FINISH, ZT_JOB_FAILED);
+}
+
+/* Stopped by a signal that ztrain did not send (a spot machine's
+ * shutdown, an operator's kill, a scheduler): SIGTERM or SIGINT, or the
+ * status a program that caught one exits with (ZT_EXIT_STOPPED, 130); up
+ * to ZT_MAX_PREEMPTIONS times per replica. */
+static bool s_preempted(const zt_coord_t *self, const zt_crep_t *r, int status)
+{
+    bool by_signal = WIFSIGNALED(status) && (WTERMSIG(status) == SIGTERM || WTERMSIG(status) == SIGINT);
+    bool caught = WIFEXITED(status) && (WEXITSTATUS(status) == ZT_EXIT_STOPPED || WEXITSTATUS(status) == 130);
+    return (by_signal || caught) && !r->killed_by_us && r->preemptions < self->max_preemptions;
 }
 
 void zt_coord_replica_exited(zt_coord_t *self, zt_crep_t *r, int status)
@@ -278,6 +294,14 @@ void zt_coord_replica_exited(zt_coord_t *self, zt_crep_t *r, int status)
         zt_info("%s %s", r->name, how);
         r->state = WIFEXITED(status) && WEXITSTATUS(status) == 0 ? ZT_REP_SUCCEEDED : ZT_REP_STOPPED;
         zt_coord_write_state(self);
+        return;
+    }
+    if (s_preempted(self, r, status)) {
+        r->preemptions++;
+        self->preemptions++;
+        zt_warn("%s %s: a signal ztrain did not send, so a preemption (not a crash, not the end of its work)",
+                r->name, how);
+        s_restart(self, r, false);
         return;
     }
     bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;

@@ -173,7 +173,8 @@ int zt_evaluator_run(const zt_evaluator_opts_t *o)
     s_rm_dir(scratch);
     free(scratch);
     zt_tb_close(&tb);
+    int status = zt_process_exit(rep, 0); /* a stop ztrain did not announce: restarted */
     zt_replica_destroy(&rep);
     zt_dataset_free(&test);
-    return 0;
+    return status;
 }

@@ -49,8 +49,9 @@ int main(int argc, char **argv)
     zt_info("serving on %s (server %d of %d)", place.bind, place.index, place.count);
     zt_ps_server_run(srv, zt_process_stop_requested, rep);
     zt_ps_server_destroy(&srv);
+    int status = zt_process_exit(rep, 0);
     zt_replica_destroy(&rep);
     free(snap);
     zt_info("exiting");
-    return 0;
+    return status;
 }

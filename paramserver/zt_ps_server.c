@@ -711,5 +711,9 @@ int zt_ps_server_run(zt_ps_server_t *self, bool (*should_stop)(void *), void *ar
             zt_msg_close_parts(parts, n);
         }
     }
+    /* stopped (a preemption, the job's end): the shard as it is now, for
+     * the server that takes this one's place */
+    if (self->version != self->snap_version && self->opts.snapshot_ms > 0)
+        s_snapshot_write(self);
     return ZT_OK;
 }

@@ -31,7 +31,8 @@ int main(int argc, char **argv)
     zt_info("reducing on %s (reducer %d of %d)", place.bind, place.index, place.count);
     zt_reducer_run(srv, zt_process_stop_requested, rep);
     zt_reducer_destroy(&srv);
+    int status = zt_process_exit(rep, 0);
     zt_replica_destroy(&rep);
     zt_info("exiting");
-    return 0;
+    return status;
 }

@@ -189,6 +189,7 @@ typedef struct {
     zt_exchange_t *x;           /* local, allreduce or ps */
     const char *ckpt_dir, *model_dir; /* AIP_CHECKPOINT_DIR, AIP_MODEL_DIR */
     int64_t last_ckpt_ms;
+    int64_t ckpt_step;         /* the step of the newest checkpoint written (-1: none) */
     /* the progress window, logged every log_every steps */
     int64_t win_ms, win_examples;
     int64_t t0_ms, step0;       /* when and at which step training began here (for the ETA) */
@@ -355,7 +356,8 @@ static void s_maybe_checkpoint(s_run_t *r, int64_t step)
     if (r->rank != 0 || !((o->checkpoint_steps > 0 && step % o->checkpoint_steps == 0) ||
                           (o->checkpoint_secs > 0 && now - r->last_ckpt_ms >= o->checkpoint_secs * 1000)))
         return;
-    s_checkpoint(r, r->ckpt_dir, step, o->keep_checkpoints);
+    if (s_checkpoint(r, r->ckpt_dir, step, o->keep_checkpoints) == ZT_OK)
+        r->ckpt_step = step;
     r->last_ckpt_ms = now;
 }
 
@@ -414,7 +416,14 @@ static int64_t s_train(s_run_t *r, int64_t step)
  * and, from the chief, the final model and its test accuracy. */
 static int s_finish(s_run_t *r, int64_t step, double secs)
 {
-    bool final = r->rank == 0 && !zt_stop_requested();
+    bool stopped = zt_stop_requested(), final = r->rank == 0 && !stopped;
+    if (stopped && r->rank == 0 && step > r->step0 && step != r->ckpt_step) {
+        /* a stop (a preemption, a cancel, the job's end): the step reached is
+         * saved, so that a restart or --resume continues from it */
+        zt_info("stopping at step %lld: saving it to resume from", (long long) step);
+        if (s_checkpoint(r, r->ckpt_dir, step, r->o->keep_checkpoints) == ZT_OK)
+            r->ckpt_step = step;
+    }
     zt_exchange_finish(r->x, final);
     zt_mlp_t *mlp = r->compute.mlp;
     if (zt_exchange_holds_model(r->x)) {
@@ -494,7 +503,7 @@ static void s_stop(s_run_t *r)
 
 int zt_trainer_run(const zt_train_opts_t *o)
 {
-    s_run_t r = { .o = o };
+    s_run_t r = { .o = o, .ckpt_step = -1 };
     int rc = 1;
     if (s_start(&r) || s_load_data(&r) || s_make_model(&r))
         goto out;
@@ -515,6 +524,7 @@ int zt_trainer_run(const zt_train_opts_t *o)
     if (s_finish(&r, step, (double) (zt_now_ms() - t0) / 1000.0) == 0)
         rc = 0;
 out:
+    rc = zt_process_exit(r.rep, rc); /* a stop ztrain did not announce: a preemption */
     s_stop(&r);
     return rc;
 }

@@ -42,6 +42,15 @@ const char *zt_error_name(int err);
  * fails the job. It is sysexits.h's EX_TEMPFAIL; any program may use it. */
 #define ZT_EXIT_RETRY 75
 
+/* The exit status of a replica stopped by a signal that ztrain did not send
+ * (SIGTERM from a spot machine's shutdown, an operator, a scheduler): a
+ * preemption, not an ending. It saved what it could first (the built-in
+ * trainer's chief a checkpoint at the step it reached, a parameter server
+ * its shard); the coordinator restarts it without counting a crash, and
+ * it resumes. 128 + SIGTERM, as a shell reports a program SIGTERM ended;
+ * a program that dies of SIGTERM or SIGINT is taken the same way. */
+#define ZT_EXIT_STOPPED 143
+
 /* Marks this process's failure as the system's (thread-safe). */
 void zt_fail_retryable(void);
 /* The status a failing program exits with: ZT_EXIT_RETRY when its failure

@@ -31,6 +31,8 @@ extern "C" {
       "a ztrain role replica must register within this time of starting (ms)")    \
     X(MAX_RESTARTS,        "ZT_MAX_RESTARTS",        "5", "int", ZT_FOR_COORD,                         \
       "in-place restarts of one crashed replica before the job is retried")       \
+    X(MAX_PREEMPTIONS,     "ZT_MAX_PREEMPTIONS",     "100", "int", ZT_FOR_COORD,                        \
+      "a replica stopped by signals ztrain did not send (SIGTERM or SIGINT: a preemption) is restarted without counting a crash this many times; after that such a stop counts as a crash") \
     X(MAX_JOB_RETRIES,     "ZT_MAX_JOB_RETRIES",     "3", "int", ZT_FOR_COORD,                         \
       "whole-job retries after a replica exhausts its restarts")                  \
     X(STOP_GRACE_MS,       "ZT_STOP_GRACE_MS",       "5000", "int", ZT_FOR_COORD,                      \

@@ -43,3 +43,13 @@ bool zt_process_stop_requested(void *replica)
     (void) replica; /* SHUTDOWN sets the process-wide stop */
     return zt_stop_requested();
 }
+
+int zt_process_exit(zt_replica_t *rep, int rc)
+{
+    if (rc == 0 && zt_stop_requested() && !(rep && zt_replica_shutdown_requested(rep))) {
+        zt_info("stopped by a signal the coordinator did not send: exiting with status %d (a preemption: ztrain "
+                "restarts this replica, which resumes)", ZT_EXIT_STOPPED);
+        return ZT_EXIT_STOPPED;
+    }
+    return zt_exit_status(rc);
+}

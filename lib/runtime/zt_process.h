@@ -24,5 +24,9 @@ void zt_process_refusals_flush(zt_refusals_t *r, zt_replica_t *rep, const char *
 /* True on SIGINT/SIGTERM or when the coordinator asked the replica to stop
  * (the argument, unused, is the loop's context). */
 bool zt_process_stop_requested(void *replica);
+/* The exit status of a role whose work returned rc: ZT_EXIT_STOPPED (said)
+ * when it stopped on a signal the coordinator did not announce (no
+ * SHUTDOWN came before it; rep NULL: none could), else zt_exit_status(rc). */
+int zt_process_exit(zt_replica_t *rep, int rc);
 
 #endif

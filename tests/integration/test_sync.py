@@ -297,6 +297,66 @@ class SyncFaults(unittest.TestCase):
         self.assertEqual(len(set(h.values())), 1, h)
 
 
+class Preemption(unittest.TestCase):
+    """SIGTERM from outside ztrain (a spot machine's shutdown, an operator,
+    a scheduler) is a preemption, not the end of the work: the replica saves
+    what it holds (the chief a checkpoint at the step it reached, a
+    parameter server its shard), exits with status 143, and is restarted
+    without counting a crash; the job trains to its end."""
+    ARGS = ["--hidden=64", "--epochs=4", "--checkpoint_steps=100000", "--log_every=100"]
+
+    def test_chief_and_reducer_preempted(self):
+        d = tmpdir("preempt-")
+        job_dir = os.path.join(d, "job")
+        job = Job(self, spec(d, "preempt", self.ARGS, workers=1, reducers=1), job_dir, env=FAST)
+        wait_for(lambda: chief_step(job_dir) >= 300, timeout=300, what="step 300")
+        chief = replica(load_job(job_dir), "workerpool0-0")["pid"]
+        os.kill(chief, signal.SIGTERM)
+        wait_for(lambda: back(load_job(job_dir), ["workerpool0-0"], [chief]), timeout=120, what="the chief back")
+        reducer = replica(load_job(job_dir), "workerpool2-0")["pid"]
+        os.kill(reducer, signal.SIGTERM)
+        self.assertEqual(job.wait(timeout=400), 0, job.err[-3000:])
+        j = load_job(job_dir)
+        self.assertEqual(j["state"], "SUCCEEDED")
+        self.assertEqual(j["preemptions"], 2)
+        for name in ("workerpool0-0", "workerpool2-0"):
+            self.assertEqual(replica(j, name)["preemptions"], 1, name)
+            self.assertEqual(replica(j, name)["restarts"], 0, name)  # not counted as crashes
+            self.assertRegex(job.err, r"%s exited with status 143: a signal ztrain did not send, so a preemption"
+                             % name)
+        chief_log = read(job_dir, "workerpool0-0.log")
+        saved = re.search(r"stopping at step (\d+): saving it to resume from", chief_log)
+        self.assertTrue(saved, chief_log[-3000:])
+        step = int(saved.group(1))
+        self.assertGreaterEqual(step, 300)
+        self.assertRegex(chief_log, r"checkpoint \S*ckpt-0*%d written \(step %d\)" % (step, step))
+        self.assertIn("exiting with status 143", chief_log)
+        self.assertGreaterEqual(accuracy(j), 0.8)
+        h = hashes(job.out)
+        self.assertEqual(len(set(h.values())), 1, h)
+
+    def test_parameter_server_preempted(self):
+        # asynchronous: the server saves its shard on SIGTERM, and the one
+        # that takes its place starts from it; no wait for the workers'
+        # timeout (ZT_PS_TIMEOUT_MS, 120 s) and no lost model
+        d = tmpdir("preempt-")
+        job_dir = os.path.join(d, "job")
+        job = Job(self, job_file(d, "preempt-ps", [pool("ztrain-worker", 1, self.ARGS),
+                                                   pool("ztrain-worker", 1, self.ARGS),
+                                                   pool("ztrain-paramserver", 1)]), job_dir, env=FAST)
+        wait_for(lambda: chief_step(job_dir) >= 300, timeout=300, what="step 300")
+        ps = replica(load_job(job_dir), "workerpool2-0")["pid"]
+        os.kill(ps, signal.SIGTERM)
+        self.assertEqual(job.wait(timeout=100), 0, job.err[-3000:])
+        j = load_job(job_dir)
+        self.assertEqual(replica(j, "workerpool2-0")["preemptions"], 1)
+        self.assertEqual(replica(j, "workerpool2-0")["restarts"], 0)
+        ps_log = read(job_dir, "workerpool2-0.log")
+        self.assertIn("exiting with status 143", ps_log)
+        self.assertRegex(ps_log, r"restored elements \[0, \d+\) from the shard snapshot")
+        self.assertGreaterEqual(accuracy(j), 0.8)
+
+
 def chief_step(job_dir):
     """The chief's newest progress line's step (its log, every --log_every
     steps), 0 before any."""
