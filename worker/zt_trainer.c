@@ -237,7 +237,7 @@ static int s_checkpoint(s_run_t *r, const char *root, int64_t step, int keep)
             zt_replica_announce_checkpoint(r->rep, step, path);
     }
     else
-        zt_warn("cannot write a checkpoint under %s: %s", root, zt_strerror(rc));
+        zt_warn("cannot write the checkpoint of step %lld under %s: %s", (long long) step, root, zt_strerror(rc));
     free(path);
     json_decref(tensors);
     json_decref(extra);

@@ -21,7 +21,8 @@ extern "C" {
     X(ZT_ECANCELLED,-10,  "cancelled")                                  \
     X(ZT_ENODEV,    -11,  "no such device")                             \
     X(ZT_ESHUTDOWN, -12,  "the job is shutting down")                   \
-    X(ZT_EDEVICE,   -13,  "the accelerator failed")
+    X(ZT_EDEVICE,   -13,  "the accelerator failed")                    \
+    X(ZT_ENOSPC,    -14,  "no space left on the device (or over quota)")
 
 typedef enum {
 #define ZT_X_(name, code, text) name = code,

@@ -166,6 +166,11 @@ int zt_mkdir_trusted(const char *path, char *why, size_t why_size)
 /* Temporary file (created with mode, which a umask can only narrow; never
  * through a link), then rename; with sync, the file and its folder are
  * fsynced too. */
+int zt_write_error(void)
+{
+    return errno == ENOSPC || errno == EDQUOT ? ZT_ENOSPC : ZT_EIO;
+}
+
 static int s_write_atomic(const char *path, const void *data, size_t len, mode_t mode, bool sync)
 {
     char tmp[PATH_MAX];
@@ -173,7 +178,7 @@ static int s_write_atomic(const char *path, const void *data, size_t len, mode_t
         return ZT_EINVAL;
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
     if (fd < 0)
-        return ZT_ESYS;
+        return errno == ENOSPC || errno == EDQUOT ? ZT_ENOSPC : ZT_ESYS;
     const char *p = data;
     size_t left = len;
     while (left > 0) {
@@ -181,16 +186,18 @@ static int s_write_atomic(const char *path, const void *data, size_t len, mode_t
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0) {
+            int rc = n < 0 ? zt_write_error() : ZT_EIO;
             close(fd);
             unlink(tmp);
-            return ZT_EIO;
+            return rc;
         }
         p += n;
         left -= (size_t) n;
     }
     if ((sync && fsync(fd) < 0) || close(fd) < 0) {
+        int rc = zt_write_error();
         unlink(tmp);
-        return ZT_EIO;
+        return rc;
     }
     if (rename(tmp, path) < 0) {
         unlink(tmp);

@@ -35,6 +35,9 @@ int zt_mkdir_trusted(const char *path, char *why, size_t why_size);
 /* rm -rf path (not following symbolic links); 0, or ZT_ESYS when something
  * stayed. */
 int zt_rm_tree(const char *path);
+/* A failed write's code from errno: ZT_ENOSPC for a full device or a
+ * quota (ENOSPC, EDQUOT), else ZT_EIO. */
+int zt_write_error(void);
 /* Writes data to path atomically: temporary file, fsync, rename, fsync dir. */
 int zt_write_file_atomic(const char *path, const void *data, size_t len);
 /* The same, created 0600 (or narrower), without the fsyncs: for files made

@@ -27,7 +27,7 @@ static int s_write_all(int fd, const void *p, size_t n, uLong *crc)
             if (w < 0 && errno == EINTR)
                 continue;
             if (w <= 0)
-                return ZT_EIO;
+                return w < 0 ? zt_write_error() : ZT_EIO;
             c += w;
             left -= (size_t) w;
         }
@@ -135,7 +135,7 @@ int zt_ckpt_write(const char *root, int64_t step, json_t *config, json_t *tensor
     }
     s_rm_rf(tmp);
     if (zt_mkdir_p(root) != ZT_OK || mkdir(tmp, 0755) < 0) {
-        rc = ZT_ESYS;
+        rc = errno == ENOSPC || errno == EDQUOT ? ZT_ENOSPC : ZT_ESYS;
         goto out;
     }
     for (int s = 0; s < nshards; s++) {
@@ -149,7 +149,7 @@ int zt_ckpt_write(const char *root, int64_t step, json_t *config, json_t *tensor
             json_array_append_new(arrays, json_string(s_array_names[a]));
         }
         if (fd < 0 || rc != ZT_OK || fsync(fd) < 0)
-            rc = rc != ZT_OK ? rc : ZT_EIO;
+            rc = rc != ZT_OK ? rc : zt_write_error();
         if (fd >= 0)
             close(fd);
         json_array_append_new(files, json_pack("{s:s, s:I, s:I, s:I, s:o, s:I, s:I}", "file", name,

@@ -265,6 +265,27 @@ def rss_mb(pid):
         return int(re.search(r"VmRSS:\s+(\d+) kB", f.read()).group(1)) / 1024.0
 
 
+class FullDisk(unittest.TestCase):
+    def test_no_space_is_named_at_the_first_checkpoint(self):
+        """The job folder on a full file system (a 512 KiB tmpfs): the
+        chief's first periodic checkpoint already fails, and says why (no
+        space), not "input/output error"."""
+        d = tmpdir("fulldisk-")
+        small = os.path.join(d, "small")
+        os.mkdir(small)
+        r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512k,mode=0700", "tmpfs", small],
+                           capture_output=True, text=True, timeout=30)
+        if r.returncode != 0:
+            self.skipTest("cannot mount a tmpfs: " + r.stderr)
+        self.addCleanup(subprocess.run, ["umount", "-l", small], timeout=30)
+        args = ["--hidden=64", "--epochs=1", "--checkpoint_steps=100", "--log_every=100"]
+        job = Job(self, job_file(d, "full", [pool("ztrain-worker", 1, args)]), os.path.join(small, "job"))
+        job.wait(timeout=300)
+        text = job.out + job.err
+        self.assertRegex(text, r"cannot write the checkpoint of step 100 under \S+: no space left on the device")
+        self.assertNotIn("input/output error", text)
+
+
 class CudaOnDemand(unittest.TestCase):
     """CUDA, cuBLAS and NCCL are mapped only by a process that uses a GPU:
     the trainer loads its CUDA module when a replica trains on one."""
