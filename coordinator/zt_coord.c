@@ -266,6 +266,7 @@ zt_coord_t *zt_coord_new(zt_plan_t **plan_p, zt_backend_t **backend_p, const zt_
         zt_coord_destroy(&self);
         return NULL;
     }
+    zt_coord_continue_earlier(self);
     if (!zt_coord_continue_requeued(self)) {
         zt_coord_destroy(&self);
         return NULL;

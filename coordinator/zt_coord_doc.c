@@ -136,6 +136,54 @@ void zt_coord_set_error(zt_coord_t *self, zt_crep_t *r, const char *fmt, ...)
         zt_error("%s", msg);
 }
 
+/* The earlier run's record (its job.json) carried on: retries, incarnation,
+ * preemptions, transitions, checkpoints, evaluations, lost nodes, metrics
+ * and the creation time. */
+static void s_take_history(zt_coord_t *self, json_t *doc)
+{
+    self->job_retries = (int) json_integer_value(json_object_get(doc, "jobRetries"));
+    self->layout.incarnation = (int) json_integer_value(json_object_get(doc, "incarnation"));
+    self->preemptions = (int) json_integer_value(json_object_get(doc, "preemptions"));
+    const char *keep[] = { "transitions", "checkpoints", "evaluations", "lostNodes", "metrics" };
+    json_t **into[] = { &self->transitions, &self->checkpoints, &self->evaluations, &self->lost_nodes, &self->metrics };
+    for (int i = 0; i < 5; i++) {
+        json_t *v = json_object_get(doc, keep[i]);
+        if (v && json_typeof(v) == json_typeof(*into[i])) {
+            json_decref(*into[i]);
+            *into[i] = json_incref(v);
+        }
+    }
+    const char *created = json_string_value(json_object_get(doc, "createTime"));
+    if (created) {
+        free(self->created);
+        self->created = strdup(created);
+    }
+}
+
+/* A job folder holding this job's earlier run (the same spec resumed, or
+ * --resume, after the job ended or its coordinator was killed; `ztrain run`
+ * checked it is this job's): the run goes on as that job's next
+ * incarnation, with its history. A run inside a Slurm allocation has its
+ * own record (written at submission) and its requeues their own path
+ * (zt_coord_continue_requeued). */
+void zt_coord_continue_earlier(zt_coord_t *self)
+{
+    if (self->backend->allocation)
+        return;
+    char *path = zt_strdupf("%s/job.json", self->opts.job_dir);
+    json_t *doc = json_load_file(path, 0, NULL);
+    free(path);
+    if (!json_is_object(doc) || !json_is_array(json_object_get(doc, "transitions"))) {
+        json_decref(doc);
+        return;
+    }
+    s_take_history(self, doc);
+    self->layout.incarnation++;
+    zt_info("continuing the job's record from its earlier run (created %s): incarnation %d, %d job retr%s so far",
+            self->created, self->layout.incarnation, self->job_retries, self->job_retries == 1 ? "y" : "ies");
+    json_decref(doc);
+}
+
 /* A run of the same allocation again (Slurm requeued it after a lost node):
  * the job goes on as its next retry, with its history. false (logged) when
  * that job has ended already, so there is nothing to run. */
@@ -159,22 +207,7 @@ bool zt_coord_continue_requeued(zt_coord_t *self)
         json_decref(doc);
         return false;
     }
-    self->job_retries = (int) json_integer_value(json_object_get(doc, "jobRetries"));
-    self->layout.incarnation = (int) json_integer_value(json_object_get(doc, "incarnation"));
-    const char *keep[] = { "transitions", "checkpoints", "evaluations", "lostNodes", "metrics" };
-    json_t **into[] = { &self->transitions, &self->checkpoints, &self->evaluations, &self->lost_nodes, &self->metrics };
-    for (int i = 0; i < 5; i++) {
-        json_t *v = json_object_get(doc, keep[i]);
-        if (v && json_typeof(v) == json_typeof(*into[i])) {
-            json_decref(*into[i]);
-            *into[i] = json_incref(v);
-        }
-    }
-    const char *created = json_string_value(json_object_get(doc, "createTime"));
-    if (created) {
-        free(self->created);
-        self->created = strdup(created);
-    }
+    s_take_history(self, doc);
     bool ok = true;
     if (st && strcmp(st, "QUEUED")) {
         /* the earlier run could not record a retry: its allocation was taken

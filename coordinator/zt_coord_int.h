@@ -118,6 +118,7 @@ void zt_coord_set_error(zt_coord_t *self, zt_crep_t *r, const char *fmt, ...) __
  * the job goes on as its next retry, with its history. false (logged) when
  * that job has ended already, so there is nothing to run. */
 bool zt_coord_continue_requeued(zt_coord_t *self);
+void zt_coord_continue_earlier(zt_coord_t *self);
 
 /* zt_coord_output.c */
 /* Opens <job-dir>/replica-logs/: the coordinator's own log's copy and every

@@ -337,10 +337,18 @@ class JobDirReuse(unittest.TestCase):
         self.assertTrue(os.path.isdir(self.ckpt))
 
     def test_the_same_job_resumes(self):
+        first = load_job(self.job_dir)
         job = Job(self, self.a, self.job_dir, env=FAST)
         self.assertEqual(job.wait(), 0, job.err)
         self.assertIn("resuming job 'job-a'", job.err)
         self.assertTrue(os.path.isdir(self.ckpt))
+        # the job's record goes on: its creation, its first run's
+        # transitions, then this run's, as the next incarnation
+        j = load_job(self.job_dir)
+        self.assertEqual(j["createTime"], first["createTime"])
+        self.assertEqual(j["incarnation"], first["incarnation"] + 1)
+        self.assertEqual(j["transitions"][:len(first["transitions"])], first["transitions"])
+        self.assertEqual([t["state"] for t in j["transitions"]].count("SUCCEEDED"), 2)
 
     def test_overwrite_starts_afresh(self):
         job = Job(self, self.b, self.job_dir, "--overwrite", env=FAST)
