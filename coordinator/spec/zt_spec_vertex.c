@@ -161,6 +161,42 @@ static void s_vertex_pool(zt_spec_ctx_t *c, int i, json_t *wps, const char *pp)
     s_vertex_program(c, i, pool, wps, pp);
 }
 
+/* scheduling.strategy and maxWaitDuration: what of them holds on the
+ * user's own machines is said, by name, not silently dropped. Every
+ * strategy gets the services' preemption handling (a replica stopped from
+ * outside saves, is restarted uncounted and resumes); nothing waits for
+ * capacity. */
+static void s_vertex_strategy(zt_spec_ctx_t *c, json_t *sch, const char *sp)
+{
+    static const char *const strategies[] = { "STRATEGY_UNSPECIFIED", "ON_DEMAND", "LOW_COST", "STANDARD", "SPOT",
+                                              "FLEX_START", NULL };
+    const char *st = zt_sf_str(c, sch, sp, "strategy", NULL);
+    char *path = zt_sf_path(sp, "strategy");
+    if (st) {
+        bool known = false;
+        for (int i = 0; strategies[i] && !known; i++)
+            known = !strcmp(st, strategies[i]);
+        json_t *v = json_string(st);
+        if (!known)
+            ERR(c, path, v, "expected one of STRATEGY_UNSPECIFIED, ON_DEMAND, LOW_COST, STANDARD, SPOT, FLEX_START");
+        else if (!strcmp(st, "SPOT") || !strcmp(st, "LOW_COST"))
+            WARN(c, path, v, "the machines are yours, so nothing here is reclaimed for price; a replica stopped from "
+                             "outside (SIGTERM) is handled as a preemption in any job: it saves, is restarted "
+                             "without counting a crash, and resumes");
+        else if (!strcmp(st, "FLEX_START"))
+            WARN(c, path, v, "nothing waits for capacity here: the job starts when `ztrain run` does (on Slurm, "
+                             "when the allocation is granted)");
+        json_decref(v);
+    }
+    free(path);
+    json_t *wait = json_object_get(sch, "maxWaitDuration");
+    if (wait) {
+        char *wp = zt_sf_path(sp, "maxWaitDuration");
+        WARN(c, wp, wait, "not acted on: nothing waits for capacity here");
+        free(wp);
+    }
+}
+
 /* scheduling: the timeout, restartJobOnWorkerRestart, disableRetries. */
 static void s_vertex_scheduling(zt_spec_ctx_t *c, json_t *spec, const char *prefix)
 {
@@ -184,6 +220,7 @@ static void s_vertex_scheduling(zt_spec_ctx_t *c, json_t *spec, const char *pref
         }
         c->plan->restart_job_on_worker_restart = zt_sf_bool(c, sch, sp, "restartJobOnWorkerRestart", false);
         c->plan->disable_retries = zt_sf_bool(c, sch, sp, "disableRetries", false);
+        s_vertex_strategy(c, sch, sp);
     }
     free(sp);
 }

@@ -294,6 +294,18 @@ class InvalidSpecs(unittest.TestCase):
         r = ztrain("validate", y, "--allow-unknown-fields")
         self.assertEqual(r.returncode, 0, r.stderr)
 
+    def test_scheduling_strategy_is_said_not_ignored(self):
+        d = tmpdir("specs-spot-")
+        path = write(d, "spot.json", vertex(pool(), scheduling={"strategy": "SPOT", "maxWaitDuration": "3600s"}))
+        r = ztrain("validate", path)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertRegex(r.stderr, r'warning: scheduling\.strategy = "SPOT": .*handled as a preemption')
+        self.assertRegex(r.stderr, r'warning: scheduling\.maxWaitDuration = "3600s": not acted on')
+        bad = write(d, "cheap.json", vertex(pool(), scheduling={"strategy": "CHEAP"}))
+        r = ztrain("validate", bad)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertRegex(r.stderr, r'error: scheduling\.strategy = "CHEAP": expected one of .*SPOT')
+
     def test_cpu_only_accepts_missing_gpus(self):
         d = tmpdir("specs-cpu-")
         path = write(d, "gpu.json", vertex(pool(machineSpec={
