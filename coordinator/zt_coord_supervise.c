@@ -292,7 +292,10 @@ void zt_coord_replica_exited(zt_coord_t *self, zt_crep_t *r, int status)
         fprintf(r->log, "=== ztrain: %s %s\n", r->name, how);
     if (self->stopping) {
         zt_info("%s %s", r->name, how);
-        r->state = WIFEXITED(status) && WEXITSTATUS(status) == 0 ? ZT_REP_SUCCEEDED : ZT_REP_STOPPED;
+        /* stopped by the job's end: a cancel's replicas are CANCELLED, as the job */
+        r->state = self->final_state == ZT_JOB_CANCELLED             ? ZT_REP_CANCELLED
+                   : WIFEXITED(status) && WEXITSTATUS(status) == 0 ? ZT_REP_SUCCEEDED
+                                                                    : ZT_REP_STOPPED;
         zt_coord_write_state(self);
         return;
     }

@@ -4,7 +4,7 @@
 static const char *const s_job_names[ZT_JOB_STATES] = { "QUEUED", "PENDING", "RUNNING", "SUCCEEDED", "FAILED",
                                                          "CANCELLING", "CANCELLED" };
 static const char *const s_rep_names[ZT_REP_STATES] = { "PENDING", "STARTING", "RUNNING", "RESTARTING",
-                                                        "SUCCEEDED", "FAILED", "STOPPED" };
+                                                        "SUCCEEDED", "FAILED", "STOPPED", "CANCELLED" };
 
 const char *zt_job_state_name(zt_job_state_t s) { return s >= 0 && s < ZT_JOB_STATES ? s_job_names[s] : NULL; }
 

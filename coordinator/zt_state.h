@@ -16,7 +16,7 @@ typedef enum {
 /* A replica's states (job.json's replicas[].state). */
 typedef enum {
     ZT_REP_PENDING, ZT_REP_STARTING, ZT_REP_RUNNING, ZT_REP_RESTARTING, ZT_REP_SUCCEEDED, ZT_REP_FAILED,
-    ZT_REP_STOPPED, ZT_REP_STATES
+    ZT_REP_STOPPED, ZT_REP_CANCELLED, ZT_REP_STATES
 } zt_rep_state_t;
 
 /* The exit status of `ztrain run`, `tune`, `wait` and the other commands. */

@@ -280,6 +280,7 @@ class Supervision(unittest.TestCase):
         self.assertIn("job tocancel: CANCELLED", r.stdout)
         self.assertEqual(job.wait(timeout=60), 3, job.err)  # as Ctrl-C: run exits 3
         self.assertEqual(load_job(self.job_dir)["state"], "CANCELLED")
+        self.assertEqual({r["state"] for r in load_job(self.job_dir)["replicas"]}, {"CANCELLED"})
         self.assertFalse([p for p in pids if alive(p)])
         r = ztrain("cancel", "--job-dir", self.job_dir, timeout=60)
         self.assertEqual(r.returncode, 0, r.stderr)
