@@ -334,6 +334,7 @@ void zt_coord_destroy(zt_coord_t **self_p)
         close(self->log_fd);
     }
     zt_sock_destroy(&self->router);
+    zt_ipc_sweep(); /* what replicas killed with SIGKILL left behind */
     zt_layout_fini(&self->layout);
     zt_plan_destroy(&self->plan);
     json_decref(self->transitions);

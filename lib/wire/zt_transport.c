@@ -201,6 +201,12 @@ static void s_sweep_ipc_dir(const char *dir)
     closedir(d);
 }
 
+void zt_ipc_sweep(void)
+{
+    if (zt_ipc_dir())
+        s_sweep_ipc_dir(zt_ipc_dir());
+}
+
 /* The ipc:// files bound by routers made here, so that closing one removes
  * them: libzmq leaves the file behind (seen with 4.3.4, even after an
  * explicit unbind), and a server that exits cleanly must leave no socket

@@ -42,6 +42,10 @@ bool zt_data_ipc_twin(const char *endpoint, bool bind, char *out, size_t len);
  * a symbolic link): then no twin is used and same-host data goes over
  * loopback TCP, so nobody else can put a socket where replicas connect. */
 const char *zt_ipc_dir(void);
+/* Removes the twins in the ipc folder that nobody listens on any more
+ * (their servers were killed with SIGKILL): the coordinator does it when
+ * its job ends, every process before its first twin. */
+void zt_ipc_sweep(void);
 /* Whether a client connecting to endpoint reaches a server on this host
  * (ipc://, inproc://, or a loopback address with its twin): then the two
  * may share memory (zt_shm). */

@@ -206,6 +206,36 @@ class Supervision(unittest.TestCase):
         for r in j["replicas"]:
             self.assertFalse(alive(r["pid"]) if r["pid"] else False)
 
+    def test_kills_leave_nothing_behind(self):
+        """A parameter server and an evaluator killed with SIGKILL mid-job,
+        and a job.json.tmp.PID of a coordinator killed mid-write: after the
+        job, its folder holds no temporary file and no evaluator scratch
+        folder, and its ipc folder no socket file."""
+        ipc = os.path.join(self.d, "ipc")
+        os.makedirs(self.job_dir, mode=0o700)
+        dead = subprocess.Popen(["true"])
+        dead.wait()
+        stale = os.path.join(self.job_dir, "job.json.tmp.%d" % dead.pid)
+        write(self.job_dir, os.path.basename(stale), "{")
+        args = ["--hidden=64", "--epochs=3", "--checkpoint_steps=150", "--log_every=50"]
+        path = spec(self.d, "leftovers", [role_pool("ztrain-worker", 1, args), role_pool("ztrain-worker", 1, args),
+                                          role_pool("ztrain-paramserver"), role_pool("ztrain-evaluator")])
+        job = Job(self, path, self.job_dir, env=dict(FAST, ZT_IPC_DIR=ipc))
+        wait_for(lambda: not os.path.exists(stale), timeout=30, what="the stale job.json.tmp removed")
+
+        def scored():
+            return (load_job(self.job_dir) or {}).get("evaluations")
+        wait_for(scored, timeout=120, what="an evaluation")
+        j = load_job(self.job_dir)
+        for name in ("workerpool2-0", "workerpool3-0"):
+            os.kill(replica(j, name)["pid"], signal.SIGKILL)
+        self.assertEqual(job.wait(timeout=300), 0, job.err[-3000:])
+        j = load_job(self.job_dir)
+        self.assertEqual(replica(j, "workerpool3-0")["restarts"], 1)
+        left = [n for n in os.listdir(self.job_dir) if n.startswith("evaluator-") or ".tmp." in n]
+        self.assertEqual(left, [])
+        self.assertEqual(os.listdir(ipc), [])
+
     def test_sigterm_leaves_no_descendant(self):
         # A grandchild in its own session escapes the process group: the
         # subreaper sweep must still find and kill it.
