@@ -357,6 +357,40 @@ class Preemption(unittest.TestCase):
         self.assertGreaterEqual(accuracy(j), 0.8)
 
 
+class CancelSaves(unittest.TestCase):
+    def test_cancel_then_resume_continues_from_the_stop(self):
+        """SIGTERM to `ztrain run` (a cancel) mid-training: the chief saves
+        the step it reached, so the newest checkpoint is at or after it, and
+        `--resume` starts from there and trains to the end."""
+        d = tmpdir("cancel-")
+        job_dir = os.path.join(d, "job")
+        args = ["--hidden=64", "--epochs=4", "--checkpoint_steps=100000", "--log_every=100"]
+        path = spec(d, "cancelled", args, workers=1, reducers=1)
+        job = Job(self, path, job_dir, env=FAST)
+        wait_for(lambda: chief_step(job_dir) >= 500, timeout=300, what="step 500")
+        reached = chief_step(job_dir)
+        job.proc.send_signal(signal.SIGTERM)
+        self.assertEqual(job.wait(timeout=120), 3, job.err[-3000:])  # CANCELLED
+        j = load_job(job_dir)
+        self.assertEqual(j["state"], "CANCELLED")
+        saved = re.search(r"stopping at step (\d+): saving it to resume from", read(job_dir, "workerpool0-0.log"))
+        self.assertTrue(saved, read(job_dir, "workerpool0-0.log")[-3000:])
+        step = int(saved.group(1))
+        self.assertGreaterEqual(step, reached)
+        ckpts = sorted(n for n in os.listdir(os.path.join(job_dir, "checkpoints")) if n.startswith("ckpt-"))
+        self.assertEqual(int(ckpts[-1][5:]), step)
+        again = Job(self, path, job_dir, "--resume", env=FAST)
+        self.assertEqual(again.wait(timeout=300), 0, again.err[-3000:])
+        log = read(job_dir, "workerpool0-0.log")
+        self.assertRegex(log, r"resuming from \S*ckpt-0*%d at step %d" % (step, step))
+        after = log[log.index("resuming from"):]
+        first = re.search(r" step (\d+)/\d+ ", after)
+        self.assertTrue(first and int(first.group(1)) > step, after[:2000])
+        j = load_job(job_dir)
+        self.assertEqual(j["state"], "SUCCEEDED")
+        self.assertGreaterEqual(accuracy(j), 0.8)
+
+
 def chief_step(job_dir):
     """The chief's newest progress line's step (its log, every --log_every
     steps), 0 before any."""
