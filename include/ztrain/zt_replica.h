@@ -30,6 +30,13 @@ int zt_replica_report_metric(zt_replica_t *self, const char *name, double value,
 /* True once the coordinator has told this replica to shut down. */
 bool zt_replica_shutdown_requested(zt_replica_t *self);
 
+/* The status a program that stopped (SIGTERM, SIGINT or the coordinator's
+ * SHUTDOWN) exits with: 0 when the coordinator asked (the job is ending),
+ * ZT_EXIT_STOPPED when a signal came that the coordinator did not announce
+ * (a preemption: the job restarts the replica, which resumes; self may be
+ * NULL, a program that never registered). -1 when no stop came. */
+int zt_replica_stop_status(zt_replica_t *self);
+
 /* Blocks until the coordinator asks for shutdown, SIGTERM/SIGINT arrives,
  * or timeout_ms passes (-1: no timeout). Returns 0 on shutdown/signal,
  * ZT_ETIMEDOUT on timeout. */

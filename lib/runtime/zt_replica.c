@@ -302,6 +302,13 @@ int zt_replica_pool(zt_replica_t *self) { return self->pool; }
 int zt_replica_index(zt_replica_t *self) { return self->index; }
 bool zt_replica_shutdown_requested(zt_replica_t *self) { return atomic_load(&self->shutdown); }
 
+int zt_replica_stop_status(zt_replica_t *self)
+{
+    if (self && atomic_load(&self->shutdown))
+        return 0;
+    return zt_stop_requested() ? ZT_EXIT_STOPPED : -1;
+}
+
 int zt_replica_report_metric(zt_replica_t *self, const char *name, double value, int64_t step)
 {
     char v[64], s[32];

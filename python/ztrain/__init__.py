@@ -17,14 +17,16 @@ import collections
 import ctypes
 import json
 import os
+import sys
 import threading
 import time
 
 from . import _native
-from ._native import ZtrainError, ZtrainTimeout
+from ._native import ZtrainError, ZtrainStopped, ZtrainTimeout
 
 __all__ = ["init", "is_initialized", "rank", "size", "local_rank", "local_size", "job", "allreduce",
-           "broadcast", "report_metric", "announce_checkpoint", "shutdown", "ZtrainError", "ZtrainTimeout", "version"]
+           "broadcast", "report_metric", "announce_checkpoint", "shutdown", "stop_status", "ZtrainError",
+           "ZtrainStopped", "ZtrainTimeout", "version"]
 
 Job = collections.namedtuple("Job", "name pool index rank size local_rank local_size reducers paramservers peers")
 Job.__doc__ = """This replica's place in its job: rank among the trainers (pool 0's
@@ -254,3 +256,29 @@ def shutdown():
 
 
 atexit.register(shutdown)
+
+
+def stop_status():
+    """The status to exit with once the job is stopping: 0 when the
+    coordinator asked (the job ends), 143 when a signal came that it did not
+    announce (a preemption: the job restarts this replica, which resumes);
+    None when no stop came."""
+    st = _native.zt_replica_stop_status(_rep or None)
+    return None if st < 0 else st
+
+
+def _excepthook(kind, value, tb, _previous=sys.excepthook):
+    """An uncaught ZtrainStopped ends the program quietly, with stop_status()."""
+    if not isinstance(value, ZtrainStopped):
+        return _previous(kind, value, tb)
+    status = stop_status()
+    sys.stderr.write("ztrain: %s; exiting with status %d\n" % (value, 0 if status is None else status))
+    try:
+        shutdown()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0 if status is None else status)
+
+
+sys.excepthook = _excepthook

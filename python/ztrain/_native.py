@@ -19,6 +19,13 @@ class ZtrainTimeout(ZtrainError, TimeoutError):
     """A peer did not answer in time (ZT_ETIMEDOUT)."""
 
 
+class ZtrainStopped(ZtrainError):
+    """The job is stopping (ZT_ESHUTDOWN): the coordinator asked (the job
+    ends), or a signal came (a preemption). A program may catch it to save;
+    left uncaught it ends the program without a traceback (ztrain's
+    excepthook), with status 0 or, for a preemption, 143."""
+
+
 def _load():
     path = os.environ.get("ZTRAIN_LIBRARY") or os.path.join(os.path.dirname(__file__), "_lib", "libztrain.so")
     try:
@@ -93,6 +100,7 @@ zt_replica_new = _proto("zt_replica_new", V, S, I)
 zt_replica_destroy = _proto("zt_replica_destroy", None, ctypes.POINTER(V))
 zt_replica_announce_checkpoint = _proto("zt_replica_announce_checkpoint", I, V, I64, S)
 zt_replica_report_metric = _proto("zt_replica_report_metric", I, V, S, D, I64)
+zt_replica_stop_status = _proto("zt_replica_stop_status", I, V)
 zt_job_checkpoint_dir = _proto("zt_job_checkpoint_dir", S, B)
 zt_knob_find = _proto("zt_knob_find", I, S)
 zt_knob_int = _proto("zt_knob_int", I64, I)
@@ -105,6 +113,7 @@ zt_job_env_name = _proto("zt_job_env_name", S, S)
 ERRORS = {zt_error_name(c).decode(): c for c in range(0, -256, -1) if zt_error_name(c)}
 ZT_ENOTFOUND = ERRORS["ZT_ENOTFOUND"]
 ZT_ETIMEDOUT = ERRORS["ZT_ETIMEDOUT"]
+ZT_ESHUTDOWN = ERRORS["ZT_ESHUTDOWN"]
 OPTIMIZERS = tuple(zt_ps_optimizer(i).decode() for i in range(64) if zt_ps_optimizer(i))
 
 
@@ -133,7 +142,7 @@ def knob_int(env):
 def error(code, message):
     """The exception for a ZT_E* code and the library's message."""
     text = message or zt_strerror(code).decode()
-    cls = ZtrainTimeout if code == ZT_ETIMEDOUT else ZtrainError
+    cls = ZtrainTimeout if code == ZT_ETIMEDOUT else ZtrainStopped if code == ZT_ESHUTDOWN else ZtrainError
     return cls(code, text)
 
 

@@ -212,6 +212,7 @@ class Examples(unittest.TestCase):
         """An async PS job ended well: the chief's accuracy, the evaluator's
         scores of announced checkpoints, the checkpoints themselves."""
         self.assertEqual(job.wait(timeout=400), 0, job.out[-3000:] + job.err[-3000:])
+        self.assertNotIn("Traceback", job.out + job.err)  # the job's end stops the workers quietly
         jd = os.path.join(self.d, "job")
         j = load_job(jd)
         self.assertEqual(j["state"], "SUCCEEDED")
