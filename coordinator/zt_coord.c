@@ -84,6 +84,7 @@ static void s_timers(zt_coord_t *self)
     }
     if (self->metrics_dirty && now - self->state_written_ms >= 1000)
         zt_coord_write_state(self);
+    zt_coord_check_final_evaluation(self);
     if (self->stopping && self->kill_deadline <= now)
         for (int i = 0; i < self->nreps; i++)
             if (self->reps[i].handle) {

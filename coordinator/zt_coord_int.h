@@ -93,6 +93,8 @@ struct zt_coord_t {
     int64_t job_deadline;       /* scheduling.timeout, 0 none */
     int64_t hb_ms, hb_timeout_ms, register_timeout_ms, grace_ms;
     int max_restarts, max_job_retries, max_preemptions;
+    int64_t final_eval_deadline; /* the primary finished: evaluators score its final model until then (0: no wait) */
+    int64_t final_eval_step;
     int preemptions;           /* every replica's, over the whole job */
     zt_msg_drops_t drops;       /* malformed control messages */
     bool control_backlog;       /* control messages are still queued: heartbeats may be among them */
@@ -119,6 +121,9 @@ void zt_coord_set_error(zt_coord_t *self, zt_crep_t *r, const char *fmt, ...) __
  * that job has ended already, so there is nothing to run. */
 bool zt_coord_continue_requeued(zt_coord_t *self);
 void zt_coord_continue_earlier(zt_coord_t *self);
+/* Ends the wait for the final model's evaluation when it came, its
+ * evaluators are gone, or ZT_EVAL_FINAL_MS passed (s_timers). */
+void zt_coord_check_final_evaluation(zt_coord_t *self);
 
 /* zt_coord_output.c */
 /* Opens <job-dir>/replica-logs/: the coordinator's own log's copy and every

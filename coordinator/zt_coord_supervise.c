@@ -6,6 +6,7 @@
 #include "zt_coord_int.h"
 #include "base/zt_util.h"
 #include "ztrain/zt_error.h"
+#include "ztrain/zt_knobs.h"
 #include "ztrain/zt_log.h"
 #include <signal.h>
 #include <stdio.h>
@@ -256,6 +257,56 @@ static void s_on_failure(zt_coord_t *self, zt_crep_t *r, int status, const char 
     zt_coord_stop_all(self, ZT_AFTER_FINISH, ZT_JOB_FAILED);
 }
 
+/* Whether an evaluator reported a score of checkpoint step `step`, and
+ * whether any evaluator is running. */
+static bool s_evaluated(const zt_coord_t *self, int64_t step)
+{
+    size_t i;
+    json_t *e;
+    json_array_foreach(self->evaluations, i, e)
+        if (json_integer_value(json_object_get(e, "step")) == step)
+            return true;
+    return false;
+}
+
+static bool s_evaluator_running(const zt_coord_t *self)
+{
+    for (int i = 0; i < self->nreps; i++)
+        if (self->reps[i].pool == 3 && self->reps[i].handle && self->reps[i].state != ZT_REP_SUCCEEDED)
+            return true;
+    return false;
+}
+
+/* The primary finished, its final model announced (model/ckpt-N) and not
+ * scored yet, evaluators running: they get ZT_EVAL_FINAL_MS to score it
+ * before the job ends (zt_coord_check_final_evaluation). */
+static bool s_await_final_evaluation(zt_coord_t *self)
+{
+    int64_t wait = zt_knob_int(ZT_KNOB_EVAL_FINAL_MS), step = self->last_ckpt.u.CHECKPOINT.step;
+    if (wait <= 0 || strncmp(self->last_ckpt.u.CHECKPOINT.name, "model/", 6) || !s_evaluator_running(self) ||
+        s_evaluated(self, step))
+        return false;
+    self->final_eval_step = step;
+    self->final_eval_deadline = zt_now_ms() + wait;
+    zt_info("the primary replica finished: the evaluators have up to %lld ms to score its final model (%s, "
+            "step %lld)", (long long) wait, self->last_ckpt.u.CHECKPOINT.name, (long long) step);
+    return true;
+}
+
+void zt_coord_check_final_evaluation(zt_coord_t *self)
+{
+    if (!self->final_eval_deadline || self->stopping)
+        return;
+    bool late = zt_now_ms() >= self->final_eval_deadline;
+    if (!late && s_evaluator_running(self) && !s_evaluated(self, self->final_eval_step))
+        return;
+    self->final_eval_deadline = 0;
+    if (late)
+        zt_warn("the final model was not scored within ZT_EVAL_FINAL_MS: ending the job without its score");
+    zt_info("stopping the others");
+    zt_coord_stop_all(self, ZT_AFTER_FINISH, ZT_JOB_SUCCEEDED);
+}
+
 /* Stopped by a signal that ztrain did not send (a spot machine's
  * shutdown, an operator's kill, a scheduler): SIGTERM or SIGINT, or the
  * status a program that caught one exits with (ZT_EXIT_STOPPED, 130); up
@@ -312,7 +363,7 @@ void zt_coord_replica_exited(zt_coord_t *self, zt_crep_t *r, int status)
         zt_info("%s %s", r->name, how);
         r->state = ZT_REP_SUCCEEDED;
         zt_coord_write_state(self);
-        if (r->pool == 0) {
+        if (r->pool == 0 && !s_await_final_evaluation(self)) {
             zt_info("the primary replica finished: stopping the others");
             zt_coord_stop_all(self, ZT_AFTER_FINISH, ZT_JOB_SUCCEEDED);
         }

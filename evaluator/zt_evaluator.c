@@ -45,22 +45,45 @@ static void s_weights_to_in_out(zt_mlp_t *mlp)
     }
 }
 
-/* Fetches checkpoint `name` from `address` into scratch; evaluates it. */
-static int s_evaluate(const char *address, const char *name, int64_t step, const char *scratch,
-                      zt_dataset_t *test, zt_replica_t *rep, zt_tb_t *tb)
+/* How long one chunk of a checkpoint may take to come from the chief's
+ * file server (its own thread answers at once): past FETCH_PROMPT_MS the
+ * chief may have gone, and the evaluator reads the checkpoint where it
+ * lies when it can; else it asks again, waiting FETCH_WAIT_MS. */
+#define FETCH_PROMPT_MS 3000
+#define FETCH_WAIT_MS 30000
+
+/* The checkpoint folder `name` names ("model/ckpt-N", "checkpoints/ckpt-N")
+ * where this replica sees the job's output folders, when it is there and
+ * a folder of the user's closed to others (this host, or a shared file
+ * system): the chief that served it may have ended (the job's final model). */
+static char *s_local_checkpoint(const char *name)
 {
-    char err[512];
+    const char *slash = strchr(name, '/');
+    if (!slash)
+        return NULL;
+    bool final = !strncmp(name, "model/", 6);
+    const char *root = zt_job_checkpoint_dir(final);
+    char why[256];
+    char *dir = root ? zt_strdupf("%s/%s", root, slash + 1) : NULL;
+    if (dir && zt_dir_trusted(dir, why, sizeof why) != ZT_OK) {
+        free(dir);
+        dir = NULL;
+    }
+    return dir;
+}
+
+/* Fetches checkpoint `name`'s files from the file server at `address` into
+ * folder local, each chunk answered within wait_ms. */
+static int s_fetch(const char *address, const char *name, const char *local, int wait_ms, char *err, size_t errlen)
+{
     zsock_t *dealer = zt_sock_dealer(ZT_PLANE_CONTROL, address);
     if (!dealer) {
-        zt_warn("cannot connect to %s", address);
+        snprintf(err, errlen, "cannot connect to %s", address);
         return ZT_EIO;
     }
-    char *copy = strdup(name);
-    char *local = zt_strdupf("%s/%s", scratch, basename(copy));
-    free(copy);
     zt_mkdir_p(local);
     char *rman = zt_strdupf("%s/manifest.json", name), *lman = zt_strdupf("%s/manifest.json", local);
-    int rc = zt_file_fetch(dealer, rman, lman, 30000, err, sizeof err);
+    int rc = zt_file_fetch(dealer, rman, lman, wait_ms, err, errlen);
     json_t *man = rc == ZT_OK ? json_load_file(lman, 0, NULL) : NULL;
     size_t i;
     json_t *f;
@@ -71,7 +94,7 @@ static int s_evaluate(const char *address, const char *name, int64_t step, const
             break;
         }
         char *rp = zt_strdupf("%s/%s", name, fn), *lp = zt_strdupf("%s/%s", local, fn);
-        rc = zt_file_fetch(dealer, rp, lp, 30000, err, sizeof err);
+        rc = zt_file_fetch(dealer, rp, lp, wait_ms, err, errlen);
         free(rp);
         free(lp);
         if (rc != ZT_OK)
@@ -81,16 +104,43 @@ static int s_evaluate(const char *address, const char *name, int64_t step, const
     zt_sock_destroy(&dealer);
     free(rman);
     free(lman);
+    return rc;
+}
+
+/* Fetches checkpoint `name` from `address` into scratch; a server that
+ * does not answer promptly may be gone (the chief ended, having announced
+ * the final model), so the checkpoint is read where this replica sees it
+ * when it can, else fetched again with time to spare. Evaluates it. */
+static int s_evaluate(const char *address, const char *name, int64_t step, const char *scratch,
+                      zt_dataset_t *test, zt_replica_t *rep, zt_tb_t *tb)
+{
+    char err[512];
+    char *copy = strdup(name);
+    char *local = zt_strdupf("%s/%s", scratch, basename(copy));
+    free(copy);
+    int rc = s_fetch(address, name, local, FETCH_PROMPT_MS, err, sizeof err);
+    char *here = rc != ZT_OK ? s_local_checkpoint(name) : NULL;
+    if (here) {
+        zt_info("checkpoint %s: %s; reading it from %s", name, err, here);
+        s_rm_dir(local);
+        free(local);
+        local = here;
+        rc = ZT_OK;
+    }
+    else if (rc != ZT_OK)
+        rc = s_fetch(address, name, local, FETCH_WAIT_MS, err, sizeof err);
     if (rc != ZT_OK) {
         zt_warn("cannot fetch checkpoint %s: %s", name, err);
         s_rm_dir(local);
         free(local);
         return rc;
     }
-    man = zt_ckpt_open(local, err, sizeof err);
+    json_t *man = zt_ckpt_open(local, err, sizeof err), *v;
+    size_t i;
     if (!man) {
         zt_warn("checkpoint %s is corrupt: %s; skipped", name, err);
-        s_rm_dir(local);
+        if (!here)
+            s_rm_dir(local);
         free(local);
         return ZT_EIO;
     }
@@ -99,7 +149,6 @@ static int s_evaluate(const char *address, const char *name, int64_t step, const
     const char *layout = json_string_value(json_object_get(model, "layout"));
     bool out_in = layout && !strcmp(layout, "out-in");
     int sizes[9], n = 0;
-    json_t *v;
     json_array_foreach(jsizes, i, v)
         if (n < 9)
             sizes[n++] = (int) json_integer_value(v);
@@ -125,7 +174,8 @@ static int s_evaluate(const char *address, const char *name, int64_t step, const
     }
     zt_mlp_destroy(&mlp);
     json_decref(man);
-    s_rm_dir(local);
+    if (!here)
+        s_rm_dir(local); /* the fetched copy, never the job's own checkpoint */
     free(local);
     return rc;
 }

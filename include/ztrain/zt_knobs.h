@@ -31,6 +31,8 @@ extern "C" {
       "a ztrain role replica must register within this time of starting (ms)")    \
     X(MAX_RESTARTS,        "ZT_MAX_RESTARTS",        "5", "int", ZT_FOR_COORD,                         \
       "in-place restarts of one crashed replica before the job is retried")       \
+    X(EVAL_FINAL_MS,       "ZT_EVAL_FINAL_MS",       "30000", "int", ZT_FOR_COORD,                      \
+      "when the primary replica finishes with its final model announced, running evaluators get this long to score it before the job ends (ms; 0: no wait)") \
     X(MAX_PREEMPTIONS,     "ZT_MAX_PREEMPTIONS",     "100", "int", ZT_FOR_COORD,                        \
       "a replica stopped by signals ztrain did not send (SIGTERM or SIGINT: a preemption) is restarted without counting a crash this many times; after that such a stop counts as a crash") \
     X(MAX_JOB_RETRIES,     "ZT_MAX_JOB_RETRIES",     "3", "int", ZT_FOR_COORD,                         \

@@ -199,7 +199,11 @@ int zt_file_fetch(zsock_t *dealer, const char *remote, const char *local, int ti
         zt_msg_set_str(m.u.FILE_GET.path, remote);
         m.u.FILE_GET.offset = got;
         m.u.FILE_GET.length = CHUNK;
-        zt_msg_send(dealer, NULL, &m);
+        if (zt_msg_send(dealer, NULL, &m) != 0) { /* ZMQ_IMMEDIATE, and no server to take it */
+            snprintf(err, errlen, "%s: the file server is not there (its replica ended?)", remote);
+            rc = ZT_EIO;
+            break;
+        }
         zsock_set_rcvtimeo(dealer, timeout_ms);
         zmsg_t *reply = NULL;
         zt_msg_t r;

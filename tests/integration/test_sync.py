@@ -391,6 +391,36 @@ class CancelSaves(unittest.TestCase):
         self.assertGreaterEqual(accuracy(j), 0.8)
 
 
+class FinalEvaluation(unittest.TestCase):
+    def test_final_model_is_scored_before_the_end(self):
+        """The chief's last act is the final model: the evaluator scores it
+        before the job ends (read where it lies once the chief, its file
+        server, is gone), with no timeout waiting on the chief."""
+        d = tmpdir("final-eval-")
+        job_dir = os.path.join(d, "job")
+        args = ["--hidden=64", "--epochs=3", "--checkpoint_steps=300", "--log_every=100"]
+        job = Job(self, spec(d, "final-eval", args, workers=1, reducers=1, evaluators=1), job_dir, env=FAST)
+        # the evaluator held back (SIGSTOP) until the chief has ended
+        wait_for(lambda: chief_step(job_dir) >= 1200, timeout=300, what="step 1200")
+        evaluator = replica(load_job(job_dir), "workerpool3-0")["pid"]
+        chief = replica(load_job(job_dir), "workerpool0-0")["pid"]
+        os.kill(evaluator, signal.SIGSTOP)
+        try:
+            wait_for(lambda: not alive(chief), timeout=60, what="the chief's end")
+        finally:
+            os.kill(evaluator, signal.SIGCONT)
+        self.assertEqual(job.wait(timeout=300), 0, job.err[-3000:])
+        j = load_job(job_dir)
+        final = [c for c in j["checkpoints"] if c["name"].startswith("model/")]
+        self.assertEqual(len(final), 1, j["checkpoints"])
+        scored = {e["step"] for e in j["evaluations"] if e["name"] == "eval_accuracy"}
+        self.assertIn(final[0]["step"], scored, j["evaluations"])
+        self.assertNotIn("cannot fetch", job.out + job.err)
+        self.assertNotIn("not scored within", job.out + job.err)
+        self.assertRegex(job.err, r"the evaluators have up to \d+ ms to score its final model")
+        self.assertRegex(job.out + job.err, r"checkpoint model/ckpt-0*%d: .*; reading it from " % final[0]["step"])
+
+
 def chief_step(job_dir):
     """The chief's newest progress line's step (its log, every --log_every
     steps), 0 before any."""
