@@ -78,9 +78,10 @@ static void s_print_job(json_t *doc)
         printf("\n  Slurm job %s: %s%s%s%s", s_str(sl, "jobId", 0), s_str(sl, "state", 1), said ? " (" : "",
                said ? s_str(sl, "reason", 2) : "", said ? ")" : "");
     }
-    printf("\n  incarnation %lld, job retries %lld\n",
+    printf("\n  incarnation %lld, job retries %lld, preemptions %lld\n",
            (long long) json_integer_value(json_object_get(doc, "incarnation")),
-           (long long) json_integer_value(json_object_get(doc, "jobRetries")));
+           (long long) json_integer_value(json_object_get(doc, "jobRetries")),
+           (long long) json_integer_value(json_object_get(doc, "preemptions")));
     size_t i;
     json_t *v;
     json_array_foreach(json_object_get(doc, "transitions"), i, v)

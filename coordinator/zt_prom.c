@@ -186,6 +186,13 @@ static void s_render_replicas(s_out_t *o, json_t *reps)
               s_esc(json_string_value(json_object_get(r, "name")), e2, sizeof e2),
               (long long) json_integer_value(json_object_get(r, "pool")),
               (long long) json_integer_value(json_object_get(r, "restarts")));
+    s_head(o, "ztrain_replica_preemptions_total", "counter",
+           "Stops of each replica by signals ztrain did not send (restarted, not counted as crashes).");
+    json_array_foreach(reps, i, r)
+        s_put(o, "ztrain_replica_preemptions_total{replica=\"%s\",pool=\"workerpool%lld\"} %lld\n",
+              s_esc(json_string_value(json_object_get(r, "name")), e2, sizeof e2),
+              (long long) json_integer_value(json_object_get(r, "pool")),
+              (long long) json_integer_value(json_object_get(r, "preemptions")));
 }
 
 /* One named metric of every replica that reported it, as series `series`. */

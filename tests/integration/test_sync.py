@@ -13,7 +13,7 @@ import sys
 import time
 import unittest
 
-from ztest import Job, alive, job_file, load_job, pool, tmpdir, wait_for, write
+from ztest import Job, alive, job_file, load_job, pool, tmpdir, wait_for, write, ztrain
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 FAST = {"ZT_STOP_GRACE_MS": "3000", "ZT_HEARTBEAT_MS": "300"}
@@ -319,6 +319,7 @@ class Preemption(unittest.TestCase):
         j = load_job(job_dir)
         self.assertEqual(j["state"], "SUCCEEDED")
         self.assertEqual(j["preemptions"], 2)
+        self.assertIn("preemptions 2", ztrain("status", job_dir).stdout)
         for name in ("workerpool0-0", "workerpool2-0"):
             self.assertEqual(replica(j, name)["preemptions"], 1, name)
             self.assertEqual(replica(j, name)["restarts"], 0, name)  # not counted as crashes
