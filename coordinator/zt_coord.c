@@ -395,9 +395,11 @@ zt_job_state_t zt_coord_run(zt_coord_t *self)
         for (int i = 2; i < n; i++)
             if (items[i].revents & (ZMQ_POLLIN | ZMQ_POLLERR))
                 zt_coord_read_output(self, owners[i]);
+        /* what a replica said before it ended is read before its end is:
+         * its last metrics (the chief's accuracy) are its, not a stranger's
+         * words after its identity went (the queue is read without waiting) */
+        zt_coord_on_control(self);
         s_reap_all(self);
-        if (items[0].revents & ZMQ_POLLIN)
-            zt_coord_on_control(self);
         s_timers(self);
         if (self->stopping && s_live(self) == 0) {
             self->stopping = false;
