@@ -172,6 +172,10 @@ static bool s_can_rejoin(const zt_coord_t *self, const zt_crep_t *r, char *why, 
     }
     for (int i = 0; i < self->nreps; i++) {
         const zt_crep_t *o = &self->reps[i];
+        if (o != r && o->pool == 2 && o->state != ZT_REP_RUNNING) { /* its round needs every reducer */
+            snprintf(why, size, "reducer %s is being restarted too", o->name);
+            return false;
+        }
         if (o == r || o->pool > 1 || p[o->pool].role != ZT_ROLE_WORKER)
             continue;
         if (o->state != ZT_REP_RUNNING || o->rejoining) {
@@ -180,6 +184,24 @@ static bool s_can_rejoin(const zt_coord_t *self, const zt_crep_t *r, char *why, 
         }
     }
     return true;
+}
+
+/* A reducer lost while a trainer of its group rejoins (or is not back
+ * yet): the round the rejoiner comes into needs this reducer's state, so
+ * the group restarts together instead of stalling until the all-reduce
+ * timeout. The trainer's name in why. */
+static bool s_reducer_mid_rejoin(const zt_coord_t *self, const zt_crep_t *r, char *why, size_t size)
+{
+    if (r->pool != 2 || self->plan->pools[2].role != ZT_ROLE_REDUCER)
+        return false;
+    for (int i = 0; i < self->nreps; i++) {
+        const zt_crep_t *o = &self->reps[i];
+        if (o->pool <= 1 && s_in_sync_group(self, o) && (o->rejoining || o->state == ZT_REP_RESTARTING)) {
+            snprintf(why, size, "%s is rejoining the group", o->name);
+            return true;
+        }
+    }
+    return false;
 }
 
 /* A crashed replica with restarts left: restarted in place, rejoining its
@@ -195,8 +217,11 @@ static void s_restart(zt_coord_t *self, zt_crep_t *r, bool counted)
     bool sync = s_in_sync_group(self, r);
     char why[300] = "";
     bool rejoin = sync && !self->plan->restart_job_on_worker_restart && s_can_rejoin(self, r, why, sizeof why);
-    if (self->plan->restart_job_on_worker_restart || (sync && !rejoin)) {
-        if (sync && !self->plan->restart_job_on_worker_restart)
+    bool together = !sync && s_reducer_mid_rejoin(self, r, why, sizeof why);
+    if (self->plan->restart_job_on_worker_restart || (sync && !rejoin) || together) {
+        if (together)
+            zt_info("%s lost while %s: the group restarts together from the newest checkpoint", r->name, why);
+        else if (sync && !self->plan->restart_job_on_worker_restart)
             zt_info("%s trains in step with the others (synchronous) and cannot rejoin them (%s): the group "
                     "restarts together from the newest checkpoint", r->name, why);
         else

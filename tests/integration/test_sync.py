@@ -281,6 +281,17 @@ class SyncFaults(unittest.TestCase):
         self.assertIn("the group restarts together from the newest checkpoint", job.err)
         self.assertLessEqual(abs(accuracy(j) - self.calm), 0.01, (accuracy(j), self.calm))
 
+    def test_worker_and_reducer_at_once(self):
+        # the rejoiner's round needs the reducer that is being restarted: the
+        # group restarts together at once, instead of the pair waiting for
+        # each other until the all-reduce timeout (ZT_ALLREDUCE_TIMEOUT_MS)
+        j, job = self.run_with_kills(["workerpool1-1", "workerpool2-0"], kills=2, seed=7)
+        self.assertRegex(job.err, r"(reducer workerpool2-0 is being restarted too|workerpool2-0 lost while "
+                                  r"workerpool1-1 is rejoining the group)")
+        self.assertIn("the group restarts together from the newest checkpoint", job.err)
+        self.assertNotIn("ZT_ALLREDUCE_TIMEOUT_MS", job.out + job.err)  # nobody waited out the timeout
+        self.assertLessEqual(abs(accuracy(j) - self.calm), 0.01, (accuracy(j), self.calm))
+
     def test_ring_restarts_the_group(self):
         # without reducers a lost trainer breaks the ring mid-round: the group restarts
         args = ["--hidden=64", "--epochs=6", "--train_examples=9000", "--checkpoint_steps=50", "--log_every=50"]
