@@ -46,7 +46,7 @@ bool zt_process_stop_requested(void *replica)
 
 int zt_process_exit(zt_replica_t *rep, int rc)
 {
-    if (rc == 0 && zt_replica_stop_status(rep) == ZT_EXIT_STOPPED) {
+    if (rc == 0 && rep && zt_replica_stop_status(rep) == ZT_EXIT_STOPPED) { /* a job's replica only */
         zt_info("stopped by a signal the coordinator did not send: exiting with status %d (a preemption: ztrain "
                 "restarts this replica, which resumes)", ZT_EXIT_STOPPED);
         return ZT_EXIT_STOPPED;

@@ -25,8 +25,9 @@ void zt_process_refusals_flush(zt_refusals_t *r, zt_replica_t *rep, const char *
  * (the argument, unused, is the loop's context). */
 bool zt_process_stop_requested(void *replica);
 /* The exit status of a role whose work returned rc: ZT_EXIT_STOPPED (said)
- * when it stopped on a signal the coordinator did not announce (no
- * SHUTDOWN came before it; rep NULL: none could), else zt_exit_status(rc). */
+ * when it is a job's replica (rep) and stopped on a signal the coordinator
+ * did not announce (no SHUTDOWN came before it), else zt_exit_status(rc):
+ * a server run by hand ends on SIGTERM with 0. */
 int zt_process_exit(zt_replica_t *rep, int rc);
 
 #endif
