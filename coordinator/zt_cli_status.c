@@ -82,6 +82,15 @@ static void s_print_job(json_t *doc)
            (long long) json_integer_value(json_object_get(doc, "incarnation")),
            (long long) json_integer_value(json_object_get(doc, "jobRetries")),
            (long long) json_integer_value(json_object_get(doc, "preemptions")));
+    json_t *events = json_object_get(doc, "events"), *last = NULL, *ev;
+    size_t k;
+    json_array_foreach(events, k, ev)
+        if (!strcmp(s_str(ev, "kind", 0), "checkpointFailed"))
+            last = ev;
+    if (last)
+        printf("  warning: %s cannot write checkpoints: the checkpoint of step %lld failed at %s: %s\n",
+               s_str(last, "replica", 0), (long long) json_integer_value(json_object_get(last, "step")),
+               s_str(last, "time", 1), s_str(last, "error", 2));
     size_t i;
     json_t *v;
     json_array_foreach(json_object_get(doc, "transitions"), i, v)

@@ -250,6 +250,7 @@ zt_coord_t *zt_coord_new(zt_plan_t **plan_p, zt_backend_t **backend_p, const zt_
     self->checkpoints = json_array();
     self->evaluations = json_array();
     self->lost_nodes = json_array();
+    self->events = json_array();
     char now[40];
     zt_wall_iso(now, sizeof now);
     self->created = strdup(now);
@@ -344,6 +345,7 @@ void zt_coord_destroy(zt_coord_t **self_p)
     json_decref(self->evaluations);
     json_decref(self->latency);
     json_decref(self->lost_nodes);
+    json_decref(self->events);
     json_decref(self->error);
     s_sig_fd = -1;
     if (self->sig_pipe[0] >= 0) {

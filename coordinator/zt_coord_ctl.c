@@ -11,6 +11,7 @@
 #include "ztrain/zt_error.h"
 #include "ztrain/zt_knobs.h"
 #include "ztrain/zt_log.h"
+#include "ztrain/zt_replica.h"
 #include <czmq.h>
 #include <math.h>
 #include <stdio.h>
@@ -125,8 +126,23 @@ static void s_record_metric(zt_coord_t *self, zt_crep_t *r, const char *name, do
         json_array_remove(series, 0);
 }
 
+/* A checkpoint a replica could not write: said at once, and kept as an
+ * event of job.json (the newest ZT_COORD_MAX_RECORDS) for `ztrain status`. */
+static void s_record_checkpoint_error(zt_coord_t *self, zt_crep_t *r, int code, int64_t step)
+{
+    char now[40];
+    zt_wall_iso(now, sizeof now);
+    const char *why = zt_error_name(code) ? zt_strerror(code) : "an unknown error";
+    zt_warn("%s cannot write checkpoints: the checkpoint of step %lld failed: %s", r->name, (long long) step, why);
+    if (json_array_size(self->events) >= ZT_COORD_MAX_RECORDS)
+        json_array_remove(self->events, 0);
+    json_array_append_new(self->events, json_pack("{s:s, s:s, s:s, s:I, s:s}", "time", now, "replica", r->name,
+                                                  "kind", "checkpointFailed", "step", (json_int_t) step,
+                                                  "error", why));
+}
+
 /* METRIC: an evaluator's result is an evaluation; anyone else's a metric
- * (and a sign of life). */
+ * (and a sign of life); a failed checkpoint an event. */
 static void s_on_metric(zt_coord_t *self, zt_crep_t *r, const zt_msg_t *m)
 {
     if (r->pool == 3) {
@@ -139,6 +155,10 @@ static void s_on_metric(zt_coord_t *self, zt_crep_t *r, const zt_msg_t *m)
         json_array_append_new(self->evaluations, json_pack("{s:I, s:s, s:f, s:s, s:s}", "step",
                               (json_int_t) m->u.METRIC.step, "name", m->u.METRIC.name, "value",
                               m->u.METRIC.value, "replica", r->name, "time", now));
+    }
+    else if (!strcmp(m->u.METRIC.name, ZT_METRIC_CHECKPOINT_ERROR)) {
+        r->last_hb_ms = zt_now_ms();
+        s_record_checkpoint_error(self, r, (int) m->u.METRIC.value, m->u.METRIC.step);
     }
     else {
         r->last_hb_ms = zt_now_ms();

@@ -60,6 +60,7 @@ void zt_coord_write_state(zt_coord_t *self)
         "tooLong", (json_int_t) self->drops.too_long,
         "unknownSender", (json_int_t) self->unknown_senders);
     json_object_set_new(doc, "preemptions", json_integer(self->preemptions));
+    json_object_set(doc, "events", self->events);
     json_t *drops = json_object_get(doc, "controlPlaneDrops");
     json_object_set_new(drops, "wrongIdentity", json_integer((json_int_t) self->wrong_identity));
     json_object_set_new(drops, "unauthenticated", json_integer((json_int_t) zt_auth_refused()));
@@ -146,9 +147,10 @@ static void s_take_history(zt_coord_t *self, json_t *doc)
     self->job_retries = (int) json_integer_value(json_object_get(doc, "jobRetries"));
     self->layout.incarnation = (int) json_integer_value(json_object_get(doc, "incarnation"));
     self->preemptions = (int) json_integer_value(json_object_get(doc, "preemptions"));
-    const char *keep[] = { "transitions", "checkpoints", "evaluations", "lostNodes", "metrics" };
-    json_t **into[] = { &self->transitions, &self->checkpoints, &self->evaluations, &self->lost_nodes, &self->metrics };
-    for (int i = 0; i < 5; i++) {
+    const char *keep[] = { "transitions", "checkpoints", "evaluations", "lostNodes", "metrics", "events" };
+    json_t **into[] = { &self->transitions, &self->checkpoints, &self->evaluations, &self->lost_nodes, &self->metrics,
+                        &self->events };
+    for (int i = 0; i < 6; i++) {
         json_t *v = json_object_get(doc, keep[i]);
         if (v && json_typeof(v) == json_typeof(*into[i])) {
             json_decref(*into[i]);

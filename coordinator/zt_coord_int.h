@@ -96,6 +96,7 @@ struct zt_coord_t {
     int64_t final_eval_deadline; /* the primary finished: evaluators score its final model until then (0: no wait) */
     int64_t final_eval_step;
     int preemptions;           /* every replica's, over the whole job */
+    json_t *events;            /* what a replica could not do, at once (a checkpoint not written) */
     zt_msg_drops_t drops;       /* malformed control messages */
     bool control_backlog;       /* control messages are still queued: heartbeats may be among them */
     bool metrics_dirty;         /* metrics or checkpoint notices arrived since job.json was last written */

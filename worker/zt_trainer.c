@@ -236,8 +236,11 @@ static int s_checkpoint(s_run_t *r, const char *root, int64_t step, int keep)
         if (r->rep) /* the chief serves its checkpoints to evaluators */
             zt_replica_announce_checkpoint(r->rep, step, path);
     }
-    else
+    else {
         zt_warn("cannot write the checkpoint of step %lld under %s: %s", (long long) step, root, zt_strerror(rc));
+        if (r->rep)
+            zt_replica_report_checkpoint_error(r->rep, step, rc);
+    }
     free(path);
     json_decref(tensors);
     json_decref(extra);

@@ -27,6 +27,14 @@ int zt_replica_index(zt_replica_t *self);
 /* Reports a metric (name, value, step) to the coordinator. */
 int zt_replica_report_metric(zt_replica_t *self, const char *name, double value, int64_t step);
 
+/* The metric name that carries a failed checkpoint (its value the ZT_E*
+ * code): the coordinator records it as an event, not a metric. */
+#define ZT_METRIC_CHECKPOINT_ERROR "checkpoint_error"
+/* Tells the coordinator that the checkpoint of step could not be written
+ * (code: a ZT_E* code, ZT_ENOSPC for a full disk): job.json's events and
+ * `ztrain status` say so at once, not at the job's end. */
+int zt_replica_report_checkpoint_error(zt_replica_t *self, int64_t step, int code);
+
 /* True once the coordinator has told this replica to shut down. */
 bool zt_replica_shutdown_requested(zt_replica_t *self);
 

@@ -317,6 +317,11 @@ int zt_replica_report_metric(zt_replica_t *self, const char *name, double value,
     return zstr_sendx(self->actor, "METRIC", name, v, s, NULL) == 0 ? ZT_OK : ZT_EIO;
 }
 
+int zt_replica_report_checkpoint_error(zt_replica_t *self, int64_t step, int code)
+{
+    return zt_replica_report_metric(self, ZT_METRIC_CHECKPOINT_ERROR, code, step);
+}
+
 /* Waits until ready(self, arg) is true (ZT_OK), the job shuts down or a
  * signal arrives (ZT_ESHUTDOWN), or timeout_ms pass (ZT_ETIMEDOUT; < 0:
  * none). ready is asked with self->lock held. */

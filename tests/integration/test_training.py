@@ -267,9 +267,11 @@ def rss_mb(pid):
 
 class FullDisk(unittest.TestCase):
     def test_no_space_is_named_at_the_first_checkpoint(self):
-        """The job folder on a full file system (a 512 KiB tmpfs): the
-        chief's first periodic checkpoint already fails, and says why (no
-        space), not "input/output error"."""
+        """The job's output folder (baseOutputDirectory) on a full file
+        system (a 512 KiB tmpfs): the chief's first periodic checkpoint
+        already fails and says why (no space), not "input/output error";
+        the coordinator says so at once, job.json keeps it as an event and
+        `ztrain status` warns."""
         d = tmpdir("fulldisk-")
         small = os.path.join(d, "small")
         os.mkdir(small)
@@ -279,11 +281,24 @@ class FullDisk(unittest.TestCase):
             self.skipTest("cannot mount a tmpfs: " + r.stderr)
         self.addCleanup(subprocess.run, ["umount", "-l", small], timeout=30)
         args = ["--hidden=64", "--epochs=1", "--checkpoint_steps=100", "--log_every=100"]
-        job = Job(self, job_file(d, "full", [pool("ztrain-worker", 1, args)]), os.path.join(small, "job"))
+        spec = {"displayName": "full", "jobSpec": {
+            "workerPoolSpecs": [pool("ztrain-worker", 1, args)],
+            "baseOutputDirectory": {"outputUriPrefix": os.path.join(small, "out")}}}
+        job_dir = os.path.join(d, "job")
+        job = Job(self, write(d, "full.json", json.dumps(spec)), job_dir)
         job.wait(timeout=300)
         text = job.out + job.err
         self.assertRegex(text, r"cannot write the checkpoint of step 100 under \S+: no space left on the device")
+        self.assertRegex(text, r"workerpool0-0 cannot write checkpoints: the checkpoint of step 100 failed: no space "
+                               r"left on the device")
         self.assertNotIn("input/output error", text)
+        events = [e for e in load_job(job_dir)["events"] if e["kind"] == "checkpointFailed"]
+        self.assertEqual(events[0]["step"], 100)
+        self.assertIn("no space left", events[0]["error"])
+        st = subprocess.run([os.path.join(BIN, "ztrain"), "status", job_dir], capture_output=True, text=True,
+                            timeout=60)
+        self.assertRegex(st.stdout, r"warning: workerpool0-0 cannot write checkpoints: the checkpoint of step \d+ "
+                                    r"failed at \S+: no space left on the device")
 
 
 class CudaOnDemand(unittest.TestCase):
