@@ -13,8 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <signal.h>
-#include <dirent.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -164,27 +162,6 @@ static void s_take_history(zt_coord_t *self, json_t *doc)
     }
 }
 
-/* job.json.tmp.PID files of coordinators killed while writing job.json
- * (the write is a temporary file renamed over it): removed when PID is no
- * process any more. */
-static void s_remove_stale_writes(const char *dir)
-{
-    DIR *d = opendir(dir);
-    struct dirent *e;
-    while (d && (e = readdir(d))) {
-        int pid = 0;
-        char end = 0;
-        if (sscanf(e->d_name, "job.json.tmp.%d%c", &pid, &end) != 1 || pid <= 0 || kill(pid, 0) == 0 ||
-            errno != ESRCH)
-            continue;
-        char *path = zt_strdupf("%s/%s", dir, e->d_name);
-        unlink(path);
-        free(path);
-    }
-    if (d)
-        closedir(d);
-}
-
 /* A job folder holding this job's earlier run (the same spec resumed, or
  * --resume, after the job ended or its coordinator was killed; `ztrain run`
  * checked it is this job's): the run goes on as that job's next
@@ -193,7 +170,7 @@ static void s_remove_stale_writes(const char *dir)
  * (zt_coord_continue_requeued). */
 void zt_coord_continue_earlier(zt_coord_t *self)
 {
-    s_remove_stale_writes(self->opts.job_dir);
+    zt_remove_dead_pid_entries(self->opts.job_dir, "job.json.tmp."); /* a killed coordinator's write */
     if (self->backend->allocation)
         return;
     char *path = zt_strdupf("%s/job.json", self->opts.job_dir);

@@ -46,6 +46,8 @@ struct zt_prom {
     bool stopping;
     pthread_t watchdog;
     zt_refusals_t refused; /* the server's thread's */
+    char admitted[64];     /* the client the accept policy just let in: its STARTED notice follows at once,
+                              in the same thread, so the owner lookup is made once per connection */
 };
 
 /* Whether the request carries "Authorization: Bearer <token>" (compared in
@@ -336,10 +338,8 @@ static void s_client(const zt_prom_t *self, const struct sockaddr *a, char *out,
 {
     long uid = a ? zt_guard_owner(a, self->port) : -1;
     char addr[INET6_ADDRSTRLEN] = "?";
-    if (a && a->sa_family == AF_INET)
-        inet_ntop(AF_INET, &((const struct sockaddr_in *) a)->sin_addr, addr, sizeof addr);
-    else if (a && a->sa_family == AF_INET6)
-        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *) a)->sin6_addr, addr, sizeof addr);
+    if (a && !zt_sockaddr_name(a, addr, sizeof addr))
+        snprintf(addr, sizeof addr, "?");
     if (uid >= 0)
         snprintf(out, len, "uid %ld", uid);
     else
@@ -357,8 +357,10 @@ static enum MHD_Result s_accept_policy(void *cls, const struct sockaddr *a, sock
     for (int i = 0; i < CONN_MAX; i++)
         held += self->conns[i].c && !strcmp(self->conns[i].client, client);
     pthread_mutex_unlock(&self->mu);
-    if (held < CONN_PER_CLIENT)
+    if (held < CONN_PER_CLIENT) {
+        snprintf(self->admitted, sizeof self->admitted, "%s", client);
         return MHD_YES;
+    }
     char what[160];
     snprintf(what, sizeof what, "a /metrics connection from %s: it holds %d already", client, held);
     zt_refusals_count(&self->refused, what, zt_now_ms());
@@ -370,15 +372,12 @@ static void s_notify(void *cls, struct MHD_Connection *c, void **socket_ctx, enu
     (void) socket_ctx;
     zt_prom_t *self = cls;
     if (code == MHD_CONNECTION_NOTIFY_STARTED) {
-        const union MHD_ConnectionInfo *ai = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
         const union MHD_ConnectionInfo *fi = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-        char client[64];
-        s_client(self, ai ? ai->client_addr : NULL, client, sizeof client);
         pthread_mutex_lock(&self->mu);
         for (int i = 0; i < CONN_MAX; i++)
             if (!self->conns[i].c) {
                 self->conns[i] = (s_conn_t) { .c = c, .fd = fi ? fi->connect_fd : -1, .start_ms = zt_now_ms() };
-                snprintf(self->conns[i].client, sizeof self->conns[i].client, "%s", client);
+                snprintf(self->conns[i].client, sizeof self->conns[i].client, "%s", self->admitted);
                 break;
             }
         pthread_mutex_unlock(&self->mu);

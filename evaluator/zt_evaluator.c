@@ -10,9 +10,6 @@
 #include "base/zt_util.h"
 #include "ztrain/ztrain.h"
 #include <cblas.h>
-#include <signal.h>
-#include <errno.h>
-#include <dirent.h>
 #include <czmq.h>
 #include <libgen.h>
 #include <stdlib.h>
@@ -180,26 +177,6 @@ static int s_evaluate(const char *address, const char *name, int64_t step, const
     return rc;
 }
 
-/* The scratch folders evaluator `index` left when it was killed
- * (evaluator-INDEX.PID, PID no process any more): removed. */
-static void s_remove_stale_scratch(const char *dir, int index)
-{
-    DIR *d = opendir(dir);
-    struct dirent *e;
-    while (d && (e = readdir(d))) {
-        int i = -1, pid = 0;
-        char end = 0;
-        if (sscanf(e->d_name, "evaluator-%d.%d%c", &i, &pid, &end) != 2 || i != index || pid <= 0 ||
-            kill(pid, 0) == 0 || errno != ESRCH)
-            continue;
-        char *path = zt_strdupf("%s/%s", dir, e->d_name);
-        zt_rm_tree(path);
-        free(path);
-    }
-    if (d)
-        closedir(d);
-}
-
 int zt_evaluator_run(const zt_evaluator_opts_t *o)
 {
     int index = (int) zt_env_int_or(ZT_ENV_INDEX, 0);
@@ -222,7 +199,9 @@ int zt_evaluator_run(const zt_evaluator_opts_t *o)
     }
     const char *jd = zt_env_get(ZT_ENV_JOB_DIR);
     char *scratch = zt_strdupf("%s/evaluator-%d.%d", jd ? jd : "/tmp", index, (int) getpid());
-    s_remove_stale_scratch(jd ? jd : "/tmp", index);
+    char *mine = zt_strdupf("evaluator-%d.", index); /* what this evaluator's killed predecessors left */
+    zt_remove_dead_pid_entries(jd ? jd : "/tmp", mine);
+    free(mine);
     zt_mkdir_p(scratch);
     /* TensorBoard: the evaluations under <AIP_TENSORBOARD_LOG_DIR>/eval (eval-I for evaluator I > 0) */
     char run[32] = "eval";

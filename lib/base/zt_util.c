@@ -5,6 +5,7 @@
 #include <stdatomic.h>
 #include "ztrain/zt_error.h"
 #include <errno.h>
+#include <dirent.h>
 #include <math.h>
 #include <fcntl.h>
 #include <libgen.h>
@@ -166,6 +167,36 @@ int zt_mkdir_trusted(const char *path, char *why, size_t why_size)
 /* Temporary file (created with mode, which a umask can only narrow; never
  * through a link), then rename; with sync, the file and its folder are
  * fsynced too. */
+bool zt_sockaddr_name(const struct sockaddr *a, char *out, size_t len)
+{
+    out[0] = 0;
+    if (a->sa_family == AF_INET)
+        return inet_ntop(AF_INET, &((const struct sockaddr_in *) a)->sin_addr, out, (socklen_t) len) != NULL;
+    if (a->sa_family != AF_INET6)
+        return false;
+    const struct in6_addr *v6 = &((const struct sockaddr_in6 *) a)->sin6_addr;
+    return IN6_IS_ADDR_V4MAPPED(v6) ? inet_ntop(AF_INET, &v6->s6_addr[12], out, (socklen_t) len) != NULL
+                                    : inet_ntop(AF_INET6, v6, out, (socklen_t) len) != NULL;
+}
+
+void zt_remove_dead_pid_entries(const char *dir, const char *prefix)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    size_t n = strlen(prefix);
+    while (d && (e = readdir(d))) {
+        char *end;
+        long pid = strncmp(e->d_name, prefix, n) ? 0 : strtol(e->d_name + n, &end, 10);
+        if (pid <= 0 || *end || kill((pid_t) pid, 0) == 0 || errno != ESRCH)
+            continue;
+        char *path = zt_strdupf("%s/%s", dir, e->d_name);
+        zt_rm_tree(path);
+        free(path);
+    }
+    if (d)
+        closedir(d);
+}
+
 int zt_write_error(void)
 {
     return errno == ENOSPC || errno == EDQUOT ? ZT_ENOSPC : ZT_EIO;

@@ -35,6 +35,13 @@ int zt_mkdir_trusted(const char *path, char *why, size_t why_size);
 /* rm -rf path (not following symbolic links); 0, or ZT_ESYS when something
  * stayed. */
 int zt_rm_tree(const char *path);
+struct sockaddr;
+/* A socket address's host as text (IPv4, IPv6; an IPv4-mapped IPv6 address
+ * as IPv4) into out; false (out "") for another family. */
+bool zt_sockaddr_name(const struct sockaddr *a, char *out, size_t len);
+/* Removes what processes that are gone left in dir: the entries named
+ * PREFIX<pid> whose pid is no process any more (rm -rf). */
+void zt_remove_dead_pid_entries(const char *dir, const char *prefix);
 /* A failed write's code from errno: ZT_ENOSPC for a full device or a
  * quota (ENOSPC, EDQUOT), else ZT_EIO. */
 int zt_write_error(void);

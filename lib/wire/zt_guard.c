@@ -39,26 +39,57 @@ void zt_guard_filter(zsock_t *router, char *const *addrs, int n)
 /* An address as /proc/net/tcp{,6} writes it (hex words in host order). */
 static bool s_hex_addr(const char *hex, size_t len, char *out, size_t size)
 {
+    struct sockaddr_in6 a6 = { .sin6_family = AF_INET6 };
+    struct sockaddr_in a4 = { .sin_family = AF_INET };
     if (len == 8) {
-        struct in_addr a = { .s_addr = (uint32_t) strtoul(hex, NULL, 16) };
-        return inet_ntop(AF_INET, &a, out, (socklen_t) size) != NULL;
+        a4.sin_addr.s_addr = (uint32_t) strtoul(hex, NULL, 16);
+        return zt_sockaddr_name((struct sockaddr *) &a4, out, size);
     }
     if (len != 32)
         return false;
-    struct in6_addr a;
     for (int w = 0; w < 4; w++) {
         char word[9];
         memcpy(word, hex + 8 * w, 8);
         word[8] = 0;
         uint32_t v = (uint32_t) strtoul(word, NULL, 16);
-        memcpy(&a.s6_addr[4 * w], &v, 4);
+        memcpy(&a6.sin6_addr.s6_addr[4 * w], &v, 4);
     }
-    if (IN6_IS_ADDR_V4MAPPED(&a)) {
-        struct in_addr v4;
-        memcpy(&v4, &a.s6_addr[12], 4);
-        return inet_ntop(AF_INET, &v4, out, (socklen_t) size) != NULL;
+    return zt_sockaddr_name((struct sockaddr *) &a6, out, size);
+}
+
+/* One socket of this host's TCP tables (not a listener). */
+typedef struct {
+    char local[64], remote[64]; /* addresses */
+    int lport, rport;
+    unsigned st;                /* 0x01 established, ... */
+    long uid;                   /* its owner */
+} s_row_t;
+
+/* Calls fn for every socket of /proc/net/tcp and /proc/net/tcp6 but the
+ * listeners; fn returns false to stop. */
+static void s_each_row(bool (*fn)(const s_row_t *, void *), void *ctx)
+{
+    static const char *const tables[] = { "/proc/net/tcp", "/proc/net/tcp6" };
+    bool go = true;
+    for (int t = 0; t < 2 && go; t++) {
+        FILE *f = fopen(tables[t], "re");
+        char line[512];
+        while (f && go && fgets(line, sizeof line, f)) {
+            char local[40], remote[40];
+            s_row_t r;
+            if (sscanf(line, " %*d: %39s %39s %x %*s %*s %*s %ld", local, remote, &r.st, &r.uid) != 4)
+                continue;
+            char *lp = strchr(local, ':'), *rp = strchr(remote, ':');
+            if (!lp || !rp || r.st == 0x0A || !s_hex_addr(local, (size_t) (lp - local), r.local, sizeof r.local) ||
+                !s_hex_addr(remote, (size_t) (rp - remote), r.remote, sizeof r.remote))
+                continue;
+            r.lport = (int) strtol(lp + 1, NULL, 16);
+            r.rport = (int) strtol(rp + 1, NULL, 16);
+            go = fn(&r, ctx);
+        }
+        if (f)
+            fclose(f);
     }
-    return inet_ntop(AF_INET6, &a, out, (socklen_t) size) != NULL;
 }
 
 typedef struct {
@@ -67,50 +98,38 @@ typedef struct {
     int count;
 } s_seen_t;
 
-static void s_tally(s_seen_t *seen, int *n, int cap, const char *addr, long uid)
+typedef struct {
+    int port;
+    uid_t me;
+    s_seen_t seen[32];
+    int n;
+} s_sources_t;
+
+static void s_tally(s_sources_t *c, const char *addr, long uid)
 {
-    for (int i = 0; i < *n; i++)
-        if (seen[i].uid == uid && !strcmp(seen[i].addr, addr)) {
-            seen[i].count++;
+    for (int i = 0; i < c->n; i++)
+        if (c->seen[i].uid == uid && !strcmp(c->seen[i].addr, addr)) {
+            c->seen[i].count++;
             return;
         }
-    if (*n < cap) {
-        snprintf(seen[*n].addr, sizeof seen[*n].addr, "%s", addr);
-        seen[*n].uid = uid;
-        seen[(*n)++].count = 1;
+    if (c->n < (int) (sizeof c->seen / sizeof *c->seen)) {
+        snprintf(c->seen[c->n].addr, sizeof c->seen[c->n].addr, "%s", addr);
+        c->seen[c->n].uid = uid;
+        c->seen[c->n++].count = 1;
     }
 }
 
-/* One table: a socket of this host connecting to the port (its owner is
- * known), or this side of a connection to the port that is closing. Our
- * own established connections are the job's, not a source. */
-static void s_scan(const char *path, int port, s_seen_t *seen, int *n, int cap)
+/* A socket of this host connecting to the port (its owner is known), or
+ * this side of a connection to the port that is closing. Our own
+ * established connections are the job's, not a source. */
+static bool s_source_row(const s_row_t *r, void *ctx)
 {
-    FILE *f = fopen(path, "re");
-    if (!f)
-        return;
-    char line[512];
-    uid_t me = geteuid();
-    while (fgets(line, sizeof line, f)) {
-        char local[40], remote[40];
-        unsigned st;
-        long uid;
-        if (sscanf(line, " %*d: %39s %39s %x %*s %*s %*s %ld", local, remote, &st, &uid) != 4)
-            continue;
-        char *lp = strchr(local, ':'), *rp = strchr(remote, ':');
-        if (!lp || !rp || st == 0x0A) /* not a line of the table, or a listener */
-            continue;
-        char addr[64];
-        if ((int) strtol(rp + 1, NULL, 16) == port && !(st == 0x01 && uid == (long) me)) {
-            if (s_hex_addr(local, (size_t) (lp - local), addr, sizeof addr))
-                s_tally(seen, n, cap, addr, uid);
-        }
-        else if ((int) strtol(lp + 1, NULL, 16) == port && st != 0x01) {
-            if (s_hex_addr(remote, (size_t) (rp - remote), addr, sizeof addr))
-                s_tally(seen, n, cap, addr, -1);
-        }
-    }
-    fclose(f);
+    s_sources_t *c = ctx;
+    if (r->rport == c->port && !(r->st == 0x01 && r->uid == (long) c->me))
+        s_tally(c, r->local, r->uid);
+    else if (r->lport == c->port && r->st != 0x01)
+        s_tally(c, r->remote, -1);
+    return true;
 }
 
 static void s_describe(const char *addr, long uid, char *out, size_t len)
@@ -129,21 +148,18 @@ static void s_describe(const char *addr, long uid, char *out, size_t len)
 
 void zt_guard_source(int port, char *out, size_t len)
 {
-    enum { CAP = 32 };
-    s_seen_t seen[CAP];
-    int n = 0;
-    s_scan("/proc/net/tcp", port, seen, &n, CAP);
-    s_scan("/proc/net/tcp6", port, seen, &n, CAP);
+    s_sources_t c = { .port = port, .me = geteuid() };
+    s_each_row(s_source_row, &c);
     int best = -1;
-    for (int i = 0; i < n; i++) /* an owner known beats a count */
-        if (best < 0 || (seen[i].uid >= 0) > (seen[best].uid >= 0) ||
-            ((seen[i].uid >= 0) == (seen[best].uid >= 0) && seen[i].count > seen[best].count))
+    for (int i = 0; i < c.n; i++) /* an owner known beats a count */
+        if (best < 0 || (c.seen[i].uid >= 0) > (c.seen[best].uid >= 0) ||
+            ((c.seen[i].uid >= 0) == (c.seen[best].uid >= 0) && c.seen[i].count > c.seen[best].count))
             best = i;
     if (best < 0) {
         snprintf(out, len, "%s", "");
         return;
     }
-    s_describe(seen[best].addr, seen[best].uid, out, len);
+    s_describe(c.seen[best].addr, c.seen[best].uid, out, len);
 }
 
 /* ------------------------------------------------------------ the watch */
@@ -186,15 +202,8 @@ static void s_peer_name(int fd, char *out, size_t len)
         return;
     if (a.ss_family == AF_UNIX)
         snprintf(out, len, "%s", IPC_PEER);
-    else if (a.ss_family == AF_INET)
-        inet_ntop(AF_INET, &((struct sockaddr_in *) &a)->sin_addr, out, (socklen_t) len);
-    else if (a.ss_family == AF_INET6) {
-        struct in6_addr *v6 = &((struct sockaddr_in6 *) &a)->sin6_addr;
-        if (IN6_IS_ADDR_V4MAPPED(v6))
-            inet_ntop(AF_INET, &v6->s6_addr[12], out, (socklen_t) len);
-        else
-            inet_ntop(AF_INET6, v6, out, (socklen_t) len);
-    }
+    else
+        zt_sockaddr_name((struct sockaddr *) &a, out, len);
 }
 
 /* The monitor's events, in the order the I/O thread made them: ACCEPTED
@@ -293,32 +302,30 @@ struct zt_hold_t {
     int port;
 };
 
+typedef struct {
+    int peer_port, port;
+    long uid;
+} s_owner_t;
+
+static bool s_owner_row(const s_row_t *r, void *ctx)
+{
+    s_owner_t *o = ctx;
+    if (r->lport == o->peer_port && r->rport == o->port)
+        o->uid = r->uid;
+    return o->uid < 0;
+}
+
 /* By the connecting socket's entry in /proc/net/tcp{,6}: local port = the
  * peer's, remote port = ours. */
 long zt_guard_owner(const struct sockaddr *peer, int port)
 {
     if (peer->sa_family != AF_INET && peer->sa_family != AF_INET6)
         return -1;
-    int pport = ntohs(peer->sa_family == AF_INET ? ((const struct sockaddr_in *) peer)->sin_port
-                                                 : ((const struct sockaddr_in6 *) peer)->sin6_port);
-    const char *tables[] = { "/proc/net/tcp", "/proc/net/tcp6" };
-    long uid = -1;
-    for (int t = 0; t < 2 && uid < 0; t++) {
-        FILE *f = fopen(tables[t], "re");
-        char line[512];
-        while (f && uid < 0 && fgets(line, sizeof line, f)) {
-            char local[40], remote[40];
-            long u;
-            if (sscanf(line, " %*d: %39s %39s %*x %*s %*s %*s %ld", local, remote, &u) != 3)
-                continue;
-            char *lp = strchr(local, ':'), *rp = strchr(remote, ':');
-            if (lp && rp && (int) strtol(lp + 1, NULL, 16) == pport && (int) strtol(rp + 1, NULL, 16) == port)
-                uid = u;
-        }
-        if (f)
-            fclose(f);
-    }
-    return uid;
+    s_owner_t o = { ntohs(peer->sa_family == AF_INET ? ((const struct sockaddr_in *) peer)->sin_port
+                                                     : ((const struct sockaddr_in6 *) peer)->sin6_port),
+                    port, -1 };
+    s_each_row(s_owner_row, &o);
+    return o.uid;
 }
 
 static void *s_hold_main(void *arg)
@@ -343,11 +350,9 @@ static void *s_hold_main(void *arg)
             continue;
         atomic_fetch_add(&s_refused, 1);
         if (zt_refusals_log_due(&log, last)) {
-            char addr[64] = "?", source[160], what[320];
-            if (peer.ss_family == AF_INET)
-                inet_ntop(AF_INET, &((struct sockaddr_in *) &peer)->sin_addr, addr, sizeof addr);
-            else if (peer.ss_family == AF_INET6)
-                inet_ntop(AF_INET6, &((struct sockaddr_in6 *) &peer)->sin6_addr, addr, sizeof addr);
+            char addr[64], source[160], what[320];
+            if (!zt_sockaddr_name((struct sockaddr *) &peer, addr, sizeof addr))
+                snprintf(addr, sizeof addr, "?");
             s_describe(addr, zt_guard_owner((struct sockaddr *) &peer, h->port), source, sizeof source);
             snprintf(what, sizeof what, "a connection to port %d from %s: this job has no TCP peer (its replicas "
                      "are on one host); the port is held, not served", h->port, source);

@@ -315,12 +315,8 @@ static void s_add_allowed(const char *host)
         return;
     }
     for (struct addrinfo *ai = res; ai && s_nallowed >= 0; ai = ai->ai_next) {
-        char addr[INET6_ADDRSTRLEN] = "";
-        if (ai->ai_family == AF_INET)
-            inet_ntop(AF_INET, &((struct sockaddr_in *) ai->ai_addr)->sin_addr, addr, sizeof addr);
-        else if (ai->ai_family == AF_INET6)
-            inet_ntop(AF_INET6, &((struct sockaddr_in6 *) ai->ai_addr)->sin6_addr, addr, sizeof addr);
-        if (!addr[0] || !strncmp(addr, "127.", 4) || !strcmp(addr, "::1"))
+        char addr[INET6_ADDRSTRLEN];
+        if (!zt_sockaddr_name(ai->ai_addr, addr, sizeof addr) || !strncmp(addr, "127.", 4) || !strcmp(addr, "::1"))
             continue;
         bool have = false;
         for (int i = 0; i < s_nallowed && !have; i++)
@@ -398,11 +394,12 @@ zsock_t *zt_sock_router(zt_plane_t plane, const char *endpoint, int *port_p)
     zt_guard_t *guard = tcp && !held && (filtered || zt_auth_on()) ? zt_guard_watch(router, port, filtered) : NULL;
     s_remember(router, 0, endpoint, guard, hold);
     s_with_port(endpoint, port, actual, sizeof actual);
-    if (held && !zt_data_ipc_twin(actual, true, twin, sizeof twin)) {
+    bool twinned = tcp && zt_data_ipc_twin(actual, true, twin, sizeof twin);
+    if (held && !twinned) {
         zt_error("%s: this job's peers reach a port on this host over its ipc twin, and %s has none", endpoint, actual);
         zt_sock_destroy(&router);
     }
-    else if (tcp && zt_data_ipc_twin(actual, true, twin, sizeof twin)) {
+    else if (twinned) {
         /* clients on this host will connect there: failing to bind it is fatal */
         static bool swept;
         if (!swept) {
