@@ -39,6 +39,7 @@ typedef struct {
     bool overwrite, resume;    /* --overwrite, --resume: a directory holding another job or study */
     const char *partition;     /* --partition (slurm) */
     const char *account;       /* --account (slurm) */
+    const char *qos;           /* --qos (slurm) */
     const char *time;          /* --time (slurm) */
     bool detach;               /* --detach (slurm): submit and return */
     const char *replica;       /* logs: --replica */
@@ -54,10 +55,10 @@ typedef struct {
 static const char *const s_synopsis[] = {
     "ztrain run FILE [--job-dir DIR] [--overwrite | --resume] [--backend NAME] [--cpu-only] [--trial ID]",
     "           [--tf-chief-name chief|master] [--allow-unknown-fields]",
-    "           [--partition P] [--account A] [--time T] [--detach] [--metrics-port N]",
+    "           [--partition P] [--account A] [--qos Q] [--time T] [--detach] [--metrics-port N]",
     "           [overrides] [-- ARGS]",
     "ztrain validate FILE [--json] [--cpu-only] [--allow-unknown-fields] [--backend NAME]",
-    "           [--partition P] [--account A] [--time T] [overrides] [-- ARGS]",
+    "           [--partition P] [--account A] [--qos Q] [--time T] [overrides] [-- ARGS]",
     "ztrain env FILE --pool N --index I [--trial ID] [--job-dir DIR] [--backend NAME] [overrides]",
     "ztrain status [--job-dir] DIR [--json]",
     "ztrain status --study-dir DIR [--json]",
@@ -135,7 +136,9 @@ static void s_usage(FILE *out, const char *prog)
         "                       picks, logged and in job.json's metricsUrl; default: off)\n"
         "  --replica NAME       logs: only this replica's (workerpool1-0, coordinator)\n"
         "  -f, --follow         logs: follow the logs until the job ends\n"
-        "  --partition P, --account A   the Slurm partition and account (--backend slurm)\n"
+        "  --partition P, --account A, --qos Q   the Slurm partition, account and QOS\n"
+        "                       (--backend slurm; a job with scheduling.strategy SPOT\n"
+        "                       names a preemptible partition or QOS here)\n"
         "  --time T             the Slurm time limit (minutes, HH:MM:SS, D-HH:MM...;\n"
         "                       default: scheduling.timeout, else the partition's)\n"
         "  --detach             run --backend slurm: submit, print the job id, return\n"
@@ -150,7 +153,7 @@ static void s_usage(FILE *out, const char *prog)
 enum {
     O_JOB_DIR = 1, O_TRIAL, O_TF_CHIEF, O_POOL, O_INDEX, O_STUDY_DIR, O_SEED, O_SUGGEST, O_BACKEND, O_CPU_ONLY,
     O_JSON, O_ALLOW_UNKNOWN, O_OVERWRITE, O_RESUME, O_HELP, O_VERSION, O_PARTITION, O_ACCOUNT, O_TIME, O_DETACH,
-    O_REPLICA, O_FOLLOW, O_METRICS_PORT,
+    O_REPLICA, O_FOLLOW, O_METRICS_PORT, O_QOS,
     O_OVERRIDE = 1000 /* past any short option */
 };
 
@@ -163,8 +166,18 @@ static int s_on_option(s_args_t *a, int c, const char *name, const char *value)
     case O_STUDY_DIR: a->study_dir = value; return 0;
     case O_TRIAL: a->trial = value; return 0;
     case O_BACKEND: a->backend = value; return 0;
-    case O_PARTITION: a->partition = value; return 0;
-    case O_ACCOUNT: a->account = value; return 0;
+    case O_PARTITION:
+    case O_ACCOUNT:
+    case O_QOS:
+        /* they go on #SBATCH lines, which a blank or newline would break */
+        if (!*value || strspn(value, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.,") !=
+                           strlen(value)) {
+            fprintf(stderr, "ztrain: --%s: '%s': Slurm's names are letters, digits, '_', '-' and '.' (a comma "
+                            "between several)\n", name, value);
+            return -1;
+        }
+        *(c == O_PARTITION ? &a->partition : c == O_ACCOUNT ? &a->account : &a->qos) = value;
+        return 0;
     case O_TIME:
         if (zt_slurm_time_problem(value)) {
             fprintf(stderr, "ztrain: --time: '%s': %s\n", value, zt_slurm_time_problem(value));
@@ -254,9 +267,9 @@ static int s_parse(int argc, char **argv, const char *forced, s_args_t *a)
         { "partition", required_argument, NULL, O_PARTITION }, { "account", required_argument, NULL, O_ACCOUNT },
         { "time", required_argument, NULL, O_TIME }, { "detach", no_argument, NULL, O_DETACH },
         { "replica", required_argument, NULL, O_REPLICA }, { "follow", no_argument, NULL, O_FOLLOW },
-        { "metrics-port", required_argument, NULL, O_METRICS_PORT },
+        { "metrics-port", required_argument, NULL, O_METRICS_PORT }, { "qos", required_argument, NULL, O_QOS },
     };
-    int n = 23;
+    int n = 24;
     for (int i = 0; zt_plan_override_flag(i) && n < 95; i++)
         opts[n++] = (struct option) { zt_plan_override_flag(i) + 2, required_argument, NULL, O_OVERRIDE + i };
     opts[n] = (struct option) { NULL, 0, NULL, 0 };
@@ -548,7 +561,10 @@ static int s_submit_slurm(s_args_t *a, const zt_plan_t *plan, const char *dir)
 {
     char err[4096], id[64];
     char **argv = s_inner_argv(a, dir, err, sizeof err);
-    zt_slurm_alloc_t alloc = { a->partition, a->account, a->time };
+    zt_slurm_alloc_t alloc = { a->partition, a->account, a->qos, a->time };
+    if (plan->spot && !a->partition && !a->qos)
+        fprintf(stderr, "ztrain: warning: scheduling.strategy asks for spot capacity, but no --partition or --qos "
+                        "names a preemptible one: the job goes to Slurm's default partition\n");
     int rc = argv ? zt_slurm_submit(plan, &alloc, dir, argv, id, sizeof id, err, sizeof err) : -1;
     for (int i = 0; argv && argv[i]; i++)
         free(argv[i]);
@@ -676,7 +692,7 @@ static int s_cmd_validate(s_args_t *a)
         zt_plan_print(plan, stdout);
     const char *backend = a->backend ? a->backend : zt_knob_str(ZT_KNOB_BACKEND);
     if (!a->json && !strcmp(backend, "slurm")) { /* what the allocation would be */
-        zt_slurm_alloc_t alloc = { a->partition, a->account, a->time };
+        zt_slurm_alloc_t alloc = { a->partition, a->account, a->qos, a->time };
         char *h = zt_slurm_sbatch_header(plan, &alloc, NULL);
         printf("\nSlurm allocation (sbatch), one heterogeneous component per pool, and the srun\n"
                "step of each replica:\n%s", h);

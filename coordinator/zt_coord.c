@@ -301,8 +301,8 @@ zt_coord_t *zt_coord_new(zt_plan_t **plan_p, zt_backend_t **backend_p, const zt_
     }
     /* The output folders, and in a trial the metric file's (a program may
      * write CLOUD_ML_HP_METRIC_FILE without making its folder). */
-    const char *sub[] = { "model", "checkpoints", "logs", "hypertune" };
-    for (int i = 0; i < (self->layout.trial ? 4 : 3); i++) {
+    const char *sub[] = { "model", "checkpoints", "logs", "sagemaker-checkpoints", "hypertune" };
+    for (int i = 0; i < (self->layout.trial ? 5 : 4); i++) {
         char *d = zt_strdupf("%s/%s", self->layout.base_dir, sub[i]);
         zt_mkdir_p(d);
         free(d);
@@ -383,13 +383,30 @@ zt_job_state_t zt_coord_run(zt_coord_t *self)
             unsigned char sigs[64];
             ssize_t got = read(self->sig_pipe[0], sigs, sizeof sigs);
             for (ssize_t i = 0; i < got; i++)
-                if (sigs[i] != SIGCHLD) {
+                if (sigs[i] == SIGTERM && (self->state == ZT_JOB_CANCELLING || self->preempted)) {
+                    /* the stop under way, told again (Slurm signals the job
+                     * as its backend notices the end): the grace holds (a
+                     * second Ctrl-C is what kills at once), unless Slurm now
+                     * says that the cancel was a preemption */
+                    char why[1024];
+                    if (!self->preempted && self->backend->ending &&
+                        self->backend->ending(self->backend, why, sizeof why) == ZT_END_REQUEUED)
+                        zt_coord_preempted(self, why);
+                    else
+                        zt_debug("SIGTERM again: the job is stopping already");
+                }
+                else if (sigs[i] != SIGCHLD) {
                     char why[1024];
                     /* the scheduler ends the allocation because a node failed, or the user cancels */
+                    int end = ZT_END_NONE;
                     if (self->backend->node_lost && self->backend->node_lost(self->backend, NULL, why, sizeof why))
                         zt_coord_node_lost(self, why);
+                    else if (self->backend->ending &&
+                             (end = self->backend->ending(self->backend, why, sizeof why)) == ZT_END_REQUEUED)
+                        zt_coord_preempted(self, why);
                     else {
-                        snprintf(why, sizeof why, "received %s", strsignal(sigs[i]));
+                        if (end == ZT_END_NONE)
+                            snprintf(why, sizeof why, "received %s", strsignal(sigs[i]));
                         zt_coord_cancel(self, why);
                     }
                 }

@@ -145,6 +145,9 @@ static void s_take_history(zt_coord_t *self, json_t *doc)
     self->job_retries = (int) json_integer_value(json_object_get(doc, "jobRetries"));
     self->layout.incarnation = (int) json_integer_value(json_object_get(doc, "incarnation"));
     self->preemptions = (int) json_integer_value(json_object_get(doc, "preemptions"));
+    zt_job_state_t was; /* where the record left off: QUEUED after it is a transition again */
+    if (zt_job_state_parse(json_string_value(json_object_get(doc, "state")), &was))
+        self->state = was;
     const char *keep[] = { "transitions", "checkpoints", "evaluations", "lostNodes", "metrics", "events" };
     json_t **into[] = { &self->transitions, &self->checkpoints, &self->evaluations, &self->lost_nodes, &self->metrics,
                         &self->events };
@@ -163,20 +166,20 @@ static void s_take_history(zt_coord_t *self, json_t *doc)
 }
 
 /* A job folder holding this job's earlier run (the same spec resumed, or
- * --resume, after the job ended or its coordinator was killed; `ztrain run`
- * checked it is this job's): the run goes on as that job's next
- * incarnation, with its history. A run inside a Slurm allocation has its
- * own record (written at submission) and its requeues their own path
+ * --resume, after the job ended or its coordinator was killed, in another
+ * Slurm allocation too; `ztrain run` checked it is this job's): the run
+ * goes on as that job's next incarnation, with its history. A run of the
+ * same allocation again (Slurm requeued it) has its own path
  * (zt_coord_continue_requeued). */
 void zt_coord_continue_earlier(zt_coord_t *self)
 {
     zt_remove_dead_pid_entries(self->opts.job_dir, "job.json.tmp."); /* a killed coordinator's write */
-    if (self->backend->allocation)
-        return;
     char *path = zt_strdupf("%s/job.json", self->opts.job_dir);
     json_t *doc = json_load_file(path, 0, NULL);
     free(path);
-    if (!json_is_object(doc) || !json_is_array(json_object_get(doc, "transitions"))) {
+    const char *id = json_string_value(json_object_get(doc, "slurmJobId"));
+    if (!json_is_object(doc) || !json_is_array(json_object_get(doc, "transitions")) ||
+        (id && self->backend->allocation && !strcmp(id, self->backend->allocation))) {
         json_decref(doc);
         return;
     }
@@ -187,8 +190,9 @@ void zt_coord_continue_earlier(zt_coord_t *self)
     json_decref(doc);
 }
 
-/* A run of the same allocation again (Slurm requeued it after a lost node):
- * the job goes on as its next retry, with its history. false (logged) when
+/* A run of the same allocation again (Slurm requeued it after a lost node,
+ * or a preemption): the job goes on with its history, as its next retry
+ * when the earlier run could not say why it ended. false (logged) when
  * that job has ended already, so there is nothing to run. */
 bool zt_coord_continue_requeued(zt_coord_t *self)
 {
@@ -235,8 +239,9 @@ bool zt_coord_continue_requeued(zt_coord_t *self)
         free(why);
     }
     if (ok)
-        zt_info("Slurm ran job %s again (requeue %ld): job retry %d of %d, incarnation %d", id, requeues,
-                self->job_retries, self->max_job_retries, self->layout.incarnation);
+        zt_info("Slurm ran job %s again (requeue %ld): job retry %d of %d, incarnation %d, %d preemption%s so far",
+                id, requeues, self->job_retries, self->max_job_retries, self->layout.incarnation, self->preemptions,
+                self->preemptions == 1 ? "" : "s");
     json_decref(doc);
     return ok;
 }

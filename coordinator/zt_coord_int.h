@@ -95,7 +95,7 @@ struct zt_coord_t {
     int max_restarts, max_job_retries, max_preemptions;
     int64_t final_eval_deadline; /* the primary finished: evaluators score its final model until then (0: no wait) */
     int64_t final_eval_step;
-    int preemptions;           /* every replica's, over the whole job */
+    int preemptions;           /* every replica's, and the whole job's (a Slurm preemption) */
     json_t *events;            /* what a replica could not do, at once (a checkpoint not written) */
     zt_msg_drops_t drops;       /* malformed control messages */
     bool control_backlog;       /* control messages are still queued: heartbeats may be among them */
@@ -110,6 +110,7 @@ struct zt_coord_t {
     char *created;              /* createTime */
     json_t *lost_nodes;         /* [{time, why}]: nodes lost under the job */
     bool requeue, give_up;      /* at the end: the allocation runs the job again, or not */
+    bool preempted;             /* the allocation was preempted (requeued) under the job */
 };
 
 /* zt_coord_doc.c: job.json, written atomically; the state, told to every
@@ -142,6 +143,7 @@ void zt_coord_check_all_up(zt_coord_t *self);
 void zt_coord_stop_all(zt_coord_t *self, zt_after_t after, zt_job_state_t final_state);
 void zt_coord_cancel(zt_coord_t *self, const char *why);
 void zt_coord_node_lost(zt_coord_t *self, const char *why);
+void zt_coord_preempted(zt_coord_t *self, const char *why);
 void zt_coord_replica_exited(zt_coord_t *self, zt_crep_t *r, int status);
 
 /* zt_coord_ctl.c: serves the control messages waiting on the router. */

@@ -136,6 +136,35 @@ void zt_coord_node_lost(zt_coord_t *self, const char *why)
     zt_coord_stop_all(self, ZT_AFTER_FINISH, retry ? ZT_JOB_QUEUED : ZT_JOB_FAILED);
 }
 
+/* The scheduler takes the whole allocation back and will run the job again
+ * (a Slurm preemption or requeue): every program got SIGTERM and saves; the
+ * job goes back to QUEUED as a preemption, not a retry, and its next run
+ * resumes from what was saved now. */
+void zt_coord_preempted(zt_coord_t *self, const char *why)
+{
+    if (self->preempted) {
+        self->kill_deadline = 0; /* a second notice: now */
+        return;
+    }
+    self->preempted = true;
+    self->preemptions++;
+    self->layout.incarnation++;
+    if (self->state == ZT_JOB_CANCELLING) { /* an earlier notice of this stop was taken for a cancel */
+        json_decref(self->error);
+        self->error = NULL;
+        self->final_state = ZT_JOB_QUEUED;
+    }
+    char now[40];
+    zt_wall_iso(now, sizeof now);
+    zt_warn("%s: the job is preempted (not a failure, no job retry used): every replica saves, and the job "
+            "resumes when Slurm runs it again", why);
+    if (json_array_size(self->events) >= ZT_COORD_MAX_RECORDS)
+        json_array_remove(self->events, 0);
+    json_array_append_new(self->events, json_pack("{s:s, s:s, s:s}", "time", now, "kind", "preempted", "why", why));
+    self->stopping = false; /* whatever was under way (a respawn) gives way */
+    zt_coord_stop_all(self, ZT_AFTER_FINISH, ZT_JOB_QUEUED);
+}
+
 /* Whether r trains in lockstep with others: a training replica (pool 0 or
  * 1) of a job whose gradients are all-reduced, through reducers (pool 2 is
  * ztrain's reducer) or a ring between built-in trainers (no pool 2). One of

@@ -216,7 +216,11 @@ class Cluster:
         for n in self.nodes:
             lines.append("NodeName=%s NodeAddr=%s CPUs=%d RealMemory=%d State=UNKNOWN%s"
                          % (n, self.addr(n), self.cpus, self.mem, " Gres=gpu:%d" % self.gpus if self.gpus else ""))
-        lines.append("PartitionName=main Nodes=ALL Default=YES MaxTime=INFINITE State=UP")
+        # spot: the same nodes, preemptible; a job of main that needs them
+        # requeues a spot job (SIGTERM to every step, KillWait to save)
+        lines += ["PreemptType=preempt/partition_prio", "PreemptMode=REQUEUE", "KillWait=30",
+                  "PartitionName=main Nodes=ALL Default=YES MaxTime=INFINITE State=UP PriorityTier=2",
+                  "PartitionName=spot Nodes=ALL MaxTime=INFINITE State=UP PriorityTier=1 PreemptMode=REQUEUE"]
         with open(self.conf, "w") as f:
             f.write("\n".join(lines) + "\n")
         with open(os.path.join(self.dir, "hosts"), "w") as f:

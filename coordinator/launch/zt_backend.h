@@ -86,6 +86,18 @@ struct zt_backend_t {
     /* After a lost node, with no retry left: the allocation does not run it
      * again (a requeue the scheduler made is cancelled). */
     void (*give_up)(zt_backend_t *self);
+    /* Asked when the coordinator receives a stop signal: why the
+     * allocation is ending under the job (ZT_END_*), with the reason for
+     * people in why. */
+    int (*ending)(zt_backend_t *self, char *why, size_t len);
+};
+
+/* Why an allocation ends under a running job. */
+enum {
+    ZT_END_NONE,        /* it is not ending: the signal came from elsewhere */
+    ZT_END_CANCELLED,   /* cancelled (scancel) */
+    ZT_END_TIME_LIMIT,  /* its time limit */
+    ZT_END_REQUEUED,    /* preempted or requeued: the scheduler runs the job again */
 };
 
 /* The backends this ztrain has, for messages: "local". */

@@ -10,7 +10,8 @@
  * srun is the local process that supervision waits on and reaps. A SIGTERM
  * for a replica goes to its step through Slurm (scancel --signal=TERM), so
  * that the program gets it and may save: srun itself would turn a SIGTERM
- * into SIGKILL for the step's tasks. SIGKILL goes to srun. */
+ * into SIGKILL for the step's tasks. SIGKILL goes to the step the same way,
+ * and to srun. */
 #include "launch/zt_backend.h"
 #include "launch/zt_slurm.h"
 #include "base/zt_util.h"
@@ -22,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 /* A replica's place in the allocation and its running step. */
@@ -40,10 +42,11 @@ typedef struct {
     int component[ZT_POOLS];    /* the component of each present pool */
     s_rep_t *reps;              /* per ordinal */
     int n;
-    /* scancel or the time limit ends the steps before the coordinator hears
-     * its own SIGTERM: their ends are held back until it has, so that they
-     * are a cancelled job's, not crashes */
-    struct { zt_handle_t *h; int status; } held[512];
+    /* scancel, the time limit or a preemption ends the steps before the
+     * coordinator hears its own SIGTERM: their ends are held back until it
+     * has, so that they are the job's stop, not crashes or a replica's own
+     * preemption */
+    struct { zt_handle_t *h; int status; int64_t until; } held[512];
     int nheld;
     int64_t ending_since;       /* when the allocation was seen ending (0: not) */
     char jobs[512];             /* the allocation's job ids, one per component ("9,10") */
@@ -282,6 +285,9 @@ static bool s_step_of(s_slurm_t *ctx, int i, bool reread, char *out, size_t size
 static int s_signal(zt_backend_t *self, zt_handle_t *h, int sig)
 {
     s_slurm_t *ctx = self->ctx;
+    for (int k = 0; k < ctx->nheld; k++)
+        if (ctx->held[k].h == h) /* ended already, its end held back: its pid is no longer its */
+            return ZT_OK;
     int i = 0;
     while (i < ctx->n && (!h || ctx->reps[i].handle != h))
         i++;
@@ -289,7 +295,7 @@ static int s_signal(zt_backend_t *self, zt_handle_t *h, int sig)
     /* a batch of SIGTERMs (the job stopping) shares one listing, when it
      * was read since the replica's step started */
     bool listed = i < ctx->n && ctx->steps_at > ctx->reps[i].started_at && zt_now_ms() - ctx->steps_at < 1000;
-    if (sig == SIGTERM && i < ctx->n &&
+    if ((sig == SIGTERM || sig == SIGKILL) && i < ctx->n &&
         ((listed && s_step_of(ctx, i, false, step, sizeof step)) || s_step_of(ctx, i, true, step, sizeof step))) {
         snprintf(signame, sizeof signame, "--signal=%d", sig);
         char *argv[] = { "scancel", signame, step, NULL };
@@ -299,7 +305,10 @@ static int s_signal(zt_backend_t *self, zt_handle_t *h, int sig)
          * still ends the replica. */
         if (zt_slurm_command(argv, said, sizeof said) != 0)
             zt_debug("%s: scancel %s %s: %s", ctx->reps[i].name, signame, step, said);
-        return ZT_OK;
+        if (sig == SIGTERM)
+            return ZT_OK;
+        /* SIGKILL: the program on its node, which srun's own death would
+         * leave to Slurm's KillWait at the job's end, and srun here */
     }
     return ctx->local->signal(ctx->local, h, sig);
 }
@@ -313,10 +322,19 @@ static bool s_allocation_ending(void)
            strcmp(state, "RUNNING");
 }
 
+/* A step's program stopped by a signal (or its exit status for one): what
+ * the allocation's own end, or a preemption of that step alone, makes. */
+static bool s_stop_status(int status)
+{
+    return (WIFSIGNALED(status) && (WTERMSIG(status) == SIGTERM || WTERMSIG(status) == SIGINT)) ||
+           (WIFEXITED(status) && (WEXITSTATUS(status) == ZT_EXIT_STOPPED || WEXITSTATUS(status) == 130));
+}
+
 static int s_reap(zt_backend_t *self, zt_handle_t **h, int *status)
 {
     s_slurm_t *ctx = self->ctx;
-    if (ctx->nheld > 0 && zt_now_ms() - ctx->ending_since > 200) { /* the coordinator knows by now */
+    int64_t now = zt_now_ms();
+    if (ctx->nheld > 0 && now >= ctx->held[0].until) { /* the coordinator knows by now */
         *h = ctx->held[0].h;
         *status = ctx->held[0].status;
         memmove(ctx->held, ctx->held + 1, sizeof ctx->held[0] * (size_t) --ctx->nheld);
@@ -326,14 +344,20 @@ static int s_reap(zt_backend_t *self, zt_handle_t **h, int *status)
     if (rc != 1)
         return rc;
     if (!ctx->ending_since && s_allocation_ending()) {
-        ctx->ending_since = zt_now_ms();
-        zt_warn("the Slurm allocation %s is ending (scancel or its time limit): the job is cancelled",
-                zt_slurm_job_id(-1));
-        raise(SIGTERM); /* the coordinator's own path for a cancelled job */
+        ctx->ending_since = now;
+        zt_warn("the Slurm allocation %s is ending (scancel, its time limit or a preemption)", zt_slurm_job_id(-1));
+        raise(SIGTERM); /* the coordinator's own path, which asks why (s_ending) */
     }
-    if (ctx->ending_since && zt_now_ms() - ctx->ending_since <= 200 && ctx->nheld < 512) {
+    /* held: every end while the allocation ends, and a stop by signal for
+     * a second, as Slurm may signal the steps before squeue says why and
+     * before the coordinator's own SIGTERM */
+    int64_t until = ctx->ending_since && now - ctx->ending_since <= 200 ? ctx->ending_since + 200
+                    : s_stop_status(*status)                            ? now + 1000
+                                                                        : 0;
+    if (until && ctx->nheld < 512) {
         ctx->held[ctx->nheld].h = *h;
-        ctx->held[ctx->nheld++].status = *status;
+        ctx->held[ctx->nheld].status = *status;
+        ctx->held[ctx->nheld++].until = until;
         *h = NULL;
         return 0;
     }
@@ -416,6 +440,46 @@ static void s_give_up(zt_backend_t *self)
         zt_warn("%s", err);
 }
 
+/* squeue's word on the allocation: a restart count above this run's
+ * (SLURM_RESTART_COUNT) is a requeue already made, by a preemption or
+ * `scontrol requeue`; a TimeLimit reason its time limit; any other state
+ * than RUNNING a cancel. */
+static int s_ending(zt_backend_t *self, char *why, size_t len)
+{
+    const char *job = zt_slurm_job_id(-1);
+    char said[2048], state[64] = "", reason[128] = "";
+    char *argv[] = { "squeue", "-h", "-j", (char *) job, "-O", "State:|,Reason:|,RestartCnt:", NULL };
+    long restarts = 0;
+    why[0] = 0;
+    /* a requeue's count may show a moment after the steps were signalled:
+     * an end that looks like a cancel is asked again, for about a second */
+    for (int tries = 0; tries < 5; tries++) {
+        if (tries)
+            usleep(250 * 1000);
+        if (!job || zt_slurm_command(argv, said, sizeof said) != 0)
+            return ZT_END_NONE;
+        said[strcspn(said, "\n")] = 0; /* a heterogeneous job: its first line is the job's */
+        if (sscanf(said, "%63[^|]|%127[^|]|%ld", state, reason, &restarts) < 2)
+            return ZT_END_NONE;
+        if (restarts > self->requeues || !strcmp(reason, "TimeLimit") || !strcmp(state, "RUNNING"))
+            break;
+    }
+    if (restarts > self->requeues) {
+        snprintf(why, len, "Slurm requeued job %s (a preemption or scontrol requeue; its run %ld)", job,
+                 restarts + 1);
+        return ZT_END_REQUEUED;
+    }
+    if (!strcmp(reason, "TimeLimit")) {
+        snprintf(why, len, "Slurm job %s reached its time limit", job);
+        return ZT_END_TIME_LIMIT;
+    }
+    if (strcmp(state, "RUNNING")) {
+        snprintf(why, len, "Slurm job %s was cancelled (scancel; it is %s)", job, state);
+        return ZT_END_CANCELLED;
+    }
+    return ZT_END_NONE;
+}
+
 static int64_t s_pid(zt_backend_t *self, const zt_handle_t *h)
 {
     s_slurm_t *ctx = self->ctx;
@@ -464,5 +528,6 @@ zt_backend_t *zt_backend_slurm_new(void)
     self->node_lost = s_node_lost;
     self->requeue = s_requeue;
     self->give_up = s_give_up;
+    self->ending = s_ending;
     return self;
 }

@@ -415,6 +415,9 @@ static json_t *s_sm_training_env(const zt_layout_t *self, int pool, int index)
                           "resource_config", "current_host", current, "hosts", hosts,
                           "network_interface_name", "lo", "user_args", args, "user_entry_point",
                           s_sm_entry_point(plan->pools[pool].argv));
+    /* /opt/ml/checkpoints: one folder of the job's, as CheckpointConfig's
+     * S3Uri is, there again for every restart, requeue and --resume */
+    json_object_set_new(e, "checkpoint_dir", json_sprintf("%s/sagemaker-checkpoints", self->base_dir)); /* a trial's own */
     json_decref(hosts);
     free(cfg);
     return e;
@@ -437,6 +440,7 @@ static void s_env_sagemaker(json_t *env, const zt_layout_t *self, int pool, int 
         { ZT_ENV_SM_OUTPUT_DIR, "output_dir" },
         { ZT_ENV_SM_OUTPUT_DATA_DIR, "output_data_dir" },
         { ZT_ENV_SM_OUTPUT_INTERMEDIATE_DIR, "output_intermediate_dir" },
+        { ZT_ENV_SM_CHECKPOINT_DIR, "checkpoint_dir" },
         { ZT_ENV_SM_NUM_CPUS, "num_cpus" },
         { ZT_ENV_SM_NUM_GPUS, "num_gpus" },
         { ZT_ENV_SM_LOG_LEVEL, "log_level" },

@@ -72,6 +72,8 @@ char *zt_slurm_sbatch_header(const zt_plan_t *plan, const zt_slurm_alloc_t *allo
             fprintf(f, " --partition=%s", alloc->partition);
         if (alloc && alloc->account)
             fprintf(f, " --account=%s", alloc->account);
+        if (alloc && alloc->qos)
+            fprintf(f, " --qos=%s", alloc->qos);
         fprintf(f, "\n# each replica a step: srun");
         if (present > 1)
             fprintf(f, " --het-group=%d", c);
@@ -433,12 +435,15 @@ static const char *s_pending_hint(const char *reason, bool *never)
 
 /* While the job is pending: its reason when it changes, and again every
  * minute; a reason no wait ends cancels the job. True when it did. */
-static bool s_report_pending(const char *id, const char *state, const char *reason, char *last, size_t last_size,
-                             int64_t *said_ms, FILE *out)
+static bool s_report_pending(const char *id, const char *state, const char *reason, bool ran, char *last,
+                             size_t last_size, int64_t *said_ms, FILE *out)
 {
     int64_t now = zt_now_ms();
     bool never;
     const char *hint = s_pending_hint(reason, &never);
+    if (ran && !never) /* pending again after it ran: requeued */
+        hint = "requeued (a preemption, scontrol requeue or a lost node): it resumes from its checkpoints when "
+               "Slurm runs it again";
     char key[512], err[512];
     snprintf(key, sizeof key, "%s (%s)", state, reason);
     if (never) {
@@ -459,7 +464,7 @@ const char *zt_slurm_follow(const char *dir, const char *id, long from, FILE *ou
 {
     char pending[512] = "";
     int64_t pending_said = 0;
-    bool unschedulable = false;
+    bool unschedulable = false, ran = false;
     static char state[256];
     char *output = zt_strdupf("%s/slurm/batch.out", dir), reason[256], err[512];
     struct sigaction sa = { .sa_handler = s_on_interrupt }, old_int, old_term;
@@ -504,7 +509,9 @@ const char *zt_slurm_follow(const char *dir, const char *id, long from, FILE *ou
                 if (zt_slurm_state_final(state) || (lost && now - lost_since >= 10000))
                     end = state;
                 else if (!strcmp(state, "PENDING") && !unschedulable)
-                    unschedulable = s_report_pending(id, state, reason, pending, sizeof pending, &pending_said, out);
+                    unschedulable = s_report_pending(id, state, reason, ran, pending, sizeof pending, &pending_said,
+                                                     out);
+                ran = ran || !strcmp(state, "RUNNING");
             }
         }
         if (!end)

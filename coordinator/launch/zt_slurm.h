@@ -15,6 +15,7 @@
 typedef struct {
     const char *partition;      /* --partition */
     const char *account;        /* --account */
+    const char *qos;            /* --qos */
     const char *time;           /* --time, Slurm's format; NULL: scheduling.timeout */
 } zt_slurm_alloc_t;
 

@@ -451,13 +451,13 @@ json_t *zt_plan_to_json(const zt_plan_t *self)
         json_object_set_new(json_array_get(pools, (size_t) i), "name",
                             json_sprintf("workerpool%d", i));
     }
-    return json_pack("{s:s, s:s, s:s, s:s?, s:o, s:s?, s:f, s:b, s:b, s:s, s:i}",
+    return json_pack("{s:s, s:s, s:s, s:s?, s:o, s:s?, s:f, s:b, s:b, s:b, s:s, s:i}",
                      "source", self->source, "format", self->format, "displayName",
                      self->display_name, "scaleTier", self->scale_tier, "pools", pools,
                      "baseOutputDirectory", self->base_output_dir, "timeoutSeconds",
                      self->timeout_s, "restartJobOnWorkerRestart",
                      self->restart_job_on_worker_restart, "disableRetries", self->disable_retries,
-                     "tfConfigChief", self->tf_master ? "master" : "chief", "replicas",
+                     "spot", self->spot, "tfConfigChief", self->tf_master ? "master" : "chief", "replicas",
                      zt_plan_replicas(self));
 }
 
@@ -488,11 +488,11 @@ void zt_plan_print(const zt_plan_t *self, FILE *out)
             fprintf(out, "    PYTHONPATH+: %s\n", p->python_path);
     }
     fprintf(out, "  output: %s\n", self->base_output_dir ? self->base_output_dir : "(the job directory)");
-    fprintf(out, "  scheduling: timeout %s, restartJobOnWorkerRestart %s, retries %s; "
+    fprintf(out, "  scheduling: timeout %s, restartJobOnWorkerRestart %s, retries %s%s; "
             "TF_CONFIG names pool 0 \"%s\"\n",
             self->timeout_s > 0 ? "set" : "none",
             self->restart_job_on_worker_restart ? "true" : "false",
-            self->disable_retries ? "off" : "on", self->tf_master ? "master" : "chief");
+            self->disable_retries ? "off" : "on", self->spot ? ", spot" : "", self->tf_master ? "master" : "chief");
     if (self->timeout_s > 0)
         fprintf(out, "  timeout: %.0fs\n", self->timeout_s);
 }

@@ -41,6 +41,7 @@ typedef struct {
     double timeout_s;        /* scheduling.timeout; 0 = none */
     bool restart_job_on_worker_restart;
     bool disable_retries;
+    bool spot;               /* scheduling.strategy SPOT or LOW_COST: preemptible capacity */
     bool tf_master;          /* TF_CONFIG says "master" instead of "chief" */
     json_t *job;             /* the job spec as given, for CLUSTER_SPEC "job" */
 } zt_plan_t;

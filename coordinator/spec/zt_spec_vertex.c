@@ -179,10 +179,14 @@ static void s_vertex_strategy(zt_spec_ctx_t *c, json_t *sch, const char *sp)
         json_t *v = json_string(st);
         if (!known)
             ERR(c, path, v, "expected one of STRATEGY_UNSPECIFIED, ON_DEMAND, LOW_COST, STANDARD, SPOT, FLEX_START");
-        else if (!strcmp(st, "SPOT") || !strcmp(st, "LOW_COST"))
+        else if (!strcmp(st, "SPOT") || !strcmp(st, "LOW_COST")) {
+            c->plan->spot = true;
             WARN(c, path, v, "the machines are yours, so nothing here is reclaimed for price; a replica stopped from "
                              "outside (SIGTERM) is handled as a preemption in any job: it saves, is restarted "
-                             "without counting a crash, and resumes");
+                             "without counting a crash, and resumes. Under Slurm, name a preemptible partition "
+                             "or QOS (--partition, --qos): a preemption there requeues the job, which resumes "
+                             "from what it saved on the signal");
+        }
         else if (!strcmp(st, "FLEX_START"))
             WARN(c, path, v, "nothing waits for capacity here: the job starts when `ztrain run` does (on Slurm, "
                              "when the allocation is granted)");

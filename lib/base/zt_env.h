@@ -34,6 +34,7 @@
     X(SM_OUTPUT_DIR,    "SM_OUTPUT_DIR",    "SageMaker: <base>/output")                   \
     X(SM_OUTPUT_DATA_DIR, "SM_OUTPUT_DATA_DIR", "SageMaker: <base>/output/data/<current host>") \
     X(SM_OUTPUT_INTERMEDIATE_DIR, "SM_OUTPUT_INTERMEDIATE_DIR", "SageMaker: <base>/output/intermediate") \
+    X(SM_CHECKPOINT_DIR, "SM_CHECKPOINT_DIR", "SageMaker: <base>/sagemaker-checkpoints, /opt/ml/checkpoints' counterpart: kept across restarts, requeues and --resume") \
     X(SM_NUM_CPUS,      "SM_NUM_CPUS",      "SageMaker: the machine type's vCPUs")        \
     X(SM_NUM_GPUS,      "SM_NUM_GPUS",      "SageMaker: this replica's GPUs")             \
     X(SM_LOG_LEVEL,     "SM_LOG_LEVEL",     "SageMaker: 20 (Python's INFO)")              \

@@ -364,6 +364,8 @@ class Contract(unittest.TestCase):
         self.assertEqual(e["SM_OUTPUT_DIR"], b + "/output")
         self.assertEqual(e["SM_OUTPUT_DATA_DIR"], b + "/output/data/algo-1")
         self.assertEqual(e["SM_INPUT_DIR"], b + "/input")
+        self.assertEqual(e["SM_CHECKPOINT_DIR"], b + "/sagemaker-checkpoints")
+        self.assertTrue(os.path.isdir(e["SM_CHECKPOINT_DIR"]))
         self.assertEqual(e["SM_NUM_CPUS"], "4")
         self.assertEqual(e["SM_NUM_GPUS"], "0")
         self.assertEqual(self.rec["workerpool1-1"]["env"]["SM_NUM_CPUS"], "8")

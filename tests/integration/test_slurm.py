@@ -303,9 +303,13 @@ class SlurmBackend(unittest.TestCase):
         ids = self.c.run("n1", ["squeue", "-h", "-o", "%A"]).stdout.split()
         self.assertTrue(ids)
         self.c.run("n1", ["scancel", *sorted(set(ids))])
-        p.wait(timeout=120)
-        job = json.load(open(os.path.join(job_dir, "job.json")))
-        self.assertEqual(job["state"], "CANCELLED", open(out).read()[-3000:])
+        p.wait(timeout=120)  # sbatch --wait may return while the job is still completing
+        job = wait_job(job_dir, lambda j: j.get("state") == "CANCELLED", 40, "CANCELLED")
+        # the steps' SIGTERM and the coordinator's are one stop: the grace holds, nobody is SIGKILLed
+        with open(out) as f:
+            text = f.read()
+        self.assertNotIn("killing every replica now", text)
+        self.assertNotIn("did not stop within the grace period", text)
         # nothing of the job on any of its hosts: only the daemons
         deadline = time.monotonic() + 30
         left = None
@@ -522,8 +526,9 @@ class SlurmSubmit(ClusterCase):
         """ztrain on the submit host: Popen (text)."""
         e = dict(self.c.env(), **FAST_ENV)
         e.update(env or {})
-        p = self.c.popen("ctl", [ZTRAIN_BIN, *args], env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True, **kw)
+        kw.setdefault("stdout", subprocess.PIPE)
+        kw.setdefault("stderr", subprocess.PIPE)
+        p = self.c.popen("ctl", [ZTRAIN_BIN, *args], env=e, text=True, **kw)
         self.addCleanup(lambda: p.poll() is None and p.kill())
         return p
 
@@ -680,6 +685,72 @@ class SlurmSubmit(ClusterCase):
         self.assertEqual(read_job(d + "/job")["state"], "CANCELLED")
         self.assertEqual(leftovers(self.c, {r["host"] for r in job["replicas"]} | {"n1"}), [])
 
+    def test_preempted_and_stopped_job_saves_and_resumes(self):
+        """A spot job (scheduling.strategy SPOT) in the preemptible
+        partition: a job of the main partition that needs its nodes preempts
+        it. Every program gets SIGTERM, the chief saves the step it reached,
+        job.json counts a preemption (no job retry), and Slurm's requeue
+        resumes from that step. Then a Slurm stop (ztrain cancel: scancel)
+        saves too, and --resume in a new allocation finishes the job, its
+        history kept."""
+        d = tempfile.mkdtemp(prefix="spot-", dir=self.c.dir)
+        pools = sync_pools(epochs=3)
+        spec = job_spec(d, pools, name="spot")
+        with open(spec) as f:
+            doc = json.load(f)
+        doc["jobSpec"]["scheduling"] = {"strategy": "SPOT"}
+        with open(spec, "w") as f:
+            json.dump(doc, f)
+        job_dir = d + "/job"
+        log = open(d + "/run.err", "w+")
+        self.addCleanup(log.close)
+        run = ["run", spec, "--backend", "slurm", "--partition", "spot", "--job-dir", job_dir]
+        p = self.ztrain(*run, stdout=subprocess.DEVNULL, stderr=log)
+        wait_job(job_dir, lambda j: chief_step(j) >= 400, 150, "the chief at step 400")
+        self.c.run("ctl", ["sbatch", "-p", "main", "-N%d" % self.NODES, "--exclusive", "-o", "/dev/null",
+                           "--wrap", "sleep 1"])
+        job = wait_job(job_dir, lambda j: j.get("events") and j.get("state") == "RUNNING", 150,
+                       "RUNNING again after the preemption")
+        with open(d + "/job/slurm/batch.out") as f:
+            text = f.read()
+        self.assertIn("DUE TO PREEMPTION", text)
+        saved = re.findall(r"workerpool0-0\[\d+\]: stopping at step (\d+): saving it to resume from", text)
+        self.assertEqual(len(saved), 1, text[-4000:])
+        self.assertRegex(text, r"the job is preempted \(not a failure, no job retry used\)")
+        self.assertEqual(job["jobRetries"], 0)
+        self.assertEqual([e["kind"] for e in job["events"]], ["preempted"], text[-6000:])
+        # the Slurm stop: scancel of the requeued run, once it trained past its resume
+        job = wait_job(job_dir, lambda j: chief_step(j) >= int(saved[0]) + 100, 120, "the resumed chief training")
+        at_stop = chief_step(job)
+        rc, out, err = self.finish(self.ztrain("cancel", job_dir), timeout=120)
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(p.wait(timeout=120), 3)
+        job = read_job(job_dir)
+        self.assertEqual(job["state"], "CANCELLED")
+        self.assertEqual({r["state"] for r in job["replicas"]}, {"CANCELLED"})
+        with open(d + "/job/slurm/batch.out") as f:
+            text = f.read()
+        stops = re.findall(r"workerpool0-0\[\d+\]: stopping at step (\d+): saving it to resume from", text)
+        self.assertEqual(len(stops), 2, text[-4000:])
+        resumed = re.findall(r"workerpool0-0\[\d+\]: resuming from \S+ at step (\d+)", text)
+        self.assertEqual(resumed, saved, text[-4000:])  # the requeued run went on from the preemption's save
+        self.assertGreaterEqual(max(c["step"] for c in job["checkpoints"]), at_stop)
+        # --resume: a new allocation goes on from the stop's checkpoint, with the history
+        rc, out, err = self.finish(self.ztrain(*run, "--resume"), timeout=240)
+        self.assertEqual(rc, 0, err[-4000:])
+        job = read_job(job_dir)
+        self.assertEqual(job["state"], "SUCCEEDED", err[-4000:])
+        with open(d + "/job/slurm/batch.out") as f:  # the new allocation's
+            text = f.read()
+        resumed = re.findall(r"workerpool0-0\[\d+\]: resuming from \S+ at step (\d+)", text)
+        self.assertEqual(resumed, stops[1:], text[-4000:])
+        self.assertEqual((job["jobRetries"], job["preemptions"]), (0, 1))
+        # (a preemption's first notice may be taken for a cancel, CANCELLING, until Slurm says it requeued)
+        self.assertEqual([t["state"] for t in job["transitions"] if t["state"] != "CANCELLING"],
+                         ["QUEUED", "PENDING", "RUNNING", "QUEUED", "PENDING", "RUNNING", "CANCELLED",
+                          "QUEUED", "PENDING", "RUNNING", "SUCCEEDED"])
+        self.assertGreaterEqual(job["metrics"]["workerpool0-0"]["accuracy"]["value"], 0.85)
+
     def test_study_trials_are_slurm_jobs(self):
         d = tempfile.mkdtemp(prefix="study-", dir=self.c.dir)
         objective = os.path.join(HERE, "..", "..", "examples", "hypertune_objective.py")
@@ -714,6 +785,27 @@ class SlurmSubmit(ClusterCase):
         self.assertEqual(len(ids), 4)
         for a, _ in spans:  # never more than parallelTrialCount at once
             self.assertLessEqual(sum(1 for s, e in spans if s <= a < e), 2, spans)
+
+
+def chief_step(job):
+    """The newest step the chief reported in job.json (-1: none yet)."""
+    ms = job.get("metrics", {}).get("workerpool0-0", {})
+    return max([m.get("step", -1) for m in ms.values() if isinstance(m, dict)] + [-1])
+
+
+def sync_pools(epochs):
+    """The sync example on machines the test nodes hold: chief, 2 workers
+    and a reducer, no evaluator."""
+    with open(os.path.join(ROOT, "examples", "fashion-mnist-sync.json")) as f:
+        pools = json.load(f)["jobSpec"]["workerPoolSpecs"][:3]
+    for p in pools:
+        p["machineSpec"]["machineType"] = "n1-standard-4"
+    for p in pools[:2]:
+        p["containerSpec"]["args"] = [a for a in p["containerSpec"]["args"]
+                                      if not a.startswith("--epochs")] + ["--epochs=%d" % epochs]
+    pools[1]["replicaCount"] = 2
+    pools[2]["replicaCount"] = 1
+    return pools
 
 
 def async_pools(epochs, ps=1):
