@@ -302,6 +302,11 @@ int zt_cli_cancel(const char *dir)
             }
             usleep(200 * 1000);
         }
+        /* and until Slurm has ended its allocation (no step still
+         * completing), so that the directory is free for --resume */
+        while (id && zt_state_final(now) && zt_now_ms() < deadline &&
+               zt_slurm_query(id, state, sizeof state, reason, sizeof reason) == 1 && !zt_slurm_state_final(state))
+            usleep(200 * 1000);
         if (zt_state_final(now))
             printf("job %s: %s\n", zt_text_safe(name ? name : dir, 0), zt_text_safe(now, 1));
         else

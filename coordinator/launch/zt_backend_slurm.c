@@ -18,6 +18,8 @@
 #include "ztrain/zt_error.h"
 #include "ztrain/zt_log.h"
 #include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <signal.h>
 #include <stdio.h>
@@ -282,6 +284,27 @@ static bool s_step_of(s_slurm_t *ctx, int i, bool reread, char *out, size_t size
     return found;
 }
 
+/* Runs argv without waiting for it: a signal through Slurm for a step on a
+ * node that stopped answering takes scancel Slurm's MessageTimeout, and
+ * the coordinator's loop must not wait on that. The local backend's reap
+ * collects it, as it collects every child that is no replica. */
+static void s_run_detached(char *const *argv)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open("/dev/null", O_RDWR);
+        if (fd >= 0) {
+            dup2(fd, 0);
+            dup2(fd, 1);
+            dup2(fd, 2);
+        }
+        execvp(argv[0], argv);
+        _exit(127);
+    }
+    if (pid < 0)
+        zt_debug("cannot run %s: %s", argv[0], strerror(errno));
+}
+
 static int s_signal(zt_backend_t *self, zt_handle_t *h, int sig)
 {
     s_slurm_t *ctx = self->ctx;
@@ -291,7 +314,7 @@ static int s_signal(zt_backend_t *self, zt_handle_t *h, int sig)
     int i = 0;
     while (i < ctx->n && (!h || ctx->reps[i].handle != h))
         i++;
-    char step[64], said[512], signame[16];
+    char step[64], signame[16];
     /* a batch of SIGTERMs (the job stopping) shares one listing, when it
      * was read since the replica's step started */
     bool listed = i < ctx->n && ctx->steps_at > ctx->reps[i].started_at && zt_now_ms() - ctx->steps_at < 1000;
@@ -300,11 +323,10 @@ static int s_signal(zt_backend_t *self, zt_handle_t *h, int sig)
         snprintf(signame, sizeof signame, "--signal=%d", sig);
         char *argv[] = { "scancel", signame, step, NULL };
         /* Slurm 22.05 signals a step of a component of several nodes yet
-         * fails ("Invalid job id specified") for the nodes without it: not
-         * trusted either way. If it was not delivered, the grace's SIGKILL
-         * still ends the replica. */
-        if (zt_slurm_command(argv, said, sizeof said) != 0)
-            zt_debug("%s: scancel %s %s: %s", ctx->reps[i].name, signame, step, said);
+         * fails ("Invalid job id specified") for the nodes without it: its
+         * word is not trusted either way, so not waited for. If it was not
+         * delivered, the grace's SIGKILL still ends the replica. */
+        s_run_detached(argv);
         if (sig == SIGTERM)
             return ZT_OK;
         /* SIGKILL: the program on its node, which srun's own death would

@@ -518,7 +518,7 @@ class SlurmSubmit(ClusterCase):
     """`ztrain run --backend slurm` from a submit host outside any
     allocation (the controller's host, which runs no slurmd): sbatch, the
     output followed, the exit code of the job; --detach, status, cancel,
-    Ctrl-C; a study whose trials are Slurm jobs, 2 at a time; a pool with
+    Ctrl-C; a spot job preempted, stopped and resumed; a study whose trials are Slurm jobs, 2 at a time; a pool with
     accelerators on nodes that have GPUs (stand-ins Slurm allocates)."""
     GPUS = 2
 
@@ -584,44 +584,6 @@ class SlurmSubmit(ClusterCase):
         self.assertEqual(job["state"], "FAILED")
         self.assertIn("workerpool0-0 exited with status 3", job["error"]["message"])
 
-    def test_detach_status_and_cancel(self):
-        d = tempfile.mkdtemp(prefix="detach-", dir=self.c.dir)
-        spec = job_spec(d, [sh_pool("sleep 300", 1), sh_pool("sleep 300", 2)])
-        job_dir = d + "/job"
-        rc, out, err = self.finish(self.ztrain("run", spec, "--backend", "slurm", "--job-dir", job_dir, "--detach",
-                                               "--time", "10"), timeout=60)
-        self.assertEqual(rc, 0, err)
-        slurm_id = out.strip()
-        self.assertRegex(slurm_id, r"^\d+$")
-        with open(job_dir + "/slurm/batch.sh") as f:
-            self.assertIn("#SBATCH --time=10\n", f.read())
-        job = wait_job(job_dir, lambda j: j.get("state") == "RUNNING", 60, "RUNNING")
-        rc, out, err = self.finish(self.ztrain("status", job_dir), timeout=60)
-        self.assertEqual(rc, 0, err)
-        self.assertIn("Slurm job %s: RUNNING" % slurm_id, out)
-        # the directory of a job still running is not taken by another
-        rc, out, err = self.finish(self.ztrain("run", spec, "--backend", "slurm", "--job-dir", job_dir, "--detach"),
-                                   timeout=60)
-        self.assertEqual(rc, 2, err)
-        self.assertRegex(err, "still (running|RUNNING)")
-        hosts = {r["host"] for r in job["replicas"]}
-        # logs -f and wait from the submit host follow the job through its directory
-        follow = self.ztrain("logs", "-f", job_dir)
-        waiter = self.ztrain("wait", job_dir)
-        rc, out, err = self.finish(self.ztrain("cancel", job_dir), timeout=120)
-        self.assertEqual(rc, 0, err)
-        self.assertIn(": CANCELLED", out)
-        self.assertEqual(read_job(job_dir)["state"], "CANCELLED")
-        rc, out, err = self.finish(self.ztrain("status", job_dir), timeout=60)
-        self.assertEqual(rc, 3, out + err)
-        rc, out, err = self.finish(waiter, timeout=60)
-        self.assertEqual(rc, 3, out + err)
-        rc, out, err = self.finish(follow, timeout=60)
-        self.assertEqual(rc, 0, err)
-        self.assertRegex(out, r"(?m)^coordinator\s*\| \S+ I coordinator/0\[\d+\]: job .*: RUNNING$")
-        self.assertTrue(out.rstrip().endswith("CANCELLED"), out[-2000:])
-        self.assertEqual(leftovers(self.c, hosts | {"n1"}), [])
-
     def test_cancel_while_queued(self):
         d = tempfile.mkdtemp(prefix="queued-", dir=self.c.dir)
         spec = job_spec(d, [sh_pool("sleep 300", 1)])
@@ -686,13 +648,14 @@ class SlurmSubmit(ClusterCase):
         self.assertEqual(leftovers(self.c, {r["host"] for r in job["replicas"]} | {"n1"}), [])
 
     def test_preempted_and_stopped_job_saves_and_resumes(self):
-        """A spot job (scheduling.strategy SPOT) in the preemptible
-        partition: a job of the main partition that needs its nodes preempts
-        it. Every program gets SIGTERM, the chief saves the step it reached,
-        job.json counts a preemption (no job retry), and Slurm's requeue
-        resumes from that step. Then a Slurm stop (ztrain cancel: scancel)
-        saves too, and --resume in a new allocation finishes the job, its
-        history kept."""
+        """A spot job (scheduling.strategy SPOT) submitted --detach to the
+        preemptible partition: a job of the main partition that needs its
+        nodes preempts it. Every program gets SIGTERM, the chief saves the
+        step it reached, job.json counts a preemption (no job retry), and
+        Slurm's requeue resumes from that step, while status, logs -f and
+        wait follow it from the submit host. Then a Slurm stop (ztrain
+        cancel: scancel) saves too and leaves nothing on the nodes, and
+        --resume in a new allocation finishes the job, its history kept."""
         d = tempfile.mkdtemp(prefix="spot-", dir=self.c.dir)
         pools = sync_pools(epochs=3)
         spec = job_spec(d, pools, name="spot")
@@ -702,10 +665,26 @@ class SlurmSubmit(ClusterCase):
         with open(spec, "w") as f:
             json.dump(doc, f)
         job_dir = d + "/job"
-        log = open(d + "/run.err", "w+")
-        self.addCleanup(log.close)
         run = ["run", spec, "--backend", "slurm", "--partition", "spot", "--job-dir", job_dir]
-        p = self.ztrain(*run, stdout=subprocess.DEVNULL, stderr=log)
+        rc, out, err = self.finish(self.ztrain(*run, "--detach", "--time", "10"), timeout=60)
+        self.assertEqual(rc, 0, err)
+        slurm_id = out.strip()
+        self.assertRegex(slurm_id, r"^\d+$")
+        with open(job_dir + "/slurm/batch.sh") as f:
+            script = f.read()
+        self.assertIn("#SBATCH --time=10\n", script)
+        self.assertIn(" --partition=spot", script)
+        job = wait_job(job_dir, lambda j: j.get("state") == "RUNNING", 60, "RUNNING")
+        rc, out, err = self.finish(self.ztrain("status", job_dir), timeout=60)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("Slurm job %s: RUNNING" % slurm_id, out)
+        # the directory of a job still running is not taken by another
+        rc, out, err = self.finish(self.ztrain(*run, "--detach"), timeout=60)
+        self.assertEqual(rc, 2, err)
+        self.assertRegex(err, "still (running|RUNNING)")
+        # logs -f and wait from the submit host follow the job through its directory, requeue included
+        follow = self.ztrain("logs", "-f", job_dir)
+        waiter = self.ztrain("wait", job_dir)
         wait_job(job_dir, lambda j: chief_step(j) >= 400, 150, "the chief at step 400")
         self.c.run("ctl", ["sbatch", "-p", "main", "-N%d" % self.NODES, "--exclusive", "-o", "/dev/null",
                            "--wrap", "sleep 1"])
@@ -719,15 +698,26 @@ class SlurmSubmit(ClusterCase):
         self.assertRegex(text, r"the job is preempted \(not a failure, no job retry used\)")
         self.assertEqual(job["jobRetries"], 0)
         self.assertEqual([e["kind"] for e in job["events"]], ["preempted"], text[-6000:])
+        self.assertIsNone(waiter.poll())  # a requeue is no end
         # the Slurm stop: scancel of the requeued run, once it trained past its resume
         job = wait_job(job_dir, lambda j: chief_step(j) >= int(saved[0]) + 100, 120, "the resumed chief training")
         at_stop = chief_step(job)
+        hosts = {r["host"] for r in job["replicas"]}
         rc, out, err = self.finish(self.ztrain("cancel", job_dir), timeout=120)
         self.assertEqual(rc, 0, err)
-        self.assertEqual(p.wait(timeout=120), 3)
+        self.assertIn(": CANCELLED", out)
         job = read_job(job_dir)
         self.assertEqual(job["state"], "CANCELLED")
         self.assertEqual({r["state"] for r in job["replicas"]}, {"CANCELLED"})
+        rc, out, err = self.finish(self.ztrain("status", job_dir), timeout=60)
+        self.assertEqual(rc, 3, out + err)
+        rc, out, err = self.finish(waiter, timeout=60)
+        self.assertEqual(rc, 3, out + err)
+        rc, out, err = self.finish(follow, timeout=60)
+        self.assertEqual(rc, 0, err)
+        self.assertRegex(out, r"(?m)^coordinator\s*\| \S+ I coordinator/0\[\d+\]: job .*: RUNNING$")
+        self.assertTrue(out.rstrip().endswith("CANCELLED"), out[-2000:])
+        self.assertEqual(leftovers(self.c, hosts | {"n1"}), [])
         with open(d + "/job/slurm/batch.out") as f:
             text = f.read()
         stops = re.findall(r"workerpool0-0\[\d+\]: stopping at step (\d+): saving it to resume from", text)
