@@ -231,6 +231,37 @@ json_t *zt_cli_load(const char *dir, const char **kind)
     return doc;
 }
 
+/* After a cancel: waits until the job has ended (and its Slurm allocation,
+ * when it has one), at most twice the stop grace and 30 s, and says how it
+ * ended or that it is still stopping. */
+static void s_await_cancelled(const char *dir, const char *id, const char *name)
+{
+    char buf[64];
+    int64_t deadline = zt_now_ms() + 2 * zt_knob_int(ZT_KNOB_STOP_GRACE_MS) + 30000;
+    char state[256], reason[256];
+    const char *now = NULL;
+    while (zt_now_ms() < deadline) {
+        now = zt_cli_job_state(dir, buf, sizeof buf);
+        if (zt_state_final(now))
+            break;
+        if (id && !now && zt_slurm_query(id, state, sizeof state, reason, sizeof reason) != 1) {
+            now = "CANCELLED"; /* cancelled while queued */
+            break;
+        }
+        usleep(200 * 1000);
+    }
+    /* and until Slurm has ended its allocation (no step still
+     * completing), so that the directory is free for --resume */
+    while (id && zt_state_final(now) && zt_now_ms() < deadline &&
+           zt_slurm_query(id, state, sizeof state, reason, sizeof reason) == 1 && !zt_slurm_state_final(state))
+        usleep(200 * 1000);
+    if (zt_state_final(now))
+        printf("job %s: %s\n", zt_text_safe(name ? name : dir, 0), zt_text_safe(now, 1));
+    else
+        printf("job %s: cancel requested; still stopping (ztrain status %s)\n", zt_text_safe(name ? name : dir, 0),
+               dir);
+}
+
 /* Cancels the job in dir: its Slurm job (scancel), or its coordinator on
  * this machine (SIGTERM, as Ctrl-C), then waits for its end. */
 int zt_cli_cancel(const char *dir)
@@ -239,7 +270,7 @@ int zt_cli_cancel(const char *dir)
         fprintf(stderr, "ztrain cancel: give the job directory (ztrain cancel DIR)\n");
         return ZT_CLI_USAGE;
     }
-    char *path = zt_strdupf("%s/job.json", dir), *id = zt_slurm_submitted_id(dir), err[2048], buf[64];
+    char *path = zt_strdupf("%s/job.json", dir), *id = zt_slurm_submitted_id(dir), err[2048];
     json_t *doc = json_load_file(path, 0, NULL);
     free(path);
     const char *name = json_string_value(json_object_get(doc, "name"));
@@ -288,31 +319,8 @@ int zt_cli_cancel(const char *dir)
             rc = ZT_CLI_FAILED;
         }
     }
-    if (rc == ZT_CLI_OK && !zt_state_final(st)) { /* until it has ended */
-        int64_t deadline = zt_now_ms() + 2 * zt_knob_int(ZT_KNOB_STOP_GRACE_MS) + 30000;
-        char state[256], reason[256];
-        const char *now = NULL;
-        while (zt_now_ms() < deadline) {
-            now = zt_cli_job_state(dir, buf, sizeof buf);
-            if (zt_state_final(now))
-                break;
-            if (id && !now && zt_slurm_query(id, state, sizeof state, reason, sizeof reason) != 1) {
-                now = "CANCELLED"; /* cancelled while queued */
-                break;
-            }
-            usleep(200 * 1000);
-        }
-        /* and until Slurm has ended its allocation (no step still
-         * completing), so that the directory is free for --resume */
-        while (id && zt_state_final(now) && zt_now_ms() < deadline &&
-               zt_slurm_query(id, state, sizeof state, reason, sizeof reason) == 1 && !zt_slurm_state_final(state))
-            usleep(200 * 1000);
-        if (zt_state_final(now))
-            printf("job %s: %s\n", zt_text_safe(name ? name : dir, 0), zt_text_safe(now, 1));
-        else
-            printf("job %s: cancel requested; still stopping (ztrain status %s)\n", zt_text_safe(name ? name : dir, 0),
-                   dir);
-    }
+    if (rc == ZT_CLI_OK && !zt_state_final(st))
+        s_await_cancelled(dir, id, name);
     json_decref(doc);
     free(id);
     return rc;

@@ -358,6 +358,43 @@ void zt_coord_destroy(zt_coord_t **self_p)
     *self_p = NULL;
 }
 
+/* The signals the handler queued: SIGTERM, SIGINT, SIGHUP end the job
+ * (a cancel, a lost node, a preemption: the backend says which); SIGCHLD
+ * only wakes the loop. */
+static void s_on_signals(zt_coord_t *self)
+{
+    unsigned char sigs[64];
+    ssize_t got = read(self->sig_pipe[0], sigs, sizeof sigs);
+    for (ssize_t i = 0; i < got; i++)
+        if (sigs[i] == SIGTERM && (self->state == ZT_JOB_CANCELLING || self->preempted)) {
+            /* the stop under way, told again (Slurm signals the job
+             * as its backend notices the end): the grace holds (a
+             * second Ctrl-C is what kills at once), unless Slurm now
+             * says that the cancel was a preemption */
+            char why[1024];
+            if (!self->preempted && self->backend->ending &&
+                self->backend->ending(self->backend, why, sizeof why) == ZT_END_REQUEUED)
+                zt_coord_preempted(self, why);
+            else
+                zt_debug("SIGTERM again: the job is stopping already");
+        }
+        else if (sigs[i] != SIGCHLD) {
+            char why[1024];
+            /* the scheduler ends the allocation because a node failed, or the user cancels */
+            int end = ZT_END_NONE;
+            if (self->backend->node_lost && self->backend->node_lost(self->backend, NULL, why, sizeof why))
+                zt_coord_node_lost(self, why);
+            else if (self->backend->ending &&
+                     (end = self->backend->ending(self->backend, why, sizeof why)) == ZT_END_REQUEUED)
+                zt_coord_preempted(self, why);
+            else {
+                if (end == ZT_END_NONE)
+                    snprintf(why, sizeof why, "received %s", strsignal(sigs[i]));
+                zt_coord_cancel(self, why);
+            }
+        }
+}
+
 zt_job_state_t zt_coord_run(zt_coord_t *self)
 {
     zt_coord_set_state(self, ZT_JOB_QUEUED);
@@ -379,38 +416,8 @@ zt_job_state_t zt_coord_run(zt_coord_t *self)
         int rc = zmq_poll(items, n, 100);
         if (rc < 0 && errno != EINTR)
             break;
-        if (items[1].revents & ZMQ_POLLIN) {
-            unsigned char sigs[64];
-            ssize_t got = read(self->sig_pipe[0], sigs, sizeof sigs);
-            for (ssize_t i = 0; i < got; i++)
-                if (sigs[i] == SIGTERM && (self->state == ZT_JOB_CANCELLING || self->preempted)) {
-                    /* the stop under way, told again (Slurm signals the job
-                     * as its backend notices the end): the grace holds (a
-                     * second Ctrl-C is what kills at once), unless Slurm now
-                     * says that the cancel was a preemption */
-                    char why[1024];
-                    if (!self->preempted && self->backend->ending &&
-                        self->backend->ending(self->backend, why, sizeof why) == ZT_END_REQUEUED)
-                        zt_coord_preempted(self, why);
-                    else
-                        zt_debug("SIGTERM again: the job is stopping already");
-                }
-                else if (sigs[i] != SIGCHLD) {
-                    char why[1024];
-                    /* the scheduler ends the allocation because a node failed, or the user cancels */
-                    int end = ZT_END_NONE;
-                    if (self->backend->node_lost && self->backend->node_lost(self->backend, NULL, why, sizeof why))
-                        zt_coord_node_lost(self, why);
-                    else if (self->backend->ending &&
-                             (end = self->backend->ending(self->backend, why, sizeof why)) == ZT_END_REQUEUED)
-                        zt_coord_preempted(self, why);
-                    else {
-                        if (end == ZT_END_NONE)
-                            snprintf(why, sizeof why, "received %s", strsignal(sigs[i]));
-                        zt_coord_cancel(self, why);
-                    }
-                }
-        }
+        if (items[1].revents & ZMQ_POLLIN)
+            s_on_signals(self);
         for (int i = 2; i < n; i++)
             if (items[i].revents & (ZMQ_POLLIN | ZMQ_POLLERR))
                 zt_coord_read_output(self, owners[i]);

@@ -54,6 +54,7 @@ typedef struct {
     char jobs[512];             /* the allocation's job ids, one per component ("9,10") */
     char steps[16384];          /* squeue's list of the allocation's steps: "ID NAME NODE" lines */
     int64_t steps_at;           /* when it was read (0: never) */
+    pid_t signalling[64];       /* scancel --signal commands under way (0: free) */
 } s_slurm_t;
 
 /* The node names of a Slurm host list ("n[1-3],x"), through scontrol. */
@@ -288,7 +289,7 @@ static bool s_step_of(s_slurm_t *ctx, int i, bool reread, char *out, size_t size
  * node that stopped answering takes scancel Slurm's MessageTimeout, and
  * the coordinator's loop must not wait on that. The local backend's reap
  * collects it, as it collects every child that is no replica. */
-static void s_run_detached(char *const *argv)
+static void s_run_detached(s_slurm_t *ctx, char *const *argv)
 {
     pid_t pid = fork();
     if (pid == 0) {
@@ -303,6 +304,32 @@ static void s_run_detached(char *const *argv)
     }
     if (pid < 0)
         zt_debug("cannot run %s: %s", argv[0], strerror(errno));
+    for (int i = 0; i < 64; i++) /* the ones done since (or reaped as no replica's) */
+        if (ctx->signalling[i] && waitpid(ctx->signalling[i], NULL, WNOHANG) != 0)
+            ctx->signalling[i] = 0;
+    for (int i = 0; pid > 0 && i < 64; i++)
+        if (!ctx->signalling[i]) {
+            ctx->signalling[i] = pid;
+            break;
+        }
+}
+
+/* Waits (up to 3 s in all) for the signals under way to reach Slurm: the
+ * batch step's end would kill a scancel still running, and a step it was
+ * to SIGKILL would live on until Slurm's KillWait. */
+static void s_await_signals(s_slurm_t *ctx)
+{
+    int64_t deadline = zt_now_ms() + 3000;
+    for (int i = 0; i < 64; i++) {
+        while (ctx->signalling[i] && zt_now_ms() < deadline) {
+            pid_t got = waitpid(ctx->signalling[i], NULL, WNOHANG);
+            if (got == ctx->signalling[i] || (got < 0 && errno == ECHILD)) /* ended (perhaps reaped already) */
+                ctx->signalling[i] = 0;
+            else
+                usleep(10 * 1000);
+        }
+        ctx->signalling[i] = 0;
+    }
 }
 
 static int s_signal(zt_backend_t *self, zt_handle_t *h, int sig)
@@ -326,7 +353,7 @@ static int s_signal(zt_backend_t *self, zt_handle_t *h, int sig)
          * fails ("Invalid job id specified") for the nodes without it: its
          * word is not trusted either way, so not waited for. If it was not
          * delivered, the grace's SIGKILL still ends the replica. */
-        s_run_detached(argv);
+        s_run_detached(ctx, argv);
         if (sig == SIGTERM)
             return ZT_OK;
         /* SIGKILL: the program on its node, which srun's own death would
@@ -511,6 +538,7 @@ static int64_t s_pid(zt_backend_t *self, const zt_handle_t *h)
 static void s_cleanup(zt_backend_t *self)
 {
     s_slurm_t *ctx = self->ctx;
+    s_await_signals(ctx);
     ctx->local->cleanup(ctx->local);
 }
 

@@ -152,6 +152,37 @@ def sh_pool(script, n):
             "containerSpec": {"imageUri": "local", "command": ["sh", "-c", script]}}
 
 
+class BatchJob:
+    """A submitted batch job, waited for as a process is: its end polled in
+    scontrol every 0.2 s (sbatch --wait sleeps 2, 8, then 32 s between
+    looks), its exit code Slurm's."""
+
+    FINAL = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED")
+
+    def __init__(self, cluster, parsable):
+        self.c, self.id, self.returncode = cluster, parsable.strip().split(";")[0], None
+
+    def poll(self):
+        if self.returncode is None:
+            text = self.c.run("n1", ["scontrol", "-o", "show", "job", self.id], check=False).stdout
+            state = re.search(r"\bJobState=(\S+)", text)
+            code = re.search(r"\bExitCode=(\d+):(\d+)", text)
+            if state and state.group(1) in self.FINAL and code:
+                self.returncode = int(code.group(1)) or (128 + int(code.group(2)) if int(code.group(2)) else 0)
+        return self.returncode
+
+    def wait(self, timeout):
+        deadline = time.monotonic() + timeout
+        while self.poll() is None:
+            if time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired("slurm job %s" % self.id, timeout)
+            time.sleep(0.2)
+        return self.returncode
+
+    def kill(self):
+        self.c.run("n1", ["scancel", self.id], check=False)
+
+
 class SlurmBackend(unittest.TestCase):
     """`ztrain run --backend slurm` inside a heterogeneous allocation (one
     component per pool): every replica a job step on its node, and the
@@ -167,8 +198,8 @@ class SlurmBackend(unittest.TestCase):
         cls.c.down()
 
     def submit(self, pools, components=(), header=None, scheduling=None):
-        """sbatch --wait in the background under header (or these
-        components): (Popen, job dir, batch output)."""
+        """sbatch under header (or these components), followed in the
+        background: (BatchJob, job dir, batch output)."""
         d = tempfile.mkdtemp(prefix="job-", dir=self.c.dir)
         spec = os.path.join(d, "job.json")
         with open(spec, "w") as f:
@@ -181,13 +212,12 @@ class SlurmBackend(unittest.TestCase):
                     "exec env ZT_HEARTBEAT_MS=300 ZT_STOP_GRACE_MS=3000 %s run %s --backend slurm --job-dir %s\n"
                     % (os.path.join(os.path.abspath(BIN), "ztrain"), spec, job_dir))
         out = os.path.join(d, "batch.out")
-        p = self.c.popen("n1", ["sbatch", "--wait", "--chdir", d, "-o", out, script],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        p = BatchJob(self.c, self.c.run("n1", ["sbatch", "--parsable", "--chdir", d, "-o", out, script]).stdout)
         self.addCleanup(lambda: p.poll() is None and p.kill())
         return p, job_dir, out
 
     def run_job(self, pools, components=(), header=None, scheduling=None):
-        """The job to its end: (sbatch's exit status, batch output, job dir)."""
+        """The job to its end: (its exit status, batch output, job dir)."""
         p, job_dir, out = self.submit(pools, components, header, scheduling)
         rc = p.wait(timeout=180)
         with open(out) if os.path.exists(out) else open(os.devnull) as f:
@@ -303,7 +333,7 @@ class SlurmBackend(unittest.TestCase):
         ids = self.c.run("n1", ["squeue", "-h", "-o", "%A"]).stdout.split()
         self.assertTrue(ids)
         self.c.run("n1", ["scancel", *sorted(set(ids))])
-        p.wait(timeout=120)  # sbatch --wait may return while the job is still completing
+        p.wait(timeout=120)
         job = wait_job(job_dir, lambda j: j.get("state") == "CANCELLED", 40, "CANCELLED")
         # the steps' SIGTERM and the coordinator's are one stop: the grace holds, nobody is SIGKILLed
         with open(out) as f:
