@@ -11,6 +11,7 @@
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -18,6 +19,11 @@
 #include <unistd.h>
 
 #define POLL_MS 250
+/* logs -f holds a line this long before it prints it, so that a line of
+ * another replica stamped earlier, which reached its file a moment later
+ * (the coordinator writes every replica's output as it reads it), still
+ * comes before it */
+#define HOLD_MS 1000
 
 /* ------------------------------------------------------------ logs */
 
@@ -77,12 +83,19 @@ static void s_scan(const char *dir, const char *replica, s_log_t **logs, int *n)
     free(ld);
 }
 
+/* Lines read and not printed yet (logs -f). */
+typedef struct {
+    s_line_t *lines;
+    size_t n, cap;
+    long seq;
+} s_pending_t;
+
 /* What was appended to every log since the last call, whole lines only,
- * printed in time order (prefixed by the log's name when several). */
-static void s_drain(s_log_t *logs, int n, bool prefix)
+ * printed in time order (prefixed by the log's name when several): all of
+ * it (hold false), or what is older than HOLD_MS, the rest kept for the
+ * next call. */
+static void s_drain(s_log_t *logs, int n, bool prefix, s_pending_t *p, bool hold)
 {
-    s_line_t *lines = NULL;
-    size_t nl = 0, cap = 0;
     for (int i = 0; i < n; i++) {
         FILE *f = fopen(logs[i].path, "r");
         if (!f)
@@ -97,25 +110,37 @@ static void s_drain(s_log_t *logs, int n, bool prefix)
             logs[i].off += (long) got;
             if (s_has_stamp(line))
                 snprintf(logs[i].stamp, sizeof logs[i].stamp, "%.24s", line);
-            if (nl == cap) {
-                cap = cap ? 2 * cap : 256;
-                lines = realloc(lines, cap * sizeof *lines);
+            if (p->n == p->cap) {
+                p->cap = p->cap ? 2 * p->cap : 256;
+                p->lines = realloc(p->lines, p->cap * sizeof *p->lines);
             }
-            lines[nl] = (s_line_t) { "", i, (long) nl, strdup(line) };
-            memcpy(lines[nl].stamp, logs[i].stamp, sizeof lines[nl].stamp);
-            nl++;
+            p->lines[p->n] = (s_line_t) { "", i, p->seq++, strdup(line) };
+            memcpy(p->lines[p->n].stamp, logs[i].stamp, sizeof p->lines[p->n].stamp);
+            p->n++;
         }
         free(line);
         fclose(f);
     }
-    qsort(lines, nl, sizeof *lines, s_line_cmp);
-    for (size_t k = 0; k < nl; k++) {
-        if (prefix) /* the files' text as safe lines: a control byte shows as \xNN */
-            printf("%-14s| ", zt_text_safe(logs[lines[k].file].name, 0));
-        zt_text_print(stdout, lines[k].text);
-        free(lines[k].text);
+    qsort(p->lines, p->n, sizeof *p->lines, s_line_cmp);
+    char cutoff[40] = "~"; /* after every stamp */
+    if (hold) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        time_t t = ts.tv_sec - HOLD_MS / 1000;
+        struct tm tm;
+        gmtime_r(&t, &tm);
+        strftime(cutoff, sizeof cutoff, "%Y-%m-%dT%H:%M:%S", &tm);
+        snprintf(cutoff + strlen(cutoff), sizeof cutoff - strlen(cutoff), ".%03ldZ", ts.tv_nsec / 1000000);
     }
-    free(lines);
+    size_t k = 0;
+    for (; k < p->n && strcmp(p->lines[k].stamp, cutoff) <= 0; k++) {
+        if (prefix) /* the files' text as safe lines: a control byte shows as \xNN */
+            printf("%-14s| ", zt_text_safe(logs[p->lines[k].file].name, 0));
+        zt_text_print(stdout, p->lines[k].text);
+        free(p->lines[k].text);
+    }
+    memmove(p->lines, p->lines + k, (p->n - k) * sizeof *p->lines);
+    p->n -= k;
     fflush(stdout);
 }
 
@@ -145,7 +170,8 @@ int zt_cli_logs(const char *dir, const char *replica, bool follow)
         json_decref(doc);
         return 2;
     }
-    s_drain(logs, n, !replica);
+    s_pending_t pending = { 0 };
+    s_drain(logs, n, !replica, &pending, follow);
     if (follow) {
         struct sigaction sa = { .sa_handler = s_on_signal };
         sigaction(SIGINT, &sa, NULL);
@@ -158,8 +184,9 @@ int zt_cli_logs(const char *dir, const char *replica, bool follow)
             doc = zt_cli_load(dir, &kind);
             ended = doc && zt_state_final(json_string_value(json_object_get(doc, "state")));
             s_scan(dir, replica, &logs, &n);
-            s_drain(logs, n, !replica); /* after the end too: what the last moments wrote */
+            s_drain(logs, n, !replica, &pending, !ended); /* after the end too: what the last moments wrote */
         }
+        s_drain(logs, n, !replica, &pending, false); /* what is held, when the job had ended or on Ctrl-C */
         if (ended)
             printf("ztrain logs: job %s %s\n", zt_text_safe(json_string_value(json_object_get(doc, "name")), 0),
                    zt_text_safe(json_string_value(json_object_get(doc, "state")), 1));
@@ -169,6 +196,7 @@ int zt_cli_logs(const char *dir, const char *replica, bool follow)
         free(logs[i].path);
     }
     free(logs);
+    free(pending.lines);
     json_decref(doc);
     return 0;
 }
