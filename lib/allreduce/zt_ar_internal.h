@@ -95,9 +95,13 @@ static inline bool zt_ar_direct(const zt_ar_state_t *k, int64_t numel)
     return !k->in_shm && (int64_t) k->es * numel >= DIRECT_BYTES;
 }
 
+/* Until ZeroMQ has let go of every frame lent from k's buffer, or the
+ * process is stopping: a frame queued for a reducer that is gone for good
+ * (the job's stop) is never let go, and the round that follows returns
+ * ZT_ESHUTDOWN itself. */
 static inline void zt_ar_wait_lent(zt_ar_state_t *k)
 {
-    while (atomic_load(&k->lent) > 0)
+    while (atomic_load(&k->lent) > 0 && !zt_stop_requested())
         zclock_sleep(0);
 }
 
