@@ -367,9 +367,7 @@ void zt_coord_check_final_evaluation(zt_coord_t *self)
  * to ZT_MAX_PREEMPTIONS times per replica. */
 static bool s_preempted(const zt_coord_t *self, const zt_crep_t *r, int status)
 {
-    bool by_signal = WIFSIGNALED(status) && (WTERMSIG(status) == SIGTERM || WTERMSIG(status) == SIGINT);
-    bool caught = WIFEXITED(status) && (WEXITSTATUS(status) == ZT_EXIT_STOPPED || WEXITSTATUS(status) == 130);
-    return (by_signal || caught) && !r->killed_by_us && r->preemptions < self->max_preemptions;
+    return zt_wait_status_stopped(status) && !r->killed_by_us && r->preemptions < self->max_preemptions;
 }
 
 void zt_coord_replica_exited(zt_coord_t *self, zt_crep_t *r, int status)

@@ -1,5 +1,8 @@
 #include "zt_state.h"
+#include "ztrain/zt_error.h"
+#include <signal.h>
 #include <string.h>
+#include <sys/wait.h>
 
 static const char *const s_job_names[ZT_JOB_STATES] = { "QUEUED", "PENDING", "RUNNING", "SUCCEEDED", "FAILED",
                                                          "CANCELLING", "CANCELLED" };
@@ -57,4 +60,10 @@ int zt_state_exit_code(const char *name)
     if (name && !strcmp(name, "CANCELLED"))
         return ZT_CLI_CANCELLED;
     return ZT_CLI_FAILED;
+}
+
+bool zt_wait_status_stopped(int status)
+{
+    return (WIFSIGNALED(status) && (WTERMSIG(status) == SIGTERM || WTERMSIG(status) == SIGINT)) ||
+           (WIFEXITED(status) && (WEXITSTATUS(status) == ZT_EXIT_STOPPED || WEXITSTATUS(status) == 130));
 }

@@ -39,6 +39,10 @@ bool zt_state_final(const char *name);
 /* Whether it ended with a result that counts: SUCCEEDED, or a trial
  * STOPPED early (its measurements are kept). */
 bool zt_state_succeeded(const char *name);
+/* Whether a process's wait status is a stop by a signal: killed by
+ * SIGTERM or SIGINT, or exiting with the status a program that caught one
+ * exits with (ZT_EXIT_STOPPED, 143, or 130). */
+bool zt_wait_status_stopped(int status);
 /* The exit status for a final state: ZT_CLI_OK for SUCCEEDED, ZT_CLI_CANCELLED
  * for CANCELLED, ZT_CLI_FAILED for any other. */
 int zt_state_exit_code(const char *name);

@@ -14,6 +14,7 @@
  * and to srun. */
 #include "launch/zt_backend.h"
 #include "launch/zt_slurm.h"
+#include "zt_state.h"
 #include "base/zt_util.h"
 #include "ztrain/zt_error.h"
 #include "ztrain/zt_log.h"
@@ -371,14 +372,6 @@ static bool s_allocation_ending(void)
            strcmp(state, "RUNNING");
 }
 
-/* A step's program stopped by a signal (or its exit status for one): what
- * the allocation's own end, or a preemption of that step alone, makes. */
-static bool s_stop_status(int status)
-{
-    return (WIFSIGNALED(status) && (WTERMSIG(status) == SIGTERM || WTERMSIG(status) == SIGINT)) ||
-           (WIFEXITED(status) && (WEXITSTATUS(status) == ZT_EXIT_STOPPED || WEXITSTATUS(status) == 130));
-}
-
 static int s_reap(zt_backend_t *self, zt_handle_t **h, int *status)
 {
     s_slurm_t *ctx = self->ctx;
@@ -401,7 +394,7 @@ static int s_reap(zt_backend_t *self, zt_handle_t **h, int *status)
      * a second, as Slurm may signal the steps before squeue says why and
      * before the coordinator's own SIGTERM */
     int64_t until = ctx->ending_since && now - ctx->ending_since <= 200 ? ctx->ending_since + 200
-                    : s_stop_status(*status)                            ? now + 1000
+                    : zt_wait_status_stopped(*status)                   ? now + 1000
                                                                         : 0;
     if (until && ctx->nheld < 512) {
         ctx->held[ctx->nheld].h = *h;
