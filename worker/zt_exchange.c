@@ -443,7 +443,9 @@ int zt_exchange_snapshot(zt_exchange_t *x, int64_t step, zt_ps_shard_t **shards_
     *nshards = 0;
     *config = NULL;
     if (x->ps) {
-        int rc = zt_ps_snapshot(x->ps, shards, 30000);
+        /* on a stop, the save fits the grace before SIGKILL: half of it */
+        int64_t grace = zt_knob_int(ZT_KNOB_STOP_GRACE_MS) / 2;
+        int rc = zt_ps_snapshot(x->ps, shards, zt_stop_came() && grace < 30000 ? (int) grace : 30000);
         if (rc != ZT_OK) {
             zt_warn("cannot snapshot the parameter servers: %s", zt_ps_error(x->ps));
             free(shards);

@@ -424,8 +424,10 @@ static int s_finish(s_run_t *r, int64_t step, double secs)
         /* a stop (a preemption, a cancel, the job's end): the step reached is
          * saved, so that a restart or --resume continues from it */
         zt_info("stopping at step %lld: saving it to resume from", (long long) step);
+        zt_stop_hold(true); /* the servers' snapshot is asked for, within the grace */
         if (s_checkpoint(r, r->ckpt_dir, step, r->o->keep_checkpoints) == ZT_OK)
             r->ckpt_step = step;
+        zt_stop_hold(false);
     }
     zt_exchange_finish(r->x, final);
     zt_mlp_t *mlp = r->compute.mlp;

@@ -37,8 +37,8 @@ extern "C" {
       "a replica stopped by signals ztrain did not send (SIGTERM or SIGINT: a preemption) is restarted without counting a crash this many times; after that such a stop counts as a crash") \
     X(MAX_JOB_RETRIES,     "ZT_MAX_JOB_RETRIES",     "3", "int", ZT_FOR_COORD,                         \
       "whole-job retries after a replica exhausts its restarts")                  \
-    X(STOP_GRACE_MS,       "ZT_STOP_GRACE_MS",       "5000", "int", ZT_FOR_COORD,                      \
-      "time between SIGTERM and SIGKILL when stopping a replica (ms)")            \
+    X(STOP_GRACE_MS,       "ZT_STOP_GRACE_MS",       "5000", "int", ZT_FOR_COORD | ZT_FOR_WORKER,      \
+      "time between SIGTERM and SIGKILL when stopping a replica (ms); a trainer saving on a stop waits at most half of it for the parameter servers") \
     X(MAX_REPLICAS,        "ZT_MAX_REPLICAS",        "256", "int", ZT_FOR_COORD,                       \
       "largest replicaCount accepted for one pool on this machine")               \
     X(GPU_COUNT,           "ZT_GPU_COUNT",           "auto", "auto|int", ZT_FOR_COORD|ZT_FOR_WORKER,                      \

@@ -45,6 +45,14 @@ bool zt_replica_shutdown_requested(zt_replica_t *self);
  * NULL, a program that never registered). -1 when no stop came. */
 int zt_replica_stop_status(zt_replica_t *self);
 
+/* A program that saves on its way out of a stop (a checkpoint asked of the
+ * parameter servers) holds the stop meanwhile: hold true, then false (calls
+ * nest; per thread). While held, libztrain's waits on this thread do not
+ * end at once with ZT_ESHUTDOWN but run to their own timeout, which the
+ * caller keeps within the grace before SIGKILL (ZT_STOP_GRACE_MS, or the
+ * cluster's KillWait under Slurm). */
+void zt_replica_hold_stop(bool hold);
+
 /* Blocks until the coordinator asks for shutdown, SIGTERM/SIGINT arrives,
  * or timeout_ms passes (-1: no timeout). Returns 0 on shutdown/signal,
  * ZT_ETIMEDOUT on timeout. */

@@ -505,15 +505,26 @@ bool zt_proc_alive(pid_t pid, uint64_t start_time)
 }
 
 static atomic_bool s_stop;
+static _Thread_local int s_hold; /* zt_stop_hold: a save in progress on this thread */
 
 void zt_stop_request(void)
 {
     atomic_store(&s_stop, true);
 }
 
-bool zt_stop_requested(void)
+bool zt_stop_came(void)
 {
     return atomic_load(&s_stop) || zsys_interrupted;
+}
+
+bool zt_stop_requested(void)
+{
+    return s_hold <= 0 && zt_stop_came();
+}
+
+void zt_stop_hold(bool hold)
+{
+    s_hold += hold ? 1 : -1;
 }
 
 void zt_private_files(void)

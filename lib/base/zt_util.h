@@ -12,6 +12,13 @@
  * ZT_ESHUTDOWN, so that a role exits promptly and cleanly. */
 void zt_stop_request(void);
 bool zt_stop_requested(void);
+/* Whether a stop came, held or not (zt_stop_requested is false while held). */
+bool zt_stop_came(void);
+/* Holds the stop on the calling thread while it saves on its way out (a
+ * checkpoint asked of the parameter servers): its waits do not give way to
+ * the stop, so the caller bounds them (within ZT_STOP_GRACE_MS). Calls
+ * nest: zt_stop_hold(true), then zt_stop_hold(false). */
+void zt_stop_hold(bool hold);
 
 /* Monotonic milliseconds and microseconds. */
 int64_t zt_now_ms(void);

@@ -306,7 +306,12 @@ int zt_replica_stop_status(zt_replica_t *self)
 {
     if (self && atomic_load(&self->shutdown))
         return 0;
-    return zt_stop_requested() ? ZT_EXIT_STOPPED : -1;
+    return zt_stop_came() ? ZT_EXIT_STOPPED : -1;
+}
+
+void zt_replica_hold_stop(bool hold)
+{
+    zt_stop_hold(hold);
 }
 
 int zt_replica_report_metric(zt_replica_t *self, const char *name, double value, int64_t step)

@@ -5,6 +5,7 @@
     ztrain.allreduce(x)              # sum over the trainers, in place (average=True: the mean)
     ztrain.broadcast(x, root=0)      # root's values everywhere, bit for bit
     ztrain.report_metric("accuracy", 0.91, step=100)   # for studies (cloudml-hypertune's file)
+    ztrain.on_stop(save)             # save() runs when a stop (a preemption, a cancel) ends the program
 
 x is a contiguous CPU torch tensor, a NumPy array or any writable buffer:
 its memory is handed to libztrain as it is, never copied in Python. CUDA
@@ -15,6 +16,7 @@ API and the parameter-server optimizer.
 import atexit
 import collections
 import ctypes
+import errno
 import json
 import os
 import sys
@@ -25,7 +27,8 @@ from . import _native
 from ._native import ZtrainError, ZtrainStopped, ZtrainTimeout
 
 __all__ = ["init", "is_initialized", "rank", "size", "local_rank", "local_size", "job", "allreduce",
-           "broadcast", "report_metric", "announce_checkpoint", "shutdown", "stop_status", "ZtrainError",
+           "broadcast", "report_metric", "announce_checkpoint", "report_checkpoint_error", "shutdown", "stop_status",
+           "stopping", "preempted", "on_stop", "run_on_stop", "ZtrainError",
            "ZtrainStopped", "ZtrainTimeout", "version"]
 
 Job = collections.namedtuple("Job", "name pool index rank size local_rank local_size reducers paramservers peers")
@@ -141,6 +144,18 @@ def announce_checkpoint(step, path):
     a job or when it cannot be announced (the reason is logged)."""
     rep = _replica()
     return bool(rep) and _native.zt_replica_announce_checkpoint(rep, int(step), path.encode()) == 0
+
+
+def report_checkpoint_error(step, error):
+    """Tells the job that the checkpoint of step could not be written
+    (error: a ZtrainError, or an OSError such as ENOSPC): job.json's events
+    and `ztrain status` say so at once. False outside a job."""
+    code = getattr(error, "code", None)
+    if not isinstance(code, int) or code >= 0:
+        full = isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT)
+        code = _native.ERRORS["ZT_ENOSPC" if full else "ZT_EIO"]
+    rep = _replica()
+    return bool(rep) and _native.zt_replica_report_checkpoint_error(rep, int(step), code) == 0
 
 
 def _check(rc, what):
@@ -267,13 +282,85 @@ def stop_status():
     return None if st < 0 else st
 
 
+def stopping():
+    """True once a stop came: the job ends or is cancelled, or SIGTERM or
+    SIGINT arrived (a spot machine's shutdown, an operator, a scheduler).
+    ztrain's calls then raise ZtrainStopped; a loop may ask this at each
+    step instead, save, and exit with stop_status()."""
+    return stop_status() is not None
+
+
+def preempted():
+    """True when the stop that came is a preemption: a signal the job did
+    not send. The program should save and exit with stop_status() (143):
+    it is restarted, uncounted, and resumes from what it saved."""
+    return stop_status() not in (None, 0)
+
+
+_on_stop = []
+_stopped = False
+
+
+def on_stop(fn):
+    """Registers fn() to save this program's state when a stop ends it.
+    Each runs once, in the order registered, before a program stopped by an
+    uncaught ZtrainStopped exits (or from run_on_stop()). While they run,
+    ztrain's calls do not give way to the stop: each waits within its own
+    bound, so fn may still ask the parameter servers for a checkpoint;
+    keep it within the grace before SIGKILL (ZT_STOP_GRACE_MS). Returns fn,
+    so it serves as a decorator."""
+    if not callable(fn):
+        raise TypeError("ztrain.on_stop: %r is not callable" % (fn,))
+    _on_stop.append(fn)
+    return fn
+
+
+def run_on_stop():
+    """Runs the on_stop callbacks, once: for a program that catches
+    ZtrainStopped (or asks stopping()) and ends by itself."""
+    global _stopped
+    with _lock:
+        if _stopped:
+            return
+        _stopped = True
+        todo = list(_on_stop)
+    _native.zt_replica_hold_stop(True)
+    try:
+        for fn in todo:
+            try:
+                fn()
+            except Exception as e:  # one failed save does not keep the others from running
+                sys.stderr.write("ztrain: on_stop %s failed: %s: %s\n" % (
+                    getattr(fn, "__qualname__", fn), type(e).__name__, e))
+    finally:
+        _native.zt_replica_hold_stop(False)
+
+
+def _is_stop(value):
+    """Whether an exception is ztrain's stop: a ZtrainStopped, one that a
+    ZtrainStopped caused, or, once a stop came, the RuntimeError that
+    PyTorch makes of one raised in a DDP comm hook ("ZtrainStopped: ...")."""
+    seen = set()
+    while value is not None and id(value) not in seen:
+        if isinstance(value, ZtrainStopped):
+            return True
+        if isinstance(value, RuntimeError) and str(value).startswith(ZtrainStopped.__name__ + ":") and stopping():
+            return True
+        seen.add(id(value))
+        value = value.__cause__ or value.__context__
+    return False
+
+
 def _excepthook(kind, value, tb, _previous=sys.excepthook):
-    """An uncaught ZtrainStopped ends the program quietly, with stop_status()."""
-    if not isinstance(value, ZtrainStopped):
+    """An uncaught stop (_is_stop) ends the program quietly, with
+    stop_status(), once the on_stop callbacks have saved."""
+    if not _is_stop(value):
         return _previous(kind, value, tb)
     status = stop_status()
-    sys.stderr.write("ztrain: %s; exiting with status %d\n" % (value, 0 if status is None else status))
     try:
+        run_on_stop()
+        sys.stderr.write("ztrain: %s; exiting with status %d\n" % (str(value).split("\n")[0],
+                                                                 0 if status is None else status))
         shutdown()
     finally:
         sys.stdout.flush()

@@ -84,14 +84,16 @@ class Client:
         what it lost. ZtrainTimeout names a server silent for the timeout."""
         self._check(_native.zt_ps_wait(self._c, self.timeout_ms), "wait")
 
-    def checkpoint(self, step, model=None, final=False, keep=0):
+    def checkpoint(self, step, model=None, final=False, keep=0, timeout_ms=None):
         """Writes the servers' model (values and optimizer state) as
         ROOT/ckpt-<step> and returns the folder. model: a JSON text
-        recorded in the manifest (what the evaluator scores)."""
+        recorded in the manifest (what the evaluator scores). timeout_ms:
+        the wait for the servers (the client's by default)."""
         root = checkpoint_dir(final)
         path = ctypes.create_string_buffer(4096)
+        wait = self.timeout_ms if timeout_ms is None else int(timeout_ms)
         self._check(_native.zt_ps_checkpoint(self._c, root.encode(), int(step), model.encode() if model else None,
-                                             keep, path, len(path), self.timeout_ms), "checkpoint")
+                                             keep, path, len(path), wait), "checkpoint")
         return path.value.decode()
 
     def close(self):

@@ -359,13 +359,27 @@ class Preemption(unittest.TestCase):
         wait_for(lambda: chief_step(job_dir) >= 300, timeout=300, what="step 300")
         ps = replica(load_job(job_dir), "workerpool2-0")["pid"]
         os.kill(ps, signal.SIGTERM)
+        wait_for(lambda: back(load_job(job_dir), ["workerpool2-0"], [ps]), timeout=60, what="the server back")
+        # then the chief: it asks the servers for the model at the step it
+        # reached (the stop held while it saves), and resumes from there
+        step = chief_step(job_dir)
+        wait_for(lambda: chief_step(job_dir) >= step + 100, timeout=60, what="the chief going on")
+        chief = replica(load_job(job_dir), "workerpool0-0")["pid"]
+        os.kill(chief, signal.SIGTERM)
         self.assertEqual(job.wait(timeout=100), 0, job.err[-3000:])
         j = load_job(job_dir)
-        self.assertEqual(replica(j, "workerpool2-0")["preemptions"], 1)
-        self.assertEqual(replica(j, "workerpool2-0")["restarts"], 0)
+        for name in ("workerpool2-0", "workerpool0-0"):
+            self.assertEqual(replica(j, name)["preemptions"], 1, name)
+            self.assertEqual(replica(j, name)["restarts"], 0, name)
         ps_log = read(job_dir, "workerpool2-0.log")
         self.assertIn("exiting with status 143", ps_log)
         self.assertRegex(ps_log, r"restored elements \[0, \d+\) from the shard snapshot")
+        chief_log = read(job_dir, "workerpool0-0.log")
+        saved = re.search(r"stopping at step (\d+): saving it to resume from", chief_log)
+        self.assertTrue(saved, chief_log[-3000:])
+        n = int(saved.group(1))
+        self.assertRegex(chief_log, r"checkpoint \S*ckpt-0*%d written \(step %d\)" % (n, n))
+        self.assertRegex(chief_log, r"resuming from \S*ckpt-0*%d at step %d" % (n, n))
         self.assertGreaterEqual(accuracy(j), 0.8)
 
 

@@ -63,7 +63,7 @@ class Torch(unittest.TestCase):
         rc = job.wait(timeout=timeout)
         self.assertEqual(rc, 0, job.out[-3000:] + job.err[-3000:])
         res = [json.loads(read(p)) for p in sorted(glob.glob(os.path.join(self.out, "result-*.json")))]
-        self.assertEqual(len(res), n, job.out[-2000:])
+        self.assertEqual(len(res), n, job.out[-2000:] + job.err[-3000:])
         return res
 
     def check_ddp(self, res, trainers, reducers):
@@ -116,6 +116,21 @@ class Torch(unittest.TestCase):
             self.assertNotEqual(r.returncode, 0)
             self.assertTrue("ztrain.ZtrainError" in r.stderr or "ZtrainError" in r.stderr, r.stderr)
             self.assertRegex(r.stderr, r"not a replica of a ztrain job|call ztrain.init\(\) first")
+
+    def test_preempted_trainer_saves_on_stop(self):
+        # SIGTERM while rank 0 waits in DDP's all-reduce: the stop reaches it
+        # through the comm hook (as torch's RuntimeError), its on_stop saves,
+        # and it exits 143 without a traceback; it is restarted in place
+        job = self.job("preempt", 2, 0, "--width=64")
+        wait_for(lambda: os.path.exists(os.path.join(self.out, "blocked")), timeout=120, what="rank 0 held")
+        jd = os.path.join(self.d, "job")
+        os.kill([r for r in load_job(jd)["replicas"] if r["name"] == "workerpool0-0"][0]["pid"], signal.SIGTERM)
+        for r in self.results(job, 2):
+            self.assertEqual(r["saved"], {"step": 3, "preempted": True, "stopping": True})
+        self.assertNotIn("Traceback", job.out + job.err)
+        c = [r for r in load_job(jd)["replicas"] if r["name"] == "workerpool0-0"][0]
+        self.assertEqual((c["preemptions"], c["restarts"]), (1, 0), c)
+        self.assertIn("exiting with status 143", read(glob.glob(os.path.join(jd, "replica-logs", "workerpool0-0*"))[0]))
 
     def test_reducer_killed_in_mid_training(self):
         job = self.job("ddp", 2, 2, "--steps=6", "--delay=0.4")
@@ -239,17 +254,30 @@ class Examples(unittest.TestCase):
     def test_async_parameter_servers(self):
         self.check_ps_job(self.start_example("pytorch-async-ps.json", 5))
 
-    def test_parameter_server_killed_in_mid_training(self):
+    def test_parameter_server_killed_then_chief_preempted(self):
+        # a parameter server killed with SIGKILL: restarted from its snapshot;
+        # then SIGTERM to the chief (a preemption): the optimizer's on_stop
+        # saves the step it reached, and its successor resumes there
         job = self.start_example("pytorch-async-ps.json", 5)
         jd = os.path.join(self.d, "job")
         wait_for(lambda: len((load_job(jd) or {}).get("checkpoints", [])) >= 2, timeout=200,
                  what="two checkpoints")
         victim = [r for r in load_job(jd)["replicas"] if r["name"] == "workerpool2-1"][0]
         os.kill(victim["pid"], signal.SIGKILL)
+        wait_for(lambda: len(load_job(jd).get("checkpoints", [])) >= 3, timeout=200, what="a third checkpoint")
+        chief = [r for r in load_job(jd)["replicas"] if r["name"] == "workerpool0-0"][0]
+        os.kill(chief["pid"], signal.SIGTERM)
         j = self.check_ps_job(job)
         self.assertEqual([r for r in j["replicas"] if r["name"] == "workerpool2-1"][0]["restarts"], 1)
         log = read(glob.glob(os.path.join(jd, "replica-logs", "workerpool2-1*"))[0])
         self.assertIn("restored elements", log)  # from its snapshot or the newest checkpoint
+        c = [r for r in j["replicas"] if r["name"] == "workerpool0-0"][0]
+        self.assertEqual((c["restarts"], c["preemptions"]), (0, 1), c)
+        log = read(glob.glob(os.path.join(jd, "replica-logs", "workerpool0-0*"))[0])
+        saved = re.search(r"stopping at step (\d+): saving it to resume from", log)
+        self.assertTrue(saved, log[-3000:])
+        self.assertIn(int(saved.group(1)), [k["step"] for k in j["checkpoints"]])  # written and announced
+        self.assertIn("resuming at step %s of" % saved.group(1), log)  # exactly where it stopped
 
     def test_report_metric_feeds_a_study(self):
         program = write(self.d, "objective.py", "import sys, ztrain\n"

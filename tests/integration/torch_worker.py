@@ -11,6 +11,10 @@ every trainer of a job. It writes what it found to OUT/result-RANK.json.
             the servers' initial values, the first step's gradients and the
             values after it (OUT/ps-RANK.pt), every step's digest
   nops      ParameterServerOptimizer in a job without parameter servers
+  preempt   DDP through reducer_hook; rank 0 saves on a stop (ztrain.on_stop)
+            into OUT/saved.json, then blocks in a step rank 1 never joins
+            (OUT/blocked says so); rank 1 and the restarted rank 0 report
+            the save
 """
 import argparse
 import hashlib
@@ -88,7 +92,8 @@ def main():
     job = ztrain.init()
     res = {"rank": job.rank, "size": job.size, "reducers": len(job.reducers)}
     torch.manual_seed(7)
-    if a.mode in ("ddp", "hvd"):
+    saved = os.path.join(a.out, "saved.json")
+    if a.mode in ("ddp", "hvd") or (a.mode == "preempt" and not os.path.exists(saved)):
         dist.init_process_group("gloo", rank=job.rank, world_size=job.size)
     data = batches(job.rank, a.steps)
     if a.mode == "ddp":
@@ -172,6 +177,41 @@ def main():
             hvd.ParameterServerOptimizer(Net(a.width).double())
         except TypeError as e:
             res["dtype_error"] = str(e)
+    elif a.mode == "preempt":
+        if os.path.exists(saved):  # the job's next run: what the stop saved
+            with open(saved) as f:
+                res["saved"] = json.load(f)
+            mate = os.path.join(a.out, "result-1.json")
+            for _ in range(600 if job.rank == 0 else 0):  # the chief's end ends the job: rank 1 first
+                if os.path.exists(mate):
+                    break
+                time.sleep(0.05)
+        else:
+            model = Net(a.width)
+            ddp = nn.parallel.DistributedDataParallel(model)
+            ddp.register_comm_hook(None, hvd.reducer_hook)
+            opt = torch.optim.SGD(ddp.parameters(), lr=0.05)
+            done = []
+
+            def save():
+                with open(saved + ".tmp", "w") as f:
+                    json.dump({"step": len(done), "preempted": ztrain.preempted(), "stopping": ztrain.stopping()}, f)
+                os.rename(saved + ".tmp", saved)
+            if job.rank == 0:
+                ztrain.on_stop(save)
+            for batch in data[:3]:
+                train(ddp, opt, [batch])
+                done.append(1)
+            if job.rank == 0:
+                open(os.path.join(a.out, "blocked"), "w").close()
+                train(ddp, opt, data[3:4])  # rank 1 never joins: held here until the stop
+                sys.exit("a step without rank 1 returned")
+            while not os.path.exists(saved):  # rank 1: until rank 0 has saved on its stop
+                if ztrain.stopping():
+                    sys.exit(ztrain.stop_status())
+                time.sleep(0.05)
+            with open(saved) as f:
+                res["saved"] = json.load(f)
     else:
         sys.exit("unknown mode " + a.mode)
     with open(os.path.join(a.out, "result-%d.json" % job.rank), "w") as f:

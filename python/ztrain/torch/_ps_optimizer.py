@@ -2,6 +2,8 @@
 parameter servers, which hold the model and apply the pushed gradients with
 their own optimizer."""
 import json
+import sys
+import weakref
 
 import torch
 
@@ -66,7 +68,12 @@ class ParameterServerOptimizer(torch.optim.Optimizer):
     format every checkpoint_steps steps (and whenever checkpoint() is
     called) under AIP_CHECKPOINT_DIR, keeping the newest keep_checkpoints,
     and announces each to the job's evaluators, which score an
-    nn.Sequential of Linear and ReLU layers. Restarted parameter servers
+    nn.Sequential of Linear and ReLU layers. A checkpoint that cannot be
+    written (a full disk) is said to the job at once (job.json's events,
+    `ztrain status`); a periodic one is then skipped with a warning and
+    training goes on. On a stop (a preemption, a cancel: ZtrainStopped
+    left uncaught, or ztrain.run_on_stop()) the chief saves the step it
+    reached, within the grace. Restarted parameter servers
     restore their shards from the newest checkpoint (or a newer snapshot of
     their own); `resumed_step` is that checkpoint's step (0: none), where a
     restarted job's workers continue. `steps` counts the steps taken.
@@ -110,7 +117,11 @@ class ParameterServerOptimizer(torch.optim.Optimizer):
         self._zt_grads = [None] * len(self._zt_params)
         self.resumed_step, _ = _ps.latest_checkpoint()
         self.steps = self.resumed_step
+        self._zt_saved = self.resumed_step
         self._zt_pull(self.steps)
+        if self.rank == 0:  # a stop saves the step reached, so that a restart resumes there
+            ref = weakref.WeakMethod(self._zt_save_on_stop)
+            _zt.on_stop(lambda: ref() and ref()())
 
     def _zt_pull(self, step):
         c = self._zt_client
@@ -151,19 +162,37 @@ class ParameterServerOptimizer(torch.optim.Optimizer):
         del held
         self.steps += 1
         if self.checkpoint_steps > 0 and self.steps % self.checkpoint_steps == 0:
-            self.checkpoint()
+            self.checkpoint(_periodic=True)
         return loss
 
-    def checkpoint(self, final=False):
+    def checkpoint(self, final=False, _periodic=False, _timeout_ms=None):
         """On the chief: writes the servers' model at the current step as a
         checkpoint (final: AIP_MODEL_DIR, the newest one kept), announces it
-        to the evaluators and returns its folder. None on other workers."""
+        to the evaluators and returns its folder. None on other workers.
+        A failure is said to the job (an event) and raised."""
         if self.rank != 0:
             return None
-        path = self._zt_client.checkpoint(self.steps, self._zt_model, final=final,
-                                          keep=1 if final else self.keep_checkpoints)
+        try:
+            path = self._zt_client.checkpoint(self.steps, self._zt_model, final=final,
+                                              keep=1 if final else self.keep_checkpoints, timeout_ms=_timeout_ms)
+        except _zt.ZtrainStopped:
+            raise
+        except _zt.ZtrainError as e:
+            _zt.report_checkpoint_error(self.steps, e)
+            if not _periodic:
+                raise
+            sys.stderr.write("ztrain: checkpoint at step %d skipped: %s\n" % (self.steps, e))
+            return None
+        self._zt_saved = max(self._zt_saved, self.steps)
         _zt.announce_checkpoint(self.steps, path)
         return path
+
+    def _zt_save_on_stop(self):
+        if self.steps <= self._zt_saved:
+            return
+        sys.stderr.write("ztrain: stopping at step %d: saving it to resume from\n" % self.steps)
+        grace = _zt._native.knob_int("ZT_STOP_GRACE_MS") // 2  # the save fits the grace before SIGKILL
+        self.checkpoint(_timeout_ms=min(grace, self._zt_client.timeout_ms))
 
     def close(self):
         """Disconnects from the servers (at exit by itself)."""
