@@ -221,6 +221,34 @@ class SyncFaults(unittest.TestCase):
             self.assertEqual(set(hashes(job.out).values()), want, "a rejoin changed the weights")
             self.assertEqual(replica(j, victim)["rejoins"], 3)
 
+    def test_rejoin_during_a_stalled_round(self):
+        # a worker held (SIGSTOP) stalls the round; another one killed then
+        # asks the held one first (no answer within ZT_REJOIN_TIMEOUT_MS),
+        # then the chief, which serves it from inside the stalled round:
+        # it rejoins while the round is still held, with no group restart
+        d = tmpdir("syncfault-")
+        job_dir = os.path.join(d, "job")
+        args = ["--hidden=64", "--epochs=4", "--train_examples=30000", "--checkpoint_steps=100", "--log_every=100"]
+        job = Job(self, spec(d, "stalled", args, workers=2, reducers=2), job_dir,
+                  env=dict(FAST, ZT_REJOIN_TIMEOUT_MS="1500"))
+        wait_for(lambda: chief_step(job_dir) >= 300, timeout=300, what="step 300")
+        j = load_job(job_dir)
+        held, lost = replica(j, "workerpool1-1")["pid"], replica(j, "workerpool1-0")["pid"]
+        os.kill(held, signal.SIGSTOP)
+        try:
+            time.sleep(0.3)
+            os.kill(lost, signal.SIGKILL)
+            wait_for(lambda: replica(load_job(job_dir), "workerpool1-0").get("rejoins") == 1, timeout=8,
+                     what="the rejoin while the round is held")
+        finally:
+            os.kill(held, signal.SIGCONT)
+        self.assertEqual(job.wait(timeout=300), 0, job.err[-3000:])
+        self.assertNotIn("the group restarts together", job.err)
+        log = read(job_dir, "workerpool1-0.log")
+        self.assertRegex(log, r"cannot take the model from workerpool1-1 .*no complete answer")
+        self.assertRegex(log, r"took the model from workerpool0-0 ")
+        self.assertEqual(len(set(hashes(job.out).values())), 1, hashes(job.out))
+
     def test_killed_while_rejoining(self):
         # the restarted worker is killed again before it has the model: the
         # group restarts from the newest checkpoint instead
