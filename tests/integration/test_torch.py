@@ -125,9 +125,15 @@ class Torch(unittest.TestCase):
         wait_for(lambda: os.path.exists(os.path.join(self.out, "blocked")), timeout=120, what="rank 0 held")
         jd = os.path.join(self.d, "job")
         os.kill([r for r in load_job(jd)["replicas"] if r["name"] == "workerpool0-0"][0]["pid"], signal.SIGTERM)
-        for r in self.results(job, 2):
+        res = self.results(job, 2)
+        for r in res:
             self.assertEqual(r["saved"], {"step": 3, "preempted": True, "stopping": True})
         self.assertNotIn("Traceback", job.out + job.err)
+        # the restarted chief's report of a checkpoint it could not write
+        self.assertTrue(res[0]["reported"])
+        ev = [e for e in load_job(jd)["events"] if e["kind"] == "checkpointFailed"]
+        self.assertEqual([e["step"] for e in ev], [7], ev)
+        self.assertIn("no space left", ev[0]["error"])
         c = [r for r in load_job(jd)["replicas"] if r["name"] == "workerpool0-0"][0]
         self.assertEqual((c["preemptions"], c["restarts"]), (1, 0), c)
         self.assertIn("exiting with status 143", read(glob.glob(os.path.join(jd, "replica-logs", "workerpool0-0*"))[0]))

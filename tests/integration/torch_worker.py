@@ -17,6 +17,7 @@ every trainer of a job. It writes what it found to OUT/result-RANK.json.
             the save
 """
 import argparse
+import errno
 import hashlib
 import json
 import os
@@ -181,6 +182,8 @@ def main():
         if os.path.exists(saved):  # the job's next run: what the stop saved
             with open(saved) as f:
                 res["saved"] = json.load(f)
+            if job.rank == 0:  # a checkpoint that could not be written, said to the job
+                res["reported"] = ztrain.report_checkpoint_error(7, OSError(errno.ENOSPC, "No space left on device"))
             mate = os.path.join(a.out, "result-1.json")
             for _ in range(600 if job.rank == 0 else 0):  # the chief's end ends the job: rank 1 first
                 if os.path.exists(mate):
