@@ -3,7 +3,7 @@
 # Non-interactive; safe to run repeatedly. Used by `make demo` and `make test`.
 set -eu
 PKGS="build-essential cmake pkg-config libzmq3-dev libczmq-dev libmsgpack-dev
-      libjansson-dev libyaml-dev zlib1g-dev libopenblas-dev libprotobuf-c-dev protobuf-c-compiler
+      libjansson-dev libyaml-dev libssl-dev zlib1g-dev libopenblas-dev libprotobuf-c-dev protobuf-c-compiler
       libmicrohttpd-dev dataset-fashion-mnist
       python3 procps iproute2 util-linux slurmctld slurmd slurm-client munge
       python3-venv python3-setuptools python3-wheel python3-pip python3-numpy python3-torch"

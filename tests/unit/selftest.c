@@ -8,6 +8,7 @@
 #include "wire/zt_msg.h"
 #include "wire/zt_transport.h"
 #include "wire/zt_auth.h"
+#include "wire/zt_seal.h"
 #include "wire/zt_guard.h"
 #include "base/zt_shard.h"
 #include "base/zt_json.h"
@@ -137,6 +138,7 @@ static const struct {
     TEST_ENTRY("allreduce", zt_suite_allreduce)
     TEST_ENTRY("ar_reducers", zt_suite_ar_reducers)
     TEST_ENTRY("collective", zt_suite_collective)
+    TEST_ENTRY("seal", zt_seal_selftest)
     TEST_ENTRY("auth", zt_auth_selftest) /* last: it leaves this process's sockets CURVE sockets */
 };
 #define NTESTS ((int) (sizeof s_tests / sizeof s_tests[0]))

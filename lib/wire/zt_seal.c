@@ -1,0 +1,346 @@
+#include "wire/zt_seal.h"
+#include "ztrain/zt_error.h"
+#include <assert.h>
+#include <limits.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/kdf.h>
+#include <openssl/rand.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct zt_seal_t {
+    uint8_t key[ZT_SEAL_KEY_BYTES]; /* the key of the current epoch */
+    EVP_CIPHER_CTX *ctx;            /* keyed for key, encrypting or decrypting */
+    int mode;                       /* 0 not keyed yet, 1 sealing, 2 opening */
+    zt_seal_dir_t dir;              /* in every nonce */
+    uint64_t last;                  /* the last frame number sealed or opened */
+    uint64_t epoch;                 /* (number - 1) / ZT_SEAL_REKEY_FRAMES of key */
+    uint64_t frames;                /* frames sealed or opened */
+};
+
+/* HKDF-SHA256 (RFC 5869). ZT_OK or ZT_EIO. */
+static int s_hkdf(const uint8_t *ikm, size_t ikm_len, const uint8_t *salt, size_t salt_len, const void *info,
+                  size_t info_len, uint8_t *out, size_t out_len)
+{
+    EVP_PKEY_CTX *p = EVP_PKEY_CTX_new_id(EVP_PKEY_HKDF, NULL);
+    size_t n = out_len;
+    int ok = p && EVP_PKEY_derive_init(p) > 0 && EVP_PKEY_CTX_set_hkdf_md(p, EVP_sha256()) > 0 &&
+             (!salt_len || EVP_PKEY_CTX_set1_hkdf_salt(p, salt, (int) salt_len) > 0) &&
+             EVP_PKEY_CTX_set1_hkdf_key(p, ikm, (int) ikm_len) > 0 &&
+             (!info_len || EVP_PKEY_CTX_add1_hkdf_info(p, info, (int) info_len) > 0) &&
+             EVP_PKEY_derive(p, out, &n) > 0 && n == out_len;
+    EVP_PKEY_CTX_free(p);
+    return ok ? ZT_OK : ZT_EIO;
+}
+
+int zt_seal_derive(const uint8_t secret[ZT_SEAL_KEY_BYTES], const uint8_t client_salt[ZT_SEAL_SALT_BYTES],
+                   const uint8_t server_salt[ZT_SEAL_SALT_BYTES], const char *binding,
+                   uint8_t c2s[ZT_SEAL_KEY_BYTES], uint8_t s2c[ZT_SEAL_KEY_BYTES])
+{
+    uint8_t salt[2 * ZT_SEAL_SALT_BYTES], okm[2 * ZT_SEAL_KEY_BYTES];
+    memcpy(salt, client_salt, ZT_SEAL_SALT_BYTES);
+    memcpy(salt + ZT_SEAL_SALT_BYTES, server_salt, ZT_SEAL_SALT_BYTES);
+    char info[1024];
+    int n = snprintf(info, sizeof info, "ztrain seal v1|%s", binding ? binding : "");
+    if (n < 0 || (size_t) n >= sizeof info)
+        return ZT_EINVAL;
+    int rc = s_hkdf(secret, ZT_SEAL_KEY_BYTES, salt, sizeof salt, info, (size_t) n, okm, sizeof okm);
+    if (rc == ZT_OK) {
+        memcpy(c2s, okm, ZT_SEAL_KEY_BYTES);
+        memcpy(s2c, okm + ZT_SEAL_KEY_BYTES, ZT_SEAL_KEY_BYTES);
+    }
+    OPENSSL_cleanse(okm, sizeof okm);
+    return rc;
+}
+
+/* The next epoch's key: HKDF of this one. */
+static int s_next_key(const uint8_t key[ZT_SEAL_KEY_BYTES], uint8_t next[ZT_SEAL_KEY_BYTES])
+{
+    static const char info[] = "ztrain seal rekey";
+    return s_hkdf(key, ZT_SEAL_KEY_BYTES, NULL, 0, info, sizeof info - 1, next, ZT_SEAL_KEY_BYTES);
+}
+
+zt_seal_t *zt_seal_new(const uint8_t key[ZT_SEAL_KEY_BYTES], zt_seal_dir_t dir)
+{
+    zt_seal_t *self = calloc(1, sizeof *self);
+    if (!self || !(self->ctx = EVP_CIPHER_CTX_new())) {
+        free(self);
+        return NULL;
+    }
+    memcpy(self->key, key, ZT_SEAL_KEY_BYTES);
+    self->dir = dir;
+    return self;
+}
+
+void zt_seal_destroy(zt_seal_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    zt_seal_t *self = *self_p;
+    EVP_CIPHER_CTX_free(self->ctx);
+    OPENSSL_cleanse(self, sizeof *self);
+    free(self);
+    *self_p = NULL;
+}
+
+uint64_t zt_seal_frames(const zt_seal_t *self) { return self ? self->frames : 0; }
+
+/* Keys the context for key (a new key, or the first use). */
+static int s_key(zt_seal_t *self, int mode, const uint8_t key[ZT_SEAL_KEY_BYTES])
+{
+    int ok = mode == 1 ? EVP_EncryptInit_ex(self->ctx, EVP_aes_256_gcm(), NULL, key, NULL)
+                       : EVP_DecryptInit_ex(self->ctx, EVP_aes_256_gcm(), NULL, key, NULL);
+    self->mode = ok > 0 ? mode : 0;
+    return ok > 0 ? ZT_OK : ZT_EIO;
+}
+
+static void s_nonce(const zt_seal_t *self, uint64_t number, uint8_t iv[12])
+{
+    uint32_t d = (uint32_t) self->dir;
+    for (int i = 0; i < 4; i++)
+        iv[i] = (uint8_t) (d >> (24 - 8 * i));
+    for (int i = 0; i < 8; i++)
+        iv[4 + i] = (uint8_t) (number >> (56 - 8 * i));
+}
+
+/* AES-256-GCM over len bytes (any length: OpenSSL takes int pieces). */
+static int s_update(EVP_CIPHER_CTX *ctx, bool enc, uint8_t *out, const uint8_t *in, size_t len)
+{
+    while (len > 0) {
+        int piece = len > (size_t) (INT_MAX / 2) ? INT_MAX / 2 : (int) len, n = 0;
+        if ((enc ? EVP_EncryptUpdate(ctx, out, &n, in, piece) : EVP_DecryptUpdate(ctx, out, &n, in, piece)) <= 0 ||
+            n != piece)
+            return ZT_EIO;
+        out += piece;
+        in += piece;
+        len -= (size_t) piece;
+    }
+    return ZT_OK;
+}
+
+/* One GCM operation with a given IV on a keyed context: the core that the
+ * known-answer tests check. For opening, tag is read; for sealing, written. */
+static int s_gcm(EVP_CIPHER_CTX *ctx, bool enc, const uint8_t iv[12], const void *aad, size_t aad_len,
+                 const void *src, void *dst, size_t len, uint8_t tag[ZT_SEAL_TAG_BYTES])
+{
+    int n = 0;
+    if ((enc ? EVP_EncryptInit_ex(ctx, NULL, NULL, NULL, iv) : EVP_DecryptInit_ex(ctx, NULL, NULL, NULL, iv)) <= 0)
+        return ZT_EIO;
+    if (aad_len > 0 && (aad_len > INT_MAX || (enc ? EVP_EncryptUpdate(ctx, NULL, &n, aad, (int) aad_len)
+                                                  : EVP_DecryptUpdate(ctx, NULL, &n, aad, (int) aad_len)) <= 0))
+        return ZT_EIO;
+    if (s_update(ctx, enc, dst, src, len) != ZT_OK)
+        return ZT_EIO;
+    uint8_t end[16];
+    if (enc)
+        return EVP_EncryptFinal_ex(ctx, end, &n) > 0 &&
+                       EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_GET_TAG, ZT_SEAL_TAG_BYTES, tag) > 0
+                   ? ZT_OK
+                   : ZT_EIO;
+    if (EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_SET_TAG, ZT_SEAL_TAG_BYTES, tag) <= 0)
+        return ZT_EIO;
+    return EVP_DecryptFinal_ex(ctx, end, &n) > 0 ? ZT_OK : ZT_EPROTO;
+}
+
+/* Moves self to the key of frame number's epoch (forward only, at most one
+ * epoch past the current: a frame further ahead is refused, so a forged
+ * number costs no derivations). *old keeps the key to go back to. */
+static int s_epoch(zt_seal_t *self, uint64_t number, int mode, uint8_t old[ZT_SEAL_KEY_BYTES], bool *moved)
+{
+    uint64_t e = (number - 1) / ZT_SEAL_REKEY_FRAMES;
+    *moved = false;
+    if (e == self->epoch)
+        return self->mode == mode ? ZT_OK : s_key(self, mode, self->key);
+    if (e != self->epoch + 1)
+        return ZT_EPROTO;
+    memcpy(old, self->key, ZT_SEAL_KEY_BYTES);
+    if (s_next_key(old, self->key) != ZT_OK)
+        return ZT_EIO;
+    *moved = true;
+    self->epoch = e;
+    return s_key(self, mode, self->key);
+}
+
+int zt_seal_close(zt_seal_t *self, const void *aad, size_t aad_len, const void *src, void *dst, size_t len,
+                  uint64_t *number, uint8_t tag[ZT_SEAL_TAG_BYTES])
+{
+    if (self->last == UINT64_MAX)
+        return ZT_EIO; /* never: 2^64 frames */
+    uint64_t k = self->last + 1;
+    uint8_t old[ZT_SEAL_KEY_BYTES], iv[12];
+    bool moved;
+    int rc = s_epoch(self, k, 1, old, &moved);
+    OPENSSL_cleanse(old, sizeof old);
+    if (rc != ZT_OK)
+        return rc;
+    s_nonce(self, k, iv);
+    if ((rc = s_gcm(self->ctx, true, iv, aad, aad_len, src, dst, len, tag)) != ZT_OK)
+        return rc;
+    self->last = k;
+    self->frames++;
+    *number = k;
+    return ZT_OK;
+}
+
+int zt_seal_open(zt_seal_t *self, uint64_t number, const void *aad, size_t aad_len, const void *src, void *dst,
+                 size_t len, const uint8_t tag[ZT_SEAL_TAG_BYTES])
+{
+    if (number <= self->last)
+        return ZT_EPROTO; /* a replay, or reordered */
+    uint8_t old[ZT_SEAL_KEY_BYTES], iv[12], t[ZT_SEAL_TAG_BYTES];
+    uint64_t was = self->epoch;
+    bool moved;
+    int rc = s_epoch(self, number, 2, old, &moved);
+    if (rc == ZT_OK) {
+        s_nonce(self, number, iv);
+        memcpy(t, tag, sizeof t);
+        rc = s_gcm(self->ctx, false, iv, aad, aad_len, src, dst, len, t);
+    }
+    if (rc != ZT_OK && moved) { /* a failure does not advance the stream */
+        memcpy(self->key, old, ZT_SEAL_KEY_BYTES);
+        self->epoch = was;
+        self->mode = 0;
+    }
+    OPENSSL_cleanse(old, sizeof old);
+    if (rc != ZT_OK)
+        return rc;
+    self->last = number;
+    self->frames++;
+    return ZT_OK;
+}
+
+void zt_seal_mac(const uint8_t key[ZT_SEAL_KEY_BYTES], const void *data, size_t len, uint8_t out[32])
+{
+    unsigned int n = 32;
+    if (!HMAC(EVP_sha256(), key, ZT_SEAL_KEY_BYTES, data, len, out, &n))
+        memset(out, 0, 32); /* matches no real MAC of the peer's */
+}
+
+bool zt_seal_mac_equal(const uint8_t a[32], const uint8_t b[32])
+{
+    return CRYPTO_memcmp(a, b, 32) == 0;
+}
+
+int zt_seal_random(void *out, size_t len)
+{
+    return len <= INT_MAX && RAND_bytes(out, (int) len) == 1 ? ZT_OK : ZT_EIO;
+}
+
+/* ------------------------------------------------------------ selftest */
+
+static void s_hex(const char *hex, uint8_t *out)
+{
+    for (size_t i = 0; hex[2 * i]; i++) {
+        unsigned v;
+        sscanf(hex + 2 * i, "%2x", &v);
+        out[i] = (uint8_t) v;
+    }
+}
+
+void zt_seal_selftest(void)
+{
+    /* RFC 5869, test case 1 */
+    uint8_t ikm[22], salt[13], info[10], okm[42], want[42];
+    memset(ikm, 0x0b, sizeof ikm);
+    for (int i = 0; i < 13; i++)
+        salt[i] = (uint8_t) i;
+    for (int i = 0; i < 10; i++)
+        info[i] = (uint8_t) (0xf0 + i);
+    s_hex("3cb25f25faacd57a90434f64d0362f2a2d2d0a90cf1a5a4c5db02d56ecc4c5bf34007208d5b887185865", want);
+    assert(s_hkdf(ikm, sizeof ikm, salt, sizeof salt, info, sizeof info, okm, sizeof okm) == ZT_OK);
+    assert(memcmp(okm, want, sizeof okm) == 0);
+
+    /* AES-256-GCM, the GCM specification's test cases 13 and 14 (zero key
+     * and IV; no plaintext, then one zero block) */
+    uint8_t zero[32] = { 0 }, iv[12] = { 0 }, tag[16], wtag[16], ct[16], wct[16];
+    zt_seal_t *s = zt_seal_new(zero, ZT_SEAL_C2S);
+    assert(s && s_key(s, 1, zero) == ZT_OK);
+    assert(s_gcm(s->ctx, true, iv, NULL, 0, NULL, ct, 0, tag) == ZT_OK);
+    s_hex("530f8afbc74536b9a963b4f1c4cb738b", wtag);
+    assert(memcmp(tag, wtag, 16) == 0);
+    assert(s_gcm(s->ctx, true, iv, NULL, 0, zero, ct, 16, tag) == ZT_OK);
+    s_hex("cea7403d4d606b6e074ec5d3baf39d18", wct);
+    s_hex("d0d1c8a799996bf0265b98b5d48ab919", wtag);
+    assert(memcmp(ct, wct, 16) == 0 && memcmp(tag, wtag, 16) == 0);
+    zt_seal_destroy(&s);
+    zt_seal_destroy(&s);
+
+    /* A stream: both ends derive the same keys; another binding, other keys */
+    uint8_t secret[32], cs[16], ss[16], c2s[32], s2c[32], c2s2[32], s2c2[32];
+    assert(zt_seal_random(secret, sizeof secret) == ZT_OK && zt_seal_random(cs, 16) == ZT_OK &&
+           zt_seal_random(ss, 16) == ZT_OK);
+    assert(zt_seal_derive(secret, cs, ss, "job j|1|workerpool1-0|tcp://h:1", c2s, s2c) == ZT_OK);
+    assert(memcmp(c2s, s2c, 32) != 0);
+    assert(zt_seal_derive(secret, cs, ss, "job j|1|workerpool1-0|tcp://h:1", c2s2, s2c2) == ZT_OK);
+    assert(memcmp(c2s, c2s2, 32) == 0 && memcmp(s2c, s2c2, 32) == 0);
+    assert(zt_seal_derive(secret, cs, ss, "job j|2|workerpool1-0|tcp://h:1", c2s2, s2c2) == ZT_OK);
+    assert(memcmp(c2s, c2s2, 32) != 0);
+
+    zt_seal_t *tx = zt_seal_new(c2s, ZT_SEAL_C2S), *rx = zt_seal_new(c2s, ZT_SEAL_C2S);
+    zt_seal_t *wrong = zt_seal_new(c2s, ZT_SEAL_S2C); /* the same key the other way */
+    size_t len = 4096 * 3 + 5;
+    uint8_t *plain = malloc(len), *buf = malloc(len), *out = malloc(len), hdr[24] = "a frame's header", t[16];
+    for (size_t i = 0; i < len; i++)
+        plain[i] = (uint8_t) (i * 131 + 7);
+    uint64_t k1, k2;
+    /* out of place, then in place; both open */
+    assert(zt_seal_close(tx, hdr, sizeof hdr, plain, buf, len, &k1, t) == ZT_OK && k1 == 1);
+    assert(memcmp(buf, plain, len) != 0);
+    assert(zt_seal_open(wrong, k1, hdr, sizeof hdr, buf, out, len, t) == ZT_EPROTO);
+    assert(zt_seal_open(rx, k1, hdr, sizeof hdr, buf, out, len, t) == ZT_OK && memcmp(out, plain, len) == 0);
+    assert(zt_seal_open(rx, k1, hdr, sizeof hdr, buf, out, len, t) == ZT_EPROTO); /* replayed */
+    memcpy(buf, plain, len);
+    assert(zt_seal_close(tx, hdr, sizeof hdr, buf, buf, len, &k2, t) == ZT_OK && k2 == 2);
+    /* one flipped bit anywhere (payload, header, tag) fails and advances nothing */
+    buf[len / 2] ^= 0x10;
+    assert(zt_seal_open(rx, k2, hdr, sizeof hdr, buf, out, len, t) == ZT_EPROTO);
+    buf[len / 2] ^= 0x10;
+    hdr[3] ^= 1;
+    assert(zt_seal_open(rx, k2, hdr, sizeof hdr, buf, out, len, t) == ZT_EPROTO);
+    hdr[3] ^= 1;
+    t[15] ^= 0x80;
+    assert(zt_seal_open(rx, k2, hdr, sizeof hdr, buf, out, len, t) == ZT_EPROTO);
+    t[15] ^= 0x80;
+    assert(zt_seal_open(rx, k2, hdr, sizeof hdr, buf, buf, len, t) == ZT_OK && memcmp(buf, plain, len) == 0);
+    /* a header-only frame (no payload): its tag covers the header */
+    assert(zt_seal_close(tx, hdr, sizeof hdr, NULL, NULL, 0, &k1, t) == ZT_OK && k1 == 3);
+    hdr[0] ^= 1;
+    assert(zt_seal_open(rx, k1, hdr, sizeof hdr, NULL, NULL, 0, t) == ZT_EPROTO);
+    hdr[0] ^= 1;
+    assert(zt_seal_open(rx, k1, hdr, sizeof hdr, NULL, NULL, 0, t) == ZT_OK);
+    /* a lost frame is no failure: the next one opens */
+    assert(zt_seal_close(tx, hdr, sizeof hdr, plain, buf, 64, &k1, t) == ZT_OK);
+    assert(zt_seal_close(tx, hdr, sizeof hdr, plain, buf, 64, &k2, t) == ZT_OK && k2 == 5);
+    assert(zt_seal_open(rx, k2, hdr, sizeof hdr, buf, out, 64, t) == ZT_OK && memcmp(out, plain, 64) == 0);
+    assert(zt_seal_frames(rx) == 4 && zt_seal_frames(tx) == 5);
+    /* rekeying: both ends move to the next key at the boundary; a forged
+     * frame of the next epoch leaves the opener where it was; a frame two
+     * epochs ahead is refused outright */
+    tx->last = rx->last = ZT_SEAL_REKEY_FRAMES - 1;
+    assert(zt_seal_close(tx, hdr, sizeof hdr, plain, buf, 64, &k1, t) == ZT_OK && k1 == ZT_SEAL_REKEY_FRAMES);
+    assert(zt_seal_open(rx, k1, hdr, sizeof hdr, buf, out, 64, t) == ZT_OK);
+    assert(zt_seal_close(tx, hdr, sizeof hdr, plain, buf, 64, &k2, t) == ZT_OK && tx->epoch == 1);
+    uint8_t bad[16];
+    memcpy(bad, t, 16);
+    bad[0] ^= 1;
+    assert(zt_seal_open(rx, k2, hdr, sizeof hdr, buf, out, 64, bad) == ZT_EPROTO && rx->epoch == 0);
+    assert(zt_seal_open(rx, k2, hdr, sizeof hdr, buf, out, 64, t) == ZT_OK && rx->epoch == 1);
+    assert(memcmp(out, plain, 64) == 0 && memcmp(tx->key, c2s, 32) != 0);
+    assert(zt_seal_open(rx, k2 + 2 * (uint64_t) ZT_SEAL_REKEY_FRAMES, hdr, sizeof hdr, buf, out, 64, t) ==
+           ZT_EPROTO);
+    /* the opening's proof */
+    uint8_t m1[32], m2[32];
+    zt_seal_mac(secret, "hello", 5, m1);
+    zt_seal_mac(secret, "hello", 5, m2);
+    assert(zt_seal_mac_equal(m1, m2));
+    zt_seal_mac(secret, "hellp", 5, m2);
+    assert(!zt_seal_mac_equal(m1, m2));
+    free(plain);
+    free(buf);
+    free(out);
+    zt_seal_destroy(&tx);
+    zt_seal_destroy(&rx);
+    zt_seal_destroy(&wrong);
+}
