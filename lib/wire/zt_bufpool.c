@@ -43,7 +43,8 @@ static void s_release(void *data, void *hint)
     atomic_store(&((s_slot_t *) hint)->busy, 0);
 }
 
-int zt_bufpool_msg(zt_bufpool_t *self, zmq_msg_t *msg, const void *data, size_t size)
+int zt_bufpool_msg_with(zt_bufpool_t *self, zmq_msg_t *msg, size_t size, int (*fill)(void *arg, void *buf),
+                        void *arg)
 {
     s_slot_t *best = NULL, *any = NULL;
     for (int i = 0; i < SLOTS; i++) {
@@ -64,16 +65,40 @@ int zt_bufpool_msg(zt_bufpool_t *self, zmq_msg_t *msg, const void *data, size_t 
             self->allocations++;
         }
     }
-    if (!best) /* every slot lent: fall back to a plain copy */
-        return zmq_msg_init_size(msg, size) == 0 ? ((size ? memcpy(zmq_msg_data(msg), data, size) : NULL), 0) : -1;
+    if (!best) { /* every slot lent: a message of its own */
+        if (zmq_msg_init_size(msg, size) != 0)
+            return -1;
+        if (fill(arg, zmq_msg_data(msg)) != 0) {
+            zmq_msg_close(msg);
+            return -1;
+        }
+        return 0;
+    }
     atomic_store(&best->busy, 1);
-    if (size)
-        memcpy(best->buf, data, size);
-    if (zmq_msg_init_data(msg, best->buf, size, s_release, best) != 0) {
+    if (fill(arg, best->buf) != 0 || zmq_msg_init_data(msg, best->buf, size, s_release, best) != 0) {
         atomic_store(&best->busy, 0);
         return -1;
     }
     return 0;
+}
+
+typedef struct {
+    const void *data;
+    size_t size;
+} s_copy_t;
+
+static int s_copy(void *arg, void *buf)
+{
+    s_copy_t *c = arg;
+    if (c->size)
+        memcpy(buf, c->data, c->size);
+    return 0;
+}
+
+int zt_bufpool_msg(zt_bufpool_t *self, zmq_msg_t *msg, const void *data, size_t size)
+{
+    s_copy_t c = { data, size };
+    return zt_bufpool_msg_with(self, msg, size, s_copy, &c);
 }
 
 int zt_bufpool_allocations(zt_bufpool_t *self)

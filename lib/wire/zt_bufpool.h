@@ -14,6 +14,10 @@ zt_bufpool_t *zt_bufpool_new(void);
 void zt_bufpool_destroy(zt_bufpool_t **self_p);
 /* Initialises msg with a pooled copy of data[0..size). 0 or -1. */
 int zt_bufpool_msg(zt_bufpool_t *self, zmq_msg_t *msg, const void *data, size_t size);
+/* The same, with fill(arg, buf) writing the size bytes into the buffer (the
+ * one pass over them: a copy, or a seal). 0, or -1 (also when fill fails). */
+int zt_bufpool_msg_with(zt_bufpool_t *self, zmq_msg_t *msg, size_t size, int (*fill)(void *arg, void *buf),
+                        void *arg);
 /* Buffers allocated so far (for tests: stays flat in steady state). */
 int zt_bufpool_allocations(zt_bufpool_t *self);
 

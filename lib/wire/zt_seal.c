@@ -86,6 +86,7 @@ void zt_seal_destroy(zt_seal_t **self_p)
 }
 
 uint64_t zt_seal_frames(const zt_seal_t *self) { return self ? self->frames : 0; }
+uint64_t zt_seal_last(const zt_seal_t *self) { return self ? self->last : 0; }
 
 /* Keys the context for key (a new key, or the first use). */
 static int s_key(zt_seal_t *self, int mode, const uint8_t key[ZT_SEAL_KEY_BYTES])

@@ -72,8 +72,9 @@ int zt_seal_close(zt_seal_t *self, const void *aad, size_t aad_len, const void *
 int zt_seal_open(zt_seal_t *self, uint64_t number, const void *aad, size_t aad_len, const void *src, void *dst,
                  size_t len, const uint8_t tag[ZT_SEAL_TAG_BYTES]);
 
-/* Frames sealed or opened so far. */
+/* Frames sealed or opened so far, and the number of the last one. */
 uint64_t zt_seal_frames(const zt_seal_t *self);
+uint64_t zt_seal_last(const zt_seal_t *self);
 
 /* HMAC-SHA256 of data under key: the proofs that a stream's opening comes
  * from the job (both ends hold its secret). */

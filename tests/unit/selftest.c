@@ -9,6 +9,7 @@
 #include "wire/zt_transport.h"
 #include "wire/zt_auth.h"
 #include "wire/zt_seal.h"
+#include "wire/zt_stream.h"
 #include "wire/zt_guard.h"
 #include "base/zt_shard.h"
 #include "base/zt_json.h"
@@ -139,6 +140,7 @@ static const struct {
     TEST_ENTRY("ar_reducers", zt_suite_ar_reducers)
     TEST_ENTRY("collective", zt_suite_collective)
     TEST_ENTRY("seal", zt_seal_selftest)
+    TEST_ENTRY("stream", zt_stream_selftest)
     TEST_ENTRY("auth", zt_auth_selftest) /* last: it leaves this process's sockets CURVE sockets */
 };
 #define NTESTS ((int) (sizeof s_tests / sizeof s_tests[0]))

@@ -1,0 +1,97 @@
+/* zt_stream: sealed messages on a data-plane socket (zt_seal's keys and
+ * nonces put on the wire).
+ *
+ * A client (DEALER) opens a stream to its server (ROUTER): SEAL_OPEN with
+ * its name, a fresh salt and a proof (HMAC under the job's secret of the
+ * binding and the salt); the server checks the proof, answers SEAL_ACCEPT
+ * with its own salt and proof, and both derive the stream's two keys
+ * (zt_seal_derive, bound to the job, its incarnation and both names). A
+ * proof made under another job's secret or another incarnation fails, and
+ * the opening is dropped and counted.
+ *
+ * A sealed message is [header][seal][payload]: the seal frame is the
+ * frame's number (8 bytes, big-endian) and its GCM tag (16 bytes); the
+ * header (msgpack, as on a plain socket) is the associated data and the
+ * payload is encrypted. The sender seals from the caller's bytes into a
+ * pooled send buffer (zt_bufpool: the copy a zero-copy send makes anyway);
+ * the receiver opens the payload in place, in the received frame, and then
+ * hands the caller [header][payload] as a plain socket would. A message
+ * that fails (a bad tag, a replay, a frame of an old stream) is dropped,
+ * counted and never handed on.
+ *
+ * A frame for a stream the server does not hold (it was restarted, or the
+ * connection is new) is answered with SEAL_RESET, and the client opens
+ * again; its requests in flight are sent again by its own resend rules. */
+#ifndef ZT_STREAM_H
+#define ZT_STREAM_H
+#include "wire/zt_seal.h"
+#include "wire/zt_msg.h"
+#include <stdbool.h>
+#include <stdint.h>
+#include <zmq.h>
+
+/* What both ends agree on: the job's secret, the job, its incarnation, and
+ * this end's name (a replica's, "workerpool1-0"). */
+typedef struct {
+    uint8_t secret[ZT_SEAL_KEY_BYTES];
+    char job[128];
+    int64_t incarnation;
+    char self[64];
+} zt_stream_cfg_t;
+
+/* Why messages were dropped; counted per stream and per server. */
+typedef struct {
+    uint64_t bad_open;    /* an opening whose proof failed (another job, incarnation, or forged) */
+    uint64_t bad_seal;    /* a tag that did not match: a flipped bit, another key */
+    uint64_t replayed;    /* a frame number not above the last opened */
+    uint64_t no_stream;   /* a sealed frame of a stream this end does not hold */
+    uint64_t malformed;   /* not a sealed message's shape */
+} zt_stream_drops_t;
+
+typedef struct zt_stream_t zt_stream_t;     /* one connection's two keys */
+typedef struct zt_streams_t zt_streams_t;   /* a server's streams, by the client's routing id */
+
+/* Client: a stream on dealer (a connected DEALER), opened at once (SEAL_OPEN
+ * sent); it is ready once the server's SEAL_ACCEPT came through
+ * zt_stream_recv. NULL when it cannot be made. */
+zt_stream_t *zt_stream_connect(const zt_stream_cfg_t *cfg, void *dealer);
+void zt_stream_destroy(zt_stream_t **self_p);
+/* Whether the stream's keys are agreed (messages can be sent). */
+bool zt_stream_ready(const zt_stream_t *self);
+/* Opens again (a new salt): after SEAL_RESET, or when the server seems to
+ * have restarted. */
+int zt_stream_reopen(zt_stream_t *self);
+/* The name of the other end (the server's, once accepted). */
+const char *zt_stream_peer(const zt_stream_t *self);
+const zt_stream_drops_t *zt_stream_drops(const zt_stream_t *self);
+
+/* Sends m sealed, with bytes of payload sealed from payload (none when
+ * bytes is 0), on the client's dealer. ZT_OK; ZT_EAGAIN-like ZT_EPROTO
+ * when the stream is not ready; ZT_EIO when the socket refuses. */
+int zt_stream_send(zt_stream_t *self, const zt_msg_t *m, const void *payload, size_t bytes);
+/* One received message of the client's dealer, in parts (np of them):
+ * a SEAL_ACCEPT or SEAL_RESET is taken here (returns 0 parts left: the
+ * caller has nothing to do); a sealed message is opened in place and left
+ * as [header][payload...] (*np lowered by one). ZT_OK when the caller has a
+ * message or nothing to do, ZT_EPROTO when it was dropped (counted; the
+ * parts are closed and *np is 0). */
+int zt_stream_recv(zt_stream_t *self, zmq_msg_t *parts, int *np);
+
+/* Server: the streams of router's clients. */
+zt_streams_t *zt_streams_new(const zt_stream_cfg_t *cfg, void *router);
+void zt_streams_destroy(zt_streams_t **self_p);
+/* One received message of the router, parts[0] being the client's routing
+ * id: an opening is answered here (0 parts left); a sealed message is
+ * opened in place and left as [id][header][payload...], *from set to its
+ * stream (for the reply). ZT_OK, or ZT_EPROTO when dropped (counted, a
+ * frame of an unknown stream answered with SEAL_RESET; parts closed). */
+int zt_streams_recv(zt_streams_t *self, zmq_msg_t *parts, int *np, zt_stream_t **from);
+/* Sends m sealed to the client of stream to (from zt_streams_recv). */
+int zt_streams_send(zt_streams_t *self, zt_stream_t *to, const zt_msg_t *m, const void *payload, size_t bytes);
+const zt_stream_drops_t *zt_streams_drops(const zt_streams_t *self);
+/* Streams held (clients connected and opened). */
+int zt_streams_count(const zt_streams_t *self);
+
+void zt_stream_selftest(void);
+
+#endif
