@@ -240,6 +240,8 @@ static void s_hex(const char *hex, uint8_t *out)
     }
 }
 
+/* Long on purpose: the known answers, then one stream's story (tamper,
+ * replay, loss, rekey) read top to bottom, each step relying on the last. */
 void zt_seal_selftest(void)
 {
     /* RFC 5869, test case 1 */

@@ -491,6 +491,9 @@ static void s_copy(zmq_msg_t *to, zmq_msg_t *from, int n)
     }
 }
 
+/* Long on purpose: one client and server through a whole life (opening,
+ * messages, replays and flipped bits, strangers, the server's restart),
+ * each step relying on the state the last left. */
 void zt_stream_selftest(void)
 {
     void *ctx = zmq_ctx_new();
