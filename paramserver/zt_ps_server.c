@@ -3,6 +3,7 @@
 #include "model/zt_ckpt.h"
 #include "wire/zt_msg.h"
 #include "wire/zt_transport.h"
+#include "wire/zt_stream.h"
 #include "model/zt_optim.h"
 #include "base/zt_json.h"
 #include "base/zt_shard.h"
@@ -50,6 +51,8 @@ struct zt_ps_server_t {
     zt_refusals_t nonfinite;   /* pushes refused for NaN or infinity */
     zt_refusals_t dropped;     /* malformed or foreign messages */
     zsock_t *router;           /* data plane */
+    zt_streams_t *streams;     /* sealed streams of TCP clients (NULL: CURVE or plain sockets) */
+    zt_refusals_t unsealed;    /* TCP messages not sealed under the job's keys */
     zt_bufpool_t *pool;        /* reply buffers */
     bool configured;           /* layout and optimizer known */
     char *config_text;         /* the config JSON as received */
@@ -384,10 +387,15 @@ zt_ps_server_t *zt_ps_server_new(const zt_ps_server_opts_t *opts)
 {
     zt_ps_server_t *self = calloc(1, sizeof *self);
     self->opts = *opts;
-    if (!(self->router = zt_sock_router(ZT_PLANE_DATA, opts->bind, NULL))) {
+    zt_stream_cfg_t cfg;
+    bool seal = zt_stream_cfg_load(&cfg);
+    if (!(self->router = zt_sock_router(seal ? ZT_PLANE_BULK : ZT_PLANE_DATA, opts->bind, NULL))) {
         free(self);
         return NULL;
     }
+    if (seal)
+        self->streams = zt_streams_new(&cfg, zsock_resolve(self->router));
+    memset(cfg.secret, 0, sizeof cfg.secret);
     self->pool = zt_bufpool_new();
     self->allow_nonfinite = zt_knob_int(ZT_KNOB_ALLOW_NONFINITE) != 0;
     self->deferred = calloc(MAX_DEFERRED, sizeof *self->deferred);
@@ -404,6 +412,7 @@ void zt_ps_server_destroy(zt_ps_server_t **self_p)
     for (int i = 0; i < self->ndeferred; i++)
         zmq_msg_close(&self->deferred[i].identity);
     free(self->deferred);
+    zt_streams_destroy(&self->streams);
     zt_sock_destroy(&self->router);
     zt_bufpool_destroy(&self->pool);
     s_free_state(self);
@@ -421,7 +430,20 @@ static void s_reply(zt_ps_server_t *self, zmq_msg_t *identity, zt_msg_t *m, zmq_
     m->seq = self->seq++;
     m->pool = 2;
     m->index = self->opts.index;
-    zt_msg_send_routed(zsock_resolve(self->router), identity, m, payload, npayload);
+    zt_stream_t *to = self->streams ? zt_streams_find(self->streams, identity) : NULL;
+    if (!to) {
+        zt_msg_send_routed(zsock_resolve(self->router), identity, m, payload, npayload);
+        return;
+    }
+    const void *p[1 + ZT_OPT_MAX_STATE];
+    size_t sz[1 + ZT_OPT_MAX_STATE];
+    for (int i = 0; i < npayload; i++) {
+        p[i] = zmq_msg_data(&payload[i]);
+        sz[i] = zmq_msg_size(&payload[i]);
+    }
+    zt_streams_sendv(self->streams, to, m, p, sz, npayload);
+    for (int i = 0; i < npayload; i++)
+        zmq_msg_close(&payload[i]);
 }
 
 static void s_error(zt_ps_server_t *self, zmq_msg_t *id, int64_t req, int code, const char *text)
@@ -474,6 +496,14 @@ static void s_answer_pull(zt_ps_server_t *self, zmq_msg_t *id, const zt_msg_t *q
         zt_msg_set_str(m.u.PS_VALUES.shm, area->name);
         m.u.PS_VALUES.shm_off = (off - self->lo) * (int64_t) sizeof(float);
         s_reply(self, id, &m, NULL, 0);
+        return;
+    }
+    zt_stream_t *to = self->streams ? zt_streams_find(self->streams, id) : NULL;
+    if (to) { /* sealed from the values into the send buffer: the one pass */
+        m.seq = self->seq++;
+        m.pool = 2;
+        m.index = self->opts.index;
+        zt_streams_send(self->streams, to, &m, self->values + (off - self->lo), (size_t) count * sizeof(float));
         return;
     }
     zmq_msg_t payload;
@@ -662,6 +692,24 @@ static void s_on_snapshot(zt_ps_server_t *self, zmq_msg_t *id, const zt_msg_t *m
     s_reply(self, id, &r, payload, arrays);
 }
 
+/* A TCP client's message opened in place (its seal dropped), or its
+ * stream's opening answered; false when there is nothing to handle (an
+ * opening) or it was refused (counted: not sealed under this job's keys).
+ * A peer on this host (ipc) sends plain messages. */
+static bool s_unseal(zt_ps_server_t *self, zmq_msg_t *parts, int *n)
+{
+    if (!self->streams || (*n >= 2 && zt_frame_over_ipc(&parts[1])))
+        return true;
+    zt_stream_t *from;
+    if (zt_streams_recv(self->streams, parts, n, &from) != ZT_OK) {
+        zt_process_refused(&self->unsealed, self->opts.replica, "seal_refused",
+                           "a message over TCP that is not sealed under this job's keys (not yet opened after a "
+                           "restart, or altered, replayed or forged)");
+        return false;
+    }
+    return *n > 0;
+}
+
 /* One request: [identity, header, payload?]. Garbage is counted and dropped. */
 void zt_ps_server_handle(zt_ps_server_t *self, zmq_msg_t *parts, int n)
 {
@@ -700,14 +748,16 @@ int zt_ps_server_run(zt_ps_server_t *self, bool (*should_stop)(void *), void *ar
             zt_now_ms() - self->snap_ms >= self->opts.snapshot_ms)
             s_snapshot_write(self);
         zt_process_refusals_flush(&self->nonfinite, self->opts.replica, "nonfinite_refused");
+        zt_process_refusals_flush(&self->unsealed, self->opts.replica, "seal_refused");
         if (zmq_poll(&item, 1, 100) <= 0)
             continue;
         for (int k = 0; k < 256; k++) {
-            zmq_msg_t parts[4];
-            int n = zt_msg_recv_parts(zs, parts, 4);
+            zmq_msg_t parts[5];
+            int n = zt_msg_recv_parts(zs, parts, 5);
             if (n == 0)
                 break;
-            zt_ps_server_handle(self, parts, n);
+            if (s_unseal(self, parts, &n))
+                zt_ps_server_handle(self, parts, n);
             zt_msg_close_parts(parts, n);
         }
     }

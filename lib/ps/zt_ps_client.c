@@ -8,6 +8,7 @@
 #include "ztrain/zt_log.h"
 #include "wire/zt_msg.h"
 #include "wire/zt_transport.h"
+#include "wire/zt_stream.h"
 #include "model/zt_ckpt.h"
 #include "model/zt_optim.h"
 #include "base/zt_shard.h"
@@ -44,10 +45,14 @@ typedef struct {
     bool by_ref;            /* push: the gradients went to shared memory */
 } s_op_t;
 
+static int s_send(zt_ps_client_t *self, s_op_t *op);
+
 struct zt_ps_client_t {
     int nservers;           /* parameter servers */
     char **addrs;           /* their host:port */
     zsock_t **socks;        /* a DEALER each */
+    zt_stream_t **streams;  /* per server: its sealed stream (another host), or NULL */
+    uint64_t seal_drops;    /* replies that did not open (counted, dropped) */
     s_tensor_t *tensors;    /* declared tensors */
     int ntensors, tcap;
     int64_t total;          /* elements over all tensors */
@@ -95,10 +100,16 @@ zt_ps_client_t *zt_ps_client_new(const char *const *servers, int nservers, int r
     self->addrs = calloc((size_t) nservers, sizeof *self->addrs);
     self->local = calloc((size_t) nservers, sizeof *self->local);
     self->socks = calloc((size_t) nservers, sizeof *self->socks);
+    self->streams = calloc((size_t) nservers, sizeof *self->streams);
+    zt_stream_cfg_t cfg;
+    bool seal = zt_stream_cfg_load(&cfg);
     for (int s = 0; s < nservers; s++) {
         self->addrs[s] = strdup(servers[s]);
         self->local[s] = zt_data_is_local(servers[s]);
-        self->socks[s] = zt_sock_dealer(ZT_PLANE_DATA, servers[s]);
+        bool sealed = seal && !self->local[s]; /* another host's: sealed, not CURVE */
+        self->socks[s] = zt_sock_dealer(sealed ? ZT_PLANE_BULK : ZT_PLANE_DATA, servers[s]);
+        if (self->socks[s] && sealed && !(self->streams[s] = zt_stream_connect(&cfg, zsock_resolve(self->socks[s]))))
+            zsock_destroy(&self->socks[s]);
         if (!self->socks[s]) {
             zt_error("cannot connect to parameter server %d at %s", s, servers[s]);
             zt_ps_client_destroy(&self);
@@ -114,9 +125,12 @@ void zt_ps_client_destroy(zt_ps_client_t **self_p)
         return;
     zt_ps_client_t *self = *self_p;
     for (int s = 0; s < self->nservers; s++) {
+        if (self->streams)
+            zt_stream_destroy(&self->streams[s]);
         zt_sock_destroy(&self->socks[s]);
         free(self->addrs[s]);
     }
+    free(self->streams);
     /* Destroying the sockets drops unsent frames, which releases them. */
     for (int w = 0; w < 2000 && atomic_load(&self->lent) > 0; w++)
         zclock_sleep(1);
@@ -218,6 +232,9 @@ static int s_send(zt_ps_client_t *self, s_op_t *op)
         m.u.PS_SNAPSHOT = (zt_msg_PS_SNAPSHOT_t) { op->req, op->step };
         break;
     }
+    zt_stream_t *st = self->streams[op->server];
+    if (st) /* sealed from the caller's bytes; until the stream is open, sent once it is */
+        return zt_stream_ready(st) ? zt_stream_send(st, &m, payload, bytes) : ZT_OK;
     zframe_t *h = zt_msg_encode(&m);
     if (!h)
         return ZT_EINVAL;
@@ -496,6 +513,26 @@ static void s_on_reply(zt_ps_client_t *self, int server, zmq_msg_t *parts, int n
         s_remove(self, i);
 }
 
+/* A reply of server s's sealed stream opened in place (false: nothing to
+ * hand on: the stream's opening, or a reply that did not open, counted).
+ * When the stream has just opened (the first time, or again after the
+ * server restarted), every request for that server goes out now. */
+static bool s_unseal(zt_ps_client_t *self, int s, zmq_msg_t *parts, int *np)
+{
+    bool was = zt_stream_ready(self->streams[s]);
+    if (zt_stream_recv(self->streams[s], parts, np) != ZT_OK) {
+        if (self->seal_drops++ % 100 == 0)
+            zt_warn("parameter server %d (%s): a reply that is not sealed under this job's keys was dropped (%llu "
+                    "so far)", s, self->addrs[s], (unsigned long long) self->seal_drops);
+        return false;
+    }
+    if (!was && zt_stream_ready(self->streams[s]))
+        for (int i = 0; i < self->nops; i++)
+            if (self->ops[i].server == s)
+                s_send(self, &self->ops[i]);
+    return *np > 0;
+}
+
 int zt_ps_wait(zt_ps_client_t *self, int timeout_ms)
 {
     int64_t deadline = zt_now_ms() + timeout_ms, t0 = zt_now_us();
@@ -538,10 +575,12 @@ int zt_ps_wait(zt_ps_client_t *self, int timeout_ms)
             if (!(items[s].revents & ZMQ_POLLIN))
                 continue;
             for (int k = 0; k < 1024; k++) {
-                zmq_msg_t parts[6];
-                int np = zt_msg_recv_parts(items[s].socket, parts, 6);
+                zmq_msg_t parts[8];
+                int np = zt_msg_recv_parts(items[s].socket, parts, 8);
                 if (np == 0)
                     break;
+                if (self->streams[s] && !s_unseal(self, s, parts, &np))
+                    continue;
                 s_on_reply(self, s, parts, np);
                 zt_msg_close_parts(parts, np);
             }

@@ -1,4 +1,5 @@
 #include "wire/zt_auth.h"
+#include "wire/zt_seal.h"
 #include "wire/zt_guard.h"
 #include "wire/zt_transport.h"
 #include "ztrain/zt_error.h"
@@ -34,6 +35,9 @@ static struct {
     bool failed;                      /* ZT_CREDENTIALS named unusable credentials */
     char server_public[KEY_LEN + 1], server_secret[KEY_LEN + 1];
     char public_key[KEY_LEN + 1], secret_key[KEY_LEN + 1]; /* "" : a server only (the coordinator) */
+    char name[64];                    /* this replica's ("" : the coordinator) */
+    uint8_t seal[32];                 /* the job's secret for the data plane's seal (zt_stream) */
+    bool have_seal;                   /* job.keys holds one */
     s_peer_t *peers;                  /* who may connect */
     int npeers;
     bool zap_started;
@@ -240,9 +244,21 @@ static const char *s_key_field(json_t *doc, const char *path, const char *field)
 
 /* Installs the job's keys (job.keys's object) and this process's own pair
  * (NULL: a server only). */
-static int s_install(json_t *job, const char *job_path, const char *pub, const char *sec)
+static int s_install(json_t *job, const char *job_path, const char *pub, const char *sec, const char *self_name)
 {
     const char *sp = s_key_field(job, job_path, "serverPublic"), *ss = s_key_field(job, job_path, "serverSecret");
+    const char *seal = json_string_value(json_object_get(job, "sealSecret"));
+    uint8_t sealb[32];
+    bool have_seal = seal && strlen(seal) == 64;
+    for (int i = 0; have_seal && i < 32; i++) {
+        unsigned v;
+        have_seal = sscanf(seal + 2 * i, "%2x", &v) == 1;
+        sealb[i] = (uint8_t) v;
+    }
+    if (seal && !have_seal) {
+        zt_error("the credentials file %s: field 'sealSecret' is not 64 hexadecimal digits", job_path);
+        return ZT_EINVAL;
+    }
     json_t *reps = json_object_get(job, "replicas");
     if (!sp || !ss)
         return ZT_EINVAL;
@@ -272,6 +288,10 @@ static int s_install(json_t *job, const char *job_path, const char *pub, const c
     snprintf(s_auth.server_secret, sizeof s_auth.server_secret, "%s", ss);
     snprintf(s_auth.public_key, sizeof s_auth.public_key, "%s", pub ? pub : "");
     snprintf(s_auth.secret_key, sizeof s_auth.secret_key, "%s", sec ? sec : "");
+    snprintf(s_auth.name, sizeof s_auth.name, "%s", self_name ? self_name : "");
+    s_auth.have_seal = have_seal;
+    if (have_seal)
+        memcpy(s_auth.seal, sealb, sizeof sealb);
     int rc = s_start_zap();
     s_auth.on = rc == ZT_OK;
     s_auth.failed = rc != ZT_OK;
@@ -295,7 +315,14 @@ static int s_write_job(const char *dir, char *const *names, int n, json_t **job_
     char sp[KEY_LEN + 1], ss[KEY_LEN + 1];
     if (rc == ZT_OK && zmq_curve_keypair(sp, ss) != 0)
         rc = ZT_ESYS;
-    json_t *job = json_pack("{s:s, s:s, s:{}}", "serverPublic", sp, "serverSecret", ss, "replicas");
+    uint8_t seal[32];
+    char seal_hex[65];
+    if (rc == ZT_OK && zt_seal_random(seal, sizeof seal) != ZT_OK)
+        rc = ZT_ESYS;
+    for (int i = 0; i < 32; i++)
+        snprintf(seal_hex + 2 * i, 3, "%02x", seal[i]);
+    json_t *job = json_pack("{s:s, s:s, s:s, s:{}}", "serverPublic", sp, "serverSecret", ss, "sealSecret", seal_hex,
+                            "replicas");
     json_t *reps = json_object_get(job, "replicas");
     for (int i = 0; rc == ZT_OK && i < n; i++) {
         char pub[KEY_LEN + 1], sec[KEY_LEN + 1];
@@ -335,7 +362,7 @@ int zt_auth_make_job(const char *dir, char *const *names, int n)
     int rc = s_write_job(dir, names, n, &job);
     if (rc == ZT_OK) {
         char *job_path = zt_strdupf("%s/job.keys", dir);
-        rc = s_install(job, job_path, NULL, NULL);
+        rc = s_install(job, job_path, NULL, NULL, NULL);
         free(job_path);
     }
     json_decref(job);
@@ -353,7 +380,7 @@ int zt_auth_load(const char *path)
         *slash = 0;
     char *job_path = slash ? zt_strdupf("%s/job.keys", dir) : strdup("job.keys");
     json_t *job = pub && sec ? s_read_private(job_path) : NULL;
-    int rc = job ? s_install(job, job_path, pub, sec) : ZT_EINVAL;
+    int rc = job ? s_install(job, job_path, pub, sec, json_string_value(json_object_get(mine, "name"))) : ZT_EINVAL;
     json_decref(job);
     json_decref(mine);
     free(job_path);
@@ -403,6 +430,16 @@ int zt_auth_apply(zsock_t *sock, bool server)
     zsock_set_curve_publickey(sock, s_auth.public_key);
     zsock_set_curve_secretkey(sock, s_auth.secret_key);
     return ZT_OK;
+}
+
+bool zt_auth_seal_secret(uint8_t secret[32], char *name, size_t name_size)
+{
+    s_init_once();
+    if (!s_auth.on || !s_auth.have_seal)
+        return false;
+    memcpy(secret, s_auth.seal, 32);
+    snprintf(name, name_size, "%s", s_auth.name[0] ? s_auth.name : "coordinator");
+    return true;
 }
 
 const char *zt_auth_peer(zframe_t *frame)

@@ -46,6 +46,10 @@ bool zt_auth_on(void);
  * credentials named by ZT_CREDENTIALS cannot be used (logged): a replica
  * of a secured job never falls back to a plain socket. */
 int zt_auth_apply(zsock_t *sock, bool server);
+/* The job's secret for the data plane's seal (job.keys's sealSecret) and
+ * this replica's name ("coordinator" for the coordinator); false when this
+ * process is not authenticated or its job has no such secret. */
+bool zt_auth_seal_secret(uint8_t secret[32], char *name, size_t name_size);
 /* The replica a received frame's connection authenticated as ("workerpool1-0",
  * or "" for a replica-less peer), or NULL on a plain socket. */
 const char *zt_auth_peer(zframe_t *frame);

@@ -1,5 +1,8 @@
 #include "wire/zt_stream.h"
 #include "wire/zt_bufpool.h"
+#include "wire/zt_auth.h"
+#include "base/zt_env.h"
+#include "ztrain/zt_knobs.h"
 #include "ztrain/zt_error.h"
 #include "ztrain/zt_log.h"
 #include <assert.h>
@@ -467,6 +470,24 @@ int zt_streams_send(zt_streams_t *self, zt_stream_t *to, const zt_msg_t *m, cons
 {
     const void *p[1] = { payload };
     return s_send_sealed(to, self->router, m, p, &bytes, bytes || payload ? 1 : 0);
+}
+
+int zt_streams_sendv(zt_streams_t *self, zt_stream_t *to, const zt_msg_t *m, const void *const *payloads,
+                     const size_t *sizes, int n)
+{
+    return s_send_sealed(to, self->router, m, payloads, sizes, n);
+}
+
+zt_stream_t *zt_streams_find(zt_streams_t *self, zmq_msg_t *id) { return s_find(self, id); }
+
+bool zt_stream_cfg_load(zt_stream_cfg_t *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    if (strcmp(zt_knob_str(ZT_KNOB_BULK_SEAL), "on") || !zt_auth_seal_secret(cfg->secret, cfg->self, sizeof cfg->self))
+        return false;
+    snprintf(cfg->job, sizeof cfg->job, "ztrain");
+    cfg->incarnation = zt_env_int_or(ZT_ENV_INCARNATION, 0);
+    return true;
 }
 
 /* ------------------------------------------------------------ selftest */

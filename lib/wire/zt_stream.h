@@ -39,6 +39,11 @@ typedef struct {
     char self[64];
 } zt_stream_cfg_t;
 
+/* This process's settings when it seals its bulk data (a secured job's
+ * replica, ZT_BULK_SEAL on, a job with a seal secret): true with cfg
+ * filled; false when its bulk sockets keep CURVE (or are plain). */
+bool zt_stream_cfg_load(zt_stream_cfg_t *cfg);
+
 /* Why messages were dropped; counted per stream and per server. */
 typedef struct {
     uint64_t bad_open;    /* an opening whose proof failed (another job, incarnation, or forged) */
@@ -88,6 +93,12 @@ void zt_streams_destroy(zt_streams_t **self_p);
 int zt_streams_recv(zt_streams_t *self, zmq_msg_t *parts, int *np, zt_stream_t **from);
 /* Sends m sealed to the client of stream to (from zt_streams_recv). */
 int zt_streams_send(zt_streams_t *self, zt_stream_t *to, const zt_msg_t *m, const void *payload, size_t bytes);
+/* The same with n payload frames (at most 8). */
+int zt_streams_sendv(zt_streams_t *self, zt_stream_t *to, const zt_msg_t *m, const void *const *payloads,
+                     const size_t *sizes, int n);
+/* The stream of a client by its routing id (a reply deferred); NULL when
+ * it has none (any more). */
+zt_stream_t *zt_streams_find(zt_streams_t *self, zmq_msg_t *id);
 const zt_stream_drops_t *zt_streams_drops(const zt_streams_t *self);
 /* Streams held (clients connected and opened). */
 int zt_streams_count(const zt_streams_t *self);

@@ -159,12 +159,12 @@ static zsock_t *s_socket(int type, zt_plane_t plane)
     zsock_t *s = zsock_new(type);
     if (!s)
         return NULL;
-    if (zt_auth_apply(s, type == ZMQ_ROUTER) != 0) { /* a secured job's replica never goes plain */
+    if (plane != ZT_PLANE_BULK && zt_auth_apply(s, type == ZMQ_ROUTER) != 0) { /* a secured job's replica never goes plain */
         zsock_destroy(&s);
         return NULL;
     }
     zsock_set_handshake_ivl(s, (int) zt_knob_int(ZT_KNOB_HANDSHAKE_MS));
-    if (plane == ZT_PLANE_DATA) {
+    if (plane != ZT_PLANE_CONTROL) {
         zsock_set_sndhwm(s, 100000);
         zsock_set_rcvhwm(s, 100000);
         zsock_set_linger(s, 0);
@@ -418,6 +418,14 @@ zsock_t *zt_sock_router(zt_plane_t plane, const char *endpoint, int *port_p)
     return router;
 }
 
+bool zt_frame_over_ipc(zmq_msg_t *frame)
+{
+    /* libzmq names an ipc peer by its credentials ("localhost:UID:GID:PID")
+     * and a TCP peer by its numeric address */
+    const char *peer = zmq_msg_gets(frame, "Peer-Address");
+    return peer && !strncmp(peer, "localhost:", 10);
+}
+
 zsock_t *zt_sock_dealer(zt_plane_t plane, const char *endpoint)
 {
     zsock_t *d = s_socket(ZMQ_DEALER, plane);
@@ -430,12 +438,13 @@ zsock_t *zt_sock_dealer(zt_plane_t plane, const char *endpoint)
                                                                     : zsock_connect(d, "tcp://%s", endpoint);
     if (rc != 0)
         zsock_destroy(&d);
-    else if (plane == ZT_PLANE_DATA) /* which transport each peer gets, for the log */
+    else if (plane != ZT_PLANE_CONTROL) /* which transport each peer gets, for the log */
     {
         long port;
         zt_info("data plane to %s: %s", endpoint,
                 zt_data_is_local(endpoint) ? "this host, over an ipc socket (shared memory allowed)"
-                : s_here(endpoint, false, &port) ? "this host, over loopback tcp (ZT_DATA_IPC=off or no usable ZT_IPC_DIR)"
+                : s_here(endpoint, false, &port) ? (plane == ZT_PLANE_BULK ? "this host, over loopback tcp, sealed (ZT_DATA_IPC=off or no usable ZT_IPC_DIR)" : "this host, over loopback tcp (ZT_DATA_IPC=off or no usable ZT_IPC_DIR)")
+                : plane == ZT_PLANE_BULK ? "another host, over tcp, sealed (AES-256-GCM)"
                                                  : "another host, over tcp");
     }
     return d;

@@ -11,7 +11,10 @@
 
 typedef enum {
     ZT_PLANE_CONTROL, /* small messages: registration, heartbeats, files */
-    ZT_PLANE_DATA     /* tensors: parameter servers, reducers, the ring */
+    ZT_PLANE_DATA,    /* tensors: parameter servers, reducers, the ring */
+    ZT_PLANE_BULK     /* tensors whose messages are sealed (zt_stream) between
+                       * hosts: the data plane's options without CURVE; a
+                       * server takes only sealed messages from a TCP peer */
 } zt_plane_t;
 
 /* A ROUTER bound to endpoint (a full ZeroMQ endpoint; "tcp://host:*" picks
@@ -53,6 +56,10 @@ bool zt_data_is_local(const char *endpoint);
 /* Largest data-plane payload frame in bytes (ZT_PS_CHUNK_BYTES, at least
  * 4 KiB): parameter-server pushes and pulls, ring all-reduce blocks. */
 int64_t zt_frame_bytes(void);
+
+/* Whether a received frame came over an ipc:// connection (a peer on this
+ * host, through the user's private ipc folder), not TCP. */
+bool zt_frame_over_ipc(zmq_msg_t *frame);
 
 /* Replaces the placement read from ZT_HOST and ZT_HOSTS (tests). */
 void zt_transport_set_hosts(const char *me, const char *map_json);
