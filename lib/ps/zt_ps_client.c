@@ -106,8 +106,11 @@ zt_ps_client_t *zt_ps_client_new(const char *const *servers, int nservers, int r
     for (int s = 0; s < nservers; s++) {
         self->addrs[s] = strdup(servers[s]);
         self->local[s] = zt_data_is_local(servers[s]);
-        bool sealed = seal && !self->local[s]; /* another host's: sealed, not CURVE */
-        self->socks[s] = zt_sock_dealer(sealed ? ZT_PLANE_BULK : ZT_PLANE_DATA, servers[s]);
+        /* the servers of a sealing job are bulk sockets (no CURVE): another
+         * host's is reached through a sealed stream, this host's over the
+         * user's private ipc folder, plain */
+        bool sealed = seal && !self->local[s];
+        self->socks[s] = zt_sock_dealer(seal ? ZT_PLANE_BULK : ZT_PLANE_DATA, servers[s]);
         if (self->socks[s] && sealed && !(self->streams[s] = zt_stream_connect(&cfg, zsock_resolve(self->socks[s]))))
             zsock_destroy(&self->socks[s]);
         if (!self->socks[s]) {

@@ -288,6 +288,33 @@ class StrangerAttacks(unittest.TestCase):
             red.wait(timeout=30)
 
 
+class SealedBulk(unittest.TestCase):
+    def test_stranger_on_a_sealed_parameter_server(self):
+        # ZT_DATA_IPC=off: the servers' TCP ports are served and open to any
+        # address, as between hosts, and the workers' bulk there is sealed
+        # (no CURVE). A stranger's plain pushes of NaN, its snapshot request
+        # and its configuration get nothing: refused, counted, never applied
+        args = ["--hidden=64", "--epochs=15", "--log_every=100"]
+        d = tmpdir("sec-")
+        job_dir = os.path.join(d, "job")
+        job = Job(self, job_file(d, "sealed", [pool("ztrain-worker", 1, args), pool("ztrain-worker", 1, args),
+                                               pool("ztrain-paramserver", 1)]), job_dir,
+                  env=dict(FAST, ZT_DATA_IPC="off"))
+        StrangerAttacks.wait_training(self, job_dir)
+        server = replica(load_job(job_dir), "workerpool2-0")
+        for attack in (("ps-nan", tcp(server["address"]), "3"), ("ps-steal", tcp(server["address"]))):
+            res = STRANGER.run(*attack)
+            self.assertRegex(res.stdout, r"accepted 0,", res.stdout[-2000:] + res.stderr[-1000:])
+            self.assertNotIn("accepted (", res.stdout)
+        self.assertEqual(job.wait(timeout=300), 0, job.err[-3000:])
+        j = load_job(job_dir)
+        self.assertGreaterEqual(j["metrics"]["workerpool2-0"]["seal_refused"]["value"], 1)
+        self.assertNotIn("nonfinite_refused", j["metrics"]["workerpool2-0"])  # never opened, never applied
+        self.assertEqual(replica(j, "workerpool2-0")["restarts"], 0)
+        self.assertGreater(j["metrics"]["workerpool0-0"]["accuracy"]["value"], 0.75)
+        self.assertRegex(job.out, r"workerpool1-0\[\d+\]: data plane to \S+: this host, over loopback tcp, sealed")
+
+
 class Impostors(unittest.TestCase):
     def test_keys_decide_who_speaks(self):
         """Three would-be impostors at one running job:

@@ -25,6 +25,7 @@
  * count as unanswered): a job's sockets do not talk to strangers. */
 #include "wire/zt_msg.h"
 #include "wire/zt_transport.h"
+#include "wire/zt_stream.h"
 #include "ztrain/zt_error.h"
 #include <stdbool.h>
 #include <stdint.h>
@@ -66,8 +67,10 @@ static void s_try(zsock_t *d, const char *what, const zt_msg_t *m, const void *p
             zmsg_destroy(&reply);
             continue;
         }
-        if (rc == ZT_OK && (r.type == ZT_MSG_PS_ERROR || r.type == ZT_MSG_AR_ERROR)) {
-            printf("%s: refused: %s\n", what, r.type == ZT_MSG_PS_ERROR ? r.u.PS_ERROR.text : r.u.AR_ERROR.text);
+        if (rc == ZT_OK && (r.type == ZT_MSG_PS_ERROR || r.type == ZT_MSG_AR_ERROR || r.type == ZT_MSG_SEAL_RESET)) {
+            printf("%s: refused: %s\n", what, r.type == ZT_MSG_PS_ERROR ? r.u.PS_ERROR.text
+                                              : r.type == ZT_MSG_AR_ERROR ? r.u.AR_ERROR.text
+                                                                          : r.u.SEAL_RESET.reason);
             s_refused++;
         }
         else {
@@ -240,11 +243,14 @@ static void s_register(zsock_t *d, int pool, int index)
     zmsg_destroy(&reply);
 }
 
-/* The stranger's socket: see the top of this file. */
-static zsock_t *s_connect(const char *endpoint)
+/* The stranger's socket: see the top of this file. An insider reaches a
+ * parameter server as a worker of its job does: a bulk socket when the job
+ * seals its bulk data (over this host's ipc twin, plain), else CURVE. */
+static zsock_t *s_connect(const char *endpoint, bool ps)
 {
+    zt_stream_cfg_t cfg;
     if (getenv("ZT_CREDENTIALS"))
-        return zt_sock_dealer(ZT_PLANE_CONTROL, endpoint);
+        return zt_sock_dealer(ps && zt_stream_cfg_load(&cfg) ? ZT_PLANE_BULK : ZT_PLANE_CONTROL, endpoint);
     zsock_t *d = zsock_new(ZMQ_DEALER);
     const char *server_key = getenv("ZT_ATTACK_SERVERKEY");
     if (d && server_key) {
@@ -307,7 +313,7 @@ int main(int argc, char **argv)
                 "reducer-pieces ENDPOINT ROUNDS\n");
         return 2;
     }
-    zsock_t *d = s_connect(argv[2]);
+    zsock_t *d = s_connect(argv[2], !strncmp(argv[1], "ps-", 3));
     if (!d)
         return 2;
     const char *wait = getenv("ZT_ATTACK_WAIT_MS"); /* how long an answer may take */
