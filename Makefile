@@ -42,12 +42,12 @@ bench: build
 bench-gpu: build
 	for b in 64 256 1024; do $(BUILD)/bench/gpu_bench $$b; python3 bench/gpu_torch_bench.py $$b; done
 
-# libFuzzer targets (clang): the message decoder, the job-spec loader, and the
-# parameter server's and the reducer's handlers.
+# libFuzzer targets (clang): the message decoder, the job-spec loader, the
+# parameter server's and the reducer's handlers, and the sealed framing.
 FUZZ_SECONDS ?= 60
 fuzz: deps
 	@CC=clang cmake -S . -B build-fuzz -DZT_FUZZ=ON -DZT_WITH_CUDA=OFF -DCMAKE_BUILD_TYPE=Debug >/dev/null
-	@cmake --build build-fuzz -j $(JOBS) --target fuzz_msg fuzz_spec fuzz_ps fuzz_reducer fuzz_fileserver fuzz_coord fuzz_evaluator
+	@cmake --build build-fuzz -j $(JOBS) --target fuzz_msg fuzz_spec fuzz_ps fuzz_reducer fuzz_fileserver fuzz_coord fuzz_evaluator fuzz_stream
 	build-fuzz/bin/fuzz_msg -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048
 	build-fuzz/bin/fuzz_spec -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 -max_len=4096
 	build-fuzz/bin/fuzz_ps -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 -max_len=2048
@@ -55,6 +55,7 @@ fuzz: deps
 	build-fuzz/bin/fuzz_fileserver -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 -max_len=1024
 	build-fuzz/bin/fuzz_coord -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 -max_len=1024
 	build-fuzz/bin/fuzz_evaluator -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 -max_len=1024
+	build-fuzz/bin/fuzz_stream -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 -max_len=2048
 
 clean:
 	rm -rf $(BUILD)

@@ -294,12 +294,13 @@ class SealedBulk(unittest.TestCase):
         # address, as between hosts, and the workers' bulk there is sealed
         # (no CURVE). A stranger's plain pushes of NaN, its snapshot request
         # and its configuration get nothing: refused, counted, never applied
-        args = ["--hidden=64", "--epochs=15", "--log_every=100"]
+        args = ["--hidden=64", "--epochs=6", "--log_every=100"]
         d = tmpdir("sec-")
         job_dir = os.path.join(d, "job")
         job = Job(self, job_file(d, "sealed", [pool("ztrain-worker", 1, args), pool("ztrain-worker", 1, args),
                                                pool("ztrain-paramserver", 1)]), job_dir,
                   env=dict(FAST, ZT_DATA_IPC="off"))
+        wait_for(lambda: (load_job(job_dir) or {}).get("state") == "RUNNING", timeout=120, what="RUNNING")
         StrangerAttacks.wait_training(self, job_dir)
         server = replica(load_job(job_dir), "workerpool2-0")
         for attack in (("ps-nan", tcp(server["address"]), "3"), ("ps-steal", tcp(server["address"]))):

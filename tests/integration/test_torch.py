@@ -257,13 +257,12 @@ class Examples(unittest.TestCase):
         self.assertEqual(len(os.listdir(os.path.join(jd, "model"))), 1)  # the final model
         return j
 
-    def test_async_parameter_servers(self):
-        self.check_ps_job(self.start_example("pytorch-async-ps.json", 5))
-
-    def test_parameter_server_killed_then_chief_preempted(self):
-        # a parameter server killed with SIGKILL: restarted from its snapshot;
-        # then SIGTERM to the chief (a preemption): the optimizer's on_stop
-        # saves the step it reached, and its successor resumes there
+    def test_async_parameter_servers_with_a_kill_and_a_preemption(self):
+        # the async example as shipped, ending as an undisturbed run must
+        # (check_ps_job), through a parameter server killed with SIGKILL
+        # (restarted from its snapshot), then SIGTERM to the chief (a
+        # preemption: the optimizer's on_stop saves the step it reached, and
+        # its successor resumes there)
         job = self.start_example("pytorch-async-ps.json", 5)
         jd = os.path.join(self.d, "job")
         wait_for(lambda: len((load_job(jd) or {}).get("checkpoints", [])) >= 2, timeout=200,
