@@ -249,12 +249,7 @@ static int s_install(json_t *job, const char *job_path, const char *pub, const c
     const char *sp = s_key_field(job, job_path, "serverPublic"), *ss = s_key_field(job, job_path, "serverSecret");
     const char *seal = json_string_value(json_object_get(job, "sealSecret"));
     uint8_t sealb[32];
-    bool have_seal = seal && strlen(seal) == 64;
-    for (int i = 0; have_seal && i < 32; i++) {
-        unsigned v;
-        have_seal = sscanf(seal + 2 * i, "%2x", &v) == 1;
-        sealb[i] = (uint8_t) v;
-    }
+    bool have_seal = zt_seal_unhex(seal, sealb, sizeof sealb);
     if (seal && !have_seal) {
         zt_error("the credentials file %s: field 'sealSecret' is not 64 hexadecimal digits", job_path);
         return ZT_EINVAL;
@@ -319,8 +314,7 @@ static int s_write_job(const char *dir, char *const *names, int n, json_t **job_
     char seal_hex[65];
     if (rc == ZT_OK && zt_seal_random(seal, sizeof seal) != ZT_OK)
         rc = ZT_ESYS;
-    for (int i = 0; i < 32; i++)
-        snprintf(seal_hex + 2 * i, 3, "%02x", seal[i]);
+    zt_seal_hex(seal, sizeof seal, seal_hex);
     json_t *job = json_pack("{s:s, s:s, s:s, s:{}}", "serverPublic", sp, "serverSecret", ss, "sealSecret", seal_hex,
                             "replicas");
     json_t *reps = json_object_get(job, "replicas");

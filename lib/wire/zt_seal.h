@@ -81,6 +81,11 @@ uint64_t zt_seal_last(const zt_seal_t *self);
 void zt_seal_mac(const uint8_t key[ZT_SEAL_KEY_BYTES], const void *data, size_t len, uint8_t out[32]);
 /* Whether two MACs are equal, in constant time. */
 bool zt_seal_mac_equal(const uint8_t a[32], const uint8_t b[32]);
+/* Keys, salts and proofs as text (job.keys, the opening's fields): n bytes
+ * as 2n lowercase hex digits into out (2n + 1 bytes); and back, false
+ * unless text is exactly 2n hex digits. */
+void zt_seal_hex(const uint8_t *bytes, size_t n, char *out);
+bool zt_seal_unhex(const char *text, uint8_t *out, size_t n);
 /* Fresh random bytes (the salts, a job's secret). ZT_OK or ZT_EIO. */
 int zt_seal_random(void *out, size_t len);
 

@@ -39,25 +39,6 @@ struct zt_streams_t {
 
 /* ------------------------------------------------------------ helpers */
 
-static void s_hex(const uint8_t *b, size_t n, char *out)
-{
-    for (size_t i = 0; i < n; i++)
-        snprintf(out + 2 * i, 3, "%02x", b[i]);
-}
-
-static bool s_unhex(const char *hex, uint8_t *out, size_t n)
-{
-    if (strlen(hex) != 2 * n)
-        return false;
-    for (size_t i = 0; i < n; i++) {
-        unsigned v;
-        if (sscanf(hex + 2 * i, "%2x", &v) != 1)
-            return false;
-        out[i] = (uint8_t) v;
-    }
-    return true;
-}
-
 /* The proof of an opening (what is "open") or of its acceptance. */
 static void s_proof(const zt_stream_cfg_t *cfg, const char *what, const char *client, const char *server,
                     const char *csalt, const char *ssalt, uint8_t mac[32])
@@ -229,9 +210,9 @@ int zt_stream_reopen(zt_stream_t *self)
     zt_msg_t m = { .type = ZT_MSG_SEAL_OPEN, .incarnation = self->cfg.incarnation };
     char salt[2 * ZT_SEAL_SALT_BYTES + 1], mac[65];
     uint8_t proof[32];
-    s_hex(self->salt, sizeof self->salt, salt);
+    zt_seal_hex(self->salt, sizeof self->salt, salt);
     s_proof(&self->cfg, "open", self->cfg.self, "", salt, "", proof);
-    s_hex(proof, sizeof proof, mac);
+    zt_seal_hex(proof, sizeof proof, mac);
     zt_msg_set_str(m.u.SEAL_OPEN.name, self->cfg.self);
     zt_msg_set_str(m.u.SEAL_OPEN.salt, salt);
     zt_msg_set_str(m.u.SEAL_OPEN.mac, mac);
@@ -286,8 +267,8 @@ static int s_accepted(zt_stream_t *self, const zt_msg_SEAL_ACCEPT_t *a)
 {
     char csalt[2 * ZT_SEAL_SALT_BYTES + 1];
     uint8_t ssalt[ZT_SEAL_SALT_BYTES], mac[32], want[32];
-    s_hex(self->salt, sizeof self->salt, csalt);
-    if (!s_unhex(a->salt, ssalt, sizeof ssalt) || !s_unhex(a->mac, mac, sizeof mac)) {
+    zt_seal_hex(self->salt, sizeof self->salt, csalt);
+    if (!zt_seal_unhex(a->salt, ssalt, sizeof ssalt) || !zt_seal_unhex(a->mac, mac, sizeof mac)) {
         self->drops.malformed++;
         return ZT_EPROTO;
     }
@@ -370,8 +351,8 @@ static int s_on_open(zt_streams_t *self, zmq_msg_t *id, const zt_msg_t *m)
 {
     const zt_msg_SEAL_OPEN_t *o = &m->u.SEAL_OPEN;
     uint8_t csalt[ZT_SEAL_SALT_BYTES], mac[32], want[32];
-    if (zmq_msg_size(id) > sizeof self->s[0]->id || !s_unhex(o->salt, csalt, sizeof csalt) ||
-        !s_unhex(o->mac, mac, sizeof mac)) {
+    if (zmq_msg_size(id) > sizeof self->s[0]->id || !zt_seal_unhex(o->salt, csalt, sizeof csalt) ||
+        !zt_seal_unhex(o->mac, mac, sizeof mac)) {
         self->drops.malformed++;
         return ZT_EPROTO;
     }
@@ -409,9 +390,9 @@ static int s_on_open(zt_streams_t *self, zmq_msg_t *id, const zt_msg_t *m)
     char shex[2 * ZT_SEAL_SALT_BYTES + 1], phex[65];
     if (zt_seal_random(ssalt, sizeof ssalt) != ZT_OK)
         return ZT_EIO;
-    s_hex(ssalt, sizeof ssalt, shex);
+    zt_seal_hex(ssalt, sizeof ssalt, shex);
     s_proof(&self->cfg, "accept", o->name, self->cfg.self, o->salt, shex, proof);
-    s_hex(proof, sizeof proof, phex);
+    zt_seal_hex(proof, sizeof proof, phex);
     int rc = s_agree(s, false, o->name, self->cfg.self, csalt, ssalt);
     zt_msg_t a = { .type = ZT_MSG_SEAL_ACCEPT, .incarnation = self->cfg.incarnation };
     zt_msg_set_str(a.u.SEAL_ACCEPT.name, self->cfg.self);
