@@ -21,6 +21,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -97,6 +98,15 @@ static s_result_t s_worker(const char *const *servers, int nservers, int rank, s
 
 static double s_raw_gbs, s_zmq_us;
 
+/* CPU-seconds of the children waited for so far: a case's workers and
+ * servers (connecting included), for its CPU per byte pushed or pulled. */
+static double s_children_cpu(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_CHILDREN, &ru);
+    return (double) (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) + (double) (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
 static void s_run(const char *psbin, int nservers, int nworkers, size_t bytes, double budget_s)
 {
     char eps[4][64];
@@ -126,6 +136,7 @@ static void s_run(const char *psbin, int nservers, int nworkers, size_t bytes, d
     int ready[2], go[2], res[2];
     if (pipe(ready) || pipe(go) || pipe(res))
         exit(1);
+    double cpu0 = s_children_cpu();
     pid_t wpids[4];
     for (int w = 0; w < nworkers; w++)
         if ((wpids[w] = fork()) == 0) {
@@ -157,6 +168,7 @@ static void s_run(const char *psbin, int nservers, int nworkers, size_t bytes, d
         kill(spids[s], SIGTERM);
         waitpid(spids[s], NULL, 0);
     }
+    double cpu = s_children_cpu() - cpu0;
     close(ready[0]); close(ready[1]); close(go[0]); close(go[1]); close(res[0]); close(res[1]);
     double total = (double) bytes * (double) iters * nworkers;
     char size[32];
@@ -170,9 +182,9 @@ static void s_run(const char *psbin, int nservers, int nworkers, size_t bytes, d
         snprintf(ratio, sizeof ratio, "%.2fx / %.2fx raw TCP", push / s_raw_gbs, pull / s_raw_gbs);
     else
         snprintf(ratio, sizeof ratio, "%.2fx bare zmq RTT", p50 / s_zmq_us);
-    printf("%-7s %2d %2d | %6.2f GB/s %8.0f ops/s | %6.2f GB/s %8.0f ops/s | %7.0f %7.0f | %s\n", size,
-           nworkers, nservers, push, (double) iters * nworkers / push_max, pull,
-           (double) iters * nworkers / pull_max, p50, p99, ratio);
+    printf("%-7s %2d %2d | %6.2f GB/s %8.0f ops/s | %6.2f GB/s %8.0f ops/s | %7.0f %7.0f | %s | %.2f CPU-ns/B\n",
+           size, nworkers, nservers, push, (double) iters * nworkers / push_max, pull,
+           (double) iters * nworkers / pull_max, p50, p99, ratio, cpu * 1e9 / (2 * total));
     fflush(stdout);
 }
 
@@ -310,7 +322,7 @@ int main(int argc, char **argv)
            strcmp(zt_knob_str(ZT_KNOB_DATA_IPC), "auto") ? "TCP (ZT_DATA_IPC=off)"
                                                          : "ipc:// twins of the loopback endpoints (ZT_DATA_IPC=auto)",
            getenv("ZT_CREDENTIALS") ? "authenticated and encrypted (CURVE, --auth)" : "plain sockets");
-    printf("value   W  S | push (+ack, applied)       | pull                       | push+ack us     | ratio (push / pull)\n");
+    printf("value   W  S | push (+ack, applied)       | pull                       | push+ack us     | ratio (push / pull) | CPU per byte moved (workers + servers)\n");
     const size_t sizes[5] = { 4u << 10, 64u << 10, 1u << 20, 16u << 20, 64u << 20 };
     const int ws[3] = { 1, 2, 4 }, ss[2] = { 1, 2 };
     for (int si = 0; si < 5; si++)

@@ -423,13 +423,20 @@ void zt_ps_server_destroy(zt_ps_server_t **self_p)
 
 int64_t zt_ps_server_restored_step(zt_ps_server_t *self) { return self->restored_step; }
 
-/* Sends [identity][header][payload frames...]. */
-static void s_reply(zt_ps_server_t *self, zmq_msg_t *identity, zt_msg_t *m, zmq_msg_t *payload,
-                    int npayload)
+/* A reply's sender fields. */
+static void s_stamp(zt_ps_server_t *self, zt_msg_t *m)
 {
     m->seq = self->seq++;
     m->pool = 2;
     m->index = self->opts.index;
+}
+
+/* Sends [identity][header][payload frames...], sealed to a client of
+ * another host. */
+static void s_reply(zt_ps_server_t *self, zmq_msg_t *identity, zt_msg_t *m, zmq_msg_t *payload,
+                    int npayload)
+{
+    s_stamp(self, m);
     zt_stream_t *to = self->streams ? zt_streams_find(self->streams, identity) : NULL;
     if (!to) {
         zt_msg_send_routed(zsock_resolve(self->router), identity, m, payload, npayload);
@@ -500,9 +507,7 @@ static void s_answer_pull(zt_ps_server_t *self, zmq_msg_t *id, const zt_msg_t *q
     }
     zt_stream_t *to = self->streams ? zt_streams_find(self->streams, id) : NULL;
     if (to) { /* sealed from the values into the send buffer: the one pass */
-        m.seq = self->seq++;
-        m.pool = 2;
-        m.index = self->opts.index;
+        s_stamp(self, &m);
         zt_streams_send(self->streams, to, &m, self->values + (off - self->lo), (size_t) count * sizeof(float));
         return;
     }

@@ -25,7 +25,7 @@ struct zt_stream_t {
     zt_seal_t *tx, *rx;          /* this end's sealer and opener, once agreed */
     zt_bufpool_t *pool;          /* sealed payloads go from here, zero-copy */
     int64_t used;                /* a server's stream: when it last opened a message (for eviction) */
-    zt_stream_drops_t drops;
+    zt_stream_drops_t drops;     /* a client's (a server's streams count in the table's) */
 };
 
 struct zt_streams_t {
@@ -164,18 +164,19 @@ static int s_send_sealed(zt_stream_t *s, void *sock, const zt_msg_t *m, const vo
     return rc;
 }
 
-/* Opens [header][seal][payload...] in place, then drops the seal frame. */
-static int s_open(zt_stream_t *s, zmq_msg_t *parts, int *np)
+/* Opens [header][seal][payload...] in place, then drops the seal frame;
+ * a failure is counted in drops (the stream's, or its server's). */
+static int s_open(zt_stream_t *s, zt_stream_drops_t *drops, zmq_msg_t *parts, int *np)
 {
     int n = *np - 2;
     size_t hlen = zmq_msg_size(&parts[0]);
     if (n < 0 || n > MAX_PAYLOADS || hlen > ZT_MSG_MAX_BYTES ||
         zmq_msg_size(&parts[1]) != (size_t) (n ? n : 1) * SEAL_BYTES) {
-        s->drops.malformed++;
+        drops->malformed++;
         return ZT_EPROTO;
     }
     if (!s->rx) {
-        s->drops.no_stream++;
+        drops->no_stream++;
         return ZT_EPROTO;
     }
     const uint8_t *units = zmq_msg_data(&parts[1]);
@@ -187,9 +188,9 @@ static int s_open(zt_stream_t *s, zmq_msg_t *parts, int *np)
         uint64_t k = s_get64(units + i * SEAL_BYTES);
         if (zt_seal_open(s->rx, k, aad, alen, p, p, len, units + i * SEAL_BYTES + 8) != ZT_OK) {
             if (k <= zt_seal_last(s->rx))
-                s->drops.replayed++;
+                drops->replayed++;
             else
-                s->drops.bad_seal++;
+                drops->bad_seal++;
             return ZT_EPROTO;
         }
     }
@@ -285,7 +286,7 @@ int zt_stream_recv(zt_stream_t *self, zmq_msg_t *parts, int *np)
 {
     int rc = ZT_OK;
     if (*np >= 2) {
-        if ((rc = s_open(self, parts, np)) != ZT_OK)
+        if ((rc = s_open(self, &self->drops, parts, np)) != ZT_OK)
             s_close(parts, np);
         return rc;
     }
@@ -432,11 +433,7 @@ int zt_streams_recv(zt_streams_t *self, zmq_msg_t *parts, int *np, zt_stream_t *
         return ZT_EPROTO;
     }
     int left = *np - 1;
-    zt_stream_drops_t before = s->drops;
-    rc = s_open(s, parts + 1, &left);
-    self->drops.malformed += s->drops.malformed - before.malformed;
-    self->drops.bad_seal += s->drops.bad_seal - before.bad_seal;
-    self->drops.replayed += s->drops.replayed - before.replayed;
+    rc = s_open(s, &self->drops, parts + 1, &left);
     if (rc != ZT_OK) {
         s_close(parts, np);
         return rc;
