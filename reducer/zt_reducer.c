@@ -7,6 +7,7 @@
 #include "wire/zt_transport.h"
 #include "base/zt_shard.h"
 #include "wire/zt_shm.h"
+#include "wire/zt_stream.h"
 #include "base/zt_util.h"
 #include "ztrain/zt_allreduce.h"
 #include "ztrain/zt_error.h"
@@ -53,7 +54,9 @@ struct zt_reducer_t {
     bool allow_nonfinite;      /* ZT_ALLOW_NONFINITE */
     zt_refusals_t nonfinite;   /* pieces refused for NaN or infinity */
     zt_refusals_t dropped;     /* malformed messages */
+    zt_refusals_t unsealed;    /* TCP messages not sealed under the job's keys */
     zsock_t *router;
+    zt_streams_t *streams;     /* sealed streams of TCP workers (NULL: CURVE or plain sockets) */
     zt_bufpool_t *pool;
     char *layout_text;         /* the agreed tensor list JSON */
     int64_t hash;
@@ -242,10 +245,15 @@ zt_reducer_t *zt_reducer_new(const zt_reducer_opts_t *opts)
 {
     zt_reducer_t *self = calloc(1, sizeof *self);
     self->opts = *opts;
-    if (!(self->router = zt_sock_router(ZT_PLANE_DATA, opts->bind, NULL))) {
+    zt_stream_cfg_t cfg;
+    bool seal = zt_stream_cfg_load(&cfg);
+    if (!(self->router = zt_sock_router(seal ? ZT_PLANE_BULK : ZT_PLANE_DATA, opts->bind, NULL))) {
         free(self);
         return NULL;
     }
+    if (seal)
+        self->streams = zt_streams_new(&cfg, zsock_resolve(self->router));
+    memset(cfg.secret, 0, sizeof cfg.secret);
     self->pool = zt_bufpool_new();
     self->warn_ms = zt_knob_int(ZT_KNOB_COLLECTIVE_WARN_MS);
     self->allow_nonfinite = zt_knob_int(ZT_KNOB_ALLOW_NONFINITE) != 0;
@@ -260,6 +268,7 @@ void zt_reducer_destroy(zt_reducer_t **self_p)
     for (int w = 0; w < MAX_WORKERS; w++)
         if (self->have_id[w])
             zmq_msg_close(&self->ids[w]);
+    zt_streams_destroy(&self->streams);
     zt_sock_destroy(&self->router);
     zt_bufpool_destroy(&self->pool);
     s_free_buckets(self);
@@ -291,6 +300,11 @@ static void s_send_lent(zt_reducer_t *self, int rank, zt_msg_t *m, const void *p
     m->seq = self->seq++;
     m->pool = 2;
     m->index = self->opts.index;
+    zt_stream_t *to = self->streams ? zt_streams_find(self->streams, &self->ids[rank]) : NULL;
+    if (to) { /* another host's worker: sealed for it alone, from the sum */
+        zt_streams_send(self->streams, to, m, payload, payload ? bytes : 0);
+        return;
+    }
     zmq_msg_t pm;
     int np = 0;
     int64_t off = m->type == ZT_MSG_AR_RESULT && self->local[rank] && payload && bytes
@@ -332,6 +346,34 @@ static void s_send_sum(zt_reducer_t *self, int rank, int b, int64_t gen, int64_t
     m.u.AR_RESULT = (zt_msg_AR_RESULT_t) { .bucket = b, .gen = gen, .offset = a, .count = e - a, .dtype = k->dtype };
     s_send_lent(self, rank, &m, (char *) k->res[par] + (a - k->lo) * (int64_t) es, (size_t) (e - a) * es,
                 &k->res_lent[par]);
+}
+
+/* Elements [a, e) of bucket b's sum of the generation being summed to every
+ * worker: to another host's workers sealed once, under this reducer's
+ * one-to-many key (the same frames to each), to this host's as
+ * s_send_sum. */
+static void s_send_sum_to_all(zt_reducer_t *self, int b, int64_t a, int64_t e)
+{
+    s_bucket_t *k = &self->buckets[b];
+    size_t es = zt_dtype_size(k->dtype);
+    zt_stream_shared_t sh = { .made = false };
+    for (int w = 0; w < self->workers; w++) {
+        zt_stream_t *to = self->streams && self->have_id[w] && e > a ? zt_streams_find(self->streams, &self->ids[w])
+                                                                     : NULL;
+        if (!to) {
+            s_send_sum(self, w, b, k->gen, a, e);
+            continue;
+        }
+        if (!sh.made) {
+            zt_msg_t m = { .type = ZT_MSG_AR_RESULT, .seq = self->seq++, .pool = 2, .index = self->opts.index };
+            m.u.AR_RESULT = (zt_msg_AR_RESULT_t) { .bucket = b, .gen = k->gen, .offset = a, .count = e - a,
+                                                   .dtype = k->dtype };
+            zt_streams_seal_shared(self->streams, &m, (char *) k->res[k->gen & 1] + (a - k->lo) * (int64_t) es,
+                                   (size_t) (e - a) * es, &sh);
+        }
+        zt_streams_send_shared(self->streams, to, &sh);
+    }
+    zt_stream_shared_close(&sh);
 }
 
 /* Streams the result of bucket b's last finished generation to one worker. */
@@ -377,8 +419,7 @@ static void s_send_block(zt_reducer_t *self, int b, int j, const char *sum)
             uint16_t h = k->dtype == ZT_F16 ? zt_f32_to_f16(acc[i]) : zt_f32_to_bf16(acc[i]);
             memcpy(res + 2 * i, &h, 2);
         }
-    for (int w = 0; w < self->workers; w++)
-        s_send_sum(self, w, b, k->gen, a, e);
+    s_send_sum_to_all(self, b, a, e);
     k->block_sent[j] = true;
     k->blocks_sent++;
     if (k->blocks_sent == k->nblocks) { /* the whole chunk: the generation is done */
@@ -752,6 +793,24 @@ void zt_reducer_handle(zt_reducer_t *self, zmq_msg_t *parts, int n)
         zt_debug("ignored %s from worker %d", zt_msg_type_name(m.type), rank);
 }
 
+/* A TCP worker's message opened in place (its seal dropped), or its
+ * stream's opening answered; false when there is nothing to handle (an
+ * opening) or it was refused (counted: not sealed under this job's keys).
+ * A worker on this host (ipc) sends plain messages. */
+static bool s_unseal(zt_reducer_t *self, zmq_msg_t *parts, int *n)
+{
+    if (!self->streams || (*n >= 2 && zt_frame_over_ipc(&parts[1])))
+        return true;
+    zt_stream_t *from;
+    if (zt_streams_recv(self->streams, parts, n, &from) != ZT_OK) {
+        zt_process_refused(&self->unsealed, self->opts.replica, "seal_refused",
+                           "a message over TCP that is not sealed under this job's keys (not yet opened after a "
+                           "restart, or altered, replayed or forged)");
+        return false;
+    }
+    return *n > 0;
+}
+
 int zt_reducer_run(zt_reducer_t *self, bool (*should_stop)(void *), void *arg)
 {
     void *zs = zsock_resolve(self->router);
@@ -759,13 +818,16 @@ int zt_reducer_run(zt_reducer_t *self, bool (*should_stop)(void *), void *arg)
     while (!(should_stop && should_stop(arg))) {
         s_check_slow(self);
         zt_process_refusals_flush(&self->nonfinite, self->opts.replica, "nonfinite_refused");
+        zt_process_refusals_flush(&self->unsealed, self->opts.replica, "seal_refused");
         if (zmq_poll(&item, 1, 100) <= 0)
             continue;
         for (int k = 0; k < 256; k++) {
-            zmq_msg_t parts[3];
-            int n = zt_msg_recv_parts(zs, parts, 3);
+            zmq_msg_t parts[4]; /* identity, header, seal, payload */
+            int n = zt_msg_recv_parts(zs, parts, 4);
             if (n == 0)
                 break;
+            if (!s_unseal(self, parts, &n))
+                continue;
             zt_reducer_handle(self, parts, n);
             zt_msg_close_parts(parts, n);
         }

@@ -13,6 +13,66 @@ static int64_t s_knob_scaled(zt_knob_t knob, double scale)
     return d > 0 ? (int64_t) (d * scale) : -1;
 }
 
+/* A DEALER per reducer. A sealing job's reducers are bulk sockets (no
+ * CURVE): another host's is reached through a sealed stream, this host's
+ * over the user's private ipc folder, plain. */
+static int s_connect_reducers(zt_allreduce_t *self, const zt_allreduce_opts_t *o)
+{
+    self->reducer_addrs = calloc((size_t) self->R, sizeof(char *));
+    self->red = calloc((size_t) self->R, sizeof(zsock_t *));
+    self->window = calloc((size_t) self->R, sizeof(int64_t));
+    self->red_local = calloc((size_t) self->R, sizeof(bool));
+    self->rstream = calloc((size_t) self->R, sizeof(zt_stream_t *));
+    zt_stream_cfg_t cfg;
+    bool seal = zt_stream_cfg_load(&cfg);
+    int64_t net = zt_knob_int(ZT_KNOB_AR_WINDOW_BYTES), local = zt_knob_int(ZT_KNOB_AR_LOCAL_WINDOW_BYTES);
+    int rc = ZT_OK;
+    for (int r = 0; r < self->R && rc == ZT_OK; r++) {
+        bool here = zt_data_is_local(o->reducers[r]);
+        self->window[r] = here ? local : net;
+        self->red_local[r] = here;
+        if (self->window[r] < 0)
+            self->window[r] = 0;
+        self->reducer_addrs[r] = strdup(o->reducers[r]);
+        self->red[r] = zt_sock_dealer(seal ? ZT_PLANE_BULK : ZT_PLANE_DATA, o->reducers[r]);
+        if (self->red[r] && seal && !here &&
+            !(self->rstream[r] = zt_stream_connect(&cfg, zsock_resolve(self->red[r]))))
+            zsock_destroy(&self->red[r]);
+        rc = self->red[r] ? ZT_OK : ZT_EIO;
+    }
+    memset(cfg.secret, 0, sizeof cfg.secret);
+    return rc;
+}
+
+/* The ring: a ROUTER from the previous worker, a DEALER to the next; in a
+ * sealing job bulk sockets, sealed to another host's worker. */
+static int s_connect_ring(zt_allreduce_t *self, const zt_allreduce_opts_t *o)
+{
+    self->peer_addrs = calloc((size_t) self->workers, sizeof(char *));
+    for (int w = 0; w < self->workers; w++)
+        self->peer_addrs[w] = strstr(o->peers[w], "://") ? strdup(o->peers[w]) : zt_strdupf("tcp://%s", o->peers[w]);
+    zt_stream_cfg_t cfg;
+    bool seal = zt_stream_cfg_load(&cfg);
+    const char *next = self->peer_addrs[(self->rank + 1) % self->workers];
+    self->ring_in = zt_sock_router(seal ? ZT_PLANE_BULK : ZT_PLANE_DATA, self->peer_addrs[self->rank], NULL);
+    self->ring_out = zt_sock_dealer(seal ? ZT_PLANE_BULK : ZT_PLANE_DATA, next);
+    if (seal && self->ring_in && self->ring_out) {
+        self->ring_streams = zt_streams_new(&cfg, zsock_resolve(self->ring_in));
+        if (!zt_data_is_local(next))
+            self->ring_stream = zt_stream_connect(&cfg, zsock_resolve(self->ring_out));
+        if (!self->ring_streams || (!zt_data_is_local(next) && !self->ring_stream))
+            zsock_destroy(&self->ring_out);
+    }
+    memset(cfg.secret, 0, sizeof cfg.secret);
+    if (!self->ring_in || !self->ring_out) {
+        zt_error("ring: cannot bind %s or connect to %s", self->peer_addrs[self->rank], next);
+        return ZT_EIO;
+    }
+    zsock_set_linger(self->ring_out, 5000); /* deliver what others wait for */
+    self->pending = calloc(MAX_PENDING, sizeof *self->pending);
+    return ZT_OK;
+}
+
 zt_allreduce_t *zt_allreduce_new(const zt_allreduce_opts_t *o)
 {
     if (o->workers < 1 || o->rank < 0 || o->rank >= o->workers || o->nreducers < 0 ||
@@ -41,41 +101,10 @@ zt_allreduce_t *zt_allreduce_new(const zt_allreduce_opts_t *o)
     if (cy < 0) cy = s_knob_scaled(ZT_KNOB_HOROVOD_CYCLE_TIME, 1);
     if (cy < 0) cy = 5;
     self->cycle_ms = (int) cy;
-    if (self->R > 0) {
-        self->reducer_addrs = calloc((size_t) self->R, sizeof(char *));
-        self->red = calloc((size_t) self->R, sizeof(zsock_t *));
-        self->window = calloc((size_t) self->R, sizeof(int64_t));
-        self->red_local = calloc((size_t) self->R, sizeof(bool));
-        int64_t net = zt_knob_int(ZT_KNOB_AR_WINDOW_BYTES), local = zt_knob_int(ZT_KNOB_AR_LOCAL_WINDOW_BYTES);
-        for (int r = 0; r < self->R; r++) {
-            bool here = zt_data_is_local(o->reducers[r]);
-            self->window[r] = here ? local : net;
-            self->red_local[r] = here;
-            if (self->window[r] < 0)
-                self->window[r] = 0;
-            self->reducer_addrs[r] = strdup(o->reducers[r]);
-            self->red[r] = zt_sock_dealer(ZT_PLANE_DATA, o->reducers[r]);
-            if (!self->red[r]) {
-                zt_allreduce_destroy(&self);
-                return NULL;
-            }
-        }
-    }
-    else if (self->workers > 1) {
-        self->peer_addrs = calloc((size_t) self->workers, sizeof(char *));
-        for (int w = 0; w < self->workers; w++)
-            self->peer_addrs[w] = strstr(o->peers[w], "://") ? strdup(o->peers[w])
-                                                            : zt_strdupf("tcp://%s", o->peers[w]);
-        self->ring_in = zt_sock_router(ZT_PLANE_DATA, self->peer_addrs[self->rank], NULL);
-        self->ring_out = zt_sock_dealer(ZT_PLANE_DATA, self->peer_addrs[(self->rank + 1) % self->workers]);
-        if (!self->ring_in || !self->ring_out) {
-            zt_error("ring: cannot bind %s or connect to %s", self->peer_addrs[self->rank],
-                     self->peer_addrs[(self->rank + 1) % self->workers]);
-            zt_allreduce_destroy(&self);
-            return NULL;
-        }
-        zsock_set_linger(self->ring_out, 5000); /* deliver what others wait for */
-        self->pending = calloc(MAX_PENDING, sizeof *self->pending);
+    if ((self->R > 0 && s_connect_reducers(self, o) != ZT_OK) ||
+        (self->R == 0 && self->workers > 1 && s_connect_ring(self, o) != ZT_OK)) {
+        zt_allreduce_destroy(&self);
+        return NULL;
     }
     self->tensors_json = json_array();
     return self;
@@ -87,9 +116,13 @@ void zt_allreduce_destroy(zt_allreduce_t **self_p)
         return;
     zt_allreduce_t *self = *self_p;
     for (int r = 0; r < self->R; r++) {
+        if (self->rstream)
+            zt_stream_destroy(&self->rstream[r]);
         zt_sock_destroy(&self->red[r]);
         free(self->reducer_addrs[r]);
     }
+    zt_stream_destroy(&self->ring_stream);
+    zt_streams_destroy(&self->ring_streams);
     zt_sock_destroy(&self->ring_in);
     zt_sock_destroy(&self->ring_out);
     for (int w = 0; self->peer_addrs && w < self->workers; w++)
@@ -118,6 +151,7 @@ void zt_allreduce_destroy(zt_allreduce_t **self_p)
     zt_ar_layout_free(&self->layout);
     free(self->pending);
     free(self->red);
+    free(self->rstream);
     free(self->window);
     free(self->red_local);
     zt_shm_destroy(&self->shm);
@@ -217,6 +251,18 @@ int zt_ar_send(zt_allreduce_t *self, zsock_t *sock, zt_msg_t *m, void *payload, 
         return ZT_EIO;
     }
     return ZT_OK;
+}
+
+int zt_ar_send_red(zt_allreduce_t *self, int r, zt_msg_t *m, void *payload, size_t bytes, zt_ar_state_t *lend)
+{
+    zt_stream_t *st = self->rstream[r];
+    if (!st)
+        return zt_ar_send(self, self->red[r], m, payload, bytes, lend);
+    m->seq = self->seq++;
+    m->pool = 1;
+    m->index = self->rank;
+    /* sealed from the caller's bytes into the send buffer: nothing is lent */
+    return zt_stream_ready(st) ? zt_stream_send(st, m, payload, payload ? bytes : 0) : ZT_OK;
 }
 
 int zt_allreduce_commit(zt_allreduce_t *self, int timeout_ms)

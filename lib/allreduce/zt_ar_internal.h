@@ -11,6 +11,7 @@
 #include "base/zt_shard.h"
 #include "wire/zt_spin.h"
 #include "wire/zt_shm.h"
+#include "wire/zt_stream.h"
 #include "base/zt_util.h"
 #include "ztrain/zt_error.h"
 #include "ztrain/zt_knobs.h"
@@ -61,8 +62,12 @@ struct zt_allreduce_t {
     int rank, workers, R;
     char **reducer_addrs;
     zsock_t **red;              /* DEALER per reducer */
+    zt_stream_t **rstream;      /* per reducer: its sealed stream (another host, a sealing job), or NULL */
+    uint64_t seal_drops;        /* sums that did not open (counted, dropped) */
     char **peer_addrs;
     zsock_t *ring_in, *ring_out;/* ROUTER (from prev), DEALER (to next) */
+    zt_streams_t *ring_streams; /* a sealing job: ring_in's streams (the previous worker, another host) */
+    zt_stream_t *ring_stream;   /* a sealing job: ring_out's stream (the next worker, another host), or NULL */
     zt_ar_tensor_t *t;
     int nt, tcap;
     bool committed;
@@ -109,6 +114,11 @@ static inline void zt_ar_wait_lent(zt_ar_state_t *k)
  * a copy and counted in lend->lent until ZeroMQ lets it go. */
 int zt_ar_send(zt_allreduce_t *self, zsock_t *sock, zt_msg_t *m, void *payload, size_t bytes,
                zt_ar_state_t *lend);
+
+/* A message to reducer r: sealed on its stream (another host, a sealing
+ * job; until the stream is open it is not sent, and goes again once it
+ * is), else as zt_ar_send. */
+int zt_ar_send_red(zt_allreduce_t *self, int r, zt_msg_t *m, void *payload, size_t bytes, zt_ar_state_t *lend);
 
 /* Reducers: the layout to each, a bucket's pieces out, the sums back. */
 int zt_ar_commit_reducers(zt_allreduce_t *self, int timeout_ms);

@@ -14,10 +14,10 @@ static void s_send_piece(zt_allreduce_t *self, int r, zt_msg_t *m, char *src, si
     if (off >= 0) {
         zt_msg_set_str(m->u.AR_PIECE.shm, self->shm->name);
         m->u.AR_PIECE.shm_off = off;
-        zt_ar_send(self, self->red[r], m, NULL, 0, NULL);
+        zt_ar_send_red(self, r, m, NULL, 0, NULL);
     }
     else
-        zt_ar_send(self, self->red[r], m, src, bytes, lend);
+        zt_ar_send_red(self, r, m, src, bytes, lend);
 }
 
 static int s_hello(zt_allreduce_t *self, int r)
@@ -26,7 +26,7 @@ static int s_hello(zt_allreduce_t *self, int r)
     m.u.AR_HELLO.req = ++self->req;
     m.u.AR_HELLO.workers = self->workers;
     m.u.AR_HELLO.shm_ok = self->shm && self->red_local[r];
-    return zt_ar_send(self, self->red[r], &m, self->layout_text, strlen(self->layout_text), NULL);
+    return zt_ar_send_red(self, r, &m, self->layout_text, strlen(self->layout_text), NULL);
 }
 
 /* The send window. A reducer sends a block's sum only once every worker's
@@ -127,6 +127,33 @@ void zt_ar_flush(zt_allreduce_t *self, int bi)
 
 /* ------------------------------------------------------------ commit */
 
+static void s_resend(zt_allreduce_t *self, int r);
+
+/* One message from reducer r, opened when it came sealed: parts holds
+ * [header][payload?] (*np of them; 0 when there is nothing to handle: the
+ * stream's opening, or a message that did not open, counted and dropped).
+ * When r's stream has just opened (the first time, or again after the
+ * reducer restarted), the layout and what r lacks go out now. false when
+ * nothing waits. */
+static bool s_recv_reply(zt_allreduce_t *self, int r, zmq_msg_t *parts, int *np)
+{
+    *np = zt_msg_recv_parts(zsock_resolve(self->red[r]), parts, 3); /* header, seal, payload */
+    if (*np == 0)
+        return false;
+    zt_stream_t *st = self->rstream[r];
+    if (!st)
+        return true;
+    bool was = zt_stream_ready(st);
+    if (zt_stream_recv(st, parts, np) != ZT_OK && self->seal_drops++ % 100 == 0)
+        zt_warn("reducer %d (%s): a message that is not sealed under this job's keys was dropped (%llu so far)", r,
+                self->reducer_addrs[r], (unsigned long long) self->seal_drops);
+    if (!was && zt_stream_ready(st)) {
+        s_hello(self, r);
+        s_resend(self, r);
+    }
+    return true;
+}
+
 int zt_ar_commit_reducers(zt_allreduce_t *self, int timeout_ms)
 {
     bool *ok = calloc((size_t) self->R, sizeof(bool));
@@ -158,12 +185,12 @@ int zt_ar_commit_reducers(zt_allreduce_t *self, int timeout_ms)
         if (zmq_poll(items, self->R < 64 ? self->R : 64, 50) <= 0)
             continue;
         for (int r = 0; r < self->R && r < 64; r++) {
-            if (!(items[r].revents & ZMQ_POLLIN))
+            zmq_msg_t parts[3];
+            int np;
+            if (!(items[r].revents & ZMQ_POLLIN) || !s_recv_reply(self, r, parts, &np))
                 continue;
-            zmsg_t *zm = zmsg_recv(self->red[r]);
-            zframe_t *h = zm ? zmsg_first(zm) : NULL;
             zt_msg_t m;
-            if (h && zt_msg_decode(zframe_data(h), zframe_size(h), &m, NULL) == ZT_OK) {
+            if (np > 0 && zt_msg_decode(zmq_msg_data(&parts[0]), zmq_msg_size(&parts[0]), &m, NULL) == ZT_OK) {
                 if (m.type == ZT_MSG_AR_READY && !ok[r]) {
                     ok[r] = true;
                     nok++;
@@ -173,7 +200,7 @@ int zt_ar_commit_reducers(zt_allreduce_t *self, int timeout_ms)
                     rc = ZT_ESPEC;
                 }
             }
-            zmsg_destroy(&zm);
+            zt_msg_close_parts(parts, np);
         }
         if (rc != ZT_OK)
             break;
@@ -232,7 +259,7 @@ static void s_resend(zt_allreduce_t *self, int r)
                         zt_msg_t m = { .type = ZT_MSG_AR_RESULT };
                         m.u.AR_RESULT = (zt_msg_AR_RESULT_t) { .bucket = bi, .gen = k->gen, .offset = ba,
                                                                .count = be - ba, .dtype = lb->dtype };
-                        zt_ar_send(self, self->red[r], &m, k->buf + ba * (int64_t) k->es, (size_t) (be - ba) * k->es,
+                        zt_ar_send_red(self, r, &m, k->buf + ba * (int64_t) k->es, (size_t) (be - ba) * k->es,
                                NULL);
                         sum_out[p] = true;
                     }
@@ -274,31 +301,6 @@ static int s_timed_out(zt_allreduce_t *self, int timeout_ms)
     return ZT_OK;
 }
 
-/* One message from a reducer: its header frame and its payload (empty when
- * none); a sender's extra frames are drained. false when nothing waits. */
-static bool s_recv_reply(void *sock, zmq_msg_t *hm, zmq_msg_t *pm)
-{
-    zmq_msg_init(hm);
-    zmq_msg_init(pm);
-    if (zmq_msg_recv(hm, sock, ZMQ_DONTWAIT) < 0) {
-        zmq_msg_close(hm);
-        zmq_msg_close(pm);
-        return false;
-    }
-    if (zmq_msg_more(hm))
-        zmq_msg_recv(pm, sock, 0);
-    while (zmq_msg_more(pm)) { /* never more than one payload: drain */
-        zmq_msg_t extra;
-        zmq_msg_init(&extra);
-        zmq_msg_recv(&extra, sock, 0);
-        bool more = zmq_msg_more(&extra);
-        zmq_msg_close(&extra);
-        if (!more)
-            break;
-    }
-    return true;
-}
-
 /* A sum from reducer r: into the bucket when it is one we wait for. */
 static bool s_on_result(zt_allreduce_t *self, int r, const zt_msg_AR_RESULT_t *res, zmq_msg_t *pm)
 {
@@ -313,8 +315,8 @@ static bool s_on_result(zt_allreduce_t *self, int r, const zt_msg_AR_RESULT_t *r
           p < k->npieces[r] && !k->piece_done[r][p]))
         return false;
     char why[300];
-    const char *src = zt_shm_payload(res->shm, res->shm_off, c * (int64_t) k->es, zmq_msg_data(pm),
-                                     zmq_msg_size(pm), why, sizeof why);
+    const char *src = zt_shm_payload(res->shm, res->shm_off, c * (int64_t) k->es, pm ? zmq_msg_data(pm) : NULL,
+                                     pm ? zmq_msg_size(pm) : 0, why, sizeof why);
     if (!src) {
         zt_warn("reducer %d: %s", r, why);
         return false;
@@ -344,7 +346,7 @@ static void s_on_resend(zt_allreduce_t *self, int r, const zt_msg_AR_RESEND_t *r
         zt_msg_t a = { .type = ZT_MSG_AR_RESULT };
         a.u.AR_RESULT = (zt_msg_AR_RESULT_t) { .bucket = rq->bucket, .gen = k->last_gen, .offset = at,
                                                .count = c, .dtype = self->layout.buckets[rq->bucket].dtype };
-        zt_ar_send(self, self->red[r], &a, k->last + at * (int64_t) k->es, (size_t) c * k->es, NULL);
+        zt_ar_send_red(self, r, &a, k->last + at * (int64_t) k->es, (size_t) c * k->es, NULL);
         if (c == 0 || at + c >= k->hi[r])
             break;
     }
@@ -352,14 +354,14 @@ static void s_on_resend(zt_allreduce_t *self, int r, const zt_msg_AR_RESEND_t *r
 
 /* One reply from reducer r. ZT_OK, or the error that ends the wait;
  * *progress is set when it moved a bucket forward. */
-static int s_on_reply(zt_allreduce_t *self, int r, zmq_msg_t *hm, zmq_msg_t *pm, bool *progress)
+static int s_on_reply(zt_allreduce_t *self, int r, zmq_msg_t *parts, int np, bool *progress)
 {
     zt_msg_t m;
-    if (zt_msg_decode(zmq_msg_data(hm), zmq_msg_size(hm), &m, NULL) != ZT_OK)
+    if (zt_msg_decode(zmq_msg_data(&parts[0]), zmq_msg_size(&parts[0]), &m, NULL) != ZT_OK)
         return ZT_OK; /* garbage: ignored */
     switch (m.type) {
     case ZT_MSG_AR_RESULT:
-        *progress |= s_on_result(self, r, &m.u.AR_RESULT, pm);
+        *progress |= s_on_result(self, r, &m.u.AR_RESULT, np > 1 ? &parts[1] : NULL);
         return ZT_OK;
     case ZT_MSG_AR_RESEND:
         s_on_resend(self, r, &m.u.AR_RESEND);
@@ -413,13 +415,13 @@ int zt_ar_wait_reducers(zt_allreduce_t *self, int timeout_ms)
         if (np > n && (items[n].revents & ZMQ_POLLIN))
             self->watch_fn(self->watch_arg);
         for (int r = 0; r < n; r++) {
-            zmq_msg_t hm, pm;
+            zmq_msg_t parts[3];
+            int got;
             for (int budget = 0; (items[r].revents & ZMQ_POLLIN) && budget < 1024 &&
-                                 s_recv_reply(items[r].socket, &hm, &pm); budget++) {
+                                 s_recv_reply(self, r, parts, &got); budget++) {
                 bool moved = false;
-                int rc = s_on_reply(self, r, &hm, &pm, &moved);
-                zmq_msg_close(&hm);
-                zmq_msg_close(&pm);
+                int rc = got > 0 ? s_on_reply(self, r, parts, got, &moved) : ZT_OK;
+                zt_msg_close_parts(parts, got);
                 if (rc != ZT_OK)
                     return rc;
                 if (moved)

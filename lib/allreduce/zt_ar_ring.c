@@ -6,20 +6,86 @@
 
 static int s_ring_recv_msg(zt_allreduce_t *self, zt_msg_t *m, zmq_msg_t *payload, int timeout_ms);
 
+/* A message received before its turn: kept for later (dropped when too many wait). */
+static void s_keep(zt_allreduce_t *self, const zt_msg_t *m, zmq_msg_t *payload)
+{
+    if (self->npending < MAX_PENDING) {
+        self->pending[self->npending].msg = *m;
+        self->pending[self->npending++].payload = *payload;
+    }
+    else
+        zmq_msg_close(payload);
+}
+
+/* Until ring_out's sealed stream is open (at once when it has none),
+ * serving ring_in meanwhile: the previous worker opens its stream to us at
+ * the same time, and what it sends is kept. The opening goes again every
+ * RESEND_MS (the next worker was not there yet, or restarted). */
+static int s_ring_out_ready(zt_allreduce_t *self, int timeout_ms)
+{
+    int64_t deadline = zt_now_ms() + timeout_ms, again = zt_now_ms() + RESEND_MS;
+    while (self->ring_stream && !zt_stream_ready(self->ring_stream)) {
+        if (zt_stop_requested()) {
+            snprintf(self->err, sizeof self->err, "ring: stopping");
+            return ZT_ESHUTDOWN;
+        }
+        if (zt_now_ms() >= deadline) {
+            char who[300];
+            int next = (self->rank + 1) % self->workers;
+            zt_env_describe_rank(next, who, sizeof who);
+            snprintf(self->err, sizeof self->err, "ring: %s (rank %d) did not open a sealed stream within %d ms",
+                     who, next, timeout_ms);
+            return ZT_ETIMEDOUT;
+        }
+        if (zt_now_ms() >= again) {
+            zt_stream_reopen(self->ring_stream);
+            again = zt_now_ms() + RESEND_MS;
+        }
+        zt_msg_t m;
+        zmq_msg_t pm;
+        if (s_ring_recv_msg(self, &m, &pm, 50) == ZT_OK)
+            s_keep(self, &m, &pm);
+    }
+    return ZT_OK;
+}
+
+/* A message to the next worker: sealed on ring_out's stream, or as zt_ar_send. */
+static int s_ring_send(zt_allreduce_t *self, zt_msg_t *m, void *payload, size_t bytes, zt_ar_state_t *lend)
+{
+    if (!self->ring_stream)
+        return zt_ar_send(self, self->ring_out, m, payload, bytes, lend);
+    m->seq = self->seq++;
+    m->pool = 1;
+    m->index = self->rank;
+    return zt_stream_send(self->ring_stream, m, payload, payload ? bytes : 0);
+}
+
 int zt_ar_commit_ring(zt_allreduce_t *self, int timeout_ms)
 {
     /* Each worker's list travels once around the ring; everyone compares it. */
     zt_msg_t m = { .type = ZT_MSG_AR_HELLO };
     m.u.AR_HELLO.req = self->rank; /* origin */
     m.u.AR_HELLO.workers = self->workers;
-    zt_ar_send(self, self->ring_out, &m, self->layout_text, strlen(self->layout_text), NULL);
-    int seen = 0, rc = ZT_OK;
+    int rc = s_ring_out_ready(self, timeout_ms);
+    if (rc != ZT_OK)
+        return rc;
+    s_ring_send(self, &m, self->layout_text, strlen(self->layout_text), NULL);
+    int seen = 0;
     int64_t deadline = zt_now_ms() + timeout_ms;
     while (seen < self->workers - 1) {
         zt_msg_t in;
         zmq_msg_t payload;
-        int left = (int) (deadline - zt_now_ms()), got = left <= 0 ? ZT_ETIMEDOUT
-                                                                    : s_ring_recv_msg(self, &in, &payload, left);
+        int kept = -1, left = (int) (deadline - zt_now_ms()), got = ZT_OK;
+        for (int i = 0; i < self->npending && kept < 0; i++) /* a hello kept while our stream opened */
+            if (self->pending[i].msg.type == ZT_MSG_AR_HELLO)
+                kept = i;
+        if (kept >= 0) {
+            in = self->pending[kept].msg;
+            payload = self->pending[kept].payload;
+            self->pending[kept] = self->pending[--self->npending];
+        }
+        else
+            got = left <= 0 ? ZT_ETIMEDOUT : s_ring_recv_msg(self, &in, &payload, left);
         if (got == ZT_ESHUTDOWN) {
             snprintf(self->err, sizeof self->err, "ring: stopping");
             return ZT_ESHUTDOWN;
@@ -30,12 +96,7 @@ int zt_ar_commit_ring(zt_allreduce_t *self, int timeout_ms)
             return ZT_ETIMEDOUT;
         }
         if (in.type != ZT_MSG_AR_HELLO) { /* data of a faster worker: keep it */
-            if (self->npending < MAX_PENDING) {
-                self->pending[self->npending].msg = in;
-                self->pending[self->npending++].payload = payload;
-            }
-            else
-                zmq_msg_close(&payload);
+            s_keep(self, &in, &payload);
             continue;
         }
         int origin = (int) in.u.AR_HELLO.req;
@@ -48,7 +109,7 @@ int zt_ar_commit_ring(zt_allreduce_t *self, int timeout_ms)
             rc = ZT_ESPEC;
         }
         if ((origin + self->workers - 1) % self->workers != self->rank) /* not back home next */
-            zt_ar_send(self, self->ring_out, &in, zmq_msg_data(&payload), zmq_msg_size(&payload), NULL);
+            s_ring_send(self, &in, zmq_msg_data(&payload), zmq_msg_size(&payload), NULL);
         free(text);
         zmq_msg_close(&payload);
         seen++;
@@ -58,8 +119,22 @@ int zt_ar_commit_ring(zt_allreduce_t *self, int timeout_ms)
 
 /* ------------------------------------------------------------ ring */
 
-/* One message from the ring within timeout_ms: ZT_OK, ZT_ETIMEDOUT, or
- * ZT_ESHUTDOWN as soon as the process is stopping. */
+/* ring_out's own messages: the next worker's acceptance of our stream, or
+ * its reset (nothing else comes that way). */
+static void s_ring_out_service(zt_allreduce_t *self)
+{
+    zmq_msg_t parts[3];
+    int np;
+    while ((np = zt_msg_recv_parts(zsock_resolve(self->ring_out), parts, 3)) > 0) {
+        if (self->ring_stream)
+            zt_stream_recv(self->ring_stream, parts, &np);
+        zt_msg_close_parts(parts, np);
+    }
+}
+
+/* One message from the ring within timeout_ms, opened when it came sealed:
+ * ZT_OK, ZT_ETIMEDOUT, or ZT_ESHUTDOWN as soon as the process is stopping.
+ * A message that does not open is counted and dropped. */
 static int s_ring_recv_msg(zt_allreduce_t *self, zt_msg_t *m, zmq_msg_t *payload, int timeout_ms)
 {
     int64_t deadline = zt_now_ms() + timeout_ms;
@@ -69,24 +144,29 @@ static int s_ring_recv_msg(zt_allreduce_t *self, zt_msg_t *m, zmq_msg_t *payload
         int64_t left = deadline - zt_now_ms();
         if (left <= 0)
             return ZT_ETIMEDOUT;
-        zsock_set_rcvtimeo(self->ring_in, left < 100 ? (int) left : 100);
-        zmq_msg_t id, hm;
-        zmq_msg_init(&id);
-        if (zmq_msg_recv(&id, zsock_resolve(self->ring_in), 0) < 0) {
-            zmq_msg_close(&id);
+        zmq_pollitem_t items[2] = { { zsock_resolve(self->ring_in), 0, ZMQ_POLLIN, 0 },
+                                    { zsock_resolve(self->ring_out), 0, ZMQ_POLLIN, 0 } };
+        if (zmq_poll(items, 2, left < 100 ? left : 100) <= 0)
             continue;
-        }
-        zmq_msg_close(&id);
-        zmq_msg_init(&hm);
-        zmq_msg_recv(&hm, zsock_resolve(self->ring_in), 0);
-        zmq_msg_init(payload);
-        if (zmq_msg_more(&hm))
-            zmq_msg_recv(payload, zsock_resolve(self->ring_in), 0);
-        int rc = zt_msg_decode(zmq_msg_data(&hm), zmq_msg_size(&hm), m, NULL);
-        zmq_msg_close(&hm);
-        if (rc == ZT_OK)
+        if (items[1].revents & ZMQ_POLLIN)
+            s_ring_out_service(self);
+        zmq_msg_t parts[4]; /* identity, header, seal, payload */
+        int np = items[0].revents & ZMQ_POLLIN ? zt_msg_recv_parts(zsock_resolve(self->ring_in), parts, 4) : 0;
+        if (np == 0)
+            continue;
+        zt_stream_t *from;
+        if (self->ring_streams && !(np >= 2 && zt_frame_over_ipc(&parts[1])) &&
+            zt_streams_recv(self->ring_streams, parts, &np, &from) != ZT_OK && self->seal_drops++ % 100 == 0)
+            zt_warn("ring: a message that is not sealed under this job's keys was dropped (%llu so far)",
+                    (unsigned long long) self->seal_drops);
+        if (np >= 2 && zt_msg_decode(zmq_msg_data(&parts[1]), zmq_msg_size(&parts[1]), m, NULL) == ZT_OK) {
+            zmq_msg_init(payload);
+            if (np >= 3)
+                zmq_msg_move(payload, &parts[2]);
+            zt_msg_close_parts(parts, np);
             return ZT_OK;
-        zmq_msg_close(payload);
+        }
+        zt_msg_close_parts(parts, np);
     }
 }
 
@@ -132,12 +212,7 @@ static int s_ring_take(zt_allreduce_t *self, int bi, int step, int64_t lo, int64
             }
             zt_msg_AR_PIECE_t *p = &m.u.AR_PIECE;
             if (m.type != ZT_MSG_AR_PIECE || p->bucket != bi || p->gen != k->gen || p->step != step) {
-                if (self->npending < MAX_PENDING) {
-                    self->pending[self->npending].msg = m;
-                    self->pending[self->npending++].payload = pm;
-                }
-                else
-                    zmq_msg_close(&pm);
+                s_keep(self, &m, &pm);
                 continue;
             }
         }
@@ -170,7 +245,7 @@ static void s_ring_give(zt_allreduce_t *self, int bi, int step, int64_t lo, int6
         zt_msg_t m = { .type = ZT_MSG_AR_PIECE };
         m.u.AR_PIECE = (zt_msg_AR_PIECE_t) { .bucket = bi, .gen = k->gen, .offset = at, .count = c,
                                              .dtype = self->layout.buckets[bi].dtype, .step = step };
-        zt_ar_send(self, self->ring_out, &m, k->buf + at * (int64_t) k->es, (size_t) c * k->es, c ? k : NULL);
+        s_ring_send(self, &m, k->buf + at * (int64_t) k->es, (size_t) c * k->es, c ? k : NULL);
         if (c == 0 || at + c >= hi)
             break;
     }
@@ -179,6 +254,9 @@ static void s_ring_give(zt_allreduce_t *self, int bi, int step, int64_t lo, int6
 int zt_ar_wait_ring(zt_allreduce_t *self, int timeout_ms)
 {
     int N = self->workers, me = self->rank;
+    int rc = s_ring_out_ready(self, timeout_ms); /* open again after a reset */
+    if (rc != ZT_OK)
+        return rc;
     for (int bi = 0; bi < self->layout.nbuckets; bi++) {
         if (!self->b[bi].active)
             continue;
@@ -187,7 +265,7 @@ int zt_ar_wait_ring(zt_allreduce_t *self, int timeout_ms)
             zt_shard_range(numel, N, (me - s + N) % N, &lo, &hi);
             s_ring_give(self, bi, s, lo, hi);
             zt_shard_range(numel, N, (me - s - 1 + 2 * N) % N, &lo, &hi);
-            int rc = s_ring_take(self, bi, s, lo, hi, true, timeout_ms);
+            rc = s_ring_take(self, bi, s, lo, hi, true, timeout_ms);
             if (rc != ZT_OK)
                 return rc;
         }
@@ -195,7 +273,7 @@ int zt_ar_wait_ring(zt_allreduce_t *self, int timeout_ms)
             zt_shard_range(numel, N, (me + 1 - s + 2 * N) % N, &lo, &hi);
             s_ring_give(self, bi, N - 1 + s, lo, hi);
             zt_shard_range(numel, N, (me - s + 2 * N) % N, &lo, &hi);
-            int rc = s_ring_take(self, bi, N - 1 + s, lo, hi, false, timeout_ms);
+            rc = s_ring_take(self, bi, N - 1 + s, lo, hi, false, timeout_ms);
             if (rc != ZT_OK)
                 return rc;
         }

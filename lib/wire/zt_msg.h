@@ -71,10 +71,12 @@
 #define ZT_MSG_REJOIN_STATE(F, T) F(T, I, req) F(T, I, step) F(T, I, gen) F(T, I, total) \
                                F(T, I, arrays) F(T, I, array) F(T, I, offset) F(T, I, count) /* + floats */
 /* A sealed stream's opening (zt_stream): the client's name, its fresh salt
- * and its proof (hex), then the server's; a frame of a stream the server
- * does not hold (it restarted) is answered with SEAL_RESET: open again. */
+ * and its proof (hex), then the server's, with the salt of its one-to-many
+ * key and the number of the last frame sealed under it; a frame of a
+ * stream the server does not hold (it restarted) is answered with
+ * SEAL_RESET: open again. */
 #define ZT_MSG_SEAL_OPEN(F, T)   F(T, S, name) F(T, S, salt) F(T, S, mac)
-#define ZT_MSG_SEAL_ACCEPT(F, T) F(T, S, name) F(T, S, salt) F(T, S, mac)
+#define ZT_MSG_SEAL_ACCEPT(F, T) F(T, S, name) F(T, S, salt) F(T, S, mac) F(T, S, bsalt) F(T, I, blast)
 #define ZT_MSG_SEAL_RESET(F, T)  F(T, S, reason)
 #define ZT_MSG_FILE_GET(F, T)  F(T, I, req) F(T, S, path) F(T, I, offset) F(T, I, length)
 #define ZT_MSG_FILE_DATA(F, T) F(T, I, req) F(T, I, offset) F(T, I, size) F(T, I, code) /* + bytes */

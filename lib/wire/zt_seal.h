@@ -39,8 +39,10 @@
 #define ZT_SEAL_SALT_BYTES 16          /* each end's fresh value at a stream's opening */
 #define ZT_SEAL_REKEY_FRAMES (1u << 20) /* frames per key: ~1 TiB at 1 MiB frames */
 
-/* Which way a key seals (part of every nonce): client to server, or back. */
-typedef enum { ZT_SEAL_C2S = 1, ZT_SEAL_S2C = 2 } zt_seal_dir_t;
+/* Which way a key seals (part of every nonce): client to server, or back,
+ * or a server's one-to-many key (what it sends every client alike, sealed
+ * once). */
+typedef enum { ZT_SEAL_C2S = 1, ZT_SEAL_S2C = 2, ZT_SEAL_BCAST = 3 } zt_seal_dir_t;
 
 /* One direction of one stream: its key, the frame numbers, an EVP context. */
 typedef struct zt_seal_t zt_seal_t;
@@ -71,6 +73,11 @@ int zt_seal_close(zt_seal_t *self, const void *aad, size_t aad_len, const void *
  * ZT_EIO. A failure does not advance the stream. */
 int zt_seal_open(zt_seal_t *self, uint64_t number, const void *aad, size_t aad_len, const void *src, void *dst,
                  size_t len, const uint8_t tag[ZT_SEAL_TAG_BYTES]);
+
+/* A fresh opener that joins a sender already at frame last: it takes only
+ * frames above it (moving to that epoch's key). ZT_OK; ZT_EINVAL when it
+ * opened frames already; ZT_EPROTO when last is absurdly far (2^40). */
+int zt_seal_start_after(zt_seal_t *self, uint64_t last);
 
 /* Frames sealed or opened so far, and the number of the last one. */
 uint64_t zt_seal_frames(const zt_seal_t *self);

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #define SEAL_BYTES (8 + ZT_SEAL_TAG_BYTES) /* a sealed unit's number and tag */
+#define SHARED_BIT ((uint64_t) 1 << 63)    /* in a unit's number: sealed under the server's one-to-many key */
 #define MAX_PAYLOADS 8                     /* payload frames of one sealed message */
 #define MAX_STREAMS 4096                   /* a server's table; the oldest go first */
 
@@ -23,6 +24,7 @@ struct zt_stream_t {
     char peer[ZT_MSG_STR_MAX];   /* the other end's name */
     uint8_t salt[ZT_SEAL_SALT_BYTES]; /* the client's salt of the opening in flight */
     zt_seal_t *tx, *rx;          /* this end's sealer and opener, once agreed */
+    zt_seal_t *brx;              /* a client's opener of its server's one-to-many key */
     zt_bufpool_t *pool;          /* sealed payloads go from here, zero-copy */
     int64_t used;                /* a server's stream: when it last opened a message (for eviction) */
     zt_stream_drops_t drops;     /* a client's (a server's streams count in the table's) */
@@ -35,6 +37,9 @@ struct zt_streams_t {
     int n;
     int64_t clock;               /* orders the streams' use */
     zt_stream_drops_t drops;
+    uint8_t bsalt[ZT_SEAL_SALT_BYTES]; /* the one-to-many key's salt */
+    zt_seal_t *btx;              /* its sealer */
+    zt_bufpool_t *pool;          /* what it seals goes from here */
 };
 
 /* ------------------------------------------------------------ helpers */
@@ -67,6 +72,26 @@ static int s_agree(zt_stream_t *s, bool client, const char *cname, const char *s
     memset(c2s, 0, sizeof c2s);
     memset(s2c, 0, sizeof s2c);
     return rc;
+}
+
+/* The one-to-many key of server sname under salt: its sealer or opener. */
+static zt_seal_t *s_shared_key(const zt_stream_cfg_t *cfg, const char *sname, const uint8_t *salt)
+{
+    char binding[512];
+    uint8_t k[ZT_SEAL_KEY_BYTES], unused[ZT_SEAL_KEY_BYTES];
+    snprintf(binding, sizeof binding, "one-to-many|%s|%lld|%s", cfg->job, (long long) cfg->incarnation, sname);
+    zt_seal_t *s = zt_seal_derive(cfg->secret, salt, salt, binding, k, unused) == ZT_OK
+                       ? zt_seal_new(k, ZT_SEAL_BCAST) : NULL;
+    memset(k, 0, sizeof k);
+    memset(unused, 0, sizeof unused);
+    return s;
+}
+
+/* What the acceptance's proof covers besides the salts' pair: the
+ * one-to-many key's salt and its last frame. */
+static void s_accept_extra(const char *ssalt, const char *bsalt, int64_t blast, char *out, size_t size)
+{
+    snprintf(out, size, "%s|%s|%lld", ssalt, bsalt, (long long) blast);
 }
 
 static int s_send_plain(void *sock, const uint8_t *id, size_t id_len, const zt_msg_t *m)
@@ -186,8 +211,26 @@ static int s_open(zt_stream_t *s, zt_stream_drops_t *drops, zmq_msg_t *parts, in
         void *p = n ? zmq_msg_data(&parts[2 + i]) : NULL;
         size_t len = n ? zmq_msg_size(&parts[2 + i]) : 0;
         uint64_t k = s_get64(units + i * SEAL_BYTES);
-        if (zt_seal_open(s->rx, k, aad, alen, p, p, len, units + i * SEAL_BYTES + 8) != ZT_OK) {
-            if (k <= zt_seal_last(s->rx))
+        zt_seal_t *rx = k & SHARED_BIT ? s->brx : s->rx; /* a server's stream has no brx */
+        k &= ~SHARED_BIT;
+        if (!rx) {
+            drops->bad_seal++;
+            return ZT_EPROTO;
+        }
+        zmq_msg_t own; /* a frame whose bytes other messages share (inproc) is opened into a buffer of its own */
+        bool shared = n && zmq_msg_get(&parts[2 + i], ZMQ_SHARED) == 1;
+        if (shared) {
+            zmq_msg_init_size(&own, len);
+            p = zmq_msg_data(&own);
+        }
+        int rc = zt_seal_open(rx, k, aad, alen, n ? zmq_msg_data(&parts[2 + i]) : NULL, p, len,
+                              units + i * SEAL_BYTES + 8);
+        if (shared) { /* (the old content let go; closed with the parts on a failure) */
+            zmq_msg_move(&parts[2 + i], &own);
+            zmq_msg_close(&own);
+        }
+        if (rc != ZT_OK) {
+            if (k <= zt_seal_last(rx))
                 drops->replayed++;
             else
                 drops->bad_seal++;
@@ -206,6 +249,7 @@ int zt_stream_reopen(zt_stream_t *self)
 {
     zt_seal_destroy(&self->tx);
     zt_seal_destroy(&self->rx);
+    zt_seal_destroy(&self->brx);
     if (zt_seal_random(self->salt, sizeof self->salt) != ZT_OK)
         return ZT_EIO;
     zt_msg_t m = { .type = ZT_MSG_SEAL_OPEN, .incarnation = self->cfg.incarnation };
@@ -240,6 +284,7 @@ void zt_stream_destroy(zt_stream_t **self_p)
     zt_stream_t *self = *self_p;
     zt_seal_destroy(&self->tx);
     zt_seal_destroy(&self->rx);
+    zt_seal_destroy(&self->brx);
     zt_bufpool_destroy(&self->pool);
     memset(self->cfg.secret, 0, sizeof self->cfg.secret);
     free(self);
@@ -266,20 +311,30 @@ static void s_close(zmq_msg_t *parts, int *np)
 /* The server's answer to our opening. */
 static int s_accepted(zt_stream_t *self, const zt_msg_SEAL_ACCEPT_t *a)
 {
-    char csalt[2 * ZT_SEAL_SALT_BYTES + 1];
-    uint8_t ssalt[ZT_SEAL_SALT_BYTES], mac[32], want[32];
+    char csalt[2 * ZT_SEAL_SALT_BYTES + 1], extra[3 * ZT_MSG_STR_MAX];
+    uint8_t ssalt[ZT_SEAL_SALT_BYTES], bsalt[ZT_SEAL_SALT_BYTES], mac[32], want[32];
     zt_seal_hex(self->salt, sizeof self->salt, csalt);
-    if (!zt_seal_unhex(a->salt, ssalt, sizeof ssalt) || !zt_seal_unhex(a->mac, mac, sizeof mac)) {
+    if (!zt_seal_unhex(a->salt, ssalt, sizeof ssalt) || !zt_seal_unhex(a->mac, mac, sizeof mac) ||
+        !zt_seal_unhex(a->bsalt, bsalt, sizeof bsalt) || a->blast < 0) {
         self->drops.malformed++;
         return ZT_EPROTO;
     }
-    s_proof(&self->cfg, "accept", self->cfg.self, a->name, csalt, a->salt, want);
+    s_accept_extra(a->salt, a->bsalt, a->blast, extra, sizeof extra);
+    s_proof(&self->cfg, "accept", self->cfg.self, a->name, csalt, extra, want);
     if (!zt_seal_mac_equal(mac, want)) {
         self->drops.bad_open++;
         return ZT_EPROTO;
     }
     snprintf(self->peer, sizeof self->peer, "%s", a->name);
-    return s_agree(self, true, self->cfg.self, a->name, self->salt, ssalt);
+    int rc = s_agree(self, true, self->cfg.self, a->name, self->salt, ssalt);
+    if (rc == ZT_OK && (!(self->brx = s_shared_key(&self->cfg, a->name, bsalt)) ||
+                        zt_seal_start_after(self->brx, (uint64_t) a->blast) != ZT_OK)) {
+        zt_seal_destroy(&self->tx); /* not ready */
+        zt_seal_destroy(&self->rx);
+        zt_seal_destroy(&self->brx);
+        rc = ZT_EPROTO;
+    }
+    return rc;
 }
 
 int zt_stream_recv(zt_stream_t *self, zmq_msg_t *parts, int *np)
@@ -320,6 +375,9 @@ zt_streams_t *zt_streams_new(const zt_stream_cfg_t *cfg, void *router)
         return NULL;
     self->cfg = *cfg;
     self->router = router;
+    if (zt_seal_random(self->bsalt, sizeof self->bsalt) != ZT_OK ||
+        !(self->btx = s_shared_key(cfg, cfg->self, self->bsalt)) || !(self->pool = zt_bufpool_new()))
+        zt_streams_destroy(&self);
     return self;
 }
 
@@ -331,6 +389,8 @@ void zt_streams_destroy(zt_streams_t **self_p)
     for (int i = 0; i < self->n; i++)
         zt_stream_destroy(&self->s[i]);
     free(self->s);
+    zt_seal_destroy(&self->btx);
+    zt_bufpool_destroy(&self->pool);
     memset(self->cfg.secret, 0, sizeof self->cfg.secret);
     free(self);
     *self_p = NULL;
@@ -392,13 +452,19 @@ static int s_on_open(zt_streams_t *self, zmq_msg_t *id, const zt_msg_t *m)
     if (zt_seal_random(ssalt, sizeof ssalt) != ZT_OK)
         return ZT_EIO;
     zt_seal_hex(ssalt, sizeof ssalt, shex);
-    s_proof(&self->cfg, "accept", o->name, self->cfg.self, o->salt, shex, proof);
+    char bhex[2 * ZT_SEAL_SALT_BYTES + 1], extra[256];
+    zt_seal_hex(self->bsalt, sizeof self->bsalt, bhex);
+    int64_t blast = (int64_t) zt_seal_last(self->btx);
+    s_accept_extra(shex, bhex, blast, extra, sizeof extra);
+    s_proof(&self->cfg, "accept", o->name, self->cfg.self, o->salt, extra, proof);
     zt_seal_hex(proof, sizeof proof, phex);
     int rc = s_agree(s, false, o->name, self->cfg.self, csalt, ssalt);
     zt_msg_t a = { .type = ZT_MSG_SEAL_ACCEPT, .incarnation = self->cfg.incarnation };
     zt_msg_set_str(a.u.SEAL_ACCEPT.name, self->cfg.self);
     zt_msg_set_str(a.u.SEAL_ACCEPT.salt, shex);
     zt_msg_set_str(a.u.SEAL_ACCEPT.mac, phex);
+    zt_msg_set_str(a.u.SEAL_ACCEPT.bsalt, bhex);
+    a.u.SEAL_ACCEPT.blast = blast;
     return rc == ZT_OK ? s_send_plain(self->router, s->id, s->id_len, &a) : rc;
 }
 
@@ -458,6 +524,57 @@ int zt_streams_sendv(zt_streams_t *self, zt_stream_t *to, const zt_msg_t *m, con
 
 zt_stream_t *zt_streams_find(zt_streams_t *self, zmq_msg_t *id) { return s_find(self, id); }
 
+int zt_streams_seal_shared(zt_streams_t *self, const zt_msg_t *m, const void *payload, size_t bytes,
+                           zt_stream_shared_t *sh)
+{
+    sh->made = false;
+    zframe_t *h = zt_msg_encode(m);
+    if (!h || zframe_size(h) > ZT_MSG_MAX_BYTES) {
+        zframe_destroy(&h);
+        return ZT_EINVAL;
+    }
+    uint8_t aad[ZT_MSG_MAX_BYTES + 1], unit[SEAL_BYTES];
+    s_fill_t f = { self->btx, aad, s_aad(zframe_data(h), zframe_size(h), 0, aad), payload, bytes, unit };
+    if (zt_bufpool_msg_with(self->pool, &sh->f[2], bytes, s_fill, &f) != 0) {
+        zframe_destroy(&h);
+        return ZT_EIO;
+    }
+    s_put64(unit, s_get64(unit) | SHARED_BIT);
+    zmq_msg_init_size(&sh->f[0], zframe_size(h));
+    memcpy(zmq_msg_data(&sh->f[0]), zframe_data(h), zframe_size(h));
+    zmq_msg_init_size(&sh->f[1], sizeof unit);
+    memcpy(zmq_msg_data(&sh->f[1]), unit, sizeof unit);
+    zframe_destroy(&h);
+    sh->made = true;
+    return ZT_OK;
+}
+
+int zt_streams_send_shared(zt_streams_t *self, zt_stream_t *to, zt_stream_shared_t *sh)
+{
+    if (!sh->made || zmq_send(self->router, to->id, to->id_len, ZMQ_SNDMORE) < 0)
+        return ZT_EIO;
+    int rc = ZT_OK;
+    for (int i = 0; i < 3; i++) {
+        zmq_msg_t c;
+        zmq_msg_init(&c);
+        zmq_msg_copy(&c, &sh->f[i]); /* the payload's buffer is shared, not copied */
+        if (zmq_msg_send(&c, self->router, i < 2 ? ZMQ_SNDMORE : 0) < 0) {
+            zmq_msg_close(&c);
+            rc = ZT_EIO;
+        }
+    }
+    return rc;
+}
+
+void zt_stream_shared_close(zt_stream_shared_t *sh)
+{
+    if (!sh->made)
+        return;
+    for (int i = 0; i < 3; i++)
+        zmq_msg_close(&sh->f[i]);
+    sh->made = false;
+}
+
 bool zt_stream_cfg_load(zt_stream_cfg_t *cfg)
 {
     memset(cfg, 0, sizeof *cfg);
@@ -488,6 +605,65 @@ static void s_copy(zmq_msg_t *to, zmq_msg_t *from, int n)
         zmq_msg_init_size(&to[i], zmq_msg_size(&from[i]));
         memcpy(zmq_msg_data(&to[i]), zmq_msg_data(&from[i]), zmq_msg_size(&from[i]));
     }
+}
+
+/* Sealed once for two clients: each opens the same frames; a frame sealed
+ * before a client joined, or sent it twice, is refused; a client cannot
+ * seal under the server's one-to-many key. */
+static void s_selftest_shared(void *ctx, void *r, zt_streams_t *srv, zt_stream_t *cl, void *d,
+                              const zt_stream_cfg_t *cc, const zt_msg_t *mp, const float *x)
+{
+    zmq_msg_t p[8];
+    int n;
+    zt_msg_t m = *mp;
+    void *d2 = zmq_socket(ctx, ZMQ_DEALER);
+    assert(zmq_connect(d2, "inproc://zt-stream-selftest") == 0);
+    zt_stream_cfg_t c2cfg = *cc;
+    snprintf(c2cfg.self, sizeof c2cfg.self, "workerpool1-1");
+    zt_stream_t *c2 = zt_stream_connect(&c2cfg, d2), *from2;
+    zt_stream_shared_t early;
+    zt_msg_t res = { .type = ZT_MSG_AR_RESULT, .pool = 2, .incarnation = 3 };
+    res.u.AR_RESULT = (zt_msg_AR_RESULT_t) { .bucket = 1, .gen = 4, .offset = 0, .count = 16, .dtype = 0 };
+    assert(zt_streams_seal_shared(srv, &res, x, 64, &early) == ZT_OK); /* before c2 is accepted */
+    n = s_wait(r, p, 8);
+    assert(n == 2 && zt_streams_recv(srv, p, &n, &from2) == ZT_OK && n == 0);
+    n = s_wait(d2, p, 8);
+    assert(n == 1 && zt_stream_recv(c2, p, &n) == ZT_OK && zt_stream_ready(c2));
+    zt_stream_t *to1 = NULL, *to2 = NULL;
+    for (int i = 0; i < zt_streams_count(srv); i++) {
+        if (!strcmp(srv->s[i]->peer, "workerpool1-0"))
+            to1 = srv->s[i];
+        if (!strcmp(srv->s[i]->peer, "workerpool1-1"))
+            to2 = srv->s[i];
+    }
+    assert(to1 && to2 && zt_streams_send_shared(srv, to2, &early) == ZT_OK);
+    n = s_wait(d2, p, 8);
+    assert(n == 3 && zt_stream_recv(c2, p, &n) == ZT_EPROTO && zt_stream_drops(c2)->replayed == 1);
+    zt_stream_shared_close(&early);
+    zt_stream_shared_t sh;
+    assert(zt_streams_seal_shared(srv, &res, x, 64, &sh) == ZT_OK);
+    for (int twice = 0; twice < 2; twice++) {
+        assert(zt_streams_send_shared(srv, to1, &sh) == ZT_OK && zt_streams_send_shared(srv, to2, &sh) == ZT_OK);
+        zt_stream_t *cls[2] = { cl, c2 };
+        void *ds[2] = { d, d2 };
+        for (int c = 0; c < 2; c++) {
+            n = s_wait(ds[c], p, 8);
+            assert(n == 3);
+            int rc = zt_stream_recv(cls[c], p, &n);
+            assert(twice ? rc == ZT_EPROTO && n == 0
+                         : rc == ZT_OK && n == 2 && zmq_msg_size(&p[1]) == 64 && !memcmp(zmq_msg_data(&p[1]), x, 64));
+            zt_msg_close_parts(p, n);
+        }
+    }
+    zt_stream_shared_close(&sh);
+    /* a client's frame marked as sealed under the one-to-many key */
+    assert(zt_stream_send(cl, &m, x, 64) == ZT_OK);
+    n = s_wait(r, p, 8);
+    ((uint8_t *) zmq_msg_data(&p[2]))[0] |= 0x80;
+    uint64_t bad = zt_streams_drops(srv)->bad_seal;
+    assert(zt_streams_recv(srv, p, &n, &from2) == ZT_EPROTO && zt_streams_drops(srv)->bad_seal == bad + 1);
+    zt_stream_destroy(&c2);
+    zmq_close(d2);
 }
 
 /* Long on purpose: one client and server through a whole life (opening,
@@ -586,6 +762,7 @@ void zt_stream_selftest(void)
         zmq_close(d2);
     }
 
+    s_selftest_shared(ctx, r, srv, cl, d, &cc, &m, x);
     /* the server restarts (a new table): the client's next message gets
      * SEAL_RESET, it opens again, and goes on */
     zt_streams_destroy(&srv);
@@ -604,8 +781,7 @@ void zt_stream_selftest(void)
     assert(zt_streams_recv(srv, p, &n, &from) == ZT_OK && n == 3 && !memcmp(zmq_msg_data(&p[2]), x, 64));
     for (int i = 0; i < n; i++)
         zmq_msg_close(&p[i]);
-    for (int i = 0; i < 4; i++)
-        zmq_msg_close(&keep[i]);
+    zt_msg_close_parts(keep, 4);
     free(x);
     zt_stream_destroy(&cl);
     zt_stream_destroy(&cl);

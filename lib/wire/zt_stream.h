@@ -19,6 +19,13 @@
  * that fails (a bad tag, a replay, a frame of an old stream) is dropped,
  * counted and never handed on.
  *
+ * What a server sends every client alike (a reducer's sum) it seals once,
+ * under its one-to-many key: derived like a stream's from the job's secret,
+ * a fresh salt of the server's and its name, handed to each client in the
+ * acceptance (covered by its proof) with the number of the last frame
+ * sealed under it, so a client takes only frames sealed after it joined.
+ * Such a frame's number has its top bit set.
+ *
  * A frame for a stream the server does not hold (it was restarted, or the
  * connection is new) is answered with SEAL_RESET, and the client opens
  * again; its requests in flight are sent again by its own resend rules. */
@@ -96,6 +103,19 @@ int zt_streams_send(zt_streams_t *self, zt_stream_t *to, const zt_msg_t *m, cons
 /* The same with n payload frames (at most 8). */
 int zt_streams_sendv(zt_streams_t *self, zt_stream_t *to, const zt_msg_t *m, const void *const *payloads,
                      const size_t *sizes, int n);
+/* A message sealed once for any of a server's clients (the same frames
+ * sent to each): zt_streams_seal_shared seals m with its payload (bytes of
+ * it, at least one) under the server's one-to-many key; each
+ * zt_streams_send_shared sends it to one client; zt_stream_shared_close
+ * lets it go. ZT_OK, ZT_EIO. */
+typedef struct {
+    zmq_msg_t f[3]; /* header, seal, payload */
+    bool made;
+} zt_stream_shared_t;
+int zt_streams_seal_shared(zt_streams_t *self, const zt_msg_t *m, const void *payload, size_t bytes,
+                           zt_stream_shared_t *sh);
+int zt_streams_send_shared(zt_streams_t *self, zt_stream_t *to, zt_stream_shared_t *sh);
+void zt_stream_shared_close(zt_stream_shared_t *sh);
 /* The stream of a client by its routing id (a reply deferred); NULL when
  * it has none (any more). */
 zt_stream_t *zt_streams_find(zt_streams_t *self, zmq_msg_t *id);

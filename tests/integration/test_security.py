@@ -315,6 +315,34 @@ class SealedBulk(unittest.TestCase):
         self.assertGreater(j["metrics"]["workerpool0-0"]["accuracy"]["value"], 0.75)
         self.assertRegex(job.out, r"workerpool1-0\[\d+\]: data plane to \S+: this host, over loopback tcp, sealed")
 
+    def test_stranger_on_a_sealed_reducer(self):
+        # the same for a sync job's reducer over TCP: the workers' pieces and
+        # the sums are sealed; a stranger's plain NaN pieces and its layout
+        # are refused and counted, never summed, and every worker ends with
+        # the same weights
+        args = ["--hidden=64", "--epochs=4", "--log_every=100"]
+        d = tmpdir("sec-")
+        job_dir = os.path.join(d, "job")
+        job = Job(self, job_file(d, "sealedsync", [pool("ztrain-worker", 1, args), pool("ztrain-worker", 1, args),
+                                                   pool("ztrain-reducer", 1)]), job_dir,
+                  env=dict(FAST, ZT_DATA_IPC="off"))
+        wait_for(lambda: (load_job(job_dir) or {}).get("state") == "RUNNING", timeout=120, what="RUNNING")
+        StrangerAttacks.wait_training(self, job_dir)
+        red = replica(load_job(job_dir), "workerpool2-0")
+        for attack in (("reducer-nan", tcp(red["address"]), "3"), ("reducer-layout", tcp(red["address"]))):
+            res = STRANGER.run(*attack)
+            self.assertRegex(res.stdout, r"accepted 0,", res.stdout[-2000:] + res.stderr[-1000:])
+        self.assertEqual(job.wait(timeout=300), 0, job.err[-3000:])
+        j = load_job(job_dir)
+        self.assertGreaterEqual(j["metrics"]["workerpool2-0"]["seal_refused"]["value"], 1)
+        self.assertNotIn("nonfinite_refused", j["metrics"]["workerpool2-0"])  # never opened, never summed
+        self.assertEqual(replica(j, "workerpool2-0")["restarts"], 0)
+        h = hashes(job.out)
+        self.assertEqual(len(h), 2, job.out[-2000:])
+        self.assertEqual(len(set(h.values())), 1, h)
+        self.assertGreater(j["metrics"]["workerpool0-0"]["accuracy"]["value"], 0.75)
+        self.assertRegex(job.out, r"workerpool1-0\[\d+\]: data plane to \S+: this host, over loopback tcp, sealed")
+
 
 class Impostors(unittest.TestCase):
     def test_keys_decide_who_speaks(self):

@@ -244,13 +244,13 @@ static void s_register(zsock_t *d, int pool, int index)
 }
 
 /* The stranger's socket: see the top of this file. An insider reaches a
- * parameter server as a worker of its job does: a bulk socket when the job
+ * parameter server or a reducer as a worker of its job does: a bulk socket when the job
  * seals its bulk data (over this host's ipc twin, plain), else CURVE. */
-static zsock_t *s_connect(const char *endpoint, bool ps)
+static zsock_t *s_connect(const char *endpoint, bool bulk)
 {
     zt_stream_cfg_t cfg;
     if (getenv("ZT_CREDENTIALS"))
-        return zt_sock_dealer(ps && zt_stream_cfg_load(&cfg) ? ZT_PLANE_BULK : ZT_PLANE_CONTROL, endpoint);
+        return zt_sock_dealer(bulk && zt_stream_cfg_load(&cfg) ? ZT_PLANE_BULK : ZT_PLANE_CONTROL, endpoint);
     zsock_t *d = zsock_new(ZMQ_DEALER);
     const char *server_key = getenv("ZT_ATTACK_SERVERKEY");
     if (d && server_key) {
@@ -313,7 +313,8 @@ int main(int argc, char **argv)
                 "reducer-pieces ENDPOINT ROUNDS\n");
         return 2;
     }
-    zsock_t *d = s_connect(argv[2], !strncmp(argv[1], "ps-", 3));
+    /* a parameter server's or a reducer's socket is a bulk one in a sealing job */
+    zsock_t *d = s_connect(argv[2], !strncmp(argv[1], "ps-", 3) || !strncmp(argv[1], "reducer-", 8));
     if (!d)
         return 2;
     const char *wait = getenv("ZT_ATTACK_WAIT_MS"); /* how long an answer may take */
