@@ -7,6 +7,7 @@
  *   bench/ar_bench REDUCER_BINARY [--quick] [--fusion]
  */
 #include "bench_auth.h"
+#include "bench_cpu.h"
 #include "base/zt_util.h"
 #include "ztrain/ztrain.h"
 #include "ztrain/zt_allreduce.h"
@@ -80,9 +81,13 @@ static void s_endpoint(char *buf, size_t size, char who, int i)
         snprintf(buf, size, "tcp://127.0.0.1:%d", zt_ephemeral_port());
 }
 
+/* Seconds per all-reduce (the slowest worker's); *cpu_op (when not NULL):
+ * the CPU-seconds the workers and reducers spent per all-reduce, the
+ * start and the two warm-up rounds included. */
 static double s_run(const char *redbin, int N, int R, size_t bytes, int ntensors, int64_t threshold,
-                    double budget)
+                    double budget, double *cpu_op)
 {
+    double cpu0 = s_bench_children_cpu();
     char reps[4][64], peps[8][64];
     const char *reds[4], *peers[8];
     pid_t rp[4];
@@ -135,6 +140,8 @@ static double s_run(const char *redbin, int N, int R, size_t bytes, int ntensors
     }
     close(res[0]);
     close(res[1]);
+    if (cpu_op)
+        *cpu_op = (s_bench_children_cpu() - cpu0) / (iters + 2);
     return worst;
 }
 
@@ -237,7 +244,7 @@ int main(int argc, char **argv)
             for (int R = 1; R <= 2; R++) {
                 double base = 0;
                 for (int i = 0; i < 6; i++) {
-                    double s = s_run(redbin, N, R, 4096, 1000, th[i], quick ? 0.3 : 1.0);
+                    double s = s_run(redbin, N, R, 4096, 1000, th[i], quick ? 0.3 : 1.0, NULL);
                     if (i == 0)
                         base = s;
                     printf("fusion N=%d R=%d %-24s %8.2f ms per 1000 tensors %8.0f tensors/s  "
@@ -248,8 +255,9 @@ int main(int argc, char **argv)
         return 0;
     }
     if (only_n) {
-        double s = s_run(redbin, only_n, only_r, only_size, 1, 64 << 20, quick ? 1.0 : 3.0);
-        printf("%s %d %d %zu %.9f\n", s_inplace ? "ztrain-ip" : "ztrain", only_n, only_r, only_size, s);
+        double cpu, s = s_run(redbin, only_n, only_r, only_size, 1, 64 << 20, quick ? 1.0 : 3.0, &cpu);
+        /* the sixth field: CPU-seconds (workers and reducers) per all-reduce */
+        printf("%s %d %d %zu %.9f %.9f\n", s_inplace ? "ztrain-ip" : "ztrain", only_n, only_r, only_size, s, cpu);
         return 0;
     }
     const size_t sizes[5] = { 4u << 10, 64u << 10, 1u << 20, 16u << 20, 64u << 20 };
@@ -259,7 +267,7 @@ int main(int argc, char **argv)
             for (int ri = 0; ri < 4; ri++) {
                 if ((quick && sizes[si] == (64u << 20)) || (s_inplace && Rs[ri] != 0 && Rs[ri] != 2))
                     continue;
-                double s = s_run(redbin, Ns[ni], Rs[ri], sizes[si], 1, 64 << 20, quick ? 0.2 : 0.6);
+                double s = s_run(redbin, Ns[ni], Rs[ri], sizes[si], 1, 64 << 20, quick ? 0.2 : 0.6, NULL);
                 printf("%s %d %d %zu %.9f\n", s_inplace ? "ztrain-ip" : "ztrain", Ns[ni], Rs[ri], sizes[si], s);
                 fflush(stdout);
             }

@@ -5,8 +5,11 @@ with CURVE on every socket as a job has it (--auth), over the same-host
 transport (ipc:// and shared memory, the default) and over TCP alone
 (ZT_DATA_IPC=off ZT_SHM=off: every byte encrypted, as between hosts).
 Prints each figure both ways and the ratio job / plain (1.00: free):
-"job" is security as a job has it, CURVE on every socket except the
-parameter servers' bulk between hosts, which is sealed (ZT_BULK_SEAL).
+"job" is security as a job has it, CURVE on the control plane and the
+bulk between hosts sealed (ZT_BULK_SEAL: the parameter servers, the
+reducers and the ring). Beside each, the CPU it cost: CPU-ns per byte
+moved (parameter servers: pushed and pulled; all-reduce: per byte of the
+tensor all-reduced, the workers and the reducers together).
 
     python3 bench/auth_bench.py [build] [--quick]
 """
@@ -21,7 +24,8 @@ BUILD = next((a for a in sys.argv[1:] if not a.startswith("--")), "build")
 QUICK = "--quick" in sys.argv
 TRANSPORTS = [("same host: ipc:// + shared memory", {}),
               ("TCP only", {"ZT_DATA_IPC": "off", "ZT_SHM": "off"})]
-ROW = re.compile(r"^(\d+ [KMG]iB)\s+(\d+)\s+(\d+) \|\s+([\d.]+) GB/s\s+\d+ ops/s \|\s+([\d.]+) GB/s\s+\d+ ops/s \|\s+([\d.]+)")
+ROW = re.compile(r"^(\d+ [KMG]iB)\s+(\d+)\s+(\d+) \|\s+([\d.]+) GB/s\s+\d+ ops/s \|\s+([\d.]+) GB/s\s+\d+ ops/s \|\s+([\d.]+)"
+                 r".*\| ([\d.]+) CPU-ns/B")
 
 
 def run(cmd, env):
@@ -37,17 +41,18 @@ def ps_rows(auth, env):
     for line in run(cmd + (["--auth"] if auth else []), env).splitlines():
         m = ROW.match(line)
         if m:
-            rows[m.group(1, 2, 3)] = (float(m.group(4)), float(m.group(5)), float(m.group(6)))
+            rows[m.group(1, 2, 3)] = (float(m.group(4)), float(m.group(5)), float(m.group(6)), float(m.group(7)))
     return rows
 
 
 def ar_time(n, r, size, auth, env):
+    """Seconds and CPU-seconds per all-reduce."""
     cmd = [os.path.join(BUILD, "bench", "ar_bench"), os.path.join(BUILD, "bin", "ztrain-reducer"),
            "--only", str(n), str(r), str(size)] + (["--quick"] if QUICK else [])
     for line in run(cmd + (["--auth"] if auth else []), env).splitlines():
         p = line.split()
-        if len(p) == 5 and p[0] == "ztrain":
-            return float(p[4])
+        if len(p) == 6 and p[0] == "ztrain":
+            return float(p[4]), float(p[5])
     sys.exit("ar_bench printed no result for %d %d %d" % (n, r, size))
 
 
@@ -55,21 +60,24 @@ def main():
     for label, env in TRANSPORTS:
         print("== parameter servers, %s ==" % label)
         plain, curve = ps_rows(False, env), ps_rows(True, env)
-        print("value   W  S | push GB/s plain    job  ratio | pull GB/s plain    job  ratio | push+ack us plain    job")
+        print("value   W  S | push GB/s plain    job  ratio | pull GB/s plain    job  ratio | push+ack us plain    job"
+              " | CPU-ns/B plain    job")
         for key in plain:
             if key not in curve:
                 continue
             a, b = plain[key], curve[key]
             print("%-8s %2s %2s |       %6.2f %6.2f  %5.2f |       %6.2f %6.2f  %5.2f |        %6.0f %6.0f"
+                  " |          %5.2f  %5.2f"
                   % (key + (a[0], b[0], b[0] / a[0] if a[0] else 0, a[1], b[1], b[1] / a[1] if a[1] else 0,
-                            a[2], b[2])))
+                            a[2], b[2], a[3], b[3])))
         print("\n== all-reduce, 4 workers, %s ==" % label)
-        print("reducers  bytes     | ms/op plain     job  | job / plain time")
+        print("reducers  bytes     | ms/op plain     job  | job / plain speed | CPU-ns/B plain    job")
         sizes = [1 << 20, 16 << 20] if QUICK else [64 << 10, 1 << 20, 16 << 20, 64 << 20]
         for r in (2, 0):
             for size in sizes:
-                a, b = ar_time(4, r, size, False, env), ar_time(4, r, size, True, env)
-                print("%-9s %-9d | %8.2f %8.2f  | %.2f" % (r if r else "ring", size, a * 1e3, b * 1e3, b / a))
+                (a, ca), (b, cb) = ar_time(4, r, size, False, env), ar_time(4, r, size, True, env)
+                print("%-9s %-9d | %8.2f %8.2f  | %17.2f |          %5.2f  %5.2f"
+                      % (r if r else "ring", size, a * 1e3, b * 1e3, a / b, ca * 1e9 / size, cb * 1e9 / size))
         print()
 
 

@@ -6,6 +6,7 @@
  *   bench/ps_bench [path/to/ztrain-paramserver] [--quick]
  */
 #include "bench_auth.h"
+#include "bench_cpu.h"
 #include "base/zt_util.h"
 #include "ztrain/zt_knobs.h"
 #include "ztrain/ztrain.h"
@@ -98,15 +99,6 @@ static s_result_t s_worker(const char *const *servers, int nservers, int rank, s
 
 static double s_raw_gbs, s_zmq_us;
 
-/* CPU-seconds of the children waited for so far: a case's workers and
- * servers (connecting included), for its CPU per byte pushed or pulled. */
-static double s_children_cpu(void)
-{
-    struct rusage ru;
-    getrusage(RUSAGE_CHILDREN, &ru);
-    return (double) (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) + (double) (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
-}
-
 static void s_run(const char *psbin, int nservers, int nworkers, size_t bytes, double budget_s)
 {
     char eps[4][64];
@@ -136,7 +128,7 @@ static void s_run(const char *psbin, int nservers, int nworkers, size_t bytes, d
     int ready[2], go[2], res[2];
     if (pipe(ready) || pipe(go) || pipe(res))
         exit(1);
-    double cpu0 = s_children_cpu();
+    double cpu0 = s_bench_children_cpu();
     pid_t wpids[4];
     for (int w = 0; w < nworkers; w++)
         if ((wpids[w] = fork()) == 0) {
@@ -168,7 +160,7 @@ static void s_run(const char *psbin, int nservers, int nworkers, size_t bytes, d
         kill(spids[s], SIGTERM);
         waitpid(spids[s], NULL, 0);
     }
-    double cpu = s_children_cpu() - cpu0;
+    double cpu = s_bench_children_cpu() - cpu0;
     close(ready[0]); close(ready[1]); close(go[0]); close(go[1]); close(res[0]); close(res[1]);
     double total = (double) bytes * (double) iters * nworkers;
     char size[32];

@@ -17,6 +17,7 @@
 #include <netdb.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -177,9 +178,15 @@ static zsock_t *s_socket(int type, zt_plane_t plane)
 }
 
 /* Removes the twins in dir that nobody listens on any more (their servers
- * were killed with SIGKILL): a connect to them is refused. */
-static void s_sweep_ipc_dir(const char *dir)
+ * were killed with SIGKILL): a connect to them is refused. A twin younger
+ * than min_age_s seconds is left alone: a server binds its file before it
+ * listens on it, and a process starting beside it (every replica of a job
+ * sweeps when it first binds) must not take that moment for a dead one's
+ * file; a stale young file costs nothing (its port's next server replaces
+ * it). */
+static void s_sweep_ipc_dir(const char *dir, int min_age_s)
 {
+    time_t now = time(NULL);
     DIR *d = opendir(dir);
     if (!d)
         return;
@@ -189,7 +196,9 @@ static void s_sweep_ipc_dir(const char *dir)
         if (strncmp(e->d_name, "ztrain-", 7) || n < 12 || strcmp(e->d_name + n - 5, ".sock"))
             continue;
         struct sockaddr_un a = { .sun_family = AF_UNIX };
-        if (snprintf(a.sun_path, sizeof a.sun_path, "%s/%s", dir, e->d_name) >= (int) sizeof a.sun_path)
+        struct stat st;
+        if (snprintf(a.sun_path, sizeof a.sun_path, "%s/%s", dir, e->d_name) >= (int) sizeof a.sun_path ||
+            lstat(a.sun_path, &st) != 0 || now - st.st_ctime < min_age_s)
             continue;
         int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
         if (fd < 0)
@@ -204,7 +213,7 @@ static void s_sweep_ipc_dir(const char *dir)
 void zt_ipc_sweep(void)
 {
     if (zt_ipc_dir())
-        s_sweep_ipc_dir(zt_ipc_dir());
+        s_sweep_ipc_dir(zt_ipc_dir(), 5);
 }
 
 /* The ipc:// files bound by routers made here, so that closing one removes
@@ -404,7 +413,7 @@ zsock_t *zt_sock_router(zt_plane_t plane, const char *endpoint, int *port_p)
         static bool swept;
         if (!swept) {
             swept = true;
-            s_sweep_ipc_dir(zt_ipc_dir());
+            s_sweep_ipc_dir(zt_ipc_dir(), 5);
         }
         if (zsock_bind(router, "%s", twin) < 0) {
             zt_error("cannot bind %s (the same-host twin of %s): %s; set ZT_IPC_DIR to a writable "
@@ -544,7 +553,9 @@ void zt_transport_selftest(void)
         else
             close(fds[i]);                  /* its server is gone; the file stays */
     }
-    s_sweep_ipc_dir(d);
+    s_sweep_ipc_dir(d, 60);
+    assert(access(paths[0], F_OK) == 0);    /* stale, but young: kept (a server between bind and listen) */
+    s_sweep_ipc_dir(d, 0);
     assert(access(paths[0], F_OK) != 0);    /* stale twin: removed */
     assert(access(paths[1], F_OK) == 0);    /* live: kept */
     assert(access(paths[2], F_OK) == 0);    /* not ours: kept */

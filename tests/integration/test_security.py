@@ -19,6 +19,7 @@ import re
 import shlex
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -342,6 +343,72 @@ class SealedBulk(unittest.TestCase):
         self.assertEqual(len(set(h.values())), 1, h)
         self.assertGreater(j["metrics"]["workerpool0-0"]["accuracy"]["value"], 0.75)
         self.assertRegex(job.out, r"workerpool1-0\[\d+\]: data plane to \S+: this host, over loopback tcp, sealed")
+
+
+RELAY = os.environ.get("ZT_RELAY", os.path.join(BIN, "..", "tests", "zt_relay"))
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class SealedBulkTampering(unittest.TestCase):
+    def test_man_in_the_middle_and_foreign_keys(self):
+        """A sync job over TCP (as between hosts) whose worker workerpool1-0
+        reaches its reducer through a relay run by the stranger, who flips
+        one bit in two of the worker's pieces, replays two more, and flips
+        one bit in two of the reducer's sums; beside it, the stranger opens
+        a stream under a secret of its own (another job's keys) and an
+        insider under another incarnation. None of it is ever summed or
+        used: the tampered and replayed frames are dropped and counted, the
+        openings get no answer, the worker sends again what went
+        unanswered, and the job ends SUCCEEDED with equal weights."""
+        args = ["--hidden=64", "--epochs=3", "--log_every=100"]
+        d = tmpdir("sec-")
+        os.chmod(d, 0o755)
+        job_dir = os.path.join(d, "job")
+        port = free_port()
+        relay = subprocess.Popen(["runuser", "-u", STRANGER.name, "--", RELAY, str(port), "2", "2", "2"],
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.addCleanup(lambda: relay.poll() is None and relay.kill())
+        self.assertIn("listening", relay.stdout.readline())
+        # workerpool1-0 is the built-in worker with its reducer's address
+        # replaced by the relay's
+        through = {"imageUri": "local", "command": ["sh", "-c", 'ZT_REDUCERS=127.0.0.1:%d exec "$0" "$@"' % port,
+                                                    os.path.join(BIN, "ztrain-worker")], "args": args}
+        spec = job_file(d, "tamper", [pool("ztrain-worker", 1, args),
+                                      {"machineSpec": {"machineType": "n1-standard-4"}, "replicaCount": 1,
+                                       "containerSpec": through},
+                                      pool("ztrain-reducer", 1)])
+        job = Job(self, spec, job_dir, env=dict(FAST, ZT_DATA_IPC="off"))
+        wait_for(lambda: (load_job(job_dir) or {}).get("state") == "RUNNING", timeout=120, what="RUNNING")
+        red = replica(load_job(job_dir), "workerpool2-0")
+        relay.stdin.write(red["address"] + "\n")
+        relay.stdin.flush()
+        StrangerAttacks.wait_training(self, job_dir)
+        foreign = STRANGER.run("seal-open", tcp(red["address"]))
+        self.assertRegex(foreign.stdout, r"accepted 0, unanswered 1", foreign.stdout + foreign.stderr)
+        other = insider(job_dir, "workerpool1-0", "seal-open", tcp(red["address"]),
+                        extra_env={"ZT_ATTACK_INCARNATION": "7", "ZT_ATTACK_WAIT_MS": "2000"})
+        self.assertRegex(other.stdout, r"accepted 0, unanswered 1", other.stdout + other.stderr)
+        self.assertEqual(job.wait(timeout=300), 0, job.err[-3000:])
+        relay.stdin.close()
+        out = relay.stdout.read()
+        relay.wait(timeout=30)
+        self.assertIn("flipped 2 up, replayed 2 up, flipped 2 down", out)
+        j = load_job(job_dir)
+        # 2 flipped + 2 replayed pieces, 2 foreign openings: each refused and counted
+        self.assertGreaterEqual(j["metrics"]["workerpool2-0"]["seal_refused"]["value"], 6)
+        self.assertNotIn("nonfinite_refused", j["metrics"]["workerpool2-0"])
+        self.assertEqual(sum(r["restarts"] for r in j["replicas"]), 0)
+        self.assertRegex(job.out + job.err, r"workerpool1-0\[\d+\]: .*reducer 0 \(127\.0\.0\.1:%d\): a message that "
+                                            r"is not sealed under this job's keys was dropped" % port)
+        h = hashes(job.out)
+        self.assertEqual(len(h), 2, job.out[-2000:])
+        self.assertEqual(len(set(h.values())), 1, h)
+        self.assertGreater(j["metrics"]["workerpool0-0"]["accuracy"]["value"], 0.75)
 
 
 class Impostors(unittest.TestCase):

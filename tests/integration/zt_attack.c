@@ -14,6 +14,10 @@
  *   zt_attack register ENDPOINT POOL INDEX  REGISTER as that replica, then a metric accuracy=0.999
  *   zt_attack ps-steal ENDPOINT             a snapshot request (every value of the shard), then a
  *                                           configuration of another model (to make the workers fail)
+ *   zt_attack seal-open ENDPOINT            opens a sealed stream to a bulk socket: with a replica's
+ *                                           credentials the job's secret, else a secret of its own
+ *                                           (another job's); ZT_ATTACK_INCARNATION: as that incarnation.
+ *                                           Accepted, it sends a sealed NaN piece
  *   zt_attack storm SECONDS ENDPOINT...     a CURVE handshake storm: 40 sockets per endpoint with
  *                                           random keys, reconnecting every 10 ms, for SECONDS
  *
@@ -304,6 +308,52 @@ static int s_storm(int seconds, char **endpoints, int n)
     return made ? 0 : 2;
 }
 
+/* seal-open: a sealed stream's opening under the job's secret (an insider)
+ * or another (a stranger's own), for this incarnation or another. Only the
+ * job's secret and incarnation are answered; then a sealed NaN piece. */
+static void s_seal_open(const char *endpoint)
+{
+    zt_stream_cfg_t cfg;
+    if (!zt_stream_cfg_load(&cfg)) {
+        memset(&cfg, 0, sizeof cfg);
+        zt_seal_random(cfg.secret, sizeof cfg.secret);
+        snprintf(cfg.job, sizeof cfg.job, "ztrain");
+        snprintf(cfg.self, sizeof cfg.self, "workerpool1-0");
+    }
+    if (getenv("ZT_ATTACK_INCARNATION"))
+        cfg.incarnation = atoll(getenv("ZT_ATTACK_INCARNATION"));
+    zsock_t *d = zsock_new(ZMQ_DEALER);
+    zsock_set_linger(d, 0);
+    if (!d || zsock_connect(d, "%s", endpoint) != 0) {
+        zsock_destroy(&d);
+        s_silent++;
+        return;
+    }
+    zt_stream_t *st = zt_stream_connect(&cfg, zsock_resolve(d));
+    zmq_pollitem_t it = { zsock_resolve(d), 0, ZMQ_POLLIN, 0 };
+    const char *wait = getenv("ZT_ATTACK_WAIT_MS");
+    if (st && zmq_poll(&it, 1, wait ? atoi(wait) : 5000) > 0) {
+        zmq_msg_t parts[4];
+        int np = zt_msg_recv_parts(zsock_resolve(d), parts, 4);
+        zt_stream_recv(st, parts, &np);
+        zt_msg_close_parts(parts, np);
+    }
+    if (!zt_stream_ready(st)) {
+        printf("open: no acceptance (incarnation %lld)\n", (long long) cfg.incarnation);
+        s_silent++;
+    }
+    else {
+        float g[16] = { __builtin_nanf("") };
+        zt_msg_t m = { .type = ZT_MSG_AR_PIECE, .pool = 1, .index = 0 };
+        m.u.AR_PIECE = (zt_msg_AR_PIECE_t) { .bucket = 0, .gen = 0, .offset = 0, .count = 16 };
+        zt_stream_send(st, &m, g, sizeof g);
+        printf("open: accepted (incarnation %lld)\n", (long long) cfg.incarnation);
+        s_accepted++;
+    }
+    zt_stream_destroy(&st);
+    zsock_destroy(&d);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 3 && !strcmp(argv[1], "storm"))
@@ -312,6 +362,12 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: zt_attack ps-ranges ENDPOINT ROUNDS | reducer-layout ENDPOINT | "
                 "reducer-pieces ENDPOINT ROUNDS\n");
         return 2;
+    }
+    if (!strcmp(argv[1], "seal-open")) {
+        s_seal_open(argv[2]);
+        printf("refused %d, accepted %d, unanswered %d; other messages received %d\n", s_refused, s_accepted,
+               s_silent, s_leaked);
+        return s_accepted ? 1 : s_silent ? 3 : 0;
     }
     /* a parameter server's or a reducer's socket is a bulk one in a sealing job */
     zsock_t *d = s_connect(argv[2], !strncmp(argv[1], "ps-", 3) || !strncmp(argv[1], "reducer-", 8));
