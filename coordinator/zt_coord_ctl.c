@@ -246,6 +246,9 @@ static void s_on_message(zt_coord_t *self, zframe_t *id, const char *who, zt_msg
     switch (m->type) {
     case ZT_MSG_HEARTBEAT:
         r->last_hb_ms = zt_now_ms();
+        r->hb_step = m->u.HEARTBEAT.step;
+        if (r->pool <= 1)
+            zt_coord_settle_reducers(self, r->hb_step);
         break;
     case ZT_MSG_CHECKPOINT:
         s_on_checkpoint(self, r, m);

@@ -47,6 +47,9 @@ typedef struct {
     bool rejoining;            /* a sync trainer restarted into its running group, not yet back */
     int rejoins;               /* times it rejoined, over the whole job */
     int64_t lost_ms;           /* when it was lost (for the recovery time) */
+    int64_t hb_step;           /* the step its last heartbeat named */
+    bool fresh;                /* a reducer restarted in place that no round has yet gone through */
+    int64_t settle_step;       /* fresh: the trainers' step that shows a round has (-1: not yet known) */
 } zt_crep_t;
 
 /* What the coordinator does once every replica has stopped. */
@@ -145,6 +148,10 @@ void zt_coord_cancel(zt_coord_t *self, const char *why);
 void zt_coord_node_lost(zt_coord_t *self, const char *why);
 void zt_coord_preempted(zt_coord_t *self, const char *why);
 void zt_coord_replica_exited(zt_coord_t *self, zt_crep_t *r, int status);
+/* A trainer's heartbeat named step: a reducer restarted in place is no
+ * longer fresh once the trainers' steps go past the first they named after
+ * its restart (a round has gone through it). */
+void zt_coord_settle_reducers(zt_coord_t *self, int64_t step);
 
 /* zt_coord_ctl.c: serves the control messages waiting on the router. */
 void zt_coord_on_control(zt_coord_t *self);

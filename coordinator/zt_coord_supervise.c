@@ -201,7 +201,7 @@ static bool s_can_rejoin(const zt_coord_t *self, const zt_crep_t *r, char *why, 
     }
     for (int i = 0; i < self->nreps; i++) {
         const zt_crep_t *o = &self->reps[i];
-        if (o != r && o->pool == 2 && o->state != ZT_REP_RUNNING) { /* its round needs every reducer */
+        if (o != r && o->pool == 2 && (o->state != ZT_REP_RUNNING || o->fresh)) { /* its round needs every reducer */
             snprintf(why, size, "reducer %s is being restarted too", o->name);
             return false;
         }
@@ -213,6 +213,19 @@ static bool s_can_rejoin(const zt_coord_t *self, const zt_crep_t *r, char *why, 
         }
     }
     return true;
+}
+
+void zt_coord_settle_reducers(zt_coord_t *self, int64_t step)
+{
+    for (int i = 0; i < self->nreps; i++) {
+        zt_crep_t *o = &self->reps[i];
+        if (!o->fresh)
+            continue;
+        if (o->settle_step < 0) /* the first step named since its restart, and a margin for a round in flight */
+            o->settle_step = step + 2;
+        else if (step >= o->settle_step)
+            o->fresh = false;
+    }
 }
 
 /* A reducer lost while a trainer of its group rejoins (or is not back
@@ -260,6 +273,12 @@ static void s_restart(zt_coord_t *self, zt_crep_t *r, bool counted)
         return;
     }
     r->rejoining = rejoin;
+    /* A reducer restarted in place holds no round yet: a trainer lost before
+     * the group's steps go on past it (one lost at the same moment, whose
+     * exit is seen only after the reducer is back) cannot rejoin through it
+     * (zt_coord_settle_reducers, s_can_rejoin). */
+    r->fresh = r->pool == 2 && self->plan->pools[2].role == ZT_ROLE_REDUCER;
+    r->settle_step = -1;
     if (rejoin) {
         r->lost_ms = zt_now_ms();
         zt_info("%s trains in step with the others (synchronous): restarted in place, it takes the model "
