@@ -149,6 +149,7 @@ static void s_usage(FILE *out)
 {
     fprintf(out,
             "usage: ar_bench [REDUCER] [--quick] [--inplace] [--fusion] [--auth] [--only N R BYTES]\n"
+            "       ar_bench --keys DIR\n"
             "       ar_bench --one RANK N BYTES ITERS REDUCERS PEERS\n\n"
             "All-reduce time per operation for 2 and 4 workers through 0 (the ring), 1, 2 or 4\n"
             "reducers, 4 KiB to 64 MiB; prints 'ztrain N R BYTES SECONDS' lines (bench/\n"
@@ -157,7 +158,9 @@ static void s_usage(FILE *out)
             "  --quick        shorter runs, no 64 MiB\n"
             "  --inplace      workers write gradients into zt_allreduce_buffer (no copies)\n"
             "  --fusion       1000 tensors of 4 KiB: one by one against fusion thresholds\n"
-            "  --auth         reducers and workers authenticate and encrypt (CURVE), as in a job\n"
+            "  --auth         reducers and workers are secured as in a job (CURVE control, sealed bulk)\n"
+            "  --keys DIR     writes a job's keys to DIR (DIR/bench.key for ZT_CREDENTIALS) and exits:\n"
+            "                 for runs started elsewhere (bench/netns_bench.py)\n"
             "  --only N R BYTES  one configuration\n"
             "  --one ...      one worker of a run started elsewhere (bench/netns_bench.py);\n"
             "                 REDUCERS and PEERS are comma lists or '-'\n");
@@ -185,6 +188,10 @@ int main(int argc, char **argv)
             s_inplace = true;
         else if (!strcmp(argv[i], "--auth"))
             s_bench_auth();
+        else if (!strcmp(argv[i], "--keys") && i + 1 < argc) {
+            char *names[] = { "bench" };
+            return zt_auth_write_job(argv[i + 1], names, 1) == ZT_OK ? 0 : 1;
+        }
         else if (!strcmp(argv[i], "--only") && i + 3 < argc) { /* --only N R BYTES */
             only_n = atoi(argv[i + 1]);
             only_r = atoi(argv[i + 2]);

@@ -5,14 +5,16 @@ itself (network namespaces on a bridge that has a namespace of its own, as
 has mpirun: nothing is added to the machine's own network; veth pairs, a `tc tbf` rate limit on
 both directions of every link), runs ztrain's reducers, ztrain's ring and
 Open MPI over TCP across them, prints time per operation, algorithm bandwidth
-and the ratios, and removes everything again. Needs root.
+and the ratios, and removes everything again. Needs root. ztrain runs as
+jobs run ("job": the bulk between hosts sealed, keys made for the run) and
+with plain sockets ("plain"), each printed.
 
 With --slurm, the hosts are a real Slurm cluster instead (scripts/slurm_cluster.py,
 the same namespaces, the same rate limit on every host's link), and what runs
 is the sync example itself, submitted with `ztrain run --backend slurm`: the
 job's examples/s through --reducers reducers (one host each) against the ring
 (no reducer pool), --workers workers in all (the chief among them). Each
-runs twice: as jobs run (every socket CURVE: authenticated and encrypted)
+runs twice: as jobs run (CURVE on the control plane, the bulk between hosts sealed)
 and with ZT_SECURITY=off, for what authentication costs on these links.
 
     sudo python3 bench/netns_bench.py [build] [--rate 1gbit] [--workers 4] [--reducers 4]
@@ -100,7 +102,13 @@ def iters_for(size):
     return 3 if size >= (64 << 20) else 5
 
 
-def run_ztrain(size, reducers):
+def run_ztrain(size, reducers, keys=None):
+    """Seconds per all-reduce; keys: a job's credentials (as jobs run), or plain sockets."""
+    env = dict(os.environ, ZT_LOG_LEVEL="warn")
+    if keys:
+        env["ZT_CREDENTIALS"] = keys
+    else:
+        env.pop("ZT_CREDENTIALS", None)
     procs = []
     reds = []
     for r in range(reducers):
@@ -109,14 +117,14 @@ def run_ztrain(size, reducers):
         procs.append(subprocess.Popen(["ip", "netns", "exec", "zt-h%d" % (N + r),
                                        os.path.join(BUILD, "bin", "ztrain-reducer"), "--bind", ep,
                                        "--index", str(r), "--servers", str(reducers)],
-                                      env=dict(os.environ, ZT_LOG_LEVEL="warn"),
+                                      env=env,
                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
     peers = ",".join("tcp://%s:7100" % ip_of(w) for w in range(N))
     workers = [subprocess.Popen(["ip", "netns", "exec", "zt-h%d" % w,
                                  os.path.join(BUILD, "bench", "ar_bench"), "-", "--one", str(w), str(N),
                                  str(size), str(iters_for(size)), ",".join(reds) or "-",
                                  peers if not reducers else "-"],
-                                env=dict(os.environ, ZT_LOG_LEVEL="warn"), stdout=subprocess.PIPE,
+                                env=env, stdout=subprocess.PIPE,
                                 text=True) for w in range(N)]
     times = []
     for p in workers:
@@ -196,10 +204,10 @@ def slurm_main():
             res[(who, security)] = per * N
             hosts = {x["host"] for x in job["replicas"]}
             print("%-12s %-13s %9.0f examples/s (%d replicas on %d hosts)%s" % (
-                who, "curve" if security == "on" else "ZT_SECURITY=off", res[(who, security)],
+                who, "job" if security == "on" else "ZT_SECURITY=off", res[(who, security)],
                 len(job["replicas"]), len(hosts),
                 "   %.2fx the ring" % (res[(who, security)] / res[("ring", security)]) if who != "ring"
-                else "") + ("   curve / off: %.2f" % (res[(who, "on")] / res[(who, "off")]) if security == "off"
+                else "") + ("   job / off: %.2f" % (res[(who, "on")] / res[(who, "off")]) if security == "off"
                             else ""))
             sys.stdout.flush()
     return 0
@@ -217,19 +225,30 @@ def main():
           "MTU %s, frames of %s bytes" % (N, R, RATE, LATENCY, MTU,
                                           os.environ.get("ZT_PS_CHUNK_BYTES", "1048576")))
     mpi = run_mpi()
-    print("\n%-8s %-16s %11s %10s   %s" % ("size", "who", "time", "algbw", "ratio"))
+    keys_dir = "/tmp/zt-netns-keys-%d" % os.getpid()
+    atexit.register(lambda: shutil.rmtree(keys_dir, ignore_errors=True))
+    subprocess.run([os.path.join(BUILD, "bench", "ar_bench"), "--keys", keys_dir], check=True)
+    keys = os.path.join(keys_dir, "bench.key")
+    print("\n%-8s %-22s %11s %10s   %s" % ("size", "who", "time", "algbw", "ratio"))
     for size in SIZES:
-        ring = run_ztrain(size, 0)
-        red = run_ztrain(size, R)
         label = "%d MiB" % (size >> 20)
-        rows = [("ring", ring), ("reducers %d" % R, red)] + ([("mpi-tcp", mpi[size])] if size in mpi else [])
+        t = {}
+        for how, k in (("job", keys), ("plain", None)):
+            t[("ring", how)] = run_ztrain(size, 0, k)
+            t[("reducers", how)] = run_ztrain(size, R, k)
+        rows = [("ring, job", t[("ring", "job")]), ("ring, plain", t[("ring", "plain")]),
+                ("reducers %d, job" % R, t[("reducers", "job")]), ("reducers %d, plain" % R, t[("reducers", "plain")])]
+        rows += [("mpi-tcp", mpi[size])] if size in mpi else []
         for who, s in rows:
             ratio = ""
             if who.startswith("reducers"):
-                ratio = "%.2fx the ring's algbw" % (ring / s)
+                how = who.rsplit(" ", 1)[1]
+                ratio = "%.2fx the ring's algbw (%s)" % (t[("ring", how)] / s, how)
                 if size in mpi:
                     ratio += ", %.2fx Open MPI's" % (mpi[size] / s)
-            print("%-8s %-16s %8.1f ms %7.3f GB/s   %s" % (label, who, s * 1e3, size / s / 1e9, ratio))
+            if who.endswith(", plain"):
+                ratio += "%sjob / plain %.2f" % (", " if ratio else "", s / t[(who.split()[0].rstrip(","), "job")])
+            print("%-8s %-22s %8.1f ms %7.3f GB/s   %s" % (label, who, s * 1e3, size / s / 1e9, ratio))
             label = ""
         sys.stdout.flush()
     return 0
