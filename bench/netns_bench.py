@@ -19,6 +19,8 @@ and with ZT_SECURITY=off, for what authentication costs on these links.
 
     sudo python3 bench/netns_bench.py [build] [--rate 1gbit] [--workers 4] [--reducers 4]
                                       [--queue 20ms] [--mtu 1500] [--slurm]
+
+NETNS_BENCH_MIB (a comma list, default 16,64) picks the sizes without --slurm.
 """
 import benchargs  # bench/ is the script's own folder, first on sys.path
 benchargs.check(__doc__, ('--rate', '--workers', '--reducers', '--queue', '--mtu'), ('--slurm',), 1)
@@ -43,7 +45,7 @@ LATENCY = opt("--queue", "20ms")  # tbf queue: longer queues delay the other dir
 N = int(opt("--workers", "4"))
 R = int(opt("--reducers", "4"))
 HOSTS = N + R
-SIZES = [16 << 20, 64 << 20]
+SIZES = [int(x) << 20 for x in os.environ.get("NETNS_BENCH_MIB", "16,64").split(",")]
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
