@@ -178,8 +178,10 @@ int zt_ar_commit_reducers(zt_allreduce_t *self, int timeout_ms)
         }
         if (zt_now_ms() >= resend) {
             for (int r = 0; r < self->R; r++)
-                if (!ok[r])
+                if (!ok[r]) {
+                    zt_stream_reopen_stale(self->rstream[r], RESEND_MS);
                     s_hello(self, r);
+                }
             resend = zt_now_ms() + RESEND_MS;
         }
         if (zmq_poll(items, self->R < 64 ? self->R : 64, 50) <= 0)
@@ -406,8 +408,10 @@ int zt_ar_wait_reducers(zt_allreduce_t *self, int timeout_ms)
         if (now >= deadline && s_timed_out(self, timeout_ms) != ZT_OK)
             return ZT_ETIMEDOUT;
         if (now - progress >= RESEND_MS) {
-            for (int r = 0; r < self->R; r++)
+            for (int r = 0; r < self->R; r++) {
+                zt_stream_reopen_stale(self->rstream[r], RESEND_MS);
                 s_resend(self, r);
+            }
             progress = now;
         }
         if (zt_spin_poll(&self->spin, items, np, 50) <= 0)

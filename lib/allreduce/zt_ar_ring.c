@@ -23,7 +23,7 @@ static void s_keep(zt_allreduce_t *self, const zt_msg_t *m, zmq_msg_t *payload)
  * RESEND_MS (the next worker was not there yet, or restarted). */
 static int s_ring_out_ready(zt_allreduce_t *self, int timeout_ms)
 {
-    int64_t deadline = zt_now_ms() + timeout_ms, again = zt_now_ms() + RESEND_MS;
+    int64_t deadline = zt_now_ms() + timeout_ms;
     while (self->ring_stream && !zt_stream_ready(self->ring_stream)) {
         if (zt_stop_requested()) {
             snprintf(self->err, sizeof self->err, "ring: stopping");
@@ -37,10 +37,7 @@ static int s_ring_out_ready(zt_allreduce_t *self, int timeout_ms)
                      who, next, timeout_ms);
             return ZT_ETIMEDOUT;
         }
-        if (zt_now_ms() >= again) {
-            zt_stream_reopen(self->ring_stream);
-            again = zt_now_ms() + RESEND_MS;
-        }
+        zt_stream_reopen_stale(self->ring_stream, RESEND_MS);
         zt_msg_t m;
         zmq_msg_t pm;
         if (s_ring_recv_msg(self, &m, &pm, 50) == ZT_OK)

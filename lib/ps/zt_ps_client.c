@@ -589,6 +589,8 @@ int zt_ps_wait(zt_ps_client_t *self, int timeout_ms)
             }
         }
         now = zt_now_ms();
+        for (int s = 0; s < self->nservers; s++) /* an opening lost: its ops go once it is open */
+            zt_stream_reopen_stale(self->streams[s], ZT_PS_RESEND_MS);
         for (int i = 0; i < self->nops; i++)
             if (self->ops[i].req > 0 && now - self->ops[i].sent_ms > ZT_PS_RESEND_MS) {
                 zt_debug("re-sending a request to parameter server %d", self->ops[i].server);

@@ -2,6 +2,7 @@
 #include "wire/zt_bufpool.h"
 #include "wire/zt_auth.h"
 #include "base/zt_env.h"
+#include "base/zt_util.h"
 #include "ztrain/zt_knobs.h"
 #include "ztrain/zt_error.h"
 #include "ztrain/zt_log.h"
@@ -27,6 +28,7 @@ struct zt_stream_t {
     zt_seal_t *brx;              /* a client's opener of its server's one-to-many key */
     zt_bufpool_t *pool;          /* sealed payloads go from here, zero-copy */
     int64_t used;                /* a server's stream: when it last opened a message (for eviction) */
+    int64_t opened_ms;           /* a client's: when its last opening went out */
     zt_stream_drops_t drops;     /* a client's (a server's streams count in the table's) */
 };
 
@@ -261,7 +263,14 @@ int zt_stream_reopen(zt_stream_t *self)
     zt_msg_set_str(m.u.SEAL_OPEN.name, self->cfg.self);
     zt_msg_set_str(m.u.SEAL_OPEN.salt, salt);
     zt_msg_set_str(m.u.SEAL_OPEN.mac, mac);
+    self->opened_ms = zt_now_ms();
     return s_send_plain(self->sock, NULL, 0, &m);
+}
+
+void zt_stream_reopen_stale(zt_stream_t *self, int ms)
+{
+    if (self && !zt_stream_ready(self) && zt_now_ms() - self->opened_ms >= ms)
+        zt_stream_reopen(self);
 }
 
 zt_stream_t *zt_stream_connect(const zt_stream_cfg_t *cfg, void *dealer)
@@ -666,6 +675,34 @@ static void s_selftest_shared(void *ctx, void *r, zt_streams_t *srv, zt_stream_t
     zmq_close(d2);
 }
 
+/* An opening lost (the server took it and died, say): the client opens
+ * again once it is stale, and only then; a ready stream never. */
+static void s_selftest_stale(void *ctx, const zt_stream_cfg_t *cs, const zt_stream_cfg_t *cc)
+{
+    void *r = zmq_socket(ctx, ZMQ_ROUTER), *d = zmq_socket(ctx, ZMQ_DEALER);
+    assert(zmq_bind(r, "inproc://zt-stream-stale") == 0 && zmq_connect(d, "inproc://zt-stream-stale") == 0);
+    zt_streams_t *srv = zt_streams_new(cs, r);
+    zt_stream_t *cl = zt_stream_connect(cc, d), *from;
+    zmq_msg_t p[8];
+    int n = s_wait(r, p, 8);
+    assert(n == 2);
+    zt_msg_close_parts(p, n); /* lost */
+    zt_stream_reopen_stale(cl, 60000); /* not stale yet */
+    zmq_pollitem_t it = { r, 0, ZMQ_POLLIN, 0 };
+    assert(zmq_poll(&it, 1, 50) == 0);
+    zt_stream_reopen_stale(cl, 0);
+    n = s_wait(r, p, 8);
+    assert(n == 2 && zt_streams_recv(srv, p, &n, &from) == ZT_OK);
+    n = s_wait(d, p, 8);
+    assert(n == 1 && zt_stream_recv(cl, p, &n) == ZT_OK && zt_stream_ready(cl));
+    zt_stream_reopen_stale(cl, 0); /* ready: nothing */
+    assert(zt_stream_ready(cl) && zmq_poll(&it, 1, 50) == 0);
+    zt_stream_destroy(&cl);
+    zt_streams_destroy(&srv);
+    zmq_close(d);
+    zmq_close(r);
+}
+
 /* Long on purpose: one client and server through a whole life (opening,
  * messages, replays and flipped bits, strangers, the server's restart),
  * each step relying on the state the last left. */
@@ -763,6 +800,7 @@ void zt_stream_selftest(void)
     }
 
     s_selftest_shared(ctx, r, srv, cl, d, &cc, &m, x);
+    s_selftest_stale(ctx, &cs, &cc);
     /* the server restarts (a new table): the client's next message gets
      * SEAL_RESET, it opens again, and goes on */
     zt_streams_destroy(&srv);

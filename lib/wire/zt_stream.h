@@ -73,6 +73,11 @@ bool zt_stream_ready(const zt_stream_t *self);
 /* Opens again (a new salt): after SEAL_RESET, or when the server seems to
  * have restarted. */
 int zt_stream_reopen(zt_stream_t *self);
+/* Opens again when the stream is not ready and its last opening went out
+ * ms or more ago: the opening (or its answer) was lost, say the server
+ * restarted before it answered. Nothing else makes a client that cannot
+ * send open again. */
+void zt_stream_reopen_stale(zt_stream_t *self, int ms);
 /* The name of the other end (the server's, once accepted). */
 const char *zt_stream_peer(const zt_stream_t *self);
 const zt_stream_drops_t *zt_stream_drops(const zt_stream_t *self);
