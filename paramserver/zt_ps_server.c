@@ -697,24 +697,6 @@ static void s_on_snapshot(zt_ps_server_t *self, zmq_msg_t *id, const zt_msg_t *m
     s_reply(self, id, &r, payload, arrays);
 }
 
-/* A TCP client's message opened in place (its seal dropped), or its
- * stream's opening answered; false when there is nothing to handle (an
- * opening) or it was refused (counted: not sealed under this job's keys).
- * A peer on this host (ipc) sends plain messages. */
-static bool s_unseal(zt_ps_server_t *self, zmq_msg_t *parts, int *n)
-{
-    if (!self->streams || (*n >= 2 && zt_frame_over_ipc(&parts[1])))
-        return true;
-    zt_stream_t *from;
-    if (zt_streams_recv(self->streams, parts, n, &from) != ZT_OK) {
-        zt_process_refused(&self->unsealed, self->opts.replica, "seal_refused",
-                           "a message over TCP that is not sealed under this job's keys (not yet opened after a "
-                           "restart, or altered, replayed or forged)");
-        return false;
-    }
-    return *n > 0;
-}
-
 /* One request: [identity, header, payload?]. Garbage is counted and dropped. */
 void zt_ps_server_handle(zt_ps_server_t *self, zmq_msg_t *parts, int n)
 {
@@ -761,7 +743,7 @@ int zt_ps_server_run(zt_ps_server_t *self, bool (*should_stop)(void *), void *ar
             int n = zt_msg_recv_parts(zs, parts, 5);
             if (n == 0)
                 break;
-            if (s_unseal(self, parts, &n))
+            if (zt_process_unseal(self->streams, parts, &n, &self->unsealed, self->opts.replica))
                 zt_ps_server_handle(self, parts, n);
             zt_msg_close_parts(parts, n);
         }

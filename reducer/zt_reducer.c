@@ -793,24 +793,6 @@ void zt_reducer_handle(zt_reducer_t *self, zmq_msg_t *parts, int n)
         zt_debug("ignored %s from worker %d", zt_msg_type_name(m.type), rank);
 }
 
-/* A TCP worker's message opened in place (its seal dropped), or its
- * stream's opening answered; false when there is nothing to handle (an
- * opening) or it was refused (counted: not sealed under this job's keys).
- * A worker on this host (ipc) sends plain messages. */
-static bool s_unseal(zt_reducer_t *self, zmq_msg_t *parts, int *n)
-{
-    if (!self->streams || (*n >= 2 && zt_frame_over_ipc(&parts[1])))
-        return true;
-    zt_stream_t *from;
-    if (zt_streams_recv(self->streams, parts, n, &from) != ZT_OK) {
-        zt_process_refused(&self->unsealed, self->opts.replica, "seal_refused",
-                           "a message over TCP that is not sealed under this job's keys (not yet opened after a "
-                           "restart, or altered, replayed or forged)");
-        return false;
-    }
-    return *n > 0;
-}
-
 int zt_reducer_run(zt_reducer_t *self, bool (*should_stop)(void *), void *arg)
 {
     void *zs = zsock_resolve(self->router);
@@ -826,7 +808,7 @@ int zt_reducer_run(zt_reducer_t *self, bool (*should_stop)(void *), void *arg)
             int n = zt_msg_recv_parts(zs, parts, 4);
             if (n == 0)
                 break;
-            if (!s_unseal(self, parts, &n))
+            if (!zt_process_unseal(self->streams, parts, &n, &self->unsealed, self->opts.replica))
                 continue;
             zt_reducer_handle(self, parts, n);
             zt_msg_close_parts(parts, n);
