@@ -223,12 +223,14 @@ static void s_release(void *data, void *hint)
     atomic_fetch_sub(&((zt_ar_state_t *) hint)->lent, 1);
 }
 
-int zt_ar_send(zt_allreduce_t *self, zsock_t *sock, zt_msg_t *m, void *payload, size_t bytes,
-                  zt_ar_state_t *lend)
+int zt_ar_send(zt_allreduce_t *self, zsock_t *sock, zt_stream_t *st, zt_msg_t *m, void *payload, size_t bytes,
+               zt_ar_state_t *lend)
 {
     m->seq = self->seq++;
     m->pool = 1;
     m->index = self->rank;
+    if (st) /* sealed from the caller's bytes into the send buffer: nothing is lent */
+        return zt_stream_send(st, m, payload, payload ? bytes : 0);
     zframe_t *h = zt_msg_encode(m);
     if (!h || zframe_send(&h, sock, payload || lend ? ZFRAME_MORE : 0) < 0) {
         zframe_destroy(&h);
@@ -251,18 +253,6 @@ int zt_ar_send(zt_allreduce_t *self, zsock_t *sock, zt_msg_t *m, void *payload, 
         return ZT_EIO;
     }
     return ZT_OK;
-}
-
-int zt_ar_send_red(zt_allreduce_t *self, int r, zt_msg_t *m, void *payload, size_t bytes, zt_ar_state_t *lend)
-{
-    zt_stream_t *st = self->rstream[r];
-    if (!st)
-        return zt_ar_send(self, self->red[r], m, payload, bytes, lend);
-    m->seq = self->seq++;
-    m->pool = 1;
-    m->index = self->rank;
-    /* sealed from the caller's bytes into the send buffer: nothing is lent */
-    return zt_stream_ready(st) ? zt_stream_send(st, m, payload, payload ? bytes : 0) : ZT_OK;
 }
 
 int zt_allreduce_commit(zt_allreduce_t *self, int timeout_ms)

@@ -110,15 +110,14 @@ static inline void zt_ar_wait_lent(zt_ar_state_t *k)
         zclock_sleep(0);
 }
 
-/* Sends m with an optional payload; with lend the payload is sent without
- * a copy and counted in lend->lent until ZeroMQ lets it go. */
-int zt_ar_send(zt_allreduce_t *self, zsock_t *sock, zt_msg_t *m, void *payload, size_t bytes,
+/* Sends m with an optional payload on sock; with lend the payload is sent
+ * without a copy and counted in lend->lent until ZeroMQ lets it go. With a
+ * sealed stream st (another host, a sealing job) it is sealed from the
+ * caller's bytes into the send buffer instead (nothing lent); a stream not
+ * open yet sends nothing (ZT_EPROTO): the reducers' messages go again once
+ * it is, and the ring waits for it first. */
+int zt_ar_send(zt_allreduce_t *self, zsock_t *sock, zt_stream_t *st, zt_msg_t *m, void *payload, size_t bytes,
                zt_ar_state_t *lend);
-
-/* A message to reducer r: sealed on its stream (another host, a sealing
- * job; until the stream is open it is not sent, and goes again once it
- * is), else as zt_ar_send. */
-int zt_ar_send_red(zt_allreduce_t *self, int r, zt_msg_t *m, void *payload, size_t bytes, zt_ar_state_t *lend);
 
 /* Reducers: the layout to each, a bucket's pieces out, the sums back. */
 int zt_ar_commit_reducers(zt_allreduce_t *self, int timeout_ms);

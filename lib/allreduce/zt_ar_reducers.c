@@ -14,10 +14,10 @@ static void s_send_piece(zt_allreduce_t *self, int r, zt_msg_t *m, char *src, si
     if (off >= 0) {
         zt_msg_set_str(m->u.AR_PIECE.shm, self->shm->name);
         m->u.AR_PIECE.shm_off = off;
-        zt_ar_send_red(self, r, m, NULL, 0, NULL);
+        zt_ar_send(self, self->red[r], self->rstream[r], m, NULL, 0, NULL);
     }
     else
-        zt_ar_send_red(self, r, m, src, bytes, lend);
+        zt_ar_send(self, self->red[r], self->rstream[r], m, src, bytes, lend);
 }
 
 static int s_hello(zt_allreduce_t *self, int r)
@@ -26,7 +26,8 @@ static int s_hello(zt_allreduce_t *self, int r)
     m.u.AR_HELLO.req = ++self->req;
     m.u.AR_HELLO.workers = self->workers;
     m.u.AR_HELLO.shm_ok = self->shm && self->red_local[r];
-    return zt_ar_send_red(self, r, &m, self->layout_text, strlen(self->layout_text), NULL);
+    return zt_ar_send(self, self->red[r], self->rstream[r], &m, self->layout_text, strlen(self->layout_text),
+                      NULL);
 }
 
 /* The send window. A reducer sends a block's sum only once every worker's
@@ -261,8 +262,8 @@ static void s_resend(zt_allreduce_t *self, int r)
                         zt_msg_t m = { .type = ZT_MSG_AR_RESULT };
                         m.u.AR_RESULT = (zt_msg_AR_RESULT_t) { .bucket = bi, .gen = k->gen, .offset = ba,
                                                                .count = be - ba, .dtype = lb->dtype };
-                        zt_ar_send_red(self, r, &m, k->buf + ba * (int64_t) k->es, (size_t) (be - ba) * k->es,
-                               NULL);
+                        zt_ar_send(self, self->red[r], self->rstream[r], &m, k->buf + ba * (int64_t) k->es,
+                                   (size_t) (be - ba) * k->es, NULL);
                         sum_out[p] = true;
                     }
                 }
@@ -348,7 +349,7 @@ static void s_on_resend(zt_allreduce_t *self, int r, const zt_msg_AR_RESEND_t *r
         zt_msg_t a = { .type = ZT_MSG_AR_RESULT };
         a.u.AR_RESULT = (zt_msg_AR_RESULT_t) { .bucket = rq->bucket, .gen = k->last_gen, .offset = at,
                                                .count = c, .dtype = self->layout.buckets[rq->bucket].dtype };
-        zt_ar_send_red(self, r, &a, k->last + at * (int64_t) k->es, (size_t) c * k->es, NULL);
+        zt_ar_send(self, self->red[r], self->rstream[r], &a, k->last + at * (int64_t) k->es, (size_t) c * k->es, NULL);
         if (c == 0 || at + c >= k->hi[r])
             break;
     }

@@ -46,17 +46,6 @@ static int s_ring_out_ready(zt_allreduce_t *self, int timeout_ms)
     return ZT_OK;
 }
 
-/* A message to the next worker: sealed on ring_out's stream, or as zt_ar_send. */
-static int s_ring_send(zt_allreduce_t *self, zt_msg_t *m, void *payload, size_t bytes, zt_ar_state_t *lend)
-{
-    if (!self->ring_stream)
-        return zt_ar_send(self, self->ring_out, m, payload, bytes, lend);
-    m->seq = self->seq++;
-    m->pool = 1;
-    m->index = self->rank;
-    return zt_stream_send(self->ring_stream, m, payload, payload ? bytes : 0);
-}
-
 int zt_ar_commit_ring(zt_allreduce_t *self, int timeout_ms)
 {
     /* Each worker's list travels once around the ring; everyone compares it. */
@@ -66,7 +55,7 @@ int zt_ar_commit_ring(zt_allreduce_t *self, int timeout_ms)
     int rc = s_ring_out_ready(self, timeout_ms);
     if (rc != ZT_OK)
         return rc;
-    s_ring_send(self, &m, self->layout_text, strlen(self->layout_text), NULL);
+    zt_ar_send(self, self->ring_out, self->ring_stream, &m, self->layout_text, strlen(self->layout_text), NULL);
     int seen = 0;
     int64_t deadline = zt_now_ms() + timeout_ms;
     while (seen < self->workers - 1) {
@@ -106,7 +95,8 @@ int zt_ar_commit_ring(zt_allreduce_t *self, int timeout_ms)
             rc = ZT_ESPEC;
         }
         if ((origin + self->workers - 1) % self->workers != self->rank) /* not back home next */
-            s_ring_send(self, &in, zmq_msg_data(&payload), zmq_msg_size(&payload), NULL);
+            zt_ar_send(self, self->ring_out, self->ring_stream, &in, zmq_msg_data(&payload), zmq_msg_size(&payload),
+                       NULL);
         free(text);
         zmq_msg_close(&payload);
         seen++;
@@ -242,7 +232,8 @@ static void s_ring_give(zt_allreduce_t *self, int bi, int step, int64_t lo, int6
         zt_msg_t m = { .type = ZT_MSG_AR_PIECE };
         m.u.AR_PIECE = (zt_msg_AR_PIECE_t) { .bucket = bi, .gen = k->gen, .offset = at, .count = c,
                                              .dtype = self->layout.buckets[bi].dtype, .step = step };
-        s_ring_send(self, &m, k->buf + at * (int64_t) k->es, (size_t) c * k->es, c ? k : NULL);
+        zt_ar_send(self, self->ring_out, self->ring_stream, &m, k->buf + at * (int64_t) k->es, (size_t) c * k->es,
+                   c ? k : NULL);
         if (c == 0 || at + c >= hi)
             break;
     }

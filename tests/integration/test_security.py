@@ -45,6 +45,11 @@ class Stranger:
             m = re.match(r"ztx(\d+):", entry)
             if m and not os.path.exists("/proc/%s" % m.group(1)):
                 subprocess.run(["userdel", "ztx" + m.group(1)], capture_output=True, timeout=30)
+        # and the planted "regions" of such a run (its cleanups never ran)
+        for name in os.listdir("/dev/shm"):
+            m = re.match(r"ztrain-evil-(\d+)-\d+$", name)
+            if m and not os.path.exists("/proc/%s" % m.group(1)):
+                os.unlink(os.path.join("/dev/shm", name))
         self.name = "ztx%d" % os.getpid()
         subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", self.name],
                        check=True, capture_output=True, timeout=30)

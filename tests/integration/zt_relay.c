@@ -13,6 +13,7 @@
  * the worker's get one bit of their payload flipped, the next UP_REPLAYS
  * are forwarded twice (a replay), and the first DOWN_FLIPS of the server's
  * get one bit flipped. At the end it prints what it forwarded and did. */
+#include "wire/zt_msg.h"
 #include <czmq.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -27,26 +28,6 @@ typedef struct {
     zmq_msg_t id;
     void *back; /* DEALER to the server */
 } s_client_t;
-
-static int s_recv(void *sock, zmq_msg_t *parts)
-{
-    int n = 0;
-    for (;;) {
-        zmq_msg_t extra, *m = n < MAX_PARTS ? &parts[n] : &extra;
-        zmq_msg_init(m);
-        if (zmq_msg_recv(m, sock, ZMQ_DONTWAIT) < 0) {
-            zmq_msg_close(m);
-            return n;
-        }
-        int more = zmq_msg_more(m);
-        if (n < MAX_PARTS)
-            n++;
-        else
-            zmq_msg_close(m);
-        if (!more)
-            return n;
-    }
-}
 
 /* Sends parts [from, n) (copies, so they can be sent again), after prefix. */
 static void s_send(void *sock, zmq_msg_t *prefix, zmq_msg_t *parts, int from, int n)
@@ -119,7 +100,8 @@ int main(int argc, char **argv)
         }
         zmq_msg_t parts[MAX_PARTS];
         int n;
-        while ((items[0].revents & ZMQ_POLLIN) && (n = s_recv(zsock_resolve(front), parts)) > 0) {
+        while ((items[0].revents & ZMQ_POLLIN) &&
+               (n = zt_msg_recv_parts(zsock_resolve(front), parts, MAX_PARTS)) > 0) {
             int c = 0;
             while (c < nclients && !(zmq_msg_size(&clients[c].id) == zmq_msg_size(&parts[0]) &&
                                      !memcmp(zmq_msg_data(&clients[c].id), zmq_msg_data(&parts[0]),
@@ -153,19 +135,18 @@ int main(int argc, char **argv)
                     }
                 }
             }
-            for (int i = 0; i < n; i++)
-                zmq_msg_close(&parts[i]);
+            zt_msg_close_parts(parts, n);
         }
         for (int c = 0; c < nclients; c++)
-            while ((items[2 + c].revents & ZMQ_POLLIN) && (n = s_recv(clients[c].back, parts)) > 0) {
+            while ((items[2 + c].revents & ZMQ_POLLIN) &&
+                   (n = zt_msg_recv_parts(clients[c].back, parts, MAX_PARTS)) > 0) {
                 down++;
                 if (s_sealed(parts, 0, n) && flipped_down < down_flips) {
                     s_flip(&parts[n - 1]);
                     flipped_down++;
                 }
                 s_send(zsock_resolve(front), &clients[c].id, parts, 0, n);
-                for (int i = 0; i < n; i++)
-                    zmq_msg_close(&parts[i]);
+                zt_msg_close_parts(parts, n);
             }
     }
     printf("relay: forwarded %ld up, %ld down; flipped %d up, replayed %d up, flipped %d down\n", up, down,
