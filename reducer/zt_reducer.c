@@ -71,6 +71,7 @@ struct zt_reducer_t {
     bool have_id[MAX_WORKERS];
     bool said_hello[MAX_WORKERS];
     int64_t hello_req[MAX_WORKERS];
+    int64_t asked_ms[MAX_WORKERS]; /* when each was last told to say hello (NOT_CONFIGURED) */
     json_t *first_tensors;     /* tensors of the first hello, for mismatch messages */
     int first_rank;
     uint64_t seq;
@@ -623,8 +624,16 @@ static void s_refuse_nonfinite(zt_reducer_t *self, int rank, const zt_msg_AR_PIE
 static void s_on_piece(zt_reducer_t *self, int rank, const zt_msg_t *m, zmq_msg_t *payload)
 {
     const zt_msg_AR_PIECE_t *p = &m->u.AR_PIECE;
-    if (!self->configured) {
-        s_error(self, rank, -1, ZT_PS_NOT_CONFIGURED, "reducer has no layout (restarted?)");
+    if (!self->configured || !self->said_hello[rank]) {
+        /* A restarted reducer (this one) knows only the workers that said
+         * hello to it since: one summing on, unaware of the restart, is told
+         * to say it (its hello may be the one the group's READY waits for),
+         * once a while, not once per piece in flight. */
+        int64_t now = zt_now_ms();
+        if (now - self->asked_ms[rank] >= 500) {
+            self->asked_ms[rank] = now;
+            s_error(self, rank, -1, ZT_PS_NOT_CONFIGURED, "reducer has no layout from this worker (restarted?)");
+        }
         return;
     }
     if (p->bucket < 0 || p->bucket >= self->layout.nbuckets || rank >= self->workers) {

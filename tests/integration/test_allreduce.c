@@ -3,7 +3,8 @@
  * and R, odd sizes, an empty tensor, float16 and bfloat16, fused, unfused
  * and cycle-time flushes, averaging, a shape mismatch that fails with the
  * naming error instead of hanging, a reducer killed mid-job, and a round
- * averaged in place whose exact sum a restarted reducer asks for again. The
+ * averaged in place whose exact sum a restarted reducer asks for again, a
+ * reducer restarted between the workers' hellos. The
  * reducers are on this host, so payloads go through shared memory unless
  * ZT_SHM=off (ctest runs both); forged shared-memory references are refused.
  * Collectives (zt_coll) over the same reducers and the ring: calls larger
@@ -590,6 +591,86 @@ static void s_hostile_ranges(void)
     printf("hostile layouts and piece ranges: refused with the reason, reducer still sums: ok\n");
 }
 
+/* One worker of two with one tensor of n floats, its group formed. */
+static zt_allreduce_t *s_pair_worker(int rank, int64_t n)
+{
+    const char *reds[1] = { s_red_eps[0] }, *peers[2] = { "unused", "unused" };
+    zt_allreduce_opts_t o = { rank, 2, reds, 1, peers, 1 << 26, 5 };
+    zt_allreduce_t *ar = zt_allreduce_new(&o);
+    int64_t shape[1] = { n };
+    assert(ar && zt_allreduce_register(ar, "g", shape, 1, ZT_F32) == 0);
+    if (zt_allreduce_commit(ar, 20000) != ZT_OK) {
+        fprintf(stderr, "worker %d: %s\n", rank, zt_allreduce_error(ar));
+        abort();
+    }
+    return ar;
+}
+
+/* One round of the pair: every element of g is rank + 1, the sum 3. */
+static void s_pair_round(zt_allreduce_t *ar, int rank, int64_t n)
+{
+    float *g = malloc((size_t) n * sizeof(float));
+    for (int64_t i = 0; i < n; i++)
+        g[i] = (float) (rank + 1);
+    assert(zt_allreduce_submit(ar, 0, g) == ZT_OK);
+    if (zt_allreduce_wait(ar, false, 30000) != ZT_OK) {
+        fprintf(stderr, "worker %d: %s\n", rank, zt_allreduce_error(ar));
+        abort();
+    }
+    for (int64_t i = 0; i < n; i++)
+        assert(g[i] == 3.0f);
+    free(g);
+}
+
+/* A reducer restarted between two workers' hellos: worker 1 forms the group
+ * again (it lost the READY, or restarted too) and its hello reaches the new
+ * reducer first; worker 0, which formed the group with the old one, sends
+ * its pieces unaware. The new reducer must ask worker 0 for its hello
+ * instead of summing its pieces: else the group's READY waits for a hello
+ * that never comes, and the round for pieces that never come. */
+static void s_restart_between_hellos(void)
+{
+    const int64_t n = 1 << 12;
+    s_start_reducer(0, 1);
+    int up[2], down[2];
+    assert(pipe(up) == 0 && pipe(down) == 0);
+    char c;
+    pid_t w0 = fork();
+    if (w0 == 0) {
+        alarm(60);
+        zt_log_init("test_allreduce", 0);
+        zt_allreduce_t *ar = s_pair_worker(0, n);
+        assert(write(up[1], "c", 1) == 1);
+        assert(read(down[0], &c, 1) == 1); /* the reducer is new, worker 1 forming the group again */
+        usleep(1000 * 1000);
+        s_pair_round(ar, 0, n);
+        zt_allreduce_destroy(&ar);
+        exit(0);
+    }
+    zt_allreduce_t *ar = s_pair_worker(1, n);
+    assert(read(up[0], &c, 1) == 1);
+    kill(s_red_pids[0], SIGKILL);
+    waitpid(s_red_pids[0], NULL, 0);
+    s_start_reducer(0, 1);
+    zt_allreduce_destroy(&ar);
+    assert(write(down[1], "g", 1) == 1);
+    ar = s_pair_worker(1, n);
+    s_pair_round(ar, 1, n);
+    zt_allreduce_destroy(&ar);
+    int st;
+    waitpid(w0, &st, 0);
+    bool ok = WIFEXITED(st) && WEXITSTATUS(st) == 0;
+    printf("a reducer restarted between the workers' hellos asks the summing one for its hello: %s\n",
+           ok ? "ok" : "FAILED");
+    fflush(stdout);
+    assert(ok);
+    for (int i = 0; i < 2; i++) {
+        close(up[i]);
+        close(down[i]);
+    }
+    s_stop_reducers(1);
+}
+
 int main(int argc, char **argv)
 {
     s_bin = argc > 1 ? argv[1] : "ztrain-reducer";
@@ -619,6 +700,7 @@ int main(int argc, char **argv)
     s_resend_is_the_sum();
     s_forged_references();
     s_hostile_ranges();
+    s_restart_between_hellos();
 
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", s_dir);
