@@ -1,4 +1,4 @@
-/* seal_bench: the data plane's seal (zt_seal, AES-256-GCM through OpenSSL)
+/* seal_bench: the data plane's seal (zt_seal, AES-128-GCM through OpenSSL)
  * against the cipher CURVE puts on every ZeroMQ frame (libsodium's
  * XSalsa20-Poly1305, crypto_secretbox), in the same run, on one core:
  * sealing then opening frames of the data plane's sizes, each from one
@@ -87,7 +87,7 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < sizes[2]; i++)
         src[i] = (unsigned char) (i * 2654435761u >> 13);
     printf("seal then open, one core, each byte counted once (GB/s; CPU-ns per byte)\n");
-    printf("%-10s %-26s %-26s %s\n", "frame", "zt_seal AES-256-GCM", "CURVE's XSalsa20-Poly1305", "speed ratio");
+    printf("%-10s %-26s %-26s %s\n", "frame", "zt_seal AES-128-GCM", "CURVE's XSalsa20-Poly1305", "speed ratio");
     for (int i = 0; i < 3; i++) {
         s_fig_t a = s_seal(sizes[i], secs, src, wire, dst), b = s_secretbox(sizes[i], secs, src, wire, dst);
         char fa[40], fb[40];

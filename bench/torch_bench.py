@@ -5,14 +5,19 @@ trained by 4 trainer processes under `ztrain run`, in the same run:
   - DDP over gloo (the peer),
   - DDP with ztrain.torch.reducer_hook through 2 and through 4 reducers,
   - the Horovod-style DistributedOptimizer through 2 reducers.
+  - the all-reduce alone: gloo's dist.all_reduce and ztrain.allreduce.
 Prints seconds per step (median), the communication per step (the step
 less the compute alone), each one's ratio against gloo, and how busy the
-machine's CPUs were over the timed steps.
+machine's CPUs were over the timed steps; then the CPU-seconds per GB
+all-reduced, of the 4 trainers and of the whole job (every process on the
+machine over rank 0's timed steps), each less the compute alone's, against
+gloo's.
 
-Every socket of ztrain's is authenticated and encrypted (CURVE) unless
-ZT_SECURITY=off is set for the run; gloo's neither authenticates nor
-encrypts, so ZT_SECURITY=off is the like-for-like comparison of the data
-planes and the default shows what security costs on top.
+ztrain's bytes are authenticated and encrypted as a job has them (CURVE on
+the control sockets, AES-GCM on the bulk ones) unless ZT_SECURITY=off is
+set for the run; gloo's neither authenticates nor encrypts, so
+ZT_SECURITY=off is the like-for-like comparison of the data planes and the
+default shows what security costs on top.
 
 With --slurm (root), every trainer and reducer is a host of its own: a real
 Slurm cluster on network namespaces (scripts/slurm_cluster.py) with every
@@ -21,16 +26,25 @@ submitted with `ztrain run --backend slurm`.
 
     python3 bench/torch_bench.py [build/bin] [--python PY] [--width N] [--steps N]
                                  [--slurm] [--rate 1gbit] [--queue 20ms] [--only MODES]
+                                 [--ar-mib M] [--ar-reducers R] [--tcp]
 
 --only runs a subset (comma-separated modes: gloo, hook, hvd, ar-gloo,
-ar-ztrain; the compute alone always runs).
+ar-ztrain; the compute alone runs unless every mode named is an ar- one).
+--ar-mib sets the all-reduce alone's size (default: the model's gradients),
+--ar-reducers its reducers (default 4). --tcp sends ztrain's bulk bytes over
+TCP on one machine too (ZT_DATA_IPC=off ZT_SHM=off), as between hosts. The
+all-reduce of 16 MiB by 4 trainers through 2 reducers, over TCP:
+
+    python3 bench/torch_bench.py build/bin --only ar-gloo,ar-ztrain --ar-mib 16 \
+        --ar-reducers 2 --steps 48 --tcp
 
 PY must import ztrain and torch (a venv made by `pip install ./python`
 with --system-site-packages on Debian's python3-torch). Without --python,
 such a venv is made for the run (with the build's libztrain.so) and
 removed after it."""
 import benchargs  # bench/ is the script's own folder, first on sys.path
-benchargs.check(__doc__, ("--python", "--width", "--steps", "--rate", "--queue", "--only"), ("--slurm",), 1)
+VALUED = ("--python", "--width", "--steps", "--rate", "--queue", "--only", "--ar-mib", "--ar-reducers")
+benchargs.check(__doc__, VALUED, ("--slurm", "--tcp"), 1)
 import json
 import os
 import re
@@ -40,7 +54,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BIN = next((a for i, a in enumerate(sys.argv[1:], 1)
-            if not a.startswith("--") and sys.argv[i - 1] not in ("--python", "--width", "--steps", "--rate", "--queue", "--only")),
+            if not a.startswith("--") and sys.argv[i - 1] not in VALUED),
            "build/bin")
 
 
@@ -50,13 +64,15 @@ def opt(name, default):
 
 PY, WIDTH, STEPS = opt("--python", None), int(opt("--width", "4096")), int(opt("--steps", "6"))
 RATE, QUEUE = opt("--rate", "1gbit"), opt("--queue", "20ms")
+AR_NUMEL = int(float(opt("--ar-mib", "0")) * (1 << 20)) // 4  # float32 elements; 0: the model's
+AR_REDUCERS = int(opt("--ar-reducers", "4"))
 REDUCTION_SERVER = "us-docker.pkg.dev/vertex-ai-restricted/training/reductionserver:latest"
 CLUSTER, SCRATCH = None, None  # --slurm: the cluster and a folder every host sees
 
 
 def run(mode, reducers):
     cmd = {"imageUri": "local", "command": [PY, os.path.join(HERE, "torch_bench_worker.py"), mode,
-                                            str(WIDTH), str(STEPS)]}
+                                            str(WIDTH), str(STEPS), str(AR_NUMEL)]}
     # on the cluster, every replica a whole node of 8 vCPUs: one per host, each with its own link
     machine = "n1-standard-8" if CLUSTER else "n1-standard-4"
     p = lambda n, c: {"machineSpec": {"machineType": machine}, "replicaCount": n, "containerSpec": c}
@@ -69,13 +85,17 @@ def run(mode, reducers):
         env = dict(CLUSTER.env() if CLUSTER else os.environ)
         if "ZT_SECURITY" in os.environ:  # off: plain sockets, as gloo's (which neither authenticates nor encrypts)
             env["ZT_SECURITY"] = os.environ["ZT_SECURITY"]
+        if "--tcp" in sys.argv:  # as between hosts: no ipc sockets, no shared memory
+            env.update(ZT_DATA_IPC="off", ZT_SHM="off")
         if CLUSTER:
             argv = CLUSTER.argv("ctl", argv + ["--backend", "slurm"])
         r = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=900)
-    m = re.search(r"bench: params (\d+) step_s ([0-9.]+) cpu_busy ([0-9.]+)", r.stdout + r.stderr)
-    if r.returncode != 0 or not m:
-        sys.exit("%s: the job failed (exit %d):\n%s" % (mode, r.returncode, (r.stdout + r.stderr)[-3000:]))
-    return int(m.group(1)), float(m.group(2)), float(m.group(3))
+    out = r.stdout + r.stderr
+    m = re.search(r"bench: params (\d+) step_s ([0-9.]+) cpu_busy ([0-9.]+) machine_cpu_s ([0-9.]+)", out)
+    ranks = {int(k): float(v) for k, v in re.findall(r"bench: rank (\d+) cpu_s ([0-9.]+)", out)}
+    if r.returncode != 0 or not m or len(ranks) != 4:
+        sys.exit("%s: the job failed (exit %d):\n%s" % (mode, r.returncode, out[-3000:]))
+    return int(m.group(1)), float(m.group(2)), float(m.group(3)), sum(ranks.values()), float(m.group(4))
 
 
 def venv():
@@ -111,23 +131,29 @@ def main():
     cases = [("alone (no communication)", "local", 0), ("DDP over gloo", "gloo", 0),
              ("DDP + ztrain hook, 2 reducers", "hook", 2), ("DDP + ztrain hook, 4 reducers", "hook", 4),
              ("Horovod-style optimizer, 2 reducers", "hvd", 2),
-             ("all-reduce alone: gloo", "ar-gloo", 0), ("all-reduce alone: ztrain, 4 reducers", "ar-ztrain", 4)]
+             ("all-reduce alone: gloo", "ar-gloo", 0),
+             ("all-reduce alone: ztrain, %d reducers" % AR_REDUCERS, "ar-ztrain", AR_REDUCERS)]
     only = opt("--only", None)
     if only:
-        cases = [c for c in cases if c[1] in only.split(",") or c[1] == "local"]
+        named = only.split(",")
+        keep_local = any(not m.startswith("ar-") for m in named)
+        cases = [c for c in cases if c[1] in named or (c[1] == "local" and keep_local)]
     res = {}
     for label, mode, reducers in cases:
         res[label] = run(mode, reducers)
-    by_mode = {m: res[l][1] for l, m, _ in cases}
-    params, compute = res[cases[0][0]][0], by_mode["local"]
-    print("4 trainers, MLP of %d parameters (%.0f MB of float32 gradients), %d timed steps, %s, ztrain's "
-          "sockets %s" % (params, params * 4 / 1e6, STEPS, where, "plain (ZT_SECURITY=off)"
-                          if os.environ.get("ZT_SECURITY") == "off" else "CURVE"))
+    by_mode = {m: res[l] for l, m, _ in cases}
+    params = by_mode["local"][0] if "local" in by_mode else 0
+    compute = by_mode["local"][1] if "local" in by_mode else 0.0
+    security = "plain (ZT_SECURITY=off)" if os.environ.get("ZT_SECURITY") == "off" else "security on"
+    print("4 trainers, %d timed steps, %s%s, ztrain's sockets %s" % (
+        STEPS, where, ", ztrain's bulk over TCP" if "--tcp" in sys.argv else "", security))
+    if params:
+        print("the model: an MLP of %d parameters (%.0f MB of float32 gradients)" % (params, params * 4 / 1e6))
     print("%-38s %10s %12s %10s %10s %9s" % ("", "s/step", "comm s/step", "step/gloo", "comm/gloo", "CPU busy"))
     for label, mode, _ in cases:
         s, busy = res[label][1], "%8.0f%%" % (100 * res[label][2])
         raw = mode.startswith("ar-")  # no model: the step is all communication
-        peer = by_mode.get("ar-gloo" if raw else "gloo")
+        peer = by_mode.get("ar-gloo" if raw else "gloo", (0, None))[1]
         comm, peer_comm = (s, peer) if raw else (max(s - compute, 0.0), max((peer or 0) - compute, 1e-9))
         if mode == "local" or not peer:
             print("%-38s %10.3f %12.3f %10s %10s %s" % (label, s, comm, "", "", busy))
@@ -135,10 +161,35 @@ def main():
             print("%-38s %10.3f %12.3f %10.2f %10.2f %s" % (label, s, comm, s / peer, comm / peer_comm, busy))
     print("CPU busy: the machine's %d cores over the timed steps (every host of a namespace cluster "
           "shares them)" % os.cpu_count())
-    if "gloo" in by_mode:
-        gloo = by_mode["gloo"]
+    if "gloo" in by_mode and "local" in by_mode:
+        gloo = by_mode["gloo"][1]
         print("communication's share of gloo's step: %.0f%%" % (100 * max(gloo - compute, 0) / gloo))
+    cpu_table(cases, res, by_mode)
     return 0
+
+
+def cpu_table(cases, res, by_mode):
+    """CPU-seconds per GB all-reduced, of the trainers and of the whole job,
+    less the compute alone's (scaled to the same steps), against gloo's."""
+    local = by_mode.get("local")
+    print("\nCPU-seconds per GB all-reduced (less the compute alone's; the job: every process on the machine)")
+    print("%-38s %10s %10s %12s %10s" % ("", "trainers", "/ gloo's", "whole job", "/ gloo's"))
+    per_gb = {}
+    for label, mode, _ in cases:
+        if mode == "local":
+            continue
+        n, _, _, trainers, job = res[label]
+        if not mode.startswith("ar-") and local:
+            trainers, job = max(trainers - local[3], 0.0), max(job - local[4], 0.0)
+        gb = n * 4 * STEPS / 1e9
+        per_gb[mode] = (trainers / gb, job / gb)
+        peer = per_gb.get("ar-gloo" if mode.startswith("ar-") else "gloo")
+        if peer and mode not in ("gloo", "ar-gloo"):
+            print("%-38s %10.3f %10.2f %12.3f %10.2f" % (label, trainers / gb, trainers / gb / max(peer[0], 1e-9),
+                                                         job / gb, job / gb / max(peer[1], 1e-9)))
+        else:
+            print("%-38s %10.3f %10s %12.3f %10s" % (label, trainers / gb, "", job / gb, ""))
+
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -88,7 +88,7 @@ extern "C" {
     X(SECURITY,            "ZT_SECURITY",            "on", "on|off", ZT_FOR_ALL,                                      \
       "on: every socket of a job started by ztrain run is authenticated and encrypted (CURVE keys made for each job, in files only its user can read; only the job's replicas may connect, each as itself); off: for benchmarks only, no authentication and no encryption, so anyone who can reach the job's ports can read its model and pose as its replicas") \
     X(BULK_SEAL,           "ZT_BULK_SEAL",           "on", "on|off", ZT_FOR_ALL,                                      \
-      "on: in a secured job, bulk data between hosts (parameter servers' pushes and pulls, all-reduce pieces and sums through reducers, ring blocks) is sealed with AES-256-GCM under keys of the job's own (each stream's, fresh) instead of CURVE, which keeps the control plane; off: CURVE on those sockets too (for comparison)") \
+      "on: in a secured job, bulk data between hosts (parameter servers' pushes and pulls, all-reduce pieces and sums through reducers, ring blocks) is sealed with AES-128-GCM under keys of the job's own (each stream's, fresh) instead of CURVE, which keeps the control plane; off: CURVE on those sockets too (for comparison)") \
     X(DATA_IPC,            "ZT_DATA_IPC",            "auto", "auto|off", ZT_FOR_ALL,                      \
       "auto: a job's sockets between processes on one host go over ipc:// twins of their TCP ports (control and data plane), and a job's TCP ports then accept only its other hosts; off: TCP only, open to any address (as between hosts; for benchmarks)") \
     X(HANDSHAKE_MS,        "ZT_HANDSHAKE_MS",        "10000", "int", ZT_FOR_ALL,                         \

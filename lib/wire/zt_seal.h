@@ -2,7 +2,7 @@
  *
  * CURVE proves who a peer is and keeps the control plane private, but it
  * encrypts every frame with XSalsa20-Poly1305 plus a copy and an allocation
- * inside libzmq. Bulk tensors instead are sealed here with AES-256-GCM
+ * inside libzmq. Bulk tensors instead are sealed here with AES-128-GCM
  * (OpenSSL's EVP, which runs on the processor's AES and carry-less multiply
  * instructions), in the pass that copies them anyway: from the caller's
  * tensor into the send buffer, and from the received frame into the
@@ -34,7 +34,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define ZT_SEAL_KEY_BYTES 32           /* AES-256 */
+#define ZT_SEAL_KEY_BYTES 32           /* a derived key; its first 16 bytes are the AES-128 key */
 #define ZT_SEAL_TAG_BYTES 16           /* GCM's full tag */
 #define ZT_SEAL_SALT_BYTES 16          /* each end's fresh value at a stream's opening */
 #define ZT_SEAL_REKEY_FRAMES (1u << 20) /* frames per key: ~1 TiB at 1 MiB frames */

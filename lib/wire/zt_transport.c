@@ -453,7 +453,7 @@ zsock_t *zt_sock_dealer(zt_plane_t plane, const char *endpoint)
         zt_info("data plane to %s: %s", endpoint,
                 zt_data_is_local(endpoint) ? "this host, over an ipc socket (shared memory allowed)"
                 : s_here(endpoint, false, &port) ? (plane == ZT_PLANE_BULK ? "this host, over loopback tcp, sealed (ZT_DATA_IPC=off or no usable ZT_IPC_DIR)" : "this host, over loopback tcp (ZT_DATA_IPC=off or no usable ZT_IPC_DIR)")
-                : plane == ZT_PLANE_BULK ? "another host, over tcp, sealed (AES-256-GCM)"
+                : plane == ZT_PLANE_BULK ? "another host, over tcp, sealed (AES-128-GCM)"
                                                  : "another host, over tcp");
     }
     return d;
