@@ -73,14 +73,21 @@ static char *s_local_checkpoint(const char *name)
  * folder local, each chunk answered within wait_ms. */
 static int s_fetch(const char *address, const char *name, const char *local, int wait_ms, char *err, size_t errlen)
 {
-    zsock_t *dealer = zt_sock_dealer(ZT_PLANE_CONTROL, address);
-    if (!dealer) {
+    /* as the file server's socket is (zt_fileserver.h): sealed from another host */
+    zt_stream_cfg_t cfg;
+    bool seal = zt_stream_cfg_load(&cfg);
+    zsock_t *dealer = zt_sock_dealer(seal ? ZT_PLANE_BULK : ZT_PLANE_CONTROL, address);
+    zt_stream_t *st = dealer && seal && !zt_data_is_local(address) ? zt_stream_connect(&cfg, zsock_resolve(dealer))
+                                                                   : NULL;
+    memset(cfg.secret, 0, sizeof cfg.secret);
+    if (!dealer || (seal && !zt_data_is_local(address) && !st)) {
+        zt_sock_destroy(&dealer);
         snprintf(err, errlen, "cannot connect to %s", address);
         return ZT_EIO;
     }
     zt_mkdir_p(local);
     char *rman = zt_strdupf("%s/manifest.json", name), *lman = zt_strdupf("%s/manifest.json", local);
-    int rc = zt_file_fetch(dealer, rman, lman, wait_ms, err, errlen);
+    int rc = zt_file_fetch(dealer, st, rman, lman, wait_ms, err, errlen);
     json_t *man = rc == ZT_OK ? json_load_file(lman, 0, NULL) : NULL;
     size_t i;
     json_t *f;
@@ -91,13 +98,14 @@ static int s_fetch(const char *address, const char *name, const char *local, int
             break;
         }
         char *rp = zt_strdupf("%s/%s", name, fn), *lp = zt_strdupf("%s/%s", local, fn);
-        rc = zt_file_fetch(dealer, rp, lp, wait_ms, err, errlen);
+        rc = zt_file_fetch(dealer, st, rp, lp, wait_ms, err, errlen);
         free(rp);
         free(lp);
         if (rc != ZT_OK)
             break;
     }
     json_decref(man);
+    zt_stream_destroy(&st);
     zt_sock_destroy(&dealer);
     free(rman);
     free(lman);

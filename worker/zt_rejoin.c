@@ -1,6 +1,8 @@
 #include "zt_rejoin.h"
 #include "base/zt_env.h"
+#include "runtime/zt_process.h"
 #include "wire/zt_msg.h"
+#include "wire/zt_stream.h"
 #include "wire/zt_transport.h"
 #include "base/zt_util.h"
 #include "ztrain/zt_error.h"
@@ -12,6 +14,8 @@
 
 struct zt_rejoin_t {
     zsock_t *router;
+    zt_streams_t *streams;  /* another host's peers' sealed streams (NULL: the socket is CURVE or plain) */
+    zt_refusals_t refused;  /* what came over TCP not sealed under the job's keys */
     char endpoint[256];
 };
 
@@ -23,8 +27,12 @@ static char *s_endpoint(const char *addr)
 zt_rejoin_t *zt_rejoin_serve(const char *endpoint)
 {
     char *ep = s_endpoint(endpoint);
-    zsock_t *s = zt_sock_router(ZT_PLANE_DATA, ep, NULL);
+    /* as a reducer's: a bulk socket in a job that seals its bulk data */
+    zt_stream_cfg_t cfg;
+    bool seal = zt_stream_cfg_load(&cfg);
+    zsock_t *s = zt_sock_router(seal ? ZT_PLANE_BULK : ZT_PLANE_DATA, ep, NULL);
     if (!s) {
+        memset(cfg.secret, 0, sizeof cfg.secret);
         zt_warn("cannot serve the model to a restarted peer on %s (%s): a peer that restarts asks another",
                 ep, zmq_strerror(zmq_errno()));
         free(ep);
@@ -32,6 +40,8 @@ zt_rejoin_t *zt_rejoin_serve(const char *endpoint)
     }
     zt_rejoin_t *self = calloc(1, sizeof *self);
     self->router = s;
+    self->streams = seal ? zt_streams_new(&cfg, zsock_resolve(s)) : NULL;
+    memset(cfg.secret, 0, sizeof cfg.secret);
     snprintf(self->endpoint, sizeof self->endpoint, "%s", ep);
     free(ep);
     return self;
@@ -41,6 +51,7 @@ void zt_rejoin_destroy(zt_rejoin_t **self_p)
 {
     if (!self_p || !*self_p)
         return;
+    zt_streams_destroy(&(*self_p)->streams);
     zt_sock_destroy(&(*self_p)->router);
     free(*self_p);
     *self_p = NULL;
@@ -48,12 +59,18 @@ void zt_rejoin_destroy(zt_rejoin_t **self_p)
 
 void *zt_rejoin_socket(zt_rejoin_t *self) { return self ? zsock_resolve(self->router) : NULL; }
 
-/* One REJOIN_STATE header; count 0 with no payload is a refusal. */
-static int s_send_part(void *router, zmq_msg_t *id, int64_t req, const zt_rejoin_state_t *st, int a,
+/* One REJOIN_STATE header; count 0 with no payload is a refusal. Sealed
+ * (straight from the model) on the stream of a peer that has one. */
+static int s_send_part(zt_rejoin_t *self, zmq_msg_t *id, int64_t req, const zt_rejoin_state_t *st, int a,
                        int64_t offset, int64_t count)
 {
     zt_msg_t m = { .type = ZT_MSG_REJOIN_STATE };
     m.u.REJOIN_STATE = (zt_msg_REJOIN_STATE_t) { req, st->step, st->gen, st->total, st->arrays, a, offset, count };
+    zt_stream_t *to = self->streams ? zt_streams_find(self->streams, id) : NULL;
+    if (to)
+        return zt_streams_send(self->streams, to, &m, count > 0 ? st->data[a] + offset : NULL,
+                               count > 0 ? (size_t) count * sizeof(float) : 0);
+    void *router = zsock_resolve(self->router);
     zmq_msg_t pm;
     if (count > 0) {
         zmq_msg_init_size(&pm, (size_t) count * sizeof(float));
@@ -71,10 +88,12 @@ void zt_rejoin_answer(zt_rejoin_t *self, int (*get)(void *arg, zt_rejoin_state_t
     bool have = false;
     int64_t per = zt_frame_bytes() / (int64_t) sizeof(float);
     for (int k = 0; k < 16; k++) {
-        zmq_msg_t parts[2];
-        int n = zt_msg_recv_parts(zs, parts, 2);
+        zmq_msg_t parts[4]; /* id, header, seal, payload */
+        int n = zt_msg_recv_parts(zs, parts, 4);
         if (n == 0)
             break;
+        if (!zt_process_unseal(self->streams, parts, &n, &self->refused, NULL))
+            continue; /* a stream's opening answered, or dropped (counted) */
         zt_msg_t m;
         if (n != 2 || zt_msg_decode(zmq_msg_data(&parts[1]), zmq_msg_size(&parts[1]), &m, NULL) != ZT_OK ||
             m.type != ZT_MSG_REJOIN_ASK) {
@@ -92,21 +111,66 @@ void zt_rejoin_answer(zt_rejoin_t *self, int (*get)(void *arg, zt_rejoin_state_t
         if (q->total != st.total || q->arrays != st.arrays) {
             zt_warn("a restarted peer expects %lld elements in %lld arrays, this trainer holds %lld in %d: refused",
                     (long long) q->total, (long long) q->arrays, (long long) st.total, st.arrays);
-            s_send_part(zs, &parts[0], q->req, &st, 0, 0, 0);
+            s_send_part(self, &parts[0], q->req, &st, 0, 0, 0);
         }
         else {
             int64_t t0 = zt_now_ms();
             int rc = ZT_OK;
             for (int a = 0; a < st.arrays && rc == ZT_OK; a++)
                 for (int64_t at = 0; at < st.total && rc == ZT_OK; at += per)
-                    rc = s_send_part(zs, &parts[0], q->req, &st, a, at, st.total - at < per ? st.total - at : per);
-            zt_info("sent the model to a restarted peer: step %lld, round %lld, %.1f MB in %lld ms%s",
+                    rc = s_send_part(self, &parts[0], q->req, &st, a, at, st.total - at < per ? st.total - at : per);
+            bool sealed = self->streams && zt_streams_find(self->streams, &parts[0]);
+            zt_info("sent the model to a restarted peer: step %lld, round %lld, %.1f MB in %lld ms%s%s",
                     (long long) st.step, (long long) st.gen,
                     (double) st.total * st.arrays * sizeof(float) / 1e6, (long long) (zt_now_ms() - t0),
-                    rc == ZT_OK ? "" : " (the send failed: it asks another)");
+                    sealed ? ", sealed" : "", rc == ZT_OK ? "" : " (the send failed: it asks another)");
         }
         zt_msg_close_parts(parts, n);
     }
+}
+
+/* Where an answer's parts have come to: the array arriving (in order), its
+ * next element, and whether none came yet. */
+typedef struct {
+    int a;
+    int64_t next;
+    bool first;
+} s_progress_t;
+
+/* One received answer, parts [header][payload] (n of them), into state.
+ * ZT_OK when the state is complete, ZT_ETIMEDOUT while parts are due (or
+ * this was not an answer to req: skipped), ZT_EPROTO with why. */
+static int s_take_part(zt_rejoin_state_t *state, int64_t req, zmq_msg_t *parts, int n, s_progress_t *at,
+                       char *why, size_t why_size)
+{
+    zt_msg_t m;
+    const zt_msg_REJOIN_STATE_t *p = &m.u.REJOIN_STATE;
+    if (zt_msg_decode(zmq_msg_data(&parts[0]), zmq_msg_size(&parts[0]), &m, NULL) != ZT_OK ||
+        m.type != ZT_MSG_REJOIN_STATE || p->req != req)
+        return ZT_ETIMEDOUT; /* not ours (an earlier ask's late answer) */
+    if (p->total != state->total || p->arrays != state->arrays) {
+        snprintf(why, why_size, "it holds %lld elements in %lld arrays, this trainer %lld in %d "
+                 "(the same program and arguments on every trainer?)", (long long) p->total,
+                 (long long) p->arrays, (long long) state->total, state->arrays);
+        return ZT_EPROTO;
+    }
+    if (p->array != at->a || p->offset != at->next || p->count <= 0 || p->count > state->total - at->next ||
+        n != 2 || zmq_msg_size(&parts[1]) != (size_t) p->count * sizeof(float) || p->step < 0 || p->gen < 0 ||
+        (!at->first && (p->step != state->step || p->gen != state->gen))) {
+        snprintf(why, why_size, "a malformed or out-of-order part (array %lld at %lld, %lld elements)",
+                 (long long) p->array, (long long) p->offset, (long long) p->count);
+        return ZT_EPROTO;
+    }
+    state->step = p->step;
+    state->gen = p->gen;
+    at->first = false;
+    memcpy(state->data[at->a] + at->next, zmq_msg_data(&parts[1]), (size_t) p->count * sizeof(float));
+    at->next += p->count;
+    if (at->next == state->total) {
+        at->a++;
+        at->next = 0;
+    }
+    return at->a == state->arrays ? ZT_OK : ZT_ETIMEDOUT;
 }
 
 /* One peer's answer into state. ZT_OK, ZT_ETIMEDOUT, ZT_ESHUTDOWN, or
@@ -114,17 +178,23 @@ void zt_rejoin_answer(zt_rejoin_t *self, int (*get)(void *arg, zt_rejoin_state_t
 static int s_fetch_one(const char *peer, int64_t req, int timeout_ms, zt_rejoin_state_t *state, char *why,
                        size_t why_size)
 {
-    zsock_t *d = zt_sock_dealer(ZT_PLANE_DATA, peer);
-    if (!d) {
+    /* another host's peer, in a job that seals its bulk data: on a sealed
+     * stream, the ask sent once it is open */
+    zt_stream_cfg_t cfg;
+    bool seal = zt_stream_cfg_load(&cfg);
+    zsock_t *d = zt_sock_dealer(seal ? ZT_PLANE_BULK : ZT_PLANE_DATA, peer);
+    zt_stream_t *st = d && seal && !zt_data_is_local(peer) ? zt_stream_connect(&cfg, zsock_resolve(d)) : NULL;
+    memset(cfg.secret, 0, sizeof cfg.secret);
+    if (!d || (seal && !zt_data_is_local(peer) && !st)) {
+        zt_sock_destroy(&d);
         snprintf(why, why_size, "cannot connect");
         return ZT_EIO;
     }
     zt_msg_t ask = { .type = ZT_MSG_REJOIN_ASK };
     ask.u.REJOIN_ASK = (zt_msg_REJOIN_ASK_t) { req, state->total, state->arrays };
-    int rc = zt_msg_send(d, NULL, &ask) == ZT_OK ? ZT_ETIMEDOUT : ZT_EIO;
-    int a = 0;                  /* the array arriving, in order */
-    int64_t next = 0;           /* its next element */
-    bool first = true;
+    bool asked = !st;
+    int rc = st ? ZT_ETIMEDOUT : zt_msg_send(d, NULL, &ask) == ZT_OK ? ZT_ETIMEDOUT : ZT_EIO;
+    s_progress_t at = { 0, 0, true };
     int64_t deadline = zt_now_ms() + timeout_ms;
     void *zs = zsock_resolve(d);
     while (rc == ZT_ETIMEDOUT && zt_now_ms() < deadline) {
@@ -132,50 +202,28 @@ static int s_fetch_one(const char *peer, int64_t req, int timeout_ms, zt_rejoin_
             rc = ZT_ESHUTDOWN;
             break;
         }
+        if (!asked && zt_stream_ready(st)) {
+            asked = true;
+            rc = zt_stream_send(st, &ask, NULL, 0) == ZT_OK ? ZT_ETIMEDOUT : ZT_EIO;
+            continue;
+        }
+        zt_stream_reopen_stale(st, 1000);
         zmq_pollitem_t item = { zs, 0, ZMQ_POLLIN, 0 };
         if (zmq_poll(&item, 1, 100) <= 0)
             continue;
-        zmq_msg_t parts[2];
+        zmq_msg_t parts[3]; /* header, seal, payload */
         int n;
-        while (rc == ZT_ETIMEDOUT && (n = zt_msg_recv_parts(zs, parts, 2)) > 0) {
-            zt_msg_t m;
-            const zt_msg_REJOIN_STATE_t *p = &m.u.REJOIN_STATE;
-            if (zt_msg_decode(zmq_msg_data(&parts[0]), zmq_msg_size(&parts[0]), &m, NULL) != ZT_OK ||
-                m.type != ZT_MSG_REJOIN_STATE || p->req != req) {
-                zt_msg_close_parts(parts, n);
-                continue; /* not ours (an earlier ask's late answer) */
-            }
-            if (p->total != state->total || p->arrays != state->arrays) {
-                snprintf(why, why_size, "it holds %lld elements in %lld arrays, this trainer %lld in %d "
-                         "(the same program and arguments on every trainer?)", (long long) p->total,
-                         (long long) p->arrays, (long long) state->total, state->arrays);
-                rc = ZT_EPROTO;
-            }
-            else if (p->array != a || p->offset != next || p->count <= 0 || p->count > state->total - next ||
-                     n != 2 || zmq_msg_size(&parts[1]) != (size_t) p->count * sizeof(float) ||
-                     p->step < 0 || p->gen < 0 || (!first && (p->step != state->step || p->gen != state->gen))) {
-                snprintf(why, why_size, "a malformed or out-of-order part (array %lld at %lld, %lld elements)",
-                         (long long) p->array, (long long) p->offset, (long long) p->count);
-                rc = ZT_EPROTO;
-            }
-            else {
-                state->step = p->step;
-                state->gen = p->gen;
-                first = false;
-                memcpy(state->data[a] + next, zmq_msg_data(&parts[1]), (size_t) p->count * sizeof(float));
-                next += p->count;
-                if (next == state->total) {
-                    a++;
-                    next = 0;
-                }
-                if (a == state->arrays)
-                    rc = ZT_OK;
-            }
+        while (rc == ZT_ETIMEDOUT && (n = zt_msg_recv_parts(zs, parts, 3)) > 0) {
+            if (st && (zt_stream_recv(st, parts, &n) != ZT_OK || n == 0))
+                continue; /* the stream's opening taken, or dropped (counted) */
+            rc = s_take_part(state, req, parts, n, &at, why, why_size);
             zt_msg_close_parts(parts, n);
         }
     }
     if (rc == ZT_ETIMEDOUT)
-        snprintf(why, why_size, "no complete answer within %d ms (ZT_REJOIN_TIMEOUT_MS)", timeout_ms);
+        snprintf(why, why_size, "no complete answer within %d ms (ZT_REJOIN_TIMEOUT_MS)%s", timeout_ms,
+                 asked ? "" : ": its sealed stream never opened");
+    zt_stream_destroy(&st);
     zt_sock_destroy(&d);
     return rc;
 }

@@ -1,5 +1,7 @@
 #include "runtime/zt_fileserver.h"
+#include "runtime/zt_process.h"
 #include "wire/zt_msg.h"
+#include "wire/zt_stream.h"
 #include "wire/zt_transport.h"
 #include "base/zt_util.h"
 #include "ztrain/zt_error.h"
@@ -111,11 +113,40 @@ int64_t zt_fileserver_answer(zt_fileserver_t *self, const void *body, size_t len
     return (int64_t) n;
 }
 
+/* One request: [id][header] (opened when it came sealed), answered with
+ * FILE_DATA and the bytes, sealed on the stream it came on. */
+static void s_serve(zt_fileserver_t *self, void *router, zt_streams_t *streams, zt_refusals_t *refused, char *buf)
+{
+    zmq_msg_t parts[4]; /* id, header, seal, payload */
+    int n = zt_msg_recv_parts(router, parts, 4);
+    if (n == 0 || !zt_process_unseal(streams, parts, &n, refused, NULL))
+        return; /* nothing, a stream's opening answered, or dropped (counted) */
+    zt_msg_t r;
+    int64_t got = n >= 2 ? zt_fileserver_answer(self, zmq_msg_data(&parts[1]), zmq_msg_size(&parts[1]), &r, buf) : -1;
+    zt_stream_t *to = streams && got >= 0 ? zt_streams_find(streams, &parts[0]) : NULL;
+    if (to)
+        zt_streams_send(streams, to, &r, buf, (size_t) got);
+    else if (got >= 0) { /* this host's ipc peer, or a job that does not seal */
+        zmq_msg_t data;
+        zmq_msg_init_size(&data, (size_t) got);
+        memcpy(zmq_msg_data(&data), buf, (size_t) got);
+        zt_msg_send_routed(router, &parts[0], &r, &data, 1);
+    }
+    zt_msg_close_parts(parts, n);
+}
+
+/* The server's thread. In a job that seals its bulk data the socket is a
+ * bulk one (no CURVE): another host's evaluator opens a sealed stream, this
+ * host's comes over the ipc twin; else a CURVE socket of the control plane. */
 static void s_actor(zsock_t *pipe, void *arg)
 {
     zt_fileserver_t *self = arg;
     int port = -1;
-    zsock_t *router = zt_sock_router(ZT_PLANE_CONTROL, self->endpoint, &port);
+    zt_stream_cfg_t cfg;
+    bool seal = zt_stream_cfg_load(&cfg);
+    zsock_t *router = zt_sock_router(seal ? ZT_PLANE_BULK : ZT_PLANE_CONTROL, self->endpoint, &port);
+    zt_streams_t *streams = seal && router ? zt_streams_new(&cfg, zsock_resolve(router)) : NULL;
+    memset(cfg.secret, 0, sizeof cfg.secret);
     int ok = router != NULL;
     if (ok) {
         snprintf(self->bound, sizeof self->bound, "%s", self->endpoint);
@@ -129,27 +160,16 @@ static void s_actor(zsock_t *pipe, void *arg)
     zpoller_t *poller = zpoller_new(pipe, ok ? router : NULL, NULL);
     zpoller_set_nonstop(poller, true);
     char *buf = malloc(CHUNK);
+    zt_refusals_t refused = { 0 };
     for (;;) {
         void *which = zpoller_wait(poller, -1);
         if (which == pipe || !which)
             break;
-        zmsg_t *zm = zmsg_recv(router);
-        zframe_t *id = zmsg_pop(zm), *body = zmsg_pop(zm);
-        zt_msg_t r;
-        int64_t n = body ? zt_fileserver_answer(self, zframe_data(body), zframe_size(body), &r, buf) : -1;
-        if (n >= 0) {
-            zframe_t *h = zt_msg_encode(&r);
-            zframe_send(&id, router, ZFRAME_MORE);
-            zframe_send(&h, router, ZFRAME_MORE);
-            zframe_t *data = zframe_new(buf, (size_t) n);
-            zframe_send(&data, router, 0);
-        }
-        zframe_destroy(&id);
-        zframe_destroy(&body);
-        zmsg_destroy(&zm);
+        s_serve(self, zsock_resolve(router), streams, &refused, buf);
     }
     free(buf);
     zpoller_destroy(&poller);
+    zt_streams_destroy(&streams);
     zt_sock_destroy(&router);
 }
 
@@ -187,71 +207,101 @@ void zt_fileserver_destroy(zt_fileserver_t **self_p)
     *self_p = NULL;
 }
 
-int zt_file_fetch(zsock_t *dealer, const char *remote, const char *local, int timeout_ms,
+/* Until st's keys are agreed (its SEAL_ACCEPT), opening again every second
+ * while not answered (the server restarted, or was not there yet). */
+static int s_stream_open(zsock_t *dealer, zt_stream_t *st, int timeout_ms)
+{
+    int64_t deadline = zt_now_ms() + timeout_ms;
+    zmq_pollitem_t it = { zsock_resolve(dealer), 0, ZMQ_POLLIN, 0 };
+    while (!zt_stream_ready(st)) {
+        if (zt_now_ms() >= deadline)
+            return ZT_ETIMEDOUT;
+        zt_stream_reopen_stale(st, 1000);
+        if (zmq_poll(&it, 1, 100) <= 0)
+            continue;
+        zmq_msg_t parts[3];
+        int np = zt_msg_recv_parts(zsock_resolve(dealer), parts, 3);
+        if (np > 0 && zt_stream_recv(st, parts, &np) == ZT_OK)
+            zt_msg_close_parts(parts, np);
+    }
+    return ZT_OK;
+}
+
+/* The answer to request req within timeout_ms: parts [header][payload?]
+ * (*np of them, opened when sealed), its header in *r; late answers to
+ * earlier requests and what does not open are skipped. */
+static int s_answer(zsock_t *dealer, zt_stream_t *st, int64_t req, int timeout_ms, zmq_msg_t *parts, int *np,
+                    zt_msg_t *r)
+{
+    int64_t deadline = zt_now_ms() + timeout_ms;
+    zmq_pollitem_t it = { zsock_resolve(dealer), 0, ZMQ_POLLIN, 0 };
+    for (;;) {
+        int64_t left = deadline - zt_now_ms();
+        if (left <= 0 || zmq_poll(&it, 1, (long) left) <= 0)
+            return ZT_ETIMEDOUT;
+        *np = zt_msg_recv_parts(zsock_resolve(dealer), parts, 3); /* header, seal, payload */
+        if (*np > 0 && st && zt_stream_recv(st, parts, np) != ZT_OK)
+            continue; /* dropped (counted) */
+        if (*np > 0 && zt_msg_decode(zmq_msg_data(&parts[0]), zmq_msg_size(&parts[0]), r, NULL) == ZT_OK &&
+            r->type == ZT_MSG_FILE_DATA && r->u.FILE_DATA.req == req)
+            return ZT_OK;
+        zt_msg_close_parts(parts, *np);
+    }
+}
+
+int zt_file_fetch(zsock_t *dealer, zt_stream_t *st, const char *remote, const char *local, int timeout_ms,
                   char *err, size_t errlen)
 {
     char *data = NULL;
     int64_t size = -1, got = 0, req = 0;
-    int rc = ZT_OK;
-    while (size < 0 || got < size) {
+    int rc = st ? s_stream_open(dealer, st, timeout_ms) : ZT_OK;
+    if (rc != ZT_OK)
+        snprintf(err, errlen, "%s: the file server did not open a sealed stream within %d ms", remote, timeout_ms);
+    while (rc == ZT_OK && (size < 0 || got < size)) {
         zt_msg_t m = { .type = ZT_MSG_FILE_GET, .pool = 3 };
         m.u.FILE_GET.req = ++req;
         zt_msg_set_str(m.u.FILE_GET.path, remote);
         m.u.FILE_GET.offset = got;
         m.u.FILE_GET.length = CHUNK;
-        if (zt_msg_send(dealer, NULL, &m) != 0) { /* ZMQ_IMMEDIATE, and no server to take it */
+        /* ZMQ_IMMEDIATE: an error when no server is there to take it */
+        if (st ? zt_stream_send(st, &m, NULL, 0) != ZT_OK : zt_msg_send(dealer, NULL, &m) != 0) {
             snprintf(err, errlen, "%s: the file server is not there (its replica ended?)", remote);
             rc = ZT_EIO;
             break;
         }
-        zsock_set_rcvtimeo(dealer, timeout_ms);
-        zmsg_t *reply = NULL;
+        zmq_msg_t parts[3];
+        int np = 0;
         zt_msg_t r;
-        for (;;) { /* skip late replies to earlier requests */
-            zmsg_destroy(&reply);
-            reply = zmsg_recv(dealer);
-            if (!reply)
-                break;
-            zframe_t *h = zmsg_first(reply);
-            if (h && zt_msg_decode(zframe_data(h), zframe_size(h), &r, NULL) == ZT_OK &&
-                r.type == ZT_MSG_FILE_DATA && r.u.FILE_DATA.req == req)
-                break;
-        }
-        if (!reply) {
+        if (s_answer(dealer, st, req, timeout_ms, parts, &np, &r) != ZT_OK) {
             snprintf(err, errlen, "%s: no answer within %d ms", remote, timeout_ms);
             rc = ZT_ETIMEDOUT;
             break;
         }
-        zframe_t *payload = zmsg_next(reply);
+        size_t n = np > 1 ? zmq_msg_size(&parts[1]) : 0;
         if (r.u.FILE_DATA.code) {
-            snprintf(err, errlen, "%s: %s", remote, r.u.FILE_DATA.code == ZT_FILE_DENIED
-                     ? "refused" : "not found");
-            zmsg_destroy(&reply);
+            snprintf(err, errlen, "%s: %s", remote, r.u.FILE_DATA.code == ZT_FILE_DENIED ? "refused" : "not found");
             rc = ZT_ENOTFOUND;
-            break;
         }
-        if (size < 0) {
-            size = r.u.FILE_DATA.size;
-            if (size < 0 || size > ((int64_t) 1 << 34)) {
-                snprintf(err, errlen, "%s: implausible size", remote);
-                zmsg_destroy(&reply);
-                rc = ZT_EPROTO;
-                break;
-            }
-            data = malloc((size_t) size + 1);
+        else if (size < 0 && (r.u.FILE_DATA.size < 0 || r.u.FILE_DATA.size > ((int64_t) 1 << 34))) {
+            snprintf(err, errlen, "%s: implausible size", remote);
+            rc = ZT_EPROTO;
         }
-        size_t n = payload ? zframe_size(payload) : 0;
-        if (n == 0 && got < size) {
+        else if (n == 0 && got < (size < 0 ? r.u.FILE_DATA.size : size)) {
             snprintf(err, errlen, "%s: the file shrank while being read", remote);
-            zmsg_destroy(&reply);
             rc = ZT_EIO;
-            break;
         }
-        if ((int64_t) n > size - got)
-            n = (size_t) (size - got);
-        memcpy(data + got, zframe_data(payload), n);
-        got += (int64_t) n;
-        zmsg_destroy(&reply);
+        else {
+            if (size < 0) {
+                size = r.u.FILE_DATA.size;
+                data = malloc((size_t) size + 1);
+            }
+            if ((int64_t) n > size - got)
+                n = (size_t) (size - got);
+            if (n)
+                memcpy(data + got, zmq_msg_data(&parts[1]), n);
+            got += (int64_t) n;
+        }
+        zt_msg_close_parts(parts, np);
     }
     if (rc == ZT_OK && zt_write_file_atomic(local, data ? data : "", (size_t) got) != ZT_OK) {
         snprintf(err, errlen, "%s: cannot write %s: %s", remote, local, strerror(errno));

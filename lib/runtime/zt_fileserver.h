@@ -4,10 +4,13 @@
  * paths and ".." are refused, and a file is opened beneath its root without
  * following any symbolic link, and only when it is a plain file (a link
  * planted in a served folder serves nothing). Runs on its own thread. The endpoint may
- * ask for an ephemeral port ("tcp://127.0.0.1:*"). */
+ * ask for an ephemeral port ("tcp://127.0.0.1:*"). In a job that seals its
+ * bulk data, another host's requests and answers go on sealed streams
+ * (zt_stream), this host's over the ipc twin; else through CURVE. */
 #ifndef ZT_FILESERVER_H
 #define ZT_FILESERVER_H
 #include "wire/zt_msg.h"
+#include "wire/zt_stream.h"
 #include <czmq.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -27,9 +30,11 @@ const char *zt_fileserver_endpoint(zt_fileserver_t *self);
 int64_t zt_fileserver_answer(zt_fileserver_t *self, const void *body, size_t len, zt_msg_t *reply, void *buf);
 #define ZT_FILESERVER_CHUNK (1 << 20)
 
-/* Fetches a whole file from a server into local path (written atomically).
- * 0 or a ZT_E* code; err says why. */
-int zt_file_fetch(zsock_t *dealer, const char *remote, const char *local, int timeout_ms,
+/* Fetches a whole file from a server into local path (written atomically),
+ * through dealer, on st when the server is another host's in a job that
+ * seals its bulk data (a stream zt_stream_connect made on dealer; waited
+ * for here until open), else NULL. 0 or a ZT_E* code; err says why. */
+int zt_file_fetch(zsock_t *dealer, zt_stream_t *st, const char *remote, const char *local, int timeout_ms,
                   char *err, size_t errlen);
 
 #endif

@@ -299,12 +299,14 @@ class SealedBulk(unittest.TestCase):
         # ZT_DATA_IPC=off: the servers' TCP ports are served and open to any
         # address, as between hosts, and the workers' bulk there is sealed
         # (no CURVE). A stranger's plain pushes of NaN, its snapshot request
-        # and its configuration get nothing: refused, counted, never applied
-        args = ["--hidden=64", "--epochs=6", "--log_every=100"]
+        # and its configuration get nothing: refused, counted, never applied.
+        # The evaluator fetches the chief's checkpoints from its file server
+        # over a sealed stream too
+        args = ["--hidden=64", "--epochs=6", "--log_every=100", "--checkpoint_steps=200"]
         d = tmpdir("sec-")
         job_dir = os.path.join(d, "job")
         job = Job(self, job_file(d, "sealed", [pool("ztrain-worker", 1, args), pool("ztrain-worker", 1, args),
-                                               pool("ztrain-paramserver", 1)]), job_dir,
+                                               pool("ztrain-paramserver", 1), pool("ztrain-evaluator", 1)]), job_dir,
                   env=dict(FAST, ZT_DATA_IPC="off"))
         wait_for(lambda: (load_job(job_dir) or {}).get("state") == "RUNNING", timeout=120, what="RUNNING")
         StrangerAttacks.wait_training(self, job_dir)
@@ -320,6 +322,10 @@ class SealedBulk(unittest.TestCase):
         self.assertEqual(replica(j, "workerpool2-0")["restarts"], 0)
         self.assertGreater(j["metrics"]["workerpool0-0"]["accuracy"]["value"], 0.75)
         self.assertRegex(job.out, r"workerpool1-0\[\d+\]: data plane to \S+: this host, over loopback tcp, sealed")
+        self.assertTrue([e for e in j["evaluations"] if e["name"] == "eval_accuracy"], j["evaluations"])
+        self.assertNotRegex(job.out + job.err, r"cannot fetch checkpoint|; reading it from")  # fetched, sealed
+        self.assertRegex(job.out + job.err, r"workerpool3-0\[\d+\]: data plane to \S+: this host, over loopback "
+                         r"tcp, sealed")
 
 
 RELAY = os.environ.get("ZT_RELAY", os.path.join(BIN, "..", "tests", "zt_relay"))
@@ -386,6 +392,10 @@ class SealedBulkTampering(unittest.TestCase):
         self.assertNotIn("nonfinite_refused", j["metrics"]["workerpool2-0"])
         self.assertEqual(sum(r["restarts"] for r in j["replicas"]), 0)
         self.assertRegex(job.out, r"workerpool1-0\[\d+\]: data plane to \S+: this host, over loopback tcp, sealed")
+        self.assertTrue([e for e in j["evaluations"] if e["name"] == "eval_accuracy"], j["evaluations"])
+        self.assertNotRegex(job.out + job.err, r"cannot fetch checkpoint|; reading it from")  # fetched, sealed
+        self.assertRegex(job.out + job.err, r"workerpool3-0\[\d+\]: data plane to \S+: this host, over loopback "
+                         r"tcp, sealed")
         self.assertRegex(job.out + job.err, r"workerpool1-0\[\d+\]: .*reducer 0 \(127\.0\.0\.1:%d\): a message that "
                                             r"is not sealed under this job's keys was dropped" % port)
         h = hashes(job.out)

@@ -149,7 +149,7 @@ class SyncFaults(unittest.TestCase):
     def addCleanup(cls, fn, *a):  # Job registers its cleanup; a class-level job ends in setUpClass
         pass
 
-    def run_with_kills(self, victims, kills=5, seed=0, workers=2, args=None, upto=20):
+    def run_with_kills(self, victims, kills=5, seed=0, workers=2, args=None, upto=20, env=None):
         """Kills the victims at `kills` random points of training (hundreds
         of the chief's steps up to upto hundreds, so the same on a fast or a
         slow machine), each time once they are back from the kill before."""
@@ -157,7 +157,8 @@ class SyncFaults(unittest.TestCase):
         points = sorted(rng.sample(range(2, upto + 1), kills))
         d = tmpdir("syncfault-")
         job_dir = os.path.join(d, "job")
-        job = Job(self, spec(d, "faults", args or self.ARGS, workers=workers, reducers=2), job_dir, env=FAST)
+        job = Job(self, spec(d, "faults", args or self.ARGS, workers=workers, reducers=2), job_dir,
+                  env=dict(FAST, **(env or {})))
         done = 0
         for point in points:
             wait_for(lambda: chief_step(job_dir) >= point * 100 or job.proc.poll() is not None,
@@ -199,6 +200,15 @@ class SyncFaults(unittest.TestCase):
         j, job = self.run_with_kills(["workerpool1-1"], seed=2)
         self.assertRejoinedEveryTime(j, job, "workerpool1-1")
         self.assertEqual(replica(j, "workerpool1-1")["restarts"], 5)
+
+    def test_worker_rejoins_over_sealed_streams(self):
+        # over TCP, as between hosts: the restarted trainer asks a peer for
+        # the model on a sealed stream (the peer's rejoin socket is a bulk
+        # one), and the reducers' restarted worker opens its streams again
+        j, job = self.run_with_kills(["workerpool1-1"], kills=2, seed=7, env={"ZT_DATA_IPC": "off"})
+        self.assertRejoinedEveryTime(j, job, "workerpool1-1", kills=2)
+        self.assertEqual(len(re.findall(r"workerpool1-1\[\d+\]: took the model from ", job.out + job.err)), 2)
+        self.assertEqual(len(re.findall(r"sent the model to a restarted peer: .*, sealed", job.out + job.err)), 2)
 
     def test_reducer_killed_five_times(self):
         j, job = self.run_with_kills(["workerpool2-0"], seed=3)

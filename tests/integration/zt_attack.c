@@ -248,8 +248,8 @@ static void s_register(zsock_t *d, int pool, int index)
 }
 
 /* The stranger's socket: see the top of this file. An insider reaches a
- * parameter server or a reducer as a worker of its job does: a bulk socket when the job
- * seals its bulk data (over this host's ipc twin, plain), else CURVE. */
+ * parameter server, a reducer or a file server as a replica of its job does: a bulk
+ * socket when the job seals its bulk data (over this host's ipc twin, plain), else CURVE. */
 static zsock_t *s_connect(const char *endpoint, bool bulk)
 {
     zt_stream_cfg_t cfg;
@@ -369,8 +369,10 @@ int main(int argc, char **argv)
                s_silent, s_leaked);
         return s_accepted ? 1 : s_silent ? 3 : 0;
     }
-    /* a parameter server's or a reducer's socket is a bulk one in a sealing job */
-    zsock_t *d = s_connect(argv[2], !strncmp(argv[1], "ps-", 3) || !strncmp(argv[1], "reducer-", 8));
+    /* a parameter server's, a reducer's or a file server's socket is a bulk
+     * one in a sealing job */
+    zsock_t *d = s_connect(argv[2], !strncmp(argv[1], "ps-", 3) || !strncmp(argv[1], "reducer-", 8) ||
+                                        !strncmp(argv[1], "file-", 5));
     if (!d)
         return 2;
     const char *wait = getenv("ZT_ATTACK_WAIT_MS"); /* how long an answer may take */

@@ -457,14 +457,14 @@ void zt_suite_fileserver(void)
     zt_fileserver_t *fs = zt_fileserver_new("tcp://127.0.0.1:*", roots, 1);
     assert(fs && zt_fileserver_endpoint(fs));
     zsock_t *dealer = zsock_new_dealer(zt_fileserver_endpoint(fs));
-    assert(zt_file_fetch(dealer, "checkpoints/ckpt/data.bin", got, 5000, err, sizeof err) == ZT_OK);
+    assert(zt_file_fetch(dealer, NULL, "checkpoints/ckpt/data.bin", got, 5000, err, sizeof err) == ZT_OK);
     size_t len;
     char *back = zt_read_file(got, &len);
     assert(back && len == n && !memcmp(back, data, n));
     free(back);
-    assert(zt_file_fetch(dealer, "checkpoints/ckpt/passwd", got, 5000, err, sizeof err) != ZT_OK);
-    assert(zt_file_fetch(dealer, "checkpoints/../etc/passwd", got, 5000, err, sizeof err) != ZT_OK);
-    assert(zt_file_fetch(dealer, "other/ckpt/data.bin", got, 5000, err, sizeof err) != ZT_OK);
+    assert(zt_file_fetch(dealer, NULL, "checkpoints/ckpt/passwd", got, 5000, err, sizeof err) != ZT_OK);
+    assert(zt_file_fetch(dealer, NULL, "checkpoints/../etc/passwd", got, 5000, err, sizeof err) != ZT_OK);
+    assert(zt_file_fetch(dealer, NULL, "other/ckpt/data.bin", got, 5000, err, sizeof err) != ZT_OK);
     zsock_destroy(&dealer);
     zt_fileserver_destroy(&fs);
     zt_rm_tree(d);
