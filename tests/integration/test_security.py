@@ -392,10 +392,6 @@ class SealedBulkTampering(unittest.TestCase):
         self.assertNotIn("nonfinite_refused", j["metrics"]["workerpool2-0"])
         self.assertEqual(sum(r["restarts"] for r in j["replicas"]), 0)
         self.assertRegex(job.out, r"workerpool1-0\[\d+\]: data plane to \S+: this host, over loopback tcp, sealed")
-        self.assertTrue([e for e in j["evaluations"] if e["name"] == "eval_accuracy"], j["evaluations"])
-        self.assertNotRegex(job.out + job.err, r"cannot fetch checkpoint|; reading it from")  # fetched, sealed
-        self.assertRegex(job.out + job.err, r"workerpool3-0\[\d+\]: data plane to \S+: this host, over loopback "
-                         r"tcp, sealed")
         self.assertRegex(job.out + job.err, r"workerpool1-0\[\d+\]: .*reducer 0 \(127\.0\.0\.1:%d\): a message that "
                                             r"is not sealed under this job's keys was dropped" % port)
         h = hashes(job.out)
