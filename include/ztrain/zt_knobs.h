@@ -81,10 +81,10 @@ extern "C" {
       "a bucket waiting this long logs which workers have not contributed (ms)")  \
     X(AR_PIECE_BYTES,      "ZT_AR_PIECE_BYTES",      "131072", "int", ZT_FOR_WORKER,                    \
       "all-reduce piece: what a worker sends at a time and a reducer sums and streams back (bytes)") \
-    X(AR_WINDOW_BYTES,     "ZT_AR_WINDOW_BYTES",     "524288", "int", ZT_FOR_WORKER,                    \
-      "bytes of one large tensor a worker has out per reducer over the network before sums come back (0: no limit)") \
+    X(AR_WINDOW_BYTES,     "ZT_AR_WINDOW_BYTES",     "1048576", "int", ZT_FOR_WORKER,                   \
+      "bytes of one large tensor a worker has out to the reducers on other hosts before sums come back, in all: each such reducer gets an equal share, at least one piece (0: no limit)") \
     X(AR_LOCAL_WINDOW_BYTES,"ZT_AR_LOCAL_WINDOW_BYTES","2097152", "int", ZT_FOR_WORKER,                  \
-      "the same for a reducer on this host (reached over ipc://)") \
+      "bytes of one large tensor a worker has out per reducer on this host (reached over ipc://) before sums come back") \
     X(SECURITY,            "ZT_SECURITY",            "on", "on|off", ZT_FOR_ALL,                                      \
       "on: every socket of a job started by ztrain run is authenticated and encrypted (CURVE keys made for each job, in files only its user can read; only the job's replicas may connect, each as itself); off: for benchmarks only, no authentication and no encryption, so anyone who can reach the job's ports can read its model and pose as its replicas") \
     X(BULK_SEAL,           "ZT_BULK_SEAL",           "on", "on|off", ZT_FOR_ALL,                                      \

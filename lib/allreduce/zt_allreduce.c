@@ -25,7 +25,17 @@ static int s_connect_reducers(zt_allreduce_t *self, const zt_allreduce_opts_t *o
     self->rstream = calloc((size_t) self->R, sizeof(zt_stream_t *));
     zt_stream_cfg_t cfg;
     bool seal = zt_stream_cfg_load(&cfg);
+    /* The network window is the worker's in all, an equal share per reducer
+     * on another host (at least one piece): with 8 reducers, 512 KiB each
+     * overflowed the links' queues (8 flows into each reducer's link) and
+     * the drops stalled every round on a retransmission timeout. */
     int64_t net = zt_knob_int(ZT_KNOB_AR_WINDOW_BYTES), local = zt_knob_int(ZT_KNOB_AR_LOCAL_WINDOW_BYTES);
+    int64_t piece = zt_knob_int(ZT_KNOB_AR_PIECE_BYTES);
+    int remote = 0;
+    for (int r = 0; r < self->R; r++)
+        remote += !zt_data_is_local(o->reducers[r]);
+    if (net > 0 && remote > 0)
+        net = net / remote > piece ? net / remote : piece;
     int rc = ZT_OK;
     for (int r = 0; r < self->R && rc == ZT_OK; r++) {
         bool here = zt_data_is_local(o->reducers[r]);
