@@ -82,7 +82,7 @@ static void s_put(s_out_t *o, const char *fmt, ...)
     for (;;) {
         va_list ap;
         va_start(ap, fmt);
-        int n = vsnprintf(o->buf + o->len, o->cap - o->len, fmt, ap);
+        int n = vsnprintf(o->buf ? o->buf + o->len : NULL, o->cap - o->len, fmt, ap); /* NULL: none yet */
         va_end(ap);
         if (n >= 0 && (size_t) n < o->cap - o->len) {
             o->len += (size_t) n;
