@@ -74,14 +74,9 @@ static char *s_local_checkpoint(const char *name)
 static int s_fetch(const char *address, const char *name, const char *local, int wait_ms, char *err, size_t errlen)
 {
     /* as the file server's socket is (zt_fileserver.h): sealed from another host */
-    zt_stream_cfg_t cfg;
-    bool seal = zt_stream_cfg_load(&cfg);
-    zsock_t *dealer = zt_sock_dealer(seal ? ZT_PLANE_BULK : ZT_PLANE_CONTROL, address);
-    zt_stream_t *st = dealer && seal && !zt_data_is_local(address) ? zt_stream_connect(&cfg, zsock_resolve(dealer))
-                                                                   : NULL;
-    memset(cfg.secret, 0, sizeof cfg.secret);
-    if (!dealer || (seal && !zt_data_is_local(address) && !st)) {
-        zt_sock_destroy(&dealer);
+    zt_stream_t *st;
+    zsock_t *dealer = zt_stream_dealer(ZT_PLANE_CONTROL, address, &st);
+    if (!dealer) {
         snprintf(err, errlen, "cannot connect to %s", address);
         return ZT_EIO;
     }

@@ -246,15 +246,10 @@ zt_reducer_t *zt_reducer_new(const zt_reducer_opts_t *opts)
 {
     zt_reducer_t *self = calloc(1, sizeof *self);
     self->opts = *opts;
-    zt_stream_cfg_t cfg;
-    bool seal = zt_stream_cfg_load(&cfg);
-    if (!(self->router = zt_sock_router(seal ? ZT_PLANE_BULK : ZT_PLANE_DATA, opts->bind, NULL))) {
+    if (!(self->router = zt_stream_router(ZT_PLANE_DATA, opts->bind, NULL, &self->streams))) {
         free(self);
         return NULL;
     }
-    if (seal)
-        self->streams = zt_streams_new(&cfg, zsock_resolve(self->router));
-    memset(cfg.secret, 0, sizeof cfg.secret);
     self->pool = zt_bufpool_new();
     self->warn_ms = zt_knob_int(ZT_KNOB_COLLECTIVE_WARN_MS);
     self->allow_nonfinite = zt_knob_int(ZT_KNOB_ALLOW_NONFINITE) != 0;

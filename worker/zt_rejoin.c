@@ -28,11 +28,9 @@ zt_rejoin_t *zt_rejoin_serve(const char *endpoint)
 {
     char *ep = s_endpoint(endpoint);
     /* as a reducer's: a bulk socket in a job that seals its bulk data */
-    zt_stream_cfg_t cfg;
-    bool seal = zt_stream_cfg_load(&cfg);
-    zsock_t *s = zt_sock_router(seal ? ZT_PLANE_BULK : ZT_PLANE_DATA, ep, NULL);
+    zt_streams_t *streams;
+    zsock_t *s = zt_stream_router(ZT_PLANE_DATA, ep, NULL, &streams);
     if (!s) {
-        memset(cfg.secret, 0, sizeof cfg.secret);
         zt_warn("cannot serve the model to a restarted peer on %s (%s): a peer that restarts asks another",
                 ep, zmq_strerror(zmq_errno()));
         free(ep);
@@ -40,8 +38,7 @@ zt_rejoin_t *zt_rejoin_serve(const char *endpoint)
     }
     zt_rejoin_t *self = calloc(1, sizeof *self);
     self->router = s;
-    self->streams = seal ? zt_streams_new(&cfg, zsock_resolve(s)) : NULL;
-    memset(cfg.secret, 0, sizeof cfg.secret);
+    self->streams = streams;
     snprintf(self->endpoint, sizeof self->endpoint, "%s", ep);
     free(ep);
     return self;
@@ -180,34 +177,26 @@ static int s_fetch_one(const char *peer, int64_t req, int timeout_ms, zt_rejoin_
 {
     /* another host's peer, in a job that seals its bulk data: on a sealed
      * stream, the ask sent once it is open */
-    zt_stream_cfg_t cfg;
-    bool seal = zt_stream_cfg_load(&cfg);
-    zsock_t *d = zt_sock_dealer(seal ? ZT_PLANE_BULK : ZT_PLANE_DATA, peer);
-    zt_stream_t *st = d && seal && !zt_data_is_local(peer) ? zt_stream_connect(&cfg, zsock_resolve(d)) : NULL;
-    memset(cfg.secret, 0, sizeof cfg.secret);
-    if (!d || (seal && !zt_data_is_local(peer) && !st)) {
-        zt_sock_destroy(&d);
+    zt_stream_t *st;
+    zsock_t *d = zt_stream_dealer(ZT_PLANE_DATA, peer, &st);
+    if (!d) {
         snprintf(why, why_size, "cannot connect");
         return ZT_EIO;
     }
     zt_msg_t ask = { .type = ZT_MSG_REJOIN_ASK };
     ask.u.REJOIN_ASK = (zt_msg_REJOIN_ASK_t) { req, state->total, state->arrays };
-    bool asked = !st;
-    int rc = st ? ZT_ETIMEDOUT : zt_msg_send(d, NULL, &ask) == ZT_OK ? ZT_ETIMEDOUT : ZT_EIO;
+    int rc = st ? zt_stream_wait_ready(st, timeout_ms) : ZT_OK;
+    bool asked = rc == ZT_OK;
+    if (asked) /* ZT_ETIMEDOUT: waiting for the answer */
+        rc = (st ? zt_stream_send(st, &ask, NULL, 0) : zt_msg_send(d, NULL, &ask)) == ZT_OK ? ZT_ETIMEDOUT : ZT_EIO;
     s_progress_t at = { 0, 0, true };
     int64_t deadline = zt_now_ms() + timeout_ms;
     void *zs = zsock_resolve(d);
-    while (rc == ZT_ETIMEDOUT && zt_now_ms() < deadline) {
+    while (asked && rc == ZT_ETIMEDOUT && zt_now_ms() < deadline) {
         if (zt_stop_requested()) {
             rc = ZT_ESHUTDOWN;
             break;
         }
-        if (!asked && zt_stream_ready(st)) {
-            asked = true;
-            rc = zt_stream_send(st, &ask, NULL, 0) == ZT_OK ? ZT_ETIMEDOUT : ZT_EIO;
-            continue;
-        }
-        zt_stream_reopen_stale(st, 1000);
         zmq_pollitem_t item = { zs, 0, ZMQ_POLLIN, 0 };
         if (zmq_poll(&item, 1, 100) <= 0)
             continue;

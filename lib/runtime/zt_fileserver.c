@@ -142,11 +142,8 @@ static void s_actor(zsock_t *pipe, void *arg)
 {
     zt_fileserver_t *self = arg;
     int port = -1;
-    zt_stream_cfg_t cfg;
-    bool seal = zt_stream_cfg_load(&cfg);
-    zsock_t *router = zt_sock_router(seal ? ZT_PLANE_BULK : ZT_PLANE_CONTROL, self->endpoint, &port);
-    zt_streams_t *streams = seal && router ? zt_streams_new(&cfg, zsock_resolve(router)) : NULL;
-    memset(cfg.secret, 0, sizeof cfg.secret);
+    zt_streams_t *streams;
+    zsock_t *router = zt_stream_router(ZT_PLANE_CONTROL, self->endpoint, &port, &streams);
     int ok = router != NULL;
     if (ok) {
         snprintf(self->bound, sizeof self->bound, "%s", self->endpoint);
@@ -207,26 +204,6 @@ void zt_fileserver_destroy(zt_fileserver_t **self_p)
     *self_p = NULL;
 }
 
-/* Until st's keys are agreed (its SEAL_ACCEPT), opening again every second
- * while not answered (the server restarted, or was not there yet). */
-static int s_stream_open(zsock_t *dealer, zt_stream_t *st, int timeout_ms)
-{
-    int64_t deadline = zt_now_ms() + timeout_ms;
-    zmq_pollitem_t it = { zsock_resolve(dealer), 0, ZMQ_POLLIN, 0 };
-    while (!zt_stream_ready(st)) {
-        if (zt_now_ms() >= deadline)
-            return ZT_ETIMEDOUT;
-        zt_stream_reopen_stale(st, 1000);
-        if (zmq_poll(&it, 1, 100) <= 0)
-            continue;
-        zmq_msg_t parts[3];
-        int np = zt_msg_recv_parts(zsock_resolve(dealer), parts, 3);
-        if (np > 0 && zt_stream_recv(st, parts, &np) == ZT_OK)
-            zt_msg_close_parts(parts, np);
-    }
-    return ZT_OK;
-}
-
 /* The answer to request req within timeout_ms: parts [header][payload?]
  * (*np of them, opened when sealed), its header in *r; late answers to
  * earlier requests and what does not open are skipped. */
@@ -254,7 +231,7 @@ int zt_file_fetch(zsock_t *dealer, zt_stream_t *st, const char *remote, const ch
 {
     char *data = NULL;
     int64_t size = -1, got = 0, req = 0;
-    int rc = st ? s_stream_open(dealer, st, timeout_ms) : ZT_OK;
+    int rc = st ? zt_stream_wait_ready(st, timeout_ms) : ZT_OK;
     if (rc != ZT_OK)
         snprintf(err, errlen, "%s: the file server did not open a sealed stream within %d ms", remote, timeout_ms);
     while (rc == ZT_OK && (size < 0 || got < size)) {

@@ -273,6 +273,46 @@ void zt_stream_reopen_stale(zt_stream_t *self, int ms)
         zt_stream_reopen(self);
 }
 
+int zt_stream_wait_ready(zt_stream_t *self, int timeout_ms)
+{
+    int64_t deadline = zt_now_ms() + timeout_ms;
+    zmq_pollitem_t it = { self->sock, 0, ZMQ_POLLIN, 0 };
+    while (!zt_stream_ready(self)) {
+        if (zt_now_ms() >= deadline)
+            return ZT_ETIMEDOUT;
+        zt_stream_reopen_stale(self, 1000);
+        if (zmq_poll(&it, 1, 100) <= 0)
+            continue;
+        zmq_msg_t parts[3];
+        int np = zt_msg_recv_parts(self->sock, parts, 3);
+        if (np > 0 && zt_stream_recv(self, parts, &np) == ZT_OK)
+            zt_msg_close_parts(parts, np); /* only the opening's answer is expected */
+    }
+    return ZT_OK;
+}
+
+zsock_t *zt_stream_dealer(zt_plane_t plane, const char *endpoint, zt_stream_t **st)
+{
+    zt_stream_cfg_t cfg;
+    bool seal = zt_stream_cfg_load(&cfg);
+    zsock_t *d = zt_sock_dealer(seal ? ZT_PLANE_BULK : plane, endpoint);
+    *st = d && seal && !zt_data_is_local(endpoint) ? zt_stream_connect(&cfg, zsock_resolve(d)) : NULL;
+    memset(cfg.secret, 0, sizeof cfg.secret);
+    if (d && seal && !zt_data_is_local(endpoint) && !*st)
+        zt_sock_destroy(&d);
+    return d;
+}
+
+zsock_t *zt_stream_router(zt_plane_t plane, const char *endpoint, int *port_p, zt_streams_t **streams)
+{
+    zt_stream_cfg_t cfg;
+    bool seal = zt_stream_cfg_load(&cfg);
+    zsock_t *r = zt_sock_router(seal ? ZT_PLANE_BULK : plane, endpoint, port_p);
+    *streams = r && seal ? zt_streams_new(&cfg, zsock_resolve(r)) : NULL;
+    memset(cfg.secret, 0, sizeof cfg.secret);
+    return r;
+}
+
 zt_stream_t *zt_stream_connect(const zt_stream_cfg_t *cfg, void *dealer)
 {
     zt_stream_t *self = calloc(1, sizeof *self);

@@ -33,6 +33,7 @@
 #define ZT_STREAM_H
 #include "wire/zt_seal.h"
 #include "wire/zt_msg.h"
+#include "wire/zt_transport.h"
 #include <stdbool.h>
 #include <stdint.h>
 #include <zmq.h>
@@ -78,6 +79,10 @@ int zt_stream_reopen(zt_stream_t *self);
  * restarted before it answered. Nothing else makes a client that cannot
  * send open again. */
 void zt_stream_reopen_stale(zt_stream_t *self, int ms);
+/* Until the stream's keys are agreed, receiving on its dealer and opening
+ * again every second while unanswered: ZT_OK, or ZT_ETIMEDOUT. For a
+ * client with nothing else to serve meanwhile. */
+int zt_stream_wait_ready(zt_stream_t *self, int timeout_ms);
 /* The name of the other end (the server's, once accepted). */
 const char *zt_stream_peer(const zt_stream_t *self);
 const zt_stream_drops_t *zt_stream_drops(const zt_stream_t *self);
@@ -127,6 +132,15 @@ zt_stream_t *zt_streams_find(zt_streams_t *self, zmq_msg_t *id);
 const zt_stream_drops_t *zt_streams_drops(const zt_streams_t *self);
 /* Streams held (clients connected and opened). */
 int zt_streams_count(const zt_streams_t *self);
+
+/* Sockets as a sealing job has them: in a job that seals its bulk data
+ * (zt_stream_cfg_load), a bulk socket (no CURVE), else one of plane.
+ * zt_stream_dealer also makes *st, a stream on it, when the server is on
+ * another host (not reached over this host's ipc twin), else NULL; NULL
+ * when it cannot. zt_stream_router makes *streams for a sealing job's
+ * TCP clients, else NULL. */
+zsock_t *zt_stream_dealer(zt_plane_t plane, const char *endpoint, zt_stream_t **st);
+zsock_t *zt_stream_router(zt_plane_t plane, const char *endpoint, int *port_p, zt_streams_t **streams);
 
 void zt_stream_selftest(void);
 
