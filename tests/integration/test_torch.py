@@ -61,7 +61,10 @@ class Torch(unittest.TestCase):
 
     def results(self, job, n, timeout=240):
         rc = job.wait(timeout=timeout)
-        self.assertEqual(rc, 0, job.out[-3000:] + job.err[-3000:])
+        # on a failure, the reducers' own logs too (the job's folder goes with the test)
+        reducers = "".join("\n== %s ==\n%s" % (os.path.basename(p), read(p)[-4000:]) for p in
+                           sorted(glob.glob(os.path.join(self.d, "job", "replica-logs", "workerpool2-*.log"))))
+        self.assertEqual(rc, 0, job.out[-3000:] + job.err[-3000:] + (reducers if rc else ""))
         res = [json.loads(read(p)) for p in sorted(glob.glob(os.path.join(self.out, "result-*.json")))]
         self.assertEqual(len(res), n, job.out[-2000:] + job.err[-3000:])
         return res
