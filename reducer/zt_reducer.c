@@ -47,6 +47,7 @@ typedef struct {
     int64_t want_gen;          /* restarted: the older sum being fetched from a worker, -1 */
     s_ranges_t want_got;       /* what of it has arrived */
     int64_t asked_ms;          /* when we last asked */
+    int64_t probed_ms;         /* when we last asked the silent workers (s_probe_ahead) */
 } s_bucket_t;
 
 struct zt_reducer_t {
@@ -419,6 +420,8 @@ static void s_send_block(zt_reducer_t *self, int b, int j, const char *sum)
     k->block_sent[j] = true;
     k->blocks_sent++;
     if (k->blocks_sent == k->nblocks) { /* the whole chunk: the generation is done */
+        if (k->want_gen == k->gen) /* asked for in vain (s_probe_ahead): nobody had it */
+            k->want_gen = -1;
         k->result_gen = k->gen;
         s_reset_bucket(self, k);
         k->gen++;
@@ -751,6 +754,42 @@ static void s_on_hello(zt_reducer_t *self, int rank, const zt_msg_t *m, zmq_msg_
     }
 }
 
+/* A generation that has waited PROBE_MS for workers that sent nothing of
+ * it: those may be past it already, with its sum from this reducer's
+ * predecessor (killed in mid-broadcast), and busy elsewhere (between rounds
+ * a worker only tells it is there: AR_IDLE). Each is asked for its copy
+ * (AR_RESEND); one that has it sends it, and the generation ends with it
+ * for the others; one that is behind ignores the question and sends its
+ * pieces when it comes. */
+#define PROBE_MS 1000
+static void s_probe_ahead(zt_reducer_t *self)
+{
+    int64_t now = zt_now_ms();
+    for (int b = 0; self->buckets && b < self->layout.nbuckets; b++) {
+        s_bucket_t *k = &self->buckets[b];
+        if (!k->started_ms || k->gen < 0 || k->blocks_sent > 0 || now - k->started_ms < PROBE_MS ||
+            now - k->probed_ms < PROBE_MS || (k->want_gen >= 0 && k->want_gen != k->gen))
+            continue;
+        k->probed_ms = now;
+        for (int w = 0; w < self->workers; w++) {
+            if (!self->have_id[w] || k->from[w].got > 0)
+                continue;
+            if (k->want_gen != k->gen) {
+                while (atomic_load(&k->res_lent[k->gen & 1]) > 0) /* generation gen-2 still being sent */
+                    zclock_sleep(0);
+                k->want_gen = k->gen;
+                k->want_got.n = 0;
+                k->want_got.got = 0;
+            }
+            zt_debug("bucket %d (generation %lld): asking worker %d whether it has the sum already", b,
+                     (long long) k->gen, w);
+            zt_msg_t m = { .type = ZT_MSG_AR_RESEND };
+            m.u.AR_RESEND = (zt_msg_AR_RESEND_t) { b, k->gen };
+            s_send(self, w, &m, NULL, 0);
+        }
+    }
+}
+
 static void s_check_slow(zt_reducer_t *self)
 {
     int64_t now = zt_now_ms();
@@ -793,6 +832,9 @@ void zt_reducer_handle(zt_reducer_t *self, zmq_msg_t *parts, int n)
              m.u.AR_RESEND.bucket < self->layout.nbuckets &&
              self->buckets[m.u.AR_RESEND.bucket].result_gen == m.u.AR_RESEND.gen)
         s_send_result(self, (int) m.u.AR_RESEND.bucket, rank);
+    else if (m.type == ZT_MSG_AR_IDLE) {
+        /* between rounds: its address is known now (s_probe_ahead) */
+    }
     else
         zt_debug("ignored %s from worker %d", zt_msg_type_name(m.type), rank);
 }
@@ -803,6 +845,7 @@ int zt_reducer_run(zt_reducer_t *self, bool (*should_stop)(void *), void *arg)
     zmq_pollitem_t item = { zs, 0, ZMQ_POLLIN, 0 };
     while (!(should_stop && should_stop(arg))) {
         s_check_slow(self);
+        s_probe_ahead(self);
         zt_process_refusals_flush(&self->nonfinite, self->opts.replica, "nonfinite_refused");
         zt_process_refusals_flush(&self->unsealed, self->opts.replica, "seal_refused");
         if (zmq_poll(&item, 1, 100) <= 0)

@@ -125,6 +125,7 @@ void zt_allreduce_destroy(zt_allreduce_t **self_p)
     if (!self_p || !*self_p)
         return;
     zt_allreduce_t *self = *self_p;
+    zt_ar_idle_stop(self); /* before the sockets it may hold close */
     for (int r = 0; r < self->R; r++) {
         if (self->rstream)
             zt_stream_destroy(&self->rstream[r]);
@@ -179,7 +180,7 @@ int zt_allreduce_buckets(zt_allreduce_t *self) { return self->layout.nbuckets; }
 int64_t zt_allreduce_threshold(zt_allreduce_t *self) { return self->threshold; }
 int64_t zt_allreduce_generation(zt_allreduce_t *self) { return self->rounds; }
 
-int zt_allreduce_set_generation(zt_allreduce_t *self, int64_t gen)
+static int s_set_generation(zt_allreduce_t *self, int64_t gen)
 {
     if (!self->committed || gen < 0)
         return ZT_EINVAL;
@@ -330,6 +331,9 @@ int zt_allreduce_commit(zt_allreduce_t *self, int timeout_ms)
         rc = zt_ar_commit_ring(self, timeout_ms);
     if (rc == ZT_OK)
         self->committed = true;
+    if (rc == ZT_OK && R > 0 && zt_ar_idle_start(self) != ZT_OK)
+        zt_warn("all-reduce: no thread to serve the reducers between rounds: a reducer restarted in "
+                "mid-broadcast may wait for this worker until its next round");
     else if (rc == ZT_ETIMEDOUT) /* a peer is gone: the system's failure, not the program's */
         zt_fail_retryable();
     return rc;
@@ -337,7 +341,7 @@ int zt_allreduce_commit(zt_allreduce_t *self, int timeout_ms)
 
 /* ------------------------------------------------------------ submit */
 
-void *zt_allreduce_buffer(zt_allreduce_t *self, int tensor)
+static void *s_buffer(zt_allreduce_t *self, int tensor)
 {
     if (!self->committed || tensor < 0 || tensor >= self->nt)
         return NULL;
@@ -347,7 +351,7 @@ void *zt_allreduce_buffer(zt_allreduce_t *self, int tensor)
     return k->buf + self->layout.offset[tensor] * (int64_t) k->es;
 }
 
-int zt_allreduce_submit(zt_allreduce_t *self, int tensor, void *data)
+static int s_submit(zt_allreduce_t *self, int tensor, void *data)
 {
     if (!self->committed || tensor < 0 || tensor >= self->nt || self->t[tensor].submitted)
         return ZT_EINVAL;
@@ -387,7 +391,7 @@ int zt_allreduce_submit(zt_allreduce_t *self, int tensor, void *data)
 
 /* ------------------------------------------------------------ wait */
 
-int zt_allreduce_wait(zt_allreduce_t *self, bool average, int timeout_ms)
+static int s_wait(zt_allreduce_t *self, bool average, int timeout_ms)
 {
     if (!self->committed)
         return ZT_EINVAL;
@@ -467,4 +471,40 @@ int zt_allreduce_wait(zt_allreduce_t *self, bool average, int timeout_ms)
     }
     self->rounds++;
     return ZT_OK;
+}
+
+/* ------------------------------------------------------------ the calls
+ * Each takes the reducer sockets back from the thread that serves them
+ * between rounds (zt_ar_idle.c). */
+
+int zt_allreduce_set_generation(zt_allreduce_t *self, int64_t gen)
+{
+    zt_ar_idle_enter(self);
+    int rc = s_set_generation(self, gen);
+    zt_ar_idle_leave(self);
+    return rc;
+}
+
+void *zt_allreduce_buffer(zt_allreduce_t *self, int tensor)
+{
+    zt_ar_idle_enter(self);
+    void *p = s_buffer(self, tensor);
+    zt_ar_idle_leave(self);
+    return p;
+}
+
+int zt_allreduce_submit(zt_allreduce_t *self, int tensor, void *data)
+{
+    zt_ar_idle_enter(self);
+    int rc = s_submit(self, tensor, data);
+    zt_ar_idle_leave(self);
+    return rc;
+}
+
+int zt_allreduce_wait(zt_allreduce_t *self, bool average, int timeout_ms)
+{
+    zt_ar_idle_enter(self);
+    int rc = s_wait(self, average, timeout_ms);
+    zt_ar_idle_leave(self);
+    return rc;
 }

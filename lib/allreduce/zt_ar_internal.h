@@ -53,6 +53,8 @@ typedef struct {
     int64_t *wfly;              /* per reducer: bytes sent whose sums have not come back */
 } zt_ar_state_t;
 
+typedef struct zt_ar_idle_t zt_ar_idle_t;
+
 typedef struct {
     zt_msg_t msg;               /* a ring message received early */
     zmq_msg_t payload;
@@ -89,6 +91,7 @@ struct zt_allreduce_t {
     void *watch;                /* zt_allreduce_watch: a socket served while waiting */
     void (*watch_fn)(void *);
     void *watch_arg;
+    zt_ar_idle_t *idle;         /* reducers: serves them between rounds (zt_ar_idle.c) */
     char err[1024];
 };
 
@@ -123,6 +126,18 @@ int zt_ar_send(zt_allreduce_t *self, zsock_t *sock, zt_stream_t *st, zt_msg_t *m
 int zt_ar_commit_reducers(zt_allreduce_t *self, int timeout_ms);
 void zt_ar_flush(zt_allreduce_t *self, int bi);
 int zt_ar_wait_reducers(zt_allreduce_t *self, int timeout_ms);
+
+/* Between rounds (reducers only): zt_ar_idle_start after the commit; every
+ * call into the library between zt_ar_idle_enter and zt_ar_idle_leave (the
+ * thread gives the sockets back first); zt_ar_idle_stop before they close.
+ * The thread tells each reducer the worker is there (zt_ar_present) and
+ * serves one message at a time (zt_ar_serve_idle: false when none waits). */
+int zt_ar_idle_start(zt_allreduce_t *self);
+void zt_ar_idle_enter(zt_allreduce_t *self);
+void zt_ar_idle_leave(zt_allreduce_t *self);
+void zt_ar_idle_stop(zt_allreduce_t *self);
+void zt_ar_present(zt_allreduce_t *self, int r);
+bool zt_ar_serve_idle(zt_allreduce_t *self, int r);
 
 /* Ring: the neighbours connected, then reduce-scatter and all-gather. */
 int zt_ar_commit_ring(zt_allreduce_t *self, int timeout_ms);

@@ -355,6 +355,35 @@ static void s_on_resend(zt_allreduce_t *self, int r, const zt_msg_AR_RESEND_t *r
     }
 }
 
+void zt_ar_present(zt_allreduce_t *self, int r)
+{
+    /* Never blocks: a reducer long gone has let its queue fill up, and the
+     * caller's next call would wait for this thread. */
+    if (!(zsock_events(self->red[r]) & ZMQ_POLLOUT))
+        return;
+    zt_stream_reopen_stale(self->rstream[r], RESEND_MS);
+    zt_msg_t m = { .type = ZT_MSG_AR_IDLE };
+    m.u.AR_IDLE.rounds = self->rounds;
+    zt_ar_send(self, self->red[r], self->rstream[r], &m, NULL, 0, NULL);
+}
+
+/* Between rounds only a request for a kept sum needs an answer: sums of a
+ * round already done and errors about pieces are moot until the next
+ * round, which sends what a reducer lacks again. */
+bool zt_ar_serve_idle(zt_allreduce_t *self, int r)
+{
+    zmq_msg_t parts[3];
+    int np;
+    if (!s_recv_reply(self, r, parts, &np))
+        return false;
+    zt_msg_t m;
+    if (np > 0 && zt_msg_decode(zmq_msg_data(&parts[0]), zmq_msg_size(&parts[0]), &m, NULL) == ZT_OK &&
+        m.type == ZT_MSG_AR_RESEND)
+        s_on_resend(self, r, &m.u.AR_RESEND);
+    zt_msg_close_parts(parts, np);
+    return true;
+}
+
 /* One reply from reducer r. ZT_OK, or the error that ends the wait;
  * *progress is set when it moved a bucket forward. */
 static int s_on_reply(zt_allreduce_t *self, int r, zmq_msg_t *parts, int np, bool *progress)

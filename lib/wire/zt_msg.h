@@ -63,6 +63,9 @@
 #define ZT_MSG_AR_RESULT(F, T) F(T, I, bucket) F(T, I, gen) F(T, I, offset) F(T, I, count) \
                                F(T, I, dtype) F(T, S, shm) F(T, I, shm_off)   /* + elements */
 #define ZT_MSG_AR_RESEND(F, T) F(T, I, bucket) F(T, I, gen)  /* "send me the result of gen again" */
+/* A worker between rounds, still there: a restarted reducer learns its
+ * address and can ask it for a sum it holds (AR_RESEND). */
+#define ZT_MSG_AR_IDLE(F, T)   F(T, I, rounds)
 /* Rejoin (a restarted trainer <-> a live peer): the peer's values and
  * optimizer state as they stand before the round it waits on, in order:
  * array 0 the values, then each state array, each cut into frames of at
@@ -112,6 +115,7 @@
     X(SEAL_OPEN, 48, "seal_open")       \
     X(SEAL_ACCEPT, 49, "seal_accept")   \
     X(SEAL_RESET, 50, "seal_reset")     \
+    X(AR_IDLE,   51, "ar_idle")         \
     X(FILE_GET,  30, "file_get")        \
     X(FILE_DATA, 31, "file_data")
 

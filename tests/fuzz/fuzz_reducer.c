@@ -33,7 +33,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         char json[512];
         const void *payload = NULL;
         size_t plen = 0;
-        switch (sel % 5) {
+        switch (sel % 6) {
         case 0:
             m.type = ZT_MSG_AR_HELLO;
             m.u.AR_HELLO = (zt_msg_AR_HELLO_t) { .req = rec, .workers = s_int(&in), .hash = 0, .shm_ok = 0 };
@@ -49,13 +49,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             break;
         case 1:
         case 2:
-            m.type = sel % 5 == 1 ? ZT_MSG_AR_PIECE : ZT_MSG_AR_RESULT;
+            m.type = sel % 6 == 1 ? ZT_MSG_AR_PIECE : ZT_MSG_AR_RESULT;
             m.u.AR_PIECE = (zt_msg_AR_PIECE_t) { .bucket = s_int(&in), .gen = s_int(&in), .offset = s_int(&in),
                                                  .count = s_int(&in), .dtype = s_byte(&in) % 4, .step = 0 };
             break;
         case 3:
             m.type = ZT_MSG_AR_RESEND;
             m.u.AR_RESEND = (zt_msg_AR_RESEND_t) { s_int(&in), s_int(&in) };
+            break;
+        case 4:
+            m.type = ZT_MSG_AR_IDLE;
+            m.u.AR_IDLE.rounds = s_int(&in);
             break;
         default:
             m.type = ZT_MSG_PS_PULL; /* not a reducer's message */

@@ -4,7 +4,8 @@
  * and cycle-time flushes, averaging, a shape mismatch that fails with the
  * naming error instead of hanging, a reducer killed mid-job, and a round
  * averaged in place whose exact sum a restarted reducer asks for again, a
- * reducer restarted between the workers' hellos. The
+ * reducer restarted between the workers' hellos, a worker that has a sum
+ * another missed handing it to the restarted reducer while busy elsewhere. The
  * reducers are on this host, so payloads go through shared memory unless
  * ZT_SHM=off (ctest runs both); forged shared-memory references are refused.
  * Collectives (zt_coll) over the same reducers and the ring: calls larger
@@ -671,6 +672,60 @@ static void s_restart_between_hellos(void)
     s_stop_reducers(1);
 }
 
+/* A reducer killed in mid-broadcast: worker 1 has the round's sum, worker 0
+ * has not (set_generation takes it back a round) and waits for the new
+ * reducer's, which needs worker 1's copy. Worker 1 meanwhile is busy outside
+ * the library, in something that waits for worker 0 (here a pipe; in a
+ * PyTorch job the bucket order DDP broadcasts over gloo in the next forward
+ * pass): only its thread between rounds can tell the new reducer it is there
+ * and hand over the sum. Then both go on with the next round. */
+static void s_ahead_worker_busy(void)
+{
+    const int64_t n = 1 << 12;
+    s_start_reducer(0, 1);
+    int up[2], down[2];
+    assert(pipe(up) == 0 && pipe(down) == 0);
+    char c;
+    pid_t w0 = fork();
+    if (w0 == 0) {
+        alarm(60);
+        zt_log_init("test_allreduce", 0);
+        zt_allreduce_t *ar = s_pair_worker(0, n);
+        s_pair_round(ar, 0, n);
+        assert(zt_allreduce_set_generation(ar, 0) == ZT_OK); /* as if the sum never came */
+        assert(write(up[1], "r", 1) == 1);
+        assert(read(down[0], &c, 1) == 1); /* the reducer is new */
+        s_pair_round(ar, 0, n); /* the sum can only come from worker 1's copy */
+        assert(write(up[1], "d", 1) == 1);
+        s_pair_round(ar, 0, n);
+        zt_allreduce_destroy(&ar);
+        exit(0);
+    }
+    close(up[1]); /* worker 0's end: a read sees its exit */
+    close(down[0]);
+    zt_allreduce_t *ar = s_pair_worker(1, n);
+    s_pair_round(ar, 1, n);
+    assert(read(up[0], &c, 1) == 1);
+    kill(s_red_pids[0], SIGKILL);
+    waitpid(s_red_pids[0], NULL, 0);
+    s_start_reducer(0, 1);
+    assert(write(down[1], "g", 1) == 1);
+    bool ok = read(up[0], &c, 1) == 1; /* busy until worker 0 has its sum */
+    if (ok)
+        s_pair_round(ar, 1, n);
+    zt_allreduce_destroy(&ar);
+    int st;
+    waitpid(w0, &st, 0);
+    ok = ok && WIFEXITED(st) && WEXITSTATUS(st) == 0;
+    printf("a worker busy between rounds hands a restarted reducer the sum another worker missed: %s\n",
+           ok ? "ok" : "FAILED");
+    fflush(stdout);
+    assert(ok);
+    close(up[0]);
+    close(down[1]);
+    s_stop_reducers(1);
+}
+
 int main(int argc, char **argv)
 {
     s_bin = argc > 1 ? argv[1] : "ztrain-reducer";
@@ -701,6 +756,7 @@ int main(int argc, char **argv)
     s_forged_references();
     s_hostile_ranges();
     s_restart_between_hellos();
+    s_ahead_worker_busy();
 
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", s_dir);
