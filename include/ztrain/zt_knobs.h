@@ -89,6 +89,8 @@ extern "C" {
       "on: every socket of a job started by ztrain run is authenticated and encrypted (CURVE keys made for each job, in files only its user can read; only the job's replicas may connect, each as itself); off: for benchmarks only, no authentication and no encryption, so anyone who can reach the job's ports can read its model and pose as its replicas") \
     X(BULK_SEAL,           "ZT_BULK_SEAL",           "on", "on|off", ZT_FOR_ALL,                                      \
       "on: in a secured job, bulk data between hosts (parameter servers' pushes and pulls, all-reduce pieces and sums through reducers, ring blocks, checkpoint files fetched by evaluators) is sealed with AES-128-GCM under keys of the job's own (each stream's, fresh) instead of CURVE, which keeps the control plane; off: CURVE on those sockets too (for comparison)") \
+    X(SEAL_VAES,           "ZT_SEAL_VAES",           "auto", "auto|off", ZT_FOR_ALL,                      \
+      "auto: the bulk seal runs AES-128-GCM two blocks per instruction (VAES and VPCLMULQDQ) where the processor has them; off: OpenSSL's always (the same bytes on the wire either way; for comparison)") \
     X(DATA_IPC,            "ZT_DATA_IPC",            "auto", "auto|off", ZT_FOR_ALL,                      \
       "auto: a job's sockets between processes on one host go over ipc:// twins of their TCP ports (control and data plane), and a job's TCP ports then accept only its other hosts; off: TCP only, open to any address (as between hosts; for benchmarks)") \
     X(HANDSHAKE_MS,        "ZT_HANDSHAKE_MS",        "10000", "int", ZT_FOR_ALL,                         \

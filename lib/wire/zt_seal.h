@@ -97,5 +97,10 @@ bool zt_seal_unhex(const char *text, uint8_t *out, size_t n);
 int zt_seal_random(void *out, size_t len);
 
 void zt_seal_selftest(void);
+/* Whether new keys use zt_gcm (VAES, where the processor has it, unless
+ * ZT_SEAL_VAES=off); zt_seal_use_vaes(0 or 1) overrides the knob, for
+ * comparisons (a processor without VAES gets OpenSSL either way). */
+bool zt_seal_vaes(void);
+void zt_seal_use_vaes(int on);
 
 #endif
