@@ -136,6 +136,38 @@ static void s_resend(zt_allreduce_t *self, int r);
  * When r's stream has just opened (the first time, or again after the
  * reducer restarted), the layout and what r lacks go out now. false when
  * nothing waits. */
+/* Where a sealed sum from reducer r opens without a copy after: its place
+ * in the bucket, when every byte of it there is only a landing place (large
+ * tensors, sent from the caller's buffers, not averaged in the bucket's),
+ * so that a sum that does not open, having written there, costs nothing a
+ * resend would need. NULL: opened in place, then copied. */
+static void *s_landing(zt_allreduce_t *self, int r, zmq_msg_t *header, size_t bytes)
+{
+    zt_msg_t m;
+    if (zt_msg_decode(zmq_msg_data(header), zmq_msg_size(header), &m, NULL) != ZT_OK || m.type != ZT_MSG_AR_RESULT)
+        return NULL;
+    const zt_msg_AR_RESULT_t *res = &m.u.AR_RESULT;
+    if (res->bucket < 0 || res->bucket >= self->layout.nbuckets || res->shm[0])
+        return NULL;
+    zt_ar_state_t *k = &self->b[res->bucket];
+    int64_t off = res->offset, c = res->count, per = PIECE_BYTES / (int64_t) k->es;
+    if (!k->active || k->in_shm || res->gen != k->gen || off < k->lo[r] || c <= 0 || c > k->hi[r] - off ||
+        (size_t) c * k->es != bytes)
+        return NULL;
+    int p = (int) ((off - k->lo[r]) / per);
+    if (p < 0 || p >= k->npieces[r] || k->piece_done[r][p])
+        return NULL;
+    zt_ar_bucket_t *lb = &self->layout.buckets[res->bucket];
+    for (int t = lb->first; t <= lb->last; t++) {
+        int64_t ta = self->layout.offset[t], tb = ta + self->layout.numel[t];
+        if (tb <= off || ta >= off + c)
+            continue;
+        if (!zt_ar_direct(k, self->layout.numel[t]) || self->t[t].data == k->buf + ta * (int64_t) k->es)
+            return NULL;
+    }
+    return k->buf + off * (int64_t) k->es;
+}
+
 static bool s_recv_reply(zt_allreduce_t *self, int r, zmq_msg_t *parts, int *np)
 {
     *np = zt_msg_recv_parts(zsock_resolve(self->red[r]), parts, 3); /* header, seal, payload */
@@ -145,7 +177,9 @@ static bool s_recv_reply(zt_allreduce_t *self, int r, zmq_msg_t *parts, int *np)
     if (!st)
         return true;
     bool was = zt_stream_ready(st);
-    if (zt_stream_recv(st, parts, np) != ZT_OK && self->seal_drops++ % 100 == 0)
+    void *into = *np == 3 ? s_landing(self, r, &parts[0], zmq_msg_size(&parts[2])) : NULL;
+    if (zt_stream_recv_into(st, parts, np, into, into ? zmq_msg_size(&parts[2]) : 0) != ZT_OK &&
+        self->seal_drops++ % 100 == 0)
         zt_warn("reducer %d (%s): a message that is not sealed under this job's keys was dropped (%llu so far)", r,
                 self->reducer_addrs[r], (unsigned long long) self->seal_drops);
     if (!was && zt_stream_ready(st)) {
@@ -326,7 +360,7 @@ static bool s_on_result(zt_allreduce_t *self, int r, const zt_msg_AR_RESULT_t *r
     }
     if (!k->windowed) /* its pieces went from the tensor, not buf */
         zt_ar_wait_lent(k);
-    if (c)
+    if (c && src != k->buf + off * (int64_t) k->es) /* not opened there already (s_landing) */
         memcpy(k->buf + off * (int64_t) k->es, src, (size_t) c * k->es);
     k->piece_done[r][p] = true;
     if (k->windowed) {

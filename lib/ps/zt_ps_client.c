@@ -449,7 +449,8 @@ static bool s_on_values(zt_ps_client_t *self, int server, s_op_t *op, const zt_m
         s_send(self, op);
         return false;
     }
-    memcpy(op->dst, src, want);
+    if (src != op->dst) /* not opened there already */
+        memcpy(op->dst, src, want);
     return true;
 }
 
@@ -523,7 +524,21 @@ static void s_on_reply(zt_ps_client_t *self, int server, zmq_msg_t *parts, int n
 static bool s_unseal(zt_ps_client_t *self, int s, zmq_msg_t *parts, int *np)
 {
     bool was = zt_stream_ready(self->streams[s]);
-    if (zt_stream_recv(self->streams[s], parts, np) != ZT_OK) {
+    /* a pull's values open straight into the caller's buffer, which a
+     * reply that does not open leaves to the next one (the pull is still
+     * waiting) */
+    void *into = NULL;
+    size_t into_len = 0;
+    zt_msg_t m;
+    int at;
+    if (*np == 3 && zt_msg_decode(zmq_msg_data(&parts[0]), zmq_msg_size(&parts[0]), &m, NULL) == ZT_OK &&
+        m.type == ZT_MSG_PS_VALUES && (at = s_find(self, m.u.PS_VALUES.req)) >= 0 && self->ops[at].server == s &&
+        self->ops[at].kind == OP_PULL && m.u.PS_VALUES.offset == self->ops[at].offset &&
+        m.u.PS_VALUES.count == self->ops[at].count && !m.u.PS_VALUES.shm[0]) {
+        into = self->ops[at].dst;
+        into_len = (size_t) self->ops[at].count * sizeof(float);
+    }
+    if (zt_stream_recv_into(self->streams[s], parts, np, into, into_len) != ZT_OK) {
         if (self->seal_drops++ % 100 == 0)
             zt_warn("parameter server %d (%s): a reply that is not sealed under this job's keys was dropped (%llu "
                     "so far)", s, self->addrs[s], (unsigned long long) self->seal_drops);

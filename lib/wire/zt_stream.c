@@ -193,7 +193,9 @@ static int s_send_sealed(zt_stream_t *s, void *sock, const zt_msg_t *m, const vo
 
 /* Opens [header][seal][payload...] in place, then drops the seal frame;
  * a failure is counted in drops (the stream's, or its server's). */
-static int s_open(zt_stream_t *s, zt_stream_drops_t *drops, zmq_msg_t *parts, int *np)
+/* into: where a message with one payload of exactly into_len bytes is
+ * opened instead of in place (NULL: in place). */
+static int s_open(zt_stream_t *s, zt_stream_drops_t *drops, zmq_msg_t *parts, int *np, void *into, size_t into_len)
 {
     int n = *np - 2;
     size_t hlen = zmq_msg_size(&parts[0]);
@@ -220,11 +222,14 @@ static int s_open(zt_stream_t *s, zt_stream_drops_t *drops, zmq_msg_t *parts, in
             return ZT_EPROTO;
         }
         zmq_msg_t own; /* a frame whose bytes other messages share (inproc) is opened into a buffer of its own */
-        bool shared = n && zmq_msg_get(&parts[2 + i], ZMQ_SHARED) == 1;
-        if (shared) {
+        bool there = into && n == 1 && len == into_len && len > 0; /* straight into the caller's buffer */
+        bool shared = n && (there || zmq_msg_get(&parts[2 + i], ZMQ_SHARED) == 1);
+        if (there)
+            zmq_msg_init_data(&own, into, len, NULL, NULL); /* the caller's: never freed here */
+        else if (shared)
             zmq_msg_init_size(&own, len);
+        if (shared)
             p = zmq_msg_data(&own);
-        }
         int rc = zt_seal_open(rx, k, aad, alen, n ? zmq_msg_data(&parts[2 + i]) : NULL, p, len,
                               units + i * SEAL_BYTES + 8);
         if (shared) { /* (the old content let go; closed with the parts on a failure) */
@@ -388,9 +393,14 @@ static int s_accepted(zt_stream_t *self, const zt_msg_SEAL_ACCEPT_t *a)
 
 int zt_stream_recv(zt_stream_t *self, zmq_msg_t *parts, int *np)
 {
+    return zt_stream_recv_into(self, parts, np, NULL, 0);
+}
+
+int zt_stream_recv_into(zt_stream_t *self, zmq_msg_t *parts, int *np, void *into, size_t into_len)
+{
     int rc = ZT_OK;
     if (*np >= 2) {
-        if ((rc = s_open(self, &self->drops, parts, np)) != ZT_OK)
+        if ((rc = s_open(self, &self->drops, parts, np, into, into_len)) != ZT_OK)
             s_close(parts, np);
         return rc;
     }
@@ -548,7 +558,7 @@ int zt_streams_recv(zt_streams_t *self, zmq_msg_t *parts, int *np, zt_stream_t *
         return ZT_EPROTO;
     }
     int left = *np - 1;
-    rc = s_open(s, &self->drops, parts + 1, &left);
+    rc = s_open(s, &self->drops, parts + 1, &left, NULL, 0);
     if (rc != ZT_OK) {
         s_close(parts, np);
         return rc;

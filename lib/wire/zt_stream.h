@@ -98,6 +98,11 @@ int zt_stream_send(zt_stream_t *self, const zt_msg_t *m, const void *payload, si
  * message or nothing to do, ZT_EPROTO when it was dropped (counted; the
  * parts are closed and *np is 0). */
 int zt_stream_recv(zt_stream_t *self, zmq_msg_t *parts, int *np);
+/* The same, but a message with one payload of exactly into_len bytes is
+ * opened straight into into (no copy after), its payload part then
+ * pointing there. The caller names a place whose bytes it can lose: a
+ * frame that does not open may have written there. */
+int zt_stream_recv_into(zt_stream_t *self, zmq_msg_t *parts, int *np, void *into, size_t into_len);
 
 /* Server: the streams of router's clients. */
 zt_streams_t *zt_streams_new(const zt_stream_cfg_t *cfg, void *router);

@@ -7,12 +7,14 @@
  * reducer restarted between the workers' hellos, a worker that has a sum
  * another missed handing it to the restarted reducer while busy elsewhere. The
  * reducers are on this host, so payloads go through shared memory unless
- * ZT_SHM=off (ctest runs both); forged shared-memory references are refused.
+ * ZT_SHM=off (ctest runs both, and a third over TCP with the job's keys:
+ * everything sealed); forged shared-memory references are refused.
  * Collectives (zt_coll) over the same reducers and the ring: calls larger
  * than a round, broadcasts bit for bit, streamed steps, calls that differ. */
 #include "ztrain/ztrain.h"
 #include "ztrain/zt_allreduce.h"
 #include "ztrain/zt_collective.h"
+#include "wire/zt_auth.h"
 #include "wire/zt_msg.h"
 #include "wire/zt_shm.h"
 #include "base/zt_util.h"
@@ -35,9 +37,34 @@ static const char *s_bin;
 static char s_red_eps[4][256];
 static pid_t s_red_pids[4];
 
-static void s_start_reducer(int r, int R)
+/* ZT_TEST_SEALED=1 (ctest's allreduce_sealed, with ZT_DATA_IPC=off): the
+ * reducers and the ring over TCP with the job's keys, so every piece, sum
+ * and block is sealed (the sums of large tensors open straight into the
+ * bucket); the cases that speak to a reducer in plain messages or through
+ * shared memory are left to the plain runs. */
+static bool s_sealed;
+static char s_peer_eps[8][256];
+
+static void s_endpoint(char *ep, size_t size, const char *name)
 {
-    snprintf(s_red_eps[r], sizeof s_red_eps[r], "ipc://%s/red%d", s_dir, r);
+    if (s_sealed)
+        snprintf(ep, size, "tcp://127.0.0.1:%d", zt_ephemeral_port());
+    else
+        snprintf(ep, size, "ipc://%s/%s", s_dir, name);
+}
+
+/* The ring's addresses for workers 0..n-1, before they fork. */
+static void s_peers(int n, const char *tag)
+{
+    for (int p = 0; p < n; p++) {
+        char name[32];
+        snprintf(name, sizeof name, "%s%d", tag, p);
+        s_endpoint(s_peer_eps[p], sizeof s_peer_eps[p], name);
+    }
+}
+
+static void s_spawn_reducer(int r, int R)
+{
     char idx[16], cnt[16];
     snprintf(idx, sizeof idx, "%d", r);
     snprintf(cnt, sizeof cnt, "%d", R);
@@ -47,6 +74,22 @@ static void s_start_reducer(int r, int R)
         execl(s_bin, s_bin, "--bind", s_red_eps[r], "--index", idx, "--servers", cnt, (char *) NULL);
         _exit(127);
     }
+}
+
+static void s_start_reducer(int r, int R)
+{
+    char name[16];
+    snprintf(name, sizeof name, "red%d", r);
+    s_endpoint(s_red_eps[r], sizeof s_red_eps[r], name);
+    s_spawn_reducer(r, R);
+}
+
+/* As the coordinator would: killed, and started again in place. */
+static void s_restart_reducer(int r, int R)
+{
+    kill(s_red_pids[r], SIGKILL);
+    waitpid(s_red_pids[r], NULL, 0);
+    s_spawn_reducer(r, R);
 }
 
 static void s_stop_reducers(int R)
@@ -94,13 +137,10 @@ static int s_worker(const s_case_t *c, int w)
     alarm(60);
     zt_log_init("test_allreduce", w);
     const char *reds[4], *peers[8];
-    char peer_eps[8][256];
     for (int r = 0; r < c->R; r++)
         reds[r] = s_red_eps[r];
-    for (int p = 0; p < c->N; p++) {
-        snprintf(peer_eps[p], sizeof peer_eps[p], "ipc://%s/peer%d", s_dir, p);
-        peers[p] = peer_eps[p];
-    }
+    for (int p = 0; p < c->N; p++)
+        peers[p] = s_peer_eps[p];
     if (c->window) {
         setenv("ZT_AR_PIECE_BYTES", "4096", 1);
         setenv("ZT_AR_LOCAL_WINDOW_BYTES", "4096", 1);
@@ -184,6 +224,7 @@ static void s_run(const s_case_t *c)
 {
     for (int r = 0; r < c->R; r++)
         s_start_reducer(r, c->R);
+    s_peers(c->N, "peer");
     char kill_path[300];
     snprintf(kill_path, sizeof kill_path, "%s/kill", s_dir);
     unlink(kill_path);
@@ -207,9 +248,7 @@ static void s_run(const s_case_t *c)
             continue;
         }
         if (c->kill_after && !killed && access(kill_path, F_OK) == 0) {
-            kill(s_red_pids[0], SIGKILL); /* as the coordinator would: restart it in place */
-            waitpid(s_red_pids[0], NULL, 0);
-            s_start_reducer(0, c->R);
+            s_restart_reducer(0, c->R);
             killed = true;
         }
         usleep(2000);
@@ -237,13 +276,10 @@ static int s_coll_worker(int w, int N, int R)
     setenv("ZT_FUSION_THRESHOLD", "4096", 1);
     setenv("ZT_COLL_ROUND_BYTES", "16384", 1);
     const char *reds[4], *peers[8];
-    char peer_eps[8][256];
     for (int r = 0; r < R; r++)
         reds[r] = s_red_eps[r];
-    for (int p = 0; p < N; p++) {
-        snprintf(peer_eps[p], sizeof peer_eps[p], "ipc://%s/cpeer%d", s_dir, p);
-        peers[p] = peer_eps[p];
-    }
+    for (int p = 0; p < N; p++)
+        peers[p] = s_peer_eps[p];
     zt_allreduce_opts_t o = { w, N, R ? reds : NULL, R, peers, 0, 5 };
     char why[512];
     zt_coll_t *c = zt_coll_new(&o, 20000, why, sizeof why);
@@ -343,6 +379,7 @@ static void s_coll_run(int N, int R)
 {
     for (int r = 0; r < R; r++)
         s_start_reducer(r, R);
+    s_peers(N, "cpeer");
     pid_t pids[8];
     for (int w = 0; w < N; w++)
         if ((pids[w] = fork()) == 0)
@@ -650,9 +687,7 @@ static void s_restart_between_hellos(void)
     }
     zt_allreduce_t *ar = s_pair_worker(1, n);
     assert(read(up[0], &c, 1) == 1);
-    kill(s_red_pids[0], SIGKILL);
-    waitpid(s_red_pids[0], NULL, 0);
-    s_start_reducer(0, 1);
+    s_restart_reducer(0, 1);
     zt_allreduce_destroy(&ar);
     assert(write(down[1], "g", 1) == 1);
     ar = s_pair_worker(1, n);
@@ -706,9 +741,7 @@ static void s_ahead_worker_busy(void)
     zt_allreduce_t *ar = s_pair_worker(1, n);
     s_pair_round(ar, 1, n);
     assert(read(up[0], &c, 1) == 1);
-    kill(s_red_pids[0], SIGKILL);
-    waitpid(s_red_pids[0], NULL, 0);
-    s_start_reducer(0, 1);
+    s_restart_reducer(0, 1);
     assert(write(down[1], "g", 1) == 1);
     bool ok = read(up[0], &c, 1) == 1; /* busy until worker 0 has its sum */
     if (ok)
@@ -731,6 +764,15 @@ int main(int argc, char **argv)
     s_bin = argc > 1 ? argv[1] : "ztrain-reducer";
     snprintf(s_dir, sizeof s_dir, "/tmp/zt-test-ar-%d", (int) getpid());
     mkdir(s_dir, 0755);
+    const char *sealed = getenv("ZT_TEST_SEALED");
+    if ((s_sealed = sealed && !strcmp(sealed, "1"))) { /* keys as a job's: every process finds them */
+        char keys[300], *names[] = { "t" };
+        snprintf(keys, sizeof keys, "%s/keys", s_dir);
+        assert(zt_auth_write_job(keys, names, 1) == ZT_OK);
+        snprintf(keys, sizeof keys, "%s/keys/t.key", s_dir);
+        setenv("ZT_CREDENTIALS", keys, 1);
+        setenv("ZT_DATA_IPC", "off", 1);
+    }
     const s_case_t cases[] = {
         { 1, 1, 1 << 26, 5, 0, 0, 0, false, false },    { 2, 1, 1 << 26, 5, 0, 0, 0, false, false },
         { 2, 2, 1 << 26, 5, 0, 0, 0, false, false },    { 3, 2, 1 << 26, 5, 0, 0, 0, false, false },
@@ -752,9 +794,11 @@ int main(int argc, char **argv)
     s_coll_run(3, 2);
     s_coll_run(2, 0);
     s_coll_run(1, 1);
-    s_resend_is_the_sum();
-    s_forged_references();
-    s_hostile_ranges();
+    if (!s_sealed) { /* a scripted reducer, shared memory, plain messages */
+        s_resend_is_the_sum();
+        s_forged_references();
+        s_hostile_ranges();
+    }
     s_restart_between_hellos();
     s_ahead_worker_busy();
 

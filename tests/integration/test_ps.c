@@ -1,6 +1,8 @@
 /* Parameter servers against real ztrain-paramserver processes on ipc://
  * (so pushes and pulls go through shared memory), or over loopback TCP
- * with ZT_DATA_IPC=off (frames on the sockets): exact SGD, momentum and Adam
+ * with ZT_DATA_IPC=off (frames on the sockets; with ZT_TEST_SEALED=1 too,
+ * sealed under a job's keys, pulls opened straight into the caller's
+ * tensors): exact SGD, momentum and Adam
  * results, sharding over 1..4 servers covers every element once, sync mode
  * averages, the staleness bound holds, snapshots match, a dead server is
  * named, a mismatched model is refused, forged shared-memory references are
@@ -8,6 +10,7 @@
 #include "ztrain/ztrain.h"
 #include "ztrain/zt_ps.h"
 #include "wire/zt_msg.h"
+#include "wire/zt_auth.h"
 #include "wire/zt_shm.h"
 #include "base/zt_util.h"
 #include <assert.h>
@@ -439,6 +442,16 @@ int main(int argc, char **argv)
     zt_log_init("test_ps", 0);
     snprintf(s_dir, sizeof s_dir, "/tmp/zt-test-ps-%d", (int) getpid());
     mkdir(s_dir, 0755);
+    const char *sealed = getenv("ZT_TEST_SEALED");
+    bool seal = sealed && !strcmp(sealed, "1");
+    if (seal) { /* ctest's ps_sealed: TCP with a job's keys, every push and pull sealed */
+        char keys[300], *names[] = { "t" };
+        snprintf(keys, sizeof keys, "%s/keys", s_dir);
+        assert(zt_auth_write_job(keys, names, 1) == ZT_OK);
+        snprintf(keys, sizeof keys, "%s/keys/t.key", s_dir);
+        setenv("ZT_CREDENTIALS", keys, 1);
+        setenv("ZT_DATA_IPC", "off", 1);
+    }
     for (int t = 0; t < 3; t++) {
         g[t] = malloc(sizes[t] * sizeof(float));
         w[t] = malloc(sizes[t] * sizeof(float));
@@ -459,7 +472,8 @@ int main(int argc, char **argv)
     s_case_staleness();
     s_case_dead_server();
     s_case_snapshot_restart();
-    s_case_forged();
+    if (!seal) /* plain messages, which a sealed server drops */
+        s_case_forged();
     s_case_pull_areas();
     s_stop(1);
     for (int t = 0; t < 3; t++) {
