@@ -21,6 +21,8 @@
 
 struct zt_ar_idle_t {
     pthread_t thread;
+    bool joined;        /* stopped at the process's exit (s_at_exit) */
+    zt_ar_idle_t *next; /* the process's running threads */
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int wake[2];        /* a byte here ends the thread's poll */
@@ -30,6 +32,34 @@ struct zt_ar_idle_t {
     int64_t left_ms;    /* when the caller last left the library */
     int64_t present_ms; /* when AR_IDLE last went out */
 };
+
+/* Every thread still running at exit is stopped before CZMQ's own exit
+ * handler (registered earlier, so run later) closes the sockets it may be
+ * polling: a program that never destroyed its all-reduce exits cleanly. */
+static pthread_mutex_t s_all_mu = PTHREAD_MUTEX_INITIALIZER;
+static zt_ar_idle_t *s_all;
+
+static void s_halt(zt_ar_idle_t *id)
+{
+    pthread_mutex_lock(&id->mu);
+    id->quit = true;
+    if (id->serving && write(id->wake[1], "q", 1) < 0) {
+        /* a byte is there already */
+    }
+    pthread_cond_broadcast(&id->cv);
+    pthread_mutex_unlock(&id->mu);
+    if (!id->joined)
+        pthread_join(id->thread, NULL);
+    id->joined = true;
+}
+
+static void s_at_exit(void)
+{
+    pthread_mutex_lock(&s_all_mu);
+    for (zt_ar_idle_t *id = s_all; id; id = id->next)
+        s_halt(id);
+    pthread_mutex_unlock(&s_all_mu);
+}
 
 static bool s_any_active(zt_allreduce_t *self)
 {
@@ -109,6 +139,8 @@ static void *s_thread(void *arg)
     return NULL;
 }
 
+static void s_register_exit(void) { atexit(s_at_exit); }
+
 int zt_ar_idle_start(zt_allreduce_t *self)
 {
     zt_ar_idle_t *id = calloc(1, sizeof *id);
@@ -126,6 +158,8 @@ int zt_ar_idle_start(zt_allreduce_t *self)
     pthread_mutex_init(&id->mu, NULL);
     id->left_ms = zt_now_ms();
     self->idle = id;
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, s_register_exit);
     if (pthread_create(&id->thread, NULL, s_thread, self) != 0) {
         self->idle = NULL;
         pthread_cond_destroy(&id->cv);
@@ -135,6 +169,10 @@ int zt_ar_idle_start(zt_allreduce_t *self)
         free(id);
         return ZT_EIO;
     }
+    pthread_mutex_lock(&s_all_mu);
+    id->next = s_all;
+    s_all = id;
+    pthread_mutex_unlock(&s_all_mu);
     return ZT_OK;
 }
 
@@ -169,14 +207,14 @@ void zt_ar_idle_stop(zt_allreduce_t *self)
     zt_ar_idle_t *id = self->idle;
     if (!id)
         return;
-    pthread_mutex_lock(&id->mu);
-    id->quit = true;
-    if (id->serving && write(id->wake[1], "q", 1) < 0) {
-        /* a byte is there already */
-    }
-    pthread_cond_broadcast(&id->cv);
-    pthread_mutex_unlock(&id->mu);
-    pthread_join(id->thread, NULL);
+    pthread_mutex_lock(&s_all_mu);
+    for (zt_ar_idle_t **p = &s_all; *p; p = &(*p)->next)
+        if (*p == id) {
+            *p = id->next;
+            break;
+        }
+    s_halt(id);
+    pthread_mutex_unlock(&s_all_mu);
     pthread_cond_destroy(&id->cv);
     pthread_mutex_destroy(&id->mu);
     close(id->wake[0]);

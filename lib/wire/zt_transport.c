@@ -435,6 +435,27 @@ bool zt_frame_over_ipc(zmq_msg_t *frame)
     return peer && !strncmp(peer, "localhost:", 10);
 }
 
+/* Whether this process has not yet said which transport endpoint gets on
+ * plane: a client that connects again and again (an evaluator fetching
+ * each checkpoint) says it once. */
+static bool s_first_time(zt_plane_t plane, const char *endpoint)
+{
+    static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    static uint64_t seen[256];
+    static int nseen;
+    uint64_t h = 1469598103934665603ull ^ (uint64_t) plane; /* FNV-1a */
+    for (const char *c = endpoint; *c; c++)
+        h = (h ^ (uint8_t) *c) * 1099511628211ull;
+    bool first = true;
+    pthread_mutex_lock(&mu);
+    for (int i = 0; i < nseen && first; i++)
+        first = seen[i] != h;
+    if (first && nseen < 256)
+        seen[nseen++] = h;
+    pthread_mutex_unlock(&mu);
+    return first;
+}
+
 zsock_t *zt_sock_dealer(zt_plane_t plane, const char *endpoint)
 {
     zsock_t *d = s_socket(ZMQ_DEALER, plane);
@@ -450,7 +471,8 @@ zsock_t *zt_sock_dealer(zt_plane_t plane, const char *endpoint)
     else if (plane != ZT_PLANE_CONTROL) /* which transport each peer gets, for the log */
     {
         long port;
-        zt_info("data plane to %s: %s", endpoint,
+        zt_log_level_t level = s_first_time(plane, endpoint) ? ZT_LOG_INFO : ZT_LOG_DEBUG;
+        ZT_LOG(level, "data plane to %s: %s", endpoint,
                 zt_data_is_local(endpoint) ? "this host, over an ipc socket (shared memory allowed)"
                 : s_here(endpoint, false, &port) ? (plane == ZT_PLANE_BULK ? "this host, over loopback tcp, sealed (ZT_DATA_IPC=off or no usable ZT_IPC_DIR)" : "this host, over loopback tcp (ZT_DATA_IPC=off or no usable ZT_IPC_DIR)")
                 : plane == ZT_PLANE_BULK ? "another host, over tcp, sealed (AES-128-GCM)"

@@ -326,6 +326,10 @@ class SealedBulk(unittest.TestCase):
         self.assertNotRegex(job.out + job.err, r"cannot fetch checkpoint|; reading it from")  # fetched, sealed
         self.assertRegex(job.out + job.err, r"workerpool3-0\[\d+\]: data plane to \S+: this host, over loopback "
                          r"tcp, sealed")
+        # one evaluation per checkpoint, each fetched afresh, said once per address
+        evals = [e for e in j["evaluations"] if e["name"] == "eval_accuracy"]
+        said = re.findall(r"workerpool3-0\[\d+\]: data plane to (\S+):", job.out + job.err)
+        self.assertTrue(said and len(said) == len(set(said)), (len(evals), said))
 
 
 RELAY = os.environ.get("ZT_RELAY", os.path.join(BIN, "..", "tests", "zt_relay"))
