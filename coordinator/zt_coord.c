@@ -67,6 +67,14 @@ static void s_reap_all(zt_coord_t *self)
     int status;
     while (self->backend->reap(self->backend, &h, &status) == 1) {
         zt_crep_t *r = s_find(self, h);
+        if (r && r->registered) {
+            /* what it sent just before it exited (a stop's checkpoint) has
+             * left its socket (linger) but may not have reached the router's
+             * queue yet: read until the router is quiet for 20 ms */
+            zmq_pollitem_t it = { zsock_resolve(self->router), 0, ZMQ_POLLIN, 0 };
+            for (int i = 0; i < 50 && zmq_poll(&it, 1, 20) > 0; i++)
+                zt_coord_on_control(self);
+        }
         if (r)
             zt_coord_replica_exited(self, r, status);
         else

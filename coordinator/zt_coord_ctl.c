@@ -64,8 +64,9 @@ static void s_on_register(zt_coord_t *self, zt_crep_t *r, zframe_t *id, const zt
     zt_coord_check_all_up(self);
 }
 
-/* CHECKPOINT from the chief: recorded and passed on to every evaluator. */
-static void s_on_checkpoint(zt_coord_t *self, zt_crep_t *r, zt_msg_t *m)
+/* A checkpoint notice: recorded in job.json and, from a replica still
+ * running (its file server up), passed to the evaluators. */
+static void s_on_checkpoint(zt_coord_t *self, zt_crep_t *r, zt_msg_t *m, bool tell_evaluators)
 {
     if (!zt_ckpt_name_ok(m->u.CHECKPOINT.name)) { /* it becomes a path on the evaluators */
         char what[200];
@@ -82,13 +83,15 @@ static void s_on_checkpoint(zt_coord_t *self, zt_crep_t *r, zt_msg_t *m)
         json_array_remove(self->checkpoints, 0);
     json_array_append_new(self->checkpoints, json_pack("{s:I, s:s, s:s}", "step",
                           (json_int_t) m->u.CHECKPOINT.step, "name", m->u.CHECKPOINT.name, "time", now));
+    self->metrics_dirty = true; /* written within a second (s_timers): a flood costs no fsync each */
+    if (!tell_evaluators)
+        return;
     self->last_ckpt = *m;
     for (int k = 0; k < self->nreps; k++)
         if (self->reps[k].pool == 3 && self->reps[k].registered) {
             m->seq = self->seq++;
             zt_msg_send(self->router, self->reps[k].identity, m);
         }
-    self->metrics_dirty = true; /* written within a second (s_timers): a flood costs no fsync each */
 }
 
 /* job.json's metrics: per replica, per name, the latest value and the
@@ -219,8 +222,15 @@ static void s_on_message(zt_coord_t *self, zframe_t *id, const char *who, zt_msg
         s_refuse(self, ZT_DROP_UNKNOWN_SENDER, what);
         return;
     }
+    /* a stop's save, sent just before the replica ended and read after: on
+     * disk, so recorded (its sender's keys are the replica's), though its
+     * file server is gone */
+    bool late_save = m->type == ZT_MSG_CHECKPOINT && zt_auth_on() && who && !strcmp(who, r->name);
     if (!r->handle) { /* sent before it ended (the job stopping, a restart): still queued */
-        zt_debug("dropped %s from %s: it has ended", zt_msg_type_name(m->type), r->name);
+        if (late_save)
+            s_on_checkpoint(self, r, m, false);
+        else
+            zt_debug("dropped %s from %s: it has ended", zt_msg_type_name(m->type), r->name);
         return;
     }
     if (zt_auth_on() && (!who || strcmp(who, r->name))) { /* its keys are another replica's */
@@ -233,6 +243,10 @@ static void s_on_message(zt_coord_t *self, zframe_t *id, const char *who, zt_msg
     }
     if (m->type == ZT_MSG_REGISTER) {
         s_on_register(self, r, id, m);
+        return;
+    }
+    if ((!r->registered || !zframe_eq(r->identity, id)) && late_save) { /* ... and restarted already */
+        s_on_checkpoint(self, r, m, false);
         return;
     }
     if (!r->registered || !zframe_eq(r->identity, id)) {
@@ -251,7 +265,7 @@ static void s_on_message(zt_coord_t *self, zframe_t *id, const char *who, zt_msg
             zt_coord_settle_reducers(self, r->hb_step);
         break;
     case ZT_MSG_CHECKPOINT:
-        s_on_checkpoint(self, r, m);
+        s_on_checkpoint(self, r, m, true);
         break;
     case ZT_MSG_METRIC:
         s_on_metric(self, r, m);

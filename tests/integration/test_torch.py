@@ -284,7 +284,8 @@ class Examples(unittest.TestCase):
         log = read(glob.glob(os.path.join(jd, "replica-logs", "workerpool0-0*"))[0])
         saved = re.search(r"stopping at step (\d+): saving it to resume from", log)
         self.assertTrue(saved, log[-3000:])
-        self.assertIn(int(saved.group(1)), [k["step"] for k in j["checkpoints"]])  # written and announced
+        self.assertIn(int(saved.group(1)), [k["step"] for k in j["checkpoints"]],  # written and announced
+                      log[-3000:] + job.out[-3000:] + job.err[-2000:])
         self.assertIn("resuming at step %s of" % saved.group(1), log)  # exactly where it stopped
 
     def test_report_metric_feeds_a_study(self):

@@ -184,7 +184,8 @@ class ParameterServerOptimizer(torch.optim.Optimizer):
             sys.stderr.write("ztrain: checkpoint at step %d skipped: %s\n" % (self.steps, e))
             return None
         self._zt_saved = max(self._zt_saved, self.steps)
-        _zt.announce_checkpoint(self.steps, path)
+        if not _zt.announce_checkpoint(self.steps, path) and _zt._native.env("COORDINATOR"):
+            sys.stderr.write("ztrain: checkpoint at step %d written but not announced\n" % self.steps)
         return path
 
     def _zt_save_on_stop(self):
