@@ -14,7 +14,7 @@
 #include "ztrain/ztrain.h"
 #include "ztrain/zt_allreduce.h"
 #include "ztrain/zt_collective.h"
-#include "wire/zt_auth.h"
+#include "test_sealed.h"
 #include "wire/zt_msg.h"
 #include "wire/zt_shm.h"
 #include "base/zt_util.h"
@@ -765,15 +765,7 @@ int main(int argc, char **argv)
     s_bin = argc > 1 ? argv[1] : "ztrain-reducer";
     snprintf(s_dir, sizeof s_dir, "/tmp/zt-test-ar-%d", (int) getpid());
     mkdir(s_dir, 0755);
-    const char *sealed = getenv("ZT_TEST_SEALED");
-    if ((s_sealed = sealed && !strcmp(sealed, "1"))) { /* keys as a job's: every process finds them */
-        char keys[300], *names[] = { "t" };
-        snprintf(keys, sizeof keys, "%s/keys", s_dir);
-        assert(zt_auth_write_job(keys, names, 1) == ZT_OK);
-        snprintf(keys, sizeof keys, "%s/keys/t.key", s_dir);
-        setenv("ZT_CREDENTIALS", keys, 1);
-        setenv("ZT_DATA_IPC", "off", 1);
-    }
+    s_sealed = test_sealed_setup(s_dir); /* keys as a job's: every process finds them */
     const s_case_t cases[] = {
         { 1, 1, 1 << 26, 5, 0, 0, 0, false, false },    { 2, 1, 1 << 26, 5, 0, 0, 0, false, false },
         { 2, 2, 1 << 26, 5, 0, 0, 0, false, false },    { 3, 2, 1 << 26, 5, 0, 0, 0, false, false },

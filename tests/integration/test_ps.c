@@ -10,7 +10,7 @@
 #include "ztrain/ztrain.h"
 #include "ztrain/zt_ps.h"
 #include "wire/zt_msg.h"
-#include "wire/zt_auth.h"
+#include "test_sealed.h"
 #include "wire/zt_shm.h"
 #include "base/zt_util.h"
 #include <assert.h>
@@ -442,16 +442,7 @@ int main(int argc, char **argv)
     zt_log_init("test_ps", 0);
     snprintf(s_dir, sizeof s_dir, "/tmp/zt-test-ps-%d", (int) getpid());
     mkdir(s_dir, 0755);
-    const char *sealed = getenv("ZT_TEST_SEALED");
-    bool seal = sealed && !strcmp(sealed, "1");
-    if (seal) { /* ctest's ps_sealed: TCP with a job's keys, every push and pull sealed */
-        char keys[300], *names[] = { "t" };
-        snprintf(keys, sizeof keys, "%s/keys", s_dir);
-        assert(zt_auth_write_job(keys, names, 1) == ZT_OK);
-        snprintf(keys, sizeof keys, "%s/keys/t.key", s_dir);
-        setenv("ZT_CREDENTIALS", keys, 1);
-        setenv("ZT_DATA_IPC", "off", 1);
-    }
+    bool seal = test_sealed_setup(s_dir); /* ctest's ps_sealed: every push and pull sealed */
     for (int t = 0; t < 3; t++) {
         g[t] = malloc(sizes[t] * sizeof(float));
         w[t] = malloc(sizes[t] * sizeof(float));
