@@ -57,7 +57,7 @@ if mode.startswith("ar-"):
     if mode == "ar-gloo":
         dist.init_process_group("gloo")
     n = numel or sum(p.numel() for p in model.parameters())
-    buf = torch.ones(n)
+    buf = torch.zeros(n)  # summed in place every step: ones would overflow to inf after ~60
     times = []
     for s in range(steps + 2):
         if s == 2:

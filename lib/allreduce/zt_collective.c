@@ -138,7 +138,12 @@ static void s_unpack(zt_coll_t *self, const s_piece_t *p)
     const float *src = self->sent[p->slot] + p->pos;
     if (!p->dst)
         return;
-    if (p->kind == P_WORDS) {
+    if (src == p->dst) { /* a whole slot sent from the caller's floats: the sum is there */
+        float *d = p->dst;
+        for (int64_t i = 0; p->scale != 1.0f && i < p->n; i++)
+            d[i] *= p->scale;
+    }
+    else if (p->kind == P_WORDS) {
         uint16_t *d = p->dst;
         for (int64_t i = 0; i < p->n; i++)
             d[i] = (uint16_t) lrintf(src[i]);
@@ -194,11 +199,17 @@ static int s_stream(zt_coll_t *self, s_kind_t kind, const void *src, void *dst, 
             if (rc != ZT_OK)
                 return rc;
         }
-        if (self->pos == 0)
-            self->sent[self->cur] = zt_allreduce_buffer(self->ar, self->cur);
-        float *to = self->sent[self->cur] + self->pos;
         int64_t c = n - done < self->S - self->pos ? n - done : self->S - self->pos;
-        if (!src)
+        /* A whole slot of the caller's floats, summed in place, is sent from
+         * where it is and its sum written back there (no copy in, one out);
+         * anything else is copied into the slot's own buffer. */
+        bool whole = self->pos == 0 && c == self->S && kind == P_SUM && src && src == dst;
+        if (self->pos == 0)
+            self->sent[self->cur] = whole ? (float *) dst + done : zt_allreduce_buffer(self->ar, self->cur);
+        float *to = self->sent[self->cur] + self->pos;
+        if (whole)
+            ;
+        else if (!src)
             memset(to, 0, (size_t) c * sizeof(float));
         else if (kind == P_WORDS)
             for (int64_t i = 0; i < c; i++)

@@ -25,6 +25,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -660,6 +661,61 @@ static void s_pair_round(zt_allreduce_t *ar, int rank, int64_t n)
     free(g);
 }
 
+/* Rounds of a pair of workers: minor page faults over rounds 4..12 of
+ * `pages` pages each. What the library receives each round (frames from
+ * ZeroMQ, each a fresh block) must reuse the same memory: glibc by default
+ * gives freed heap tops back to the kernel and faults them in again. */
+static long s_steady_faults(int rank, int64_t n)
+{
+    zt_allreduce_t *ar = s_pair_worker(rank, n);
+    float *g = malloc((size_t) n * sizeof(float));
+    long before = 0;
+    for (int round = 0; round < 12; round++) {
+        if (round == 4) {
+            struct rusage ru;
+            getrusage(RUSAGE_SELF, &ru);
+            before = ru.ru_minflt;
+        }
+        for (int64_t i = 0; i < n; i++)
+            g[i] = (float) (rank + 1);
+        assert(zt_allreduce_submit(ar, 0, g) == ZT_OK);
+        if (zt_allreduce_wait(ar, false, 30000) != ZT_OK) {
+            fprintf(stderr, "worker %d: %s\n", rank, zt_allreduce_error(ar));
+            abort();
+        }
+        for (int64_t i = 0; i < n; i++)
+            assert(g[i] == 3.0f);
+    }
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    free(g);
+    zt_allreduce_destroy(&ar);
+    return ru.ru_minflt - before;
+}
+
+static void s_steady_memory(void)
+{
+    const int64_t n = 1 << 20; /* 4 MiB: 1024 pages a round */
+    s_start_reducer(0, 1);
+    pid_t w0 = fork();
+    if (w0 == 0) {
+        alarm(60);
+        zt_log_init("test_allreduce", 0);
+        long faults = s_steady_faults(0, n);
+        if (faults >= 512)
+            fprintf(stderr, "worker 0: 8 rounds of 4 MiB faulted in %ld pages\n", faults);
+        exit(faults < 512 ? 0 : 1);
+    }
+    long faults = s_steady_faults(1, n);
+    int st;
+    waitpid(w0, &st, 0);
+    bool ok = WIFEXITED(st) && WEXITSTATUS(st) == 0 && faults < 512;
+    printf("8 rounds of 4 MiB fault in %ld pages (worker 1; both under 512): %s\n", faults, ok ? "ok" : "FAILED");
+    fflush(stdout);
+    assert(ok);
+    s_stop_reducers(1);
+}
+
 /* A reducer restarted between two workers' hellos: worker 1 forms the group
  * again (it lost the READY, or restarted too) and its hello reaches the new
  * reducer first; worker 0, which formed the group with the old one, sends
@@ -794,6 +850,7 @@ int main(int argc, char **argv)
     }
     s_restart_between_hellos();
     s_ahead_worker_busy();
+    s_steady_memory();
 
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", s_dir);
