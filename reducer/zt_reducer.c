@@ -56,6 +56,9 @@ struct zt_reducer_t {
     zt_refusals_t nonfinite;   /* pieces refused for NaN or infinity */
     zt_refusals_t dropped;     /* malformed messages */
     zt_refusals_t unsealed;    /* TCP messages not sealed under the job's keys */
+    zt_refusals_t stale;       /* messages of an earlier group (membership generation) */
+    int64_t group;             /* the group's membership generation: a hello of a higher
+                                * one (an elastic group grown or shrunk) starts it afresh */
     zsock_t *router;
     zt_streams_t *streams;     /* sealed streams of TCP workers (NULL: CURVE or plain sockets) */
     zt_bufpool_t *pool;
@@ -297,6 +300,7 @@ static void s_send_lent(zt_reducer_t *self, int rank, zt_msg_t *m, const void *p
     m->seq = self->seq++;
     m->pool = 2;
     m->index = self->opts.index;
+    m->incarnation = self->group;
     zt_stream_t *to = self->streams ? zt_streams_find(self->streams, &self->ids[rank]) : NULL;
     if (to) { /* another host's worker: sealed for it alone, from the sum */
         zt_streams_send(self->streams, to, m, payload, payload ? bytes : 0);
@@ -809,6 +813,35 @@ static void s_check_slow(zt_reducer_t *self)
     }
 }
 
+/* A message of another membership generation than the group's: an earlier
+ * one's is dropped (counted: a worker that left, or a piece of the old group
+ * still on its way); a later one's hello starts the new group, whose
+ * workers' count and ranks may differ, from nothing. A reducer that holds
+ * no layout (just started, or restarted) takes the group of whoever speaks
+ * first, and asks for its hello as it would. True to handle it. */
+static bool s_group_message(zt_reducer_t *self, const zt_msg_t *m)
+{
+    if (!self->configured && m->incarnation > self->group) {
+        self->group = m->incarnation;
+        return true;
+    }
+    if (m->incarnation < self->group || m->type != ZT_MSG_AR_HELLO) {
+        zt_process_refused(&self->stale, self->opts.replica, "earlier_group_dropped",
+                           "a message of another group (membership generation)");
+        return false;
+    }
+    zt_info("membership generation %lld: a new group (%lld workers, from worker %lld's hello); the "
+            "earlier group's state is dropped", (long long) m->incarnation, (long long) m->u.AR_HELLO.workers,
+            (long long) m->index);
+    s_free_buckets(self);
+    self->group = m->incarnation;
+    self->configured = self->ready_sent = self->failed = false;
+    self->failure[0] = 0;
+    memset(self->said_hello, 0, sizeof self->said_hello);
+    memset(self->local, 0, sizeof self->local);
+    return true;
+}
+
 void zt_reducer_handle(zt_reducer_t *self, zmq_msg_t *parts, int n)
 {
     zt_msg_t m;
@@ -818,6 +851,8 @@ void zt_reducer_handle(zt_reducer_t *self, zmq_msg_t *parts, int n)
         return;
     }
     int rank = m.index;
+    if (m.incarnation != self->group && !s_group_message(self, &m))
+        return;
     if (!self->have_id[rank])
         zmq_msg_init(&self->ids[rank]);
     zmq_msg_copy(&self->ids[rank], &parts[0]);
@@ -848,6 +883,7 @@ int zt_reducer_run(zt_reducer_t *self, bool (*should_stop)(void *), void *arg)
         s_probe_ahead(self);
         zt_process_refusals_flush(&self->nonfinite, self->opts.replica, "nonfinite_refused");
         zt_process_refusals_flush(&self->unsealed, self->opts.replica, "seal_refused");
+        zt_process_refusals_flush(&self->stale, self->opts.replica, "earlier_group_dropped");
         if (zmq_poll(&item, 1, 100) <= 0)
             continue;
         for (int k = 0; k < 256; k++) {

@@ -276,7 +276,7 @@ static int s_connect_ar(zt_exchange_t *x, char **reducers, int nreducers)
     zt_mlp_t *mlp = x->c->mlp;
     char **p0, **p1;
     const char **peers = s_ring_peers(x->world, &p0, &p1);
-    zt_allreduce_opts_t ao = { x->rank, x->world, (const char *const *) reducers, nreducers, peers, 0, -1 };
+    zt_allreduce_opts_t ao = { x->rank, x->world, (const char *const *) reducers, nreducers, peers, 0, -1, 0 };
     x->ar = zt_allreduce_new(&ao);
     for (int t = 0; x->ar && t < zt_mlp_tensors(mlp); t++) {
         int rows, cols;

@@ -40,6 +40,11 @@ typedef struct {
     const char *const *peers;   /* ring: every worker's endpoint, by rank */
     int64_t fusion_threshold;   /* bytes; 0: from the knobs */
     int cycle_time_ms;          /* -1: from the knobs */
+    int64_t group;              /* the membership generation (0 first): an elastic
+                                 * group that grows or shrinks forms again under a
+                                 * higher one, with its new workers count and ranks;
+                                 * the reducers then drop the earlier group's state
+                                 * and every message of an earlier group is dropped */
 } zt_allreduce_opts_t;
 
 zt_allreduce_t *zt_allreduce_new(const zt_allreduce_opts_t *opts);

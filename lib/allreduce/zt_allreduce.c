@@ -96,6 +96,7 @@ zt_allreduce_t *zt_allreduce_new(const zt_allreduce_opts_t *o)
     zt_allreduce_t *self = calloc(1, sizeof *self);
     self->rank = o->rank;
     self->workers = o->workers;
+    self->group = o->group;
     self->R = o->nreducers;
     zt_spin_init(&self->spin);
     /* Threshold precedence: explicit, ZT_FUSION_THRESHOLD, HOROVOD_FUSION_THRESHOLD,
@@ -240,6 +241,7 @@ int zt_ar_send(zt_allreduce_t *self, zsock_t *sock, zt_stream_t *st, zt_msg_t *m
     m->seq = self->seq++;
     m->pool = 1;
     m->index = self->rank;
+    m->incarnation = self->group;
     if (st) /* sealed from the caller's bytes into the send buffer: nothing is lent */
         return zt_stream_send(st, m, payload, payload ? bytes : 0);
     zframe_t *h = zt_msg_encode(m);

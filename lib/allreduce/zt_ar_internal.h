@@ -62,6 +62,7 @@ typedef struct {
 
 struct zt_allreduce_t {
     int rank, workers, R;
+    int64_t group;              /* membership generation (opts.group), in every message */
     char **reducer_addrs;
     zsock_t **red;              /* DEALER per reducer */
     zt_stream_t **rstream;      /* per reducer: its sealed stream (another host, a sealing job), or NULL */

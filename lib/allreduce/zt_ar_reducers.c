@@ -168,16 +168,31 @@ static void *s_landing(zt_allreduce_t *self, int r, zmq_msg_t *header, size_t by
     return k->buf + off * (int64_t) k->es;
 }
 
+/* Whether a reducer's message is of this group (its membership generation):
+ * a reducer still serving an earlier group, or a message of one still on
+ * its way, is not. */
+static bool s_our_group(zt_allreduce_t *self, zmq_msg_t *header)
+{
+    zt_msg_t m;
+    return zt_msg_decode(zmq_msg_data(header), zmq_msg_size(header), &m, NULL) != ZT_OK ||
+           m.incarnation == self->group; /* garbage: the callers drop it */
+}
+
 static bool s_recv_reply(zt_allreduce_t *self, int r, zmq_msg_t *parts, int *np)
 {
     *np = zt_msg_recv_parts(zsock_resolve(self->red[r]), parts, 3); /* header, seal, payload */
     if (*np == 0)
         return false;
     zt_stream_t *st = self->rstream[r];
-    if (!st)
+    if (!st) {
+        if (!s_our_group(self, &parts[0])) {
+            zt_msg_close_parts(parts, *np);
+            *np = 0;
+        }
         return true;
-    bool was = zt_stream_ready(st);
-    void *into = *np == 3 ? s_landing(self, r, &parts[0], zmq_msg_size(&parts[2])) : NULL;
+    }
+    bool was = zt_stream_ready(st), ours = s_our_group(self, &parts[0]);
+    void *into = *np == 3 && ours ? s_landing(self, r, &parts[0], zmq_msg_size(&parts[2])) : NULL;
     if (zt_stream_recv_into(st, parts, np, into, into ? zmq_msg_size(&parts[2]) : 0) != ZT_OK &&
         self->seal_drops++ % 100 == 0)
         zt_warn("reducer %d (%s): a message that is not sealed under this job's keys was dropped (%llu so far)", r,
@@ -185,6 +200,10 @@ static bool s_recv_reply(zt_allreduce_t *self, int r, zmq_msg_t *parts, int *np)
     if (!was && zt_stream_ready(st)) {
         s_hello(self, r);
         s_resend(self, r);
+    }
+    if (*np > 0 && !ours) { /* opened (the stream's count moves on), then dropped */
+        zt_msg_close_parts(parts, *np);
+        *np = 0;
     }
     return true;
 }
