@@ -450,6 +450,10 @@ json_t *zt_plan_to_json(const zt_plan_t *self)
             "env", env, "pythonPath", p->python_path));
         json_object_set_new(json_array_get(pools, (size_t) i), "name",
                             json_sprintf("workerpool%d", i));
+        if (p->elastic_min)
+            json_object_set_new(json_array_get(pools, (size_t) i), "elasticPolicy",
+                                json_pack("{s:i, s:i}", "minReplicaCount", p->elastic_min, "maxReplicaCount",
+                                          p->elastic_max));
     }
     return json_pack("{s:s, s:s, s:s, s:s?, s:o, s:s?, s:f, s:b, s:b, s:b, s:s, s:i}",
                      "source", self->source, "format", self->format, "displayName",
@@ -475,7 +479,10 @@ void zt_plan_print(const zt_plan_t *self, FILE *out)
                 p->replicas, p->machine.name, p->machine.vcpus, p->machine.memory_gb);
         if (p->accel_count)
             fprintf(out, ", %d x %s", p->accel_count, p->accel_type);
-        fprintf(out, ", %d GB %s)\n    command:", p->disk_gb, p->disk_type);
+        fprintf(out, ", %d GB %s)\n", p->disk_gb, p->disk_type);
+        if (p->elastic_min)
+            fprintf(out, "    elastic: %d to %d replicas\n", p->elastic_min, p->elastic_max);
+        fprintf(out, "    command:");
         size_t k;
         json_t *a;
         json_array_foreach(p->argv, k, a)

@@ -29,6 +29,8 @@ typedef struct {
     json_t *argv;            /* the command: array of strings */
     json_t *env;             /* pool env[]: array of [name, value] */
     char *python_path;       /* from packageUris, prepended to PYTHONPATH */
+    int elastic_min;         /* elasticPolicy.minReplicaCount (0: the pool is not elastic) */
+    int elastic_max;         /* elasticPolicy.maxReplicaCount */
 } zt_pool_t;
 
 typedef struct {

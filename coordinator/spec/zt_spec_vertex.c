@@ -126,6 +126,48 @@ static void s_vertex_disk(zt_spec_ctx_t *c, zt_pool_t *pool, json_t *wps, const 
     free(dsp);
 }
 
+/* elasticPolicy (ztrain's own field, like useChiefInTfConfig): the workers'
+ * pool of a synchronous job may grow and shrink between minReplicaCount and
+ * maxReplicaCount while it runs; replicaCount is where it starts. */
+static void s_vertex_elastic(zt_spec_ctx_t *c, int i, zt_pool_t *pool, json_t *wps, const char *pp)
+{
+    json_t *ep = zt_sf_obj(c, wps, pp, "elasticPolicy");
+    if (!ep)
+        return;
+    char *path = zt_sf_path(pp, "elasticPolicy");
+    static const char *const known[] = { "minReplicaCount", "maxReplicaCount", NULL };
+    zt_sf_unknown_fields(c, ep, path, known);
+    long long cap = zt_knob_int(ZT_KNOB_MAX_REPLICAS);
+    bool has_min, has_max;
+    int lo = (int) zt_sf_int(c, ep, path, "minReplicaCount", 1, 1, cap, "replicas on one machine; "
+                             "ZT_MAX_REPLICAS raises it", &has_min);
+    int hi = (int) zt_sf_int(c, ep, path, "maxReplicaCount", pool->replicas, 1, cap, "replicas on one machine; "
+                             "ZT_MAX_REPLICAS raises it", &has_max);
+    char *mp = zt_sf_path(path, "maxReplicaCount"), *rp = zt_sf_path(pp, "replicaCount");
+    json_t *vhi = json_integer(hi), *vn = json_integer(pool->replicas);
+    if (i != 1)
+        ERR(c, path, ep, "only the workers' pool (workerPoolSpecs[1]) can be elastic: the primary replica "
+                         "is the chief, and servers, reducers and evaluators keep their count");
+    else if (!has_min || !has_max)
+        ERR(c, path, ep, "expected both minReplicaCount and maxReplicaCount");
+    else if (hi < lo)
+        ERR(c, mp, vhi, "below minReplicaCount (%d)", lo);
+    else if (pool->replicas < lo || pool->replicas > hi)
+        ERR(c, rp, vn, "outside the pool's elasticPolicy, %d to %d replicas", lo, hi);
+    else {
+        pool->elastic_min = lo;
+        pool->elastic_max = hi;
+        WARN(c, path, ep, "checked, but not acted on yet: the pool runs its replicaCount (%d) replicas for the "
+                          "whole job; its reducers already take a group that changes, the chief's decisions "
+                          "and `ztrain scale` are to come", pool->replicas);
+    }
+    json_decref(vhi);
+    json_decref(vn);
+    free(mp);
+    free(rp);
+    free(path);
+}
+
 /* workerPoolSpecs[i] (at path pp): its replica count, machine, disk and
  * program. {} or null skips a pool other than the primary. */
 static void s_vertex_pool(zt_spec_ctx_t *c, int i, json_t *wps, const char *pp)
@@ -141,7 +183,7 @@ static void s_vertex_pool(zt_spec_ctx_t *c, int i, json_t *wps, const char *pp)
         return;
     }
     static const char *const wknown[] = { "machineSpec", "replicaCount", "diskSpec",
-        "containerSpec", "pythonPackageSpec", "nfsMounts", NULL };
+        "containerSpec", "pythonPackageSpec", "nfsMounts", "elasticPolicy", NULL };
     zt_sf_unknown_fields(c, wps, pp, wknown);
     pool->present = true;
     bool given;
@@ -159,6 +201,7 @@ static void s_vertex_pool(zt_spec_ctx_t *c, int i, json_t *wps, const char *pp)
     s_vertex_machine(c, pool, wps, pp);
     s_vertex_disk(c, pool, wps, pp);
     s_vertex_program(c, i, pool, wps, pp);
+    s_vertex_elastic(c, i, pool, wps, pp);
 }
 
 /* scheduling.strategy and maxWaitDuration: what of them holds on the
@@ -255,6 +298,15 @@ void zt_spec_vertex(zt_spec_ctx_t *c, json_t *spec, const char *prefix)
         char *pp = zt_strdupf("%s[%d]", wp, i);
         s_vertex_pool(c, i, json_array_get(pools, (size_t) i), pp);
         free(pp);
+    }
+    if (c->plan->pools[1].elastic_min &&
+        !(c->plan->pools[2].present && c->plan->pools[2].role == ZT_ROLE_REDUCER)) {
+        char *ep = zt_strdupf("%s[1].elasticPolicy", wp);
+        ERR(c, ep, json_object_get(json_array_get(pools, 1), "elasticPolicy"),
+            "an elastic pool trains through reducers, whose group takes a new count of workers at a step: "
+            "workerPoolSpecs[2] must be the Reduction Server (the ztrain-reducer or reductionserver image)");
+        c->plan->pools[1].elastic_min = c->plan->pools[1].elastic_max = 0;
+        free(ep);
     }
     free(wp);
     char *bp = zt_sf_path(prefix, "baseOutputDirectory");

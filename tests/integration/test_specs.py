@@ -32,6 +32,11 @@ def pool(**kw):
     return p
 
 
+# The Reduction Server's pool (an elastic pool needs it).
+RS = {"machineSpec": {"machineType": "n1-standard-4"}, "replicaCount": 2,
+      "containerSpec": {"imageUri": "ztrain-reducer"}}
+
+
 def without(d, *keys):
     d = json.loads(json.dumps(d))
     for k in keys:
@@ -130,6 +135,26 @@ INVALID = [
      ["workerPoolSpecs[0].diskSpec.bootDiskSizeGb = 5: must be at least 10"]),
     ("bad-disk-type", "json", vertex(pool(diskSpec={"bootDiskType": "floppy"})), [],
      ['workerPoolSpecs[0].diskSpec.bootDiskType = "floppy": expected pd-ssd']),
+    ("elastic-chief", "json", vertex(pool(elasticPolicy={"minReplicaCount": 1, "maxReplicaCount": 2})), [],
+     ["workerPoolSpecs[0].elasticPolicy = {", "only the workers' pool (workerPoolSpecs[1]) can be elastic"]),
+    ("elastic-max-below-min", "json", vertex(pool(), pool(replicaCount=2, elasticPolicy={
+        "minReplicaCount": 3, "maxReplicaCount": 2}), RS), [],
+     ["workerPoolSpecs[1].elasticPolicy.maxReplicaCount = 2: below minReplicaCount (3)"]),
+    ("elastic-count-outside", "json", vertex(pool(), pool(replicaCount=5, elasticPolicy={
+        "minReplicaCount": 1, "maxReplicaCount": 3}), RS), [],
+     ["workerPoolSpecs[1].replicaCount = 5: outside the pool's elasticPolicy, 1 to 3 replicas"]),
+    ("elastic-min-zero", "json", vertex(pool(), pool(elasticPolicy={
+        "minReplicaCount": 0, "maxReplicaCount": 3}), RS), [],
+     ["workerPoolSpecs[1].elasticPolicy.minReplicaCount = 0: must be at least 1"]),
+    ("elastic-half", "json", vertex(pool(), pool(elasticPolicy={"maxReplicaCount": 3}), RS), [],
+     ["workerPoolSpecs[1].elasticPolicy = {", "expected both minReplicaCount and maxReplicaCount"]),
+    ("elastic-unknown-field", "json", vertex(pool(), pool(elasticPolicy={
+        "minReplicaCount": 1, "maxReplicaCount": 3, "maxRestarts": 2}), RS), [],
+     ["workerPoolSpecs[1].elasticPolicy.maxRestarts"]),
+    ("elastic-without-reducers", "json", vertex(pool(), pool(elasticPolicy={
+        "minReplicaCount": 1, "maxReplicaCount": 3})), [],
+     ["workerPoolSpecs[1].elasticPolicy = {", "an elastic pool trains through reducers",
+      "workerPoolSpecs[2] must be the Reduction Server"]),
     ("wrapped-path", "json", json.dumps({"displayName": "w", "jobSpec": json.loads(
         vertex(pool(replicaCount=3)))}), [],
      ["jobSpec.workerPoolSpecs[0].replicaCount = 3: the primary pool must have exactly 1"]),
@@ -413,6 +438,18 @@ class ValidSpecs(unittest.TestCase):
         self.assertEqual(counts(p), [1, 2, 4, 0])
         self.assertEqual(p["pools"][2]["role"], "ztrain-reducer")
         self.assertEqual(p["pools"][0]["acceleratorCount"], 8)
+
+    def test_elastic_pool_is_planned(self):
+        path = write(self.d, "elastic.json", vertex(pool(), pool(replicaCount=2, elasticPolicy={
+            "minReplicaCount": 1, "maxReplicaCount": "3"}), RS))
+        p = plan(path)
+        self.assertEqual(p["pools"][1]["elasticPolicy"], {"minReplicaCount": 1, "maxReplicaCount": 3})
+        self.assertNotIn("elasticPolicy", p["pools"][0])
+        r = ztrain("validate", path)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("elastic: 1 to 3 replicas", r.stdout)
+        self.assertIn("workerPoolSpecs[1].elasticPolicy", r.stderr)
+        self.assertIn("not acted on yet", r.stderr)
 
     def test_overrides_win_and_user_args(self):
         path = write(self.d, "o.json", json.dumps({"displayName": "wrapped", "jobSpec": json.loads(
