@@ -362,6 +362,10 @@ def _excepthook(kind, value, tb, _previous=sys.excepthook):
         sys.stderr.write("ztrain: %s; exiting with status %d\n" % (str(value).split("\n")[0],
                                                                  0 if status is None else status))
         shutdown()
+        # os._exit skips the atexit handlers, CZMQ's among them: without it
+        # the control socket's last messages (the on_stop checkpoint's
+        # announcement) could die queued with the process
+        _native.zsys_shutdown()
     finally:
         sys.stdout.flush()
         sys.stderr.flush()

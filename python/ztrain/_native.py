@@ -102,6 +102,9 @@ zt_replica_announce_checkpoint = _proto("zt_replica_announce_checkpoint", I, V, 
 zt_replica_report_metric = _proto("zt_replica_report_metric", I, V, S, D, I64)
 zt_replica_stop_status = _proto("zt_replica_stop_status", I, V)
 zt_replica_hold_stop = _proto("zt_replica_hold_stop", None, B)
+# CZMQ's end of ZeroMQ (its atexit handler): sockets closed, what they still
+# queue sent within their linger (a checkpoint's announcement among it).
+zsys_shutdown = _proto("zsys_shutdown", None)
 zt_replica_report_checkpoint_error = _proto("zt_replica_report_checkpoint_error", I, V, I64, I)
 zt_job_checkpoint_dir = _proto("zt_job_checkpoint_dir", S, B)
 zt_knob_find = _proto("zt_knob_find", I, S)
