@@ -1,6 +1,7 @@
 #include "base/zt_env.h"
 #include "runtime/zt_process.h"
 #include "zt_reducer.h"
+#include "zt_ranges.h"
 #include "allreduce/zt_arlayout.h"
 #include "wire/zt_bufpool.h"
 #include "wire/zt_msg.h"
@@ -22,19 +23,11 @@
 #define MAX_WORKERS 256
 #define PIECE_BYTES self->layout.piece_bytes
 
-typedef struct { int64_t a, b; } s_iv_t;
-
-typedef struct {
-    s_iv_t *iv;                /* merged received ranges, sorted */
-    int n, cap;
-    int64_t got;               /* elements received */
-} s_ranges_t;
-
 typedef struct {
     int64_t lo, hi;            /* our chunk of the bucket */
     int dtype;
     float *acc;                /* hi - lo sums */
-    s_ranges_t *from;          /* per worker */
+    zt_ranges_t *from;          /* per worker */
     int64_t gen;               /* generation being summed, -1 unknown */
     int64_t started_ms;        /* first piece of this generation */
     int64_t warned_ms;         /* last "still waiting" log */
@@ -45,7 +38,7 @@ typedef struct {
     int nblocks;               /* blocks of PIECE_BYTES in the chunk (1 if empty) */
     int blocks_sent;
     int64_t want_gen;          /* restarted: the older sum being fetched from a worker, -1 */
-    s_ranges_t want_got;       /* what of it has arrived */
+    zt_ranges_t want_got;       /* what of it has arrived */
     int64_t asked_ms;          /* when we last asked */
     int64_t probed_ms;         /* when we last asked the silent workers (s_probe_ahead) */
 } s_bucket_t;
@@ -83,55 +76,6 @@ struct zt_reducer_t {
     bool local[MAX_WORKERS];   /* worker on this host: reads sums from shm in place */
     zt_shm_region_t *shm;      /* the sums (res) of every bucket, when shared */
 };
-
-/* The parts of [a, b) not in r (at most r->n + 1), without changing r. */
-static int s_ranges_missing(const s_ranges_t *r, int64_t a, int64_t b, s_iv_t *out)
-{
-    int nout = 0;
-    int64_t at = a;
-    for (int i = 0; i < r->n && at < b; i++) {
-        if (r->iv[i].b <= at)
-            continue;
-        if (r->iv[i].a >= b)
-            break;
-        if (r->iv[i].a > at)
-            out[nout++] = (s_iv_t) { at, r->iv[i].a };
-        at = r->iv[i].b;
-    }
-    if (at < b)
-        out[nout++] = (s_iv_t) { at, b };
-    return nout;
-}
-
-/* Adds [a, b) to r; returns the uncovered parts in out (at most n+1). */
-static int s_ranges_add(s_ranges_t *r, int64_t a, int64_t b, s_iv_t *out)
-{
-    int nout = s_ranges_missing(r, a, b, out);
-    for (int k = 0; k < nout; k++)
-        r->got += out[k].b - out[k].a;
-    /* insert [a, b) and merge */
-    if (r->n + 1 > r->cap) {
-        r->cap = r->cap ? r->cap * 2 : 8;
-        r->iv = realloc(r->iv, (size_t) r->cap * sizeof *r->iv);
-    }
-    int pos = 0;
-    while (pos < r->n && r->iv[pos].a < a)
-        pos++;
-    memmove(r->iv + pos + 1, r->iv + pos, (size_t) (r->n - pos) * sizeof *r->iv);
-    r->iv[pos] = (s_iv_t) { a, b };
-    r->n++;
-    int w = 0;
-    for (int i = 0; i < r->n; i++) {
-        if (w > 0 && r->iv[i].a <= r->iv[w - 1].b) {
-            if (r->iv[i].b > r->iv[w - 1].b)
-                r->iv[w - 1].b = r->iv[i].b;
-        }
-        else
-            r->iv[w++] = r->iv[i];
-    }
-    r->n = w;
-    return nout;
-}
 
 static void s_free_buckets(zt_reducer_t *self)
 {
@@ -366,7 +310,8 @@ static void s_send_sum_to_all(zt_reducer_t *self, int b, int64_t a, int64_t e)
             continue;
         }
         if (!sh.made) {
-            zt_msg_t m = { .type = ZT_MSG_AR_RESULT, .seq = self->seq++, .pool = 2, .index = self->opts.index };
+            zt_msg_t m = { .type = ZT_MSG_AR_RESULT, .seq = self->seq++, .pool = 2, .index = self->opts.index,
+                           .incarnation = self->group };
             m.u.AR_RESULT = (zt_msg_AR_RESULT_t) { .bucket = b, .gen = k->gen, .offset = a, .count = e - a,
                                                    .dtype = k->dtype };
             zt_streams_seal_shared(self->streams, &m, (char *) k->res[k->gen & 1] + (a - k->lo) * (int64_t) es,
@@ -384,15 +329,6 @@ static void s_send_result(zt_reducer_t *self, int b, int rank)
     int64_t per = PIECE_BYTES / (int64_t) zt_dtype_size(k->dtype);
     for (int64_t at = k->lo; at < k->hi; at += per)
         s_send_sum(self, rank, b, k->result_gen, at, k->hi - at < per ? k->hi : at + per);
-}
-
-/* Whether worker w has sent all of [a, b). */
-static bool s_covered(const s_ranges_t *r, int64_t a, int64_t b)
-{
-    for (int i = 0; i < r->n; i++)
-        if (r->iv[i].a <= a && r->iv[i].b >= b)
-            return true;
-    return a >= b;
 }
 
 /* Sends block j of bucket b's sum to every worker as soon as every worker
@@ -494,9 +430,9 @@ static void s_on_worker_result(zt_reducer_t *self, const zt_msg_t *m, zmq_msg_t 
     }
     if (p->gen != k->want_gen)
         return;
-    s_iv_t fresh[64];
+    zt_iv_t fresh[64];
     if (k->want_got.n < 62) {
-        int nf = s_ranges_add(&k->want_got, p->offset, p->offset + p->count, fresh);
+        int nf = zt_ranges_add(&k->want_got, p->offset, p->offset + p->count, fresh);
         for (int i = 0; i < nf; i++)
             memcpy((char *) k->res[k->want_gen & 1] + (fresh[i].a - k->lo) * (int64_t) es,
                    (const char *) zmq_msg_data(payload) + (fresh[i].a - p->offset) * (int64_t) es,
@@ -551,18 +487,18 @@ static bool s_other_generation(zt_reducer_t *self, int rank, const zt_msg_AR_PIE
  * block, each block checked first for NaN and infinity unless allowed.
  * false at the first non-finite block: what came before it is added and
  * recorded (finite values), the rest is not. */
-static bool s_accumulate(s_bucket_t *k, s_ranges_t *r, const zt_msg_AR_PIECE_t *p, const char *src, size_t es,
+static bool s_accumulate(s_bucket_t *k, zt_ranges_t *r, const zt_msg_AR_PIECE_t *p, const char *src, size_t es,
                          bool check)
 {
-    s_iv_t fresh[64];
-    int nf = s_ranges_missing(r, p->offset, p->offset + p->count, fresh);
+    zt_iv_t fresh[64];
+    int nf = zt_ranges_missing(r, p->offset, p->offset + p->count, fresh);
     for (int i = 0; i < nf; i++) {
         for (int64_t a = fresh[i].a; a < fresh[i].b; a += CHECK_BLOCK) {
             int64_t len = fresh[i].b - a < CHECK_BLOCK ? fresh[i].b - a : CHECK_BLOCK;
             const char *s = src + (a - p->offset) * (int64_t) es;
             if (check && !zt_all_finite(s, len, k->dtype)) {
                 if (a > fresh[i].a)
-                    s_ranges_add(r, fresh[i].a, a, fresh); /* (fresh is not read again) */
+                    zt_ranges_add(r, fresh[i].a, a, fresh); /* (fresh is not read again) */
                 return false;
             }
             float *acc = k->acc + (a - k->lo);
@@ -575,8 +511,8 @@ static bool s_accumulate(s_bucket_t *k, s_ranges_t *r, const zt_msg_AR_PIECE_t *
                     acc[j] += k->dtype == ZT_F16 ? zt_f16_to_f32(h) : zt_bf16_to_f32(h);
                 }
         }
-        s_iv_t unused[64];
-        s_ranges_add(r, fresh[i].a, fresh[i].b, unused);
+        zt_iv_t unused[64];
+        zt_ranges_add(r, fresh[i].a, fresh[i].b, unused);
     }
     return true;
 }
@@ -599,7 +535,7 @@ static void s_send_complete_blocks(zt_reducer_t *self, int rank, const zt_msg_AR
         }
         bool all = true;
         for (int w = 0; w < self->workers && all; w++)
-            all = s_covered(&k->from[w], a, e);
+            all = zt_ranges_cover(&k->from[w], a, e);
         if (all) {
             int64_t gen = k->gen;
             s_send_block(self, (int) p->bucket, j, NULL);

@@ -39,13 +39,19 @@ struct zt_ar_idle_t {
 static pthread_mutex_t s_all_mu = PTHREAD_MUTEX_INITIALIZER;
 static zt_ar_idle_t *s_all;
 
+/* Wakes the serving thread out of its poll (with id->mu held). */
+static void s_wake(zt_ar_idle_t *id)
+{
+    if (id->serving && write(id->wake[1], "w", 1) < 0) {
+        /* the pipe is full: a byte is there already */
+    }
+}
+
 static void s_halt(zt_ar_idle_t *id)
 {
     pthread_mutex_lock(&id->mu);
     id->quit = true;
-    if (id->serving && write(id->wake[1], "q", 1) < 0) {
-        /* a byte is there already */
-    }
+    s_wake(id);
     pthread_cond_broadcast(&id->cv);
     pthread_mutex_unlock(&id->mu);
     if (!id->joined)
@@ -183,9 +189,7 @@ void zt_ar_idle_enter(zt_allreduce_t *self)
         return;
     pthread_mutex_lock(&id->mu);
     id->in_call = true;
-    if (id->serving && write(id->wake[1], "w", 1) < 0) {
-        /* the pipe is full: a byte is there already */
-    }
+    s_wake(id);
     while (id->serving)
         pthread_cond_wait(&id->cv, &id->mu);
     pthread_mutex_unlock(&id->mu);

@@ -130,23 +130,16 @@ void zt_ar_flush(zt_allreduce_t *self, int bi)
 
 static void s_resend(zt_allreduce_t *self, int r);
 
-/* One message from reducer r, opened when it came sealed: parts holds
- * [header][payload?] (*np of them; 0 when there is nothing to handle: the
- * stream's opening, or a message that did not open, counted and dropped).
- * When r's stream has just opened (the first time, or again after the
- * reducer restarted), the layout and what r lacks go out now. false when
- * nothing waits. */
 /* Where a sealed sum from reducer r opens without a copy after: its place
  * in the bucket, when every byte of it there is only a landing place (large
  * tensors, sent from the caller's buffers, not averaged in the bucket's),
  * so that a sum that does not open, having written there, costs nothing a
  * resend would need. NULL: opened in place, then copied. */
-static void *s_landing(zt_allreduce_t *self, int r, zmq_msg_t *header, size_t bytes)
+static void *s_landing(zt_allreduce_t *self, int r, const zt_msg_t *m, size_t bytes)
 {
-    zt_msg_t m;
-    if (zt_msg_decode(zmq_msg_data(header), zmq_msg_size(header), &m, NULL) != ZT_OK || m.type != ZT_MSG_AR_RESULT)
+    if (m->type != ZT_MSG_AR_RESULT)
         return NULL;
-    const zt_msg_AR_RESULT_t *res = &m.u.AR_RESULT;
+    const zt_msg_AR_RESULT_t *res = &m->u.AR_RESULT;
     if (res->bucket < 0 || res->bucket >= self->layout.nbuckets || res->shm[0])
         return NULL;
     zt_ar_state_t *k = &self->b[res->bucket];
@@ -168,31 +161,34 @@ static void *s_landing(zt_allreduce_t *self, int r, zmq_msg_t *header, size_t by
     return k->buf + off * (int64_t) k->es;
 }
 
-/* Whether a reducer's message is of this group (its membership generation):
- * a reducer still serving an earlier group, or a message of one still on
- * its way, is not. */
-static bool s_our_group(zt_allreduce_t *self, zmq_msg_t *header)
-{
-    zt_msg_t m;
-    return zt_msg_decode(zmq_msg_data(header), zmq_msg_size(header), &m, NULL) != ZT_OK ||
-           m.incarnation == self->group; /* garbage: the callers drop it */
-}
-
+/* One message from reducer r, opened when it came sealed: parts holds
+ * [header][payload?] (*np of them; 0 when there is nothing to handle: the
+ * stream's opening, or a message that did not open, counted and dropped,
+ * or one of another group).
+ * When r's stream has just opened (the first time, or again after the
+ * reducer restarted), the layout and what r lacks go out now. false when
+ * nothing waits. */
 static bool s_recv_reply(zt_allreduce_t *self, int r, zmq_msg_t *parts, int *np)
 {
     *np = zt_msg_recv_parts(zsock_resolve(self->red[r]), parts, 3); /* header, seal, payload */
     if (*np == 0)
         return false;
+    /* A message of another group (membership generation) is dropped: a
+     * reducer still serving an earlier group, or one of its messages still
+     * on the way. Garbage is left to the callers, which drop it. */
+    zt_msg_t h;
+    bool decoded = zt_msg_decode(zmq_msg_data(&parts[0]), zmq_msg_size(&parts[0]), &h, NULL) == ZT_OK,
+         ours = !decoded || h.incarnation == self->group;
     zt_stream_t *st = self->rstream[r];
     if (!st) {
-        if (!s_our_group(self, &parts[0])) {
+        if (!ours) {
             zt_msg_close_parts(parts, *np);
             *np = 0;
         }
         return true;
     }
-    bool was = zt_stream_ready(st), ours = s_our_group(self, &parts[0]);
-    void *into = *np == 3 && ours ? s_landing(self, r, &parts[0], zmq_msg_size(&parts[2])) : NULL;
+    bool was = zt_stream_ready(st);
+    void *into = *np == 3 && decoded && ours ? s_landing(self, r, &h, zmq_msg_size(&parts[2])) : NULL;
     if (zt_stream_recv_into(st, parts, np, into, into ? zmq_msg_size(&parts[2]) : 0) != ZT_OK &&
         self->seal_drops++ % 100 == 0)
         zt_warn("reducer %d (%s): a message that is not sealed under this job's keys was dropped (%llu so far)", r,

@@ -146,7 +146,8 @@ static int s_ring_recv_msg(zt_allreduce_t *self, zt_msg_t *m, zmq_msg_t *payload
             zt_streams_recv(self->ring_streams, parts, &np, &from) != ZT_OK && self->seal_drops++ % 100 == 0)
             zt_warn("ring: a message that is not sealed under this job's keys was dropped (%llu so far)",
                     (unsigned long long) self->seal_drops);
-        if (np >= 2 && zt_msg_decode(zmq_msg_data(&parts[1]), zmq_msg_size(&parts[1]), m, NULL) == ZT_OK) {
+        if (np >= 2 && zt_msg_decode(zmq_msg_data(&parts[1]), zmq_msg_size(&parts[1]), m, NULL) == ZT_OK &&
+            m->incarnation == self->group) { /* not a block of an earlier (or later) group */
             zmq_msg_init(payload);
             if (np >= 3)
                 zmq_msg_move(payload, &parts[2]);

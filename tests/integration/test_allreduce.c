@@ -15,6 +15,7 @@
 #include "ztrain/zt_allreduce.h"
 #include "ztrain/zt_collective.h"
 #include "test_sealed.h"
+#include "test_allreduce.h"
 #include "wire/zt_msg.h"
 #include "wire/zt_shm.h"
 #include "base/zt_util.h"
@@ -35,7 +36,7 @@ static const int64_t s_shapes[NT][2] = { { 7, 1 }, { 0, 1 }, { 1001, 1 }, { 3, 5
 static const int s_dtypes[NT] = { ZT_F32, ZT_F32, ZT_F32, ZT_F16, ZT_BF16, ZT_F32 };
 static char s_dir[200];
 static const char *s_bin;
-static char s_red_eps[4][256];
+char t_red_eps[4][256];
 static pid_t s_red_pids[4];
 
 /* ZT_TEST_SEALED=1 (ctest's allreduce_sealed, with ZT_DATA_IPC=off): the
@@ -72,16 +73,16 @@ static void s_spawn_reducer(int r, int R)
     if ((s_red_pids[r] = fork()) == 0) {
         prctl(PR_SET_PDEATHSIG, SIGKILL); /* a failed assertion leaves no reducer behind */
         unsetenv("ZT_COORDINATOR");
-        execl(s_bin, s_bin, "--bind", s_red_eps[r], "--index", idx, "--servers", cnt, (char *) NULL);
+        execl(s_bin, s_bin, "--bind", t_red_eps[r], "--index", idx, "--servers", cnt, (char *) NULL);
         _exit(127);
     }
 }
 
-static void s_start_reducer(int r, int R)
+void t_start_reducer(int r, int R)
 {
     char name[16];
     snprintf(name, sizeof name, "red%d", r);
-    s_endpoint(s_red_eps[r], sizeof s_red_eps[r], name);
+    s_endpoint(t_red_eps[r], sizeof t_red_eps[r], name);
     s_spawn_reducer(r, R);
 }
 
@@ -93,7 +94,7 @@ static void s_restart_reducer(int r, int R)
     s_spawn_reducer(r, R);
 }
 
-static void s_stop_reducers(int R)
+void t_stop_reducers(int R)
 {
     for (int r = 0; r < R; r++) {
         zt_stop_child(s_red_pids[r], 5000); /* cleanly: it unlinks its regions and twin */
@@ -139,7 +140,7 @@ static int s_worker(const s_case_t *c, int w)
     zt_log_init("test_allreduce", w);
     const char *reds[4], *peers[8];
     for (int r = 0; r < c->R; r++)
-        reds[r] = s_red_eps[r];
+        reds[r] = t_red_eps[r];
     for (int p = 0; p < c->N; p++)
         peers[p] = s_peer_eps[p];
     if (c->window) {
@@ -224,7 +225,7 @@ static int s_worker(const s_case_t *c, int w)
 static void s_run(const s_case_t *c)
 {
     for (int r = 0; r < c->R; r++)
-        s_start_reducer(r, c->R);
+        t_start_reducer(r, c->R);
     s_peers(c->N, "peer");
     char kill_path[300];
     snprintf(kill_path, sizeof kill_path, "%s/kill", s_dir);
@@ -254,7 +255,7 @@ static void s_run(const s_case_t *c)
         }
         usleep(2000);
     }
-    s_stop_reducers(c->R);
+    t_stop_reducers(c->R);
     printf("N=%d R=%d threshold=%lld cycle=%d%s%s%s%s: %s\n", c->N, c->R, (long long) c->threshold,
            c->cycle_ms, c->mismatch ? " mismatch" : "", c->kill_after ? " reducer-killed" : "",
            c->window ? " 4 KiB window" : "", c->inplace ? " in place" : "",
@@ -278,7 +279,7 @@ static int s_coll_worker(int w, int N, int R)
     setenv("ZT_COLL_ROUND_BYTES", "16384", 1);
     const char *reds[4], *peers[8];
     for (int r = 0; r < R; r++)
-        reds[r] = s_red_eps[r];
+        reds[r] = t_red_eps[r];
     for (int p = 0; p < N; p++)
         peers[p] = s_peer_eps[p];
     zt_allreduce_opts_t o = { w, N, R ? reds : NULL, R, peers, 0, 5, 0 };
@@ -379,7 +380,7 @@ static int s_coll_worker(int w, int N, int R)
 static void s_coll_run(int N, int R)
 {
     for (int r = 0; r < R; r++)
-        s_start_reducer(r, R);
+        t_start_reducer(r, R);
     s_peers(N, "cpeer");
     pid_t pids[8];
     for (int w = 0; w < N; w++)
@@ -391,7 +392,7 @@ static void s_coll_run(int N, int R)
         waitpid(pids[w], &st, 0);
         failed += !(WIFEXITED(st) && WEXITSTATUS(st) == 0);
     }
-    s_stop_reducers(R);
+    t_stop_reducers(R);
     printf("collective N=%d R=%d: %s\n", N, R, failed ? "FAILED" : "ok");
     fflush(stdout);
     assert(!failed);
@@ -537,7 +538,7 @@ static int s_ask(zsock_t *sock, const zt_msg_t *m, const char *payload, size_t b
 /* One worker of one, through reducer 0, with one tensor of 2^16 floats. */
 static zt_allreduce_t *s_lone_worker(void)
 {
-    const char *reds[1] = { s_red_eps[0] }, *peers[1] = { "unused" };
+    const char *reds[1] = { t_red_eps[0] }, *peers[1] = { "unused" };
     zt_allreduce_opts_t o = { 0, 1, reds, 1, peers, 1 << 26, 5, 0 };
     zt_allreduce_t *ar = zt_allreduce_new(&o);
     int64_t shape[1] = { 1 << 16 };
@@ -565,10 +566,10 @@ static void s_still_sums(zt_allreduce_t **ar, int mod)
  * map answers with an error saying why, and goes on summing. */
 static void s_forged_references(void)
 {
-    s_start_reducer(0, 1);
+    t_start_reducer(0, 1);
     zt_log_init("test_allreduce", 0);
     zt_allreduce_t *ar = s_lone_worker();
-    zsock_t *forger = zsock_new_dealer(s_red_eps[0]);
+    zsock_t *forger = zsock_new_dealer(t_red_eps[0]);
     zsock_set_rcvtimeo(forger, 10000);
     const char *names[3] = { "../../etc/passwd", "ztrain-ar-999999999-0", "ztrain-ar-1-" };
     const char *why[3] = { "not a ztrain", "no such region", "not a ztrain" };
@@ -587,7 +588,7 @@ static void s_forged_references(void)
     /* the reducer still sums (the forger took worker 0's identity: a resend
      * after RESEND_MS finds the reducer again) */
     s_still_sums(&ar, 7);
-    s_stop_reducers(1);
+    t_stop_reducers(1);
     printf("forged shared-memory references: refused, reducer still sums: ok\n");
 }
 
@@ -596,8 +597,8 @@ static void s_forged_references(void)
  * reason; the reducer neither crashes nor stops summing. */
 static void s_hostile_ranges(void)
 {
-    s_start_reducer(0, 1);
-    zsock_t *evil = zsock_new_dealer(s_red_eps[0]);
+    t_start_reducer(0, 1);
+    zsock_t *evil = zsock_new_dealer(t_red_eps[0]);
     zsock_set_rcvtimeo(evil, 10000);
     char text[ZT_MSG_STR_MAX];
     const char *huge[2] = { "{\"tensors\": [{\"name\": \"g\", \"shape\": [1099511627776], \"dtype\": 0}], "
@@ -613,7 +614,7 @@ static void s_hostile_ranges(void)
     zsock_destroy(&evil);
     /* the real worker configures it; then pieces with wild ranges */
     zt_allreduce_t *ar = s_lone_worker();
-    evil = zsock_new_dealer(s_red_eps[0]);
+    evil = zsock_new_dealer(t_red_eps[0]);
     zsock_set_rcvtimeo(evil, 10000);
     const int64_t wild[3][2] = { { INT64_MAX - 2, 4 }, { 1, INT64_MAX }, { (int64_t) 1 << 62, ((int64_t) 1 << 62) + 1 } };
     float four = 1.0f;
@@ -626,14 +627,14 @@ static void s_hostile_ranges(void)
     }
     zsock_destroy(&evil);
     s_still_sums(&ar, 5);
-    s_stop_reducers(1);
+    t_stop_reducers(1);
     printf("hostile layouts and piece ranges: refused with the reason, reducer still sums: ok\n");
 }
 
 /* One worker of two with one tensor of n floats, its group formed. */
-static zt_allreduce_t *s_pair_worker(int rank, int64_t n)
+zt_allreduce_t *t_pair_worker(int rank, int64_t n)
 {
-    const char *reds[1] = { s_red_eps[0] }, *peers[2] = { "unused", "unused" };
+    const char *reds[1] = { t_red_eps[0] }, *peers[2] = { "unused", "unused" };
     zt_allreduce_opts_t o = { rank, 2, reds, 1, peers, 1 << 26, 5, 0 };
     zt_allreduce_t *ar = zt_allreduce_new(&o);
     int64_t shape[1] = { n };
@@ -661,185 +662,6 @@ static void s_pair_round(zt_allreduce_t *ar, int rank, int64_t n)
     free(g);
 }
 
-/* ------------------------------------------------------------ membership */
-
-/* A member of membership generation `group`: rank of N. */
-static zt_allreduce_t *s_member(int rank, int N, int64_t group, int64_t n)
-{
-    const char *reds[2] = { s_red_eps[0], s_red_eps[1] }, *peers[4] = { "unused", "unused", "unused", "unused" };
-    zt_allreduce_opts_t o = { rank, N, reds, 2, peers, 1 << 26, 5, group };
-    zt_allreduce_t *ar = zt_allreduce_new(&o);
-    int64_t shape[1] = { n };
-    assert(ar && zt_allreduce_register(ar, "g", shape, 1, ZT_F32) == 0);
-    if (zt_allreduce_commit(ar, 20000) != ZT_OK) {
-        fprintf(stderr, "group %lld rank %d: %s\n", (long long) group, rank, zt_allreduce_error(ar));
-        abort();
-    }
-    return ar;
-}
-
-/* What rank contributes in a round of a group, and the sum over N ranks. */
-static float s_member_value(int rank, int64_t group, int round) { return (float) ((rank + 1) * (round + 1) + 100 * group); }
-
-static void s_member_rounds(zt_allreduce_t *ar, int rank, int N, int64_t group, int64_t n)
-{
-    float *g = malloc((size_t) n * sizeof(float));
-    for (int round = 0; round < 2; round++) {
-        for (int64_t i = 0; i < n; i++)
-            g[i] = s_member_value(rank, group, round);
-        assert(zt_allreduce_submit(ar, 0, g) == ZT_OK);
-        if (zt_allreduce_wait(ar, false, 20000) != ZT_OK) {
-            fprintf(stderr, "group %lld rank %d round %d: %s\n", (long long) group, rank, round,
-                    zt_allreduce_error(ar));
-            abort();
-        }
-        float want = 0;
-        for (int k = 0; k < N; k++)
-            want += s_member_value(k, group, round);
-        for (int64_t i = 0; i < n; i++)
-            if (g[i] != want) {
-                fprintf(stderr, "group %lld rank %d round %d: g[%lld] = %g, want %g\n", (long long) group, rank,
-                        round, (long long) i, g[i], want);
-                abort();
-            }
-    }
-    free(g);
-}
-
-/* A group that shrinks and grows through the same two reducers: 3 workers
- * (membership generation 0), then 2 (1: worker 2 left), then 3 again (2: a
- * new worker 2 joined). The one that left sends a round of generation 0
- * after the others formed generation 1: the reducers drop it (its wait
- * fails) and the new group's sums are exact. */
-static void s_membership_changes(void)
-{
-    const int64_t n = 100003;
-    s_start_reducer(0, 2);
-    s_start_reducer(1, 2);
-    int formed[2], stale[2][2], done1[2];
-    assert(pipe(formed) == 0 && pipe(stale[0]) == 0 && pipe(stale[1]) == 0 && pipe(done1) == 0);
-    char c;
-    pid_t pids[4];
-    for (int rank = 0; rank < 2; rank++)
-        if ((pids[rank] = fork()) == 0) {
-            alarm(60);
-            zt_log_init("test_allreduce", rank);
-            zt_allreduce_t *ar = s_member(rank, 3, 0, n);
-            s_member_rounds(ar, rank, 3, 0, n);
-            zt_allreduce_destroy(&ar);
-            ar = s_member(rank, 2, 1, n);
-            if (rank == 0)
-                assert(write(formed[1], "f", 1) == 1);
-            assert(read(stale[rank][0], &c, 1) == 1); /* the leaver's round is out */
-            s_member_rounds(ar, rank, 2, 1, n);
-            zt_allreduce_destroy(&ar);
-            assert(write(done1[1], "d", 1) == 1);
-            ar = s_member(rank, 3, 2, n);
-            s_member_rounds(ar, rank, 3, 2, n);
-            zt_allreduce_destroy(&ar);
-            exit(0);
-        }
-    if ((pids[2] = fork()) == 0) { /* leaves after generation 0 */
-        alarm(60);
-        zt_log_init("test_allreduce", 2);
-        zt_allreduce_t *ar = s_member(2, 3, 0, n);
-        s_member_rounds(ar, 2, 3, 0, n);
-        assert(read(formed[0], &c, 1) == 1);
-        float *g = malloc((size_t) n * sizeof(float));
-        for (int64_t i = 0; i < n; i++)
-            g[i] = 1e6f;
-        assert(zt_allreduce_submit(ar, 0, g) == ZT_OK);
-        int rc = zt_allreduce_wait(ar, false, 1500);
-        for (int k = 0; k < 2; k++)
-            assert(write(stale[k][1], "s", 1) == 1);
-        if (rc == ZT_OK) {
-            fprintf(stderr, "the worker that left got a sum of its stale round: g[0] = %g\n", g[0]);
-            exit(1);
-        }
-        exit(0);
-    }
-    assert(read(done1[0], &c, 1) == 1 && read(done1[0], &c, 1) == 1); /* generation 1 is over */
-    if ((pids[3] = fork()) == 0) { /* joins as generation 2's worker 2 */
-        alarm(60);
-        zt_log_init("test_allreduce", 3);
-        zt_allreduce_t *ar = s_member(2, 3, 2, n);
-        s_member_rounds(ar, 2, 3, 2, n);
-        zt_allreduce_destroy(&ar);
-        exit(0);
-    }
-    int failed = 0;
-    for (int i = 0; i < 4; i++) {
-        int st;
-        waitpid(pids[i], &st, 0);
-        failed += !(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-    }
-    printf("a group of 3 shrinks to 2 and grows to 3 through the same reducers, a stale round dropped: %s\n",
-           failed ? "FAILED" : "ok");
-    fflush(stdout);
-    assert(!failed);
-    int *fds[] = { formed, stale[0], stale[1], done1 };
-    for (int i = 0; i < 4; i++) {
-        close(fds[i][0]);
-        close(fds[i][1]);
-    }
-    s_stop_reducers(2);
-}
-
-/* Rounds of a pair of workers: minor page faults over rounds 4..12 of
- * `pages` pages each. What the library receives each round (frames from
- * ZeroMQ, each a fresh block) must reuse the same memory: glibc by default
- * gives freed heap tops back to the kernel and faults them in again. */
-static long s_steady_faults(int rank, int64_t n)
-{
-    zt_allreduce_t *ar = s_pair_worker(rank, n);
-    float *g = malloc((size_t) n * sizeof(float));
-    long before = 0;
-    for (int round = 0; round < 12; round++) {
-        if (round == 4) {
-            struct rusage ru;
-            getrusage(RUSAGE_SELF, &ru);
-            before = ru.ru_minflt;
-        }
-        for (int64_t i = 0; i < n; i++)
-            g[i] = (float) (rank + 1);
-        assert(zt_allreduce_submit(ar, 0, g) == ZT_OK);
-        if (zt_allreduce_wait(ar, false, 30000) != ZT_OK) {
-            fprintf(stderr, "worker %d: %s\n", rank, zt_allreduce_error(ar));
-            abort();
-        }
-        for (int64_t i = 0; i < n; i++)
-            assert(g[i] == 3.0f);
-    }
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    free(g);
-    zt_allreduce_destroy(&ar);
-    return ru.ru_minflt - before;
-}
-
-static void s_steady_memory(void)
-{
-    const int64_t n = 1 << 20; /* 4 MiB: 1024 pages a round */
-    s_start_reducer(0, 1);
-    pid_t w0 = fork();
-    if (w0 == 0) {
-        alarm(60);
-        zt_log_init("test_allreduce", 0);
-        long faults = s_steady_faults(0, n);
-        if (faults >= 512)
-            fprintf(stderr, "worker 0: 8 rounds of 4 MiB faulted in %ld pages\n", faults);
-        exit(faults < 512 ? 0 : 1);
-    }
-    long faults = s_steady_faults(1, n);
-    int st;
-    waitpid(w0, &st, 0);
-    bool ok = WIFEXITED(st) && WEXITSTATUS(st) == 0 && faults < 512;
-    printf("8 rounds of 4 MiB fault in %ld pages (worker 1; both under 512): %s\n", faults, ok ? "ok" : "FAILED");
-    fflush(stdout);
-    assert(ok);
-    s_stop_reducers(1);
-}
-
 /* A reducer restarted between two workers' hellos: worker 1 forms the group
  * again (it lost the READY, or restarted too) and its hello reaches the new
  * reducer first; worker 0, which formed the group with the old one, sends
@@ -849,7 +671,7 @@ static void s_steady_memory(void)
 static void s_restart_between_hellos(void)
 {
     const int64_t n = 1 << 12;
-    s_start_reducer(0, 1);
+    t_start_reducer(0, 1);
     int up[2], down[2];
     assert(pipe(up) == 0 && pipe(down) == 0);
     char c;
@@ -857,7 +679,7 @@ static void s_restart_between_hellos(void)
     if (w0 == 0) {
         alarm(60);
         zt_log_init("test_allreduce", 0);
-        zt_allreduce_t *ar = s_pair_worker(0, n);
+        zt_allreduce_t *ar = t_pair_worker(0, n);
         assert(write(up[1], "c", 1) == 1);
         assert(read(down[0], &c, 1) == 1); /* the reducer is new, worker 1 forming the group again */
         usleep(1000 * 1000);
@@ -865,12 +687,12 @@ static void s_restart_between_hellos(void)
         zt_allreduce_destroy(&ar);
         exit(0);
     }
-    zt_allreduce_t *ar = s_pair_worker(1, n);
+    zt_allreduce_t *ar = t_pair_worker(1, n);
     assert(read(up[0], &c, 1) == 1);
     s_restart_reducer(0, 1);
     zt_allreduce_destroy(&ar);
     assert(write(down[1], "g", 1) == 1);
-    ar = s_pair_worker(1, n);
+    ar = t_pair_worker(1, n);
     s_pair_round(ar, 1, n);
     zt_allreduce_destroy(&ar);
     int st;
@@ -884,7 +706,7 @@ static void s_restart_between_hellos(void)
         close(up[i]);
         close(down[i]);
     }
-    s_stop_reducers(1);
+    t_stop_reducers(1);
 }
 
 /* A reducer killed in mid-broadcast: worker 1 has the round's sum, worker 0
@@ -898,7 +720,7 @@ static void s_restart_between_hellos(void)
 static void s_ahead_worker_busy(void)
 {
     const int64_t n = 1 << 12;
-    s_start_reducer(0, 1);
+    t_start_reducer(0, 1);
     int up[2], down[2];
     assert(pipe(up) == 0 && pipe(down) == 0);
     char c;
@@ -906,7 +728,7 @@ static void s_ahead_worker_busy(void)
     if (w0 == 0) {
         alarm(60);
         zt_log_init("test_allreduce", 0);
-        zt_allreduce_t *ar = s_pair_worker(0, n);
+        zt_allreduce_t *ar = t_pair_worker(0, n);
         s_pair_round(ar, 0, n);
         assert(zt_allreduce_set_generation(ar, 0) == ZT_OK); /* as if the sum never came */
         assert(write(up[1], "r", 1) == 1);
@@ -919,7 +741,7 @@ static void s_ahead_worker_busy(void)
     }
     close(up[1]); /* worker 0's end: a read sees its exit */
     close(down[0]);
-    zt_allreduce_t *ar = s_pair_worker(1, n);
+    zt_allreduce_t *ar = t_pair_worker(1, n);
     s_pair_round(ar, 1, n);
     assert(read(up[0], &c, 1) == 1);
     s_restart_reducer(0, 1);
@@ -937,7 +759,7 @@ static void s_ahead_worker_busy(void)
     assert(ok);
     close(up[0]);
     close(down[1]);
-    s_stop_reducers(1);
+    t_stop_reducers(1);
 }
 
 int main(int argc, char **argv)
@@ -974,8 +796,8 @@ int main(int argc, char **argv)
     }
     s_restart_between_hellos();
     s_ahead_worker_busy();
-    s_steady_memory();
-    s_membership_changes();
+    t_steady_memory();
+    t_membership_changes();
 
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", s_dir);

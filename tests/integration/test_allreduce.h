@@ -1,0 +1,20 @@
+/* test_allreduce's parts shared between its files. */
+#ifndef TEST_ALLREDUCE_H
+#define TEST_ALLREDUCE_H
+#include "ztrain/zt_allreduce.h"
+#include <stdint.h>
+
+/* Reducer r's endpoint, once started. */
+extern char t_red_eps[4][256];
+/* Starts reducer r of R (its endpoint in t_red_eps[r]). */
+void t_start_reducer(int r, int R);
+/* Stops reducers 0..R-1 cleanly. */
+void t_stop_reducers(int R);
+/* Worker rank of a pair through reducer 0, committed to one tensor "g" of n floats. */
+zt_allreduce_t *t_pair_worker(int rank, int64_t n);
+
+/* test_allreduce_groups.c */
+void t_membership_changes(void);
+void t_steady_memory(void);
+
+#endif

@@ -1,0 +1,191 @@
+/* Part of test_allreduce: groups whose membership changes (a worker
+ * leaves, another joins, through the same reducers), and the pages a
+ * steady all-reduce touches. */
+#include "ztrain/ztrain.h"
+#include "ztrain/zt_allreduce.h"
+#include "test_allreduce.h"
+#include <assert.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* ------------------------------------------------------------ membership */
+
+/* A member of membership generation `group`: rank of N. */
+static zt_allreduce_t *s_member(int rank, int N, int64_t group, int64_t n)
+{
+    const char *reds[2] = { t_red_eps[0], t_red_eps[1] }, *peers[4] = { "unused", "unused", "unused", "unused" };
+    zt_allreduce_opts_t o = { rank, N, reds, 2, peers, 1 << 26, 5, group };
+    zt_allreduce_t *ar = zt_allreduce_new(&o);
+    int64_t shape[1] = { n };
+    assert(ar && zt_allreduce_register(ar, "g", shape, 1, ZT_F32) == 0);
+    if (zt_allreduce_commit(ar, 20000) != ZT_OK) {
+        fprintf(stderr, "group %lld rank %d: %s\n", (long long) group, rank, zt_allreduce_error(ar));
+        abort();
+    }
+    return ar;
+}
+
+/* What rank contributes in a round of a group, and the sum over N ranks. */
+static float s_member_value(int rank, int64_t group, int round) { return (float) ((rank + 1) * (round + 1) + 100 * group); }
+
+static void s_member_rounds(zt_allreduce_t *ar, int rank, int N, int64_t group, int64_t n)
+{
+    float *g = malloc((size_t) n * sizeof(float));
+    for (int round = 0; round < 2; round++) {
+        for (int64_t i = 0; i < n; i++)
+            g[i] = s_member_value(rank, group, round);
+        assert(zt_allreduce_submit(ar, 0, g) == ZT_OK);
+        if (zt_allreduce_wait(ar, false, 20000) != ZT_OK) {
+            fprintf(stderr, "group %lld rank %d round %d: %s\n", (long long) group, rank, round,
+                    zt_allreduce_error(ar));
+            abort();
+        }
+        float want = 0;
+        for (int k = 0; k < N; k++)
+            want += s_member_value(k, group, round);
+        for (int64_t i = 0; i < n; i++)
+            if (g[i] != want) {
+                fprintf(stderr, "group %lld rank %d round %d: g[%lld] = %g, want %g\n", (long long) group, rank,
+                        round, (long long) i, g[i], want);
+                abort();
+            }
+    }
+    free(g);
+}
+
+/* A group that shrinks and grows through the same two reducers: 3 workers
+ * (membership generation 0), then 2 (1: worker 2 left), then 3 again (2: a
+ * new worker 2 joined). The one that left sends a round of generation 0
+ * after the others formed generation 1: the reducers drop it (its wait
+ * fails) and the new group's sums are exact. */
+void t_membership_changes(void)
+{
+    const int64_t n = 100003;
+    t_start_reducer(0, 2);
+    t_start_reducer(1, 2);
+    int formed[2], stale[2][2], done1[2];
+    assert(pipe(formed) == 0 && pipe(stale[0]) == 0 && pipe(stale[1]) == 0 && pipe(done1) == 0);
+    char c;
+    pid_t pids[4];
+    for (int rank = 0; rank < 2; rank++)
+        if ((pids[rank] = fork()) == 0) {
+            alarm(60);
+            zt_log_init("test_allreduce", rank);
+            zt_allreduce_t *ar = s_member(rank, 3, 0, n);
+            s_member_rounds(ar, rank, 3, 0, n);
+            zt_allreduce_destroy(&ar);
+            ar = s_member(rank, 2, 1, n);
+            if (rank == 0)
+                assert(write(formed[1], "f", 1) == 1);
+            assert(read(stale[rank][0], &c, 1) == 1); /* the leaver's round is out */
+            s_member_rounds(ar, rank, 2, 1, n);
+            zt_allreduce_destroy(&ar);
+            assert(write(done1[1], "d", 1) == 1);
+            ar = s_member(rank, 3, 2, n);
+            s_member_rounds(ar, rank, 3, 2, n);
+            zt_allreduce_destroy(&ar);
+            exit(0);
+        }
+    if ((pids[2] = fork()) == 0) { /* leaves after generation 0 */
+        alarm(60);
+        zt_log_init("test_allreduce", 2);
+        zt_allreduce_t *ar = s_member(2, 3, 0, n);
+        s_member_rounds(ar, 2, 3, 0, n);
+        assert(read(formed[0], &c, 1) == 1);
+        float *g = malloc((size_t) n * sizeof(float));
+        for (int64_t i = 0; i < n; i++)
+            g[i] = 1e6f;
+        assert(zt_allreduce_submit(ar, 0, g) == ZT_OK);
+        int rc = zt_allreduce_wait(ar, false, 1500);
+        for (int k = 0; k < 2; k++)
+            assert(write(stale[k][1], "s", 1) == 1);
+        if (rc == ZT_OK) {
+            fprintf(stderr, "the worker that left got a sum of its stale round: g[0] = %g\n", g[0]);
+            exit(1);
+        }
+        exit(0);
+    }
+    assert(read(done1[0], &c, 1) == 1 && read(done1[0], &c, 1) == 1); /* generation 1 is over */
+    if ((pids[3] = fork()) == 0) { /* joins as generation 2's worker 2 */
+        alarm(60);
+        zt_log_init("test_allreduce", 3);
+        zt_allreduce_t *ar = s_member(2, 3, 2, n);
+        s_member_rounds(ar, 2, 3, 2, n);
+        zt_allreduce_destroy(&ar);
+        exit(0);
+    }
+    int failed = 0;
+    for (int i = 0; i < 4; i++) {
+        int st;
+        waitpid(pids[i], &st, 0);
+        failed += !(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    }
+    printf("a group of 3 shrinks to 2 and grows to 3 through the same reducers, a stale round dropped: %s\n",
+           failed ? "FAILED" : "ok");
+    fflush(stdout);
+    assert(!failed);
+    int *fds[] = { formed, stale[0], stale[1], done1 };
+    for (int i = 0; i < 4; i++) {
+        close(fds[i][0]);
+        close(fds[i][1]);
+    }
+    t_stop_reducers(2);
+}
+
+/* Rounds of a pair of workers: minor page faults over rounds 4..12 of
+ * `pages` pages each. What the library receives each round (frames from
+ * ZeroMQ, each a fresh block) must reuse the same memory: glibc by default
+ * gives freed heap tops back to the kernel and faults them in again. */
+static long s_steady_faults(int rank, int64_t n)
+{
+    zt_allreduce_t *ar = t_pair_worker(rank, n);
+    float *g = malloc((size_t) n * sizeof(float));
+    long before = 0;
+    for (int round = 0; round < 12; round++) {
+        if (round == 4) {
+            struct rusage ru;
+            getrusage(RUSAGE_SELF, &ru);
+            before = ru.ru_minflt;
+        }
+        for (int64_t i = 0; i < n; i++)
+            g[i] = (float) (rank + 1);
+        assert(zt_allreduce_submit(ar, 0, g) == ZT_OK);
+        if (zt_allreduce_wait(ar, false, 30000) != ZT_OK) {
+            fprintf(stderr, "worker %d: %s\n", rank, zt_allreduce_error(ar));
+            abort();
+        }
+        for (int64_t i = 0; i < n; i++)
+            assert(g[i] == 3.0f);
+    }
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    free(g);
+    zt_allreduce_destroy(&ar);
+    return ru.ru_minflt - before;
+}
+
+void t_steady_memory(void)
+{
+    const int64_t n = 1 << 20; /* 4 MiB: 1024 pages a round */
+    t_start_reducer(0, 1);
+    pid_t w0 = fork();
+    if (w0 == 0) {
+        alarm(60);
+        zt_log_init("test_allreduce", 0);
+        long faults = s_steady_faults(0, n);
+        if (faults >= 512)
+            fprintf(stderr, "worker 0: 8 rounds of 4 MiB faulted in %ld pages\n", faults);
+        exit(faults < 512 ? 0 : 1);
+    }
+    long faults = s_steady_faults(1, n);
+    int st;
+    waitpid(w0, &st, 0);
+    bool ok = WIFEXITED(st) && WEXITSTATUS(st) == 0 && faults < 512;
+    printf("8 rounds of 4 MiB fault in %ld pages (worker 1; both under 512): %s\n", faults, ok ? "ok" : "FAILED");
+    fflush(stdout);
+    assert(ok);
+    t_stop_reducers(1);
+}
