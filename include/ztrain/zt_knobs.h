@@ -91,8 +91,8 @@ extern "C" {
       "on: in a secured job, bulk data between hosts (parameter servers' pushes and pulls, all-reduce pieces and sums through reducers, ring blocks, checkpoint files fetched by evaluators) is sealed with AES-128-GCM under keys of the job's own (each stream's, fresh) instead of CURVE, which keeps the control plane; off: CURVE on those sockets too (for comparison)") \
     X(SEAL_VAES,           "ZT_SEAL_VAES",           "auto", "auto|off", ZT_FOR_ALL,                      \
       "auto: the bulk seal runs AES-128-GCM two blocks per instruction (VAES and VPCLMULQDQ) where the processor has them; off: OpenSSL's always (the same bytes on the wire either way; for comparison)") \
-    X(MALLOC_KEEP_BYTES,   "ZT_MALLOC_KEEP_BYTES",   "268435456", "int", ZT_FOR_ALL,                     \
-      "free memory each malloc heap of a process with a data plane keeps for reuse (glibc's M_TRIM_THRESHOLD; blocks up to 32 MiB then come from the heaps, M_MMAP_THRESHOLD), so the frames ZeroMQ receives reuse pages instead of faulting fresh ones in; 0, or malloc settings of your own in GLIBC_TUNABLES or MALLOC_*_: glibc's defaults (bytes)") \
+    X(MALLOC_KEEP_BYTES,   "ZT_MALLOC_KEEP_BYTES",   "0", "int", ZT_FOR_ALL,                             \
+      "free memory each malloc heap of a process with a data plane keeps for reuse (glibc's M_TRIM_THRESHOLD; blocks up to 32 MiB then come from the heaps, M_MMAP_THRESHOLD), so the frames ZeroMQ receives reuse pages instead of faulting fresh ones in, e.g. 268435456; 0 (the default), or malloc settings of your own in GLIBC_TUNABLES or MALLOC_*_: glibc's defaults (bytes)") \
     X(DATA_IPC,            "ZT_DATA_IPC",            "auto", "auto|off", ZT_FOR_ALL,                      \
       "auto: a job's sockets between processes on one host go over ipc:// twins of their TCP ports (control and data plane), and a job's TCP ports then accept only its other hosts; off: TCP only, open to any address (as between hosts; for benchmarks)") \
     X(HANDSHAKE_MS,        "ZT_HANDSHAKE_MS",        "10000", "int", ZT_FOR_ALL,                         \

@@ -646,10 +646,8 @@ zt_allreduce_t *t_pair_worker(int rank, int64_t n)
     return ar;
 }
 
-/* One round of the pair: every element of g is rank + 1, the sum 3. */
-static void s_pair_round(zt_allreduce_t *ar, int rank, int64_t n)
+void t_pair_round_in(zt_allreduce_t *ar, int rank, int64_t n, float *g)
 {
-    float *g = malloc((size_t) n * sizeof(float));
     for (int64_t i = 0; i < n; i++)
         g[i] = (float) (rank + 1);
     assert(zt_allreduce_submit(ar, 0, g) == ZT_OK);
@@ -659,6 +657,12 @@ static void s_pair_round(zt_allreduce_t *ar, int rank, int64_t n)
     }
     for (int64_t i = 0; i < n; i++)
         assert(g[i] == 3.0f);
+}
+
+static void s_pair_round(zt_allreduce_t *ar, int rank, int64_t n)
+{
+    float *g = malloc((size_t) n * sizeof(float));
+    t_pair_round_in(ar, rank, n, g);
     free(g);
 }
 
@@ -765,6 +769,7 @@ static void s_ahead_worker_busy(void)
 int main(int argc, char **argv)
 {
     s_bin = argc > 1 ? argv[1] : "ztrain-reducer";
+    setenv("ZT_MALLOC_KEEP_BYTES", "268435456", 0); /* kept heaps (t_steady_memory); a value given wins */
     snprintf(s_dir, sizeof s_dir, "/tmp/zt-test-ar-%d", (int) getpid());
     mkdir(s_dir, 0755);
     s_sealed = test_sealed_setup(s_dir); /* keys as a job's: every process finds them */

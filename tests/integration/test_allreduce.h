@@ -12,6 +12,8 @@ void t_start_reducer(int r, int R);
 void t_stop_reducers(int R);
 /* Worker rank of a pair through reducer 0, committed to one tensor "g" of n floats. */
 zt_allreduce_t *t_pair_worker(int rank, int64_t n);
+/* One round of the pair in g (n floats): every element is rank + 1, the sum 3. */
+void t_pair_round_in(zt_allreduce_t *ar, int rank, int64_t n, float *g);
 
 /* test_allreduce_groups.c */
 void t_membership_changes(void);

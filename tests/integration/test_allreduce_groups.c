@@ -135,7 +135,7 @@ void t_membership_changes(void)
     t_stop_reducers(2);
 }
 
-/* Rounds of a pair of workers: minor page faults over rounds 4..12 of
+/* With ZT_MALLOC_KEEP_BYTES, rounds of a pair of workers: minor page faults over rounds 4..12 of
  * `pages` pages each. What the library receives each round (frames from
  * ZeroMQ, each a fresh block) must reuse the same memory: glibc by default
  * gives freed heap tops back to the kernel and faults them in again. */
@@ -150,15 +150,7 @@ static long s_steady_faults(int rank, int64_t n)
             getrusage(RUSAGE_SELF, &ru);
             before = ru.ru_minflt;
         }
-        for (int64_t i = 0; i < n; i++)
-            g[i] = (float) (rank + 1);
-        assert(zt_allreduce_submit(ar, 0, g) == ZT_OK);
-        if (zt_allreduce_wait(ar, false, 30000) != ZT_OK) {
-            fprintf(stderr, "worker %d: %s\n", rank, zt_allreduce_error(ar));
-            abort();
-        }
-        for (int64_t i = 0; i < n; i++)
-            assert(g[i] == 3.0f);
+        t_pair_round_in(ar, rank, n, g);
     }
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
