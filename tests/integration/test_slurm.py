@@ -513,7 +513,9 @@ class Walkthrough(unittest.TestCase):
         job = read_job(os.path.join(d, "jobs", "sync"))
         hosts = {r["name"]: r["host"] for r in job["replicas"]}
         self.assertEqual(len(set(hosts.values())), 4, hosts)  # a node per pool
-        hashes = dict(re.findall(r"(workerpool\d-\d)\S*\s.*params fnv1a ([0-9a-f]{16})", out["logs"]))
+        # a line of `ztrain logs` is "NAME | TEXT": the name at the line's start (a
+        # line before naming a replica at its end must not lend it the next one's)
+        hashes = dict(re.findall(r"(?m)^(workerpool\d-\d) *\|.*params fnv1a ([0-9a-f]{16})", out["logs"]))
         self.assertEqual(sorted(hashes), ["workerpool0-0", "workerpool1-0", "workerpool1-1", "workerpool1-2"],
                          out["logs"][-2000:])
         self.assertEqual(len(set(hashes.values())), 1, hashes)  # bitwise-equal weights on every trainer
