@@ -87,7 +87,7 @@ void t_start_reducer(int r, int R)
 }
 
 /* As the coordinator would: killed, and started again in place. */
-static void s_restart_reducer(int r, int R)
+void t_restart_reducer(int r, int R)
 {
     kill(s_red_pids[r], SIGKILL);
     waitpid(s_red_pids[r], NULL, 0);
@@ -250,7 +250,7 @@ static void s_run(const s_case_t *c)
             continue;
         }
         if (c->kill_after && !killed && access(kill_path, F_OK) == 0) {
-            s_restart_reducer(0, c->R);
+            t_restart_reducer(0, c->R);
             killed = true;
         }
         usleep(2000);
@@ -693,7 +693,7 @@ static void s_restart_between_hellos(void)
     }
     zt_allreduce_t *ar = t_pair_worker(1, n);
     assert(read(up[0], &c, 1) == 1);
-    s_restart_reducer(0, 1);
+    t_restart_reducer(0, 1);
     zt_allreduce_destroy(&ar);
     assert(write(down[1], "g", 1) == 1);
     ar = t_pair_worker(1, n);
@@ -748,7 +748,7 @@ static void s_ahead_worker_busy(void)
     zt_allreduce_t *ar = t_pair_worker(1, n);
     s_pair_round(ar, 1, n);
     assert(read(up[0], &c, 1) == 1);
-    s_restart_reducer(0, 1);
+    t_restart_reducer(0, 1);
     assert(write(down[1], "g", 1) == 1);
     bool ok = read(up[0], &c, 1) == 1; /* busy until worker 0 has its sum */
     if (ok)

@@ -8,6 +8,8 @@
 extern char t_red_eps[4][256];
 /* Starts reducer r of R (its endpoint in t_red_eps[r]). */
 void t_start_reducer(int r, int R);
+/* Kills reducer r of R (SIGKILL) and starts it again in place. */
+void t_restart_reducer(int r, int R);
 /* Stops reducers 0..R-1 cleanly. */
 void t_stop_reducers(int R);
 /* Worker rank of a pair through reducer 0, committed to one tensor "g" of n floats. */

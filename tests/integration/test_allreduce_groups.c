@@ -56,18 +56,33 @@ static void s_member_rounds(zt_allreduce_t *ar, int rank, int N, int64_t group, 
     free(g);
 }
 
+/* Generation 2's last rounds: after two, the parent restarts reducer 0 in
+ * place (it holds no layout and must take generation 2 from the first
+ * worker that speaks), and two more go through it. */
+static void s_member_last(zt_allreduce_t *ar, int rank, int64_t n, int *done2, int *go)
+{
+    char c;
+    s_member_rounds(ar, rank, 3, 2, n);
+    assert(write(done2[1], "d", 1) == 1);
+    assert(read(go[0], &c, 1) == 1);
+    s_member_rounds(ar, rank, 3, 2, n);
+    zt_allreduce_destroy(&ar);
+}
+
 /* A group that shrinks and grows through the same two reducers: 3 workers
  * (membership generation 0), then 2 (1: worker 2 left), then 3 again (2: a
  * new worker 2 joined). The one that left sends a round of generation 0
  * after the others formed generation 1: the reducers drop it (its wait
- * fails) and the new group's sums are exact. */
+ * fails) and the new group's sums are exact. Then a reducer of generation
+ * 2, restarted in place, serves it again. */
 void t_membership_changes(void)
 {
     const int64_t n = 100003;
     t_start_reducer(0, 2);
     t_start_reducer(1, 2);
-    int formed[2], stale[2][2], done1[2];
-    assert(pipe(formed) == 0 && pipe(stale[0]) == 0 && pipe(stale[1]) == 0 && pipe(done1) == 0);
+    int formed[2], stale[2][2], done1[2], done2[2], go[2];
+    assert(pipe(formed) == 0 && pipe(stale[0]) == 0 && pipe(stale[1]) == 0 && pipe(done1) == 0 &&
+           pipe(done2) == 0 && pipe(go) == 0);
     char c;
     pid_t pids[4];
     for (int rank = 0; rank < 2; rank++)
@@ -84,9 +99,7 @@ void t_membership_changes(void)
             s_member_rounds(ar, rank, 2, 1, n);
             zt_allreduce_destroy(&ar);
             assert(write(done1[1], "d", 1) == 1);
-            ar = s_member(rank, 3, 2, n);
-            s_member_rounds(ar, rank, 3, 2, n);
-            zt_allreduce_destroy(&ar);
+            s_member_last(s_member(rank, 3, 2, n), rank, n, done2, go);
             exit(0);
         }
     if ((pids[2] = fork()) == 0) { /* leaves after generation 0 */
@@ -112,23 +125,26 @@ void t_membership_changes(void)
     if ((pids[3] = fork()) == 0) { /* joins as generation 2's worker 2 */
         alarm(60);
         zt_log_init("test_allreduce", 3);
-        zt_allreduce_t *ar = s_member(2, 3, 2, n);
-        s_member_rounds(ar, 2, 3, 2, n);
-        zt_allreduce_destroy(&ar);
+        s_member_last(s_member(2, 3, 2, n), 2, n, done2, go);
         exit(0);
     }
+    for (int i = 0; i < 3; i++) /* generation 2's first rounds are done */
+        assert(read(done2[0], &c, 1) == 1);
+    t_restart_reducer(0, 2);
+    assert(write(go[1], "ggg", 3) == 3);
     int failed = 0;
     for (int i = 0; i < 4; i++) {
         int st;
         waitpid(pids[i], &st, 0);
         failed += !(WIFEXITED(st) && WEXITSTATUS(st) == 0);
     }
-    printf("a group of 3 shrinks to 2 and grows to 3 through the same reducers, a stale round dropped: %s\n",
+    printf("a group of 3 shrinks to 2 and grows to 3 through the same reducers, a stale round dropped, a "
+           "reducer restarted in generation 2: %s\n",
            failed ? "FAILED" : "ok");
     fflush(stdout);
     assert(!failed);
-    int *fds[] = { formed, stale[0], stale[1], done1 };
-    for (int i = 0; i < 4; i++) {
+    int *fds[] = { formed, stale[0], stale[1], done1, done2, go };
+    for (int i = 0; i < 6; i++) {
         close(fds[i][0]);
         close(fds[i][1]);
     }
