@@ -212,8 +212,10 @@ class PsFaults(unittest.TestCase):
     """kill -9 of each parameter server at a random moment, five runs each:
     every run ends SUCCEEDED, the restarted server goes on from its shard
     snapshot (or a newer checkpoint), and the accuracy stays with an
-    undisturbed run's (median within a point; async training itself varies
-    by about that from run to run)."""
+    undisturbed run's (median within two points: async training itself
+    varies by about a point from run to run, undisturbed runs included, and
+    the medians of 3 and of 5 such runs were seen 1.75 points apart on a
+    loaded machine)."""
     ARGS = ["--hidden=128", "--epochs=4", "--batch_size=64", "--log_every=100", "--checkpoint_steps=300"]
 
     def run_job(self, victim=None, seed=0):
@@ -246,7 +248,7 @@ class PsFaults(unittest.TestCase):
         for victim in ("workerpool2-0", "workerpool2-1"):
             accs = [self.run_job(victim, seed) for seed in range(5)]
             sys.stderr.write("\n  %s killed: accuracy %s (undisturbed median %.4f)\n" % (victim, accs, calm))
-            self.assertLessEqual(abs(statistics.median(accs) - calm), 0.015, (accs, calm))
+            self.assertLessEqual(abs(statistics.median(accs) - calm), 0.02, (accs, calm))
             # any single run within 12 points. The restore itself is proven
             # above (the log's restored range); a server killed late leaves
             # the final model with less time to settle, and on a loaded
