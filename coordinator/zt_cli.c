@@ -30,7 +30,8 @@ typedef struct {
     const char *trial;         /* --trial */
     const char *tf_chief;      /* --tf-chief-name */
     const char *backend;       /* --backend (else ZT_BACKEND) */
-    int pool, index;           /* env: --pool, --index */
+    int pool, index;           /* env, scale: --pool; env: --index */
+    int replicas;              /* scale: --replicas */
     const char *study_dir;     /* tune, status: --study-dir */
     long long seed;            /* tune: --seed */
     int suggest;               /* tune: --suggest N (print, run nothing) */
@@ -63,6 +64,7 @@ static const char *const s_synopsis[] = {
     "ztrain status [--job-dir] DIR [--json]",
     "ztrain status --study-dir DIR [--json]",
     "ztrain cancel [--job-dir] DIR",
+    "ztrain scale [--job-dir] DIR --pool 1 --replicas K",
     "ztrain logs [--job-dir] DIR [--replica NAME] [-f]",
     "ztrain wait [--job-dir] DIR",
     "ztrain list [JOBS_DIR] [--json]",
@@ -73,8 +75,8 @@ static const char *const s_synopsis[] = {
 };
 
 /* The commands, for did-you-mean. */
-static const char *const s_commands[] = { "run", "validate", "env", "status", "cancel", "logs", "wait", "list",
-                                          "tune", NULL };
+static const char *const s_commands[] = { "run", "validate", "env", "status", "cancel", "scale", "logs", "wait",
+                                          "list", "tune", NULL };
 
 static void s_usage(FILE *out, const char *prog)
 {
@@ -100,6 +102,10 @@ static void s_usage(FILE *out, const char *prog)
         "  cancel    cancel a job (its coordinator on this machine, or its Slurm job) and\n"
         "            wait for it to end; exits 0 once it has ended, 1 when it cannot be\n"
         "            cancelled from here\n"
+        "  scale     ask a running job for K replicas of its elastic workers' pool (its\n"
+        "            elasticPolicy's bounds): the last ones leave, or new ones join and\n"
+        "            take the model from the others, at a step every trainer agrees on;\n"
+        "            exits 0 when the coordinator accepted the request\n"
         "  logs      print the job's logs (the coordinator's and every replica's, merged in\n"
         "            time order, each line after its replica's name), or one replica's; -f\n"
         "            follows them as they grow until the job ends\n"
@@ -146,6 +152,7 @@ static void s_usage(FILE *out, const char *prog)
         "                       $ZT_JOBS_DIR/study-TIME-PID)\n"
         "  --seed N             tune: the search's seed (default 1)\n"
         "  --pool N, --index I  env: the replica\n"
+        "  --replicas K         scale: the replicas asked for\n"
         "  --version, --help\n\n%s\n", zt_plan_override_help());
     zt_knobs_print_for(out, ZT_FOR_COORD);
 }
@@ -153,7 +160,7 @@ static void s_usage(FILE *out, const char *prog)
 enum {
     O_JOB_DIR = 1, O_TRIAL, O_TF_CHIEF, O_POOL, O_INDEX, O_STUDY_DIR, O_SEED, O_SUGGEST, O_BACKEND, O_CPU_ONLY,
     O_JSON, O_ALLOW_UNKNOWN, O_OVERWRITE, O_RESUME, O_HELP, O_VERSION, O_PARTITION, O_ACCOUNT, O_TIME, O_DETACH,
-    O_REPLICA, O_FOLLOW, O_METRICS_PORT, O_QOS,
+    O_REPLICA, O_FOLLOW, O_METRICS_PORT, O_QOS, O_REPLICAS,
     O_OVERRIDE = 1000 /* past any short option */
 };
 
@@ -201,7 +208,7 @@ static int s_on_option(s_args_t *a, int c, const char *name, const char *value)
         }
         a->metrics_port = (int) n;
         return 0;
-    case O_SEED: case O_SUGGEST: case O_POOL: case O_INDEX:
+    case O_SEED: case O_SUGGEST: case O_POOL: case O_INDEX: case O_REPLICAS:
         if (!zt_parse_int(value, &n) || n < 0 || n > INT_MAX) {
             fprintf(stderr, "ztrain: --%s: '%s' is not a non-negative integer\n", name, value);
             return -1;
@@ -209,6 +216,7 @@ static int s_on_option(s_args_t *a, int c, const char *name, const char *value)
         if (c == O_SEED) a->seed = n;
         else if (c == O_SUGGEST) a->suggest = (int) n;
         else if (c == O_POOL) a->pool = (int) n;
+        else if (c == O_REPLICAS) a->replicas = (int) n;
         else a->index = (int) n;
         return 0;
     default: { /* an override flag, kept in command-line order */
@@ -244,7 +252,7 @@ static void s_unknown_option(const char *arg, const struct option *opts)
 static int s_parse(int argc, char **argv, const char *forced, s_args_t *a)
 {
     memset(a, 0, sizeof *a);
-    a->pool = a->index = a->metrics_port = -1;
+    a->pool = a->index = a->metrics_port = a->replicas = -1;
     a->flags = json_array();
     a->command = forced;
     int cut = argc;
@@ -268,8 +276,9 @@ static int s_parse(int argc, char **argv, const char *forced, s_args_t *a)
         { "time", required_argument, NULL, O_TIME }, { "detach", no_argument, NULL, O_DETACH },
         { "replica", required_argument, NULL, O_REPLICA }, { "follow", no_argument, NULL, O_FOLLOW },
         { "metrics-port", required_argument, NULL, O_METRICS_PORT }, { "qos", required_argument, NULL, O_QOS },
+        { "replicas", required_argument, NULL, O_REPLICAS },
     };
-    int n = 24;
+    int n = 25;
     for (int i = 0; zt_plan_override_flag(i) && n < 95; i++)
         opts[n++] = (struct option) { zt_plan_override_flag(i) + 2, required_argument, NULL, O_OVERRIDE + i };
     opts[n] = (struct option) { NULL, 0, NULL, 0 };
@@ -791,7 +800,7 @@ int zt_cli_main(int argc, char **argv, const char *command)
     int rc;
     char why[512];
     bool takes_dir = !strcmp(a.command, "status") || !strcmp(a.command, "cancel") || !strcmp(a.command, "logs") ||
-                     !strcmp(a.command, "wait");
+                     !strcmp(a.command, "wait") || !strcmp(a.command, "scale");
     if (takes_dir && !a.job_dir && !a.study_dir && a.file) {
         a.job_dir = a.file; /* ztrain status DIR */
         a.file = NULL;
@@ -816,6 +825,8 @@ int zt_cli_main(int argc, char **argv, const char *command)
         rc = zt_cli_status(a.job_dir, a.study_dir, a.json);
     else if (!strcmp(a.command, "cancel"))
         rc = zt_cli_cancel(a.job_dir);
+    else if (!strcmp(a.command, "scale"))
+        rc = zt_cli_scale(a.job_dir, a.pool, a.replicas);
     else if (!strcmp(a.command, "tune"))
         rc = s_cmd_tune(&a);
     else if (!strcmp(a.command, "list"))
@@ -830,8 +841,8 @@ int zt_cli_main(int argc, char **argv, const char *command)
         rc = zt_cli_wait(a.job_dir ? a.job_dir : a.study_dir);
     else {
         const char *near = zt_doc_nearest(a.command, s_commands);
-        fprintf(stderr, "ztrain: unknown command '%s'%s%s%s (run, validate, env, status, cancel, logs, wait, list, "
-                        "tune; see --help)\n", a.command, near ? "; did you mean '" : "", near ? near : "",
+        fprintf(stderr, "ztrain: unknown command '%s'%s%s%s (run, validate, env, status, cancel, scale, logs, "
+                        "wait, list, tune; see --help)\n", a.command, near ? "; did you mean '" : "", near ? near : "",
                 near ? "'?" : "");
         rc = ZT_CLI_USAGE;
     }

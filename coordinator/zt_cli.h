@@ -20,6 +20,11 @@ int zt_cli_cancel(const char *dir);
 /* The state in dir/job.json as written (NULL: none yet), into buf. */
 const char *zt_cli_job_state(const char *dir, char *buf, size_t size);
 
+/* ztrain scale DIR --pool N --replicas K (zt_cli_scale.c): asks the job's
+ * coordinator to scale its elastic pool N to K replicas and prints its
+ * answer; 0 accepted, 1 refused or no answer, 2 a usage error. */
+int zt_cli_scale(const char *dir, int pool, int replicas);
+
 /* ztrain logs, list, wait (zt_cli_watch.c). */
 int zt_cli_logs(const char *dir, const char *replica, bool follow);
 int zt_cli_list(const char *jobs_dir, bool json);

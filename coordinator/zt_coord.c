@@ -93,6 +93,7 @@ static void s_timers(zt_coord_t *self)
     if (self->metrics_dirty && now - self->state_written_ms >= 1000)
         zt_coord_write_state(self);
     zt_coord_check_final_evaluation(self);
+    zt_coord_elastic_tick(self);
     if (self->stopping && self->kill_deadline <= now)
         for (int i = 0; i < self->nreps; i++)
             if (self->reps[i].handle) {
@@ -269,6 +270,11 @@ zt_coord_t *zt_coord_new(zt_plan_t **plan_p, zt_backend_t **backend_p, const zt_
     self->max_restarts = (int) zt_knob_int(ZT_KNOB_MAX_RESTARTS);
     self->max_preemptions = (int) zt_knob_int(ZT_KNOB_MAX_PREEMPTIONS);
     self->max_job_retries = (int) zt_knob_int(ZT_KNOB_MAX_JOB_RETRIES);
+    /* an elastic pool: a slot (a place, ports) for each replica it may grow to */
+    zt_pool_t *p1 = &self->plan->pools[1];
+    self->elastic_start = p1->replicas;
+    if (p1->present && p1->elastic_min && p1->elastic_max > p1->replicas)
+        p1->replicas = p1->elastic_max;
     zt_placement_t placement;
     if (self->backend->place(self->backend, self->plan, opts->cpu_only, &placement) != ZT_OK ||
         zt_layout_init(&self->layout, self->plan, &placement, opts->job_dir, opts->trial) != ZT_OK) {
@@ -302,6 +308,7 @@ zt_coord_t *zt_coord_new(zt_plan_t **plan_p, zt_backend_t **backend_p, const zt_
             r->last_status = -1;
             zt_layout_name(p, i, r->name, sizeof r->name);
         }
+    zt_coord_elastic_init(self);
     zt_coord_open_logs(self);
     if (opts->metrics_port >= 0 && s_start_metrics(self, opts->metrics_port) != ZT_OK) {
         zt_coord_destroy(&self);
@@ -355,6 +362,9 @@ void zt_coord_destroy(zt_coord_t **self_p)
     json_decref(self->lost_nodes);
     json_decref(self->events);
     json_decref(self->error);
+    json_decref(self->scale_changes);
+    json_decref(self->scale_answer);
+    free(self->member);
     s_sig_fd = -1;
     if (self->sig_pipe[0] >= 0) {
         close(self->sig_pipe[0]);

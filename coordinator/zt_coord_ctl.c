@@ -1,5 +1,5 @@
 /* The control plane's messages from the replicas: REGISTER, HEARTBEAT,
- * CHECKPOINT, METRIC, LATENCY, DONE, REJOINED. Nothing from the network is
+ * CHECKPOINT, METRIC, LATENCY, DONE, REJOINED, REGROUPED. Nothing from the network is
  * trusted: a message that does not decode, or from no replica, or from a
  * replica speaking for another, is counted, logged (zt_refusals) and
  * dropped. */
@@ -276,7 +276,11 @@ static void s_on_message(zt_coord_t *self, zframe_t *id, const char *who, zt_msg
     case ZT_MSG_DONE:
         zt_info("%s done: %s", r->name, m->u.DONE.reason);
         break;
+    case ZT_MSG_REGROUPED:
+        zt_coord_elastic_regrouped(self, r, m->u.REGROUPED.group, m->u.REGROUPED.step);
+        break;
     case ZT_MSG_REJOINED:
+        zt_coord_elastic_regrouped(self, r, self->layout.group, m->u.REJOINED.step); /* a joiner */
         if (r->rejoining) {
             r->rejoining = false;
             r->rejoins++;

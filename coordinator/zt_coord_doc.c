@@ -33,6 +33,7 @@ void zt_coord_write_state(zt_coord_t *self)
         json_object_set_new(o, "rejoins", json_integer(r->rejoins));
         json_object_set_new(o, "preemptions", json_integer(r->preemptions));
         json_object_set_new(o, "rejoining", json_boolean(r->rejoining));
+        json_object_set_new(o, "member", json_boolean(zt_coord_is_member(self, r)));
         if (r->last_status >= 0 && WIFEXITED(r->last_status))
             json_object_set_new(o, "exitStatus", json_integer(WEXITSTATUS(r->last_status)));
         else
@@ -66,6 +67,9 @@ void zt_coord_write_state(zt_coord_t *self)
     json_object_set_new(doc, "coordinatorProcess", zt_json_this_process());
     if (self->backend->allocation)
         json_object_set_new(doc, "slurmJobId", json_string(self->backend->allocation));
+    json_t *elastic = zt_coord_elastic_json(self);
+    if (elastic)
+        json_object_set_new(doc, "elastic", elastic);
     if (json_array_size(self->lost_nodes))
         json_object_set(doc, "lostNodes", self->lost_nodes);
     self->metrics_dirty = false;

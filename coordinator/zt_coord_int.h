@@ -5,7 +5,8 @@
  *   zt_coord_spawn.c      starting one replica: its argv, environment and config files
  *   zt_coord_output.c     the replicas' output, to their logs and the console
  *   zt_coord_ctl.c        the control plane's messages
- *   zt_coord_doc.c        the job document (job.json) and the job's state */
+ *   zt_coord_doc.c        the job document (job.json) and the job's state
+ *   zt_coord_elastic.c    an elastic pool's membership changes (ztrain scale) */
 #ifndef ZT_COORD_INT_H
 #define ZT_COORD_INT_H
 #include "zt_coord.h"
@@ -50,6 +51,8 @@ typedef struct {
     int64_t hb_step;           /* the step its last heartbeat named */
     bool fresh;                /* a reducer restarted in place that no round has yet gone through */
     int64_t settle_step;       /* fresh: the trainers' step that shows a round has (-1: not yet known) */
+    bool leaving;              /* elastic: told to leave the group, not yet exited */
+    bool regrouped;            /* elastic: trains in the membership generation being changed to */
 } zt_crep_t;
 
 /* What the coordinator does once every replica has stopped. */
@@ -114,6 +117,16 @@ struct zt_coord_t {
     json_t *lost_nodes;         /* [{time, why}]: nodes lost under the job */
     bool requeue, give_up;      /* at the end: the allocation runs the job again, or not */
     bool preempted;             /* the allocation was preempted (requeued) under the job */
+    /* an elastic pool 1 (zt_coord_elastic.c); member NULL when there is none */
+    bool *member;               /* its replicas in the current membership generation (layout.group) */
+    int elastic_start;          /* its replicaCount: the members it starts with */
+    int scale_target;           /* the members asked for */
+    bool changing;              /* a change of membership is under way */
+    int change_from;            /* the members before it */
+    int64_t change_t0, change_deadline, change_step; /* when it began, must end, and the step it took effect */
+    int64_t scale_polled_ms;    /* the request file was last looked for */
+    json_t *scale_changes;      /* [{time, from, to, group, step, ms}] */
+    json_t *scale_answer;       /* the last request's answer */
 };
 
 /* zt_coord_doc.c: job.json, written atomically; the state, told to every
@@ -152,6 +165,23 @@ void zt_coord_replica_exited(zt_coord_t *self, zt_crep_t *r, int status);
  * longer fresh once the trainers' steps go past the first they named after
  * its restart (a round has gone through it). */
 void zt_coord_settle_reducers(zt_coord_t *self, int64_t step);
+
+/* zt_coord_elastic.c */
+/* After the replicas are made: the members of generation 0. */
+void zt_coord_elastic_init(zt_coord_t *self);
+/* Whether r is a member of the current generation (every replica of a job
+ * without an elastic pool, and of pools other than 1, is). */
+bool zt_coord_is_member(const zt_coord_t *self, const zt_crep_t *r);
+/* From s_timers: a scale request, the change's deadline, the next change. */
+void zt_coord_elastic_tick(zt_coord_t *self);
+/* REGROUPED (or a joiner's REJOINED) from r: it trains in generation group from step. */
+void zt_coord_elastic_regrouped(zt_coord_t *self, zt_crep_t *r, int64_t group, int64_t step);
+/* r, told to leave the group, exited (how): true, and it counts as gone. */
+bool zt_coord_elastic_left(zt_coord_t *self, zt_crep_t *r, const char *how);
+/* The group restarts together: no change is under way any more. */
+void zt_coord_elastic_restart(zt_coord_t *self);
+/* job.json's "elastic" (NULL without an elastic pool). */
+json_t *zt_coord_elastic_json(const zt_coord_t *self);
 
 /* zt_coord_ctl.c: serves the control messages waiting on the router. */
 void zt_coord_on_control(zt_coord_t *self);

@@ -19,7 +19,8 @@ void zt_coord_check_all_up(zt_coord_t *self)
     if (self->state != ZT_JOB_PENDING || self->stopping)
         return;
     for (int i = 0; i < self->nreps; i++)
-        if (self->reps[i].state != ZT_REP_RUNNING && self->reps[i].state != ZT_REP_SUCCEEDED)
+        if (self->reps[i].state != ZT_REP_RUNNING && self->reps[i].state != ZT_REP_SUCCEEDED &&
+            zt_coord_is_member(self, &self->reps[i]))
             return;
     zt_coord_set_state(self, ZT_JOB_RUNNING);
 }
@@ -30,8 +31,11 @@ void zt_coord_check_all_up(zt_coord_t *self)
 void zt_coord_spawn_all(zt_coord_t *self)
 {
     zt_coord_set_state(self, ZT_JOB_PENDING);
+    zt_coord_elastic_restart(self);
     int64_t served = zt_now_ms();
     for (int i = 0; i < self->nreps; i++) {
+        if (!zt_coord_is_member(self, &self->reps[i]))
+            continue; /* an elastic pool's free slot */
         if (zt_now_ms() - served >= 20) {
             zt_coord_on_control(self);
             served = zt_now_ms();
@@ -199,13 +203,17 @@ static bool s_can_rejoin(const zt_coord_t *self, const zt_crep_t *r, char *why, 
         snprintf(why, size, "it was lost again before it had rejoined");
         return false;
     }
+    if (self->changing) {
+        snprintf(why, size, "the group is changing its membership");
+        return false;
+    }
     for (int i = 0; i < self->nreps; i++) {
         const zt_crep_t *o = &self->reps[i];
         if (o != r && o->pool == 2 && (o->state != ZT_REP_RUNNING || o->fresh)) { /* its round needs every reducer */
             snprintf(why, size, "reducer %s is being restarted too", o->name);
             return false;
         }
-        if (o == r || o->pool > 1 || p[o->pool].role != ZT_ROLE_WORKER)
+        if (o == r || o->pool > 1 || p[o->pool].role != ZT_ROLE_WORKER || !zt_coord_is_member(self, o))
             continue;
         if (o->state != ZT_REP_RUNNING || o->rejoining) {
             snprintf(why, size, "%s is not training either", o->name);
@@ -421,6 +429,8 @@ void zt_coord_replica_exited(zt_coord_t *self, zt_crep_t *r, int status)
         zt_coord_write_state(self);
         return;
     }
+    if (zt_coord_elastic_left(self, r, how))
+        return;
     if (s_preempted(self, r, status)) {
         r->preemptions++;
         self->preemptions++;

@@ -56,6 +56,14 @@ struct zt_exchange_t {
     zt_rejoin_t *rejoin;        /* allreduce with reducers: serves restarted peers */
     bool rejoined;              /* this trainer took the model from a peer */
     int64_t rejoin_step, rejoin_gen;
+    char **reducers;            /* allreduce: ZT_REDUCERS */
+    int nreducers;
+    /* an elastic pool's trainer (ZT_GROUP) */
+    bool elastic;
+    int64_t group;              /* the membership generation it trains in (0 outside an elastic pool) */
+    zt_replica_t *rep;          /* where the coordinator's memberships come */
+    float agree;                /* the newest generation known here; after the round, the group's mean */
+    bool change_due;            /* the last round showed a newer generation */
 };
 
 /* ------------------------------------------------------------ the modes */
@@ -104,10 +112,21 @@ static int s_ar_exchange(zt_exchange_t *x, int64_t step)
         zt_compute_wait_tensor(x->c, t);
         zt_allreduce_submit(x->ar, t, zt_mlp_grads(mlp) + zt_mlp_tensor_offset(mlp, t));
     }
+    if (x->elastic) { /* the newest generation known here, averaged with the others' */
+        int64_t g = x->group;
+        int rank, world;
+        if (x->rep)
+            zt_replica_membership(x->rep, x->group, 0, &g, &rank, &world);
+        x->agree = (float) g;
+        zt_allreduce_submit(x->ar, zt_mlp_tensors(mlp), &x->agree);
+    }
     x->cur_step = step;
     int rc = zt_allreduce_wait(x->ar, true, x->ar_timeout_ms);
     if (rc != ZT_OK)
         return s_failed(rc, "all-reduce: %s", zt_allreduce_error(x->ar));
+    /* how many trainers know of a later generation: any, and all switch after this step */
+    if (x->elastic && ((double) x->agree - (double) x->group) * x->world > 0.5)
+        x->change_due = true;
     x->opt.lr = s_scaled_lr(x->o, x->world, step);
     return ZT_OK;
 }
@@ -221,7 +240,7 @@ static int s_rejoin_state(void *arg, zt_rejoin_state_t *st)
         zt_warn("cannot copy the model down from the GPUs: %s", zt_gpu_last_error());
         return -1;
     }
-    *st = (zt_rejoin_state_t) { x->cur_step, zt_allreduce_generation(x->ar), zt_mlp_nparams(x->c->mlp),
+    *st = (zt_rejoin_state_t) { x->cur_step, zt_allreduce_generation(x->ar), x->group, zt_mlp_nparams(x->c->mlp),
                                 1 + zt_opt_state_arrays(x->opt.kind), { zt_mlp_params(x->c->mlp) } };
     for (int a = 1; a < st->arrays; a++)
         st->data[a] = x->state[a - 1];
@@ -251,8 +270,8 @@ static int s_setup_rejoin(zt_exchange_t *x, const char **peers)
         zt_allreduce_watch(x->ar, zt_rejoin_socket(x->rejoin), s_rejoin_asked, x);
     if (!rejoin)
         return ZT_OK;
-    zt_rejoin_state_t st = { .total = zt_mlp_nparams(x->c->mlp), .arrays = 1 + zt_opt_state_arrays(x->opt.kind),
-                             .data = { zt_mlp_params(x->c->mlp) } };
+    zt_rejoin_state_t st = { .group = x->group, .total = zt_mlp_nparams(x->c->mlp),
+                             .arrays = 1 + zt_opt_state_arrays(x->opt.kind), .data = { zt_mlp_params(x->c->mlp) } };
     for (int a = 1; a < st.arrays; a++)
         st.data[a] = x->state[a - 1];
     char why[1024];
@@ -271,12 +290,14 @@ static int s_setup_rejoin(zt_exchange_t *x, const char **peers)
     return ZT_OK;
 }
 
-static int s_connect_ar(zt_exchange_t *x, char **reducers, int nreducers)
+/* The all-reduce of this trainer's group (rank of world, membership
+ * generation group): the model's tensors and, in an elastic pool, the
+ * agreement on the next generation after them. */
+static int s_new_ar(zt_exchange_t *x, const char **peers)
 {
     zt_mlp_t *mlp = x->c->mlp;
-    char **p0, **p1;
-    const char **peers = s_ring_peers(x->world, &p0, &p1);
-    zt_allreduce_opts_t ao = { x->rank, x->world, (const char *const *) reducers, nreducers, peers, 0, -1, 0 };
+    zt_allreduce_opts_t ao = { x->rank, x->world, (const char *const *) x->reducers, x->nreducers, peers, 0, -1,
+                               x->group };
     x->ar = zt_allreduce_new(&ao);
     for (int t = 0; x->ar && t < zt_mlp_tensors(mlp); t++) {
         int rows, cols;
@@ -284,17 +305,17 @@ static int s_connect_ar(zt_exchange_t *x, char **reducers, int nreducers)
         int64_t shape[2] = { rows, cols };
         zt_allreduce_register(x->ar, zt_mlp_tensor_name(mlp, t), shape, 2, ZT_F32);
     }
-    int rc = x->ar ? zt_allreduce_commit(x->ar, x->ar_timeout_ms) : ZT_EINVAL;
-    int rrc = rc == ZT_OK && nreducers > 0 ? s_setup_rejoin(x, peers) : ZT_OK; /* logs its own failure */
-    free(peers);
-    zt_env_free(p0);
-    zt_env_free(p1);
-    if (rc != ZT_OK)
-        return s_failed(rc, "all-reduce: %s", x->ar ? zt_allreduce_error(x->ar)
-                                                     : "cannot start (no reducers, and the workers' "
-                                                       "addresses are not in CLUSTER_SPEC)");
-    if (rrc != ZT_OK)
-        return rrc;
+    int64_t one = 1;
+    if (x->ar && x->elastic)
+        zt_allreduce_register(x->ar, "ztrain/membership", &one, 1, ZT_F32);
+    return x->ar ? zt_allreduce_commit(x->ar, x->ar_timeout_ms) : ZT_EINVAL;
+}
+
+/* Whether backward can write straight into the all-reduce's bucket, logged. */
+static void s_ar_ready(zt_exchange_t *x)
+{
+    zt_mlp_t *mlp = x->c->mlp;
+    int nreducers = x->nreducers;
     /* One bucket laid out as the model (the default threshold holds this
      * MLP): backward writes straight into it, nothing is copied. */
     float *base = zt_allreduce_buffer(x->ar, 0);
@@ -306,22 +327,72 @@ static int s_connect_ar(zt_exchange_t *x, char **reducers, int nreducers)
             zt_allreduce_buckets(x->ar), zt_allreduce_buckets(x->ar) == 1 ? "" : "s",
             (long long) zt_allreduce_threshold(x->ar), (long long) zt_mlp_nparams(mlp),
             x->ar_inplace ? ", gradients written in place" : "");
+}
+
+static int s_connect_ar(zt_exchange_t *x)
+{
+    char **p0, **p1;
+    const char **peers = s_ring_peers(x->world, &p0, &p1);
+    int rc = s_new_ar(x, peers);
+    int rrc = rc == ZT_OK && x->nreducers > 0 ? s_setup_rejoin(x, peers) : ZT_OK; /* logs its own failure */
+    free(peers);
+    zt_env_free(p0);
+    zt_env_free(p1);
+    if (rc != ZT_OK)
+        return s_failed(rc, "all-reduce: %s", x->ar ? zt_allreduce_error(x->ar)
+                                                     : "cannot start (no reducers, and the workers' "
+                                                       "addresses are not in CLUSTER_SPEC)");
+    if (rrc != ZT_OK)
+        return rrc;
+    s_ar_ready(x);
     return ZT_OK;
 }
 
-zt_exchange_t *zt_exchange_new(zt_compute_t *c, const zt_train_opts_t *o, int rank, int world, int *rc_p)
+bool zt_exchange_change_due(const zt_exchange_t *x) { return x->change_due; }
+int64_t zt_exchange_group(const zt_exchange_t *x) { return x->group; }
+
+int zt_exchange_regroup(zt_exchange_t *x, int *rank, int *world)
+{
+    int64_t g;
+    x->change_due = false;
+    int rc = x->rep ? zt_replica_membership(x->rep, x->group, x->ar_timeout_ms, &g, rank, world) : ZT_EINVAL;
+    if (rc != ZT_OK) {
+        if (rc == ZT_ETIMEDOUT)
+            zt_fail_retryable(); /* the coordinator restarts the group */
+        return s_failed(rc, "the group changes its membership after this step, but the coordinator's word on "
+                        "it did not come: %s", zt_strerror(rc));
+    }
+    x->group = g;
+    if (*rank < 0)
+        return ZT_OK;
+    zt_mlp_set_grads(x->c->mlp, NULL); /* not into the old all-reduce's buffers */
+    zt_allreduce_destroy(&x->ar);
+    x->rank = *rank;
+    x->world = *world;
+    if ((rc = s_new_ar(x, NULL)) != ZT_OK)
+        return s_failed(rc, "all-reduce of membership generation %lld: %s", (long long) g,
+                        x->ar ? zt_allreduce_error(x->ar) : "cannot start");
+    if (x->rejoin)
+        zt_allreduce_watch(x->ar, zt_rejoin_socket(x->rejoin), s_rejoin_asked, x);
+    zt_info("membership generation %lld: rank %d of %d", (long long) g, *rank, *world);
+    s_ar_ready(x);
+    return ZT_OK;
+}
+
+zt_exchange_t *zt_exchange_new(zt_compute_t *c, const zt_train_opts_t *o, zt_replica_t *rep, int rank, int world,
+                               int *rc_p)
 {
     zt_exchange_t *x = calloc(1, sizeof *x);
-    *x = (zt_exchange_t) { .c = c, .o = o, .rank = rank, .world = world,
+    *x = (zt_exchange_t) { .c = c, .o = o, .rep = rep, .rank = rank, .world = world,
                            .timeout_ms = (int) zt_knob_int(ZT_KNOB_PS_TIMEOUT_MS),
                            .ar_timeout_ms = (int) zt_knob_int(ZT_KNOB_ALLREDUCE_TIMEOUT_MS) };
     /* Where the model lives: parameter servers (ZT_PARAMSERVERS, or pool 2
      * of CLUSTER_SPEC), or here, with gradients all-reduced through
      * reducers (ZT_REDUCERS) or a ring between the workers, or alone. */
-    int nservers = 0, nreducers = 0, rc = ZT_OK;
-    char **servers = NULL, **reducers = NULL;
+    int nservers = 0, rc = ZT_OK;
+    char **servers = NULL;
     if (zt_env_get(ZT_ENV_REDUCERS))
-        reducers = zt_env_list(ZT_ENV_REDUCERS, &nreducers);
+        x->reducers = zt_env_list(ZT_ENV_REDUCERS, &x->nreducers);
     else if (zt_env_get(ZT_ENV_PARAMSERVERS))
         servers = zt_env_list(ZT_ENV_PARAMSERVERS, &nservers);
     else
@@ -332,15 +403,19 @@ zt_exchange_t *zt_exchange_new(zt_compute_t *c, const zt_train_opts_t *o, int ra
     }
     else {
         s_hold_model(x);
-        x->ops = nreducers > 0 || world > 1 ? &s_allreduce : &s_local;
+        x->ops = x->nreducers > 0 || world > 1 ? &s_allreduce : &s_local;
+        int64_t g;
+        if (x->ops == &s_allreduce && x->nreducers > 0 && zt_env_int(ZT_ENV_GROUP, &g) && g >= 0) {
+            x->elastic = true; /* an elastic pool's trainer */
+            x->group = g;
+        }
         if (x->ops == &s_allreduce)
-            rc = s_connect_ar(x, reducers, nreducers);
+            rc = s_connect_ar(x);
         else
             zt_info("training alone (no parameter servers), %lld parameters",
                     (long long) zt_mlp_nparams(c->mlp));
     }
     zt_env_free(servers);
-    zt_env_free(reducers);
     if (rc != ZT_OK)
         zt_exchange_destroy(&x);
     *rc_p = rc;
@@ -357,6 +432,7 @@ void zt_exchange_destroy(zt_exchange_t **self_p)
     zt_allreduce_destroy(&x->ar);
     zt_rejoin_destroy(&x->rejoin);
     zt_ps_client_destroy(&x->ps);
+    zt_env_free(x->reducers);
     for (int a = 0; a < ZT_OPT_MAX_STATE; a++)
         free(x->state[a]);
     free(x);

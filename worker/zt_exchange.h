@@ -16,6 +16,7 @@
 #include "zt_compute.h"
 #include "zt_trainer.h"
 #include "ztrain/zt_ps.h"
+#include "ztrain/zt_replica.h"
 #include <jansson.h>
 
 typedef struct zt_exchange_t zt_exchange_t;
@@ -24,7 +25,8 @@ typedef struct zt_exchange_t zt_exchange_t;
  * model held here, initialises it from the seed. NULL after logging why,
  * with the failure's code in *rc_p (ZT_ESHUTDOWN: the job stopped while it
  * connected; ZT_ETIMEDOUT, ZT_EIO...: as the servers or the group said). */
-zt_exchange_t *zt_exchange_new(zt_compute_t *c, const zt_train_opts_t *o, int rank, int world, int *rc_p);
+zt_exchange_t *zt_exchange_new(zt_compute_t *c, const zt_train_opts_t *o, zt_replica_t *rep, int rank, int world,
+                               int *rc_p);
 void zt_exchange_destroy(zt_exchange_t **self_p);
 /* "local", "allreduce" or "ps". */
 const char *zt_exchange_mode(const zt_exchange_t *self);
@@ -40,6 +42,18 @@ bool zt_exchange_holds_model(const zt_exchange_t *self);
 double zt_exchange_learning_rate(const zt_exchange_t *self, int64_t step);
 
 bool zt_exchange_rejoined(const zt_exchange_t *self, int64_t *step, int64_t *gen);
+
+/* A trainer of an elastic pool (ZT_GROUP set) all-reduces, with each
+ * step's gradients, the newest membership generation it was told of (rep):
+ * every trainer sees the same sum, so all of them know at the same step
+ * that the group changes after it. */
+bool zt_exchange_change_due(const zt_exchange_t *self);
+/* Then: switches to the newest membership (waits for the coordinator's
+ * word, up to ZT_ALLREDUCE_TIMEOUT_MS): a new all-reduce with the group's
+ * new count, this trainer's *rank of *world; *rank -1 when it leaves. */
+int zt_exchange_regroup(zt_exchange_t *self, int *rank, int *world);
+/* The membership generation this trainer trains in. */
+int64_t zt_exchange_group(const zt_exchange_t *self);
 /* Resume from a checkpoint (dir, its manifest, its step): a model held here
  * reads its values and optimizer state; servers restore their own. Returns
  * the step to continue from (0 when the checkpoint cannot be read). */

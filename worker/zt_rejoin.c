@@ -62,7 +62,8 @@ static int s_send_part(zt_rejoin_t *self, zmq_msg_t *id, int64_t req, const zt_r
                        int64_t offset, int64_t count)
 {
     zt_msg_t m = { .type = ZT_MSG_REJOIN_STATE };
-    m.u.REJOIN_STATE = (zt_msg_REJOIN_STATE_t) { req, st->step, st->gen, st->total, st->arrays, a, offset, count };
+    m.u.REJOIN_STATE = (zt_msg_REJOIN_STATE_t) { req, st->step, st->gen, st->total, st->arrays, a, offset, count,
+                                                 st->group };
     zt_stream_t *to = self->streams ? zt_streams_find(self->streams, id) : NULL;
     if (to)
         return zt_streams_send(self->streams, to, &m, count > 0 ? st->data[a] + offset : NULL,
@@ -105,7 +106,12 @@ void zt_rejoin_answer(zt_rejoin_t *self, int (*get)(void *arg, zt_rejoin_state_t
         }
         have = true;
         const zt_msg_REJOIN_ASK_t *q = &m.u.REJOIN_ASK;
-        if (q->total != st.total || q->arrays != st.arrays) {
+        if (q->group != st.group) { /* a joiner early (or late): it asks again */
+            zt_info("a trainer of membership generation %lld asked for the model; this one is in %lld: asked again "
+                    "later", (long long) q->group, (long long) st.group);
+            s_send_part(self, &parts[0], q->req, &st, 0, 0, 0);
+        }
+        else if (q->total != st.total || q->arrays != st.arrays) {
             zt_warn("a restarted peer expects %lld elements in %lld arrays, this trainer holds %lld in %d: refused",
                     (long long) q->total, (long long) q->arrays, (long long) st.total, st.arrays);
             s_send_part(self, &parts[0], q->req, &st, 0, 0, 0);
@@ -134,9 +140,13 @@ typedef struct {
     bool first;
 } s_progress_t;
 
+/* A peer's answer: it is in another membership generation (an internal
+ * code, never returned to callers). */
+#define S_OTHER_GROUP 1
+
 /* One received answer, parts [header][payload] (n of them), into state.
  * ZT_OK when the state is complete, ZT_ETIMEDOUT while parts are due (or
- * this was not an answer to req: skipped), ZT_EPROTO with why. */
+ * this was not an answer to req: skipped), S_OTHER_GROUP, ZT_EPROTO with why. */
 static int s_take_part(zt_rejoin_state_t *state, int64_t req, zmq_msg_t *parts, int n, s_progress_t *at,
                        char *why, size_t why_size)
 {
@@ -145,6 +155,11 @@ static int s_take_part(zt_rejoin_state_t *state, int64_t req, zmq_msg_t *parts, 
     if (zt_msg_decode(zmq_msg_data(&parts[0]), zmq_msg_size(&parts[0]), &m, NULL) != ZT_OK ||
         m.type != ZT_MSG_REJOIN_STATE || p->req != req)
         return ZT_ETIMEDOUT; /* not ours (an earlier ask's late answer) */
+    if (p->group != state->group) {
+        snprintf(why, why_size, "it trains in membership generation %lld, not %lld yet", (long long) p->group,
+                 (long long) state->group);
+        return S_OTHER_GROUP;
+    }
     if (p->total != state->total || p->arrays != state->arrays) {
         snprintf(why, why_size, "it holds %lld elements in %lld arrays, this trainer %lld in %d "
                  "(the same program and arguments on every trainer?)", (long long) p->total,
@@ -184,7 +199,7 @@ static int s_fetch_one(const char *peer, int64_t req, int timeout_ms, zt_rejoin_
         return ZT_EIO;
     }
     zt_msg_t ask = { .type = ZT_MSG_REJOIN_ASK };
-    ask.u.REJOIN_ASK = (zt_msg_REJOIN_ASK_t) { req, state->total, state->arrays };
+    ask.u.REJOIN_ASK = (zt_msg_REJOIN_ASK_t) { req, state->total, state->arrays, state->group };
     int rc = st ? zt_stream_wait_ready(st, timeout_ms) : ZT_OK;
     bool asked = rc == ZT_OK;
     if (asked) /* ZT_ETIMEDOUT: waiting for the answer */
@@ -220,14 +235,25 @@ static int s_fetch_one(const char *peer, int64_t req, int timeout_ms, zt_rejoin_
 int zt_rejoin_fetch(const char *const *peers, int npeers, int self_rank, int timeout_ms, zt_rejoin_state_t *state,
                     char *why, size_t why_size)
 {
-    int64_t req = ((int64_t) getpid() << 20) ^ zt_now_ms();
+    int64_t req = ((int64_t) getpid() << 20) ^ zt_now_ms(), until = zt_now_ms() + timeout_ms;
     char last[512] = "no other trainer in CLUSTER_SPEC";
-    for (int i = 1; i < npeers; i++) {
+    bool early = false; /* a peer is still in an earlier generation: the round of asks is made again */
+    for (int i = 1; i < npeers || (early && zt_now_ms() < until && (i = 1)); i++) {
+        if (i == 1)
+            early = false;
         int p = (self_rank + i) % npeers;
         char who[300], err[400] = "";
         zt_env_describe_rank(p, who, sizeof who);
         int64_t t0 = zt_now_ms();
-        int rc = s_fetch_one(peers[p], req + i, timeout_ms, state, err, sizeof err);
+        req += npeers;
+        int rc = s_fetch_one(peers[p], req, timeout_ms, state, err, sizeof err);
+        if (rc == S_OTHER_GROUP) {
+            early = true;
+            snprintf(last, sizeof last, "%s: %s", who, err);
+            if (i + 1 == npeers)
+                zclock_sleep(100);
+            continue;
+        }
         if (rc == ZT_OK) {
             zt_info("took the model from %s: step %lld, round %lld, %.1f MB in %lld ms", who,
                     (long long) state->step, (long long) state->gen,

@@ -19,6 +19,7 @@
 typedef struct {
     int64_t step;               /* the step being trained (its batch) */
     int64_t gen;                /* the all-reduce round it is */
+    int64_t group;              /* the membership generation (0 outside an elastic pool) */
     int64_t total;              /* elements per array */
     int arrays;                 /* 1 (values) + the optimizer's state arrays */
     float *data[1 + ZT_OPT_MAX_STATE];
@@ -38,8 +39,10 @@ void *zt_rejoin_socket(zt_rejoin_t *self);
 void zt_rejoin_answer(zt_rejoin_t *self, int (*get)(void *arg, zt_rejoin_state_t *state), void *arg);
 
 /* Asks peers[i] (i != self_rank) in turn, from self_rank + 1 on, each for
- * up to timeout_ms, for its state; state->total, arrays and data (arrays
- * of total floats) say what is expected and where it goes. ZT_OK with
+ * up to timeout_ms, for its state; state->total, arrays, group and data
+ * (arrays of total floats) say what is expected and where it goes. A peer
+ * still in an earlier membership generation (a joiner came before the
+ * group switched) is asked again, for up to timeout_ms in all. ZT_OK with
  * step and gen set, or ZT_ETIMEDOUT with the reason in why. */
 int zt_rejoin_fetch(const char *const *peers, int npeers, int self_rank, int timeout_ms, zt_rejoin_state_t *state,
                     char *why, size_t why_size);

@@ -185,6 +185,9 @@ typedef struct {
     zt_dataset_t train, test;   /* test: the chief's */
     int *mine, nmine;           /* this worker's shard of the training set */
     int steps_per_epoch, smallest;
+    int epoch_world;            /* the trainers an epoch's steps are counted for (WORLD_SIZE; an elastic
+                                 * pool's: ZT_EPOCH_WORLD, its starting size, whatever it is now) */
+    bool left;                  /* an elastic pool's trainer that left the group */
     zt_compute_t compute;       /* CPU or the replica's GPUs */
     zt_exchange_t *x;           /* local, allreduce or ps */
     const char *ckpt_dir, *model_dir; /* AIP_CHECKPOINT_DIR, AIP_MODEL_DIR */
@@ -253,6 +256,18 @@ static unsigned s_shuffle_seed(uint64_t seed, int rank, int epoch)
     return (unsigned) (seed * 1000003u + (unsigned) rank * 7919u + (unsigned) epoch * 104729u);
 }
 
+/* This trainer's disjoint shard of the training set for its rank and the
+ * group's size, in the order before any epoch's shuffle. */
+static void s_shard(s_run_t *r)
+{
+    free(r->mine);
+    r->nmine = 0;
+    r->mine = malloc(sizeof(int) * (size_t) (r->train.n / r->world + 1));
+    for (int i = r->rank; i < r->train.n; i += r->world)
+        r->mine[r->nmine++] = i;
+    r->smallest = r->train.n / r->world;
+}
+
 /* Data: this worker's disjoint shard of the training set (and the chief's
  * test set). Every worker runs the same number of steps (sync modes wait
  * for all): shards differ by at most one example; the larger ones drop it. */
@@ -266,15 +281,15 @@ static int s_load_data(s_run_t *r)
         zt_error("%s", err);
         return -1;
     }
-    r->mine = malloc(sizeof(int) * (size_t) (r->train.n / r->world + 1));
-    for (int i = r->rank; i < r->train.n; i += r->world)
-        r->mine[r->nmine++] = i;
-    r->smallest = r->train.n / r->world;
-    r->steps_per_epoch = (r->smallest + o->batch_size - 1) / o->batch_size;
-    if (r->steps_per_epoch < 1) {
-        zt_error("%d training examples cannot feed %d workers", r->train.n, r->world);
+    r->epoch_world = (int) zt_env_int_or(ZT_ENV_EPOCH_WORLD, r->world);
+    int per = r->train.n / (r->epoch_world > r->world ? r->epoch_world : r->world);
+    r->steps_per_epoch = (per + o->batch_size - 1) / o->batch_size;
+    if (r->steps_per_epoch < 1 || r->epoch_world < 1) {
+        zt_error("%d training examples cannot feed %d workers", r->train.n,
+                 r->epoch_world > r->world ? r->epoch_world : r->world);
         return -1;
     }
+    s_shard(r);
     return 0;
 }
 
@@ -290,7 +305,7 @@ static int s_make_model(s_run_t *r)
     if (zt_compute_init(&r->compute, sizes, ns, o->batch_size, &r->train, o->device))
         return -1;
     int rc;
-    return (r->x = zt_exchange_new(&r->compute, o, r->rank, r->world, &rc)) ? 0 : -1;
+    return (r->x = zt_exchange_new(&r->compute, o, r->rep, r->rank, r->world, &rc)) ? 0 : -1;
 }
 
 /* A restarted job continues from the newest good checkpoint; a trainer
@@ -382,6 +397,32 @@ static void s_shuffle(s_run_t *r, int epoch)
     }
 }
 
+/* An elastic pool's group changes its membership after this step (every
+ * trainer saw it in the same round): this trainer leaves it (1), or trains
+ * on as its new rank, on that rank's shard, in the epoch's order (0); -1
+ * on a failure. */
+static int s_regroup(s_run_t *r, int64_t step, int epoch)
+{
+    int rank, world;
+    int rc = zt_exchange_regroup(r->x, &rank, &world);
+    if (rc != ZT_OK)
+        return rc == ZT_ESHUTDOWN ? 1 : -1;
+    if (rank < 0) {
+        zt_info("left the group after step %lld: its workers' pool was scaled down", (long long) step);
+        r->left = true;
+        return 1;
+    }
+    r->rank = rank;
+    r->world = world;
+    s_shard(r);
+    for (int e = 0; e <= epoch; e++) /* the order this epoch has on the new shard */
+        s_shuffle(r, e);
+    zt_compute_epoch(&r->compute, r->mine, r->nmine);
+    if (r->rep)
+        zt_replica_notify_regrouped(r->rep, zt_exchange_group(r->x), rank, step);
+    return 0;
+}
+
 /* The step loop: every epoch reshuffles this worker's shard; every step
  * goes through the exchange. Returns the steps done (an exchange that the
  * job's stop interrupted, ZT_ESHUTDOWN, is no failure), or -1 on a failure. */
@@ -400,7 +441,9 @@ static int64_t s_train(s_run_t *r, int64_t step)
         s_shuffle(r, epoch);
         zt_compute_epoch(&r->compute, r->mine, r->nmine);
         for (int b = (int) (step % r->steps_per_epoch); b < r->steps_per_epoch; b++) {
-            int first = b * o->batch_size;
+            /* a shard smaller than an epoch's steps (an elastic group grown
+             * past its starting size) is gone through again */
+            int first = (int) ((int64_t) b * o->batch_size % r->smallest);
             int B = r->smallest - first < o->batch_size ? r->smallest - first : o->batch_size;
             float loss;
             if ((rc = zt_exchange_step(r->x, r->mine, first, B, step, &loss)) != ZT_OK)
@@ -410,6 +453,8 @@ static int64_t s_train(s_run_t *r, int64_t step)
             s_maybe_checkpoint(r, step);
             if (s_stopping(r, step))
                 return step;
+            if (zt_exchange_change_due(r->x) && (rc = s_regroup(r, step, epoch)) != 0)
+                return rc > 0 ? step : -1;
         }
     }
     return step;
@@ -419,6 +464,10 @@ static int64_t s_train(s_run_t *r, int64_t step)
  * and, from the chief, the final model and its test accuracy. */
 static int s_finish(s_run_t *r, int64_t step, double secs)
 {
+    if (r->left) {
+        zt_info("trained %lld steps in %.1f s, then left the group", (long long) step, secs);
+        return 0;
+    }
     bool stopped = zt_stop_requested(), final = r->rank == 0 && !stopped;
     if (stopped && r->rank == 0 && step > r->step0 && step != r->ckpt_step) {
         /* a stop (a preemption, a cancel, the job's end): the step reached is

@@ -34,6 +34,7 @@ int zt_layout_init(zt_layout_t *self, const zt_plan_t *plan, zt_placement_t *pla
     self->trial = trial ? strdup(trial) : NULL;
     const char *base = plan->base_output_dir ? plan->base_output_dir : job_dir;
     self->base_dir = trial ? zt_strdupf("%s/%s", base, trial) : strdup(base);
+    self->group = -1;
     int k = 0;
     for (int p = 0; p < ZT_POOLS; p++) {
         self->first[p] = k;
@@ -63,10 +64,35 @@ const zt_place_t *zt_layout_place(const zt_layout_t *self, int pool, int index)
     return &self->placement.replicas[zt_layout_ordinal(self, pool, index)];
 }
 
+int zt_layout_dense(const zt_layout_t *self, int pool, int index)
+{
+    if (pool != 1 || !self->member)
+        return index;
+    if (!self->member[index])
+        return -1;
+    int dense = 0;
+    for (int i = 0; i < index; i++)
+        dense += self->member[i];
+    return dense;
+}
+
+/* Pool 1's replica of dense index d (the inverse of zt_layout_dense). */
+static int s_sparse(const zt_layout_t *self, int d)
+{
+    if (!self->member)
+        return d;
+    for (int i = 0; i < self->plan->pools[1].replicas; i++)
+        if (self->member[i] && d-- == 0)
+            return i;
+    return 0;
+}
+
 json_t *zt_layout_pool_addresses(const zt_layout_t *self, int pool)
 {
     json_t *list = json_array();
     for (int i = 0; self->plan->pools[pool].present && i < self->plan->pools[pool].replicas; i++) {
+        if (zt_layout_dense(self, pool, i) < 0)
+            continue;
         const zt_place_t *pl = zt_layout_place(self, pool, i);
         json_array_append_new(list, json_sprintf("%s:%d", pl->addr, pl->port));
     }
@@ -93,7 +119,7 @@ json_t *zt_layout_cluster_spec(const zt_layout_t *self, int pool, int index)
     char type[16];
     snprintf(type, sizeof type, "workerpool%d", pool);
     return json_pack("{s:o, s:s, s:o, s:O}", "cluster", cluster, "environment", "cloud", "task",
-                     s_task(self, type, index), "job", self->plan->job);
+                     s_task(self, type, zt_layout_dense(self, pool, index)), "job", self->plan->job);
 }
 
 json_t *zt_layout_tf_config(const zt_layout_t *self, int pool, int index)
@@ -106,8 +132,9 @@ json_t *zt_layout_tf_config(const zt_layout_t *self, int pool, int index)
         if (self->plan->pools[p].present)
             json_object_set_new(cluster, p == 0 ? chief : s_tf_types[p], zt_layout_pool_addresses(self, p));
     const char *type = pool == 0 ? chief : s_tf_types[pool];
-    return json_pack("{s:o, s:o, s:s, s:O}", "cluster", cluster, "task", s_task(self, type, index),
-                     "environment", "cloud", "job", self->plan->job);
+    return json_pack("{s:o, s:o, s:s, s:O}", "cluster", cluster, "task",
+                     s_task(self, type, zt_layout_dense(self, pool, index)), "environment", "cloud", "job",
+                     self->plan->job);
 }
 
 char *zt_layout_hp_metric_file(const char *base_dir, int pool, int index)
@@ -174,7 +201,7 @@ typedef struct {
 
 static const zt_place_t *s_rank_place(const zt_layout_t *self, int rank)
 {
-    return rank == 0 ? zt_layout_place(self, 0, 0) : zt_layout_place(self, 1, rank - 1);
+    return rank == 0 ? zt_layout_place(self, 0, 0) : zt_layout_place(self, 1, s_sparse(self, rank - 1));
 }
 
 static s_node_t s_node_of(const zt_layout_t *self, int rank, int world)
@@ -212,8 +239,10 @@ static void s_env_frameworks(json_t *env, const zt_layout_t *self, int pool, int
         s_put_json(env, zt_env_name(ZT_ENV_TF_CONFIG), tf);
     if (pool > 1)
         return;
-    int world = 1 + (plan->pools[1].present ? plan->pools[1].replicas : 0);
-    int rank = pool == 0 ? 0 : 1 + index;
+    int world = 1;
+    for (int i = 0; plan->pools[1].present && i < plan->pools[1].replicas; i++)
+        world += zt_layout_dense(self, 1, i) >= 0;
+    int rank = pool == 0 ? 0 : 1 + zt_layout_dense(self, 1, index);
     s_node_t node = s_node_of(self, rank, world);
     s_put(env, zt_env_name(ZT_ENV_MASTER_ADDR), zt_layout_place(self, 0, 0)->addr);
     s_put_int(env, ZT_ENV_MASTER_PORT, self->placement.master_port);
@@ -495,6 +524,10 @@ static void s_env_ztrain(json_t *env, const zt_layout_t *self, int pool, int ind
     s_put(env, zt_env_name(ZT_ENV_HOST), me->host);
     s_put_json(env, zt_env_name(ZT_ENV_HOSTS), zt_layout_hosts(self));
     s_put(env, zt_env_name(ZT_ENV_JOB_DIR), self->job_dir);
+    if (self->group >= 0 && pool <= 1) {
+        s_put_int(env, ZT_ENV_GROUP, self->group);
+        s_put_int(env, ZT_ENV_EPOCH_WORLD, self->epoch_world);
+    }
     if (self->credentials) { /* the path only: the keys stay in the file */
         char name[64];
         zt_layout_name(pool, index, name, sizeof name);

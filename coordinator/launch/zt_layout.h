@@ -21,6 +21,13 @@ typedef struct {
     int incarnation;                  /* job attempt, from 0 */
     zt_placement_t placement;         /* where every replica runs (the backend's choice) */
     int first[ZT_POOLS];              /* ordinal of replica 0 of each pool in the placement */
+    /* An elastic pool 1: which of its replicas are members of the current
+     * membership generation `group` (NULL: every replica, no generation,
+     * group -1). The frameworks' variables (CLUSTER_SPEC, TF_CONFIG,
+     * WORLD_SIZE, RANK) name the members only, densely numbered. */
+    const bool *member;
+    int64_t group;
+    int epoch_world;                  /* the trainers an epoch is counted for: the chief and pool 1's start */
 } zt_layout_t;
 
 /* Lays out the job on the backend's placement (taken over). base_dir
@@ -31,6 +38,10 @@ void zt_layout_fini(zt_layout_t *self);
 /* The place of replica (pool, index), and its ordinal in the placement. */
 const zt_place_t *zt_layout_place(const zt_layout_t *self, int pool, int index);
 int zt_layout_ordinal(const zt_layout_t *self, int pool, int index);
+
+/* The replica's index among its pool's members (pool 1 of an elastic
+ * job: the members below it), -1 when it is not a member. */
+int zt_layout_dense(const zt_layout_t *self, int pool, int index);
 
 /* "workerpoolN-I" */
 void zt_layout_name(int pool, int index, char *buf, size_t size);

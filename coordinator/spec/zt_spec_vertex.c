@@ -157,9 +157,6 @@ static void s_vertex_elastic(zt_spec_ctx_t *c, int i, zt_pool_t *pool, json_t *w
     else {
         pool->elastic_min = lo;
         pool->elastic_max = hi;
-        WARN(c, path, ep, "checked, but not acted on yet: the pool runs its replicaCount (%d) replicas for the "
-                          "whole job; its reducers already take a group that changes, the chief's decisions "
-                          "and `ztrain scale` are to come", pool->replicas);
     }
     json_decref(vhi);
     json_decref(vn);

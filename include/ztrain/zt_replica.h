@@ -73,6 +73,16 @@ int zt_replica_announce_checkpoint(zt_replica_t *self, int64_t step, const char 
  * group has the group's state and trains again, at step (all-reduce round
  * gen): it counts as back, and a later loss is again recovered in place. */
 int zt_replica_notify_rejoined(zt_replica_t *self, int64_t step, int64_t gen);
+/* A trainer of an elastic pool: the newest membership the coordinator
+ * decided, once it is newer than generation `after`: its generation, this
+ * trainer's rank in it (-1: it leaves the group) and the group's size.
+ * Waits up to timeout_ms (0: just looks; -1: forever). 0, ZT_ETIMEDOUT, or
+ * ZT_ESHUTDOWN. */
+int zt_replica_membership(zt_replica_t *self, int64_t after, int timeout_ms, int64_t *group, int *rank,
+                          int *world);
+/* Tells the coordinator this trainer trains in generation `group` as
+ * `rank` from `step` on: the change is done once every member has said so. */
+int zt_replica_notify_regrouped(zt_replica_t *self, int64_t group, int rank, int64_t step);
 /* The newest checkpoint announced and not yet taken; waits up to timeout_ms
  * (-1: forever). 0, ZT_ETIMEDOUT, or ZT_ESHUTDOWN. */
 int zt_replica_next_checkpoint(zt_replica_t *self, int64_t *step, char *name, size_t name_size,

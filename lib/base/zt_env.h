@@ -57,6 +57,8 @@
     X(HOST,             "ZT_HOST",          "this replica's host (its identity, from the launch backend)") \
     X(HOSTS,            "ZT_HOSTS",         "every replica's host: {\"addr:port\": host} (JSON)") \
     X(REJOIN,           "ZT_REJOIN",        "1: a synchronous trainer restarted into its running group, which takes its state from a live peer") \
+    X(GROUP,            "ZT_GROUP",         "a trainer of an elastic pool: the membership generation it starts in") \
+    X(EPOCH_WORLD,      "ZT_EPOCH_WORLD",   "a trainer of an elastic pool: the trainers an epoch's steps are counted for (the pool's replicaCount and the chief), whatever the group's size is now") \
     X(CREDENTIALS,      "ZT_CREDENTIALS",   "this replica's credentials file (its CURVE keys; the file is readable by the job's user only)") \
     X(JOB_DIR,          "ZT_JOB_DIR",       "the job directory")                          \
     X(REDUCERS,         "ZT_REDUCERS",      "pool 2's host:port list when it holds reducers") \

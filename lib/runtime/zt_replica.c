@@ -37,6 +37,8 @@ struct zt_replica_t {
     char ckpt_name[ZT_MSG_STR_MAX];    /* its name */
     char ckpt_address[ZT_MSG_STR_MAX]; /* who serves it */
     zt_fileserver_t *files;     /* this replica's checkpoint and model folders, once it announces one */
+    int64_t group;              /* the newest membership generation told (elastic pools), -1 none */
+    int group_rank, group_world; /* this replica's rank in it (-1: it leaves) and its size */
 };
 
 static void s_header(zt_replica_t *self, zt_msg_t *m, zt_msg_type_t type, uint64_t *seq)
@@ -58,6 +60,21 @@ static void s_on_message(zt_replica_t *self, zt_msg_t *m)
     }
     else if (m->type == ZT_MSG_STATUS)
         atomic_store(&self->job_running, !strcmp(m->u.STATUS.state, "RUNNING") ? 1 : 0);
+    else if (m->type == ZT_MSG_MEMBERSHIP) {
+        const zt_msg_MEMBERSHIP_t *g = &m->u.MEMBERSHIP;
+        if (g->group < 0 || g->world < 1 || g->world > 1000000 || g->rank < -1 || g->rank >= g->world) {
+            zt_warn("dropped a membership the coordinator sent: group %lld, rank %lld of %lld do not fit",
+                    (long long) g->group, (long long) g->rank, (long long) g->world);
+            return;
+        }
+        pthread_mutex_lock(&self->lock);
+        if (g->group > self->group) {
+            self->group = g->group;
+            self->group_rank = (int) g->rank;
+            self->group_world = (int) g->world;
+        }
+        pthread_mutex_unlock(&self->lock);
+    }
     else if (m->type == ZT_MSG_CHECKPOINT) {
         pthread_mutex_lock(&self->lock);
         if (m->u.CHECKPOINT.step > self->ckpt_step) {
@@ -138,7 +155,8 @@ static int s_register(s_actor_t *a)
 }
 
 /* A command from the main thread: METRIC name value step, CHECKPOINT step
- * name address, REJOINED step gen, or $TERM. true when it is time to stop. */
+ * name address, REJOINED step gen, REGROUPED group rank step, or $TERM.
+ * true when it is time to stop. */
 static bool s_on_command(s_actor_t *a)
 {
     zmsg_t *cmd = zmsg_recv(a->pipe);
@@ -177,6 +195,18 @@ static bool s_on_command(s_actor_t *a)
         zt_msg_send(a->dealer, NULL, &m);
         free(st);
         free(gen);
+    }
+    else if (verb && !strcmp(verb, "REGROUPED")) {
+        char *g = zmsg_popstr(cmd), *rank = zmsg_popstr(cmd), *st = zmsg_popstr(cmd);
+        s_header(a->self, &m, ZT_MSG_REGROUPED, &a->seq);
+        m.u.REGROUPED.group = g ? strtoll(g, NULL, 10) : 0;
+        m.u.REGROUPED.rank = rank ? strtoll(rank, NULL, 10) : 0;
+        m.u.REGROUPED.step = st ? strtoll(st, NULL, 10) : 0;
+        a->step = m.u.REGROUPED.step;
+        zt_msg_send(a->dealer, NULL, &m);
+        free(g);
+        free(rank);
+        free(st);
     }
     free(verb);
     zmsg_destroy(&cmd);
@@ -270,6 +300,7 @@ zt_replica_t *zt_replica_new(const char *role, int timeout_ms)
     pthread_mutex_init(&self->lock, NULL);
     pthread_cond_init(&self->changed, NULL);
     self->ckpt_step = self->ckpt_taken = -1;
+    self->group = -1;
     self->timeout_ms = timeout_ms > 0 ? timeout_ms : (int) zt_knob_int(ZT_KNOB_REGISTER_TIMEOUT_MS);
     snprintf(self->endpoint, sizeof self->endpoint, "%s", ep);
     snprintf(self->role, sizeof self->role, "%s", role);
@@ -428,6 +459,38 @@ int zt_replica_notify_rejoined(zt_replica_t *self, int64_t step, int64_t gen)
     snprintf(st, sizeof st, "%lld", (long long) step);
     snprintf(g, sizeof g, "%lld", (long long) gen);
     return zstr_sendx(self->actor, "REJOINED", st, g, NULL) == 0 ? ZT_OK : ZT_EIO;
+}
+
+int zt_replica_notify_regrouped(zt_replica_t *self, int64_t group, int rank, int64_t step)
+{
+    char g[32], r[16], st[32];
+    snprintf(g, sizeof g, "%lld", (long long) group);
+    snprintf(r, sizeof r, "%d", rank);
+    snprintf(st, sizeof st, "%lld", (long long) step);
+    return zstr_sendx(self->actor, "REGROUPED", g, r, st, NULL) == 0 ? ZT_OK : ZT_EIO;
+}
+
+typedef struct {
+    int64_t after, *group;
+    int *rank, *world;
+} s_member_out_t;
+
+static bool s_take_membership(zt_replica_t *self, void *arg)
+{
+    s_member_out_t *o = arg;
+    if (self->group <= o->after)
+        return false;
+    *o->group = self->group;
+    *o->rank = self->group_rank;
+    *o->world = self->group_world;
+    return true;
+}
+
+int zt_replica_membership(zt_replica_t *self, int64_t after, int timeout_ms, int64_t *group, int *rank,
+                          int *world)
+{
+    s_member_out_t o = { after, group, rank, world };
+    return s_wait_until(self, timeout_ms, s_take_membership, &o);
 }
 
 typedef struct {

@@ -29,6 +29,14 @@
 /* A synchronous trainer restarted into its running group has its peers'
  * state and trains again (at step, all-reduce generation gen). */
 #define ZT_MSG_REJOINED(F, T)  F(T, I, step) F(T, I, gen)
+/* The coordinator to a trainer of an elastic pool: the membership
+ * generation `group` is decided, in which this trainer is `rank` of
+ * `world` (rank -1: it leaves the group). Trainers switch together at a
+ * step boundary (see docs/ARCHITECTURE.md, "Elastic groups"). */
+#define ZT_MSG_MEMBERSHIP(F, T) F(T, I, group) F(T, I, rank) F(T, I, world)
+/* A trainer to the coordinator: it trains in generation `group` as `rank`,
+ * from `step` on. */
+#define ZT_MSG_REGROUPED(F, T) F(T, I, group) F(T, I, rank) F(T, I, step)
 /* A replica's data-plane latency histogram of one kind (zt_hist: "allreduce",
  * "ps"): its sum of seconds and its counts as "c0,c1,...", one per bucket of
  * zt_hist_bounds and one beyond, since the replica started. */
@@ -69,10 +77,13 @@
 /* Rejoin (a restarted trainer <-> a live peer): the peer's values and
  * optimizer state as they stand before the round it waits on, in order:
  * array 0 the values, then each state array, each cut into frames of at
- * most ZT_PS_CHUNK_BYTES; step and gen say where the group is. */
-#define ZT_MSG_REJOIN_ASK(F, T) F(T, I, req) F(T, I, total) F(T, I, arrays)
+ * most ZT_PS_CHUNK_BYTES; step and gen say where the group is. group: the
+ * membership generation asked for; a peer in another one answers count 0
+ * with its own (the asker tries again: it came early). */
+#define ZT_MSG_REJOIN_ASK(F, T) F(T, I, req) F(T, I, total) F(T, I, arrays) F(T, I, group)
 #define ZT_MSG_REJOIN_STATE(F, T) F(T, I, req) F(T, I, step) F(T, I, gen) F(T, I, total) \
-                               F(T, I, arrays) F(T, I, array) F(T, I, offset) F(T, I, count) /* + floats */
+                               F(T, I, arrays) F(T, I, array) F(T, I, offset) F(T, I, count) \
+                               F(T, I, group) /* + floats */
 /* A sealed stream's opening (zt_stream): the client's name, its fresh salt
  * and its proof (hex), then the server's, with the salt of its one-to-many
  * key and the number of the last frame sealed under it; a frame of a
@@ -96,6 +107,8 @@
     X(CHECKPOINT, 8, "checkpoint")      \
     X(REJOINED,  9, "rejoined")         \
     X(LATENCY,  10, "latency")          \
+    X(MEMBERSHIP, 11, "membership")     \
+    X(REGROUPED, 12, "regrouped")       \
     X(PS_CONFIG, 20, "ps_config")       \
     X(PS_PULL,   21, "ps_pull")         \
     X(PS_PUSH,   22, "ps_push")         \

@@ -1,0 +1,310 @@
+/* An elastic workers' pool (workerPoolSpecs[1].elasticPolicy): the chief
+ * decides every change of its membership, one at a time.
+ *
+ * A change is a new membership generation (layout.group): the members, in
+ * pool order after the chief, are ranked densely. The coordinator tells
+ * every running trainer its rank in it (MEMBERSHIP; -1 to those that
+ * leave) and starts the replicas that join, which take the model from a
+ * member (the rejoin path). The trainers switch together at a step
+ * boundary that they agree on through their all-reduce; each says
+ * REGROUPED (a joiner, REJOINED). The change is done when every member has
+ * and every leaver has exited; a change that does not finish within
+ * ZT_SCALE_TIMEOUT_MS restarts the group together in its new membership
+ * from the newest checkpoint, so no change can hang the job.
+ *
+ * A change is asked for by `ztrain scale`, which leaves a request file in
+ * the job directory (its owner must be the coordinator's user). */
+#include "zt_coord_int.h"
+#include "base/zt_util.h"
+#include "ztrain/zt_error.h"
+#include "ztrain/zt_knobs.h"
+#include "ztrain/zt_log.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define S_REQUEST_MAX 4096 /* a request file longer than this is not one */
+
+void zt_coord_elastic_init(zt_coord_t *self)
+{
+    const zt_pool_t *p = &self->plan->pools[1];
+    if (!p->present || !p->elastic_min)
+        return;
+    self->member = calloc((size_t) p->replicas, sizeof *self->member);
+    for (int i = 0; i < p->replicas; i++)
+        self->member[i] = i < self->elastic_start;
+    self->scale_target = self->elastic_start;
+    self->layout.member = self->member;
+    self->layout.group = 0;
+    self->layout.epoch_world = 1 + self->elastic_start;
+    self->scale_changes = json_array();
+}
+
+bool zt_coord_is_member(const zt_coord_t *self, const zt_crep_t *r)
+{
+    return r->pool != 1 || !self->member || self->member[r->index];
+}
+
+static int s_members(const zt_coord_t *self)
+{
+    int n = 0;
+    for (int i = 0; i < self->plan->pools[1].replicas; i++)
+        n += self->member[i];
+    return n;
+}
+
+/* A trainer's place in the current generation: rank (-1: not a member) and world. */
+static int s_rank(const zt_coord_t *self, const zt_crep_t *r)
+{
+    if (r->pool == 0)
+        return 0;
+    return self->member[r->index] ? 1 + zt_layout_dense(&self->layout, 1, r->index) : -1;
+}
+
+static void s_tell(zt_coord_t *self, zt_crep_t *r, int rank, int world)
+{
+    zt_msg_t m = { .type = ZT_MSG_MEMBERSHIP, .incarnation = self->layout.incarnation, .seq = self->seq++ };
+    m.u.MEMBERSHIP = (zt_msg_MEMBERSHIP_t) { self->layout.group, rank, world };
+    zt_msg_send(self->router, r->identity, &m);
+}
+
+/* Whether every member trains now (registered, not rejoining): a change
+ * starts only from a whole group. */
+static bool s_settled(const zt_coord_t *self)
+{
+    for (int i = 0; i < self->nreps; i++) {
+        const zt_crep_t *r = &self->reps[i];
+        if (r->pool <= 1 && zt_coord_is_member(self, r) &&
+            (r->state != ZT_REP_RUNNING || !r->registered || r->rejoining))
+            return false;
+    }
+    return true;
+}
+
+/* Starts the change to scale_target members: the last ones leave, or the
+ * first free slots join. */
+static void s_begin(zt_coord_t *self)
+{
+    int have = s_members(self), n = self->plan->pools[1].replicas;
+    bool *was = calloc((size_t) (n > 0 ? n : 1), sizeof *was);
+    memcpy(was, self->member, (size_t) n * sizeof *was);
+    for (int i = n - 1; i >= 0 && have > self->scale_target; i--)
+        if (self->member[i]) {
+            self->member[i] = false;
+            have--;
+        }
+    for (int i = 0; i < n && have < self->scale_target; i++)
+        if (!self->member[i]) {
+            self->member[i] = true;
+            have++;
+        }
+    self->layout.group++;
+    self->changing = true;
+    self->change_from = 0;
+    for (int i = 0; i < n; i++)
+        self->change_from += was[i];
+    self->change_t0 = zt_now_ms();
+    self->change_deadline = self->change_t0 + zt_knob_int(ZT_KNOB_SCALE_TIMEOUT_MS);
+    int world = 1 + have;
+    zt_info("scaling workerpool1 from %d to %d replicas: membership generation %lld, %d trainers",
+            self->change_from, have, (long long) self->layout.group, world);
+    for (int i = 0; i < self->nreps; i++) {
+        zt_crep_t *r = &self->reps[i];
+        if (r->pool > 1)
+            continue;
+        r->regrouped = false;
+        bool now = zt_coord_is_member(self, r), before = r->pool == 0 || was[r->index];
+        if (before) {
+            r->leaving = !now;
+            s_tell(self, r, now ? s_rank(self, r) : -1, world);
+            continue;
+        }
+        if (!now)
+            continue;
+        r->rejoining = true; /* it takes the model from a member (ZT_REJOIN) */
+        r->lost_ms = zt_now_ms();
+        r->restarts = 0;
+        zt_info("%s joins the group as rank %d of %d", r->name, s_rank(self, r), world);
+        if (zt_coord_spawn(self, r) != ZT_OK) {
+            r->state = ZT_REP_FAILED;
+            zt_coord_set_error(self, r, "%s could not be started to join the group", r->name);
+            zt_coord_stop_all(self, ZT_AFTER_FINISH, ZT_JOB_FAILED);
+            break;
+        }
+    }
+    free(was);
+    zt_coord_write_state(self);
+}
+
+/* The change is done once every member trains in the new generation and
+ * every leaver is gone. */
+static void s_check_done(zt_coord_t *self)
+{
+    if (!self->changing)
+        return;
+    for (int i = 0; i < self->nreps; i++) {
+        const zt_crep_t *r = &self->reps[i];
+        if (r->pool <= 1 && ((zt_coord_is_member(self, r) && !r->regrouped) || (r->leaving && r->handle)))
+            return;
+    }
+    self->changing = false;
+    int64_t ms = zt_now_ms() - self->change_t0;
+    int now = s_members(self);
+    zt_info("workerpool1 runs %d replicas now (membership generation %lld), %lld ms after the change began",
+            now, (long long) self->layout.group, (long long) ms);
+    char when[40];
+    zt_wall_iso(when, sizeof when);
+    if (json_array_size(self->scale_changes) >= ZT_COORD_MAX_RECORDS)
+        json_array_remove(self->scale_changes, 0);
+    json_array_append_new(self->scale_changes, json_pack("{s:s, s:i, s:i, s:I, s:I, s:I}", "time", when, "from",
+                          self->change_from, "to", now, "group", (json_int_t) self->layout.group, "step",
+                          (json_int_t) self->change_step, "ms", (json_int_t) ms));
+    zt_coord_write_state(self);
+}
+
+void zt_coord_elastic_regrouped(zt_coord_t *self, zt_crep_t *r, int64_t group, int64_t step)
+{
+    if (!self->member || !self->changing || group != self->layout.group || !zt_coord_is_member(self, r))
+        return;
+    if (!r->regrouped)
+        zt_info("%s trains in membership generation %lld as rank %d from step %lld", r->name, (long long) group,
+                s_rank(self, r), (long long) step);
+    r->regrouped = true;
+    if (step > self->change_step)
+        self->change_step = step;
+    s_check_done(self);
+}
+
+bool zt_coord_elastic_left(zt_coord_t *self, zt_crep_t *r, const char *how)
+{
+    if (!r->leaving)
+        return false;
+    r->leaving = false;
+    r->state = ZT_REP_STOPPED;
+    zt_info("%s left the group (%s)", r->name, how);
+    s_check_done(self);
+    zt_coord_write_state(self);
+    return true;
+}
+
+void zt_coord_elastic_restart(zt_coord_t *self)
+{
+    self->changing = false;
+    for (int i = 0; i < self->nreps; i++) {
+        self->reps[i].leaving = false;
+        if (!zt_coord_is_member(self, &self->reps[i]) && self->reps[i].state != ZT_REP_PENDING)
+            self->reps[i].state = ZT_REP_STOPPED;
+    }
+}
+
+/* The answer to the last request, in job.json for `ztrain scale` to print. */
+static void s_answer(zt_coord_t *self, const char *id, int replicas, bool accepted, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+static void s_answer(zt_coord_t *self, const char *id, int replicas, bool accepted, const char *fmt, ...)
+{
+    char msg[512], when[40];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    zt_wall_iso(when, sizeof when);
+    if (accepted)
+        zt_info("ztrain scale: %s", msg);
+    else
+        zt_warn("ztrain scale: %s", msg);
+    json_decref(self->scale_answer);
+    self->scale_answer = json_pack("{s:s, s:s, s:i, s:b, s:s}", "id", id, "time", when, "replicas", replicas,
+                                   "accepted", accepted, "message", msg);
+    zt_coord_write_state(self);
+}
+
+/* The request file, if there is one: read, removed, checked, answered. */
+static void s_take_request(zt_coord_t *self)
+{
+    char *path = zt_strdupf("%s/%s", self->layout.job_dir, ZT_SCALE_REQUEST_FILE);
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        free(path);
+        return;
+    }
+    struct stat st;
+    char text[S_REQUEST_MAX + 1];
+    ssize_t n = -1;
+    bool owned = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid();
+    if (owned)
+        n = read(fd, text, sizeof text - 1);
+    close(fd);
+    unlink(path);
+    free(path);
+    if (!owned || n < 0 || n >= S_REQUEST_MAX) {
+        zt_warn("ztrain scale: ignored a request file in the job directory that is not a regular file of "
+                "this user's, or is over %d bytes", S_REQUEST_MAX);
+        return;
+    }
+    text[n] = '\0';
+    json_t *req = json_loads(text, 0, NULL);
+    const char *id = json_string_value(json_object_get(req, "id"));
+    json_t *pj = json_object_get(req, "pool"), *kj = json_object_get(req, "replicas");
+    const zt_pool_t *p = &self->plan->pools[1];
+    char idc[64];
+    snprintf(idc, sizeof idc, "%s", id ? id : "");
+    if (!json_is_integer(pj) || !json_is_integer(kj))
+        s_answer(self, idc, -1, false, "a request without an integer pool and replicas: ignored");
+    else if (json_integer_value(pj) != 1 || !self->member)
+        s_answer(self, idc, (int) json_integer_value(kj), false, "workerpool%lld is not elastic (only "
+                 "workerPoolSpecs[1] with an elasticPolicy is)", (long long) json_integer_value(pj));
+    else if (json_integer_value(kj) < p->elastic_min || json_integer_value(kj) > p->elastic_max)
+        s_answer(self, idc, (int) json_integer_value(kj), false, "%lld replicas: outside the pool's "
+                 "elasticPolicy, %d to %d", (long long) json_integer_value(kj), p->elastic_min, p->elastic_max);
+    else if (self->state >= ZT_JOB_SUCCEEDED || self->stopping)
+        s_answer(self, idc, (int) json_integer_value(kj), false, "the job is ending");
+    else {
+        self->scale_target = (int) json_integer_value(kj);
+        s_answer(self, idc, self->scale_target, true, "workerpool1 to %d replicas (now %d%s)", self->scale_target,
+                 s_members(self), self->changing ? ", after the change under way" : "");
+    }
+    json_decref(req);
+}
+
+void zt_coord_elastic_tick(zt_coord_t *self)
+{
+    if (!self->member)
+        return;
+    int64_t now = zt_now_ms();
+    if (now - self->scale_polled_ms >= 200) {
+        self->scale_polled_ms = now;
+        s_take_request(self);
+    }
+    if (self->stopping || self->state != ZT_JOB_RUNNING)
+        return;
+    if (self->changing && now >= self->change_deadline) {
+        zt_warn("the change to membership generation %lld did not finish within %lld ms (ZT_SCALE_TIMEOUT_MS): "
+                "the group restarts together in it, from the newest checkpoint", (long long) self->layout.group,
+                (long long) zt_knob_int(ZT_KNOB_SCALE_TIMEOUT_MS));
+        self->layout.incarnation++;
+        zt_coord_stop_all(self, ZT_AFTER_RESPAWN, ZT_JOB_FAILED);
+        return;
+    }
+    if (!self->changing && self->scale_target != s_members(self) && s_settled(self))
+        s_begin(self);
+}
+
+json_t *zt_coord_elastic_json(const zt_coord_t *self)
+{
+    if (!self->member)
+        return NULL;
+    const zt_pool_t *p = &self->plan->pools[1];
+    json_t *o = json_pack("{s:i, s:i, s:i, s:i, s:i, s:I, s:b, s:O}", "pool", 1, "minReplicaCount", p->elastic_min,
+                          "maxReplicaCount", p->elastic_max, "replicas", s_members(self), "target",
+                          self->scale_target, "group", (json_int_t) self->layout.group, "changing", self->changing,
+                          "changes", self->scale_changes);
+    if (self->scale_answer)
+        json_object_set(o, "lastRequest", self->scale_answer);
+    return o;
+}
