@@ -199,12 +199,12 @@ static bool s_can_rejoin(const zt_coord_t *self, const zt_crep_t *r, char *why, 
         snprintf(why, size, "its gradients go round a ring between the trainers, which a lost one breaks");
         return false;
     }
-    if (r->rejoining) {
-        snprintf(why, size, "it was lost again before it had rejoined");
-        return false;
-    }
     if (self->changing) {
         snprintf(why, size, "the group is changing its membership");
+        return false;
+    }
+    if (r->rejoining) {
+        snprintf(why, size, "it was lost again before it had rejoined");
         return false;
     }
     for (int i = 0; i < self->nreps; i++) {

@@ -1,0 +1,149 @@
+"""Elastic training on real processes: the sync example with an elastic
+workers' pool scaled down and up while it trains (ztrain scale), a second
+change asked for during a change, a request below the pool's minimum, and a
+joiner killed with SIGKILL while it joins. Every wait is bounded, and the
+final trainers' weights are equal bit for bit."""
+import json
+import os
+import re
+import signal
+import time
+import unittest
+
+from ztest import Job, load_job, tmpdir, wait_for, write, ztrain
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+FAST = {"ZT_STOP_GRACE_MS": "3000", "ZT_HEARTBEAT_MS": "300"}
+STEP = re.compile(r"\]: step (\d+)/(\d+) ")
+HASH = re.compile(r"params fnv1a ([0-9a-f]{16}) after step (\d+)")
+
+
+def log(job_dir, name):
+    try:
+        with open(os.path.join(job_dir, "replica-logs", name + ".log")) as f:
+            return f.read()
+    except FileNotFoundError:
+        return ""
+
+
+def chief_step(job_dir):
+    steps = STEP.findall(log(job_dir, "workerpool0-0"))
+    return int(steps[-1][0]) if steps else 0
+
+
+def replica(job, name):
+    return [r for r in job["replicas"] if r["name"] == name][0]
+
+
+def elastic(job_dir):
+    return (load_job(job_dir) or {}).get("elastic") or {}
+
+
+def example(d, epochs, extra=()):
+    """The sync example, its workers' pool elastic (1 to 3), no evaluator."""
+    with open(os.path.join(ROOT, "examples", "fashion-mnist-sync.json")) as f:
+        ex = json.load(f)
+    pools = ex["jobSpec"]["workerPoolSpecs"][:3]
+    for p in pools[:2]:
+        args = [a for a in p["containerSpec"]["args"] if not a.startswith("--epochs")]
+        p["containerSpec"]["args"] = args + ["--epochs=%d" % epochs, *extra]
+    pools[1]["elasticPolicy"] = {"minReplicaCount": 1, "maxReplicaCount": 3}
+    ex["jobSpec"]["workerPoolSpecs"] = pools
+    return write(d, "elastic.json", json.dumps(ex))
+
+
+def scale(job_dir, k):
+    return ztrain("scale", job_dir, "--pool", "1", "--replicas", str(k), timeout=60)
+
+
+class Elastic(unittest.TestCase):
+    def setUp(self):
+        self.d = tmpdir("elastic-")
+        self.job_dir = os.path.join(self.d, "job")
+
+    def assert_equal_final_weights(self, names, steps):
+        finals = {}
+        for n in names:
+            h = HASH.findall(log(self.job_dir, n))
+            self.assertTrue(h, "%s printed no params hash:\n%s" % (n, log(self.job_dir, n)[-2000:]))
+            finals[n] = h[-1]
+        self.assertEqual({s for _, s in finals.values()}, {str(steps)}, finals)
+        self.assertEqual(len({h for h, _ in finals.values()}), 1, finals)  # bitwise equal
+
+    def test_scale_down_then_up_while_training(self):
+        job = Job(self, example(self.d, 10), self.job_dir, env=FAST)
+        wait_for(lambda: chief_step(self.job_dir) >= 400, timeout=240, what="the chief at step 400")
+        r = scale(self.job_dir, 1)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("workerpool1 to 1 replicas", r.stdout)
+        t0 = time.monotonic()
+        wait_for(lambda: elastic(self.job_dir).get("replicas") == 1 and not elastic(self.job_dir)["changing"],
+                 timeout=20, what="pool 1 at one replica")
+        self.assertLess(time.monotonic() - t0, 20)
+        j = load_job(self.job_dir)
+        self.assertEqual([replica(j, n)["state"] for n in ("workerpool1-1", "workerpool1-2")], ["STOPPED"] * 2)
+        self.assertIn("left the group after step", log(self.job_dir, "workerpool1-2"))
+        at = chief_step(self.job_dir)
+        wait_for(lambda: chief_step(self.job_dir) >= at + 200, timeout=120, what="the chief training on")
+        # 1 -> 2, and 3 asked for while that change is under way: taken after it
+        r2 = scale(self.job_dir, 2)
+        r3 = scale(self.job_dir, 3)
+        self.assertEqual((r2.returncode, r3.returncode), (0, 0), r2.stderr + r3.stderr)
+        t0 = time.monotonic()
+        wait_for(lambda: elastic(self.job_dir).get("replicas") == 3 and not elastic(self.job_dir)["changing"],
+                 timeout=30, what="pool 1 at three replicas again")
+        self.assertLess(time.monotonic() - t0, 30)
+        self.assertEqual(job.wait(timeout=400), 0, job.err[-3000:])
+        j = load_job(self.job_dir)
+        self.assertEqual((j["state"], j["incarnation"], j["jobRetries"]), ("SUCCEEDED", 0, 0))
+        self.assertGreaterEqual(j["metrics"]["workerpool0-0"]["accuracy"]["value"], 0.85)
+        changes = j["elastic"]["changes"]
+        self.assertEqual([(c["from"], c["to"]) for c in changes], [(3, 1), (1, 2), (2, 3)], changes)
+        self.assertEqual([c["group"] for c in changes], [1, 2, 3])
+        self.assertTrue(all(c["ms"] < 20000 for c in changes), changes)
+        self.assertTrue(all(r["restarts"] == 0 for r in j["replicas"]), j["replicas"])
+        for n in ("workerpool1-1", "workerpool1-2"):  # joined: took the model from a member
+            self.assertIn("took the model from", log(self.job_dir, n))
+        self.assertIn("workerpool1-2 joins the group as rank 3 of 4", log(self.job_dir, "coordinator"))
+        self.assert_equal_final_weights(["workerpool0-0", "workerpool1-0", "workerpool1-1", "workerpool1-2"],
+                                        j["checkpoints"][-1]["step"])
+
+    def test_bounds_and_a_joiner_killed_while_it_joins(self):
+        job = Job(self, example(self.d, 3, ["--train_examples=30000", "--checkpoint_steps=100"]),
+                  self.job_dir, env=FAST)
+        wait_for(lambda: chief_step(self.job_dir) >= 200, timeout=240, what="the chief at step 200")
+        # below the minimum: the CLI refuses, and so does the coordinator itself
+        r = scale(self.job_dir, 0)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("outside workerpool1's elasticPolicy, 1 to 3", r.stderr)
+        write(self.job_dir, "scale-request.json", json.dumps({"id": "t1", "pool": 1, "replicas": 9}))
+        wait_for(lambda: elastic(self.job_dir).get("lastRequest", {}).get("id") == "t1", timeout=10,
+                 what="the coordinator's answer")
+        ans = elastic(self.job_dir)["lastRequest"]
+        self.assertFalse(ans["accepted"])
+        self.assertIn("outside the pool's elasticPolicy, 1 to 3", ans["message"])
+        self.assertFalse(os.path.exists(os.path.join(self.job_dir, "scale-request.json")))
+        r = scale(self.job_dir, 1)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        wait_for(lambda: elastic(self.job_dir).get("replicas") == 1 and not elastic(self.job_dir)["changing"],
+                 timeout=20, what="pool 1 at one replica")
+        # a joiner lost while it joins: the group restarts together in its
+        # new membership from the newest checkpoint, nobody waits for it
+        old = replica(load_job(self.job_dir), "workerpool1-2")["pid"]
+        self.assertEqual(scale(self.job_dir, 3).returncode, 0)
+        pid = wait_for(lambda: (lambda p: p if p and p != old else None)(
+            replica(load_job(self.job_dir) or {"replicas": [{"name": "workerpool1-2", "pid": 0}]},
+                    "workerpool1-2")["pid"]), timeout=20, step=0.01, what="the joiner's pid")
+        os.kill(pid, signal.SIGKILL)
+        self.assertEqual(job.wait(timeout=400), 0, job.err[-3000:])
+        j = load_job(self.job_dir)
+        self.assertEqual(j["state"], "SUCCEEDED")
+        self.assertEqual(j["elastic"]["replicas"], 3)
+        self.assertGreaterEqual(j["incarnation"], 1, "the group restarted together")
+        self.assertIn("signal 9", log(self.job_dir, "workerpool1-2"))
+        self.assert_equal_final_weights(["workerpool0-0", "workerpool1-0", "workerpool1-1", "workerpool1-2"],
+                                        j["checkpoints"][-1]["step"])
+
+
+if __name__ == "__main__":
+    unittest.main()
