@@ -365,6 +365,7 @@ void zt_coord_destroy(zt_coord_t **self_p)
     json_decref(self->scale_changes);
     json_decref(self->scale_answer);
     free(self->member);
+    free(self->slot_gone);
     s_sig_fd = -1;
     if (self->sig_pipe[0] >= 0) {
         close(self->sig_pipe[0]);

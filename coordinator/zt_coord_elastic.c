@@ -37,6 +37,7 @@ void zt_coord_elastic_init(zt_coord_t *self)
     if (!p->present || !p->elastic_min)
         return;
     self->member = calloc((size_t) p->replicas, sizeof *self->member);
+    self->slot_gone = calloc((size_t) p->replicas, sizeof *self->slot_gone);
     for (int i = 0; i < p->replicas; i++)
         self->member[i] = i < self->elastic_start;
     self->scale_target = self->elastic_start;
@@ -67,10 +68,10 @@ static int s_rank(const zt_coord_t *self, const zt_crep_t *r)
     return self->member[r->index] ? 1 + zt_layout_dense(&self->layout, 1, r->index) : -1;
 }
 
-static void s_tell(zt_coord_t *self, zt_crep_t *r, int rank, int world)
+static void s_tell(zt_coord_t *self, zt_crep_t *r, int rank, int world, bool abandon)
 {
     zt_msg_t m = { .type = ZT_MSG_MEMBERSHIP, .incarnation = self->layout.incarnation, .seq = self->seq++ };
-    m.u.MEMBERSHIP = (zt_msg_MEMBERSHIP_t) { self->layout.group, rank, world };
+    m.u.MEMBERSHIP = (zt_msg_MEMBERSHIP_t) { self->layout.group, rank, world, abandon };
     zt_msg_send(self->router, r->identity, &m);
 }
 
@@ -87,20 +88,24 @@ static bool s_settled(const zt_coord_t *self)
     return true;
 }
 
-/* Starts the change to scale_target members: the last ones leave, or the
- * first free slots join. */
-static void s_begin(zt_coord_t *self)
+/* Starts the change to scale_target members: lost (a member lost for
+ * good) goes, and the round in progress is given up; else the last ones
+ * leave, or the first free slots (not on a lost node) join. */
+static void s_begin(zt_coord_t *self, zt_crep_t *lost)
 {
-    int have = s_members(self), n = self->plan->pools[1].replicas;
+    int n = self->plan->pools[1].replicas;
     bool *was = calloc((size_t) (n > 0 ? n : 1), sizeof *was);
     memcpy(was, self->member, (size_t) n * sizeof *was);
+    if (lost)
+        self->member[lost->index] = false;
+    int have = s_members(self);
     for (int i = n - 1; i >= 0 && have > self->scale_target; i--)
         if (self->member[i]) {
             self->member[i] = false;
             have--;
         }
     for (int i = 0; i < n && have < self->scale_target; i++)
-        if (!self->member[i]) {
+        if (!self->member[i] && !self->slot_gone[i]) {
             self->member[i] = true;
             have++;
         }
@@ -120,9 +125,11 @@ static void s_begin(zt_coord_t *self)
             continue;
         r->regrouped = false;
         bool now = zt_coord_is_member(self, r), before = r->pool == 0 || was[r->index];
+        if (r == lost)
+            continue;
         if (before) {
             r->leaving = !now;
-            s_tell(self, r, now ? s_rank(self, r) : -1, world);
+            s_tell(self, r, now ? s_rank(self, r) : -1, world, lost != NULL);
             continue;
         }
         if (!now)
@@ -198,7 +205,8 @@ void zt_coord_elastic_restart(zt_coord_t *self)
     self->changing = false;
     for (int i = 0; i < self->nreps; i++) {
         self->reps[i].leaving = false;
-        if (!zt_coord_is_member(self, &self->reps[i]) && self->reps[i].state != ZT_REP_PENDING)
+        if (!zt_coord_is_member(self, &self->reps[i]) && self->reps[i].state != ZT_REP_PENDING &&
+            self->reps[i].state != ZT_REP_FAILED)
             self->reps[i].state = ZT_REP_STOPPED;
     }
 }
@@ -292,7 +300,32 @@ void zt_coord_elastic_tick(zt_coord_t *self)
         return;
     }
     if (!self->changing && self->scale_target != s_members(self) && s_settled(self))
-        s_begin(self);
+        s_begin(self, NULL);
+}
+
+bool zt_coord_elastic_lose(zt_coord_t *self, zt_crep_t *r, const char *why, bool node_gone)
+{
+    if (!self->member || r->pool != 1 || !self->member[r->index] || self->changing || self->stopping ||
+        self->state != ZT_JOB_RUNNING)
+        return false;
+    int left = s_members(self) - 1, lo = self->plan->pools[1].elastic_min;
+    if (left < lo) {
+        zt_warn("%s is lost (%s); the pool would fall below its minReplicaCount (%d): it does not shrink",
+                r->name, why, lo);
+        return false;
+    }
+    self->member[r->index] = false; /* is every other member training? */
+    bool settled = s_settled(self);
+    self->member[r->index] = true;
+    if (!settled)
+        return false;
+    zt_warn("%s is lost for good (%s): workerpool1 goes on with the %d others; the round in progress is given up "
+            "and trained again without it", r->name, why, left);
+    r->state = ZT_REP_FAILED;
+    self->slot_gone[r->index] = node_gone;
+    self->scale_target = left;
+    s_begin(self, r);
+    return true;
 }
 
 json_t *zt_coord_elastic_json(const zt_coord_t *self)

@@ -119,6 +119,7 @@ struct zt_coord_t {
     bool preempted;             /* the allocation was preempted (requeued) under the job */
     /* an elastic pool 1 (zt_coord_elastic.c); member NULL when there is none */
     bool *member;               /* its replicas in the current membership generation (layout.group) */
+    bool *slot_gone;            /* its slots whose node was lost: nobody joins there again */
     int elastic_start;          /* its replicaCount: the members it starts with */
     int scale_target;           /* the members asked for */
     bool changing;              /* a change of membership is under way */
@@ -178,6 +179,10 @@ void zt_coord_elastic_tick(zt_coord_t *self);
 void zt_coord_elastic_regrouped(zt_coord_t *self, zt_crep_t *r, int64_t group, int64_t step);
 /* r, told to leave the group, exited (how): true, and it counts as gone. */
 bool zt_coord_elastic_left(zt_coord_t *self, zt_crep_t *r, const char *how);
+/* r, a member, is lost for good (why; node_gone: its node with it): when
+ * the pool keeps its minReplicaCount and the others all train, the group
+ * forms again without it, giving up the round in progress (true). */
+bool zt_coord_elastic_lose(zt_coord_t *self, zt_crep_t *r, const char *why, bool node_gone);
 /* The group restarts together: no change is under way any more. */
 void zt_coord_elastic_restart(zt_coord_t *self);
 /* job.json's "elastic" (NULL without an elastic pool). */

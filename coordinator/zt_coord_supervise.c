@@ -323,6 +323,8 @@ static void s_on_failure(zt_coord_t *self, zt_crep_t *r, int status, const char 
         s_restart(self, r, true);
         return;
     }
+    if (zt_coord_elastic_lose(self, r, "its restarts are used up", false))
+        return;
     if (!self->plan->disable_retries && self->job_retries < self->max_job_retries) {
         self->job_retries++;
         self->layout.incarnation++;
@@ -407,6 +409,8 @@ void zt_coord_replica_exited(zt_coord_t *self, zt_crep_t *r, int status)
     zframe_destroy(&r->identity);
     r->last_status = status;
     zt_coord_read_output(self, r);
+    if (node_lost && zt_coord_elastic_lose(self, r, lost, true))
+        return;
     if (node_lost) {
         r->state = ZT_REP_FAILED;
         zt_coord_node_lost(self, lost);

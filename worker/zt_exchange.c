@@ -122,6 +122,10 @@ static int s_ar_exchange(zt_exchange_t *x, int64_t step)
     }
     x->cur_step = step;
     int rc = zt_allreduce_wait(x->ar, true, x->ar_timeout_ms);
+    if (rc == ZT_ECANCELLED) {
+        zt_info("step %lld: %s", (long long) step, zt_allreduce_error(x->ar));
+        return rc;
+    }
     if (rc != ZT_OK)
         return s_failed(rc, "all-reduce: %s", zt_allreduce_error(x->ar));
     /* how many trainers know of a later generation: any, and all switch after this step */
@@ -290,9 +294,16 @@ static int s_setup_rejoin(zt_exchange_t *x, const char **peers)
     return ZT_OK;
 }
 
+static bool s_round_abandoned(void *arg)
+{
+    zt_exchange_t *x = arg;
+    return zt_replica_round_abandoned(x->rep, x->group);
+}
+
 /* The all-reduce of this trainer's group (rank of world, membership
  * generation group): the model's tensors and, in an elastic pool, the
- * agreement on the next generation after them. */
+ * agreement on the next generation after them, and a round given up when
+ * the group loses a member. */
 static int s_new_ar(zt_exchange_t *x, const char **peers)
 {
     zt_mlp_t *mlp = x->c->mlp;
@@ -306,8 +317,10 @@ static int s_new_ar(zt_exchange_t *x, const char **peers)
         zt_allreduce_register(x->ar, zt_mlp_tensor_name(mlp, t), shape, 2, ZT_F32);
     }
     int64_t one = 1;
-    if (x->ar && x->elastic)
+    if (x->ar && x->elastic) {
         zt_allreduce_register(x->ar, "ztrain/membership", &one, 1, ZT_F32);
+        zt_allreduce_abandon_when(x->ar, s_round_abandoned, x);
+    }
     return x->ar ? zt_allreduce_commit(x->ar, x->ar_timeout_ms) : ZT_EINVAL;
 }
 

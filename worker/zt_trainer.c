@@ -446,8 +446,14 @@ static int64_t s_train(s_run_t *r, int64_t step)
             int first = (int) ((int64_t) b * o->batch_size % r->smallest);
             int B = r->smallest - first < o->batch_size ? r->smallest - first : o->batch_size;
             float loss;
-            if ((rc = zt_exchange_step(r->x, r->mine, first, B, step, &loss)) != ZT_OK)
-                return rc == ZT_ESHUTDOWN ? step : -1; /* stopping: an interrupted exchange is no failure */
+            if ((rc = zt_exchange_step(r->x, r->mine, first, B, step, &loss)) != ZT_OK) {
+                /* a round given up (the group lost a member): this step again, in the new group */
+                if (rc == ZT_ECANCELLED && (rc = s_regroup(r, step, epoch)) == 0) {
+                    b--;
+                    continue;
+                }
+                return rc == ZT_ESHUTDOWN || rc > 0 ? step : -1; /* stopping: an interrupted exchange is no failure */
+            }
             step++;
             s_log_window(r, step, epoch, B, loss);
             s_maybe_checkpoint(r, step);

@@ -82,6 +82,11 @@ int zt_allreduce_set_generation(zt_allreduce_t *self, int64_t gen);
  * `socket` and call fn(arg) each time it is readable: a worker answers a
  * restarted peer from inside the round that peer holds up. NULL: none. */
 void zt_allreduce_watch(zt_allreduce_t *self, void *socket, void (*fn)(void *arg), void *arg);
+/* While a wait blocks (with reducers), also ask fn(arg) every 50 ms or so:
+ * when it says true, the wait gives the round up and returns ZT_ECANCELLED
+ * (an elastic group whose lost member will never send its part forms again
+ * without it; the all-reduce is then destroyed). NULL: never. */
+void zt_allreduce_abandon_when(zt_allreduce_t *self, bool (*fn)(void *arg), void *arg);
 const char *zt_allreduce_error(zt_allreduce_t *self);
 int zt_allreduce_buckets(zt_allreduce_t *self);
 int64_t zt_allreduce_threshold(zt_allreduce_t *self);

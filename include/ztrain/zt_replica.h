@@ -80,6 +80,9 @@ int zt_replica_notify_rejoined(zt_replica_t *self, int64_t step, int64_t gen);
  * ZT_ESHUTDOWN. */
 int zt_replica_membership(zt_replica_t *self, int64_t after, int timeout_ms, int64_t *group, int *rank,
                           int *world);
+/* Whether a membership newer than generation `group` came that gives up
+ * the round in progress (a member was lost and will never send its part). */
+bool zt_replica_round_abandoned(zt_replica_t *self, int64_t group);
 /* Tells the coordinator this trainer trains in generation `group` as
  * `rank` from `step` on: the change is done once every member has said so. */
 int zt_replica_notify_regrouped(zt_replica_t *self, int64_t group, int rank, int64_t step);

@@ -203,6 +203,12 @@ void zt_allreduce_watch(zt_allreduce_t *self, void *socket, void (*fn)(void *arg
     self->watch_arg = arg;
 }
 
+void zt_allreduce_abandon_when(zt_allreduce_t *self, bool (*fn)(void *arg), void *arg)
+{
+    self->abandon_fn = fn;
+    self->abandon_arg = arg;
+}
+
 int zt_allreduce_register(zt_allreduce_t *self, const char *name, const int64_t *shape, int ndims,
                           zt_dtype_t dtype)
 {

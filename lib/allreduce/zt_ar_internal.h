@@ -92,6 +92,8 @@ struct zt_allreduce_t {
     void *watch;                /* zt_allreduce_watch: a socket served while waiting */
     void (*watch_fn)(void *);
     void *watch_arg;
+    bool (*abandon_fn)(void *);  /* zt_allreduce_abandon_when: the round in progress is given up */
+    void *abandon_arg;
     zt_ar_idle_t *idle;         /* reducers: serves them between rounds (zt_ar_idle.c) */
     char err[1024];
 };

@@ -484,6 +484,11 @@ int zt_ar_wait_reducers(zt_allreduce_t *self, int timeout_ms)
             snprintf(self->err, sizeof self->err, "stopping with buckets unfinished");
             return ZT_ESHUTDOWN;
         }
+        if (self->abandon_fn && self->abandon_fn(self->abandon_arg)) {
+            snprintf(self->err, sizeof self->err, "the round was given up: the group forms again without a "
+                     "member it lost");
+            return ZT_ECANCELLED;
+        }
         if (now >= deadline && s_timed_out(self, timeout_ms) != ZT_OK)
             return ZT_ETIMEDOUT;
         if (now - progress >= RESEND_MS) {

@@ -39,6 +39,7 @@ struct zt_replica_t {
     zt_fileserver_t *files;     /* this replica's checkpoint and model folders, once it announces one */
     int64_t group;              /* the newest membership generation told (elastic pools), -1 none */
     int group_rank, group_world; /* this replica's rank in it (-1: it leaves) and its size */
+    atomic_llong abandon_before; /* a round of a generation below this is given up (a member was lost) */
 };
 
 static void s_header(zt_replica_t *self, zt_msg_t *m, zt_msg_type_t type, uint64_t *seq)
@@ -72,6 +73,8 @@ static void s_on_message(zt_replica_t *self, zt_msg_t *m)
             self->group = g->group;
             self->group_rank = (int) g->rank;
             self->group_world = (int) g->world;
+            if (g->abandon)
+                atomic_store(&self->abandon_before, g->group);
         }
         pthread_mutex_unlock(&self->lock);
     }
@@ -459,6 +462,11 @@ int zt_replica_notify_rejoined(zt_replica_t *self, int64_t step, int64_t gen)
     snprintf(st, sizeof st, "%lld", (long long) step);
     snprintf(g, sizeof g, "%lld", (long long) gen);
     return zstr_sendx(self->actor, "REJOINED", st, g, NULL) == 0 ? ZT_OK : ZT_EIO;
+}
+
+bool zt_replica_round_abandoned(zt_replica_t *self, int64_t group)
+{
+    return self && group < atomic_load(&self->abandon_before);
 }
 
 int zt_replica_notify_regrouped(zt_replica_t *self, int64_t group, int rank, int64_t step)

@@ -32,8 +32,10 @@
 /* The coordinator to a trainer of an elastic pool: the membership
  * generation `group` is decided, in which this trainer is `rank` of
  * `world` (rank -1: it leaves the group). Trainers switch together at a
- * step boundary (see docs/ARCHITECTURE.md, "Elastic groups"). */
-#define ZT_MSG_MEMBERSHIP(F, T) F(T, I, group) F(T, I, rank) F(T, I, world)
+ * step boundary (see docs/ARCHITECTURE.md, "Elastic groups"); abandon 1:
+ * a member was lost, so the round in progress can never finish and is
+ * given up, and its step is trained again in the new group. */
+#define ZT_MSG_MEMBERSHIP(F, T) F(T, I, group) F(T, I, rank) F(T, I, world) F(T, I, abandon)
 /* A trainer to the coordinator: it trains in generation `group` as `rank`,
  * from `step` on. */
 #define ZT_MSG_REGROUPED(F, T) F(T, I, group) F(T, I, rank) F(T, I, step)

@@ -1,8 +1,10 @@
 """Elastic training on real processes: the sync example with an elastic
 workers' pool scaled down and up while it trains (ztrain scale), a second
-change asked for during a change, a request below the pool's minimum, and a
-joiner killed with SIGKILL while it joins. Every wait is bounded, and the
-final trainers' weights are equal bit for bit."""
+change asked for during a change, a request below the pool's minimum, a
+joiner killed with SIGKILL while it joins, and members lost for good (their
+restarts used up): the pool shrinks without them, and not below its
+minimum. Every wait is bounded, and the final trainers' weights are equal
+bit for bit."""
 import json
 import os
 import re
@@ -39,15 +41,15 @@ def elastic(job_dir):
     return (load_job(job_dir) or {}).get("elastic") or {}
 
 
-def example(d, epochs, extra=()):
-    """The sync example, its workers' pool elastic (1 to 3), no evaluator."""
+def example(d, epochs, extra=(), lo=1):
+    """The sync example, its workers' pool elastic (lo to 3), no evaluator."""
     with open(os.path.join(ROOT, "examples", "fashion-mnist-sync.json")) as f:
         ex = json.load(f)
     pools = ex["jobSpec"]["workerPoolSpecs"][:3]
     for p in pools[:2]:
         args = [a for a in p["containerSpec"]["args"] if not a.startswith("--epochs")]
         p["containerSpec"]["args"] = args + ["--epochs=%d" % epochs, *extra]
-    pools[1]["elasticPolicy"] = {"minReplicaCount": 1, "maxReplicaCount": 3}
+    pools[1]["elasticPolicy"] = {"minReplicaCount": lo, "maxReplicaCount": 3}
     ex["jobSpec"]["workerPoolSpecs"] = pools
     return write(d, "elastic.json", json.dumps(ex))
 
@@ -142,6 +144,31 @@ class Elastic(unittest.TestCase):
         self.assertGreaterEqual(j["incarnation"], 1, "the group restarted together")
         self.assertIn("signal 9", log(self.job_dir, "workerpool1-2"))
         self.assert_equal_final_weights(["workerpool0-0", "workerpool1-0", "workerpool1-1", "workerpool1-2"],
+                                        j["checkpoints"][-1]["step"])
+
+
+    def test_members_lost_for_good(self):
+        job = Job(self, example(self.d, 3, ["--train_examples=30000", "--checkpoint_steps=100"], lo=2),
+                  self.job_dir, env=dict(FAST, ZT_MAX_RESTARTS="0"))
+        wait_for(lambda: chief_step(self.job_dir) >= 200, timeout=240, what="the chief at step 200")
+        os.kill(replica(load_job(self.job_dir), "workerpool1-1")["pid"], signal.SIGKILL)
+        # the others give the round up and go on without it: no restart
+        wait_for(lambda: elastic(self.job_dir).get("replicas") == 2 and not elastic(self.job_dir)["changing"],
+                 timeout=20, what="pool 1 at two replicas")
+        j = load_job(self.job_dir)
+        self.assertEqual((j["incarnation"], replica(j, "workerpool1-1")["state"]), (0, "FAILED"))
+        self.assertIn("the round was given up", log(self.job_dir, "workerpool1-0"))
+        at = chief_step(self.job_dir)
+        wait_for(lambda: chief_step(self.job_dir) >= at + 100, timeout=120, what="the chief training on")
+        # one more would leave 1, below minReplicaCount 2: the group restarts
+        # together from the newest checkpoint instead (a job retry), and ends
+        os.kill(replica(load_job(self.job_dir), "workerpool1-2")["pid"], signal.SIGKILL)
+        self.assertEqual(job.wait(timeout=400), 0, job.err[-3000:])
+        j = load_job(self.job_dir)
+        self.assertEqual((j["state"], j["incarnation"], j["jobRetries"]), ("SUCCEEDED", 1, 1))
+        self.assertEqual(j["elastic"]["replicas"], 2)
+        self.assertIn("below its minReplicaCount (2): it does not shrink", log(self.job_dir, "coordinator"))
+        self.assert_equal_final_weights(["workerpool0-0", "workerpool1-0", "workerpool1-2"],
                                         j["checkpoints"][-1]["step"])
 
 
