@@ -7,8 +7,8 @@
  * leave) and starts the replicas that join, which take the model from a
  * member (the rejoin path). The trainers switch together at a step
  * boundary that they agree on through their all-reduce; each says
- * REGROUPED (a joiner, REJOINED). The change is done when every member has
- * and every leaver has exited; a change that does not finish within
+ * REGROUPED (a joiner, started once the others have, REJOINED). The change
+ * is done when every member has and every leaver has exited; a change that does not finish within
  * ZT_SCALE_TIMEOUT_MS restarts the group together in its new membership
  * from the newest checkpoint, so no change can hang the job.
  *
@@ -132,8 +132,28 @@ static void s_begin(zt_coord_t *self, zt_crep_t *lost)
             s_tell(self, r, now ? s_rank(self, r) : -1, world, lost != NULL);
             continue;
         }
-        if (!now)
+        r->joining = now; /* started once the members have switched (s_start_joiners) */
+    }
+    free(was);
+    zt_coord_write_state(self);
+}
+
+/* The joiners start once every member that stays has switched to the new
+ * generation: the first hello of a generation resets the reducers, so a
+ * joiner's must not come while members still train in the earlier one. */
+static void s_start_joiners(zt_coord_t *self)
+{
+    for (int i = 0; i < self->nreps; i++) {
+        const zt_crep_t *r = &self->reps[i];
+        if (r->pool <= 1 && zt_coord_is_member(self, r) && !r->joining && !r->regrouped)
+            return;
+    }
+    int world = 1 + s_members(self);
+    for (int i = 0; i < self->nreps; i++) {
+        zt_crep_t *r = &self->reps[i];
+        if (!r->joining)
             continue;
+        r->joining = false;
         r->rejoining = true; /* it takes the model from a member (ZT_REJOIN) */
         r->lost_ms = zt_now_ms();
         r->restarts = 0;
@@ -142,10 +162,9 @@ static void s_begin(zt_coord_t *self, zt_crep_t *lost)
             r->state = ZT_REP_FAILED;
             zt_coord_set_error(self, r, "%s could not be started to join the group", r->name);
             zt_coord_stop_all(self, ZT_AFTER_FINISH, ZT_JOB_FAILED);
-            break;
+            return;
         }
     }
-    free(was);
     zt_coord_write_state(self);
 }
 
@@ -185,6 +204,7 @@ void zt_coord_elastic_regrouped(zt_coord_t *self, zt_crep_t *r, int64_t group, i
     r->regrouped = true;
     if (step > self->change_step)
         self->change_step = step;
+    s_start_joiners(self);
     s_check_done(self);
 }
 
@@ -204,7 +224,7 @@ void zt_coord_elastic_restart(zt_coord_t *self)
 {
     self->changing = false;
     for (int i = 0; i < self->nreps; i++) {
-        self->reps[i].leaving = false;
+        self->reps[i].leaving = self->reps[i].joining = false;
         if (!zt_coord_is_member(self, &self->reps[i]) && self->reps[i].state != ZT_REP_PENDING &&
             self->reps[i].state != ZT_REP_FAILED)
             self->reps[i].state = ZT_REP_STOPPED;

@@ -53,6 +53,7 @@ typedef struct {
     int64_t settle_step;       /* fresh: the trainers' step that shows a round has (-1: not yet known) */
     bool leaving;              /* elastic: told to leave the group, not yet exited */
     bool regrouped;            /* elastic: trains in the membership generation being changed to */
+    bool joining;              /* elastic: joins once the members that stay have switched */
 } zt_crep_t;
 
 /* What the coordinator does once every replica has stopped. */

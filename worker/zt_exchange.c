@@ -362,9 +362,8 @@ static int s_connect_ar(zt_exchange_t *x)
 }
 
 bool zt_exchange_change_due(const zt_exchange_t *x) { return x->change_due; }
-int64_t zt_exchange_group(const zt_exchange_t *x) { return x->group; }
 
-int zt_exchange_regroup(zt_exchange_t *x, int *rank, int *world)
+int zt_exchange_regroup(zt_exchange_t *x, int64_t step, int *rank, int *world)
 {
     int64_t g;
     x->change_due = false;
@@ -380,6 +379,9 @@ int zt_exchange_regroup(zt_exchange_t *x, int *rank, int *world)
         return ZT_OK;
     zt_mlp_set_grads(x->c->mlp, NULL); /* not into the old all-reduce's buffers */
     zt_allreduce_destroy(&x->ar);
+    /* nothing more of the earlier generation comes from here: the joiners
+     * may start (the commit below waits for them) */
+    zt_replica_notify_regrouped(x->rep, g, *rank, step); /* x->rep is there: it told us g */
     x->rank = *rank;
     x->world = *world;
     if ((rc = s_new_ar(x, NULL)) != ZT_OK)

@@ -50,10 +50,11 @@ bool zt_exchange_rejoined(const zt_exchange_t *self, int64_t *step, int64_t *gen
 bool zt_exchange_change_due(const zt_exchange_t *self);
 /* Then: switches to the newest membership (waits for the coordinator's
  * word, up to ZT_ALLREDUCE_TIMEOUT_MS): a new all-reduce with the group's
- * new count, this trainer's *rank of *world; *rank -1 when it leaves. */
-int zt_exchange_regroup(zt_exchange_t *self, int *rank, int *world);
-/* The membership generation this trainer trains in. */
-int64_t zt_exchange_group(const zt_exchange_t *self);
+ * new count, this trainer's *rank of *world, trained from `step` on (the
+ * coordinator is told as soon as the earlier all-reduce is gone, before
+ * the new one's commit, which waits for the joiners); *rank -1 when it
+ * leaves. */
+int zt_exchange_regroup(zt_exchange_t *self, int64_t step, int *rank, int *world);
 /* Resume from a checkpoint (dir, its manifest, its step): a model held here
  * reads its values and optimizer state; servers restore their own. Returns
  * the step to continue from (0 when the checkpoint cannot be read). */
@@ -62,8 +63,10 @@ int64_t zt_exchange_resume(zt_exchange_t *self, const char *dir, json_t *manifes
  * from servers, or up to the GPUs). Every call below returns ZT_OK or the
  * failure's own code, logged: ZT_ESHUTDOWN when the job is stopping (logged
  * as information, not an error), ZT_ETIMEDOUT when a server or the group
- * did not answer in time, ZT_EDEVICE when the GPUs failed, ZT_EIO and the
- * others as the parameter servers or the all-reduce said. */
+ * did not answer in time, ZT_EDEVICE when the GPUs failed, ZT_ECANCELLED
+ * when an elastic group gave the round up (it lost a member: regroup and
+ * train the step again), ZT_EIO and the others as the parameter servers or
+ * the all-reduce said. */
 int zt_exchange_begin(zt_exchange_t *self, int64_t step);
 /* One training step on order[first .. first+B): compute, exchange,
  * optimizer. *loss as zt_compute_step. */

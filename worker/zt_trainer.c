@@ -404,7 +404,7 @@ static void s_shuffle(s_run_t *r, int epoch)
 static int s_regroup(s_run_t *r, int64_t step, int epoch)
 {
     int rank, world;
-    int rc = zt_exchange_regroup(r->x, &rank, &world);
+    int rc = zt_exchange_regroup(r->x, step, &rank, &world);
     if (rc != ZT_OK)
         return rc == ZT_ESHUTDOWN ? 1 : -1;
     if (rank < 0) {
@@ -418,8 +418,6 @@ static int s_regroup(s_run_t *r, int64_t step, int epoch)
     for (int e = 0; e <= epoch; e++) /* the order this epoch has on the new shard */
         s_shuffle(r, e);
     zt_compute_epoch(&r->compute, r->mine, r->nmine);
-    if (r->rep)
-        zt_replica_notify_regrouped(r->rep, zt_exchange_group(r->x), rank, step);
     return 0;
 }
 
