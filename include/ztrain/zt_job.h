@@ -7,6 +7,7 @@
 #define ZT_JOB_H
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -23,6 +24,7 @@ typedef struct {
     int nparamservers;
     char **peers;           /* every trainer's host:port, by rank (the ring's endpoints) */
     int npeers;
+    int64_t group;          /* an elastic pool's membership generation (ZT_GROUP), -1 outside one */
 } zt_job_t;
 
 /* Fills job from the environment: 0; ZT_ENOTFOUND when this process was

@@ -43,6 +43,7 @@ int zt_job_read(zt_job_t *job, char *why, size_t why_size)
     if (rc == ZT_OK) rc = s_int(ZT_ENV_RANK, 0, job->size - 1, &job->rank, why, why_size);
     if (rc != ZT_OK)
         return rc;
+    job->group = zt_env_int_or(ZT_ENV_GROUP, -1);
     job->local_rank = (int) zt_env_int_or(ZT_ENV_LOCAL_RANK, 0);
     job->local_size = (int) zt_env_int_or(ZT_ENV_LOCAL_WORLD_SIZE, 1);
     job->reducers = zt_env_list(ZT_ENV_REDUCERS, &job->nreducers);

@@ -31,10 +31,13 @@ __all__ = ["init", "is_initialized", "rank", "size", "local_rank", "local_size",
            "stopping", "preempted", "on_stop", "run_on_stop", "ZtrainError",
            "ZtrainStopped", "ZtrainTimeout", "version"]
 
-Job = collections.namedtuple("Job", "name pool index rank size local_rank local_size reducers paramservers peers")
+Job = collections.namedtuple("Job", "name pool index rank size local_rank local_size reducers paramservers peers "
+                                    "group")
 Job.__doc__ = """This replica's place in its job: rank among the trainers (pool 0's
 replicas, then pool 1's), its host-local rank, and pool 2's reducers or
-parameter servers (host:port), and every trainer's host:port by rank."""
+parameter servers (host:port), and every trainer's host:port by rank (as
+the job started); in an elastic pool, the membership generation it trains
+in (rank and size are then this generation's), else -1."""
 
 _lock = threading.RLock()
 _job = None
@@ -64,7 +67,7 @@ def init():
             _job = Job(js.name.decode(), js.pool, js.index, js.rank, js.size, js.local_rank, js.local_size,
                        _native.strlist(js.reducers, js.nreducers),
                        _native.strlist(js.paramservers, js.nparamservers),
-                       _native.strlist(js.peers, js.npeers))
+                       _native.strlist(js.peers, js.npeers), js.group)
         finally:
             _native.zt_job_free(ctypes.byref(js))
         _native.zt_log_init(b"python", _job.index)
@@ -113,6 +116,7 @@ def _collective():
         rc = _native.zt_job_read(ctypes.byref(js), why, len(why))
         if rc:
             raise ZtrainError(rc, why.value.decode())
+        js.rank, js.size, js.group = j.rank, j.size, j.group  # an elastic group's, after a change
         try:
             c = _native.zt_job_collective(ctypes.byref(js), -1, why, len(why))
         finally:
@@ -135,6 +139,50 @@ def _replica():
             if _native.env("COORDINATOR"):
                 _rep = _native.zt_replica_new(b"chief" if job().rank == 0 else b"worker", 0) or 0
         return _rep or None
+
+
+def _membership(timeout_ms=0):
+    """An elastic pool's trainer: (generation, rank, size) of the newest
+    membership the coordinator decided, when it is newer than this
+    trainer's; None when there is none (within timeout_ms)."""
+    rep = _replica()
+    g, r, w = ctypes.c_int64(), ctypes.c_int(), ctypes.c_int()
+    rc = _native.zt_replica_membership(rep, job().group, int(timeout_ms), ctypes.byref(g), ctypes.byref(r),
+                                       ctypes.byref(w)) if rep else _native.ZT_ETIMEDOUT
+    if rc == _native.ZT_ESHUTDOWN:
+        raise _native.error(rc, "the job is stopping")
+    return (g.value, r.value, w.value) if rc == 0 else None
+
+
+def _regroup(step, timeout_ms):
+    """Switches this trainer to the newest membership (waiting up to
+    timeout_ms for the coordinator's word): the earlier all-reduce group is
+    left, the coordinator told, and the new group formed (its forming waits
+    for every member, the joiners too). Returns the new rank, -1 when this
+    trainer leaves."""
+    global _job, _coll
+    m = _membership(timeout_ms)
+    if m is None:
+        raise ZtrainTimeout(_native.ZT_ETIMEDOUT, "the group changes its membership, but the coordinator's word "
+                            "on it did not come within %d ms" % timeout_ms)
+    g, r, w = m
+    with _lock:
+        if _coll:
+            p = ctypes.c_void_p(_coll)
+            _native.zt_coll_destroy(ctypes.byref(p))
+            _coll = None
+        _native.zt_replica_notify_regrouped(_rep, g, r, int(step))
+        _job = _job._replace(group=g, rank=max(r, 0), size=w)
+    if r >= 0:
+        _collective()
+    return r
+
+
+def _regrouped(step):
+    """A trainer that joined an elastic group tells the coordinator it trains."""
+    rep = _replica()
+    if rep and job().group >= 0:
+        _native.zt_replica_notify_regrouped(rep, job().group, job().rank, int(step))
 
 
 def announce_checkpoint(step, path):

@@ -45,7 +45,7 @@ class JobStruct(ctypes.Structure):
                 ("local_rank", ctypes.c_int), ("local_size", ctypes.c_int),
                 ("reducers", c_char_pp), ("nreducers", ctypes.c_int),
                 ("paramservers", c_char_pp), ("nparamservers", ctypes.c_int),
-                ("peers", c_char_pp), ("npeers", ctypes.c_int)]
+                ("peers", c_char_pp), ("npeers", ctypes.c_int), ("group", ctypes.c_int64)]
 
 
 def _proto(name, res, *args):
@@ -102,6 +102,9 @@ zt_replica_announce_checkpoint = _proto("zt_replica_announce_checkpoint", I, V, 
 zt_replica_report_metric = _proto("zt_replica_report_metric", I, V, S, D, I64)
 zt_replica_stop_status = _proto("zt_replica_stop_status", I, V)
 zt_replica_hold_stop = _proto("zt_replica_hold_stop", None, B)
+zt_replica_membership = _proto("zt_replica_membership", I, V, I64, I, ctypes.POINTER(I64), ctypes.POINTER(I),
+                               ctypes.POINTER(I))
+zt_replica_notify_regrouped = _proto("zt_replica_notify_regrouped", I, V, I64, I, I64)
 # CZMQ's end of ZeroMQ (its atexit handler): sockets closed, what they still
 # queue sent within their linger (a checkpoint's announcement among it).
 zsys_shutdown = _proto("zsys_shutdown", None)

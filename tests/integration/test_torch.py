@@ -1,6 +1,7 @@
 """The Python package with real PyTorch programs under `ztrain run`: the DDP
 comm hook through reducers and through the ring, against DDP over gloo on
-the same data (2 and 4 trainers); the Horovod-style API; bad use raising
+the same data (2 and 4 trainers); the Horovod-style API, and its elastic
+loop scaled down and up while it trains; bad use raising
 clear exceptions without hanging; a reducer killed in mid-training; the
 parameter-server optimizer (synchronous SGD worked out by hand, the async
 example scored by the evaluator, a parameter server killed with SIGKILL).
@@ -231,6 +232,34 @@ class Examples(unittest.TestCase):
 
     def test_horovod_script(self):
         self.run_example("pytorch-horovod.json", 3)
+
+    def test_elastic_script_scaled_down_and_up(self):
+        job = self.start_example("pytorch-elastic.json", 8)
+        jd = os.path.join(self.d, "job")
+        chief = os.path.join(jd, "replica-logs", "workerpool0-0.log")
+
+        def progress():  # the chief's (epoch, step) lines so far
+            return re.findall(r"epoch (\d+) step (\d+) of", read(chief)) if os.path.exists(chief) else []
+
+        def elastic():
+            return (load_job(jd) or {}).get("elastic") or {}
+
+        for k, after in ((1, 2), (3, 2)):
+            seen = len(progress())
+            wait_for(lambda: len(progress()) >= seen + after, timeout=240, what="the chief training on")
+            r = ztrain("scale", jd, "--pool", "1", "--replicas", str(k))
+            self.assertEqual(r.returncode, 0, r.stderr)
+            wait_for(lambda: elastic().get("replicas") == k and not elastic()["changing"], timeout=60,
+                     what="workerpool1 at %d replicas" % k)
+        self.assertEqual(job.wait(timeout=400), 0, job.out[-3000:] + job.err[-3000:])
+        self.assertEqual(job.out.count("left the group: its workers' pool was scaled down"), 2)
+        j = load_job(jd)
+        self.assertEqual((j["state"], j["incarnation"]), ("SUCCEEDED", 0))
+        self.assertEqual([(c["from"], c["to"]) for c in j["elastic"]["changes"]], [(3, 1), (1, 3)])
+        digests = re.findall(r"rank (\d): parameters sha256 ([0-9a-f]{64})", job.out)
+        self.assertEqual(sorted(r for r, _ in digests), ["0", "1", "2", "3"], job.out[-2000:])
+        self.assertEqual(len({h for _, h in digests}), 1, digests)  # bit for bit, joiners included
+        self.assertGreaterEqual(float(re.search(r"test accuracy (\d\.\d+)", job.out).group(1)), 0.85)
 
     def check_ps_job(self, job):
         """An async PS job ended well: the chief's accuracy, the evaluator's

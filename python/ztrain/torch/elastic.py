@@ -1,0 +1,139 @@
+"""Elastic training for PyTorch, in the spirit of Horovod's hvd.elastic:
+a trainer pool with an elasticPolicy grows and shrinks while the job runs
+(`ztrain scale`, or a trainer lost for good), and the program goes on.
+
+    import ztrain.torch as hvd
+
+    state = hvd.elastic.TorchState(model, optimizer, epoch=0, batch=0)
+
+    @hvd.elastic.run
+    def train(state):
+        while state.epoch < epochs:
+            ...                      # shard the data by hvd.rank() and hvd.size()
+            while state.batch < steps:
+                ...                  # one step, with hvd.DistributedOptimizer
+                state.batch += 1
+                if state.batch % 10 == 0:
+                    state.commit()   # the group may change here
+            state.epoch, state.batch = state.epoch + 1, 0
+
+    train(state)
+
+The coordinator decides each change and tells every trainer. At a commit,
+the trainers all-reduce the newest membership each knows of, so all of them
+see a change at the same commit: the ones that leave exit 0; the others form
+the new group (rank() and size() are then the new ones), take rank 0's
+model, optimizer state and attributes (sync), and call the function again,
+which goes on from the committed attributes. A trainer that joins starts
+with that same sync. Outside an elastic pool, commit only saves.
+"""
+import copy
+import functools
+import sys
+
+import torch
+
+import ztrain as _zt
+from . import _collectives
+
+__all__ = ["State", "TorchState", "MembershipChanged", "run"]
+
+
+class MembershipChanged(Exception):
+    """Raised by commit() when the group changes after it (Horovod's
+    HostsUpdatedInterrupt); run() catches it."""
+
+
+class State:
+    """Attributes (plain values) that are committed, restored and synced.
+    Subclasses add what they hold (TorchState: a model and an optimizer)."""
+
+    def __init__(self, **kwargs):
+        self._names = list(kwargs)
+        for k, v in kwargs.items():
+            setattr(self, k, v)
+        self._saved = None
+        self.save()
+
+    def _attrs(self):
+        return {k: getattr(self, k) for k in self._names}
+
+    def save(self):
+        self._saved = copy.deepcopy(self._attrs())
+
+    def restore(self):
+        for k, v in copy.deepcopy(self._saved).items():
+            setattr(self, k, v)
+
+    def sync(self):
+        """Every trainer takes rank 0's attributes."""
+        for k, v in _collectives.broadcast_object(self._attrs(), root_rank=0).items():
+            setattr(self, k, v)
+
+    def commit(self):
+        """Saves, then raises MembershipChanged when the group changes after
+        this commit (every trainer of the group at the same commit)."""
+        self.save()
+        if _changes():
+            raise MembershipChanged()
+
+
+class TorchState(State):
+    """A model and its optimizer (either may be None), and attributes."""
+
+    def __init__(self, model=None, optimizer=None, **kwargs):
+        self.model, self.optimizer = model, optimizer
+        super().__init__(**kwargs)
+
+    def save(self):
+        super().save()
+        self._saved_model = copy.deepcopy(self.model.state_dict()) if self.model is not None else None
+        self._saved_optimizer = copy.deepcopy(self.optimizer.state_dict()) if self.optimizer is not None else None
+
+    def restore(self):
+        super().restore()
+        if self.model is not None:
+            self.model.load_state_dict(self._saved_model)
+        if self.optimizer is not None:
+            self.optimizer.load_state_dict(self._saved_optimizer)
+
+    def sync(self):
+        if self.model is not None:
+            _collectives.broadcast_parameters(self.model.state_dict(), root_rank=0)
+        if self.optimizer is not None:
+            _collectives.broadcast_optimizer_state(self.optimizer, root_rank=0)
+        super().sync()
+
+
+def _changes():
+    """Whether any trainer of the group knows of a newer membership: the
+    newest generation each knows of, averaged over the group."""
+    j = _zt.init()
+    if j.group < 0:
+        return False
+    m = _zt._membership(0)
+    known = torch.tensor([float(m[0] if m else j.group)], dtype=torch.float32)
+    _zt.allreduce(known, average=True)
+    return (known.item() - j.group) * j.size > 0.5
+
+
+def run(fn):
+    """Runs fn(state, ...) in an elastic group (see the module's doc); a
+    membership change at a commit re-forms the group, syncs the state from
+    rank 0 and calls fn again. A trainer that leaves exits 0."""
+    @functools.wraps(fn)
+    def wrapper(state, *args, **kwargs):
+        _zt.init()
+        _zt._replica()  # registered: the coordinator tells this trainer of changes
+        state.sync()
+        _zt._regrouped(0)
+        timeout = _zt._native.knob_int("ZT_ALLREDUCE_TIMEOUT_MS")
+        while True:
+            try:
+                return fn(state, *args, **kwargs)
+            except MembershipChanged:
+                if _zt._regroup(0, timeout) < 0:
+                    print("ztrain: left the group: its workers' pool was scaled down", flush=True)
+                    sys.exit(0)
+                state.sync()
+    return wrapper
