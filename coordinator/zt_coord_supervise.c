@@ -268,6 +268,12 @@ static void s_restart(zt_coord_t *self, zt_crep_t *r, bool counted)
     char why[300] = "";
     bool rejoin = sync && !self->plan->restart_job_on_worker_restart && s_can_rejoin(self, r, why, sizeof why);
     bool together = !sync && s_reducer_mid_rejoin(self, r, why, sizeof why);
+    /* an elastic pool's member that could not come back (its restart in
+     * place failed too: on a cluster, its node is taken for gone before the
+     * scheduler says so) leaves it instead */
+    if (sync && !rejoin && r->rejoining && !self->plan->restart_job_on_worker_restart &&
+        zt_coord_elastic_lose(self, r, why, self->backend->drop_node != NULL))
+        return;
     if (self->plan->restart_job_on_worker_restart || (sync && !rejoin) || together) {
         if (together)
             zt_info("%s lost while %s: the group restarts together from the newest checkpoint", r->name, why);
@@ -409,7 +415,7 @@ void zt_coord_replica_exited(zt_coord_t *self, zt_crep_t *r, int status)
     zframe_destroy(&r->identity);
     r->last_status = status;
     zt_coord_read_output(self, r);
-    if (node_lost && zt_coord_elastic_lose(self, r, lost, true))
+    if (node_lost && zt_coord_elastic_lose(self, r, lost, true)) /* an elastic pool goes on without it */
         return;
     if (node_lost) {
         r->state = ZT_REP_FAILED;

@@ -86,6 +86,10 @@ struct zt_backend_t {
     /* After a lost node, with no retry left: the allocation does not run it
      * again (a requeue the scheduler made is cancelled). */
     void (*give_up)(zt_backend_t *self);
+    /* An elastic pool goes on without the node `host`: the allocation lets
+     * it go, so that the scheduler ends nothing more when it sees it down.
+     * ZT_OK, or a code with the reason in why; NULL where nodes are not lost. */
+    int (*drop_node)(zt_backend_t *self, const char *host, char *why, size_t len);
     /* Asked when the coordinator receives a stop signal: why the
      * allocation is ending under the job (ZT_END_*), with the reason for
      * people in why. */

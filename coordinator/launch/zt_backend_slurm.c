@@ -470,6 +470,41 @@ static void s_requeue(zt_backend_t *self)
         zt_warn("scontrol requeue %s: %s", job, said);
 }
 
+/* An elastic pool goes on without host: its component lets the node go
+ * (scontrol update NodeList=the others), before Slurm sees it down and
+ * ends the heterogeneous job's components that hold one node each. */
+static int s_drop_node(zt_backend_t *self, const char *host, char *why, size_t len)
+{
+    s_slurm_t *ctx = self->ctx;
+    int comp = -1;
+    for (int k = 0; k < ctx->n && comp < 0; k++)
+        if (ctx->reps[k].node && !strcmp(ctx->reps[k].node, host))
+            comp = ctx->reps[k].comp;
+    char list[4096] = "", jobs[512], *save = NULL, *id = NULL;
+    for (int k = 0; k < ctx->n; k++) {
+        const char *node = ctx->reps[k].node;
+        if (ctx->reps[k].comp != comp || !node || !strcmp(node, host) || strstr(list, node))
+            continue;
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", *list ? "," : "", node);
+    }
+    snprintf(jobs, sizeof jobs, "%s", ctx->jobs);
+    id = strtok_r(jobs, ",", &save);
+    for (int c = 0; id && c < (ctx->het ? comp : 0); c++)
+        id = strtok_r(NULL, ",", &save);
+    if (comp < 0 || !*list || !id) {
+        snprintf(why, len, "node %s holds no replica of a component with other nodes", host);
+        return ZT_EINVAL;
+    }
+    char job[64], nodes[4200];
+    snprintf(job, sizeof job, "JobId=%s", id);
+    snprintf(nodes, sizeof nodes, "NodeList=%s", list);
+    char *argv[] = { "scontrol", "update", job, nodes, NULL };
+    if (zt_slurm_command(argv, why, len) != 0)
+        return ZT_EIO;
+    zt_info("Slurm job %s lets node %s go: it runs on %s", id, host, list);
+    return ZT_OK;
+}
+
 static void s_give_up(zt_backend_t *self)
 {
     (void) self;
@@ -571,6 +606,7 @@ zt_backend_t *zt_backend_slurm_new(void)
     self->node_lost = s_node_lost;
     self->requeue = s_requeue;
     self->give_up = s_give_up;
+    self->drop_node = s_drop_node;
     self->ending = s_ending;
     return self;
 }

@@ -68,6 +68,8 @@ char *zt_slurm_sbatch_header(const zt_plan_t *plan, const zt_slurm_alloc_t *allo
                 mem_mb > 0 ? mem_mb : 1);
         if (pool->accel_count > 0) /* a replica per node, as a machine with its accelerators */
             fprintf(f, " --ntasks-per-node=1 --gres=gpu:%d", pool->accel_count);
+        if (plan->pools[1].present && plan->pools[1].elastic_min) /* a lost node shrinks the pool, not the job */
+            fprintf(f, " --no-kill");
         if (alloc && alloc->partition)
             fprintf(f, " --partition=%s", alloc->partition);
         if (alloc && alloc->account)
@@ -238,8 +240,13 @@ int zt_slurm_submit(const zt_plan_t *plan, const zt_slurm_alloc_t *alloc, const 
     int rc = -1;
     zt_mkdir_p(sdir);
     unlink(output); /* a job directory used again: this job's output only */
+    /* An elastic pool's lost node shrinks the pool (--no-kill on every
+     * component): Slurm must not requeue the whole job for it, which it
+     * does for a heterogeneous job that may be requeued. The coordinator
+     * still requeues it (scontrol requeue) for any other node lost. */
+    bool elastic = plan->pools[1].present && plan->pools[1].elastic_min;
     char *extra = zt_strdupf("#SBATCH --output=%s --open-mode=append\n#SBATCH --chdir=%s\n"
-                             "#SBATCH --requeue\n", output, cwd);
+                             "#SBATCH --%s\n", output, cwd, elastic ? "no-requeue" : "requeue");
     char *header = zt_slurm_sbatch_header(plan, alloc, extra);
     char *text = NULL;
     size_t len = 0;

@@ -851,16 +851,16 @@ class SlurmLostNode(ClusterCase):
     on in its allocation, requeued on the nodes left, from its checkpoints,
     and succeeds; with none it fails. Either way job.json and the log name
     the node."""
-    NODES = 7  # 4 per job, 3 to lose
+    NODES = 8  # 4 per job (5 for the elastic one), 4 to lose
 
-    def lose_a_node(self, env, replica="workerpool1-1", epochs=10):
+    def lose_a_node(self, env, replica="workerpool1-1", epochs=10, pools=None):
         """epochs: a worker's node lost at the first checkpoint (step 400
         of 313 a epoch) is declared lost some 35 s later, while the chief
         trains on: the job must still be running then (10 epochs take 70 s
         here); the coordinator's own node takes the job down with it, so
         its retry resumes from that first checkpoint."""
         d = tempfile.mkdtemp(prefix="lost-", dir=self.c.dir)
-        spec = job_spec(d, async_pools(epochs=epochs), name="lost-node")
+        spec = job_spec(d, pools or async_pools(epochs=epochs), name="lost-node")
         job_dir = d + "/job"
         e = dict(self.c.env(), ZT_HEARTBEAT_TIMEOUT_MS="4000", **env)
         p = self.c.popen("ctl", [ZTRAIN_BIN, "run", spec, "--backend", "slurm", "--job-dir", job_dir], env=e,
@@ -871,8 +871,29 @@ class SlurmLostNode(ClusterCase):
         hosts = {r["name"]: r["host"] for r in job["replicas"]}
         lost = hosts[replica]
         self.c.kill_host(lost)
-        out, err = p.communicate(timeout=400)
+        out, err = p.communicate(timeout=240)
         return p.returncode, err, read_job(job_dir), lost, job_dir
+
+    def test_0_an_elastic_pool_goes_on_without_the_node(self):
+        """Pool 1 elastic, 2 to 3 workers, one per node: its node lost, the
+        job goes on with 2 (no requeue, no retry) and succeeds."""
+        pools = sync_pools(epochs=10)
+        for p in pools[:2]:
+            p["machineSpec"]["machineType"] = "n1-highcpu-8"  # a trainer per node
+        pools[1]["replicaCount"] = 3
+        pools[1]["elasticPolicy"] = {"minReplicaCount": 2, "maxReplicaCount": 3}
+        rc, err, job, lost, job_dir = self.lose_a_node({}, pools=pools)
+        self.assertEqual(rc, 0, err[-4000:])
+        self.assertEqual((job["state"], job["jobRetries"], job["incarnation"]), ("SUCCEEDED", 0, 0), err[-4000:])
+        self.assertEqual([t["state"] for t in job["transitions"]], ["QUEUED", "PENDING", "RUNNING", "SUCCEEDED"])
+        self.assertEqual(len(job["lostNodes"]), 1, job["lostNodes"])
+        self.assertIn("node %s, with workerpool1-1" % lost, job["lostNodes"][0]["why"])
+        self.assertEqual((job["elastic"]["replicas"], job["elastic"]["group"]), (2, 1))
+        self.assertIn("workerpool1-1 is lost for good", err)
+        hashes = dict(re.findall(r"(workerpool\d-\d)\[\d+\]: params fnv1a ([0-9a-f]{16})", err))
+        self.assertEqual(sorted(hashes), ["workerpool0-0", "workerpool1-0", "workerpool1-2"], err[-3000:])
+        self.assertEqual(len(set(hashes.values())), 1, hashes)
+        self.assertGreaterEqual(job["metrics"]["workerpool0-0"]["accuracy"]["value"], 0.85)
 
     def test_1_retried_on_other_nodes(self):
         rc, err, job, lost, job_dir = self.lose_a_node({})
