@@ -82,6 +82,15 @@ static void s_print_job(json_t *doc)
            (long long) json_integer_value(json_object_get(doc, "incarnation")),
            (long long) json_integer_value(json_object_get(doc, "jobRetries")),
            (long long) json_integer_value(json_object_get(doc, "preemptions")));
+    json_t *el = json_object_get(doc, "elastic");
+    if (el)
+        printf("  elastic: workerpool1 runs %lld replicas (%lld to %lld), membership generation %lld%s, %zu "
+               "changes\n", (long long) json_integer_value(json_object_get(el, "replicas")),
+               (long long) json_integer_value(json_object_get(el, "minReplicaCount")),
+               (long long) json_integer_value(json_object_get(el, "maxReplicaCount")),
+               (long long) json_integer_value(json_object_get(el, "group")),
+               json_is_true(json_object_get(el, "changing")) ? ", changing" : "",
+               json_array_size(json_object_get(el, "changes")));
     json_t *events = json_object_get(doc, "events"), *last = NULL, *ev;
     size_t k;
     json_array_foreach(events, k, ev)

@@ -88,6 +88,19 @@ static bool s_settled(const zt_coord_t *self)
     return true;
 }
 
+/* A member whose program does not speak the control plane (not a ztrain
+ * role, never registered): no change can reach it. */
+static const zt_crep_t *s_silent(const zt_coord_t *self)
+{
+    for (int i = 0; i < self->nreps; i++) {
+        const zt_crep_t *r = &self->reps[i];
+        if (r->pool <= 1 && zt_coord_is_member(self, r) && r->state == ZT_REP_RUNNING && !r->expect_register &&
+            !r->registered)
+            return r;
+    }
+    return NULL;
+}
+
 /* Starts the change to scale_target members: lost (a member lost for
  * good) goes, and the round in progress is given up; else the last ones
  * leave, or the first free slots (not on a lost node) join. */
@@ -292,6 +305,10 @@ static void s_take_request(zt_coord_t *self)
                  "elasticPolicy, %d to %d", (long long) json_integer_value(kj), p->elastic_min, p->elastic_max);
     else if (self->state >= ZT_JOB_SUCCEEDED || self->stopping)
         s_answer(self, idc, (int) json_integer_value(kj), false, "the job is ending");
+    else if (s_silent(self))
+        s_answer(self, idc, (int) json_integer_value(kj), false, "%s has not registered with the coordinator, "
+                 "so it cannot be told of a new membership (its program must link libztrain: the built-in "
+                 "trainer, or ztrain.torch.elastic.run)", s_silent(self)->name);
     else {
         self->scale_target = (int) json_integer_value(kj);
         s_answer(self, idc, self->scale_target, true, "workerpool1 to %d replicas (now %d%s)", self->scale_target,

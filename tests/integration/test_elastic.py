@@ -12,7 +12,7 @@ import signal
 import time
 import unittest
 
-from ztest import Job, load_job, tmpdir, wait_for, write, ztrain
+from ztest import Job, job_file, load_job, pool, tmpdir, wait_for, write, ztrain
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 FAST = {"ZT_STOP_GRACE_MS": "3000", "ZT_HEARTBEAT_MS": "300"}
@@ -170,6 +170,22 @@ class Elastic(unittest.TestCase):
         self.assertIn("below its minReplicaCount (2): it does not shrink", log(self.job_dir, "coordinator"))
         self.assert_equal_final_weights(["workerpool0-0", "workerpool1-0", "workerpool1-2"],
                                         j["checkpoints"][-1]["step"])
+
+
+    def test_a_program_that_cannot_be_told_is_not_scaled(self):
+        sleeper = {"imageUri": "local", "command": ["sleep", "60"]}
+        pools = [pool("local", 1), pool("local", 2), pool("ztrain-reducer", 1)]
+        pools[0]["containerSpec"] = pools[1]["containerSpec"] = sleeper
+        pools[1]["elasticPolicy"] = {"minReplicaCount": 1, "maxReplicaCount": 2}
+        job = Job(self, job_file(self.d, "sleepers", pools), self.job_dir, env=FAST)
+        wait_for(lambda: (load_job(self.job_dir) or {}).get("state") == "RUNNING", timeout=60, what="RUNNING")
+        r = scale(self.job_dir, 1)
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertRegex(r.stderr, r"refused: workerpool\d-0 has not registered with the coordinator, so it cannot "
+                                   r"be told of a new membership")
+        self.assertEqual(elastic(self.job_dir)["replicas"], 2)
+        self.assertEqual(ztrain("cancel", self.job_dir).returncode, 0)
+        self.assertEqual(job.wait(timeout=60), 3)
 
 
 if __name__ == "__main__":

@@ -108,7 +108,10 @@ class TorchState(State):
 def _changes():
     """Whether any trainer of the group knows of a newer membership: the
     newest generation each knows of, averaged over the group."""
-    j = _zt.init()
+    try:
+        j = _zt.init()
+    except _zt.ZtrainError:  # not in a job at all
+        return False
     if j.group < 0:
         return False
     m = _zt._membership(0)
