@@ -340,22 +340,45 @@ void zt_coord_elastic_tick(zt_coord_t *self)
         s_begin(self, NULL);
 }
 
-bool zt_coord_elastic_lose(zt_coord_t *self, zt_crep_t *r, const char *why, bool node_gone)
+/* Whether the group can go on without member r (why it is gone): it is a
+ * member of an elastic pool, no change is under way, at least
+ * minReplicaCount stay, and every other member trains. */
+static bool s_can_go_on_without(zt_coord_t *self, zt_crep_t *r, const char *why)
 {
     if (!self->member || r->pool != 1 || !self->member[r->index] || self->changing || self->stopping ||
         self->state != ZT_JOB_RUNNING)
         return false;
-    int left = s_members(self) - 1, lo = self->plan->pools[1].elastic_min;
-    if (left < lo) {
-        zt_warn("%s is lost (%s); the pool would fall below its minReplicaCount (%d): it does not shrink",
+    int lo = self->plan->pools[1].elastic_min;
+    if (s_members(self) - 1 < lo) {
+        zt_warn("%s is gone (%s); the pool would fall below its minReplicaCount (%d): it does not shrink",
                 r->name, why, lo);
         return false;
     }
     self->member[r->index] = false; /* is every other member training? */
     bool settled = s_settled(self);
     self->member[r->index] = true;
-    if (!settled)
+    return settled;
+}
+
+bool zt_coord_elastic_preempted(zt_coord_t *self, zt_crep_t *r, const char *how)
+{
+    if (!s_can_go_on_without(self, r, how))
         return false;
+    int left = s_members(self) - 1;
+    zt_info("%s was preempted: workerpool1 goes on with the %d others (the round in progress is given up and "
+            "trained again without it), and it joins again as soon as that change is done", r->name, left);
+    r->state = ZT_REP_RESTARTING;
+    self->scale_target = left;
+    s_begin(self, r);
+    self->scale_target = left + 1; /* the next change: it comes back */
+    return true;
+}
+
+bool zt_coord_elastic_lose(zt_coord_t *self, zt_crep_t *r, const char *why, bool node_gone)
+{
+    if (!s_can_go_on_without(self, r, why))
+        return false;
+    int left = s_members(self) - 1;
     zt_warn("%s is lost for good (%s): workerpool1 goes on with the %d others; the round in progress is given up "
             "and trained again without it", r->name, why, left);
     r->state = ZT_REP_FAILED;

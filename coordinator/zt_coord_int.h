@@ -184,6 +184,9 @@ bool zt_coord_elastic_left(zt_coord_t *self, zt_crep_t *r, const char *how);
  * the pool keeps its minReplicaCount and the others all train, the group
  * forms again without it, giving up the round in progress (true). */
 bool zt_coord_elastic_lose(zt_coord_t *self, zt_crep_t *r, const char *why, bool node_gone);
+/* r, a member, was preempted (how): the group goes on without it as above,
+ * and it joins again by the next change (true). */
+bool zt_coord_elastic_preempted(zt_coord_t *self, zt_crep_t *r, const char *how);
 /* The group restarts together: no change is under way any more. */
 void zt_coord_elastic_restart(zt_coord_t *self);
 /* job.json's "elastic" (NULL without an elastic pool). */

@@ -446,7 +446,8 @@ void zt_coord_replica_exited(zt_coord_t *self, zt_crep_t *r, int status)
         self->preemptions++;
         zt_warn("%s %s: a signal ztrain did not send, so a preemption (not a crash, not the end of its work)",
                 r->name, how);
-        s_restart(self, r, false);
+        if (!zt_coord_elastic_preempted(self, r, how))
+            s_restart(self, r, false);
         return;
     }
     bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;

@@ -2,8 +2,8 @@
 workers' pool scaled down and up while it trains (ztrain scale), a second
 change asked for during a change, a request below the pool's minimum, a
 joiner killed with SIGKILL while it joins, and members lost for good (their
-restarts used up): the pool shrinks without them, and not below its
-minimum. Every wait is bounded, and the final trainers' weights are equal
+restarts used up) or preempted: the pool shrinks without them (a preempted
+one joins again), and not below its minimum. Every wait is bounded, and the final trainers' weights are equal
 bit for bit."""
 import json
 import os
@@ -147,15 +147,27 @@ class Elastic(unittest.TestCase):
                                         j["checkpoints"][-1]["step"])
 
 
-    def test_members_lost_for_good(self):
-        job = Job(self, example(self.d, 3, ["--train_examples=30000", "--checkpoint_steps=100"], lo=2),
+    def test_members_preempted_and_lost_for_good(self):
+        job = Job(self, example(self.d, 8, ["--train_examples=30000", "--checkpoint_steps=100"], lo=2),
                   self.job_dir, env=dict(FAST, ZT_MAX_RESTARTS="0"))
         wait_for(lambda: chief_step(self.job_dir) >= 200, timeout=240, what="the chief at step 200")
+        # a preemption (a SIGTERM ztrain did not send): the others go on
+        # without it at once, and it joins again as a grow
+        os.kill(replica(load_job(self.job_dir), "workerpool1-1")["pid"], signal.SIGTERM)
+        wait_for(lambda: len(elastic(self.job_dir).get("changes", [])) == 2 and not elastic(self.job_dir)["changing"],
+                 timeout=30, what="a shrink and a grow")
+        j = load_job(self.job_dir)
+        self.assertEqual([(c["from"], c["to"]) for c in j["elastic"]["changes"]], [(3, 2), (2, 3)])
+        self.assertEqual((replica(j, "workerpool1-1")["preemptions"], replica(j, "workerpool1-1")["restarts"]), (1, 0))
+        self.assertIn("took the model from", log(self.job_dir, "workerpool1-1"))
+        at = chief_step(self.job_dir)
+        wait_for(lambda: chief_step(self.job_dir) >= at + 100, timeout=120, what="the chief training on")
         os.kill(replica(load_job(self.job_dir), "workerpool1-1")["pid"], signal.SIGKILL)
         # the others give the round up and go on without it: no restart
-        wait_for(lambda: elastic(self.job_dir).get("replicas") == 2 and not elastic(self.job_dir)["changing"],
+        wait_for(lambda: len(elastic(self.job_dir).get("changes", [])) == 3 and not elastic(self.job_dir)["changing"],
                  timeout=20, what="pool 1 at two replicas")
         j = load_job(self.job_dir)
+        self.assertEqual(j["elastic"]["replicas"], 2)
         self.assertEqual((j["incarnation"], replica(j, "workerpool1-1")["state"]), (0, "FAILED"))
         self.assertIn("the round was given up", log(self.job_dir, "workerpool1-0"))
         at = chief_step(self.job_dir)
