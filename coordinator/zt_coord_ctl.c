@@ -278,6 +278,11 @@ static void s_on_message(zt_coord_t *self, zframe_t *id, const char *who, zt_msg
         break;
     case ZT_MSG_REGROUPED:
         zt_coord_elastic_regrouped(self, r, m->u.REGROUPED.group, m->u.REGROUPED.step);
+        if (r->rejoining && r->regrouped) { /* a joiner that took the state its own way (a Python program's sync) */
+            r->rejoining = false;
+            r->rejoins++;
+            zt_coord_write_state(self);
+        }
         break;
     case ZT_MSG_REJOINED:
         zt_coord_elastic_regrouped(self, r, self->layout.group, m->u.REJOINED.step); /* a joiner */

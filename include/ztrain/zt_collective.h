@@ -64,6 +64,11 @@ int zt_coll_finish(zt_coll_t *self, int timeout_ms);
 /* Regions added and not yet finished. */
 int zt_coll_pending(zt_coll_t *self);
 
+/* A round that fn(arg) says to give up fails with ZT_ECANCELLED (an
+ * elastic group that lost a member; see zt_allreduce_abandon_when). The
+ * collective is then broken: make the group's next one. */
+void zt_coll_abandon_when(zt_coll_t *self, bool (*fn)(void *arg), void *arg);
+
 /* The last failure, for people. */
 const char *zt_coll_error(zt_coll_t *self);
 

@@ -83,6 +83,11 @@ int zt_replica_membership(zt_replica_t *self, int64_t after, int timeout_ms, int
 /* Whether a membership newer than generation `group` came that gives up
  * the round in progress (a member was lost and will never send its part). */
 bool zt_replica_round_abandoned(zt_replica_t *self, int64_t group);
+/* A collective (zt_collective.h) of membership generation `group`: its
+ * round in progress is given up (ZT_ECANCELLED) when the coordinator says
+ * the group goes on without a lost member. For one collective at a time. */
+struct zt_coll_t;
+void zt_replica_follow(zt_replica_t *self, struct zt_coll_t *coll, int64_t group);
 /* Tells the coordinator this trainer trains in generation `group` as
  * `rank` from `step` on: the change is done once every member has said so. */
 int zt_replica_notify_regrouped(zt_replica_t *self, int64_t group, int rank, int64_t step);

@@ -117,6 +117,11 @@ int64_t zt_coll_rounds(zt_coll_t *self) { return self->rounds; }
 int zt_coll_pending(zt_coll_t *self) { return self->regions; }
 const char *zt_coll_error(zt_coll_t *self) { return self->err; }
 
+void zt_coll_abandon_when(zt_coll_t *self, bool (*fn)(void *arg), void *arg)
+{
+    zt_allreduce_abandon_when(self->ar, fn, arg);
+}
+
 /* ------------------------------------------------------------ rounds */
 
 /* Waits for what was submitted; a failure leaves the workers out of step

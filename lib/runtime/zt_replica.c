@@ -2,6 +2,7 @@
  * DEALER socket: it registers, heartbeats on its own timer (so training work
  * never delays a heartbeat), and records what the coordinator says. */
 #include "ztrain/zt_replica.h"
+#include "ztrain/zt_collective.h"
 #include "base/zt_hist.h"
 #include "ztrain/zt_job.h"
 #include "ztrain/zt_error.h"
@@ -40,6 +41,7 @@ struct zt_replica_t {
     int64_t group;              /* the newest membership generation told (elastic pools), -1 none */
     int group_rank, group_world; /* this replica's rank in it (-1: it leaves) and its size */
     atomic_llong abandon_before; /* a round of a generation below this is given up (a member was lost) */
+    atomic_llong coll_group;    /* the generation of the collective that zt_replica_follow watches */
 };
 
 static void s_header(zt_replica_t *self, zt_msg_t *m, zt_msg_type_t type, uint64_t *seq)
@@ -467,6 +469,18 @@ int zt_replica_notify_rejoined(zt_replica_t *self, int64_t step, int64_t gen)
 bool zt_replica_round_abandoned(zt_replica_t *self, int64_t group)
 {
     return self && group < atomic_load(&self->abandon_before);
+}
+
+static bool s_coll_abandoned(void *arg)
+{
+    zt_replica_t *self = arg;
+    return zt_replica_round_abandoned(self, atomic_load(&self->coll_group));
+}
+
+void zt_replica_follow(zt_replica_t *self, zt_coll_t *coll, int64_t group)
+{
+    atomic_store(&self->coll_group, group);
+    zt_coll_abandon_when(coll, s_coll_abandoned, self);
 }
 
 int zt_replica_notify_regrouped(zt_replica_t *self, int64_t group, int rank, int64_t step)

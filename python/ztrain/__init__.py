@@ -125,6 +125,8 @@ def _collective():
             raise ZtrainError(-3, "ztrain: cannot form the all-reduce group of %d trainers (%s): %s" % (
                 j.size, "%d reducers" % len(j.reducers) if j.reducers else "ring", why.value.decode()))
         _coll = c
+        if j.group >= 0 and _replica():  # an elastic group gives a round up when it loses a member
+            _native.zt_replica_follow(_rep, c, j.group)
         return _coll
 
 

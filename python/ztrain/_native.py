@@ -105,6 +105,7 @@ zt_replica_hold_stop = _proto("zt_replica_hold_stop", None, B)
 zt_replica_membership = _proto("zt_replica_membership", I, V, I64, I, ctypes.POINTER(I64), ctypes.POINTER(I),
                                ctypes.POINTER(I))
 zt_replica_notify_regrouped = _proto("zt_replica_notify_regrouped", I, V, I64, I, I64)
+zt_replica_follow = _proto("zt_replica_follow", None, V, V, I64)
 # CZMQ's end of ZeroMQ (its atexit handler): sockets closed, what they still
 # queue sent within their linger (a checkpoint's announcement among it).
 zsys_shutdown = _proto("zsys_shutdown", None)
@@ -122,6 +123,7 @@ ERRORS = {zt_error_name(c).decode(): c for c in range(0, -256, -1) if zt_error_n
 ZT_ENOTFOUND = ERRORS["ZT_ENOTFOUND"]
 ZT_ETIMEDOUT = ERRORS["ZT_ETIMEDOUT"]
 ZT_ESHUTDOWN = ERRORS["ZT_ESHUTDOWN"]
+ZT_ECANCELLED = ERRORS["ZT_ECANCELLED"]
 OPTIMIZERS = tuple(zt_ps_optimizer(i).decode() for i in range(64) if zt_ps_optimizer(i))
 
 

@@ -206,7 +206,7 @@ class Examples(unittest.TestCase):
         self.d = tmpdir("torch-ex-")
         self.addCleanup(shutil.rmtree, self.d, True)
 
-    def start_example(self, name, epochs):
+    def start_example(self, name, epochs, env=None):
         with open(os.path.join(ROOT, "examples", name)) as f:
             spec = json.load(f)
         for p in spec["jobSpec"]["workerPoolSpecs"][:2]:
@@ -214,7 +214,8 @@ class Examples(unittest.TestCase):
             self.assertEqual(c["command"][0], "python3")
             c["command"][0] = PY
             c["args"] = ["--epochs=%d" % epochs]
-        return Job(self, write(self.d, name, json.dumps(spec)), os.path.join(self.d, "job"), env=FAST, cwd=ROOT)
+        return Job(self, write(self.d, name, json.dumps(spec)), os.path.join(self.d, "job"), env=dict(FAST, **(env or {})),
+                   cwd=ROOT)
 
     def run_example(self, name, epochs):
         job = self.start_example(name, epochs)
@@ -233,8 +234,8 @@ class Examples(unittest.TestCase):
     def test_horovod_script(self):
         self.run_example("pytorch-horovod.json", 3)
 
-    def test_elastic_script_scaled_down_and_up(self):
-        job = self.start_example("pytorch-elastic.json", 8)
+    def test_elastic_script_scaled_down_and_up_and_a_member_lost(self):
+        job = self.start_example("pytorch-elastic.json", 8, env={"ZT_MAX_RESTARTS": "0"})
         jd = os.path.join(self.d, "job")
         chief = os.path.join(jd, "replica-logs", "workerpool0-0.log")
 
@@ -251,13 +252,19 @@ class Examples(unittest.TestCase):
             self.assertEqual(r.returncode, 0, r.stderr)
             wait_for(lambda: elastic().get("replicas") == k and not elastic()["changing"], timeout=60,
                      what="workerpool1 at %d replicas" % k)
+        # a member lost for good (no restart left) in mid-step: the others
+        # give the step up, go back to their last commit and on without it
+        seen = len(progress())
+        wait_for(lambda: len(progress()) >= seen + 1, timeout=240, what="the chief training on")
+        os.kill([r for r in load_job(jd)["replicas"] if r["name"] == "workerpool1-2"][0]["pid"], signal.SIGKILL)
         self.assertEqual(job.wait(timeout=400), 0, job.out[-3000:] + job.err[-3000:])
         self.assertEqual(job.out.count("left the group: its workers' pool was scaled down"), 2)
+        self.assertIn("the group lost a member: going on without it from the last commit", job.out)
         j = load_job(jd)
         self.assertEqual((j["state"], j["incarnation"]), ("SUCCEEDED", 0))
-        self.assertEqual([(c["from"], c["to"]) for c in j["elastic"]["changes"]], [(3, 1), (1, 3)])
+        self.assertEqual([(c["from"], c["to"]) for c in j["elastic"]["changes"]], [(3, 1), (1, 3), (3, 2)])
         digests = re.findall(r"rank (\d): parameters sha256 ([0-9a-f]{64})", job.out)
-        self.assertEqual(sorted(r for r, _ in digests), ["0", "1", "2", "3"], job.out[-2000:])
+        self.assertEqual(sorted(r for r, _ in digests), ["0", "1", "2"], job.out[-2000:])
         self.assertEqual(len({h for _, h in digests}), 1, digests)  # bit for bit, joiners included
         self.assertGreaterEqual(float(re.search(r"test accuracy (\d\.\d+)", job.out).group(1)), 0.85)
 

@@ -64,6 +64,15 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             self._zt_next = 0
         self._zt_synced = True
 
+    def _zt_reset(self):
+        """Forgets a step given up in the middle (an elastic group that
+        lost a member): nothing of it is waited for."""
+        self._zt_stream.abandon()
+        self._zt_stream.regions = 0
+        self._zt_ready = [False] * len(self._zt_ready)
+        self._zt_next = 0
+        self._zt_synced = False
+
     @contextlib.contextmanager
     def skip_synchronize(self):
         self._zt_skip = True

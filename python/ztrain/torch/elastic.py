@@ -25,7 +25,9 @@ see a change at the same commit: the ones that leave exit 0; the others form
 the new group (rank() and size() are then the new ones), take rank 0's
 model, optimizer state and attributes (sync), and call the function again,
 which goes on from the committed attributes. A trainer that joins starts
-with that same sync. Outside an elastic pool, commit only saves.
+with that same sync. A member lost for good (or preempted) makes the others
+give the step in progress up: they restore the last commit and go on the
+same way without it. Outside an elastic pool, commit only saves.
 """
 import copy
 import functools
@@ -92,6 +94,8 @@ class TorchState(State):
 
     def restore(self):
         super().restore()
+        if hasattr(self.optimizer, "_zt_reset"):  # a DistributedOptimizer's step given up
+            self.optimizer._zt_reset()
         if self.model is not None:
             self.model.load_state_dict(self._saved_model)
         if self.optimizer is not None:
@@ -135,8 +139,15 @@ def run(fn):
             try:
                 return fn(state, *args, **kwargs)
             except MembershipChanged:
-                if _zt._regroup(0, timeout) < 0:
-                    print("ztrain: left the group: its workers' pool was scaled down", flush=True)
-                    sys.exit(0)
-                state.sync()
+                pass
+            except _zt.ZtrainError as e:
+                if e.code != _zt._native.ZT_ECANCELLED:
+                    raise
+                # the group lost a member in mid-round: back to the last commit
+                print("ztrain: the group lost a member: going on without it from the last commit", flush=True)
+                state.restore()
+            if _zt._regroup(0, timeout) < 0:
+                print("ztrain: left the group: its workers' pool was scaled down", flush=True)
+                sys.exit(0)
+            state.sync()
     return wrapper
