@@ -277,15 +277,10 @@ static void s_on_message(zt_coord_t *self, zframe_t *id, const char *who, zt_msg
         zt_info("%s done: %s", r->name, m->u.DONE.reason);
         break;
     case ZT_MSG_REGROUPED:
-        zt_coord_elastic_regrouped(self, r, m->u.REGROUPED.group, m->u.REGROUPED.step);
-        if (r->rejoining && r->regrouped) { /* a joiner that took the state its own way (a Python program's sync) */
-            r->rejoining = false;
-            r->rejoins++;
-            zt_coord_write_state(self);
-        }
+        zt_coord_elastic_regrouped(self, r, m->u.REGROUPED.group, m->u.REGROUPED.step, true);
         break;
     case ZT_MSG_REJOINED:
-        zt_coord_elastic_regrouped(self, r, self->layout.group, m->u.REJOINED.step); /* a joiner */
+        zt_coord_elastic_regrouped(self, r, self->layout.group, m->u.REJOINED.step, false); /* a joiner */
         if (r->rejoining) {
             r->rejoining = false;
             r->rejoins++;

@@ -207,10 +207,14 @@ static void s_check_done(zt_coord_t *self)
     zt_coord_write_state(self);
 }
 
-void zt_coord_elastic_regrouped(zt_coord_t *self, zt_crep_t *r, int64_t group, int64_t step)
+void zt_coord_elastic_regrouped(zt_coord_t *self, zt_crep_t *r, int64_t group, int64_t step, bool said_regrouped)
 {
     if (!self->member || !self->changing || group != self->layout.group || !zt_coord_is_member(self, r))
         return;
+    if (said_regrouped && r->rejoining) {
+        r->rejoining = false;
+        r->rejoins++;
+    }
     if (!r->regrouped)
         zt_info("%s trains in membership generation %lld as rank %d from step %lld", r->name, (long long) group,
                 s_rank(self, r), (long long) step);

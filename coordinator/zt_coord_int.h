@@ -176,8 +176,10 @@ void zt_coord_elastic_init(zt_coord_t *self);
 bool zt_coord_is_member(const zt_coord_t *self, const zt_crep_t *r);
 /* From s_timers: a scale request, the change's deadline, the next change. */
 void zt_coord_elastic_tick(zt_coord_t *self);
-/* REGROUPED (or a joiner's REJOINED) from r: it trains in generation group from step. */
-void zt_coord_elastic_regrouped(zt_coord_t *self, zt_crep_t *r, int64_t group, int64_t step);
+/* REGROUPED (or a joiner's REJOINED) from r: it trains in generation group
+ * from step. said_regrouped: REGROUPED, which also ends a joiner's rejoin
+ * (a program that took the state its own way, a Python program's sync). */
+void zt_coord_elastic_regrouped(zt_coord_t *self, zt_crep_t *r, int64_t group, int64_t step, bool said_regrouped);
 /* r, told to leave the group, exited (how): true, and it counts as gone. */
 bool zt_coord_elastic_left(zt_coord_t *self, zt_crep_t *r, const char *how);
 /* r, a member, is lost for good (why; node_gone: its node with it): when
