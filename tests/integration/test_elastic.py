@@ -73,7 +73,8 @@ class Elastic(unittest.TestCase):
         self.assertEqual(len({h for h, _ in finals.values()}), 1, finals)  # bitwise equal
 
     def test_scale_down_then_up_while_training(self):
-        job = Job(self, example(self.d, 10), self.job_dir, env=FAST)
+        # 10 epochs of half the training set: the suite's time
+        job = Job(self, example(self.d, 10, ["--train_examples=30000"]), self.job_dir, env=FAST)
         wait_for(lambda: chief_step(self.job_dir) >= 400, timeout=240, what="the chief at step 400")
         r = scale(self.job_dir, 1)
         self.assertEqual(r.returncode, 0, r.stderr)

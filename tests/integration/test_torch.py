@@ -235,7 +235,7 @@ class Examples(unittest.TestCase):
         self.run_example("pytorch-horovod.json", 3)
 
     def test_elastic_script_scaled_down_and_up_and_a_member_lost(self):
-        job = self.start_example("pytorch-elastic.json", 8, env={"ZT_MAX_RESTARTS": "0"})
+        job = self.start_example("pytorch-elastic.json", 6, env={"ZT_MAX_RESTARTS": "0"})
         jd = os.path.join(self.d, "job")
         chief = os.path.join(jd, "replica-logs", "workerpool0-0.log")
 
