@@ -465,6 +465,13 @@ static void s_requeue(zt_backend_t *self)
     if (!job || s_allocation_ending()) /* Slurm requeues it itself (node failure) */
         return;
     zt_info("requeueing Slurm job %s: the job runs again on other nodes", job);
+    /* an elastic job is submitted --no-requeue (a lost worker's node must
+     * not requeue it), which `scontrol requeue` refuses: allowed first */
+    char id[64];
+    snprintf(id, sizeof id, "JobId=%s", job);
+    char *allow[] = { "scontrol", "update", id, "Requeue=1", NULL };
+    if (zt_slurm_command(allow, said, sizeof said) != 0)
+        zt_warn("scontrol update %s Requeue=1: %s", id, said);
     char *argv[] = { "scontrol", "requeue", (char *) job, NULL };
     if (zt_slurm_command(argv, said, sizeof said) != 0)
         zt_warn("scontrol requeue %s: %s", job, said);

@@ -243,7 +243,8 @@ int zt_slurm_submit(const zt_plan_t *plan, const zt_slurm_alloc_t *alloc, const 
     /* An elastic pool's lost node shrinks the pool (--no-kill on every
      * component): Slurm must not requeue the whole job for it, which it
      * does for a heterogeneous job that may be requeued. The coordinator
-     * still requeues it (scontrol requeue) for any other node lost. */
+     * still requeues it for any other node lost (scontrol update
+     * Requeue=1, then scontrol requeue). */
     bool elastic = plan->pools[1].present && plan->pools[1].elastic_min;
     char *extra = zt_strdupf("#SBATCH --output=%s --open-mode=append\n#SBATCH --chdir=%s\n"
                              "#SBATCH --%s\n", output, cwd, elastic ? "no-requeue" : "requeue");
