@@ -237,35 +237,34 @@ int zt_rejoin_fetch(const char *const *peers, int npeers, int self_rank, int tim
 {
     int64_t req = ((int64_t) getpid() << 20) ^ zt_now_ms(), until = zt_now_ms() + timeout_ms;
     char last[512] = "no other trainer in CLUSTER_SPEC";
-    bool early = false; /* a peer is still in an earlier generation: the round of asks is made again */
-    for (int i = 1; i < npeers || (early && zt_now_ms() < until && (i = 1)); i++) {
-        if (i == 1)
-            early = false;
-        int p = (self_rank + i) % npeers;
-        char who[300], err[400] = "";
-        zt_env_describe_rank(p, who, sizeof who);
-        int64_t t0 = zt_now_ms();
-        req += npeers;
-        int rc = s_fetch_one(peers[p], req, timeout_ms, state, err, sizeof err);
-        if (rc == S_OTHER_GROUP) {
-            early = true;
+    bool early = true; /* a peer was still in an earlier generation: the peers are asked again */
+    for (int round = 0; early && (round == 0 || zt_now_ms() < until); round++) {
+        if (round > 0)
+            zclock_sleep(100);
+        early = false;
+        for (int i = 1; i < npeers; i++) {
+            int p = (self_rank + i) % npeers;
+            char who[300], err[400] = "";
+            zt_env_describe_rank(p, who, sizeof who);
+            int64_t t0 = zt_now_ms();
+            int rc = s_fetch_one(peers[p], ++req, timeout_ms, state, err, sizeof err);
             snprintf(last, sizeof last, "%s: %s", who, err);
-            if (i + 1 == npeers)
-                zclock_sleep(100);
-            continue;
+            if (rc == S_OTHER_GROUP) {
+                early = true;
+                continue;
+            }
+            if (rc == ZT_OK) {
+                zt_info("took the model from %s: step %lld, round %lld, %.1f MB in %lld ms", who,
+                        (long long) state->step, (long long) state->gen,
+                        (double) state->total * state->arrays * sizeof(float) / 1e6, (long long) (zt_now_ms() - t0));
+                return ZT_OK;
+            }
+            if (rc == ZT_ESHUTDOWN) {
+                snprintf(why, why_size, "stopping while asking %s for the model", who);
+                return rc;
+            }
+            zt_warn("cannot take the model from %s: %s%s", who, err, i + 1 < npeers ? "; asking the next" : "");
         }
-        if (rc == ZT_OK) {
-            zt_info("took the model from %s: step %lld, round %lld, %.1f MB in %lld ms", who,
-                    (long long) state->step, (long long) state->gen,
-                    (double) state->total * state->arrays * sizeof(float) / 1e6, (long long) (zt_now_ms() - t0));
-            return ZT_OK;
-        }
-        if (rc == ZT_ESHUTDOWN) {
-            snprintf(why, why_size, "stopping while asking %s for the model", who);
-            return rc;
-        }
-        snprintf(last, sizeof last, "%s: %s", who, err);
-        zt_warn("cannot take the model from %s: %s%s", who, err, i + 1 < npeers ? "; asking the next" : "");
     }
     snprintf(why, why_size, "no live peer gave this restarted trainer the model (last: %s)", last);
     return ZT_ETIMEDOUT;

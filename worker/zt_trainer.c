@@ -281,12 +281,11 @@ static int s_load_data(s_run_t *r)
         zt_error("%s", err);
         return -1;
     }
+    /* the same on every trainer, a joiner of a grown elastic group included */
     r->epoch_world = (int) zt_env_int_or(ZT_ENV_EPOCH_WORLD, r->world);
-    int per = r->train.n / (r->epoch_world > r->world ? r->epoch_world : r->world);
-    r->steps_per_epoch = (per + o->batch_size - 1) / o->batch_size;
-    if (r->steps_per_epoch < 1 || r->epoch_world < 1) {
-        zt_error("%d training examples cannot feed %d workers", r->train.n,
-                 r->epoch_world > r->world ? r->epoch_world : r->world);
+    r->steps_per_epoch = r->epoch_world < 1 ? 0 : (r->train.n / r->epoch_world + o->batch_size - 1) / o->batch_size;
+    if (r->steps_per_epoch < 1 || r->train.n / r->world < 1) {
+        zt_error("%d training examples cannot feed %d workers", r->train.n, r->epoch_world);
         return -1;
     }
     s_shard(r);

@@ -159,6 +159,15 @@ static int s_register(s_actor_t *a)
     return 0;
 }
 
+/* The command's next frame as a number (0 when it is missing). */
+static int64_t s_pop_int(zmsg_t *cmd)
+{
+    char *text = zmsg_popstr(cmd);
+    int64_t v = text ? strtoll(text, NULL, 10) : 0;
+    free(text);
+    return v;
+}
+
 /* A command from the main thread: METRIC name value step, CHECKPOINT step
  * name address, REJOINED step gen, REGROUPED group rank step, or $TERM.
  * true when it is time to stop. */
@@ -192,26 +201,17 @@ static bool s_on_command(s_actor_t *a)
         free(addr);
     }
     else if (verb && !strcmp(verb, "REJOINED")) {
-        char *st = zmsg_popstr(cmd), *gen = zmsg_popstr(cmd);
         s_header(a->self, &m, ZT_MSG_REJOINED, &a->seq);
-        m.u.REJOINED.step = st ? strtoll(st, NULL, 10) : 0;
-        m.u.REJOINED.gen = gen ? strtoll(gen, NULL, 10) : 0;
-        a->step = m.u.REJOINED.step;
+        m.u.REJOINED.step = a->step = s_pop_int(cmd);
+        m.u.REJOINED.gen = s_pop_int(cmd);
         zt_msg_send(a->dealer, NULL, &m);
-        free(st);
-        free(gen);
     }
     else if (verb && !strcmp(verb, "REGROUPED")) {
-        char *g = zmsg_popstr(cmd), *rank = zmsg_popstr(cmd), *st = zmsg_popstr(cmd);
         s_header(a->self, &m, ZT_MSG_REGROUPED, &a->seq);
-        m.u.REGROUPED.group = g ? strtoll(g, NULL, 10) : 0;
-        m.u.REGROUPED.rank = rank ? strtoll(rank, NULL, 10) : 0;
-        m.u.REGROUPED.step = st ? strtoll(st, NULL, 10) : 0;
-        a->step = m.u.REGROUPED.step;
+        m.u.REGROUPED.group = s_pop_int(cmd);
+        m.u.REGROUPED.rank = s_pop_int(cmd);
+        m.u.REGROUPED.step = a->step = s_pop_int(cmd);
         zt_msg_send(a->dealer, NULL, &m);
-        free(g);
-        free(rank);
-        free(st);
     }
     free(verb);
     zmsg_destroy(&cmd);
