@@ -3,7 +3,10 @@
 ztrain: its workers' pool grows and shrinks while it trains (`ztrain scale
 JOBDIR --pool 1 --replicas K`). Horovod's hvd.elastic shape: the state to
 keep (model, optimizer, epoch, batch) in a TorchState, the loop in a
-function wrapped by elastic.run, a commit every few steps.
+function wrapped by elastic.run, a commit every few steps. With --ddp the
+model is a DistributedDataParallel one instead, summed through ztrain's
+reducers by ztrain.torch.reducer_hook over a process group of its own
+(DDP's group cannot change its size; ztrain's does).
 
     ztrain run examples/pytorch-elastic.json --job-dir /tmp/el &
     ztrain scale /tmp/el --pool 1 --replicas 1
@@ -25,14 +28,21 @@ def main():
     ap.add_argument("--batch_size", type=int, default=64)
     ap.add_argument("--lr", type=float, default=0.002)
     ap.add_argument("--commit_every", type=int, default=10)
+    ap.add_argument("--ddp", action="store_true", help="DistributedDataParallel with ztrain's hook")
     ap.add_argument("--data_dir", default=os.environ.get("ZT_DATA_DIR", "/usr/share/datasets/fashion-mnist"))
     a = ap.parse_args()
     hvd.init()
     torch.set_num_threads(1)
     torch.manual_seed(1)
     model = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 128), nn.ReLU(), nn.Linear(128, 10))
-    optimizer = hvd.DistributedOptimizer(torch.optim.Adam(model.parameters(), lr=a.lr),
-                                         named_parameters=model.named_parameters())
+    if a.ddp:
+        hvd.elastic.local_process_group()
+        model = nn.parallel.DistributedDataParallel(model)
+        model.register_comm_hook(None, hvd.reducer_hook)
+        optimizer = torch.optim.Adam(model.parameters(), lr=a.lr)
+    else:
+        optimizer = hvd.DistributedOptimizer(torch.optim.Adam(model.parameters(), lr=a.lr),
+                                             named_parameters=model.named_parameters())
     x_all, y_all = load(a.data_dir, "train")
     # an epoch is the steps it takes at the size the job starts with, whatever the size is now
     steps = len(x_all) // (a.batch_size * hvd.size())

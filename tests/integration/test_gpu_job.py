@@ -25,7 +25,8 @@ def gpu_pool(image, args):
 
 
 def chief_log(job_dir):
-    return open(os.path.join(job_dir, "replica-logs", "workerpool0-0.log")).read()
+    with open(os.path.join(job_dir, "replica-logs", "workerpool0-0.log")) as f:
+        return f.read()
 
 
 class GpuJobs(unittest.TestCase):
@@ -63,7 +64,9 @@ class GpuJobs(unittest.TestCase):
         self.assertIn("parameter servers", log)
 
     def test_gpu_chief_killed_resumes_from_checkpoint(self):
-        args = ["--epochs=4", "--log_every=200", "--checkpoint_steps=200"]
+        # enough steps that the run resumed from the second checkpoint still
+        # has thousands left on a fast GPU (an H100 trains 4 epochs in ~1 s)
+        args = ["--epochs=20", "--log_every=100", "--checkpoint_steps=200"]
         path = job_file(self.d, "gpukill", [gpu_pool("ztrain-worker", args)])
         job = Job(self, path, self.job_dir, env=FAST)
         wait_for(lambda: len((load_job(self.job_dir) or {}).get("checkpoints", [])) >= 2,

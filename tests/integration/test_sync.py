@@ -136,7 +136,7 @@ class SyncFaults(unittest.TestCase):
     nobody rolls back); a lost reducer is restarted in place and asks the
     workers again. Two trainers lost at once, or one lost again before it
     rejoined: the group restarts together from the newest checkpoint."""
-    ARGS = ["--hidden=128", "--epochs=8", "--checkpoint_steps=100", "--log_every=100"]
+    ARGS = ["--hidden=128", "--epochs=5", "--checkpoint_steps=100", "--log_every=100"]
 
     @classmethod
     def setUpClass(cls):
@@ -149,7 +149,7 @@ class SyncFaults(unittest.TestCase):
     def addCleanup(cls, fn, *a):  # Job registers its cleanup; a class-level job ends in setUpClass
         pass
 
-    def run_with_kills(self, victims, kills=5, seed=0, workers=2, args=None, upto=20, env=None):
+    def run_with_kills(self, victims, kills=5, seed=0, workers=2, args=None, upto=13, env=None):
         """Kills the victims at `kills` random points of training (hundreds
         of the chief's steps up to upto hundreds, so the same on a fast or a
         slow machine), each time once they are back from the kill before."""

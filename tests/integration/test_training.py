@@ -209,20 +209,23 @@ class CleanEnd(unittest.TestCase):
 
 
 class PsFaults(unittest.TestCase):
-    """kill -9 of each parameter server at a random moment, five runs each:
-    every run ends SUCCEEDED, the restarted server goes on from its shard
-    snapshot (or a newer checkpoint), and the accuracy stays with an
-    undisturbed run's (median within two points: async training itself
-    varies by about a point from run to run, undisturbed runs included, and
-    the medians of 3 and of 5 such runs were seen 1.75 points apart on a
-    loaded machine)."""
+    """kill -9 of each parameter server at a random moment, in five runs
+    (both servers in each run, each at its own moment): every run ends
+    SUCCEEDED, each restarted server goes on from its shard snapshot (or a
+    newer checkpoint), and the accuracy stays with an undisturbed run's
+    (median within two points: async training itself varies by about a
+    point from run to run, undisturbed runs included, and the medians of 3
+    and of 5 such runs were seen 1.75 points apart on a loaded machine)."""
     ARGS = ["--hidden=128", "--epochs=4", "--batch_size=64", "--log_every=100", "--checkpoint_steps=300"]
+    VICTIMS = ("workerpool2-0", "workerpool2-1")
 
-    def run_job(self, victim=None, seed=0):
+    def run_job(self, seed=None):
         d = tmpdir("psfault-")
         path = job_spec(d, "ps", self.ARGS, workers=2, servers=2, evaluators=0)
         job = Job(self, path, os.path.join(d, "job"), env=FAST)
-        if victim:
+        victims = self.VICTIMS if seed is not None else ()
+        rng = random.Random(seed)
+        for victim in sorted(victims, key=lambda v: rng.random()):
             # Kill only once the server holds trained state: its first
             # snapshot is on disk (a server killed before any training has
             # nothing to restore, and a loaded machine can take seconds to
@@ -230,14 +233,14 @@ class PsFaults(unittest.TestCase):
             index = int(victim.rsplit("-", 1)[1])
             snap = os.path.join(job.job_dir, "ps-snapshots", "server-%d-of-2.snap" % index)
             wait_for(lambda: os.path.exists(snap), timeout=120, what="the first shard snapshot")
-            time.sleep(random.Random(seed).uniform(0.0, 2.0))
+            time.sleep(rng.uniform(0.0, 2.0))
             pid = replica(load_job(job.job_dir), victim)["pid"]
             self.assertGreater(pid, 0, "the job ended before the kill")
             os.kill(pid, signal.SIGKILL)
         self.assertEqual(job.wait(timeout=300), 0, job.err[-3000:])
         j = load_job(job.job_dir)
         self.assertEqual(j["state"], "SUCCEEDED")
-        if victim:
+        for victim in victims:
             self.assertEqual(replica(j, victim)["restarts"], 1)
             with open(os.path.join(job.job_dir, "replica-logs", victim + ".log")) as f:
                 self.assertRegex(f.read(), r"restored elements \[\d+, \d+\) from ")
@@ -245,16 +248,15 @@ class PsFaults(unittest.TestCase):
 
     def test_each_server_killed_five_times(self):
         calm = statistics.median(self.run_job() for _ in range(3))
-        for victim in ("workerpool2-0", "workerpool2-1"):
-            accs = [self.run_job(victim, seed) for seed in range(5)]
-            sys.stderr.write("\n  %s killed: accuracy %s (undisturbed median %.4f)\n" % (victim, accs, calm))
-            self.assertLessEqual(abs(statistics.median(accs) - calm), 0.02, (accs, calm))
-            # any single run within 12 points. The restore itself is proven
-            # above (the log's restored range); a server killed late leaves
-            # the final model with less time to settle, and on a loaded
-            # machine (the suite's other tests alongside) one run of five has
-            # come in 5.5 and once 9.5 points low with the median within 0.2
-            self.assertGreater(min(accs), calm - 0.12, (accs, calm))
+        accs = [self.run_job(seed) for seed in range(5)]
+        sys.stderr.write("\n  %s killed: accuracy %s (undisturbed median %.4f)\n" % (" and ".join(self.VICTIMS), accs, calm))
+        self.assertLessEqual(abs(statistics.median(accs) - calm), 0.02, (accs, calm))
+        # any single run within 12 points. The restore itself is proven
+        # above (the log's restored range); a server killed late leaves
+        # the final model with less time to settle, and on a loaded
+        # machine (the suite's other tests alongside) one run of five has
+        # come in 5.5 and once 9.5 points low with the median within 0.2
+        self.assertGreater(min(accs), calm - 0.12, (accs, calm))
 
 
 CUDA_LIBS = re.compile(r"lib(cuda|cudart|cublas|cublasLt|nccl|ztgpu)\b[^/\n]*\.so")

@@ -36,9 +36,9 @@ import sys
 import torch
 
 import ztrain as _zt
-from . import _collectives
+from . import _collectives, _hook
 
-__all__ = ["State", "TorchState", "MembershipChanged", "run"]
+__all__ = ["State", "TorchState", "MembershipChanged", "run", "local_process_group"]
 
 
 class MembershipChanged(Exception):
@@ -74,17 +74,30 @@ class State:
 
     def commit(self):
         """Saves, then raises MembershipChanged when the group changes after
-        this commit (every trainer of the group at the same commit)."""
+        this commit (every trainer of the group at the same commit). A DDP
+        step given up since the last commit (a member lost) raises its
+        error instead, before anything is saved: run() restores."""
+        lost = _hook._default().abandoned
+        if lost is not None:
+            raise lost
         self.save()
         if _changes():
             raise MembershipChanged()
 
 
 class TorchState(State):
-    """A model and its optimizer (either may be None), and attributes."""
+    """A model and its optimizer (either may be None), and attributes. The
+    model may be a DistributedDataParallel one with ztrain.torch.reducer_hook
+    registered, over a process group of this process alone (see
+    local_process_group): ztrain's group does the sums, in an order of the
+    model's own that joiners share whatever DDP's bucket layout."""
 
     def __init__(self, model=None, optimizer=None, **kwargs):
         self.model, self.optimizer = model, optimizer
+        if isinstance(model, torch.nn.parallel.DistributedDataParallel):
+            _check_ddp(model)
+            _hook._default().elastic = True
+            _hook._default().order = _hook._FixedOrder(model.module.parameters())
         super().__init__(**kwargs)
 
     def save(self):
@@ -107,6 +120,28 @@ class TorchState(State):
         if self.optimizer is not None:
             _collectives.broadcast_optimizer_state(self.optimizer, root_rank=0)
         super().sync()
+
+
+def local_process_group():
+    """Makes torch.distributed's default process group one of this process
+    alone (in memory, no network), for a DDP model in an elastic group:
+    DDP's own group cannot change its size, ztrain's does the sums."""
+    import torch.distributed as dist
+    if not dist.is_initialized():
+        dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+
+
+def _check_ddp(model):
+    try:
+        j = _zt.init()
+    except _zt.ZtrainError:  # not in a job: nothing changes
+        return
+    n = model.process_group.size() if getattr(model, "process_group", None) is not None else 1
+    if j.group >= 0 and n != 1:
+        raise ValueError("ztrain.torch.elastic: this DDP model's process group has %d processes; in an elastic "
+                         "pool it must be this process alone, since its size cannot change: call "
+                         "ztrain.torch.elastic.local_process_group() instead of init_process_group, and "
+                         "register ztrain.torch.reducer_hook (ztrain's group does the sums)" % n)
 
 
 def _changes():
@@ -146,6 +181,7 @@ def run(fn):
                 # the group lost a member in mid-round: back to the last commit
                 print("ztrain: the group lost a member: going on without it from the last commit", flush=True)
                 state.restore()
+            _hook._default()._reset()
             if _zt._regroup(0, timeout) < 0:
                 print("ztrain: left the group: its workers' pool was scaled down", flush=True)
                 sys.exit(0)
