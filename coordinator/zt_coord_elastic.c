@@ -315,10 +315,38 @@ static void s_take_request(zt_coord_t *self)
                  "trainer, or ztrain.torch.elastic.run)", s_silent(self)->name);
     else {
         self->scale_target = (int) json_integer_value(kj);
+        self->awaiting = 0; /* the user's count replaces the one capacity returning would restore */
         s_answer(self, idc, self->scale_target, true, "workerpool1 to %d replicas (now %d%s)", self->scale_target,
                  s_members(self), self->changing ? ", after the change under way" : "");
     }
     json_decref(req);
+}
+
+/* Capacity returned (asked of the backend every few seconds): a slot
+ * whose node was lost gets a place again and the pool grows back by it. */
+static void s_regain(zt_coord_t *self, int64_t now)
+{
+    self->regain_next_ms = now + zt_knob_int(ZT_KNOB_REGAIN_MS);
+    int n = self->plan->pools[1].replicas, i = 0;
+    while (i < n && !self->slot_gone[i])
+        i++;
+    if (i == n || !self->backend->regain) {
+        self->awaiting = 0;
+        return;
+    }
+    zt_place_t pl = *zt_layout_place(&self->layout, 1, i);
+    char why[512];
+    if (self->backend->regain(self->backend, zt_layout_ordinal(&self->layout, 1, i), &pl, why, sizeof why) != ZT_OK) {
+        zt_debug("no capacity yet for workerpool1-%d: %s", i, why);
+        return;
+    }
+    zt_layout_move(&self->layout, 1, i, &pl);
+    self->slot_gone[i] = false;
+    self->awaiting--;
+    self->scale_target = s_members(self) + 1;
+    zt_info("capacity returned: workerpool1-%d gets a place on %s; workerpool1 grows back to %d replicas", i,
+            pl.host, self->scale_target);
+    s_begin(self, NULL);
 }
 
 void zt_coord_elastic_tick(zt_coord_t *self)
@@ -342,6 +370,8 @@ void zt_coord_elastic_tick(zt_coord_t *self)
     }
     if (!self->changing && self->scale_target != s_members(self) && s_settled(self))
         s_begin(self, NULL);
+    else if (!self->changing && self->awaiting > 0 && now >= self->regain_next_ms && s_settled(self))
+        s_regain(self, now);
 }
 
 /* Whether the group can go on without member r (why it is gone): it is a
@@ -400,6 +430,10 @@ bool zt_coord_elastic_lose(zt_coord_t *self, zt_crep_t *r, const char *why, bool
         json_array_append_new(self->lost_nodes, e);
     }
     self->scale_target = left;
+    if (node_gone && self->backend->regain) {
+        self->awaiting++; /* back when capacity returns */
+        self->regain_next_ms = zt_now_ms() + zt_knob_int(ZT_KNOB_REGAIN_MS);
+    }
     s_begin(self, r);
     return true;
 }
@@ -413,6 +447,7 @@ json_t *zt_coord_elastic_json(const zt_coord_t *self)
                           "maxReplicaCount", p->elastic_max, "replicas", s_members(self), "target",
                           self->scale_target, "group", (json_int_t) self->layout.group, "changing", self->changing,
                           "changes", self->scale_changes);
+    json_object_set_new(o, "awaitingCapacity", json_integer(self->awaiting));
     if (self->scale_answer)
         json_object_set(o, "lastRequest", self->scale_answer);
     return o;

@@ -123,6 +123,8 @@ struct zt_coord_t {
     bool *slot_gone;            /* its slots whose node was lost: nobody joins there again */
     int elastic_start;          /* its replicaCount: the members it starts with */
     int scale_target;           /* the members asked for */
+    int awaiting;               /* members lost with their nodes, wanted back when capacity returns */
+    int64_t regain_next_ms;     /* when the backend is next asked for capacity */
     bool changing;              /* a change of membership is under way */
     int change_from;            /* the members before it */
     int64_t change_t0, change_deadline, change_step; /* when it began, must end, and the step it took effect */

@@ -10,6 +10,7 @@
 void zt_placement_fini(zt_placement_t *self)
 {
     free(self->replicas);
+    free(self->spare_hosts);
     memset(self, 0, sizeof *self);
 }
 

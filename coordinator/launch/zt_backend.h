@@ -29,6 +29,9 @@ typedef struct {
     int master_port;           /* a second port on the chief's host, for MASTER_PORT
                                   (torch's store), apart from its CLUSTER_SPEC port */
     char control_addr[256];    /* the coordinator binds tcp://control_addr:* */
+    char *spare_hosts;         /* hosts a replica may be moved to later ("n6,n7": an elastic
+                                  pool's regained nodes), heap, or NULL: the job's ports
+                                  accept them too */
 } zt_placement_t;
 
 void zt_placement_fini(zt_placement_t *self);
@@ -94,6 +97,11 @@ struct zt_backend_t {
      * allocation is ending under the job (ZT_END_*), with the reason for
      * people in why. */
     int (*ending)(zt_backend_t *self, char *why, size_t len);
+    /* Capacity back for replica ordinal, whose node was lost: a place for
+     * it now (pl, its earlier place on entry, is its new one; its step
+     * runs there from then on), or ZT_ENOTFOUND with why when there is none
+     * yet. NULL where capacity does not go away (one machine). */
+    int (*regain)(zt_backend_t *self, int ordinal, zt_place_t *pl, char *why, size_t len);
 };
 
 /* Why an allocation ends under a running job. */

@@ -35,6 +35,9 @@ typedef struct {
     char name[32];              /* its step's name, the replica's */
     int comp;                   /* its component */
     int gpus;                   /* GPUs its step asks for */
+    int cpus;                   /* CPUs of its machine type */
+    long long mem_mb;           /* memory per CPU (MB) */
+    char alloc[32];             /* an allocation of its own (a node regained), or "" */
     zt_handle_t *handle;        /* its running step (srun), or NULL */
     int64_t started_at;         /* when that step was started */
 } s_rep_t;
@@ -56,6 +59,7 @@ typedef struct {
     char steps[16384];          /* squeue's list of the allocation's steps: "ID NAME NODE" lines */
     int64_t steps_at;           /* when it was read (0: never) */
     pid_t signalling[64];       /* scancel --signal commands under way (0: free) */
+    char dropped[1024];         /* nodes let go from the allocation ("n3,n7"): never asked for again */
 } s_slurm_t;
 
 /* The node names of a Slurm host list ("n[1-3],x"), through scontrol. */
@@ -118,6 +122,23 @@ static void s_own_address(char *out, size_t size)
         inet_ntop(AF_INET, &((struct sockaddr_in *) res->ai_addr)->sin_addr, out, (socklen_t) size);
         freeaddrinfo(res);
     }
+}
+
+/* The nodes of the partition of component c (sinfo), comma-separated, or
+ * NULL when sinfo says none. */
+static char *s_partition_nodes(int c)
+{
+    char var[64], said[16384], opt[160] = "";
+    const char *part = s_env_component("SLURM_JOB_PARTITION", getenv("SLURM_HET_SIZE") != NULL, c, var, sizeof var);
+    if (part)
+        snprintf(opt, sizeof opt, "--partition=%s", part);
+    char *argv[] = { "sinfo", "-h", "-N", "-o", "%N", opt[0] ? opt : NULL, NULL };
+    if (zt_slurm_command(argv, said, sizeof said) != 0 || !said[0])
+        return NULL;
+    for (char *p = said; *p; p++)
+        if (*p == '\n')
+            *p = ',';
+    return strdup(said);
 }
 
 static void s_forget(s_slurm_t *ctx)
@@ -191,6 +212,8 @@ static int s_place(zt_backend_t *self, const zt_plan_t *plan, bool cpu_only, zt_
             snprintf(r->name, sizeof r->name, "workerpool%d-%d", p, i);
             r->comp = ctx->component[p];
             r->gpus = pl->ngpus;
+            r->cpus = pool->machine.vcpus > 0 ? pool->machine.vcpus : 1;
+            r->mem_mb = (long long) (pool->machine.memory_gb * 1024.0 / r->cpus);
             if (++used >= tasks[node]) { /* the node's tasks are taken: the next node */
                 node = (node + 1) % nn;
                 used = 0;
@@ -205,6 +228,8 @@ static int s_place(zt_backend_t *self, const zt_plan_t *plan, bool cpu_only, zt_
     out->n = k;
     out->master_port = base + k;
     s_own_address(out->control_addr, sizeof out->control_addr);
+    if (plan->pools[1].present && plan->pools[1].elastic_min) /* where a lost member may get a node again */
+        out->spare_hosts = s_partition_nodes(ctx->component[1]);
     zt_info("slurm job %s: %d replicas on %d component%s, ports from %d", job, k, c, c == 1 ? "" : "s",
             base);
     return ZT_OK;
@@ -220,9 +245,13 @@ static int s_start(zt_backend_t *self, const zt_launch_t *req, zt_handle_t **han
         argc++;
     char **argv = calloc(argc + 32, sizeof *argv);
     int a = 0;
-    char het[32], nodelist[300], name[80];
+    char het[48], nodelist[300], name[80];
     argv[a++] = "srun";
-    if (ctx->het) {
+    if (ctx->reps[req->ordinal].alloc[0]) { /* a node regained: its own allocation */
+        snprintf(het, sizeof het, "--jobid=%s", ctx->reps[req->ordinal].alloc);
+        argv[a++] = het;
+    }
+    else if (ctx->het) {
         snprintf(het, sizeof het, "--het-group=%d", ctx->reps[req->ordinal].comp);
         argv[a++] = het;
     }
@@ -242,7 +271,19 @@ static int s_start(zt_backend_t *self, const zt_launch_t *req, zt_handle_t **han
     argv[a] = NULL;
     zt_launch_t step = *req;
     step.argv = argv;
+    char **envp = NULL;
+    if (ctx->reps[req->ordinal].alloc[0]) { /* srun takes the job from SLURM_*: none of this allocation's */
+        size_t n = 0, k = 0;
+        while (req->envp[n])
+            n++;
+        envp = calloc(n + 1, sizeof *envp);
+        for (size_t i = 0; i < n; i++)
+            if (strncmp(req->envp[i], "SLURM_", 6) || !strncmp(req->envp[i], "SLURM_CONF=", 11))
+                envp[k++] = req->envp[i];
+        step.envp = envp;
+    }
     int rc = ctx->local->start(ctx->local, &step, handle_p, out_fd);
+    free(envp);
     free(argv);
     if (rc == ZT_OK) {
         ctx->reps[req->ordinal].handle = *handle_p;
@@ -465,13 +506,6 @@ static void s_requeue(zt_backend_t *self)
     if (!job || s_allocation_ending()) /* Slurm requeues it itself (node failure) */
         return;
     zt_info("requeueing Slurm job %s: the job runs again on other nodes", job);
-    /* an elastic job is submitted --no-requeue (a lost worker's node must
-     * not requeue it), which `scontrol requeue` refuses: allowed first */
-    char id[64];
-    snprintf(id, sizeof id, "JobId=%s", job);
-    char *allow[] = { "scontrol", "update", id, "Requeue=1", NULL };
-    if (zt_slurm_command(allow, said, sizeof said) != 0)
-        zt_warn("scontrol update %s Requeue=1: %s", id, said);
     char *argv[] = { "scontrol", "requeue", (char *) job, NULL };
     if (zt_slurm_command(argv, said, sizeof said) != 0)
         zt_warn("scontrol requeue %s: %s", job, said);
@@ -484,6 +518,15 @@ static int s_drop_node(zt_backend_t *self, const char *host, char *why, size_t l
 {
     s_slurm_t *ctx = self->ctx;
     int comp = -1;
+    for (int k = 0; k < ctx->n; k++)
+        if (ctx->reps[k].alloc[0] && ctx->reps[k].node && !strcmp(ctx->reps[k].node, host)) {
+            zt_info("Slurm job %s (%s's own node, %s) is let go", ctx->reps[k].alloc, ctx->reps[k].name, host);
+            size_t dl = strlen(ctx->dropped);
+            snprintf(ctx->dropped + dl, sizeof ctx->dropped - dl, "%s%s", dl ? "," : "", host);
+            int rc = zt_slurm_cancel(ctx->reps[k].alloc, why, len);
+            ctx->reps[k].alloc[0] = 0;
+            return rc == 0 ? ZT_OK : ZT_EIO;
+        }
     for (int k = 0; k < ctx->n && comp < 0; k++)
         if (ctx->reps[k].node && !strcmp(ctx->reps[k].node, host))
             comp = ctx->reps[k].comp;
@@ -508,8 +551,121 @@ static int s_drop_node(zt_backend_t *self, const char *host, char *why, size_t l
     char *argv[] = { "scontrol", "update", job, nodes, NULL };
     if (zt_slurm_command(argv, why, len) != 0)
         return ZT_EIO;
+    size_t dl = strlen(ctx->dropped);
+    snprintf(ctx->dropped + dl, sizeof ctx->dropped - dl, "%s%s", dl ? "," : "", host);
     zt_info("Slurm job %s lets node %s go: it runs on %s", id, host, list);
     return ZT_OK;
+}
+
+/* Whether node is in the comma-separated list. */
+static bool s_listed(const char *list, const char *node)
+{
+    size_t n = strlen(node);
+    for (const char *p = list; p && *p;) {
+        size_t len = strcspn(p, ",");
+        if (len == n && !strncmp(p, node, n))
+            return true;
+        p += len + (p[len] == ',');
+    }
+    return false;
+}
+
+/* The idle nodes sinfo lists (in partition, when named), but for the ones
+ * let go from the job (a lost node looks idle until Slurm marks it down). */
+static long s_idle_nodes(const s_slurm_t *ctx, const char *partition)
+{
+    char said[8192], opt[160] = "";
+    if (partition)
+        snprintf(opt, sizeof opt, "--partition=%s", partition);
+    char *argv[] = { "sinfo", "-h", "-N", "-t", "idle", "-o", "%N", opt[0] ? opt : NULL, NULL };
+    if (zt_slurm_command(argv, said, sizeof said) != 0)
+        return 0;
+    long n = 0;
+    for (char *line = strtok(said, "\n"); line; line = strtok(NULL, "\n"))
+        n += *line && !s_listed(ctx->dropped, line);
+    return n;
+}
+
+/* Long on purpose: the allocation's options gathered, asked for, and its
+ * node read, with one error path. A node for replica k again, whose node
+ * was lost: an allocation of its own (salloc --no-shell) with its pool's
+ * resources, partition, account and QOS, for at most the job's time left;
+ * asked only while sinfo shows an idle node, so that salloc does not wait. */
+static int s_regain(zt_backend_t *self, int k, zt_place_t *pl, char *why, size_t len)
+{
+    s_slurm_t *ctx = self->ctx;
+    if (k < 0 || k >= ctx->n) {
+        snprintf(why, len, "no replica %d", k);
+        return ZT_EINVAL;
+    }
+    s_rep_t *r = &ctx->reps[k];
+    char var[64], opt[4][160] = { "", "", "", "" }, cpus[48], mem[48], gres[32], name[80], said[2048];
+    const char *v = s_env_component("SLURM_JOB_PARTITION", ctx->het, r->comp, var, sizeof var);
+    if (s_idle_nodes(ctx, v) <= 0) {
+        snprintf(why, len, "no idle node in %s%s", v ? "partition " : "the cluster", v ? v : "");
+        return ZT_ENOTFOUND;
+    }
+    int o = 0;
+    if (v)
+        snprintf(opt[o++], sizeof opt[0], "--partition=%s", v);
+    if ((v = s_env_component("SLURM_JOB_ACCOUNT", ctx->het, r->comp, var, sizeof var)))
+        snprintf(opt[o++], sizeof opt[0], "--account=%s", v);
+    if ((v = s_env_component("SLURM_JOB_QOS", ctx->het, r->comp, var, sizeof var)))
+        snprintf(opt[o++], sizeof opt[0], "--qos=%s", v);
+    char *left_argv[] = { "squeue", "-h", "-j", (char *) zt_slurm_job_id(-1), "-o", "%L", NULL };
+    if (zt_slurm_command(left_argv, said, sizeof said) == 0 && said[0] >= '0' && said[0] <= '9' &&
+        !strchr(said, '\n'))
+        snprintf(opt[o++], sizeof opt[0], "--time=%.100s", said);
+    snprintf(cpus, sizeof cpus, "--cpus-per-task=%d", r->cpus);
+    snprintf(mem, sizeof mem, "--mem-per-cpu=%lldM", r->mem_mb > 0 ? r->mem_mb : 1);
+    snprintf(gres, sizeof gres, "--gres=gpu:%d", r->gpus);
+    snprintf(name, sizeof name, "--job-name=%s", r->name);
+    char exclude[1100];
+    snprintf(exclude, sizeof exclude, "--exclude=%s", ctx->dropped);
+    char *argv[16] = { "salloc", "--no-shell", "--immediate=10", "-N1", "-n1", cpus, mem, name };
+    int a = 8;
+    if (ctx->dropped[0])
+        argv[a++] = exclude;
+    if (r->gpus > 0)
+        argv[a++] = gres;
+    for (int i = 0; i < o; i++)
+        argv[a++] = opt[i];
+    long long id = 0;
+    const char *granted = NULL;
+    if (zt_slurm_command_apart(argv, said, sizeof said) != 0 ||
+        !(granted = strstr(said, "Granted job allocation ")) || sscanf(granted + 23, "%lld", &id) != 1) {
+        snprintf(why, len, "salloc: %s", said);
+        return ZT_ENOTFOUND;
+    }
+    char idtext[32], node[256];
+    snprintf(idtext, sizeof idtext, "%lld", id);
+    char *node_argv[] = { "squeue", "-h", "-j", idtext, "-o", "%N", NULL };
+    if (zt_slurm_command(node_argv, node, sizeof node) != 0 || !node[0] || strchr(node, ',') || strchr(node, '[')) {
+        snprintf(why, len, "Slurm job %s was granted, but squeue names no one node of it: %s", idtext, node);
+        zt_slurm_cancel(idtext, said, sizeof said);
+        return ZT_EIO;
+    }
+    free(r->node);
+    r->node = strdup(node);
+    snprintf(r->alloc, sizeof r->alloc, "%s", idtext);
+    size_t jl = strlen(ctx->jobs);
+    snprintf(ctx->jobs + jl, sizeof ctx->jobs - jl, ",%s", idtext);
+    snprintf(pl->host, sizeof pl->host, "%s", node);
+    snprintf(pl->addr, sizeof pl->addr, "%s", node);
+    zt_info("Slurm job %s: a node of its own for %s, on %s", idtext, r->name, node);
+    return ZT_OK;
+}
+
+/* The nodes regained for replicas end with the job. */
+static void s_release_regained(s_slurm_t *ctx)
+{
+    char err[512];
+    for (int i = 0; i < ctx->n; i++)
+        if (ctx->reps[i].alloc[0]) {
+            if (zt_slurm_cancel(ctx->reps[i].alloc, err, sizeof err) != 0)
+                zt_warn("%s", err);
+            ctx->reps[i].alloc[0] = 0;
+        }
 }
 
 static void s_give_up(zt_backend_t *self)
@@ -582,6 +738,7 @@ static void s_destroy(zt_backend_t **self_p)
     if (!self_p || !*self_p)
         return;
     s_slurm_t *ctx = (*self_p)->ctx;
+    s_release_regained(ctx);
     ctx->local->destroy(&ctx->local);
     s_forget(ctx);
     free(ctx);
@@ -615,5 +772,6 @@ zt_backend_t *zt_backend_slurm_new(void)
     self->give_up = s_give_up;
     self->drop_node = s_drop_node;
     self->ending = s_ending;
+    self->regain = s_regain;
     return self;
 }

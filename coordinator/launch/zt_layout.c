@@ -64,6 +64,11 @@ const zt_place_t *zt_layout_place(const zt_layout_t *self, int pool, int index)
     return &self->placement.replicas[zt_layout_ordinal(self, pool, index)];
 }
 
+void zt_layout_move(zt_layout_t *self, int pool, int index, const zt_place_t *pl)
+{
+    self->placement.replicas[zt_layout_ordinal(self, pool, index)] = *pl;
+}
+
 int zt_layout_dense(const zt_layout_t *self, int pool, int index)
 {
     if (pool != 1 || !self->member)
@@ -170,6 +175,16 @@ json_t *zt_layout_hosts(const zt_layout_t *self)
         char key[300];
         snprintf(key, sizeof key, "%s:%d", pl->addr, pl->port);
         json_object_set_new(map, key, json_string(pl->host));
+    }
+    /* port 0: no replica's endpoint, a host the job's ports accept */
+    const char *spare = self->placement.spare_hosts;
+    for (size_t len; spare && *spare; spare += len + (spare[len] == ',')) {
+        len = strcspn(spare, ",");
+        char key[300], host[256];
+        snprintf(host, sizeof host, "%.*s", (int) len, spare);
+        snprintf(key, sizeof key, "%s:0", host);
+        if (*host)
+            json_object_set_new(map, key, json_string(host));
     }
     return map;
 }
@@ -407,7 +422,9 @@ static json_t *s_sm_training_env(const zt_layout_t *self, int pool, int index)
             if (p == pool && i == index)
                 snprintf(current, sizeof current, "%s", name);
         }
-    const char *base = plan->base_output_dir ? plan->base_output_dir : self->job_dir;
+    /* the input (channels) is the job's, a trial's study's; the model and
+     * output folders are the trial's own, as AIP_MODEL_DIR is */
+    const char *base = plan->base_output_dir ? plan->base_output_dir : self->job_dir, *out = self->base_dir;
     json_t *hps = s_hyperparameters(self, pool), *decoded = json_object(), *args = json_array();
     const char *k;
     json_t *v, *channels = s_sm_channels(self), *data_config = json_object();
@@ -437,10 +454,10 @@ static json_t *s_sm_training_env(const zt_layout_t *self, int pool, int index)
                           "hyperparameters", decoded, "input_config_dir", cfg,
                           "input_data_config", data_config, "input_dir", base, "/input",
                           "is_master", pool == 0 && index == 0, "job_name", plan->display_name, "log_level", 20,
-                          "master_hostname", json_array_get(hosts, 0), "model_dir", base, "/model",
+                          "master_hostname", json_array_get(hosts, 0), "model_dir", out, "/model",
                           "network_interface_name", "lo", "num_cpus", plan->pools[pool].machine.vcpus,
-                          "num_gpus", me->ngpus, "output_data_dir", base, "/output/data/", current,
-                          "output_dir", base, "/output", "output_intermediate_dir", base, "/output/intermediate",
+                          "num_gpus", me->ngpus, "output_data_dir", out, "/output/data/", current,
+                          "output_dir", out, "/output", "output_intermediate_dir", out, "/output/intermediate",
                           "resource_config", "current_host", current, "hosts", hosts,
                           "network_interface_name", "lo", "user_args", args, "user_entry_point",
                           s_sm_entry_point(plan->pools[pool].argv));
@@ -620,7 +637,7 @@ void zt_layout_selftest(void)
         plan.pools[p].argv = json_pack("[s, s, s, s]", "python3", "t.py", "--lr", "0.5");
         plan.pools[p].env = json_array();
     }
-    zt_placement_t pl = { calloc(5, sizeof(zt_place_t)), 5, 7000, "127.0.0.1" };
+    zt_placement_t pl = { calloc(5, sizeof(zt_place_t)), 5, 7000, "127.0.0.1", NULL };
     const char *hosts[5] = { "a", "a", "b", "b", "a" };
     for (int i = 0; i < 5; i++) {
         snprintf(pl.replicas[i].host, sizeof pl.replicas[i].host, "%s", hosts[i]);

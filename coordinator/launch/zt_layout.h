@@ -37,6 +37,8 @@ int zt_layout_init(zt_layout_t *self, const zt_plan_t *plan, zt_placement_t *pla
 void zt_layout_fini(zt_layout_t *self);
 /* The place of replica (pool, index), and its ordinal in the placement. */
 const zt_place_t *zt_layout_place(const zt_layout_t *self, int pool, int index);
+/* The replica moves to place pl (an elastic slot given a new node). */
+void zt_layout_move(zt_layout_t *self, int pool, int index, const zt_place_t *pl);
 int zt_layout_ordinal(const zt_layout_t *self, int pool, int index);
 
 /* The replica's index among its pool's members (pool 1 of an elastic

@@ -112,7 +112,36 @@ const char *zt_slurm_time_problem(const char *text)
 
 /* ------------------------------------------------------------ commands */
 
+static int s_command(char *const *argv, char *out, size_t size, bool apart);
+
 int zt_slurm_command(char *const *argv, char *out, size_t size)
+{
+    return s_command(argv, out, size, false);
+}
+
+int zt_slurm_command_apart(char *const *argv, char *out, size_t size)
+{
+    return s_command(argv, out, size, true);
+}
+
+/* Drops this job's SLURM_* variables (SLURM_CONF stays). */
+static void s_leave_allocation(void)
+{
+    extern char **environ;
+    for (bool again = true; again;) {
+        again = false;
+        for (char **e = environ; *e; e++)
+            if (!strncmp(*e, "SLURM_", 6) && strncmp(*e, "SLURM_CONF=", 11)) {
+                char name[256];
+                snprintf(name, sizeof name, "%.*s", (int) strcspn(*e, "="), *e);
+                unsetenv(name);
+                again = true;
+                break;
+            }
+    }
+}
+
+static int s_command(char *const *argv, char *out, size_t size, bool apart)
 {
     int fds[2];
     out[0] = 0;
@@ -129,6 +158,8 @@ int zt_slurm_command(char *const *argv, char *out, size_t size)
         dup2(fds[1], 2);
         close(fds[0]);
         close(fds[1]);
+        if (apart)
+            s_leave_allocation();
         execvp(argv[0], argv);
         fprintf(stderr, "cannot run %s: %s", argv[0], strerror(errno));
         _exit(127);
@@ -240,14 +271,12 @@ int zt_slurm_submit(const zt_plan_t *plan, const zt_slurm_alloc_t *alloc, const 
     int rc = -1;
     zt_mkdir_p(sdir);
     unlink(output); /* a job directory used again: this job's output only */
-    /* An elastic pool's lost node shrinks the pool (--no-kill on every
-     * component): Slurm must not requeue the whole job for it, which it
-     * does for a heterogeneous job that may be requeued. The coordinator
-     * still requeues it for any other node lost (scontrol update
-     * Requeue=1, then scontrol requeue). */
-    bool elastic = plan->pools[1].present && plan->pools[1].elastic_min;
-    char *extra = zt_strdupf("#SBATCH --output=%s --open-mode=append\n#SBATCH --chdir=%s\n"
-                             "#SBATCH --%s\n", output, cwd, elastic ? "no-requeue" : "requeue");
+    /* Requeue-able, an elastic job too: its lost worker's node is let go
+     * from its component before Slurm sees it down (so nothing requeues),
+     * and the chief's lost node requeues the leader alone (its other
+     * components, --no-kill, stay) */
+    char *extra = zt_strdupf("#SBATCH --output=%s --open-mode=append\n#SBATCH --chdir=%s\n#SBATCH --requeue\n",
+                             output, cwd);
     char *header = zt_slurm_sbatch_header(plan, alloc, extra);
     char *text = NULL;
     size_t len = 0;

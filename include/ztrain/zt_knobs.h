@@ -29,6 +29,8 @@ extern "C" {
       "a registered replica silent this long is treated as crashed (ms)")         \
     X(SCALE_TIMEOUT_MS,    "ZT_SCALE_TIMEOUT_MS",    "120000", "int", ZT_FOR_COORD,                    \
       "an elastic pool's change of membership (ztrain scale) that has not finished after this long restarts the group together in its new membership, from the newest checkpoint (ms)") \
+    X(REGAIN_MS,           "ZT_REGAIN_MS",           "10000", "int", ZT_FOR_COORD,                     \
+      "an elastic pool shrunk by a lost node asks the cluster for a node again this often, and grows back when it gets one (ms)") \
     X(REGISTER_TIMEOUT_MS, "ZT_REGISTER_TIMEOUT_MS", "30000", "int", ZT_FOR_COORD,                     \
       "a ztrain role replica must register within this time of starting (ms)")    \
     X(MAX_RESTARTS,        "ZT_MAX_RESTARTS",        "5", "int", ZT_FOR_COORD,                         \

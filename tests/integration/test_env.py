@@ -105,6 +105,11 @@ class ReplicaEnv(unittest.TestCase):
                         self.assertNotIn("MY_VAR", e)
                     self.assertEqual(e["AIP_CHECKPOINT_DIR"], base + "/checkpoints/")
                     self.assertEqual(e["AIP_TENSORBOARD_LOG_DIR"], base + "/logs/")
+                    # SageMaker's output folders are a trial's own too; its input is the study's
+                    self.assertEqual(e["SM_MODEL_DIR"], base + "/model")
+                    self.assertEqual(e["SM_OUTPUT_DIR"], base + "/output")
+                    self.assertEqual(e["SM_OUTPUT_INTERMEDIATE_DIR"], base + "/output/intermediate")
+                    self.assertEqual(e["SM_INPUT_DIR"], "/tmp/zt-env-base/input")
                     hosts = json.loads(e["SM_HOSTS"])
                     self.assertEqual(hosts, ["algo-%d" % i for i in range(1, 7)])
                     me = "algo-%d" % (1 + sum(COUNTS[:pool]) + index)

@@ -35,7 +35,8 @@ class GpuJobs(unittest.TestCase):
         self.job_dir = os.path.join(self.d, "job")
 
     def test_example_shortened_through_reducers(self):
-        ex = json.load(open(os.path.join(ROOT, "examples", "fashion-mnist-gpu.json")))
+        with open(os.path.join(ROOT, "examples", "fashion-mnist-gpu.json")) as f:
+            ex = json.load(f)
         p = ex["jobSpec"]["workerPoolSpecs"][0]
         p["containerSpec"]["args"] = [a for a in p["containerSpec"]["args"]
                                       if not a.startswith(("--epochs", "--checkpoint_steps"))]

@@ -853,7 +853,7 @@ class SlurmLostNode(ClusterCase):
     the node."""
     NODES = 8  # 4 per job (5 for the elastic one), 4 to lose
 
-    def lose_a_node(self, env, replica="workerpool1-1", epochs=10, pools=None):
+    def lose_a_node(self, env, replica="workerpool1-1", epochs=10, pools=None, after=None):
         """epochs: a worker's node lost at the first checkpoint (step 400
         of 313 a epoch) is declared lost some 35 s later, while the chief
         trains on: the job must still be running then (10 epochs take 70 s
@@ -871,29 +871,57 @@ class SlurmLostNode(ClusterCase):
         hosts = {r["name"]: r["host"] for r in job["replicas"]}
         lost = hosts[replica]
         self.c.kill_host(lost)
+        if after:
+            after(job_dir)
         out, err = p.communicate(timeout=240)
         return p.returncode, err, read_job(job_dir), lost, job_dir
 
-    def test_0_an_elastic_pool_goes_on_without_the_node(self):
+    def test_0_an_elastic_pool_goes_on_without_the_node_and_grows_back(self):
         """Pool 1 elastic, 2 to 3 workers, one per node: its node lost, the
-        job goes on with 2 (no requeue, no retry) and succeeds."""
+        job goes on with 2 (no requeue, no retry); while every other node
+        is taken (another job holds them) it stays at 2, and once one is
+        free again it grows back to 3 on it, in an allocation of its own;
+        the job succeeds."""
         pools = sync_pools(epochs=10)
         for p in pools[:2]:
             p["machineSpec"]["machineType"] = "n1-highcpu-8"  # a trainer per node
         pools[1]["replicaCount"] = 3
         pools[1]["elasticPolicy"] = {"minReplicaCount": 2, "maxReplicaCount": 3}
-        rc, err, job, lost, job_dir = self.lose_a_node({}, pools=pools)
+        seen = {}
+
+        def capacity_returns(job_dir):
+            idle = int(self.c.run("ctl", ["sinfo", "-h", "-t", "idle", "-o", "%D"]).stdout.split()[0])
+            self.c.run("ctl", ["sbatch", "-N", str(idle), "-J", "holder", "--wrap", "sleep 600"])
+            wait_job(job_dir, lambda j: (j.get("elastic") or {}).get("replicas") == 2 and
+                     not j["elastic"]["changing"], 120, "the pool at 2")
+            time.sleep(5)  # ZT_REGAIN_MS 1000: it asked, and no node was free
+            seen["held"] = read_job(job_dir)["elastic"]
+            self.c.run("ctl", ["scancel", "--name=holder"])
+
+        rc, err, job, lost, job_dir = self.lose_a_node({"ZT_REGAIN_MS": "1000"}, pools=pools, after=capacity_returns)
         self.assertEqual(rc, 0, err[-4000:])
         self.assertEqual((job["state"], job["jobRetries"], job["incarnation"]), ("SUCCEEDED", 0, 0), err[-4000:])
         self.assertEqual([t["state"] for t in job["transitions"]], ["QUEUED", "PENDING", "RUNNING", "SUCCEEDED"])
         self.assertEqual(len(job["lostNodes"]), 1, job["lostNodes"])
         self.assertIn("node %s, with workerpool1-1" % lost, job["lostNodes"][0]["why"])
-        self.assertEqual((job["elastic"]["replicas"], job["elastic"]["group"]), (2, 1))
         self.assertIn("workerpool1-1 is lost for good", err)
+        self.assertEqual((seen["held"]["replicas"], seen["held"]["awaitingCapacity"]), (2, 1))
+        self.assertEqual([(c["from"], c["to"]) for c in job["elastic"]["changes"]], [(3, 2), (2, 3)])
+        self.assertEqual((job["elastic"]["replicas"], job["elastic"]["awaitingCapacity"]), (3, 0))
+        back = [r["host"] for r in job["replicas"] if r["name"] == "workerpool1-1"][0]
+        self.assertNotEqual(back, lost)
+        self.assertIn("capacity returned: workerpool1-1 gets a place on %s" % back, err)
+        self.assertRegex(err, r"Slurm job \d+: a node of its own for workerpool1-1, on %s" % back)
         hashes = dict(re.findall(r"(workerpool\d-\d)\[\d+\]: params fnv1a ([0-9a-f]{16})", err))
-        self.assertEqual(sorted(hashes), ["workerpool0-0", "workerpool1-0", "workerpool1-2"], err[-3000:])
+        self.assertEqual(sorted(hashes), ["workerpool0-0", "workerpool1-0", "workerpool1-1", "workerpool1-2"],
+                         err[-3000:])
         self.assertEqual(len(set(hashes.values())), 1, hashes)
         self.assertGreaterEqual(job["metrics"]["workerpool0-0"]["accuracy"]["value"], 0.85)
+        # the node it was given is free again: its allocation ended with the job
+        deadline = time.monotonic() + 30
+        while back not in self.c.run("ctl", ["sinfo", "-h", "-t", "idle", "-N", "-o", "%N"]).stdout.split():
+            self.assertLess(time.monotonic(), deadline, "%s still allocated after the job" % back)
+            time.sleep(0.5)
 
     def test_1_retried_on_other_nodes(self):
         rc, err, job, lost, job_dir = self.lose_a_node({})
@@ -922,14 +950,24 @@ class SlurmLostNode(ClusterCase):
         with open(os.path.join(job_dir, "slurm", "batch.out")) as f:
             self.assertEqual(f.read().count("control plane on"), 1)
 
-    def test_3_the_coordinators_node(self):
-        # the batch script runs on the chief's node: the coordinator goes with it
-        rc, err, job, lost, job_dir = self.lose_a_node({}, replica="workerpool0-0", epochs=6)
+    def test_3_the_coordinators_node_under_an_elastic_job(self):
+        # the batch script runs on the chief's node: the coordinator goes
+        # with it. Slurm requeues the job's leader alone (the other
+        # components are --no-kill and stay); the new coordinator starts
+        # every replica again from the checkpoints and the job succeeds
+        pools = sync_pools(epochs=6)
+        pools[1]["elasticPolicy"] = {"minReplicaCount": 1, "maxReplicaCount": 2}
+        rc, err, job, lost, job_dir = self.lose_a_node({}, replica="workerpool0-0", pools=pools)
         self.assertEqual(rc, 0, err[-4000:])
         self.assertEqual(job["state"], "SUCCEEDED", err[-4000:])
         self.assertEqual(job["jobRetries"], 1)
+        self.assertIn("Slurm ran job %s again (requeue 1): job retry 1 of 3" % job["slurmJobId"], err)
         self.assertIn("the allocation ended under the job while it was RUNNING", job["lostNodes"][0]["why"])
         self.assertNotIn(lost, {r["host"] for r in job["replicas"]})
+        self.assertRegex(err, r"workerpool0-0\[\d+\]: resuming from \S+ at step [1-9]")
+        hashes = dict(re.findall(r"(workerpool\d-\d)\[\d+\]: params fnv1a ([0-9a-f]{16})", err))
+        self.assertEqual(len(hashes), 3, err[-3000:])
+        self.assertEqual(len(set(hashes.values())), 1, hashes)
         self.assertGreaterEqual(job["metrics"]["workerpool0-0"]["accuracy"]["value"], 0.85)
 
 if __name__ == "__main__":
