@@ -622,7 +622,7 @@ static int s_regain(zt_backend_t *self, int k, zt_place_t *pl, char *why, size_t
     snprintf(name, sizeof name, "--job-name=%s", r->name);
     char exclude[1100];
     snprintf(exclude, sizeof exclude, "--exclude=%s", ctx->dropped);
-    char *argv[16] = { "salloc", "--no-shell", "--immediate=10", "-N1", "-n1", cpus, mem, name };
+    char *argv[16] = { "salloc", "--no-shell", "--immediate=3", "-N1", "-n1", cpus, mem, name };
     int a = 8;
     if (ctx->dropped[0])
         argv[a++] = exclude;
