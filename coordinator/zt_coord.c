@@ -469,6 +469,8 @@ zt_job_state_t zt_coord_run(zt_coord_t *self)
     }
     if (self->metrics_dirty)
         zt_coord_write_state(self);
+    if (self->plan->sagemaker)
+        zt_coord_sagemaker_end(self);
     zt_coord_set_state(self, self->final_state);
     if (self->requeue && self->backend->requeue)
         self->backend->requeue(self->backend);

@@ -2,6 +2,7 @@
  * every change of state (metrics at most once a second), read back when
  * Slurm runs a requeued job again. */
 #include "zt_coord_int.h"
+#include "launch/zt_sagemaker.h"
 #include "base/zt_json.h"
 #include "base/zt_util.h"
 #include "wire/zt_auth.h"
@@ -139,6 +140,26 @@ void zt_coord_set_error(zt_coord_t *self, zt_crep_t *r, const char *fmt, ...)
     }
     else
         zt_error("%s", msg);
+}
+
+void zt_coord_sagemaker_end(zt_coord_t *self)
+{
+    char why[512];
+    if (self->final_state == ZT_JOB_SUCCEEDED && zt_sm_upload(&self->layout, why, sizeof why) != 0) {
+        zt_coord_set_error(self, NULL, "the job's output could not be written: %s", why);
+        self->final_state = ZT_JOB_FAILED;
+    }
+    char *failure = self->final_state == ZT_JOB_FAILED ? zt_sm_failure(&self->layout) : NULL;
+    if (failure) { /* SageMaker's FailureReason: what the program wrote to output/failure */
+        if (!self->error)
+            self->error = json_pack("{s:s}", "message", "the job failed");
+        const char *was = json_string_value(json_object_get(self->error, "message"));
+        json_object_set_new(self->error, "message", json_sprintf("%s; the program's output/failure says: %s",
+                                                                 was ? was : "", failure));
+        json_object_set_new(self->error, "failureReason", json_string(failure));
+        zt_error("the program's output/failure says: %s", failure);
+        free(failure);
+    }
 }
 
 /* The earlier run's record (its job.json) carried on: retries, incarnation,

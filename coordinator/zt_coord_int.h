@@ -133,6 +133,11 @@ struct zt_coord_t {
     json_t *scale_answer;       /* the last request's answer */
 };
 
+/* A SageMaker CreateTrainingJob's end: a success writes model.tar.gz and
+ * output.tar.gz (a failure to is the job's failure); a failure carries
+ * the program's output/failure text in the job's error (failureReason). */
+void zt_coord_sagemaker_end(zt_coord_t *self);
+
 /* zt_coord_doc.c: job.json, written atomically; the state, told to every
  * registered replica; the job's error, with the replica's log tail. */
 void zt_coord_write_state(zt_coord_t *self);

@@ -2,6 +2,7 @@
  * its environment (ours under the replica's variables), SageMaker's config
  * files, and the backend's start. */
 #include "zt_coord_int.h"
+#include "launch/zt_sagemaker.h"
 #include "base/zt_env.h"
 #include "base/zt_util.h"
 #include "ztrain/zt_error.h"
@@ -56,6 +57,9 @@ static char **s_envp(json_t *vars)
  * inputdataconfig.json) in the replica's config dir. */
 static void s_write_config_files(zt_coord_t *self, zt_crep_t *r)
 {
+    char why[512];
+    if (zt_sm_prepare_host(&self->layout, r->pool, r->index, why, sizeof why) != 0)
+        zt_warn("%s: its SageMaker folders: %s", r->name, why);
     char *cfg = zt_layout_config_dir(&self->layout, r->pool, r->index);
     zt_mkdir_p(cfg);
     json_t *files = zt_layout_config_files(&self->layout, r->pool, r->index), *doc;

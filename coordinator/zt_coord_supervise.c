@@ -455,6 +455,16 @@ void zt_coord_replica_exited(zt_coord_t *self, zt_crep_t *r, int status)
         zt_info("%s %s", r->name, how);
         r->state = ZT_REP_SUCCEEDED;
         zt_coord_write_state(self);
+        if (self->plan->sagemaker) { /* SageMaker's job ends when every host's program has */
+            int left = 0;
+            for (int i = 0; i < self->nreps; i++)
+                left += self->reps[i].state != ZT_REP_SUCCEEDED;
+            if (!left) {
+                zt_info("every host's program finished");
+                zt_coord_stop_all(self, ZT_AFTER_FINISH, ZT_JOB_SUCCEEDED);
+            }
+            return;
+        }
         if (r->pool == 0 && !s_await_final_evaluation(self)) {
             zt_info("the primary replica finished: stopping the others");
             zt_coord_stop_all(self, ZT_AFTER_FINISH, ZT_JOB_SUCCEEDED);

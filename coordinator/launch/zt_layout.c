@@ -1,4 +1,5 @@
 #include "launch/zt_layout.h"
+#include "launch/zt_sagemaker.h"
 #include "base/zt_env.h"
 #include "wire/zt_auth.h"
 #include "base/zt_util.h"
@@ -464,6 +465,7 @@ static json_t *s_sm_training_env(const zt_layout_t *self, int pool, int index)
     /* /opt/ml/checkpoints: one folder of the job's, as CheckpointConfig's
      * S3Uri is, there again for every restart, requeue and --resume */
     json_object_set_new(e, "checkpoint_dir", json_sprintf("%s/sagemaker-checkpoints", self->base_dir)); /* a trial's own */
+    zt_sm_training_env(self, pool, index, e); /* a CreateTrainingJob's hosts have their own /opt/ml */
     json_decref(hosts);
     free(cfg);
     return e;
@@ -515,8 +517,9 @@ static void s_env_sagemaker(json_t *env, const zt_layout_t *self, int pool, int 
 json_t *zt_layout_config_files(const zt_layout_t *self, int pool, int index)
 {
     json_t *e = s_sm_training_env(self, pool, index);
+    json_t *sm_hps = self->plan->sagemaker ? json_object_get(self->plan->sagemaker, "hyperparameters") : NULL;
     json_t *files = json_pack("{s:o, s:O, s:O}", "hyperparameters.json",
-                              s_hyperparameters(self, pool), "resourceconfig.json",
+                              sm_hps ? json_deep_copy(sm_hps) : s_hyperparameters(self, pool), "resourceconfig.json",
                               json_object_get(e, "resource_config"), "inputdataconfig.json",
                               json_object_get(e, "input_data_config"));
     json_decref(e);

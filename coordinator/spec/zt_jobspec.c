@@ -259,6 +259,27 @@ static void s_load_legacy(zt_spec_ctx_t *c, json_t *root, json_t *ti, const zt_p
     plan->job = json_deep_copy(ti);
 }
 
+/* SageMaker's CreateTrainingJob request; the override flags are gcloud's,
+ * so none applies to it. */
+static void s_load_sagemaker(zt_spec_ctx_t *c, json_t *root, const zt_plan_opts_t *opts)
+{
+    c->plan->format = strdup("CreateTrainingJob");
+    size_t i;
+    json_t *f;
+    json_array_foreach(opts->flags, i, f) {
+        const char *n = json_string_value(json_array_get(f, 0));
+        if (strcmp(n, "--display-name"))
+            ERR(c, n, NULL, "applies to Vertex and AI Platform jobs; %s is a SageMaker CreateTrainingJob "
+                "request", c->plan->source);
+    }
+    zt_spec_sagemaker(c, root);
+    json_array_foreach(opts->flags, i, f)
+        if (!strcmp(json_string_value(json_array_get(f, 0)), "--display-name")) {
+            free(c->plan->display_name);
+            c->plan->display_name = strdup(json_string_value(json_array_get(f, 1)));
+        }
+}
+
 /* The Vertex formats: a study's trial job (opts->spec_key), a CustomJob
  * ({displayName, jobSpec}), or a bare CustomJobSpec. */
 static void s_load_vertex(zt_spec_ctx_t *c, json_t *root, const zt_plan_opts_t *opts)
@@ -336,6 +357,8 @@ int zt_plan_load(const zt_plan_opts_t *opts, zt_plan_t **plan_p, zt_diag_t *diag
     json_t *ti = opts->spec_key ? NULL : json_object_get(doc->root, "trainingInput");
     if (ti || (!opts->file && has_legacy_flag))
         s_load_legacy(&ctx, doc->root, ti, opts);
+    else if (!opts->spec_key && json_object_get(doc->root, "AlgorithmSpecification"))
+        s_load_sagemaker(&ctx, doc->root, opts);
     else
         s_load_vertex(&ctx, doc->root, opts);
     if (opts->tf_chief_name) {
@@ -380,6 +403,7 @@ void zt_plan_destroy(zt_plan_t **self_p)
     free(self->scale_tier);
     free(self->base_output_dir);
     json_decref(self->job);
+    json_decref(self->sagemaker);
     free(self);
     *self_p = NULL;
 }
@@ -455,14 +479,17 @@ json_t *zt_plan_to_json(const zt_plan_t *self)
                                 json_pack("{s:i, s:i}", "minReplicaCount", p->elastic_min, "maxReplicaCount",
                                           p->elastic_max));
     }
-    return json_pack("{s:s, s:s, s:s, s:s?, s:o, s:s?, s:f, s:b, s:b, s:b, s:s, s:i}",
-                     "source", self->source, "format", self->format, "displayName",
-                     self->display_name, "scaleTier", self->scale_tier, "pools", pools,
-                     "baseOutputDirectory", self->base_output_dir, "timeoutSeconds",
-                     self->timeout_s, "restartJobOnWorkerRestart",
-                     self->restart_job_on_worker_restart, "disableRetries", self->disable_retries,
-                     "spot", self->spot, "tfConfigChief", self->tf_master ? "master" : "chief", "replicas",
-                     zt_plan_replicas(self));
+    json_t *o = json_pack("{s:s, s:s, s:s, s:s?, s:o, s:s?, s:f, s:b, s:b, s:b, s:s, s:i}",
+                          "source", self->source, "format", self->format, "displayName",
+                          self->display_name, "scaleTier", self->scale_tier, "pools", pools,
+                          "baseOutputDirectory", self->base_output_dir, "timeoutSeconds",
+                          self->timeout_s, "restartJobOnWorkerRestart",
+                          self->restart_job_on_worker_restart, "disableRetries", self->disable_retries,
+                          "spot", self->spot, "tfConfigChief", self->tf_master ? "master" : "chief", "replicas",
+                          zt_plan_replicas(self));
+    if (self->sagemaker)
+        json_object_set(o, "sagemaker", self->sagemaker);
+    return o;
 }
 
 void zt_plan_print(const zt_plan_t *self, FILE *out)

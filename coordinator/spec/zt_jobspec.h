@@ -35,7 +35,7 @@ typedef struct {
 
 typedef struct {
     char *source;            /* the file, or "command line" */
-    char *format;            /* "CustomJobSpec", "CustomJob" or "trainingInput" */
+    char *format;            /* "CustomJobSpec", "CustomJob", "trainingInput" or "CreateTrainingJob" */
     char *display_name;      /* job name */
     char *scale_tier;        /* legacy only */
     zt_pool_t pools[ZT_POOLS];
@@ -46,6 +46,9 @@ typedef struct {
     bool spot;               /* scheduling.strategy SPOT or LOW_COST: preemptible capacity */
     bool tf_master;          /* TF_CONFIG says "master" instead of "chief" */
     json_t *job;             /* the job spec as given, for CLUSTER_SPEC "job" */
+    json_t *sagemaker;       /* a CreateTrainingJob's own parts, or NULL: {jobName, channels
+                                [{name, path, distribution, contentType, recordWrapperType}],
+                                outputPath, compress, checkpointPath, hyperparameters} */
 } zt_plan_t;
 
 typedef struct {

@@ -91,6 +91,46 @@ static const s_legacy_t s_legacy[] = {
     { "complex_model_l_v100", "n1-standard-32", V100, 8 },
 };
 
+/* SageMaker's ml.* instance types: vCPUs, memory (GiB) and the GPUs they
+ * come with (a name, or NULL). */
+typedef struct { const char *name; int vcpus; double gb; const char *gpu; int gpus; } s_ml_t;
+static const s_ml_t s_ml[] = {
+    { "ml.m5.large", 2, 8, NULL, 0 },           { "ml.m5.xlarge", 4, 16, NULL, 0 },
+    { "ml.m5.2xlarge", 8, 32, NULL, 0 },        { "ml.m5.4xlarge", 16, 64, NULL, 0 },
+    { "ml.m5.12xlarge", 48, 192, NULL, 0 },     { "ml.m5.24xlarge", 96, 384, NULL, 0 },
+    { "ml.m6i.xlarge", 4, 16, NULL, 0 },        { "ml.m6i.2xlarge", 8, 32, NULL, 0 },
+    { "ml.m6i.4xlarge", 16, 64, NULL, 0 },      { "ml.c5.xlarge", 4, 8, NULL, 0 },
+    { "ml.c5.2xlarge", 8, 16, NULL, 0 },        { "ml.c5.4xlarge", 16, 32, NULL, 0 },
+    { "ml.c5.9xlarge", 36, 72, NULL, 0 },       { "ml.c5.18xlarge", 72, 144, NULL, 0 },
+    { "ml.r5.xlarge", 4, 32, NULL, 0 },         { "ml.r5.2xlarge", 8, 64, NULL, 0 },
+    { "ml.p2.xlarge", 4, 61, "NVIDIA_TESLA_K80", 1 },
+    { "ml.p2.8xlarge", 32, 488, "NVIDIA_TESLA_K80", 8 },
+    { "ml.p3.2xlarge", 8, 61, "NVIDIA_TESLA_V100", 1 },
+    { "ml.p3.8xlarge", 32, 244, "NVIDIA_TESLA_V100", 4 },
+    { "ml.p3.16xlarge", 64, 488, "NVIDIA_TESLA_V100", 8 },
+    { "ml.p4d.24xlarge", 96, 1152, "NVIDIA_TESLA_A100", 8 },
+    { "ml.p4de.24xlarge", 96, 1152, "NVIDIA_A100_80GB", 8 },
+    { "ml.p5.48xlarge", 192, 2048, "NVIDIA_H100_80GB", 8 },
+    { "ml.g4dn.xlarge", 4, 16, "NVIDIA_TESLA_T4", 1 },
+    { "ml.g4dn.2xlarge", 8, 32, "NVIDIA_TESLA_T4", 1 },
+    { "ml.g4dn.12xlarge", 48, 192, "NVIDIA_TESLA_T4", 4 },
+    { "ml.g5.xlarge", 4, 16, "NVIDIA_A10G", 1 },
+    { "ml.g5.2xlarge", 8, 32, "NVIDIA_A10G", 1 },
+    { "ml.g5.12xlarge", 48, 192, "NVIDIA_A10G", 4 },
+    { "ml.g5.48xlarge", 192, 768, "NVIDIA_A10G", 8 },
+    { "ml.g6.xlarge", 4, 16, "NVIDIA_L4", 1 },
+    { "ml.g6.12xlarge", 48, 192, "NVIDIA_L4", 4 },
+};
+
+const char *zt_ml_names(void)
+{
+    static char names[2048];
+    if (!names[0])
+        for (size_t i = 0; i < sizeof s_ml / sizeof *s_ml; i++)
+            snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "", s_ml[i].name);
+    return names;
+}
+
 static const zt_scale_tier_t s_tiers[] = {
     { "BASIC", "n1-standard-4", 0, NULL, 0, NULL },
     { "STANDARD_1", "n1-highcpu-8", 4, "n1-highcpu-8", 3, "n1-standard-4" },
@@ -131,6 +171,14 @@ bool zt_machine_lookup(const char *name, zt_machine_t *out)
     if (!name || strlen(name) >= sizeof out->name)
         return false;
     snprintf(out->name, sizeof out->name, "%s", name);
+    for (size_t i = 0; i < sizeof s_ml / sizeof *s_ml; i++)
+        if (!strcmp(name, s_ml[i].name)) { /* no Compute Engine type behind it */
+            out->vcpus = s_ml[i].vcpus;
+            out->memory_gb = s_ml[i].gb;
+            out->builtin_accel = s_ml[i].gpu;
+            out->builtin_count = s_ml[i].gpus;
+            return true;
+        }
     for (size_t i = 0; i < sizeof s_legacy / sizeof *s_legacy; i++)
         if (!strcmp(name, s_legacy[i].name)) {
             snprintf(out->compute, sizeof out->compute, "%s", s_legacy[i].compute);

@@ -37,6 +37,7 @@ const char *zt_machine_gpus(const char *machine, int *count);
 bool zt_accel_allowed(const char *machine, const char *type, int count, char *allowed,
                       size_t size);
 /* Comma-separated lists for messages. */
+const char *zt_ml_names(void);
 const char *zt_accel_names(void);
 const char *zt_scale_tier_names(void);
 const zt_scale_tier_t *zt_scale_tier_find(const char *name);

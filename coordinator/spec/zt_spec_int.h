@@ -80,5 +80,7 @@ void zt_sf_package_uris(zt_spec_ctx_t *c, zt_pool_t *pool, json_t *parent, const
 void zt_spec_vertex(zt_spec_ctx_t *c, json_t *spec, const char *prefix);
 /* Legacy AI Platform TrainingInput (masterConfig, workerCount, ...), into c->plan. */
 void zt_spec_legacy(zt_spec_ctx_t *c, json_t *ti);
+/* SageMaker's CreateTrainingJob request, into c->plan (and c->plan->sagemaker). */
+void zt_spec_sagemaker(zt_spec_ctx_t *c, json_t *root);
 
 #endif

@@ -20,6 +20,7 @@
 #include "wire/zt_shm.h"
 #include "tboard/zt_tb.h"
 #include "zt_prom.h"
+#include "zt_tar.h"
 #include "base/zt_hist.h"
 #include "ztrain/ztrain.h"
 #include "lib_suites.h"
@@ -103,6 +104,7 @@ static const struct {
 } s_tests[] = {
     TEST_ENTRY("knobs", s_knobs)
     TEST_ENTRY("prom", s_prom)
+    TEST_ENTRY("tar", zt_tar_selftest)
     TEST_ENTRY("diag", zt_diag_selftest)
     TEST_ENTRY("json", zt_json_selftest)
     TEST_ENTRY("machines", zt_machines_selftest)

@@ -1,0 +1,35 @@
+/* zt_sagemaker: a SageMaker CreateTrainingJob's hosts on this machine or
+ * cluster. Each host algo-K has its own /opt/ml under the job directory
+ * (<job-dir>/opt-ml/algo-K): input/data/<channel> holding links to its share
+ * of the channel's files, model/ and output/. At the end the primary host's
+ * model/ becomes model.tar.gz and every host's output/data output.tar.gz,
+ * under S3OutputPath/<TrainingJobName>/output/, as SageMaker uploads them. */
+#ifndef ZT_SAGEMAKER_H
+#define ZT_SAGEMAKER_H
+#include "launch/zt_layout.h"
+#include <stdbool.h>
+#include <stddef.h>
+
+/* algo-K of replica (pool, index): hosts are numbered in pool order. */
+void zt_sm_host(const zt_plan_t *plan, int pool, int index, char *out, size_t size);
+/* <job-dir>/opt-ml/algo-K (heap). */
+char *zt_sm_host_root(const zt_layout_t *layout, int pool, int index);
+/* A CreateTrainingJob's own in SM_TRAINING_ENV e of replica (pool,
+ * index): its host's folders, its channels and their input configs, the
+ * checkpoint folder. Nothing for another format. */
+void zt_sm_training_env(const zt_layout_t *layout, int pool, int index, json_t *e);
+/* Makes the host's folders and its channels: every file of a
+ * FullyReplicated channel, and of a ShardedByS3Key one the files whose
+ * place in the sorted list is K-1 modulo the hosts (the shares are
+ * disjoint and together every file), as links under input/data/<channel>.
+ * Again for a restarted host: the same share. 0, or -1 with why. */
+int zt_sm_prepare_host(const zt_layout_t *layout, int pool, int index, char *why, size_t len);
+/* The job's end: model.tar.gz (or, CompressionType NONE, model/ copied as
+ * a tar) and output.tar.gz under outputPath/<jobName>/output/. 0, or -1
+ * with why. */
+int zt_sm_upload(const zt_layout_t *layout, char *why, size_t len);
+/* The first host's output/failure text (what a failed program says of
+ * its failure), trimmed, or NULL (heap). */
+char *zt_sm_failure(const zt_layout_t *layout);
+
+#endif

@@ -1,0 +1,391 @@
+/* SageMaker's CreateTrainingJob request (what `aws sagemaker
+ * create-training-job --cli-input-json` takes): hosts algo-1..N from
+ * ResourceConfig, the program from AlgorithmSpecification or the framework
+ * containers' sagemaker_program, hyperparameters as --name value, input
+ * channels from local folders, the output path, the checkpoint folder and
+ * the stopping condition. The hosts are pool 0 (algo-1, the primary) and
+ * pool 1 (algo-2..N), all running the one program. */
+#include "spec/zt_spec_int.h"
+#include "base/zt_util.h"
+#include "ztrain/zt_error.h"
+#include "ztrain/zt_knobs.h"
+#include <ctype.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/* Fields SageMaker acts on that have nothing to act on here: each is a
+ * warning naming it and why. */
+static const char *const s_not_here[][2] = {
+    { "RoleArn", "no AWS role is assumed: the job runs as you" },
+    { "Tags", "kept nowhere" },
+    { "VpcConfig", "the job's hosts are yours; its ports accept only them" },
+    { "EnableNetworkIsolation", "the program's network is the host's" },
+    { "EnableInterContainerTrafficEncryption", "replicas' traffic is always authenticated and encrypted (CURVE)" },
+    { "DebugHookConfig", "SageMaker Debugger is not run" },
+    { "DebugRuleConfigurations", "SageMaker Debugger is not run" },
+    { "ProfilerConfig", "SageMaker Profiler is not run" },
+    { "ProfilerRuleConfigurations", "SageMaker Profiler is not run" },
+    { "TensorBoardOutputConfig", "TensorBoard logs go to the job's logs/ folder (AIP_TENSORBOARD_LOG_DIR)" },
+    { "ExperimentConfig", "no SageMaker Experiments here" },
+    { "RetryStrategy", "a failed job is retried by ZT_MAX_JOB_RETRIES" },
+    { "RemoteDebugConfig", "no remote debugging here" },
+    { "InfraCheckConfig", "no infrastructure checks here" },
+    { "SessionChainingConfig", "no AWS session here" },
+};
+
+/* A hyperparameter's value as the training toolkit hands it to the
+ * program: the SDK JSON-encodes every value ("\"abc\"", "0.1"), the
+ * toolkit decodes it; text that is no JSON stays as it is. */
+static char *s_hp_text(const char *v)
+{
+    json_t *d = json_loads(v, JSON_DECODE_ANY, NULL);
+    char *out = NULL;
+    if (json_is_string(d))
+        out = strdup(json_string_value(d));
+    else if (d && !json_is_object(d) && !json_is_array(d))
+        out = json_dumps(d, JSON_ENCODE_ANY);
+    json_decref(d);
+    return out ? out : strdup(v);
+}
+
+static int s_strcmp_p(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *) a, *(const char *const *) b);
+}
+
+/* The program: ContainerEntrypoint and ContainerArguments, else the
+ * framework containers' sagemaker_program (in sagemaker_submit_directory,
+ * or SAGEMAKER_PROGRAM in Environment), else an image naming a ztrain
+ * role; then the hyperparameters but sagemaker_*, sorted, as --name value. */
+static void s_program(zt_spec_ctx_t *c, zt_pool_t *pool, json_t *alg, json_t *hps, json_t *envmap)
+{
+    const char *ap = "AlgorithmSpecification";
+    zt_sf_str_array(c, alg, ap, "ContainerEntrypoint", pool->argv);
+    const char *image = zt_sf_str(c, alg, ap, "TrainingImage", NULL);
+    if (image)
+        pool->image_uri = strdup(image);
+    const char *program = json_string_value(json_object_get(hps, "sagemaker_program"));
+    const char *where = "HyperParameters.sagemaker_program";
+    if (!program && (program = json_string_value(json_object_get(envmap, "SAGEMAKER_PROGRAM"))))
+        where = "Environment.SAGEMAKER_PROGRAM";
+    char *prog = program ? s_hp_text(program) : NULL;
+    if (json_array_size(pool->argv) == 0 && prog) {
+        const char *dir = json_string_value(json_object_get(hps, "sagemaker_submit_directory"));
+        char *d = dir ? s_hp_text(dir) : NULL, *local = d ? zt_sf_local_path(c, "HyperParameters.sagemaker_submit_directory", d) : NULL;
+        char *path = local ? zt_strdupf("%s/%s", local, prog) : strdup(prog), real[PATH_MAX];
+        struct stat st;
+        json_t *v = json_string(path);
+        if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
+            ERR(c, local ? "HyperParameters.sagemaker_submit_directory" : where, v,
+                "no such program file (sagemaker_submit_directory is a local folder or file:// here)");
+        json_decref(v);
+        size_t n = strlen(prog);
+        if (n < 3 || strcmp(prog + n - 3, ".py"))
+            json_array_append_new(pool->argv, json_string(realpath(path, real) ? real : path));
+        else {
+            json_array_append_new(pool->argv, json_string("python3"));
+            json_array_append_new(pool->argv, json_string(realpath(path, real) ? real : path));
+        }
+        if (local)
+            pool->python_path = realpath(local, real) ? strdup(real) : strdup(local);
+        free(path);
+        free(d);
+        free(local);
+    }
+    else if (json_array_size(pool->argv) == 0 && (pool->role = zt_sf_image_role(image, 0)) != ZT_ROLE_NONE)
+        json_array_append_new(pool->argv, json_string(zt_role_binary(pool->role)));
+    else if (json_array_size(pool->argv) == 0)
+        ERR(c, "AlgorithmSpecification.ContainerEntrypoint", NULL, "required: the image%s%s%s is not pulled "
+            "here, so give the command (or the hyperparameter sagemaker_program, the script the framework "
+            "containers run)", image ? " '" : "", image ? image : "", image ? "'" : "");
+    free(prog);
+    zt_sf_str_array(c, alg, ap, "ContainerArguments", pool->argv);
+    const char **keys = calloc(json_object_size(hps) + 1, sizeof *keys);
+    size_t nk = 0;
+    const char *k;
+    json_t *v;
+    json_object_foreach(hps, k, v)
+        if (strncmp(k, "sagemaker_", 10))
+            keys[nk++] = k;
+    qsort(keys, nk, sizeof *keys, s_strcmp_p);
+    for (size_t i = 0; i < nk; i++) {
+        char *text = s_hp_text(json_string_value(json_object_get(hps, keys[i])));
+        json_array_append_new(pool->argv, json_sprintf("--%s", keys[i]));
+        json_array_append_new(pool->argv, json_string(text));
+        free(text);
+    }
+    free(keys);
+}
+
+/* A map of strings (HyperParameters, Environment); an error for any value
+ * that is not a string. */
+static json_t *s_string_map(zt_spec_ctx_t *c, json_t *root, const char *key)
+{
+    json_t *m = zt_sf_obj(c, root, "", key);
+    const char *k;
+    json_t *v;
+    json_object_foreach(m, k, v)
+        if (!json_is_string(v)) {
+            char *p = zt_sf_path(key, k);
+            ERR(c, p, v, "expected a string (SageMaker's maps hold strings only)");
+            free(p);
+        }
+    return m;
+}
+
+/* One InputDataConfig channel: its name, its local folder (S3Uri as a
+ * local path or file://, or a FileSystemDataSource's DirectoryPath) and
+ * how it is spread over the hosts. */
+static json_t *s_channel(zt_spec_ctx_t *c, json_t *ch, const char *cp, json_t *seen)
+{
+    static const char *const known[] = { "ChannelName", "DataSource", "ContentType", "CompressionType",
+        "RecordWrapperType", "InputMode", "ShuffleConfig", NULL };
+    zt_sf_unknown_fields(c, ch, cp, known);
+    const char *name = zt_sf_str(c, ch, cp, "ChannelName", NULL);
+    char *np = zt_sf_path(cp, "ChannelName");
+    bool ok = name && *name && strlen(name) <= 64;
+    for (const char *p = name; ok && *p; p++)
+        ok = isalnum((unsigned char) *p) || *p == '.' || *p == '-' || *p == '_';
+    json_t *nv = name ? json_string(name) : NULL;
+    if (!ok)
+        ERR(c, np, nv, name ? "a channel name is 1 to 64 letters, digits, '.', '-' or '_'" : "required");
+    else if (json_object_get(seen, name))
+        ERR(c, np, nv, "a second channel of this name");
+    json_decref(nv);
+    free(np);
+    const char *mode = zt_sf_str(c, ch, cp, "InputMode", "File");
+    if (strcmp(mode, "File")) {
+        char *mp = zt_sf_path(cp, "InputMode");
+        json_t *mv = json_string(mode);
+        ERR(c, mp, mv, "only File mode here: the channel's files are on this machine's disk, so Pipe and "
+            "FastFile (streams of S3 objects) have nothing to stream");
+        json_decref(mv);
+        free(mp);
+    }
+    const char *comp = zt_sf_str(c, ch, cp, "CompressionType", "None");
+    if (strcmp(comp, "None")) {
+        char *xp = zt_sf_path(cp, "CompressionType");
+        ERR(c, xp, NULL, "only None: SageMaker decompresses only in Pipe mode");
+        free(xp);
+    }
+    char *dp = zt_sf_path(cp, "DataSource");
+    json_t *ds = zt_sf_obj(c, ch, cp, "DataSource");
+    char *sp = zt_sf_path(dp, "S3DataSource"), *fp = zt_sf_path(dp, "FileSystemDataSource");
+    json_t *s3 = ds ? zt_sf_obj(c, ds, dp, "S3DataSource") : NULL, *fs = ds ? zt_sf_obj(c, ds, dp, "FileSystemDataSource") : NULL;
+    const char *uri = NULL, *dist = "FullyReplicated", *up = NULL;
+    char *upath = NULL;
+    if (s3) {
+        static const char *const sknown[] = { "S3Uri", "S3DataType", "S3DataDistributionType", "AttributeNames",
+            "InstanceGroupNames", "ModelAccessConfig", "HubAccessConfig", NULL };
+        zt_sf_unknown_fields(c, s3, sp, sknown);
+        uri = zt_sf_str(c, s3, sp, "S3Uri", NULL);
+        up = upath = zt_sf_path(sp, "S3Uri");
+        const char *type = zt_sf_str(c, s3, sp, "S3DataType", "S3Prefix");
+        if (strcmp(type, "S3Prefix")) {
+            char *tp = zt_sf_path(sp, "S3DataType");
+            json_t *tv = json_string(type);
+            ERR(c, tp, tv, "only S3Prefix here: every file under the folder (a manifest lists S3 objects)");
+            json_decref(tv);
+            free(tp);
+        }
+        dist = zt_sf_str(c, s3, sp, "S3DataDistributionType", "FullyReplicated");
+        if (strcmp(dist, "FullyReplicated") && strcmp(dist, "ShardedByS3Key")) {
+            char *tp = zt_sf_path(sp, "S3DataDistributionType");
+            json_t *tv = json_string(dist);
+            ERR(c, tp, tv, "FullyReplicated (every host all files) or ShardedByS3Key (each host its share)");
+            json_decref(tv);
+            free(tp);
+            dist = "FullyReplicated";
+        }
+    }
+    else if (fs) {
+        uri = zt_sf_str(c, fs, fp, "DirectoryPath", NULL);
+        up = upath = zt_sf_path(fp, "DirectoryPath");
+    }
+    else
+        ERR(c, dp, NULL, "required: S3DataSource (S3Uri: a local folder or file:// here) or FileSystemDataSource");
+    char *local = uri ? zt_sf_local_path(c, up, uri) : NULL, real[PATH_MAX];
+    struct stat st;
+    json_t *out = NULL;
+    if ((s3 || fs) && !uri)
+        ERR(c, up, NULL, "required: the channel's folder (a local path or file:// here)");
+    else if (local && (stat(local, &st) != 0 || !S_ISDIR(st.st_mode))) {
+        json_t *v = json_string(uri);
+        ERR(c, up, v, "no such folder on this machine");
+        json_decref(v);
+    }
+    else if (local && ok)
+        out = json_pack("{s:s, s:s, s:s, s:s, s:s}", "name", name, "path", realpath(local, real) ? real : local,
+                        "distribution", dist, "contentType", zt_sf_str(c, ch, cp, "ContentType", ""),
+                        "recordWrapperType", zt_sf_str(c, ch, cp, "RecordWrapperType", "None"));
+    free(local);
+    free(upath);
+    free(sp);
+    free(fp);
+    free(dp);
+    return out;
+}
+
+/* Long on purpose: one pass over the request's fields in its own order,
+ * each checked where it is read. */
+void zt_spec_sagemaker(zt_spec_ctx_t *c, json_t *root)
+{
+    static const char *const known[] = { "TrainingJobName", "AlgorithmSpecification", "HyperParameters",
+        "ResourceConfig", "InputDataConfig", "OutputDataConfig", "CheckpointConfig", "StoppingCondition",
+        "EnableManagedSpotTraining", "Environment", "RoleArn", "Tags", "VpcConfig", "EnableNetworkIsolation",
+        "EnableInterContainerTrafficEncryption", "DebugHookConfig", "DebugRuleConfigurations",
+        "ProfilerConfig", "ProfilerRuleConfigurations", "TensorBoardOutputConfig", "ExperimentConfig",
+        "RetryStrategy", "RemoteDebugConfig", "InfraCheckConfig", "SessionChainingConfig", NULL };
+    zt_sf_unknown_fields(c, root, "", known);
+    zt_plan_t *plan = c->plan;
+    json_t *sm = json_object();
+    plan->sagemaker = sm;
+    const char *name = zt_sf_str(c, root, "", "TrainingJobName", NULL);
+    bool ok = name && isalnum((unsigned char) name[0]) && strlen(name) <= 63;
+    for (const char *p = name; ok && *p; p++)
+        ok = isalnum((unsigned char) *p) || (*p == '-' && p[1]);
+    json_t *nv = name ? json_string(name) : NULL;
+    if (!ok)
+        ERR(c, "TrainingJobName", nv, name ? "1 to 63 letters, digits and inner hyphens" : "required");
+    json_decref(nv);
+    plan->display_name = strdup(name ? name : "training-job");
+    json_object_set_new(sm, "jobName", json_string(plan->display_name));
+    for (size_t i = 0; i < sizeof s_not_here / sizeof *s_not_here; i++)
+        if (json_object_get(root, s_not_here[i][0]))
+            WARN(c, s_not_here[i][0], NULL, "ignored: %s", s_not_here[i][1]);
+    json_t *alg = zt_sf_obj(c, root, "", "AlgorithmSpecification");
+    if (!alg) {
+        ERR(c, "AlgorithmSpecification", NULL, "required");
+        alg = json_object();
+        json_object_set_new(root, "AlgorithmSpecification", alg);
+    }
+    static const char *const aknown[] = { "TrainingImage", "AlgorithmName", "TrainingInputMode",
+        "MetricDefinitions", "EnableSageMakerMetricsTimeSeries", "ContainerEntrypoint", "ContainerArguments",
+        "TrainingImageConfig", NULL };
+    zt_sf_unknown_fields(c, alg, "AlgorithmSpecification", aknown);
+    if (json_object_get(alg, "AlgorithmName"))
+        ERR(c, "AlgorithmSpecification.AlgorithmName", json_object_get(alg, "AlgorithmName"),
+            "SageMaker's own and Marketplace algorithms are not here: give TrainingImage and a program");
+    const char *mode = zt_sf_str(c, alg, "AlgorithmSpecification", "TrainingInputMode", "File");
+    if (strcmp(mode, "File")) {
+        json_t *mv = json_string(mode);
+        ERR(c, "AlgorithmSpecification.TrainingInputMode", mv, "only File mode here: the channels are local "
+            "folders, so Pipe and FastFile have nothing to stream");
+        json_decref(mv);
+    }
+    if (json_object_get(alg, "MetricDefinitions"))
+        WARN(c, "AlgorithmSpecification.MetricDefinitions", NULL, "read by `ztrain tune` only; a training job's "
+             "metrics are the ones its program reports");
+    json_t *hps = s_string_map(c, root, "HyperParameters"), *envmap = s_string_map(c, root, "Environment");
+    json_t *rc = zt_sf_obj(c, root, "", "ResourceConfig");
+    const char *rp = "ResourceConfig";
+    long long count = 1;
+    const char *type = NULL;
+    if (!rc)
+        ERR(c, rp, NULL, "required: InstanceType and InstanceCount");
+    else {
+        static const char *const rknown[] = { "InstanceType", "InstanceCount", "VolumeSizeInGB",
+            "VolumeKmsKeyId", "KeepAlivePeriodInSeconds", "InstanceGroups", "TrainingPlanArn", NULL };
+        zt_sf_unknown_fields(c, rc, rp, rknown);
+        if (json_object_get(rc, "InstanceGroups"))
+            ERR(c, "ResourceConfig.InstanceGroups", NULL, "not supported yet: give InstanceType and InstanceCount");
+        type = zt_sf_str(c, rc, rp, "InstanceType", NULL);
+        count = zt_sf_int(c, rc, rp, "InstanceCount", 1, 1, zt_knob_int(ZT_KNOB_MAX_REPLICAS),
+                          "hosts on one machine; ZT_MAX_REPLICAS raises it", NULL);
+        if (json_object_get(rc, "KeepAlivePeriodInSeconds"))
+            WARN(c, "ResourceConfig.KeepAlivePeriodInSeconds", NULL, "ignored: nothing is kept warm here");
+    }
+    zt_pool_t *primary = &plan->pools[0], *others = &plan->pools[1];
+    primary->present = true;
+    primary->replicas = 1;
+    char *tp = zt_sf_path(rp, "InstanceType");
+    json_t *tv = type ? json_string(type) : NULL;
+    if (rc && !type)
+        ERR(c, tp, NULL, "required: a SageMaker instance type such as ml.m5.xlarge");
+    else if (type && (strncmp(type, "ml.", 3) || !zt_machine_lookup(type, &primary->machine)))
+        ERR(c, tp, tv, "unknown SageMaker instance type (known: %s)", zt_ml_names());
+    else if (type)
+        zt_sf_check_machine(c, primary, type, tp, NULL, NULL, 0, false, NULL);
+    json_decref(tv);
+    free(tp);
+    s_program(c, primary, alg, hps, envmap);
+    const char *k;
+    json_t *v;
+    json_object_foreach(envmap, k, v) {
+        char *ep = zt_sf_path("Environment", k);
+        if (!zt_sf_env_name_ok(k))
+            ERR(c, ep, NULL, "not a valid environment variable name");
+        else if (json_is_string(v))
+            json_array_append_new(primary->env, json_pack("[s, s]", k, json_string_value(v)));
+        free(ep);
+    }
+    if (count > 1) { /* algo-2..N: the same hosts running the same program */
+        json_t *argv = others->argv, *env = others->env;
+        *others = *primary;
+        others->replicas = (int) count - 1;
+        others->argv = argv;
+        others->env = env;
+        json_array_extend(argv, primary->argv);
+        json_array_extend(env, primary->env);
+        others->image_uri = primary->image_uri ? strdup(primary->image_uri) : NULL;
+        others->python_path = primary->python_path ? strdup(primary->python_path) : NULL;
+    }
+    json_t *channels = json_array(), *seen = json_object(), *idc = json_object_get(root, "InputDataConfig");
+    if (idc && !json_is_array(idc))
+        ERR(c, "InputDataConfig", idc, "expected an array of channels");
+    size_t i;
+    json_t *ch;
+    json_array_foreach(json_is_array(idc) ? idc : NULL, i, ch) {
+        char *cp = zt_strdupf("InputDataConfig[%zu]", i);
+        json_t *one = json_is_object(ch) ? s_channel(c, ch, cp, seen) : NULL;
+        if (!json_is_object(ch))
+            ERR(c, cp, ch, "expected a channel object");
+        if (one) {
+            json_object_set_new(seen, json_string_value(json_object_get(one, "name")), json_true());
+            json_array_append_new(channels, one);
+        }
+        free(cp);
+    }
+    json_decref(seen);
+    json_object_set_new(sm, "channels", channels);
+    json_t *odc = zt_sf_obj(c, root, "", "OutputDataConfig");
+    const char *out = odc ? zt_sf_str(c, odc, "OutputDataConfig", "S3OutputPath", NULL) : NULL;
+    if (!out)
+        ERR(c, odc ? "OutputDataConfig.S3OutputPath" : "OutputDataConfig", NULL,
+            "required: where model.tar.gz goes (a local folder or file:// here)");
+    char *outp = out ? zt_sf_local_path(c, "OutputDataConfig.S3OutputPath", out) : NULL;
+    if (outp)
+        json_object_set_new(sm, "outputPath", json_string(outp));
+    const char *gz = odc ? zt_sf_str(c, odc, "OutputDataConfig", "CompressionType", "GZIP") : "GZIP";
+    if (strcmp(gz, "GZIP") && strcmp(gz, "NONE"))
+        ERR(c, "OutputDataConfig.CompressionType", json_object_get(odc, "CompressionType"), "GZIP or NONE");
+    json_object_set_new(sm, "compress", json_boolean(!strcmp(gz, "GZIP")));
+    if (odc && json_object_get(odc, "KmsKeyId"))
+        WARN(c, "OutputDataConfig.KmsKeyId", NULL, "ignored: the output is written as a file of yours (0600)");
+    free(outp);
+    json_t *ck = zt_sf_obj(c, root, "", "CheckpointConfig");
+    const char *cku = ck ? zt_sf_str(c, ck, "CheckpointConfig", "S3Uri", NULL) : NULL;
+    if (ck && !cku)
+        ERR(c, "CheckpointConfig.S3Uri", NULL, "required: the folder the checkpoints are kept in");
+    char *ckp = cku ? zt_sf_local_path(c, "CheckpointConfig.S3Uri", cku) : NULL;
+    if (ckp)
+        json_object_set_new(sm, "checkpointPath", json_string(ckp));
+    free(ckp);
+    json_t *stop = zt_sf_obj(c, root, "", "StoppingCondition");
+    if (stop) {
+        plan->timeout_s = (double) zt_sf_int(c, stop, "StoppingCondition", "MaxRuntimeInSeconds", 86400, 1,
+                                             2419200, "SageMaker's limit, 28 days", NULL);
+        if (json_object_get(stop, "MaxWaitTimeInSeconds"))
+            WARN(c, "StoppingCondition.MaxWaitTimeInSeconds", NULL, "nothing is waited for: the machines are yours");
+        if (json_object_get(stop, "MaxPendingTimeInSeconds"))
+            WARN(c, "StoppingCondition.MaxPendingTimeInSeconds", NULL, "nothing is waited for: the machines are yours");
+    }
+    else
+        plan->timeout_s = 86400; /* SageMaker's default MaxRuntimeInSeconds */
+    plan->spot = zt_sf_bool(c, root, "", "EnableManagedSpotTraining", false);
+    json_object_set_new(sm, "hyperparameters", hps ? json_deep_copy(hps) : json_object());
+    plan->tf_master = false;
+    plan->job = json_deep_copy(root);
+}

@@ -1,0 +1,175 @@
+"""SageMaker's CreateTrainingJob request as a job format: `validate` names
+every field it cannot act on (an error) or acts on differently (a warning);
+a real two-host job of SageMaker's shape (SM_HOSTS, SM_CURRENT_HOST,
+SM_CHANNEL_*, SM_MODEL_DIR, hyperparameters as --name value) gets a
+ShardedByS3Key channel split disjointly and completely over its hosts and a
+FullyReplicated one whole on each, and leaves model.tar.gz and
+output.tar.gz; a failing program's output/failure is the job's failure."""
+import json
+import os
+import tarfile
+import unittest
+
+from ztest import Job, load_job, tmpdir, write, ztrain
+
+SCRIPT = r'''
+import argparse, json, os, sys
+ap = argparse.ArgumentParser()
+ap.add_argument("--epochs", type=int, required=True)
+ap.add_argument("--lr", type=float, required=True)
+ap.add_argument("--fail", default="")
+a = ap.parse_args()
+me, hosts = os.environ["SM_CURRENT_HOST"], json.loads(os.environ["SM_HOSTS"])
+seen = {}
+for ch in json.loads(os.environ["SM_CHANNELS"]):
+    d = os.environ["SM_CHANNEL_" + ch.upper()]
+    seen[ch] = sorted(os.path.relpath(os.path.join(r, f), d) for r, _, fs in os.walk(d) for f in fs)
+    for f in seen[ch]:
+        with open(os.path.join(d, f)) as fh:
+            assert fh.read().strip() == f, f
+if a.fail and me == "algo-2":
+    with open(os.path.join(os.environ["SM_OUTPUT_DIR"], "failure"), "w") as f:
+        f.write(a.fail + "\n")
+    sys.exit(1)
+record = {"host": me, "hosts": hosts, "epochs": a.epochs, "lr": a.lr, "seen": seen,
+          "hps": json.loads(os.environ["SM_HPS"]), "args": sys.argv[1:],
+          "config": sorted(os.listdir(os.environ["SM_INPUT_CONFIG_DIR"])),
+          "checkpoints": os.environ["SM_CHECKPOINT_DIR"]}
+with open(os.path.join(os.environ["SM_OUTPUT_DATA_DIR"], "seen.json"), "w") as f:
+    json.dump(record, f)
+if me == hosts[0]:
+    with open(os.path.join(os.environ["SM_MODEL_DIR"], "model.json"), "w") as f:
+        json.dump({"weights": [a.lr] * 3, "epochs": a.epochs}, f)
+print("host %s of %d trained %d epochs" % (me, len(hosts), a.epochs), flush=True)
+'''
+
+
+def put(path, text):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def request(d, **over):
+    r = {
+        "TrainingJobName": "sm-shape-1",
+        "RoleArn": "arn:aws:iam::123456789012:role/SageMakerRole",
+        "AlgorithmSpecification": {"TrainingImage": "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.1",
+                                   "TrainingInputMode": "File"},
+        "HyperParameters": {"epochs": "3", "lr": "0.01", "sagemaker_program": "\"train.py\"",
+                            "sagemaker_submit_directory": json.dumps("file://" + d + "/code")},
+        "ResourceConfig": {"InstanceType": "ml.m5.xlarge", "InstanceCount": 2, "VolumeSizeInGB": 30},
+        "InputDataConfig": [
+            {"ChannelName": "training", "DataSource": {"S3DataSource": {
+                "S3Uri": "file://" + d + "/data/train", "S3DataType": "S3Prefix",
+                "S3DataDistributionType": "ShardedByS3Key"}}},
+            {"ChannelName": "config", "DataSource": {"S3DataSource": {
+                "S3Uri": d + "/data/config", "S3DataDistributionType": "FullyReplicated"}}},
+        ],
+        "OutputDataConfig": {"S3OutputPath": "file://" + d + "/out"},
+        "CheckpointConfig": {"S3Uri": d + "/ckpt"},
+        "StoppingCondition": {"MaxRuntimeInSeconds": 600},
+    }
+    r.update(over)
+    return r
+
+
+class CreateTrainingJob(unittest.TestCase):
+    def setUp(self):
+        self.d = tmpdir("sagemaker-")
+        put(os.path.join(self.d, "code", "train.py"), SCRIPT)
+        self.train = ["part-%02d.csv" % i for i in range(7)] + ["sub/part-x.csv", "sub/part-y.csv"]
+        for f in self.train:
+            put(os.path.join(self.d, "data", "train", f), f + "\n")
+        put(os.path.join(self.d, "data", "config", "labels.txt"), "labels.txt\n")
+
+    def run_job(self, req):
+        path = write(self.d, "job.json", json.dumps(req, indent=2))
+        job = Job(self, path, os.path.join(self.d, "job"))
+        return job, job.wait(timeout=120)
+
+    def test_two_hosts_sharded_and_replicated_channels(self):
+        job, rc = self.run_job(request(self.d))
+        self.assertEqual(rc, 0, job.err[-3000:])
+        j = load_job(job.job_dir)
+        self.assertEqual(j["state"], "SUCCEEDED")
+        self.assertIn("RoleArn: ignored: no AWS role is assumed", job.err)
+        with tarfile.open(os.path.join(self.d, "out", "sm-shape-1", "output", "output.tar.gz")) as t:
+            recs = {m.name.split("/")[0]: json.load(t.extractfile(m)) for m in t.getmembers()
+                    if m.name.endswith("seen.json")}
+        self.assertEqual(sorted(recs), ["algo-1", "algo-2"])
+        shares = [set(recs[h]["seen"]["training"]) for h in ("algo-1", "algo-2")]
+        self.assertEqual(shares[0] & shares[1], set())  # disjoint
+        self.assertEqual(shares[0] | shares[1], set(self.train))  # and together every file
+        self.assertTrue(shares[0] and shares[1])
+        for h, rec in recs.items():
+            self.assertEqual(rec["seen"]["config"], ["labels.txt"])  # whole on every host
+            self.assertEqual((rec["epochs"], rec["lr"], rec["hosts"]), (3, 0.01, ["algo-1", "algo-2"]))
+            self.assertEqual(rec["hps"], {"epochs": 3, "lr": 0.01})  # no sagemaker_* among them
+            self.assertEqual(rec["args"], ["--epochs", "3", "--lr", "0.01"])
+            self.assertEqual(rec["config"], ["hyperparameters.json", "inputdataconfig.json",
+                                             "resourceconfig.json"])
+            self.assertEqual(rec["checkpoints"], os.path.join(self.d, "ckpt"))
+        cfg = os.path.join(job.job_dir, "config", "workerpool1-0")
+        with open(os.path.join(cfg, "hyperparameters.json")) as f:
+            self.assertEqual(json.load(f)["sagemaker_program"], "\"train.py\"")  # as given
+        with open(os.path.join(cfg, "inputdataconfig.json")) as f:
+            self.assertEqual(json.load(f)["training"]["S3DistributionType"], "ShardedByS3Key")
+        with tarfile.open(os.path.join(self.d, "out", "sm-shape-1", "output", "model.tar.gz")) as t:
+            self.assertEqual(t.getnames(), ["model.json"])
+            self.assertEqual(json.load(t.extractfile("model.json")), {"weights": [0.01] * 3, "epochs": 3})
+
+    def test_failure_file_is_the_jobs_failure(self):
+        req = request(self.d)
+        req["HyperParameters"]["fail"] = "the training channel has no labels"
+        job, rc = self.run_job(req)
+        self.assertEqual(rc, 1, job.err[-3000:])
+        j = load_job(job.job_dir)
+        self.assertEqual(j["state"], "FAILED")
+        self.assertEqual(j["error"]["failureReason"], "the training channel has no labels")
+        st = ztrain("status", job.job_dir)
+        self.assertIn("output/failure says: the training channel has no labels", st.stdout + st.stderr)
+        self.assertFalse(os.path.exists(os.path.join(self.d, "out", "sm-shape-1", "output", "model.tar.gz")))
+
+    def test_validate_names_what_cannot_be_acted_on(self):
+        req = request(self.d)
+        req["AlgorithmSpecification"]["TrainingInputMode"] = "Pipe"
+        req["AlgorithmSpecification"]["AlgorithmName"] = "xgboost"
+        req["ResourceConfig"]["InstanceType"] = "ml.x9.huge"
+        req["InputDataConfig"][0]["DataSource"]["S3DataSource"]["S3Uri"] = "s3://bucket/train"
+        req["InputDataConfig"][1]["ChannelName"] = "bad name"
+        req["InputDataConfig"][1]["InputMode"] = "FastFile"
+        req["OutputDataConfig"] = {}
+        req["EnableManagedSpotTraining"] = True
+        req["StoppingCondition"]["MaxWaitTimeInSeconds"] = 900
+        path = write(self.d, "bad.json", json.dumps(req, indent=2))
+        r = ztrain("validate", path)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        for want in ['AlgorithmSpecification.TrainingInputMode = "Pipe": only File mode here',
+                     'AlgorithmSpecification.AlgorithmName = "xgboost": SageMaker\'s own and Marketplace',
+                     'ResourceConfig.InstanceType = "ml.x9.huge": unknown SageMaker instance type (known: ml.m5.large',
+                     'InputDataConfig[0].DataSource.S3DataSource.S3Uri = "s3://bucket/train": only local paths',
+                     'InputDataConfig[1].ChannelName = "bad name": a channel name is 1 to 64',
+                     'InputDataConfig[1].InputMode = "FastFile": only File mode here',
+                     "OutputDataConfig.S3OutputPath: required",
+                     "StoppingCondition.MaxWaitTimeInSeconds: nothing is waited for",
+                     "RoleArn: ignored"]:
+            self.assertIn(want, r.stderr)
+        self.assertIn("bad.json:", r.stderr)  # the file and line of each
+        ok = ztrain("validate", write(self.d, "ok.json", json.dumps(request(self.d))), "--json")
+        self.assertEqual(ok.returncode, 0, ok.stderr)
+        plan = json.loads(ok.stdout)
+        self.assertEqual(plan["format"], "CreateTrainingJob")
+        self.assertEqual([p and (p["replicaCount"], p["machineType"], p["vcpus"]) for p in plan["pools"]],
+                         [(1, "ml.m5.xlarge", 4), (1, "ml.m5.xlarge", 4), None, None])
+        self.assertEqual(plan["timeoutSeconds"], 600)
+        gpu = request(self.d)
+        gpu["ResourceConfig"]["InstanceType"] = "ml.p3.8xlarge"
+        g = ztrain("validate", write(self.d, "gpu.json", json.dumps(gpu)), "--json", "--cpu-only")
+        self.assertEqual(g.returncode, 0, g.stderr)
+        self.assertEqual((json.loads(g.stdout)["pools"][0]["acceleratorType"],
+                          json.loads(g.stdout)["pools"][0]["acceleratorCount"]), ("NVIDIA_TESLA_V100", 4))
+
+
+if __name__ == "__main__":
+    unittest.main()
