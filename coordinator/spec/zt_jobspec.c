@@ -522,6 +522,15 @@ void zt_plan_print(const zt_plan_t *self, FILE *out)
             fprintf(out, "    PYTHONPATH+: %s\n", p->python_path);
     }
     fprintf(out, "  output: %s\n", self->base_output_dir ? self->base_output_dir : "(the job directory)");
+    const char *sm_out = self->sagemaker ? json_string_value(json_object_get(self->sagemaker, "outputPath")) : NULL;
+    if (sm_out)
+        fprintf(out, "  model.tar.gz and output.tar.gz: %s/%s/output/\n", sm_out,
+                json_string_value(json_object_get(self->sagemaker, "jobName")));
+    size_t ci;
+    json_t *ch;
+    json_array_foreach(self->sagemaker ? json_object_get(self->sagemaker, "channels") : NULL, ci, ch)
+        fprintf(out, "  channel %s: %s (%s)\n", json_string_value(json_object_get(ch, "name")),
+                json_string_value(json_object_get(ch, "path")), json_string_value(json_object_get(ch, "distribution")));
     fprintf(out, "  scheduling: timeout %s, restartJobOnWorkerRestart %s, retries %s%s; "
             "TF_CONFIG names pool 0 \"%s\"\n",
             self->timeout_s > 0 ? "set" : "none",

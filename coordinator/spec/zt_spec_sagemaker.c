@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 /* Fields SageMaker acts on that have nothing to act on here: each is a
  * warning naming it and why. */
@@ -119,6 +120,18 @@ static void s_program(zt_spec_ctx_t *c, zt_pool_t *pool, json_t *alg, json_t *hp
     free(keys);
 }
 
+/* path made absolute from the current folder (the coordinator writes
+ * there at the end, from wherever it runs), heap; NULL stays NULL. */
+static char *s_absolute(char *path)
+{
+    char cwd[PATH_MAX];
+    if (!path || path[0] == '/' || !getcwd(cwd, sizeof cwd))
+        return path;
+    char *abs = zt_strdupf("%s/%s", cwd, path);
+    free(path);
+    return abs;
+}
+
 /* A map of strings (HyperParameters, Environment); an error for any value
  * that is not a string. */
 static json_t *s_string_map(zt_spec_ctx_t *c, json_t *root, const char *key)
@@ -135,7 +148,8 @@ static json_t *s_string_map(zt_spec_ctx_t *c, json_t *root, const char *key)
     return m;
 }
 
-/* One InputDataConfig channel: its name, its local folder (S3Uri as a
+/* Long on purpose: its fields in order, each checked where it is read.
+ * One InputDataConfig channel: its name, its local folder (S3Uri as a
  * local path or file://, or a FileSystemDataSource's DirectoryPath) and
  * how it is spread over the hosts. */
 static json_t *s_channel(zt_spec_ctx_t *c, json_t *ch, const char *cp, json_t *seen)
@@ -228,6 +242,69 @@ static json_t *s_channel(zt_spec_ctx_t *c, json_t *ch, const char *cp, json_t *s
     return out;
 }
 
+/* InputDataConfig: every channel, into sm's "channels". */
+static void s_channels(zt_spec_ctx_t *c, json_t *root, json_t *sm)
+{
+    json_t *channels = json_array(), *seen = json_object(), *idc = json_object_get(root, "InputDataConfig");
+    if (idc && !json_is_array(idc))
+        ERR(c, "InputDataConfig", idc, "expected an array of channels");
+    size_t i;
+    json_t *ch;
+    json_array_foreach(json_is_array(idc) ? idc : NULL, i, ch) {
+        char *cp = zt_strdupf("InputDataConfig[%zu]", i);
+        json_t *one = json_is_object(ch) ? s_channel(c, ch, cp, seen) : NULL;
+        if (!json_is_object(ch))
+            ERR(c, cp, ch, "expected a channel object");
+        if (one) {
+            json_object_set_new(seen, json_string_value(json_object_get(one, "name")), json_true());
+            json_array_append_new(channels, one);
+        }
+        free(cp);
+    }
+    json_decref(seen);
+    json_object_set_new(sm, "channels", channels);
+}
+
+/* OutputDataConfig, CheckpointConfig and StoppingCondition. */
+static void s_outputs(zt_spec_ctx_t *c, json_t *root, json_t *sm)
+{
+    zt_plan_t *plan = c->plan;
+    json_t *odc = zt_sf_obj(c, root, "", "OutputDataConfig");
+    const char *out = odc ? zt_sf_str(c, odc, "OutputDataConfig", "S3OutputPath", NULL) : NULL;
+    if (!out)
+        ERR(c, odc ? "OutputDataConfig.S3OutputPath" : "OutputDataConfig", NULL,
+            "required: where model.tar.gz goes (a local folder or file:// here)");
+    char *outp = out ? s_absolute(zt_sf_local_path(c, "OutputDataConfig.S3OutputPath", out)) : NULL;
+    if (outp)
+        json_object_set_new(sm, "outputPath", json_string(outp));
+    const char *gz = odc ? zt_sf_str(c, odc, "OutputDataConfig", "CompressionType", "GZIP") : "GZIP";
+    if (strcmp(gz, "GZIP") && strcmp(gz, "NONE"))
+        ERR(c, "OutputDataConfig.CompressionType", json_object_get(odc, "CompressionType"), "GZIP or NONE");
+    json_object_set_new(sm, "compress", json_boolean(!strcmp(gz, "GZIP")));
+    if (odc && json_object_get(odc, "KmsKeyId"))
+        WARN(c, "OutputDataConfig.KmsKeyId", NULL, "ignored: the output is written as a file of yours (0600)");
+    free(outp);
+    json_t *ck = zt_sf_obj(c, root, "", "CheckpointConfig");
+    const char *cku = ck ? zt_sf_str(c, ck, "CheckpointConfig", "S3Uri", NULL) : NULL;
+    if (ck && !cku)
+        ERR(c, "CheckpointConfig.S3Uri", NULL, "required: the folder the checkpoints are kept in");
+    char *ckp = cku ? s_absolute(zt_sf_local_path(c, "CheckpointConfig.S3Uri", cku)) : NULL;
+    if (ckp)
+        json_object_set_new(sm, "checkpointPath", json_string(ckp));
+    free(ckp);
+    json_t *stop = zt_sf_obj(c, root, "", "StoppingCondition");
+    if (stop) {
+        plan->timeout_s = (double) zt_sf_int(c, stop, "StoppingCondition", "MaxRuntimeInSeconds", 86400, 1,
+                                             2419200, "SageMaker's limit, 28 days", NULL);
+        if (json_object_get(stop, "MaxWaitTimeInSeconds"))
+            WARN(c, "StoppingCondition.MaxWaitTimeInSeconds", NULL, "nothing is waited for: the machines are yours");
+        if (json_object_get(stop, "MaxPendingTimeInSeconds"))
+            WARN(c, "StoppingCondition.MaxPendingTimeInSeconds", NULL, "nothing is waited for: the machines are yours");
+    }
+    else
+        plan->timeout_s = 86400; /* SageMaker's default MaxRuntimeInSeconds */
+}
+
 /* Long on purpose: one pass over the request's fields in its own order,
  * each checked where it is read. */
 void zt_spec_sagemaker(zt_spec_ctx_t *c, json_t *root)
@@ -294,6 +371,9 @@ void zt_spec_sagemaker(zt_spec_ctx_t *c, json_t *root)
         type = zt_sf_str(c, rc, rp, "InstanceType", NULL);
         count = zt_sf_int(c, rc, rp, "InstanceCount", 1, 1, zt_knob_int(ZT_KNOB_MAX_REPLICAS),
                           "hosts on one machine; ZT_MAX_REPLICAS raises it", NULL);
+        plan->pools[0].disk_gb = (int) zt_sf_int(c, rc, rp, "VolumeSizeInGB", 30, 1, 16384,
+                                                 "SageMaker's largest volume", NULL);
+        snprintf(plan->pools[0].disk_type, sizeof plan->pools[0].disk_type, "ebs");
         if (json_object_get(rc, "KeepAlivePeriodInSeconds"))
             WARN(c, "ResourceConfig.KeepAlivePeriodInSeconds", NULL, "ignored: nothing is kept warm here");
     }
@@ -332,58 +412,8 @@ void zt_spec_sagemaker(zt_spec_ctx_t *c, json_t *root)
         others->image_uri = primary->image_uri ? strdup(primary->image_uri) : NULL;
         others->python_path = primary->python_path ? strdup(primary->python_path) : NULL;
     }
-    json_t *channels = json_array(), *seen = json_object(), *idc = json_object_get(root, "InputDataConfig");
-    if (idc && !json_is_array(idc))
-        ERR(c, "InputDataConfig", idc, "expected an array of channels");
-    size_t i;
-    json_t *ch;
-    json_array_foreach(json_is_array(idc) ? idc : NULL, i, ch) {
-        char *cp = zt_strdupf("InputDataConfig[%zu]", i);
-        json_t *one = json_is_object(ch) ? s_channel(c, ch, cp, seen) : NULL;
-        if (!json_is_object(ch))
-            ERR(c, cp, ch, "expected a channel object");
-        if (one) {
-            json_object_set_new(seen, json_string_value(json_object_get(one, "name")), json_true());
-            json_array_append_new(channels, one);
-        }
-        free(cp);
-    }
-    json_decref(seen);
-    json_object_set_new(sm, "channels", channels);
-    json_t *odc = zt_sf_obj(c, root, "", "OutputDataConfig");
-    const char *out = odc ? zt_sf_str(c, odc, "OutputDataConfig", "S3OutputPath", NULL) : NULL;
-    if (!out)
-        ERR(c, odc ? "OutputDataConfig.S3OutputPath" : "OutputDataConfig", NULL,
-            "required: where model.tar.gz goes (a local folder or file:// here)");
-    char *outp = out ? zt_sf_local_path(c, "OutputDataConfig.S3OutputPath", out) : NULL;
-    if (outp)
-        json_object_set_new(sm, "outputPath", json_string(outp));
-    const char *gz = odc ? zt_sf_str(c, odc, "OutputDataConfig", "CompressionType", "GZIP") : "GZIP";
-    if (strcmp(gz, "GZIP") && strcmp(gz, "NONE"))
-        ERR(c, "OutputDataConfig.CompressionType", json_object_get(odc, "CompressionType"), "GZIP or NONE");
-    json_object_set_new(sm, "compress", json_boolean(!strcmp(gz, "GZIP")));
-    if (odc && json_object_get(odc, "KmsKeyId"))
-        WARN(c, "OutputDataConfig.KmsKeyId", NULL, "ignored: the output is written as a file of yours (0600)");
-    free(outp);
-    json_t *ck = zt_sf_obj(c, root, "", "CheckpointConfig");
-    const char *cku = ck ? zt_sf_str(c, ck, "CheckpointConfig", "S3Uri", NULL) : NULL;
-    if (ck && !cku)
-        ERR(c, "CheckpointConfig.S3Uri", NULL, "required: the folder the checkpoints are kept in");
-    char *ckp = cku ? zt_sf_local_path(c, "CheckpointConfig.S3Uri", cku) : NULL;
-    if (ckp)
-        json_object_set_new(sm, "checkpointPath", json_string(ckp));
-    free(ckp);
-    json_t *stop = zt_sf_obj(c, root, "", "StoppingCondition");
-    if (stop) {
-        plan->timeout_s = (double) zt_sf_int(c, stop, "StoppingCondition", "MaxRuntimeInSeconds", 86400, 1,
-                                             2419200, "SageMaker's limit, 28 days", NULL);
-        if (json_object_get(stop, "MaxWaitTimeInSeconds"))
-            WARN(c, "StoppingCondition.MaxWaitTimeInSeconds", NULL, "nothing is waited for: the machines are yours");
-        if (json_object_get(stop, "MaxPendingTimeInSeconds"))
-            WARN(c, "StoppingCondition.MaxPendingTimeInSeconds", NULL, "nothing is waited for: the machines are yours");
-    }
-    else
-        plan->timeout_s = 86400; /* SageMaker's default MaxRuntimeInSeconds */
+    s_channels(c, root, sm);
+    s_outputs(c, root, sm);
     plan->spot = zt_sf_bool(c, root, "", "EnableManagedSpotTraining", false);
     json_object_set_new(sm, "hyperparameters", hps ? json_deep_copy(hps) : json_object());
     plan->tf_master = false;

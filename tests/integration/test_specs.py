@@ -500,11 +500,15 @@ class ValidSpecs(unittest.TestCase):
         self.assertEqual(p["pools"][0]["env"], {"A": "1"})
 
     def test_examples_validate(self):
-        ex = os.path.join(os.path.dirname(__file__), "..", "..", "examples")
+        # from the repository's root, as the README runs them (their local
+        # paths, such as a SageMaker request's file://examples, are from there)
+        root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+        ex = os.path.join(root, "examples")
         for name in sorted(os.listdir(ex)):
             if name.endswith((".json", ".yaml")) and "study" not in name:  # studies: test_tune
                 with self.subTest(name):
-                    r = ztrain("validate", os.path.join(ex, name), "--cpu-only")
+                    r = subprocess.run([os.path.join(BIN, "ztrain"), "validate", os.path.join(ex, name), "--cpu-only"],
+                                       capture_output=True, text=True, cwd=root, timeout=60)
                     self.assertEqual(r.returncode, 0, r.stderr)
 
 

@@ -282,6 +282,45 @@ class Examples(unittest.TestCase):
         self.assertEqual(len({h for _, h in digests}), 1, digests)  # bit for bit, joiners included
         self.assertGreaterEqual(float(re.search(r"test accuracy (\d\.\d+)", job.out).group(1)), 0.84)
 
+    def start_sagemaker(self, job="job", **hps):
+        """examples/sagemaker-pytorch-ddp.json, its paths made absolute and its
+        output in the test's folder; python3 is the venv's (with torch)."""
+        with open(os.path.join(ROOT, "examples", "sagemaker-pytorch-ddp.json")) as f:
+            req = json.load(f)
+        req["HyperParameters"]["sagemaker_submit_directory"] = json.dumps("file://" + os.path.join(ROOT, "examples"))
+        req["HyperParameters"].update(hps)
+        req["InputDataConfig"][1]["DataSource"]["S3DataSource"]["S3Uri"] = os.path.join(ROOT, "examples",
+                                                                                       "sagemaker-shards")
+        req["OutputDataConfig"]["S3OutputPath"] = os.path.join(self.d, "out")
+        env = dict(FAST, PATH=os.path.dirname(PY) + os.pathsep + os.environ["PATH"])
+        return Job(self, write(self.d, job + ".json", json.dumps(req)), os.path.join(self.d, job), env=env, cwd=ROOT)
+
+    def test_sagemaker_ddp_script(self):
+        job = self.start_sagemaker()
+        self.assertEqual(job.wait(timeout=300), 0, job.out[-3000:] + job.err[-3000:])
+        self.assertEqual(load_job(os.path.join(self.d, "job"))["state"], "SUCCEEDED")
+        shares = dict(re.findall(r"host (algo-\d) shards: (\S*)", job.out))
+        self.assertEqual(sorted(shares), ["algo-1", "algo-2"], job.out[-2000:])
+        mine = [set(filter(None, shares[h].split(","))) for h in ("algo-1", "algo-2")]
+        every = set(os.listdir(os.path.join(ROOT, "examples", "sagemaker-shards")))
+        self.assertEqual((mine[0] & mine[1], mine[0] | mine[1]), (set(), every))  # disjoint, complete
+        digests = dict(re.findall(r"host (algo-\d): parameters sha256 ([0-9a-f]{64})", job.out))
+        self.assertEqual(len(digests), 2, job.out[-2000:])
+        self.assertEqual(len(set(digests.values())), 1, digests)  # DDP kept the hosts equal
+        self.assertGreaterEqual(float(re.search(r"test accuracy (\d\.\d+)", job.out).group(1)), 0.8)
+        import tarfile
+        with tarfile.open(os.path.join(self.d, "out", "sagemaker-pytorch-ddp", "output", "model.tar.gz")) as t:
+            self.assertEqual(t.getnames(), ["model.pth"])
+            self.assertGreater(t.getmember("model.pth").size, 900000)  # the MLP's 235k float32 parameters
+        # the same script failing (a backend this build has not): its
+        # output/failure is the job's failure, in job.json and ztrain status
+        job = self.start_sagemaker("failing", backend="nccl")
+        self.assertEqual(job.wait(timeout=120), 1, job.out[-3000:] + job.err[-3000:])
+        reason = load_job(os.path.join(self.d, "failing"))["error"]["failureReason"]
+        self.assertRegex(reason, r"^(RuntimeError|ValueError): .*(NCCL|nccl)")
+        st = ztrain("status", os.path.join(self.d, "failing"))
+        self.assertIn("output/failure says: " + reason.splitlines()[0], st.stdout + st.stderr)
+
     def check_ps_job(self, job):
         """An async PS job ended well: the chief's accuracy, the evaluator's
         scores of announced checkpoints, the checkpoints themselves."""
