@@ -613,8 +613,28 @@ static int s_submit_slurm(s_args_t *a, const zt_plan_t *plan, const char *dir)
     return ZT_CLI_FAILED;
 }
 
+static int s_cmd_tune(s_args_t *a);
+
+/* A legacy config with trainingInput.hyperparameters: gcloud ran it as a
+ * tuning job, so `run` runs its study, in --job-dir. */
+static int s_run_legacy_study(s_args_t *a)
+{
+    if (json_array_size(a->flags) || a->n_user_args || a->trial || a->resume) {
+        fprintf(stderr, "ztrain run: %s is a study (trainingInput.hyperparameters): override flags, -- ARGS, "
+                        "--trial and --resume do not apply to it (run it again in the same --job-dir to go on "
+                        "with it)\n", a->file);
+        return ZT_CLI_USAGE;
+    }
+    a->study_dir = a->job_dir;
+    fprintf(stderr, "ztrain: %s has trainingInput.hyperparameters: it runs as a study of its trials, as gcloud "
+                    "ai-platform jobs submit training ran it\n", a->file);
+    return s_cmd_tune(a);
+}
+
 static int s_cmd_run(s_args_t *a)
 {
+    if (a->file && zt_study_is_legacy_file(a->file))
+        return s_run_legacy_study(a);
     zt_diag_t *diag = zt_diag_new();
     zt_plan_t *plan = s_load(a, diag, s_gpus_here(a));
     zt_diag_destroy(&diag);

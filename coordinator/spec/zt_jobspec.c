@@ -252,6 +252,9 @@ static void s_load_legacy(zt_spec_ctx_t *c, json_t *root, json_t *ti, const zt_p
     else {
         s_apply_flags(c, ti, "trainingInput", true, opts->flags);
         zt_spec_legacy(c, ti);
+        if (json_object_get(ti, "hyperparameters") && !opts->spec_key)
+            WARN(c, "trainingInput.hyperparameters", NULL, "a study: `ztrain run` and `ztrain tune` run this "
+                 "config's trials (maxTrials), each this job with its parameters; this checks the job");
     }
     const char *id = json_string_value(json_object_get(root, "jobId"));
     if (!plan->display_name)
@@ -354,9 +357,13 @@ int zt_plan_load(const zt_plan_opts_t *opts, zt_plan_t **plan_p, zt_diag_t *diag
         if (strcmp(n, "--worker-pool-spec") && strcmp(n, "--display-name"))
             has_legacy_flag = true;
     }
-    json_t *ti = opts->spec_key ? NULL : json_object_get(doc->root, "trainingInput");
+    /* a study's trial job: its trialJobSpec, or a legacy tuning config itself */
+    json_t *holder = opts->spec_key ? json_object_get(doc->root, opts->spec_key) : doc->root;
+    if (opts->spec_key && !holder && json_object_get(doc->root, "trainingInput"))
+        holder = doc->root;
+    json_t *ti = json_is_object(holder) ? json_object_get(holder, "trainingInput") : NULL;
     if (ti || (!opts->file && has_legacy_flag))
-        s_load_legacy(&ctx, doc->root, ti, opts);
+        s_load_legacy(&ctx, holder ? holder : doc->root, ti, opts);
     else if (!opts->spec_key && json_object_get(doc->root, "AlgorithmSpecification"))
         s_load_sagemaker(&ctx, doc->root, opts);
     else

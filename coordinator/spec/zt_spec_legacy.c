@@ -185,8 +185,7 @@ void zt_spec_legacy(zt_spec_ctx_t *c, json_t *ti)
             plan->timeout_s = 0;
         }
     }
-    if (json_object_get(ti, "hyperparameters"))
-        WARN(c, "trainingInput.hyperparameters", NULL, "ignored by `ztrain run`; use `ztrain tune`");
+    /* hyperparameters: a study's own, read by zt_study (s_load_legacy says so) */
     /* AI Platform: "master" unless useChiefInTfConfig, or runtime 2.1 and later. */
     const char *rv = zt_sf_str(c, ti, tp, "runtimeVersion", NULL);
     bool modern = rv && strtod(rv, NULL) >= 2.1;

@@ -6,6 +6,7 @@
 #include "tune/zt_study.h"
 #include "launch/zt_backend.h"
 #include "zt_state.h"
+#include "spec/zt_doc.h"
 #include <jansson.h>
 #include <stdbool.h>
 
@@ -106,5 +107,12 @@ void zt_study_tb_experiment(zt_study_t *s);
 void zt_study_tb_start(zt_study_t *s, s_trial_t *t);
 void zt_study_tb_measure(zt_study_t *s, s_trial_t *t);
 void zt_study_tb_end(zt_study_t *s, s_trial_t *t);
+
+/* zt_study_legacy.c: a legacy trainingInput config with a hyperparameters
+ * block (root has trainingInput.hyperparameters and no studySpec), and that
+ * block as the Vertex study document the runner reads (a new reference;
+ * problems reported at the legacy fields; allow: unknown fields warn). */
+bool zt_study_is_legacy(json_t *root);
+json_t *zt_study_from_legacy(zt_doc_t *doc, zt_diag_t *diag, bool allow);
 
 #endif

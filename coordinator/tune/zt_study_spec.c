@@ -360,6 +360,11 @@ zt_study_t *zt_study_new(const zt_study_opts_t *opts, zt_diag_t *diag)
     s->state = "RUNNING";
     s_ctx_t ctx = { doc, diag, s, s->opts.allow_unknown_fields }, *c = &ctx;
     json_t *root = doc->root;
+    if (zt_study_is_legacy(root)) { /* AI Platform's hyperparameters block: the study it describes */
+        root = zt_study_from_legacy(doc, diag, s->opts.allow_unknown_fields);
+        json_decref(doc->root);
+        doc->root = root;
+    }
     static const char *const rk[] = { "displayName", "studySpec", "maxTrialCount", "parallelTrialCount",
         "maxFailedTrialCount", "trialJobSpec", "labels", "encryptionSpec", NULL };
     s_unknown(c, root, "", rk);

@@ -160,6 +160,39 @@ class Tune(unittest.TestCase):
         s = ztrain("status", "--study-dir", sd)
         self.assertIn("best: trial %s" % best["id"], s.stdout)
 
+    def test_legacy_hyperparameters_run_as_a_study(self):
+        # AI Platform's config with a hyperparameters block: `ztrain run`
+        # runs its study (gcloud ai-platform jobs submit training did),
+        # 4 trials of the built-in trainer, 2 at a time, a log-scaled rate
+        sd = os.path.join(self.d, "legacy")
+        r = ztrain("run", os.path.join(ROOT, "examples", "legacy-hptuning.yaml"), "--job-dir", sd, timeout=240)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("it runs as a study of its trials", r.stderr)
+        doc = json.load(open(os.path.join(sd, "study.json")))
+        self.assertEqual((doc["state"], len(doc["trials"])), ("SUCCEEDED", 4))
+        for t in doc["trials"]:
+            self.assertEqual(t["state"], "SUCCEEDED")
+            self.assertTrue(1e-4 <= t["parameters"]["learning_rate"] <= 1e-2, t["parameters"])
+            plan = json.load(open(os.path.join(t["jobDir"], "job.json")))["plan"]
+            self.assertEqual(plan["format"], "trainingInput")  # each trial the legacy job itself
+            self.assertIn("--learning_rate=%.8g" % t["parameters"]["learning_rate"], plan["pools"][0]["command"])
+            self.assertGreater(t["finalMeasurement"], 0.7)  # the built-in trainer's accuracy
+        best = max(doc["trials"], key=lambda t: t["finalMeasurement"])
+        self.assertEqual(doc["bestTrial"]["id"], best["id"])
+        self.assertIn("study SUCCEEDED: best trial %s: accuracy = " % best["id"], r.stdout)
+        # the block's own mistakes, named at its fields before anything starts
+        bad = write(self.d, "bad.yaml", "trainingInput:\n  scaleTier: BASIC\n  hyperparameters:\n"
+                    "    maxTrials: 2\n    algorithm: ANNEALING\n    params:\n"
+                    "      - parameterName: lr\n        type: BOOLEAN\n"
+                    "      - parameterName: opt\n        type: CATEGORICAL\n")
+        r = ztrain("run", bad, "--job-dir", os.path.join(self.d, "bad"))
+        self.assertEqual(r.returncode, 2, r.stderr)
+        for want in ("bad.yaml:3:3: error: trainingInput.hyperparameters.goal: required: MAXIMIZE or MINIMIZE",
+                     "trainingInput.hyperparameters.algorithm = \"ANNEALING\": ALGORITHM_UNSPECIFIED",
+                     "trainingInput.hyperparameters.params[0].type = \"BOOLEAN\": required: DOUBLE, INTEGER",
+                     "trainingInput.hyperparameters.params[1].categoricalValues: required for type CATEGORICAL"):
+            self.assertIn(want, r.stderr)
+
     def test_parameters_reach_every_user_program(self):
         # A single-program trial with a parameter-server pool: the program in
         # pool 2 declares the same required flag as the chief's.
