@@ -191,6 +191,7 @@ typedef struct {
     double *X, *y;              /* n x d, n */
     double best;                /* the best standardised observation */
     int best_i;                 /* and its point */
+    double noise;               /* the observations' noise variance (observationNoise), standardised */
 } s_gp_data_t;
 
 static bool s_gp_data(zt_study_t *s, s_gp_data_t *g)
@@ -230,7 +231,7 @@ static bool s_gp_data(zt_study_t *s, s_gp_data_t *g)
     for (int i = 1; i < nobs; i++)
         if (y[i] > y[best_i])
             best_i = i;
-    *g = (s_gp_data_t) { d, n, nobs, X, y, best, best_i };
+    *g = (s_gp_data_t) { d, n, nobs, X, y, best, best_i, s->gp_noise };
     return true;
 }
 
@@ -239,7 +240,7 @@ static bool s_gp_factor(const s_gp_data_t *g, double ls, double *K)
 {
     for (int i = 0; i < g->n; i++)
         for (int j = 0; j < g->n; j++)
-            K[i * g->n + j] = s_kernel(g->X + i * g->d, g->X + j * g->d, g->d, ls) + (i == j ? 1e-4 : 0);
+            K[i * g->n + j] = s_kernel(g->X + i * g->d, g->X + j * g->d, g->d, ls) + (i == j ? g->noise : 0);
     return s_chol(K, g->n);
 }
 
@@ -273,7 +274,7 @@ static double s_gp_ei(const s_gp_data_t *g, const double *K, const double *alpha
         mu += ks[i] * alpha[i];
     }
     s_solve_lower(K, g->n, ks, v);
-    double var = 1 + 1e-4;
+    double var = 1 + g->noise;
     for (int i = 0; i < g->n; i++)
         var -= v[i] * v[i];
     double sigma = var > 1e-12 ? sqrt(var) : 1e-6;

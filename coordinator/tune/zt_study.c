@@ -433,6 +433,13 @@ static void s_table(zt_study_t *s)
     fflush(stdout);
 }
 
+static void s_request_stop(zt_study_t *s, s_trial_t *t)
+{
+    t->stop_requested = true;
+    t->state = "STOPPING";
+    s->launcher->signal(s->launcher, t->run, SIGTERM);
+}
+
 /* Median stopping: an active trial whose best so far is worse than the
  * median of the completed trials' bests up to the same step. */
 static void s_median_stop(zt_study_t *s, s_trial_t *t)
@@ -469,10 +476,20 @@ static void s_median_stop(zt_study_t *s, s_trial_t *t)
                 "stopping it", t->id, mine, median, no, step);
         if (!s->tty)
             printf("trial %d STOPPING: best %.4g < median %.4g at step %g\n", t->id, mine, median, step);
-        t->stop_requested = true;
-        t->state = "STOPPING";
-        s->launcher->signal(s->launcher, t->run, SIGTERM);
+        s_request_stop(s, t);
     }
+}
+
+/* Decay-curve and convex stopping (zt_study_stop.c). */
+static void s_curve_stop(zt_study_t *s, s_trial_t *t)
+{
+    char why[512];
+    if (t->stop_requested || !zt_study_curve_stop(s, t, why, sizeof why))
+        return;
+    zt_info("trial %d: %s: stopping it", t->id, why);
+    if (!s->tty)
+        printf("trial %d STOPPING: %s\n", t->id, why);
+    s_request_stop(s, t);
 }
 
 static void s_finish(zt_study_t *s, s_trial_t *t, int status)
@@ -559,6 +576,7 @@ static void s_poll_measurements(zt_study_t *s)
             if (json_array_size(s->t[i].meas) != before) {
                 zt_study_tb_measure(s, &s->t[i]);
                 s_median_stop(s, &s->t[i]);
+                s_curve_stop(s, &s->t[i]);
                 s_write(s);
             }
         }
@@ -605,6 +623,7 @@ int zt_study_run(zt_study_t *s)
     signal(SIGPIPE, SIG_IGN);
     bool exhausted = false, stopping = false;
     int64_t last_table = 0;
+    s->started_ms = zt_now_ms();
     char *job = json_dumps(json_object_get(s->spec, "trialJobSpec"), JSON_INDENT(2));
     zt_write_file_atomic(s->trial_job, job, strlen(job)); /* what every trial runs */
     free(job);
@@ -619,6 +638,15 @@ int zt_study_run(zt_study_t *s)
             s->state = "CANCELLED";
             zt_info("interrupted: stopping every trial");
             s_stop_all(s);
+        }
+        char why[256];
+        if (!stopping && !exhausted && zt_study_done(s, zt_now_ms(), why, sizeof why)) {
+            exhausted = true; /* studyStoppingConfig: no new trial */
+            zt_info("the study stops: %s%s", why, s->stop_asap && running ? "; stopping the running trials" : "");
+            if (!s->tty)
+                printf("study STOPPING: %s\n", why);
+            if (s->stop_asap)
+                s_stop_all(s);
         }
         while (!stopping && !exhausted && running < s->parallel && s->nt < s->max_trials) {
             if (s_start_trial(s) == ZT_ENOTFOUND) {

@@ -58,6 +58,20 @@ struct zt_study_t {
     s_algo_t algo;
     bool select_best;          /* measurementSelectionType BEST */
     bool median_stop;          /* medianAutomatedStoppingSpec */
+    bool decay_stop;           /* decayCurveStoppingSpec */
+    bool convex_stop;          /* convexAutomatedStoppingSpec, with: */
+    int convex_min_meas;       /*   minMeasurementCount */
+    double convex_min_step, convex_max_step; /* minStepCount, maxStepCount (0: the longest completed trial's) */
+    double gp_noise;           /* observationNoise: the GP's noise variance (1e-4 LOW, 0.05 HIGH) */
+    /* studyStoppingConfig: no stop before stop_min_trials ended and
+     * stop_min_ms passed; a stop at stop_max_ms, after
+     * stop_no_progress_trials trials or stop_no_progress_ms without a
+     * better best; stop_asap stops the running trials too (0: unset) */
+    int stop_min_trials, stop_no_progress_trials;
+    int64_t stop_min_ms, stop_max_ms, stop_no_progress_ms;
+    bool stop_asap;
+    int best_at_trial;         /* the trial that last bettered the best */
+    int64_t best_at_ms, started_ms; /* when it ended, and when the study began */
     int max_trials, parallel, max_failed;
     json_t *grid;              /* GRID_SEARCH: every assignment */
     json_t *spec;              /* the study file as given, recorded in study.json */
@@ -114,5 +128,11 @@ void zt_study_tb_end(zt_study_t *s, s_trial_t *t);
  * problems reported at the legacy fields; allow: unknown fields warn). */
 bool zt_study_is_legacy(json_t *root);
 json_t *zt_study_from_legacy(zt_doc_t *doc, zt_diag_t *diag, bool allow);
+
+/* zt_study_stop.c: whether running trial t is to stop by its learning
+ * curve (decay curve, convex), why in why; and whether the study is done by
+ * its studyStoppingConfig (no new trials; why in why). */
+bool zt_study_curve_stop(const zt_study_t *s, const s_trial_t *t, char *why, size_t len);
+bool zt_study_done(zt_study_t *s, int64_t now_ms, char *why, size_t len);
 
 #endif

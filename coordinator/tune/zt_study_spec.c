@@ -257,6 +257,101 @@ static void s_parse_algorithm(s_ctx_t *c, json_t *ss)
                 "doubleValueSpec", s->p[k].name);
 }
 
+/* A Duration ("3600s") at path: its milliseconds; 0 when absent. */
+static int64_t s_duration_ms(s_ctx_t *c, json_t *obj, const char *path, const char *key)
+{
+    json_t *v = json_object_get(obj, key);
+    if (!v)
+        return 0;
+    double sec = json_is_string(v) ? zt_parse_duration(json_string_value(v)) : -1;
+    char *p = zt_strdupf("%s.%s", path, key);
+    if (sec <= 0)
+        ERR(c, p, v, "expected a duration such as \"3600s\"");
+    free(p);
+    return sec > 0 ? (int64_t) (sec * 1000) : 0;
+}
+
+/* A whole number >= 0 at path; 0 when absent. */
+static double s_count(s_ctx_t *c, json_t *obj, const char *path, const char *key)
+{
+    json_t *v = json_object_get(obj, key);
+    double n = 0;
+    char *p = zt_strdupf("%s.%s", path, key);
+    if (v && (!zt_study_num(v, &n) || n < 0 || n != floor(n)))
+        ERR(c, p, v, "expected a whole number >= 0");
+    free(p);
+    return v ? n : 0;
+}
+
+/* The early-stopping rule (one of median, decay curve, convex), the GP's
+ * observationNoise, and studyStoppingConfig. */
+static void s_parse_stopping(s_ctx_t *c, json_t *ss)
+{
+    zt_study_t *s = c->s;
+    json_t *dc = json_object_get(ss, "decayCurveStoppingSpec"), *cv = json_object_get(ss, "convexAutomatedStoppingSpec");
+    s->decay_stop = json_is_object(dc);
+    s->convex_stop = json_is_object(cv);
+    if (s->median_stop + s->decay_stop + s->convex_stop > 1)
+        ERR(c, "studySpec", NULL, "one early-stopping rule at most: medianAutomatedStoppingSpec, "
+            "decayCurveStoppingSpec or convexAutomatedStoppingSpec");
+    static const char *const dk[] = { "useElapsedDuration", NULL };
+    static const char *const ck[] = { "maxStepCount", "minStepCount", "minMeasurementCount",
+        "learningRateParameterName", "useElapsedDuration", "updateAllStoppedTrials", NULL };
+    if (s->decay_stop)
+        s_unknown(c, dc, "studySpec.decayCurveStoppingSpec", dk);
+    if (s->convex_stop) {
+        s_unknown(c, cv, "studySpec.convexAutomatedStoppingSpec", ck);
+        const char *cp = "studySpec.convexAutomatedStoppingSpec";
+        s->convex_max_step = s_count(c, cv, cp, "maxStepCount");
+        s->convex_min_step = s_count(c, cv, cp, "minStepCount");
+        s->convex_min_meas = (int) s_count(c, cv, cp, "minMeasurementCount");
+        if (json_object_get(cv, "learningRateParameterName"))
+            WARN(c, "studySpec.convexAutomatedStoppingSpec.learningRateParameterName", NULL,
+                 "ignored: the curve is the measurements' own");
+        if (json_object_get(cv, "updateAllStoppedTrials"))
+            WARN(c, "studySpec.convexAutomatedStoppingSpec.updateAllStoppedTrials", NULL,
+                 "ignored: a stopped trial stays stopped");
+    }
+    json_t *el = s->decay_stop ? json_object_get(dc, "useElapsedDuration") : json_object_get(cv, "useElapsedDuration");
+    if (json_is_true(el))
+        WARN(c, s->decay_stop ? "studySpec.decayCurveStoppingSpec.useElapsedDuration"
+                              : "studySpec.convexAutomatedStoppingSpec.useElapsedDuration", NULL,
+             "ignored: the curve is over the measurements' steps");
+    const char *noise = json_string_value(json_object_get(ss, "observationNoise"));
+    s->gp_noise = noise && !strcmp(noise, "HIGH") ? 0.05 : 1e-4;
+    if (json_object_get(ss, "observationNoise") && (!noise || (strcmp(noise, "HIGH") && strcmp(noise, "LOW") &&
+                                                               strcmp(noise, "OBSERVATION_NOISE_UNSPECIFIED"))))
+        ERR(c, "studySpec.observationNoise", json_object_get(ss, "observationNoise"), "LOW or HIGH");
+    json_t *sc = json_object_get(ss, "studyStoppingConfig");
+    if (!sc)
+        return;
+    const char *sp = "studySpec.studyStoppingConfig";
+    static const char *const sk[] = { "shouldStopAsap", "minimumRuntimeConstraint", "maximumRuntimeConstraint",
+        "minNumTrials", "maxNumTrials", "maxNumTrialsNoProgress", "maxDurationNoProgress", NULL };
+    s_unknown(c, sc, sp, sk);
+    s->stop_asap = json_is_true(json_object_get(sc, "shouldStopAsap"));
+    s->stop_min_trials = (int) s_count(c, sc, sp, "minNumTrials");
+    s->stop_no_progress_trials = (int) s_count(c, sc, sp, "maxNumTrialsNoProgress");
+    s->stop_no_progress_ms = s_duration_ms(c, sc, sp, "maxDurationNoProgress");
+    double cap = s_count(c, sc, sp, "maxNumTrials");
+    if (cap > 0 && cap < s->max_trials)
+        s->max_trials = (int) cap;
+    static const char *const tk[] = { "maxDuration", "endTime", NULL };
+    const char *names[2] = { "minimumRuntimeConstraint", "maximumRuntimeConstraint" };
+    int64_t *into[2] = { &s->stop_min_ms, &s->stop_max_ms };
+    for (int i = 0; i < 2; i++) {
+        json_t *tc = json_object_get(sc, names[i]);
+        char *tp = zt_strdupf("%s.%s", sp, names[i]);
+        if (tc)
+            s_unknown(c, tc, tp, tk);
+        if (tc && json_object_get(tc, "endTime"))
+            ERR(c, tp, json_object_get(tc, "endTime"), "give maxDuration (a duration from the study's start)");
+        else if (tc)
+            *into[i] = s_duration_ms(c, tc, tp, "maxDuration");
+        free(tp);
+    }
+}
+
 static void s_parse_study_spec(s_ctx_t *c, json_t *ss)
 {
     zt_study_t *s = c->s;
@@ -283,6 +378,7 @@ static void s_parse_study_spec(s_ctx_t *c, json_t *ss)
             "expected LAST_MEASUREMENT or BEST_MEASUREMENT");
     s->select_best = sel && strstr(sel, "BEST");
     s->median_stop = json_is_object(json_object_get(ss, "medianAutomatedStoppingSpec"));
+    s_parse_stopping(c, ss);
 }
 
 /* maxTrialCount, parallelTrialCount, maxFailedTrialCount. */
@@ -368,12 +464,12 @@ zt_study_t *zt_study_new(const zt_study_opts_t *opts, zt_diag_t *diag)
     static const char *const rk[] = { "displayName", "studySpec", "maxTrialCount", "parallelTrialCount",
         "maxFailedTrialCount", "trialJobSpec", "labels", "encryptionSpec", NULL };
     s_unknown(c, root, "", rk);
+    s_parse_counts(c, root);
     json_t *ss = json_object_get(root, "studySpec");
     if (!json_is_object(ss))
         ERR(c, "studySpec", ss, "required: the metrics, parameters and algorithm");
     else
-        s_parse_study_spec(c, ss);
-    s_parse_counts(c, root);
+        s_parse_study_spec(c, ss); /* after the counts: studyStoppingConfig.maxNumTrials caps them */
     s_trial_job(s, root, diag);
     zt_doc_destroy(&doc);
     if (zt_diag_errors(diag) > 0) {

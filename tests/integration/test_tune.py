@@ -136,6 +136,12 @@ class Tune(unittest.TestCase):
         r2 = ztrain("tune", path, "--study-dir", os.path.join(self.d, "r2"), "--suggest", "2000", "--seed", "7")
         self.assertEqual(r.stdout, r2.stdout)
 
+    def assertRefused(self, r, *wants):
+        """Exit 2 (nothing started), each message in stderr."""
+        self.assertEqual(r.returncode, 2, r.stderr)
+        for want in wants:
+            self.assertIn(want, r.stderr)
+
     def test_study_runs_trials_as_jobs(self):
         r, doc, sd = self.tune(study([X, Y], max_trials=5, parallel=2))
         self.assertEqual(r.returncode, 0, r.stderr)
@@ -185,13 +191,63 @@ class Tune(unittest.TestCase):
                     "    maxTrials: 2\n    algorithm: ANNEALING\n    params:\n"
                     "      - parameterName: lr\n        type: BOOLEAN\n"
                     "      - parameterName: opt\n        type: CATEGORICAL\n")
-        r = ztrain("run", bad, "--job-dir", os.path.join(self.d, "bad"))
-        self.assertEqual(r.returncode, 2, r.stderr)
-        for want in ("bad.yaml:3:3: error: trainingInput.hyperparameters.goal: required: MAXIMIZE or MINIMIZE",
-                     "trainingInput.hyperparameters.algorithm = \"ANNEALING\": ALGORITHM_UNSPECIFIED",
-                     "trainingInput.hyperparameters.params[0].type = \"BOOLEAN\": required: DOUBLE, INTEGER",
-                     "trainingInput.hyperparameters.params[1].categoricalValues: required for type CATEGORICAL"):
-            self.assertIn(want, r.stderr)
+        self.assertRefused(ztrain("run", bad, "--job-dir", os.path.join(self.d, "bad")),
+                           "bad.yaml:3:3: error: trainingInput.hyperparameters.goal: required: MAXIMIZE or MINIMIZE",
+                           "trainingInput.hyperparameters.algorithm = \"ANNEALING\": ALGORITHM_UNSPECIFIED",
+                           "trainingInput.hyperparameters.params[0].type = \"BOOLEAN\": required: DOUBLE, INTEGER",
+                           "trainingInput.hyperparameters.params[1].categoricalValues: required for type CATEGORICAL")
+
+    def check_curve_stopping(self, rule):
+        # 12 trials, 2 at a time, each reporting 8 steps of a curve that
+        # rises by the same amount in every trial: a trial that cannot beat
+        # the best so far is stopped early, and the best trial never is
+        spec = study([X, Y], algorithm="RANDOM_SEARCH", max_trials=12, parallel=2, extra=rule)
+        r, doc, _ = self.tune(spec, env={"OBJECTIVE_STEPS": "8", "OBJECTIVE_DELAY": "0.12"}, timeout=240)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertEqual(len(doc["trials"]), 12)
+        stopped = [t for t in doc["trials"] if t["state"] == "STOPPED"]
+        self.assertGreaterEqual(len(stopped), 4, [(t["id"], t["state"]) for t in doc["trials"]])
+        for t in stopped:
+            self.assertLess(len(t["measurements"]), 8)  # stopped before its end
+        def score(t):
+            x, y = t["parameters"]["x"], t["parameters"]["y"]
+            return 1 - (x - 0.3) ** 2 - (math.log10(y) + 2) ** 2 / 4
+        truly_best = max(doc["trials"], key=score)
+        self.assertEqual(doc["bestTrial"]["id"], truly_best["id"])  # the best was not lost
+        self.assertEqual(truly_best["state"], "SUCCEEDED")
+        self.assertIn("STOPPING:", r.stdout)
+        return r
+
+    def test_decay_curve_stopping(self):
+        r = self.check_curve_stopping({"decayCurveStoppingSpec": {}})
+        self.assertRegex(r.stdout, r"forecast \S+ at its end \(the most \d+ completed trials gained after that step\)")
+
+    def test_convex_stopping(self):
+        r = self.check_curve_stopping({"convexAutomatedStoppingSpec": {"maxStepCount": "8", "minMeasurementCount": "2"}})
+        self.assertRegex(r.stdout, r"rising at most \S+ a step, reaches \S+ by step 8")
+
+    def test_study_stopping_config(self):
+        # grid order is ascending: x = 0.3 (the best) first, then worse and
+        # worse: after 2 trials without progress the study starts no more
+        xs = {"parameterId": "x", "discreteValueSpec": {"values": [0.3, 0.4, 0.5, 0.6, 0.7, 0.8]}}
+        spec = study([xs], algorithm="GRID_SEARCH", max_trials=6,
+                     extra={"studyStoppingConfig": {"maxNumTrialsNoProgress": 2, "maxNumTrials": 5}})
+        r, doc, _ = self.tune(spec)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertEqual([t["parameters"]["x"] for t in doc["trials"]], [0.3, 0.4, 0.5])
+        self.assertIn("study STOPPING: 2 trials ended without bettering the best (maxNumTrialsNoProgress 2)",
+                      r.stdout)
+        self.assertEqual(doc["bestTrial"]["parameters"]["x"], 0.3)
+        # the fields a study acts on are checked; one rule at most
+        bad = study([X], extra={"medianAutomatedStoppingSpec": {}, "decayCurveStoppingSpec": {},
+                                "observationNoise": "LOUD",
+                                "studyStoppingConfig": {"maxDurationNoProgress": "soon",
+                                                        "maximumRuntimeConstraint": {"endTime": "2030-01-01T00:00:00Z"}}})
+        self.assertRefused(self.tune(bad)[0], "studySpec: one early-stopping rule at most",
+                           'studySpec.observationNoise = "LOUD": LOW or HIGH',
+                           'studySpec.studyStoppingConfig.maxDurationNoProgress = "soon": expected a duration',
+                           "studySpec.studyStoppingConfig.maximumRuntimeConstraint = \"2030-01-01T00:00:00Z\": "
+                           "give maxDuration")
 
     def test_parameters_reach_every_user_program(self):
         # A single-program trial with a parameter-server pool: the program in
