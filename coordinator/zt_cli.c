@@ -337,7 +337,7 @@ static zt_plan_t *s_load(s_args_t *a, zt_diag_t *diag, bool check_gpus)
         return NULL;
     }
     zt_plan_opts_t opts = { a->file, a->flags, a->user_args, a->n_user_args, a->tf_chief, NULL,
-                            a->allow_unknown };
+                            a->allow_unknown, NULL };
     zt_plan_t *plan = NULL;
     zt_plan_load(&opts, &plan, diag);
     if (plan && check_gpus)

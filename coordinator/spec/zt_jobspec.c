@@ -338,7 +338,11 @@ int zt_plan_load(const zt_plan_opts_t *opts, zt_plan_t **plan_p, zt_diag_t *diag
     *plan_p = NULL;
     zt_doc_t *doc = NULL;
     int rc = ZT_OK;
-    if (opts->file) {
+    if (opts->text) {
+        if ((rc = zt_doc_parse(opts->file ? opts->file : "study", opts->text, 0, &doc, diag)) != ZT_OK)
+            return rc;
+    }
+    else if (opts->file) {
         if ((rc = zt_doc_load(opts->file, &doc, diag)) != ZT_OK)
             return rc;
     }
@@ -364,8 +368,8 @@ int zt_plan_load(const zt_plan_opts_t *opts, zt_plan_t **plan_p, zt_diag_t *diag
     json_t *ti = json_is_object(holder) ? json_object_get(holder, "trainingInput") : NULL;
     if (ti || (!opts->file && has_legacy_flag))
         s_load_legacy(&ctx, holder ? holder : doc->root, ti, opts);
-    else if (!opts->spec_key && json_object_get(doc->root, "AlgorithmSpecification"))
-        s_load_sagemaker(&ctx, doc->root, opts);
+    else if (json_is_object(holder) && json_object_get(holder, "AlgorithmSpecification"))
+        s_load_sagemaker(&ctx, holder, opts);
     else
         s_load_vertex(&ctx, doc->root, opts);
     if (opts->tf_chief_name) {

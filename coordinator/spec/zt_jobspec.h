@@ -60,6 +60,7 @@ typedef struct {
     const char *spec_key;    /* the CustomJobSpec is root[spec_key] (a study's
                                 "trialJobSpec"), or NULL for the whole file */
     bool allow_unknown_fields; /* unknown fields are warnings, not errors */
+    const char *text;        /* the document itself (JSON; file names it in messages), or NULL: read file */
 } zt_plan_opts_t;
 
 /* The i-th override flag ("--worker-pool-spec"), from 0; NULL past the last. */

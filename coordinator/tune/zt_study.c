@@ -57,6 +57,27 @@ static void s_note_tags(json_t *tags, json_t *obj)
  * the managed service takes them: its hypertune metric file, and what it
  * reported through libztrain (job.json's metrics of workerpool0-0). The
  * tags it reported go to tags (may be NULL). */
+/* SageMaker's MetricDefinitions: every line of the primary replica's
+ * output that the regex matches is a measurement, its group the value, the
+ * n-th match step n (a program prints its metric once an epoch). */
+static void s_collect_output(zt_study_t *s, s_trial_t *t)
+{
+    char *path = zt_strdupf("%s/replica-logs/workerpool0-0.log", t->job_dir);
+    char *text = zt_read_file(path, NULL);
+    free(path);
+    int n = 0;
+    regmatch_t g[2];
+    for (char *save = NULL, *l = text ? strtok_r(text, "\n", &save) : NULL; l; l = strtok_r(NULL, "\n", &save))
+        if (regexec(&s->metric_re, l, 2, g, 0) == 0 && g[1].rm_so >= 0) {
+            l[g[1].rm_eo] = 0;
+            char *end;
+            double v = strtod(l + g[1].rm_so, &end);
+            if (end != l + g[1].rm_so && isfinite(v))
+                s_add_meas(t, ++n, v);
+        }
+    free(text);
+}
+
 static void s_collect(zt_study_t *s, s_trial_t *t, json_t *tags)
 {
     char *path = zt_layout_hp_metric_file(t->base, 0, 0);
@@ -85,6 +106,8 @@ static void s_collect(zt_study_t *s, s_trial_t *t, json_t *tags)
     if (tags)
         s_note_tags(tags, primary);
     json_decref(job);
+    if (s->has_metric_re)
+        s_collect_output(s, t);
 }
 
 /* LAST: the measurement of the highest step; BEST: the best one. */

@@ -8,6 +8,7 @@
 #include "zt_state.h"
 #include "spec/zt_doc.h"
 #include <jansson.h>
+#include <regex.h>
 #include <stdbool.h>
 
 #define MAX_PARAMS 32
@@ -44,6 +45,7 @@ typedef struct {
     char *message;             /* why it is INFEASIBLE or FAILED, or NULL */
     struct zt_tb *tb;          /* its TensorBoard run while it runs (zt_study_tb.c) */
     size_t tb_meas;            /* measurements written there */
+    int hb_rungs;              /* Hyperband: the rungs it has passed */
 } s_trial_t;
 
 struct zt_study_t {
@@ -70,6 +72,11 @@ struct zt_study_t {
     int stop_min_trials, stop_no_progress_trials;
     int64_t stop_min_ms, stop_max_ms, stop_no_progress_ms;
     bool stop_asap;
+    bool hyperband;            /* SageMaker's Hyperband: trials stopped at rungs of MinResource x 3^i */
+    long long hb_min, hb_max;  /* MinResource, MaxResource (steps: the program's epochs) */
+    regex_t metric_re;         /* SageMaker's MetricDefinitions: the objective in the primary's output */
+    bool has_metric_re;
+    char *job_text;            /* a converted study's trial job document (JSON), or NULL: the file's */
     int best_at_trial;         /* the trial that last bettered the best */
     int64_t best_at_ms, started_ms; /* when it ended, and when the study began */
     int max_trials, parallel, max_failed;
@@ -132,7 +139,13 @@ json_t *zt_study_from_legacy(zt_doc_t *doc, zt_diag_t *diag, bool allow);
 /* zt_study_stop.c: whether running trial t is to stop by its learning
  * curve (decay curve, convex), why in why; and whether the study is done by
  * its studyStoppingConfig (no new trials; why in why). */
-bool zt_study_curve_stop(const zt_study_t *s, const s_trial_t *t, char *why, size_t len);
+bool zt_study_curve_stop(zt_study_t *s, s_trial_t *t, char *why, size_t len);
 bool zt_study_done(zt_study_t *s, int64_t now_ms, char *why, size_t len);
+
+/* zt_study_sagemaker.c: a CreateHyperParameterTuningJob request (root has
+ * HyperParameterTuningJobConfig), as the Vertex study the runner reads; it
+ * sets s's metric regex and Hyperband rungs (a new reference). */
+bool zt_study_is_sagemaker(json_t *root);
+json_t *zt_study_from_sagemaker(zt_doc_t *doc, zt_diag_t *diag, bool allow, zt_study_t *s);
 
 #endif

@@ -413,7 +413,7 @@ static void s_parse_counts(s_ctx_t *c, json_t *root)
 static void s_trial_job(zt_study_t *s, json_t *root, zt_diag_t *diag)
 {
     zt_plan_opts_t po = { s->opts.file, json_array(), NULL, 0, NULL, "trialJobSpec",
-                          s->opts.allow_unknown_fields };
+                          s->opts.allow_unknown_fields, s->job_text };
     zt_plan_t *plan = NULL;
     zt_plan_load(&po, &plan, diag);
     json_decref(po.flags);
@@ -456,10 +456,13 @@ zt_study_t *zt_study_new(const zt_study_opts_t *opts, zt_diag_t *diag)
     s->state = "RUNNING";
     s_ctx_t ctx = { doc, diag, s, s->opts.allow_unknown_fields }, *c = &ctx;
     json_t *root = doc->root;
-    if (zt_study_is_legacy(root)) { /* AI Platform's hyperparameters block: the study it describes */
-        root = zt_study_from_legacy(doc, diag, s->opts.allow_unknown_fields);
+    if (zt_study_is_legacy(root) || zt_study_is_sagemaker(root)) {
+        /* AI Platform's hyperparameters block, or SageMaker's tuning job: the study it describes */
+        root = zt_study_is_legacy(root) ? zt_study_from_legacy(doc, diag, s->opts.allow_unknown_fields)
+                                        : zt_study_from_sagemaker(doc, diag, s->opts.allow_unknown_fields, s);
         json_decref(doc->root);
         doc->root = root;
+        s->job_text = json_dumps(root, JSON_COMPACT);
     }
     static const char *const rk[] = { "displayName", "studySpec", "maxTrialCount", "parallelTrialCount",
         "maxFailedTrialCount", "trialJobSpec", "labels", "encryptionSpec", NULL };
@@ -504,6 +507,9 @@ void zt_study_destroy(zt_study_t **self_p)
     }
     json_decref(s->grid);
     json_decref(s->spec);
+    if (s->has_metric_re)
+        regfree(&s->metric_re);
+    free(s->job_text);
     free(s->dir);
     free(s->trial_job);
     free(s->base_output);

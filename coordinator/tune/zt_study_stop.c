@@ -100,9 +100,46 @@ static bool s_convex(const zt_study_t *s, const s_trial_t *t, char *why, size_t 
     return true;
 }
 
-bool zt_study_curve_stop(const zt_study_t *s, const s_trial_t *t, char *why, size_t len)
+/* Hyperband (asynchronous successive halving): at each rung, MinResource
+ * x 3^i steps, a trial goes on only among the best third of the trials
+ * that reached that rung (all of them while fewer than three have); at
+ * MaxResource it is done. */
+static bool s_hyperband(const zt_study_t *s, s_trial_t *t, char *why, size_t len)
 {
-    return (s->decay_stop && s_decay(s, t, why, len)) || (s->convex_stop && s_convex(s, t, why, len));
+    double k = -INFINITY, v = 0;
+    if (!s_at(t, INFINITY, &v, &k))
+        return false;
+    if (k >= (double) s->hb_max) {
+        snprintf(why, len, "it reached MaxResource (%lld)", s->hb_max);
+        return true;
+    }
+    double rung = (double) s->hb_min;
+    for (int i = 0; i < t->hb_rungs; i++)
+        rung *= 3;
+    if (k < rung || rung > (double) s->hb_max)
+        return false;
+    t->hb_rungs++; /* judged once at each rung, when it gets there */
+    double mine = 0, at = 0, other = 0;
+    s_at(t, rung, &mine, &at);
+    int reached = 0, better = 0;
+    for (int j = 0; j < s->nt; j++) {
+        double ov = 0, oat = 0, last = 0;
+        if (&s->t[j] == t || !s_at(&s->t[j], INFINITY, &other, &last) || last < rung || !s_at(&s->t[j], rung, &ov, &oat))
+            continue;
+        reached++;
+        better += s_gain(s, ov, mine) > 0;
+    }
+    if (reached + 1 < 3 || better < (reached + 1 + 2) / 3)
+        return false;
+    snprintf(why, len, "at rung %g, %d of the %d trials that reached it did better (the best third goes on)", rung,
+             better, reached + 1);
+    return true;
+}
+
+bool zt_study_curve_stop(zt_study_t *s, s_trial_t *t, char *why, size_t len)
+{
+    return (s->decay_stop && s_decay(s, t, why, len)) || (s->convex_stop && s_convex(s, t, why, len)) ||
+           (s->hyperband && s_hyperband(s, t, why, len));
 }
 
 bool zt_study_done(zt_study_t *s, int64_t now_ms, char *why, size_t len)

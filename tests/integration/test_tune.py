@@ -249,6 +249,48 @@ class Tune(unittest.TestCase):
                            "studySpec.studyStoppingConfig.maximumRuntimeConstraint = \"2030-01-01T00:00:00Z\": "
                            "give maxDuration")
 
+    def sagemaker_tuning(self, strategy, env=None, **cfg):
+        """A CreateHyperParameterTuningJob of 12 trials, at most 2 at once,
+        over examples/epoch_objective.py (its metric printed each epoch)."""
+        req = {"HyperParameterTuningJobName": "hb-" + strategy.lower(),
+               "HyperParameterTuningJobConfig": dict({
+                   "Strategy": strategy,
+                   "HyperParameterTuningJobObjective": {"Type": "Maximize", "MetricName": "score"},
+                   "ResourceLimits": {"MaxNumberOfTrainingJobs": 12, "MaxParallelTrainingJobs": 2},
+                   "ParameterRanges": {"ContinuousParameterRanges": [
+                       {"Name": "x", "MinValue": "0", "MaxValue": "1", "ScalingType": "Linear"},
+                       {"Name": "y", "MinValue": "0.0001", "MaxValue": "1", "ScalingType": "Logarithmic"}]}}, **cfg),
+               "TrainingJobDefinition": {
+                   "AlgorithmSpecification": {"TrainingImage": "local", "TrainingInputMode": "File",
+                                              "ContainerEntrypoint": ["python3", os.path.join(ROOT, "examples",
+                                                                                              "epoch_objective.py")],
+                                              "MetricDefinitions": [{"Name": "score", "Regex": "score=(-?[0-9.]+)"}]},
+                   "StaticHyperParameters": {"epochs": "27"},
+                   "ResourceConfig": {"InstanceType": "ml.m5.large", "InstanceCount": 1},
+                   "OutputDataConfig": {"S3OutputPath": os.path.join(self.d, "out")},
+                   "StoppingCondition": {"MaxRuntimeInSeconds": 600}}}
+        path = write(self.d, strategy + ".json", json.dumps(req))
+        sd = os.path.join(self.d, strategy)
+        r = ztrain("tune", path, "--study-dir", sd, env=env, timeout=240)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        with open(os.path.join(sd, "study.json")) as f:
+            return r, json.load(f)
+
+    def test_sagemaker_hyperband_against_random(self):
+        # an epoch of 0.1 s: a stopped trial runs on for a poll (0.1 s) at most
+        r, hb = self.sagemaker_tuning("Hyperband", env={"OBJECTIVE_DELAY": "0.1"}, StrategyConfig={
+            "HyperbandStrategyConfig": {"MinResource": 1, "MaxResource": 27}})
+        _, rnd = self.sagemaker_tuning("Random")
+        self.assertEqual((len(hb["trials"]), len(rnd["trials"])), (12, 12))
+        epochs = sum(len(t["measurements"]) for t in hb["trials"])
+        self.assertLessEqual(epochs, 12 * 27 // 2, [(t["id"], len(t["measurements"])) for t in hb["trials"]])
+        self.assertEqual(sum(len(t["measurements"]) for t in rnd["trials"]), 12 * 27)  # the regex read every epoch
+        stopped = [t for t in hb["trials"] if len(t["measurements"]) < 27]
+        self.assertGreaterEqual(len(stopped), 4)
+        self.assertRegex(r.stdout, r"at rung (1|3|9), \d+ of the \d+ trials that reached it did better")
+        best_hb, best_rnd = hb["bestTrial"]["finalMeasurement"], rnd["bestTrial"]["finalMeasurement"]
+        self.assertGreaterEqual(best_hb, best_rnd - 0.02 * abs(best_rnd))  # within 2% of random search's
+
     def test_parameters_reach_every_user_program(self):
         # A single-program trial with a parameter-server pool: the program in
         # pool 2 declares the same required flag as the chief's.
