@@ -3,7 +3,8 @@
 Google's cloudml-hypertune library reports: one JSON object per line in
 CLOUD_ML_HP_METRIC_FILE with the metric tag, its value, global_step and a
 timestamp. It takes --x=, --y= (and ignores other flags), reports an
-intermediate value at steps 1..STEPS and the final one at STEPS.
+intermediate value at steps 1..STEPS and the final one at STEPS. With
+OBJECTIVE_COST=1 each line also reports a second metric, cost = x + y.
 
     score(x, y) = 1 - (x - 0.3)^2 - (log10(y) + 2)^2 / 4      (best 1 at x=0.3, y=0.01)
 """
@@ -28,7 +29,10 @@ trial = json.loads(os.environ.get("TF_CONFIG", os.environ.get("CLUSTER_SPEC", "{
 for step in range(1, steps + 1):
     value = score - 0.5 * (steps - step) / steps  # improves towards the final value
     with open(path, "a") as f:
-        f.write(json.dumps({"timestamp": time.time(), "trial": trial, "score": value,
-                            "global_step": str(step), "checkpoint_path": ""}) + "\n")
+        line = {"timestamp": time.time(), "trial": trial, "score": value, "global_step": str(step),
+                "checkpoint_path": ""}
+        if os.environ.get("OBJECTIVE_COST"):
+            line["cost"] = x + y
+        f.write(json.dumps(line) + "\n")
     time.sleep(delay)
 print("x=%g y=%g score=%.6f" % (x, y, score))

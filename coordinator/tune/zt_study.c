@@ -90,6 +90,11 @@ static void s_collect(zt_study_t *s, s_trial_t *t, json_t *tags)
         line++;
         if (j && zt_study_num(json_object_get(j, s->metric), &v) && isfinite(v))
             s_add_meas(t, zt_study_num(json_object_get(j, "global_step"), &step) ? step : line, v);
+        for (int k = 0; j && k < s->nextra; k++) /* the other metrics: the last value reported */
+            if (zt_study_num(json_object_get(j, s->extra[k]), &v) && isfinite(v)) {
+                t->extra_final[k] = v;
+                t->extra_has[k] = true;
+            }
         if (tags && json_is_object(j))
             s_note_tags(tags, j);
         json_decref(j);
@@ -103,6 +108,13 @@ static void s_collect(zt_study_t *s, s_trial_t *t, json_t *tags)
     json_t *m;
     json_array_foreach(json_object_get(json_object_get(primary, s->metric), "series"), i, m)
         s_add_meas(t, json_number_value(json_array_get(m, 0)), json_number_value(json_array_get(m, 1)));
+    for (int k = 0; k < s->nextra; k++) {
+        json_t *last = json_object_get(json_object_get(primary, s->extra[k]), "value");
+        if (json_is_number(last) && isfinite(json_number_value(last))) {
+            t->extra_final[k] = json_number_value(last);
+            t->extra_has[k] = true;
+        }
+    }
     if (tags)
         s_note_tags(tags, primary);
     json_decref(job);
@@ -256,6 +268,8 @@ static void s_write_csv(zt_study_t *s)
     for (int k = 0; k < s->np; k++)
         s_csv_field(f, s->p[k].name, false);
     s_csv_field(f, s->metric, false);
+    for (int k = 0; k < s->nextra; k++)
+        s_csv_field(f, s->extra[k], false);
     s_csv_field(f, "measurements", false);
     fputs("\r\n", f);
     for (int i = 0; i < s->nt; i++) {
@@ -271,6 +285,10 @@ static void s_write_csv(zt_study_t *s)
         }
         snprintf(buf, sizeof buf, "%.6g", t->final);
         s_csv_field(f, t->has_final ? buf : "", false);
+        for (int k = 0; k < s->nextra; k++) {
+            snprintf(buf, sizeof buf, "%.6g", t->extra_final[k]);
+            s_csv_field(f, t->extra_has[k] ? buf : "", false);
+        }
         snprintf(buf, sizeof buf, "%zu", json_array_size(t->meas));
         s_csv_field(f, buf, false);
         fputs("\r\n", f);
@@ -282,7 +300,7 @@ static void s_write_csv(zt_study_t *s)
     free(csv);
 }
 
-static json_t *s_trial_json(s_trial_t *t, int np)
+static json_t *s_trial_json(zt_study_t *s, s_trial_t *t, int np)
 {
     json_t *u = json_array();
     for (int k = 0; k < np; k++)
@@ -292,9 +310,55 @@ static json_t *s_trial_json(s_trial_t *t, int np)
                           "startTime", t->started, "endTime", t->ended, "scaledParameters", u);
     json_object_set_new(o, "id", json_sprintf("%d", t->id));
     json_object_set_new(o, "finalMeasurement", t->has_final ? json_real(t->final) : json_null());
+    if (s->nextra) { /* every metric's */
+        json_t *all = json_object();
+        if (t->has_final)
+            json_object_set_new(all, s->metric, json_real(t->final));
+        for (int k = 0; k < s->nextra; k++)
+            if (t->extra_has[k])
+                json_object_set_new(all, s->extra[k], json_real(t->extra_final[k]));
+        json_object_set_new(o, "finalMeasurements", all);
+    }
     if (t->message)
         json_object_set_new(o, "message", json_string(t->message));
     return o;
+}
+
+/* Whether a's results are at least b's in every metric and better in one. */
+static bool s_dominates(zt_study_t *s, const s_trial_t *a, const s_trial_t *b)
+{
+    bool strictly = s_better(s, a->final, b->final);
+    if (s_better(s, b->final, a->final))
+        return false;
+    for (int k = 0; k < s->nextra; k++) {
+        double x = a->extra_final[k], y = b->extra_final[k];
+        if (s->extra_max[k] ? x < y : x > y)
+            return false;
+        strictly = strictly || (s->extra_max[k] ? x > y : x < y);
+    }
+    return strictly;
+}
+
+/* The ids of the trials with every metric that no other such trial dominates. */
+static json_t *s_pareto(zt_study_t *s)
+{
+    json_t *front = json_array();
+    for (int i = 0; i < s->nt; i++) {
+        const s_trial_t *t = &s->t[i];
+        bool full = t->has_final && zt_state_succeeded(t->state), beaten = false;
+        for (int k = 0; full && k < s->nextra; k++)
+            full = t->extra_has[k];
+        for (int j = 0; full && !beaten && j < s->nt; j++) {
+            const s_trial_t *u = &s->t[j];
+            bool ufull = u != t && u->has_final && zt_state_succeeded(u->state);
+            for (int k = 0; ufull && k < s->nextra; k++)
+                ufull = u->extra_has[k];
+            beaten = ufull && s_dominates(s, u, t);
+        }
+        if (full && !beaten)
+            json_array_append_new(front, json_sprintf("%d", t->id));
+    }
+    return front;
 }
 
 static void s_write(zt_study_t *s)
@@ -303,7 +367,7 @@ static void s_write(zt_study_t *s)
     int best = -1;
     for (int i = 0; i < s->nt; i++) {
         s_trial_t *t = &s->t[i];
-        json_array_append_new(trials, s_trial_json(t, s->np));
+        json_array_append_new(trials, s_trial_json(s, t, s->np));
         if (t->has_final && zt_state_succeeded(t->state) &&
             (best < 0 || s_better(s, t->final, s->t[best].final)))
             best = i;
@@ -320,6 +384,8 @@ static void s_write(zt_study_t *s)
         json_object_set(doc, "bestTrial", json_array_get(trials, (size_t) best));
     else
         json_object_set_new(doc, "bestTrial", json_null());
+    if (s->nextra)
+        json_object_set_new(doc, "paretoFront", s_pareto(s));
     char *text = json_dumps(doc, JSON_INDENT(2));
     char *path = zt_strdupf("%s/study.json", s->dir);
     zt_write_file_atomic(path, text, strlen(text));
@@ -354,6 +420,11 @@ static bool s_restore_trial(zt_study_t *s, json_t *o, s_trial_t *t)
     snprintf(t->ended, sizeof t->ended, "%s", json_string_value(json_object_get(o, "endTime")) ?: "");
     t->has_final = json_is_number(json_object_get(o, "finalMeasurement"));
     t->final = json_number_value(json_object_get(o, "finalMeasurement"));
+    for (int k = 0; k < s->nextra; k++) {
+        json_t *v = json_object_get(json_object_get(o, "finalMeasurements"), s->extra[k]);
+        t->extra_has[k] = json_is_number(v);
+        t->extra_final[k] = json_number_value(v);
+    }
     if (json_is_string(json_object_get(o, "message")))
         t->message = strdup(json_string_value(json_object_get(o, "message")));
     json_t *u = json_object_get(o, "scaledParameters");

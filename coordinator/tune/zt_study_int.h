@@ -9,6 +9,8 @@
 #include "spec/zt_doc.h"
 #include <jansson.h>
 #include <regex.h>
+
+#define ZT_STUDY_MAX_METRICS 8 /* metrics beside the first */
 #include <stdbool.h>
 
 #define MAX_PARAMS 32
@@ -46,6 +48,8 @@ typedef struct {
     struct zt_tb *tb;          /* its TensorBoard run while it runs (zt_study_tb.c) */
     size_t tb_meas;            /* measurements written there */
     int hb_rungs;              /* Hyperband: the rungs it has passed */
+    double extra_final[ZT_STUDY_MAX_METRICS]; /* the other metrics' last values */
+    bool extra_has[ZT_STUDY_MAX_METRICS];
 } s_trial_t;
 
 struct zt_study_t {
@@ -53,8 +57,11 @@ struct zt_study_t {
     char *dir;                 /* study directory (absolute) */
     char *trial_job;           /* <dir>/trial-job.json */
     char *base_output;         /* trialJobSpec's baseOutputDirectory, or NULL */
-    char metric[128];          /* metricId */
+    char metric[128];          /* metricId: the one the search optimises */
     bool maximize;
+    char extra[ZT_STUDY_MAX_METRICS][128]; /* the other metrics: reported, and in the Pareto front */
+    bool extra_max[ZT_STUDY_MAX_METRICS];
+    int nextra;
     s_param_t p[MAX_PARAMS];
     int np;
     s_algo_t algo;

@@ -213,13 +213,34 @@ static void s_parse_metric(s_ctx_t *c, json_t *ss)
         return;
     }
     if (json_array_size(ms) > 1)
-        WARN(c, "studySpec.metrics", NULL, "only the first metric is optimised");
+        WARN(c, "studySpec.metrics", NULL, "the search optimises the first metric; every metric is reported, and "
+             "study.json's paretoFront holds the trials no other trial betters in all of them");
+    if (json_array_size(ms) > 1 + ZT_STUDY_MAX_METRICS)
+        ERR(c, "studySpec.metrics", NULL, "at most %d metrics", 1 + ZT_STUDY_MAX_METRICS);
     json_t *m;
     size_t i;
     json_array_foreach(ms, i, m) {
         static const char *const mk[] = { "metricId", "goal", "safetyConfig", NULL };
         char *mp = zt_strdupf("studySpec.metrics[%zu]", i);
         s_unknown(c, m, mp, mk);
+        const char *xid = json_string_value(json_object_get(m, "metricId"));
+        const char *xg = json_string_value(json_object_get(m, "goal"));
+        if (i > 0 && s->nextra < ZT_STUDY_MAX_METRICS) { /* the first is read below */
+            char *ip = zt_strdupf("%s.metricId", mp), *gp = zt_strdupf("%s.goal", mp);
+            if (!xid || !*xid || strlen(xid) >= sizeof s->extra[0])
+                ERR(c, ip, json_object_get(m, "metricId"), "required: the metric tag the trials report");
+            if (!xg || (strcmp(xg, "MAXIMIZE") && strcmp(xg, "MINIMIZE")))
+                ERR(c, gp, json_object_get(m, "goal"), "expected MAXIMIZE or MINIMIZE");
+            for (size_t k = 0; xid && k < i; k++) {
+                const char *prev = json_string_value(json_object_get(json_array_get(ms, k), "metricId"));
+                if (prev && !strcmp(xid, prev))
+                    ERR(c, ip, json_object_get(m, "metricId"), "a second metric of this name");
+            }
+            snprintf(s->extra[s->nextra], sizeof s->extra[0], "%s", xid ? xid : "");
+            s->extra_max[s->nextra++] = xg && !strcmp(xg, "MAXIMIZE");
+            free(ip);
+            free(gp);
+        }
         free(mp);
     }
     m = json_array_get(ms, 0);

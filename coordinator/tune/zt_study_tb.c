@@ -82,10 +82,12 @@ void zt_study_tb_experiment(zt_study_t *s)
                 hp[i].discrete_numbers = nums[i];
         }
     }
-    const char *metrics[1] = { s->metric };
+    const char *metrics[1 + ZT_STUDY_MAX_METRICS] = { s->metric };
+    for (int k = 0; k < s->nextra; k++)
+        metrics[1 + k] = s->extra[k];
     zt_tb_t *tb = s_open(s, NULL);
     char *desc = zt_strdupf("ztrain study in %s: %s %s", s->dir, s->maximize ? "maximize" : "minimize", s->metric);
-    zt_tb_experiment(tb, s->dir, desc, hp, s->np, metrics, 1, s_now());
+    zt_tb_experiment(tb, s->dir, desc, hp, s->np, metrics, 1 + s->nextra, s_now());
     free(desc);
     zt_tb_close(&tb);
     for (int i = 0; i < s->np; i++) {
@@ -128,6 +130,13 @@ void zt_study_tb_end(zt_study_t *s, s_trial_t *t)
     if (!t->tb)
         return;
     zt_study_tb_measure(s, t);
+    int64_t last = 0; /* the other metrics' last values, at the last step */
+    json_t *lm = json_array_get(t->meas, json_array_size(t->meas) ? json_array_size(t->meas) - 1 : 0);
+    if (lm && isfinite(json_number_value(json_array_get(lm, 0))) && json_number_value(json_array_get(lm, 0)) >= 0)
+        last = (int64_t) json_number_value(json_array_get(lm, 0));
+    for (int k = 0; k < s->nextra; k++)
+        if (t->extra_has[k])
+            zt_tb_scalar(t->tb, s->extra[k], t->extra_final[k], last);
     zt_tb_status_t st = zt_state_succeeded(t->state) ? ZT_TB_STATUS_SUCCESS
                         : !strcmp(t->state, "CANCELLED") ? ZT_TB_STATUS_UNKNOWN : ZT_TB_STATUS_FAILURE;
     zt_tb_session_end(t->tb, st, s_now());

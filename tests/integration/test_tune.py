@@ -291,6 +291,27 @@ class Tune(unittest.TestCase):
         best_hb, best_rnd = hb["bestTrial"]["finalMeasurement"], rnd["bestTrial"]["finalMeasurement"]
         self.assertGreaterEqual(best_hb, best_rnd - 0.02 * abs(best_rnd))  # within 2% of random search's
 
+    def test_several_metrics_pareto_front(self):
+        # maximize score, minimize cost = x + y: over a grid of x (y fixed at
+        # 0.1), x = 0.3 has the best score and every smaller x a lower cost,
+        # so x <= 0.3 is the front and every x above it is dominated by 0.3
+        xs = {"parameterId": "x", "discreteValueSpec": {"values": [0.0, 0.1, 0.2, 0.3, 0.5, 0.7]}}
+        spec = json.loads(study([xs], algorithm="GRID_SEARCH", max_trials=6, parallel=2))
+        spec["studySpec"]["metrics"].append({"metricId": "cost", "goal": "MINIMIZE"})
+        r, doc, sd = self.tune(json.dumps(spec), env={"OBJECTIVE_COST": "1"})
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("the search optimises the first metric; every metric is reported", r.stderr)
+        by_x = {t["parameters"]["x"]: t for t in doc["trials"]}
+        for x, t in by_x.items():
+            self.assertAlmostEqual(t["finalMeasurements"]["cost"], x + 0.1, places=6)
+            self.assertAlmostEqual(t["finalMeasurements"]["score"], t["finalMeasurement"], places=9)
+        self.assertEqual(sorted(doc["paretoFront"], key=int),
+                         sorted((by_x[x]["id"] for x in (0.0, 0.1, 0.2, 0.3)), key=int))
+        with open(os.path.join(sd, "trials.csv")) as f:
+            rows = list(csv.reader(f))
+        self.assertEqual(rows[0], ["trial", "state", "x", "score", "cost", "measurements"])
+        self.assertEqual(len(rows), 7)
+
     def test_parameters_reach_every_user_program(self):
         # A single-program trial with a parameter-server pool: the program in
         # pool 2 declares the same required flag as the chief's.

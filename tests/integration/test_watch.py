@@ -54,10 +54,12 @@ X = {"parameterId": "x", "doubleValueSpec": {"minValue": 0, "maxValue": 1}}
 OPT = {"parameterId": "opt", "categoricalValueSpec": {"values": ["adam", "sgd"]}}
 
 
-def run_study(test, prefix, params, trials):
-    """A study of the synthetic objective (metric score); its directory."""
+def run_study(test, prefix, params, trials, cost=False):
+    """A study of the synthetic objective (metric score, and with cost a
+    second one, cost to minimize); its directory."""
     d = tmpdir(prefix)
-    spec = {"displayName": "t", "studySpec": {"metrics": [{"metricId": "score", "goal": "MAXIMIZE"}],
+    metrics = [{"metricId": "score", "goal": "MAXIMIZE"}] + ([{"metricId": "cost", "goal": "MINIMIZE"}] if cost else [])
+    spec = {"displayName": "t", "studySpec": {"metrics": metrics,
                                                "parameters": params},
             "maxTrialCount": trials, "parallelTrialCount": 2,
             "trialJobSpec": {"workerPoolSpecs": [{
@@ -66,7 +68,8 @@ def run_study(test, prefix, params, trials):
                                   "command": ["python3", os.path.join(ROOT, "examples", "hypertune_objective.py")]}}]}}
     sd = os.path.join(d, "study")
     r = subprocess.run([ZTRAIN, "tune", write(d, "study.json", json.dumps(spec)), "--study-dir", sd],
-                       capture_output=True, text=True, timeout=120)
+                       capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, **({"OBJECTIVE_COST": "1"} if cost else {})))
     test.assertEqual(r.returncode, 0, r.stderr[-3000:])
     return sd
 
@@ -400,10 +403,11 @@ class StudyHParams(unittest.TestCase):
     """A study of four trials (a number, a category, a discrete value) in
     TensorBoard's HParams dashboard: a real `tensorboard` serves the
     study's folder; the dashboard's own requests list the experiment's
-    parameters and every trial with its values, status and metric."""
+    parameters and every trial with its values, status and both metrics."""
 
     def test_every_trial_in_the_dashboard(self):
-        sd = run_study(self, "watch-study-", [X, OPT, {"parameterId": "n", "discreteValueSpec": {"values": [32, 64]}}], 4)
+        sd = run_study(self, "watch-study-", [X, OPT, {"parameterId": "n", "discreteValueSpec": {"values": [32, 64]}}], 4,
+                       cost=True)
         with open(os.path.join(sd, "study.json")) as f:
             study = json.load(f)
         port = free_port()
@@ -433,7 +437,7 @@ class StudyHParams(unittest.TestCase):
         self.assertEqual(infos["opt"]["domainDiscrete"], ["adam", "sgd"])
         self.assertEqual(infos["n"]["domainDiscrete"], [32, 64])
         self.assertEqual(infos["x"]["domainInterval"], {"minValue": 0, "maxValue": 1})
-        self.assertEqual([m["name"]["tag"] for m in exp["metricInfos"]], ["score"])
+        self.assertEqual([m["name"]["tag"] for m in exp["metricInfos"]], ["score", "cost"])  # every metric
         groups = post("session_groups", {
             "experimentName": "", "startIndex": 0, "sliceSize": 100, "colParams": [],
             "allowedStatuses": ["STATUS_UNKNOWN", "STATUS_SUCCESS", "STATUS_FAILURE", "STATUS_RUNNING"]})
@@ -443,7 +447,9 @@ class StudyHParams(unittest.TestCase):
             g = got["trial-%s" % t["id"]]
             self.assertEqual(g["hparams"], t["parameters"])
             self.assertEqual(g["sessions"][0]["status"], "STATUS_SUCCESS")
-            self.assertAlmostEqual(g["metricValues"][0]["value"], t["finalMeasurement"], places=5)
+            values = {v["name"]["tag"]: v["value"] for v in g["metricValues"]}
+            self.assertAlmostEqual(values["score"], t["finalMeasurement"], places=5)
+            self.assertAlmostEqual(values["cost"], t["finalMeasurements"]["cost"], places=5)
 
 
 def netlog_responses(path):
