@@ -278,7 +278,7 @@ static int s_start(zt_backend_t *self, const zt_launch_t *req, zt_handle_t **han
             n++;
         envp = calloc(n + 1, sizeof *envp);
         for (size_t i = 0; i < n; i++)
-            if (strncmp(req->envp[i], "SLURM_", 6) || !strncmp(req->envp[i], "SLURM_CONF=", 11))
+            if (!zt_slurm_allocation_var(req->envp[i]))
                 envp[k++] = req->envp[i];
         step.envp = envp;
     }

@@ -414,15 +414,13 @@ static json_t *s_sm_training_env(const zt_layout_t *self, int pool, int index)
 {
     const zt_plan_t *plan = self->plan;
     json_t *hosts = json_array();
-    char current[64] = "", name[64];
-    int n = 0;
+    char current[64], name[64];
     for (int p = 0; p < ZT_POOLS; p++)
         for (int i = 0; plan->pools[p].present && i < plan->pools[p].replicas; i++) {
-            snprintf(name, sizeof name, "algo-%d", ++n);
+            zt_sm_host(self, p, i, name, sizeof name);
             json_array_append_new(hosts, json_string(name));
-            if (p == pool && i == index)
-                snprintf(current, sizeof current, "%s", name);
         }
+    zt_sm_host(self, pool, index, current, sizeof current);
     /* the input (channels) is the job's, a trial's study's; the model and
      * output folders are the trial's own, as AIP_MODEL_DIR is */
     const char *base = plan->base_output_dir ? plan->base_output_dir : self->job_dir, *out = self->base_dir;

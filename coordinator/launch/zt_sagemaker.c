@@ -9,18 +9,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-void zt_sm_host(const zt_plan_t *plan, int pool, int index, char *out, size_t size)
+void zt_sm_host(const zt_layout_t *layout, int pool, int index, char *out, size_t size)
 {
-    int n = 0;
-    for (int p = 0; p < pool; p++)
-        n += plan->pools[p].present ? plan->pools[p].replicas : 0;
-    snprintf(out, size, "algo-%d", n + index + 1);
+    snprintf(out, size, "algo-%d", zt_layout_ordinal(layout, pool, index) + 1);
 }
 
 char *zt_sm_host_root(const zt_layout_t *layout, int pool, int index)
 {
     char host[32];
-    zt_sm_host(layout->plan, pool, index, host, sizeof host);
+    zt_sm_host(layout, pool, index, host, sizeof host);
     return zt_strdupf("%s/opt-ml/%s", layout->job_dir, host);
 }
 
@@ -98,9 +95,8 @@ int zt_sm_prepare_host(const zt_layout_t *layout, int pool, int index, char *why
     const json_t *sm = layout->plan->sagemaker;
     if (!sm)
         return 0;
-    char *root = zt_sm_host_root(layout, pool, index), host[32];
-    zt_sm_host(layout->plan, pool, index, host, sizeof host);
-    int k = atoi(host + 5) - 1, hosts = zt_plan_replicas(layout->plan), rc = 0;
+    char *root = zt_sm_host_root(layout, pool, index);
+    int k = zt_layout_ordinal(layout, pool, index), hosts = zt_plan_replicas(layout->plan), rc = 0;
     static const char *const dirs[] = { "model", "output/data", "output/intermediate", "input/data" };
     for (size_t d = 0; d < sizeof dirs / sizeof *dirs && rc == 0; d++) {
         char *p = zt_strdupf("%s/%s", root, dirs[d]);
@@ -151,7 +147,7 @@ int zt_sm_upload(const zt_layout_t *layout, char *why, size_t len)
     for (int p = 0; p < ZT_POOLS; p++)
         for (int i = 0; layout->plan->pools[p].present && i < layout->plan->pools[p].replicas; i++, k++) {
             char *hr = zt_sm_host_root(layout, p, i), host[32];
-            zt_sm_host(layout->plan, p, i, host, sizeof host);
+            zt_sm_host(layout, p, i, host, sizeof host);
             dirs[k] = zt_strdupf("%s/output/data", hr);
             names[k] = strdup(host);
             free(hr);

@@ -10,8 +10,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-/* algo-K of replica (pool, index): hosts are numbered in pool order. */
-void zt_sm_host(const zt_plan_t *plan, int pool, int index, char *out, size_t size);
+/* algo-K of replica (pool, index): K is its place in the placement (pool
+ * order), as SM_HOSTS numbers them. */
+void zt_sm_host(const zt_layout_t *layout, int pool, int index, char *out, size_t size);
 /* <job-dir>/opt-ml/algo-K (heap). */
 char *zt_sm_host_root(const zt_layout_t *layout, int pool, int index);
 /* A CreateTrainingJob's own in SM_TRAINING_ENV e of replica (pool,

@@ -124,6 +124,11 @@ int zt_slurm_command_apart(char *const *argv, char *out, size_t size)
     return s_command(argv, out, size, true);
 }
 
+bool zt_slurm_allocation_var(const char *entry)
+{
+    return !strncmp(entry, "SLURM_", 6) && strncmp(entry, "SLURM_CONF=", 11);
+}
+
 /* Drops this job's SLURM_* variables (SLURM_CONF stays). */
 static void s_leave_allocation(void)
 {
@@ -131,7 +136,7 @@ static void s_leave_allocation(void)
     for (bool again = true; again;) {
         again = false;
         for (char **e = environ; *e; e++)
-            if (!strncmp(*e, "SLURM_", 6) && strncmp(*e, "SLURM_CONF=", 11)) {
+            if (zt_slurm_allocation_var(*e)) {
                 char name[256];
                 snprintf(name, sizeof name, "%.*s", (int) strcspn(*e, "="), *e);
                 unsetenv(name);

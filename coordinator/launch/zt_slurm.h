@@ -77,6 +77,9 @@ bool zt_slurm_state_final(const char *state);
  * together into out, the last newline dropped. Its exit status, or -1 when
  * it could not run. */
 int zt_slurm_command(char *const *argv, char *out, size_t size);
+/* Whether environment entry "NAME=value" is one of this allocation's
+ * SLURM_* variables (SLURM_CONF, the cluster's, is not). */
+bool zt_slurm_allocation_var(const char *entry);
 /* The same as a command run outside this job's allocation would be: none
  * of its SLURM_* variables (salloc then makes an allocation of its own). */
 int zt_slurm_command_apart(char *const *argv, char *out, size_t size);
