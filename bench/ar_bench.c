@@ -34,7 +34,7 @@ static double s_worker(int rank, int N, const char *const *reds, int R, const ch
     bool sequential = threshold < 0; /* one by one: submit, wait, next */
     if (sequential)
         threshold = 1;
-    zt_allreduce_opts_t o = { rank, N, reds, R, peers, threshold, 0, 0 };
+    zt_allreduce_opts_t o = { rank, N, reds, R, peers, threshold, 0, 0, 0, 0 };
     zt_allreduce_t *ar = zt_allreduce_new(&o);
     int64_t n = (int64_t) (bytes / 4);
     float **bufs = calloc((size_t) ntensors, sizeof *bufs);

@@ -766,9 +766,14 @@ static bool s_group_message(zt_reducer_t *self, const zt_msg_t *m)
                            "a message of another group (membership generation)");
         return false;
     }
-    zt_info("membership generation %lld: a new group (%lld workers, from worker %lld's hello); the "
-            "earlier group's state is dropped", (long long) m->incarnation, (long long) m->u.AR_HELLO.workers,
-            (long long) m->index);
+    if (m->incarnation / ZT_AR_LAYOUTS == self->group / ZT_AR_LAYOUTS)
+        zt_info("layout %lld of the group (autotune; %lld workers, from worker %lld's hello): the earlier "
+                "layout's state is dropped", (long long) (m->incarnation % ZT_AR_LAYOUTS),
+                (long long) m->u.AR_HELLO.workers, (long long) m->index);
+    else
+        zt_info("membership generation %lld: a new group (%lld workers, from worker %lld's hello); the "
+                "earlier group's state is dropped", (long long) (m->incarnation / ZT_AR_LAYOUTS),
+                (long long) m->u.AR_HELLO.workers, (long long) m->index);
     s_free_buckets(self);
     self->group = m->incarnation;
     self->configured = self->ready_sent = self->failed = false;

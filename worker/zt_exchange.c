@@ -49,6 +49,7 @@ struct zt_exchange_t {
     zt_ps_client_t *ps;         /* ps */
     zt_allreduce_t *ar;         /* allreduce */
     bool ar_inplace;            /* backward writes straight into the all-reduce's bucket */
+    int ar_layout;              /* the all-reduce's layout ar_inplace was decided for */
     zt_opt_t opt;               /* local, allreduce */
     float *state[ZT_OPT_MAX_STATE];
     int64_t step_us, exchange_us;
@@ -78,9 +79,13 @@ static int s_apply_here(zt_exchange_t *x, int64_t step)
     return ZT_OK;
 }
 
+static void s_ar_ready(zt_exchange_t *x);
+
 static int s_ar_before(zt_exchange_t *x, int64_t step)
 {
     (void) step;
+    if (zt_allreduce_layout(x->ar, NULL, NULL, NULL) != x->ar_layout) /* autotune formed another */
+        s_ar_ready(x);
     if (x->ar_inplace) /* this round's buffer (they alternate) */
         zt_mlp_set_grads(x->c->mlp, zt_allreduce_buffer(x->ar, 0));
     return ZT_OK;
@@ -245,7 +250,8 @@ static int s_rejoin_state(void *arg, zt_rejoin_state_t *st)
         return -1;
     }
     *st = (zt_rejoin_state_t) { x->cur_step, zt_allreduce_generation(x->ar), x->group, zt_mlp_nparams(x->c->mlp),
-                                1 + zt_opt_state_arrays(x->opt.kind), { zt_mlp_params(x->c->mlp) } };
+                                1 + zt_opt_state_arrays(x->opt.kind), { zt_mlp_params(x->c->mlp) }, 0, 0, 0, false };
+    st->layout = zt_allreduce_layout(x->ar, &st->threshold, &st->cycle_ms, &st->searching);
     for (int a = 1; a < st->arrays; a++)
         st->data[a] = x->state[a - 1];
     return 0;
@@ -258,8 +264,10 @@ static void s_rejoin_asked(void *arg)
 }
 
 /* With reducers: serve the model to a restarted peer while waiting, and,
- * restarted into the running group (ZT_REJOIN=1), take it from one. */
-static int s_setup_rejoin(zt_exchange_t *x, const char **peers)
+ * restarted into the running group (ZT_REJOIN=1), take it from one, with
+ * the group's all-reduce layout (st->layout > 0 after autotune's first).
+ * Before this trainer's all-reduce is formed. */
+static int s_rejoin_fetch(zt_exchange_t *x, const char **peers, zt_rejoin_state_t *st)
 {
     const char *flag = zt_env_get(ZT_ENV_REJOIN);
     bool rejoin = flag && !strcmp(flag, "1");
@@ -270,27 +278,24 @@ static int s_setup_rejoin(zt_exchange_t *x, const char **peers)
         zt_error("cannot rejoin the group: CLUSTER_SPEC does not name every trainer");
         return ZT_EINVAL;
     }
-    if ((x->rejoin = zt_rejoin_serve(peers[x->rank])))
-        zt_allreduce_watch(x->ar, zt_rejoin_socket(x->rejoin), s_rejoin_asked, x);
+    x->rejoin = zt_rejoin_serve(peers[x->rank]);
     if (!rejoin)
         return ZT_OK;
-    zt_rejoin_state_t st = { .group = x->group, .total = zt_mlp_nparams(x->c->mlp),
-                             .arrays = 1 + zt_opt_state_arrays(x->opt.kind), .data = { zt_mlp_params(x->c->mlp) } };
-    for (int a = 1; a < st.arrays; a++)
-        st.data[a] = x->state[a - 1];
+    *st = (zt_rejoin_state_t) { .group = x->group, .total = zt_mlp_nparams(x->c->mlp),
+                                .arrays = 1 + zt_opt_state_arrays(x->opt.kind), .data = { zt_mlp_params(x->c->mlp) } };
+    for (int a = 1; a < st->arrays; a++)
+        st->data[a] = x->state[a - 1];
     char why[1024];
-    int rc = zt_rejoin_fetch(peers, x->world, x->rank, (int) zt_knob_int(ZT_KNOB_REJOIN_TIMEOUT_MS), &st, why,
+    int rc = zt_rejoin_fetch(peers, x->world, x->rank, (int) zt_knob_int(ZT_KNOB_REJOIN_TIMEOUT_MS), st, why,
                              sizeof why);
-    if (rc == ZT_OK)
-        rc = zt_allreduce_set_generation(x->ar, st.gen);
     if (rc != ZT_OK) {
         if (rc != ZT_ESHUTDOWN)
             zt_fail_retryable(); /* the coordinator restarts the group from the newest checkpoint */
         return s_failed(rc, "cannot rejoin the group: %s", why);
     }
     x->rejoined = true;
-    x->rejoin_step = st.step;
-    x->rejoin_gen = st.gen;
+    x->rejoin_step = st->step;
+    x->rejoin_gen = st->gen;
     return ZT_OK;
 }
 
@@ -304,11 +309,17 @@ static bool s_round_abandoned(void *arg)
  * generation group): the model's tensors and, in an elastic pool, the
  * agreement on the next generation after them, and a round given up when
  * the group loses a member. */
-static int s_new_ar(zt_exchange_t *x, const char **peers)
+static int s_new_ar(zt_exchange_t *x, const char **peers, const zt_rejoin_state_t *joined)
 {
     zt_mlp_t *mlp = x->c->mlp;
     zt_allreduce_opts_t ao = { x->rank, x->world, (const char *const *) x->reducers, x->nreducers, peers, 0, -1,
-                               x->group };
+                               x->group, 0, x->elastic ? -1 : 0 };
+    if (joined) { /* the running group's layout */
+        ao.fusion_threshold = joined->threshold;
+        ao.cycle_time_ms = joined->cycle_ms;
+        ao.layout = joined->layout;
+        ao.autotune = joined->searching ? 1 : -1;
+    }
     x->ar = zt_allreduce_new(&ao);
     for (int t = 0; x->ar && t < zt_mlp_tensors(mlp); t++) {
         int rows, cols;
@@ -333,6 +344,7 @@ static void s_ar_ready(zt_exchange_t *x)
      * MLP): backward writes straight into it, nothing is copied. */
     float *base = zt_allreduce_buffer(x->ar, 0);
     x->ar_inplace = base && !x->c->gpu;
+    x->ar_layout = zt_allreduce_layout(x->ar, NULL, NULL, NULL);
     for (int t = 0; x->ar_inplace && t < zt_mlp_tensors(mlp); t++)
         x->ar_inplace = (float *) zt_allreduce_buffer(x->ar, t) == base + zt_mlp_tensor_offset(mlp, t);
     zt_info("synchronous training over %d workers, %s, %d bucket%s of up to %lld bytes, "
@@ -346,17 +358,26 @@ static int s_connect_ar(zt_exchange_t *x)
 {
     char **p0, **p1;
     const char **peers = s_ring_peers(x->world, &p0, &p1);
-    int rc = s_new_ar(x, peers);
-    int rrc = rc == ZT_OK && x->nreducers > 0 ? s_setup_rejoin(x, peers) : ZT_OK; /* logs its own failure */
+    zt_rejoin_state_t st;
+    int rc = x->nreducers > 0 ? s_rejoin_fetch(x, peers, &st) : ZT_OK; /* logs its own failure */
+    if (rc == ZT_OK) {
+        rc = s_new_ar(x, peers, x->rejoined ? &st : NULL);
+        if (rc != ZT_OK)
+            s_failed(rc, "all-reduce: %s", x->ar ? zt_allreduce_error(x->ar)
+                                                  : "cannot start (no reducers, and the workers' "
+                                                    "addresses are not in CLUSTER_SPEC)");
+    }
+    if (rc == ZT_OK && x->rejoin)
+        zt_allreduce_watch(x->ar, zt_rejoin_socket(x->rejoin), s_rejoin_asked, x);
+    if (rc == ZT_OK && x->rejoined && (rc = zt_allreduce_set_generation(x->ar, st.gen)) != ZT_OK) {
+        zt_fail_retryable();
+        s_failed(rc, "cannot rejoin the group: round %lld does not fit its all-reduce", (long long) st.gen);
+    }
     free(peers);
     zt_env_free(p0);
     zt_env_free(p1);
     if (rc != ZT_OK)
-        return s_failed(rc, "all-reduce: %s", x->ar ? zt_allreduce_error(x->ar)
-                                                     : "cannot start (no reducers, and the workers' "
-                                                       "addresses are not in CLUSTER_SPEC)");
-    if (rrc != ZT_OK)
-        return rrc;
+        return rc;
     s_ar_ready(x);
     return ZT_OK;
 }
@@ -384,7 +405,7 @@ int zt_exchange_regroup(zt_exchange_t *x, int64_t step, int *rank, int *world)
     zt_replica_notify_regrouped(x->rep, g, *rank, step); /* x->rep is there: it told us g */
     x->rank = *rank;
     x->world = *world;
-    if ((rc = s_new_ar(x, NULL)) != ZT_OK)
+    if ((rc = s_new_ar(x, NULL, NULL)) != ZT_OK)
         return s_failed(rc, "all-reduce of membership generation %lld: %s", (long long) g,
                         x->ar ? zt_allreduce_error(x->ar) : "cannot start");
     if (x->rejoin)

@@ -1,4 +1,5 @@
 #include "zt_rejoin.h"
+#include "allreduce/zt_arlayout.h"
 #include "base/zt_env.h"
 #include "runtime/zt_process.h"
 #include "wire/zt_msg.h"
@@ -63,7 +64,7 @@ static int s_send_part(zt_rejoin_t *self, zmq_msg_t *id, int64_t req, const zt_r
 {
     zt_msg_t m = { .type = ZT_MSG_REJOIN_STATE };
     m.u.REJOIN_STATE = (zt_msg_REJOIN_STATE_t) { req, st->step, st->gen, st->total, st->arrays, a, offset, count,
-                                                 st->group };
+                                                 st->group, st->layout, st->threshold, st->cycle_ms, st->searching };
     zt_stream_t *to = self->streams ? zt_streams_find(self->streams, id) : NULL;
     if (to)
         return zt_streams_send(self->streams, to, &m, count > 0 ? st->data[a] + offset : NULL,
@@ -172,6 +173,18 @@ static int s_take_part(zt_rejoin_state_t *state, int64_t req, zmq_msg_t *parts, 
         snprintf(why, why_size, "a malformed or out-of-order part (array %lld at %lld, %lld elements)",
                  (long long) p->array, (long long) p->offset, (long long) p->count);
         return ZT_EPROTO;
+    }
+    if (at->first && (p->layout < 0 || p->layout >= ZT_AR_LAYOUTS || p->threshold < 1 || p->cycle_ms < 0 ||
+                      p->cycle_ms > 1000000)) {
+        snprintf(why, why_size, "an all-reduce layout that cannot be (number %lld, threshold %lld bytes, cycle %lld ms)",
+                 (long long) p->layout, (long long) p->threshold, (long long) p->cycle_ms);
+        return ZT_EPROTO;
+    }
+    if (at->first) {
+        state->layout = (int) p->layout;
+        state->threshold = p->threshold;
+        state->cycle_ms = (int) p->cycle_ms;
+        state->searching = p->searching != 0;
     }
     state->step = p->step;
     state->gen = p->gen;

@@ -23,6 +23,11 @@ typedef struct {
     int64_t total;              /* elements per array */
     int arrays;                 /* 1 (values) + the optimizer's state arrays */
     float *data[1 + ZT_OPT_MAX_STATE];
+    /* the group's all-reduce layout (zt_allreduce_layout): autotune's */
+    int layout;
+    int64_t threshold;
+    int cycle_ms;
+    bool searching;
 } zt_rejoin_state_t;
 
 typedef struct zt_rejoin_t zt_rejoin_t;

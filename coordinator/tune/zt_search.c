@@ -2,6 +2,7 @@
  * random search, and Bayesian optimisation (Gaussian-process regression
  * with expected improvement), seeded. */
 #include "tune/zt_study_int.h"
+#include "base/zt_gp.h"
 #include "base/zt_util.h"
 #include "ztrain/zt_error.h"
 #include "ztrain/zt_log.h"
@@ -132,69 +133,13 @@ void zt_search_grid(zt_study_t *s, int i, json_t *params, json_t *out)
 
 /* ------------------------------------------------------------ Bayesian */
 
-static double s_kernel(const double *a, const double *b, int d, double ls)
-{
-    double r = 0;
-    for (int k = 0; k < d; k++)
-        r += (a[k] - b[k]) * (a[k] - b[k]);
-    return exp(-r / (2 * ls * ls));
-}
+/* Bayesian optimisation (zt_gp): a Gaussian process over the finished
+ * trials' scaled coordinates and (sign-corrected) results, with the active
+ * trials pending. false with fewer than two results, or when the kernel
+ * matrix cannot be factored. */
+static double s_rand01_arg(void *s) { return s_rand01(s); }
 
-/* Cholesky in place (lower); false if not positive definite. */
-static bool s_chol(double *A, int n)
-{
-    for (int j = 0; j < n; j++) {
-        double d = A[j * n + j];
-        for (int k = 0; k < j; k++)
-            d -= A[j * n + k] * A[j * n + k];
-        if (d <= 0)
-            return false;
-        A[j * n + j] = sqrt(d);
-        for (int i = j + 1; i < n; i++) {
-            double v = A[i * n + j];
-            for (int k = 0; k < j; k++)
-                v -= A[i * n + k] * A[j * n + k];
-            A[i * n + j] = v / A[j * n + j];
-        }
-    }
-    return true;
-}
-
-static void s_solve_lower(const double *L, int n, const double *b, double *x)
-{
-    for (int i = 0; i < n; i++) {
-        double v = b[i];
-        for (int k = 0; k < i; k++)
-            v -= L[i * n + k] * x[k];
-        x[i] = v / L[i * n + i];
-    }
-}
-
-static void s_solve_upper_t(const double *L, int n, const double *b, double *x)
-{
-    for (int i = n - 1; i >= 0; i--) {
-        double v = b[i];
-        for (int k = i + 1; k < n; k++)
-            v -= L[k * n + i] * x[k];
-        x[i] = v / L[i * n + i];
-    }
-}
-
-/* Expected improvement maximised over random and local candidates.
- * Observations: completed trials; running ones count at the current mean
- * ("constant liar") so parallel suggestions spread out. */
-/* The Gaussian process's data: finished trials' scaled coordinates and
- * their (sign-corrected, standardised) results, then active trials at the
- * mean (so parallel suggestions spread out). */
-typedef struct {
-    int d, n, nobs;             /* dimensions, points, observed points */
-    double *X, *y;              /* n x d, n */
-    double best;                /* the best standardised observation */
-    int best_i;                 /* and its point */
-    double noise;               /* the observations' noise variance (observationNoise), standardised */
-} s_gp_data_t;
-
-static bool s_gp_data(zt_study_t *s, s_gp_data_t *g)
+static bool s_bayes(zt_study_t *s, double *u_out)
 {
     int d = s->np, n = 0;
     double *X = malloc(sizeof(double) * (size_t) (s->nt + 1) * (size_t) d);
@@ -205,126 +150,13 @@ static bool s_gp_data(zt_study_t *s, s_gp_data_t *g)
             y[n++] = s->maximize ? s->t[i].final : -s->t[i].final;
         }
     int nobs = n;
-    if (nobs < 2) {
-        free(X);
-        free(y);
-        return false;
-    }
-    double mean = 0, sd = 0;
-    for (int i = 0; i < nobs; i++)
-        mean += y[i] / nobs;
-    for (int i = 0; i < nobs; i++)
-        sd += (y[i] - mean) * (y[i] - mean) / nobs;
-    sd = sqrt(sd) > 1e-12 ? sqrt(sd) : 1;
     for (int i = 0; i < s->nt; i++)
-        if (!strcmp(s->t[i].state, "ACTIVE")) {
-            memcpy(X + n * d, s->t[i].u, sizeof(double) * (size_t) d);
-            y[n++] = mean;
-        }
-    double best = -INFINITY;
-    for (int i = 0; i < n; i++) {
-        y[i] = (y[i] - mean) / sd;
-        if (i < nobs && y[i] > best)
-            best = y[i];
-    }
-    int best_i = 0;
-    for (int i = 1; i < nobs; i++)
-        if (y[i] > y[best_i])
-            best_i = i;
-    *g = (s_gp_data_t) { d, n, nobs, X, y, best, best_i, s->gp_noise };
-    return true;
-}
-
-/* K = the kernel matrix at length scale ls (plus jitter), Cholesky-factored in place. */
-static bool s_gp_factor(const s_gp_data_t *g, double ls, double *K)
-{
-    for (int i = 0; i < g->n; i++)
-        for (int j = 0; j < g->n; j++)
-            K[i * g->n + j] = s_kernel(g->X + i * g->d, g->X + j * g->d, g->d, ls) + (i == j ? g->noise : 0);
-    return s_chol(K, g->n);
-}
-
-/* The length scale with the highest marginal likelihood among a few. */
-static double s_gp_length_scale(const s_gp_data_t *g, double *K, double *tmp)
-{
-    const double scales[4] = { 0.1, 0.2, 0.35, 0.6 };
-    double ls = 0.2, best_ll = -INFINITY;
-    for (int li = 0; li < 4; li++) {
-        if (!s_gp_factor(g, scales[li], K))
-            continue;
-        s_solve_lower(K, g->n, g->y, tmp);
-        double ll = 0;
-        for (int i = 0; i < g->n; i++)
-            ll -= 0.5 * tmp[i] * tmp[i] + log(K[i * g->n + i]);
-        if (ll > best_ll) {
-            best_ll = ll;
-            ls = scales[li];
-        }
-    }
-    return ls;
-}
-
-/* Expected improvement at a candidate, from the factored K and alpha. */
-static double s_gp_ei(const s_gp_data_t *g, const double *K, const double *alpha, double ls, const double *cand,
-                      double *ks, double *v)
-{
-    double mu = 0;
-    for (int i = 0; i < g->n; i++) {
-        ks[i] = s_kernel(g->X + i * g->d, cand, g->d, ls);
-        mu += ks[i] * alpha[i];
-    }
-    s_solve_lower(K, g->n, ks, v);
-    double var = 1 + g->noise;
-    for (int i = 0; i < g->n; i++)
-        var -= v[i] * v[i];
-    double sigma = var > 1e-12 ? sqrt(var) : 1e-6;
-    double z = (mu - g->best - 0.01) / sigma;
-    return (mu - g->best - 0.01) * 0.5 * erfc(-z / sqrt(2)) + sigma * exp(-0.5 * z * z) / sqrt(2 * M_PI);
-}
-
-/* Bayesian optimisation: a Gaussian process over the finished trials, and
- * the candidate (of 3000: a third near the best so far, the rest uniform)
- * with the highest expected improvement. false with fewer than two
- * results, or when the kernel matrix cannot be factored. */
-static bool s_bayes(zt_study_t *s, double *u_out)
-{
-    s_gp_data_t g;
-    if (!s_gp_data(s, &g))
-        return false;
-    int n = g.n, d = g.d;
-    double *K = malloc(sizeof(double) * (size_t) n * (size_t) n), *alpha = malloc(sizeof(double) * (size_t) n);
-    double *tmp = malloc(sizeof(double) * (size_t) n), *ks = malloc(sizeof(double) * (size_t) n);
-    double *v = malloc(sizeof(double) * (size_t) n);
-    double ls = s_gp_length_scale(&g, K, tmp);
-    bool ok = s_gp_factor(&g, ls, K);
-    if (ok) {
-        s_solve_lower(K, n, g.y, tmp);
-        s_solve_upper_t(K, n, tmp, alpha);
-        double cand[MAX_PARAMS], best_ei = -1;
-        for (int c = 0; c < 3000; c++) {
-            for (int k = 0; k < d; k++) {
-                if (c % 3 == 0) { /* near the best so far */
-                    double jitter = (s_rand01(s) - 0.5) * 0.2;
-                    cand[k] = g.X[g.best_i * d + k] + jitter;
-                    cand[k] = cand[k] < 0 ? 0 : cand[k] > 1 ? 1 : cand[k];
-                }
-                else
-                    cand[k] = s_rand01(s);
-            }
-            double ei = s_gp_ei(&g, K, alpha, ls, cand, ks, v);
-            if (ei > best_ei) {
-                best_ei = ei;
-                memcpy(u_out, cand, sizeof(double) * (size_t) d);
-            }
-        }
-    }
-    free(ks);
-    free(v);
-    free(K);
-    free(alpha);
-    free(tmp);
-    free(g.X);
-    free(g.y);
+        if (!strcmp(s->t[i].state, "ACTIVE"))
+            memcpy(X + n++ * d, s->t[i].u, sizeof(double) * (size_t) d);
+    zt_gp_t gp = { d, nobs, n, X, y, s->gp_noise };
+    bool ok = zt_gp_suggest(&gp, s_rand01_arg, s, u_out);
+    free(X);
+    free(y);
     return ok;
 }
 

@@ -17,7 +17,13 @@
  * Knobs, highest precedence first: the fusion threshold is ZT_FUSION_THRESHOLD
  * (bytes), else HOROVOD_FUSION_THRESHOLD (bytes), else ZT_BUCKET_CAP_MB
  * (bucket_cap_mb, MiB), else 1 MiB; the cycle time is ZT_CYCLE_TIME_MS,
- * else HOROVOD_CYCLE_TIME (ms), else 5 ms. */
+ * else HOROVOD_CYCLE_TIME (ms), else 5 ms.
+ *
+ * With ZT_AUTOTUNE=1 (or HOROVOD_AUTOTUNE=1) the group searches both during
+ * its first rounds: rank 0 times samples of rounds under settings that a
+ * Gaussian process suggests, the group forms a new layout for each, and
+ * the fastest stays (the search and its choice are logged). Every worker
+ * must set it alike. */
 #ifndef ZT_ALLREDUCE_H
 #define ZT_ALLREDUCE_H
 #include <stdbool.h>
@@ -45,6 +51,11 @@ typedef struct {
                                  * higher one, with its new workers count and ranks;
                                  * the reducers then drop the earlier group's state
                                  * and every message of an earlier group is dropped */
+    int layout;                 /* the layout to join: 0, or a running group's
+                                 * (zt_allreduce_layout), for a worker restarted into it */
+    int autotune;               /* 0: ZT_AUTOTUNE (else HOROVOD_AUTOTUNE) decides;
+                                 * 1: search; -1: never (an elastic group: its
+                                 * members come and go) */
 } zt_allreduce_opts_t;
 
 zt_allreduce_t *zt_allreduce_new(const zt_allreduce_opts_t *opts);
@@ -89,6 +100,12 @@ void zt_allreduce_watch(zt_allreduce_t *self, void *socket, void (*fn)(void *arg
 void zt_allreduce_abandon_when(zt_allreduce_t *self, bool (*fn)(void *arg), void *arg);
 const char *zt_allreduce_error(zt_allreduce_t *self);
 int zt_allreduce_buckets(zt_allreduce_t *self);
+/* The layout in force: its number (0 first; ZT_AUTOTUNE forms one for each
+ * setting it tries and one when it is done), and, where not NULL, its
+ * fusion threshold and cycle time, and whether the search goes on. A
+ * caller that relies on where zt_allreduce_buffer puts tensors must look
+ * again when the number changes (it changes inside a wait). */
+int zt_allreduce_layout(zt_allreduce_t *self, int64_t *threshold, int *cycle_ms, bool *searching);
 int64_t zt_allreduce_threshold(zt_allreduce_t *self);
 
 #ifdef __cplusplus

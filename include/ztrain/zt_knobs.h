@@ -79,6 +79,26 @@ extern "C" {
       "flush a partly ready bucket after this long (else HOROVOD_CYCLE_TIME, else 5)") \
     X(HOROVOD_CYCLE_TIME,  "HOROVOD_CYCLE_TIME",     "", "num", ZT_FOR_WORKER,                   \
       "Horovod's name for the cycle time (ms)")                                   \
+    X(AUTOTUNE,            "ZT_AUTOTUNE",            "", "0|1", ZT_FOR_WORKER,                          \
+      "1: a synchronous all-reduce searches its fusion threshold and cycle time during its first rounds (a Gaussian process over timed samples of rounds, led by rank 0), keeps the fastest and logs what it chose and why (else HOROVOD_AUTOTUNE, else 0); every worker must agree. Not in an elastic pool") \
+    X(HOROVOD_AUTOTUNE,    "HOROVOD_AUTOTUNE",       "", "0|1", ZT_FOR_WORKER,                          \
+      "Horovod's name for ZT_AUTOTUNE")                                           \
+    X(AUTOTUNE_STEPS_PER_SAMPLE, "ZT_AUTOTUNE_STEPS_PER_SAMPLE", "", "int", ZT_FOR_WORKER,            \
+      "autotune: rounds timed per sample, their median its time (else HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE, else 10)") \
+    X(HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE, "HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE", "", "int", ZT_FOR_WORKER, \
+      "Horovod's name for ZT_AUTOTUNE_STEPS_PER_SAMPLE")                          \
+    X(AUTOTUNE_SAMPLES,    "ZT_AUTOTUNE_SAMPLES",    "", "int", ZT_FOR_WORKER,                          \
+      "autotune: settings tried, the starting one first, at most 60 (else HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES, else 20)") \
+    X(HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES, "HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES", "", "int", ZT_FOR_WORKER, \
+      "Horovod's name for ZT_AUTOTUNE_SAMPLES")                                   \
+    X(AUTOTUNE_WARMUP_SAMPLES, "ZT_AUTOTUNE_WARMUP_SAMPLES", "", "int", ZT_FOR_WORKER,                \
+      "autotune: samples' worth of rounds run untimed before the first (else HOROVOD_AUTOTUNE_WARMUP_SAMPLES, else 3)") \
+    X(HOROVOD_AUTOTUNE_WARMUP_SAMPLES, "HOROVOD_AUTOTUNE_WARMUP_SAMPLES", "", "int", ZT_FOR_WORKER,   \
+      "Horovod's name for ZT_AUTOTUNE_WARMUP_SAMPLES")                            \
+    X(AUTOTUNE_LOG,        "ZT_AUTOTUNE_LOG",        "", "path", ZT_FOR_WORKER,                         \
+      "autotune: rank 0 writes each sample to this CSV file (sample, fusion_threshold_bytes, cycle_time_ms, seconds_per_round, chosen) (else HOROVOD_AUTOTUNE_LOG)") \
+    X(HOROVOD_AUTOTUNE_LOG, "HOROVOD_AUTOTUNE_LOG",  "", "path", ZT_FOR_WORKER,                         \
+      "Horovod's name for ZT_AUTOTUNE_LOG")                                       \
     X(COLL_ROUND_BYTES,    "ZT_COLL_ROUND_BYTES",    "67108864", "int", ZT_FOR_WORKER,                   \
       "what one round of a collective (zt_coll: the Python package's allreduce, broadcast, DDP hook and DistributedOptimizer) stages, in buckets of the fusion threshold; more data takes more rounds (bytes)") \
     X(COLLECTIVE_WARN_MS,  "ZT_COLLECTIVE_WARN_MS",  "10000", "int", ZT_FOR_REDUCER,                     \

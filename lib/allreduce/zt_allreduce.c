@@ -96,7 +96,9 @@ zt_allreduce_t *zt_allreduce_new(const zt_allreduce_opts_t *o)
     zt_allreduce_t *self = calloc(1, sizeof *self);
     self->rank = o->rank;
     self->workers = o->workers;
-    self->group = o->group;
+    self->layout_no = o->layout >= 0 && o->layout < ZT_AR_LAYOUTS ? o->layout : 0;
+    self->group_base = o->group * ZT_AR_LAYOUTS;
+    self->group = self->group_base + self->layout_no;
     self->R = o->nreducers;
     zt_spin_init(&self->spin);
     /* Threshold precedence: explicit, ZT_FUSION_THRESHOLD, HOROVOD_FUSION_THRESHOLD,
@@ -112,6 +114,12 @@ zt_allreduce_t *zt_allreduce_new(const zt_allreduce_opts_t *o)
     if (cy < 0) cy = s_knob_scaled(ZT_KNOB_HOROVOD_CYCLE_TIME, 1);
     if (cy < 0) cy = 5;
     self->cycle_ms = (int) cy;
+    bool tune = o->autotune > 0 || (o->autotune == 0 && zt_ar_tune_wanted());
+    if (o->autotune < 0 && o->layout == 0 && zt_ar_tune_wanted() && o->rank == 0)
+        zt_warn("all-reduce: ZT_AUTOTUNE is not used in an elastic group (its members come and go): the fusion "
+                "threshold stays %lld bytes", (long long) th);
+    if (tune && (self->R > 0 || self->workers > 1))
+        self->tune = zt_ar_tune_new(o->rank == 0, th, self->cycle_ms, self->layout_no);
     if ((self->R > 0 && s_connect_reducers(self, o) != ZT_OK) ||
         (self->R == 0 && self->workers > 1 && s_connect_ring(self, o) != ZT_OK)) {
         zt_allreduce_destroy(&self);
@@ -119,6 +127,36 @@ zt_allreduce_t *zt_allreduce_new(const zt_allreduce_opts_t *o)
     }
     self->tensors_json = json_array();
     return self;
+}
+
+/* The buckets, their shared memory and the layout, once ZeroMQ has let go
+ * of their frames (or for at most 2 s each). */
+static void s_free_buckets(zt_allreduce_t *self)
+{
+    for (int b = 0; self->b && b < self->layout.nbuckets; b++) {
+        zt_ar_state_t *k = &self->b[b];
+        for (int w = 0; w < 2000 && atomic_load(&k->lent) > 0; w++)
+            zclock_sleep(1);
+        if (!k->in_shm) {
+            free(k->buf);
+            free(k->last);
+        }
+        for (int r = 0; r < self->R; r++)
+            free(k->piece_done[r]);
+        free(k->piece_done);
+        free(k->npieces);
+        free(k->lo);
+        free(k->hi);
+        free(k->wnext);
+        free(k->wend);
+        free(k->wfly);
+    }
+    free(self->b);
+    self->b = NULL;
+    zt_ar_layout_free(&self->layout);
+    zt_shm_destroy(&self->shm);
+    free(self->layout_text);
+    self->layout_text = NULL;
 }
 
 void zt_allreduce_destroy(zt_allreduce_t **self_p)
@@ -141,37 +179,17 @@ void zt_allreduce_destroy(zt_allreduce_t **self_p)
         free(self->peer_addrs[w]);
     for (int i = 0; i < self->npending; i++)
         zmq_msg_close(&self->pending[i].payload);
-    for (int b = 0; self->b && b < self->layout.nbuckets; b++) {
-        zt_ar_state_t *k = &self->b[b];
-        for (int w = 0; w < 2000 && atomic_load(&k->lent) > 0; w++)
-            zclock_sleep(1);
-        if (!k->in_shm) {
-            free(k->buf);
-            free(k->last);
-        }
-        for (int r = 0; r < self->R; r++)
-            free(k->piece_done[r]);
-        free(k->piece_done);
-        free(k->npieces);
-        free(k->lo);
-        free(k->hi);
-        free(k->wnext);
-        free(k->wend);
-        free(k->wfly);
-    }
-    free(self->b);
-    zt_ar_layout_free(&self->layout);
+    s_free_buckets(self);
+    zt_ar_tune_destroy(&self->tune);
     free(self->pending);
     free(self->red);
     free(self->rstream);
     free(self->window);
     free(self->red_local);
-    zt_shm_destroy(&self->shm);
     free(self->reducer_addrs);
     free(self->peer_addrs);
     free(self->t);
     json_decref(self->tensors_json);
-    free(self->layout_text);
     free(self);
     *self_p = NULL;
 }
@@ -180,6 +198,18 @@ const char *zt_allreduce_error(zt_allreduce_t *self) { return self->err; }
 int zt_allreduce_buckets(zt_allreduce_t *self) { return self->layout.nbuckets; }
 int64_t zt_allreduce_threshold(zt_allreduce_t *self) { return self->threshold; }
 int64_t zt_allreduce_generation(zt_allreduce_t *self) { return self->rounds; }
+
+int zt_allreduce_layout(zt_allreduce_t *self, int64_t *threshold, int *cycle_ms, bool *searching)
+{
+    bool due = self->reform.layout > 0; /* formed as the next round starts */
+    if (threshold)
+        *threshold = due ? self->reform.threshold : self->threshold;
+    if (cycle_ms)
+        *cycle_ms = due ? self->reform.cycle_ms : self->cycle_ms;
+    if (searching)
+        *searching = self->tune != NULL && !(due && self->reform.final);
+    return due ? self->reform.layout : self->layout_no;
+}
 
 static int s_set_generation(zt_allreduce_t *self, int64_t gen)
 {
@@ -274,10 +304,12 @@ int zt_ar_send(zt_allreduce_t *self, zsock_t *sock, zt_stream_t *st, zt_msg_t *m
     return ZT_OK;
 }
 
-int zt_allreduce_commit(zt_allreduce_t *self, int timeout_ms)
+/* The layout of the registered tensors at the threshold in force, its
+ * buckets (their rounds counted on from the group's), and the reducers'
+ * or the ring's agreement on it. */
+/* Long on purpose: the buffers, then each bucket's chunks and pieces. */
+static int s_form(zt_allreduce_t *self, int timeout_ms)
 {
-    if (self->committed)
-        return ZT_OK;
     int64_t piece = zt_ar_piece_bytes();
     json_t *doc = json_pack("{s:O, s:I, s:I}", "tensors", self->tensors_json, "threshold",
                             (json_int_t) self->threshold, "piece_bytes", (json_int_t) piece);
@@ -317,6 +349,7 @@ int zt_allreduce_commit(zt_allreduce_t *self, int timeout_ms)
             k->last = malloc(bytes);
         }
         k->last_gen = -1;
+        k->gen = self->rounds;
         k->lo = calloc((size_t) R + 1, sizeof(int64_t));
         k->hi = calloc((size_t) R + 1, sizeof(int64_t));
         k->piece_done = calloc((size_t) R + 1, sizeof(bool *));
@@ -339,7 +372,19 @@ int zt_allreduce_commit(zt_allreduce_t *self, int timeout_ms)
         rc = zt_ar_commit_ring(self, timeout_ms);
     if (rc == ZT_OK)
         self->committed = true;
-    if (rc == ZT_OK && R > 0 && zt_ar_idle_start(self) != ZT_OK)
+    return rc;
+}
+
+int zt_allreduce_commit(zt_allreduce_t *self, int timeout_ms)
+{
+    if (self->committed)
+        return ZT_OK;
+    if (self->tune) { /* the leader's word travels with each round while the search goes on */
+        int64_t word = ZT_AR_TUNE_WORD;
+        self->tune_id = zt_allreduce_register(self, "ztrain/autotune", &word, 1, ZT_F32);
+    }
+    int rc = s_form(self, timeout_ms);
+    if (rc == ZT_OK && self->R > 0 && zt_ar_idle_start(self) != ZT_OK)
         zt_warn("all-reduce: no thread to serve the reducers between rounds: a reducer restarted in "
                 "mid-broadcast may wait for this worker until its next round");
     else if (rc == ZT_ETIMEDOUT) /* a peer is gone: the system's failure, not the program's */
@@ -349,9 +394,11 @@ int zt_allreduce_commit(zt_allreduce_t *self, int timeout_ms)
 
 /* ------------------------------------------------------------ submit */
 
+static int s_reform(zt_allreduce_t *self);
+
 static void *s_buffer(zt_allreduce_t *self, int tensor)
 {
-    if (!self->committed || tensor < 0 || tensor >= self->nt)
+    if (s_reform(self) != ZT_OK || !self->committed || tensor < 0 || tensor >= self->nt)
         return NULL;
     zt_ar_state_t *k = &self->b[self->layout.bucket[tensor]];
     if (!k->active)
@@ -361,8 +408,14 @@ static void *s_buffer(zt_allreduce_t *self, int tensor)
 
 static int s_submit(zt_allreduce_t *self, int tensor, void *data)
 {
+    if (s_reform(self) != ZT_OK)
+        return self->reform_rc;
     if (!self->committed || tensor < 0 || tensor >= self->nt || self->t[tensor].submitted)
         return ZT_EINVAL;
+    if (self->tune && tensor != self->tune_id && !self->t[self->tune_id].submitted) { /* a round starts */
+        zt_ar_tune_word(self->tune, self->tune_word);
+        s_submit(self, self->tune_id, self->tune_word);
+    }
     zt_ar_tensor_t *x = &self->t[tensor];
     int bi = self->layout.bucket[tensor];
     zt_ar_state_t *k = &self->b[bi];
@@ -397,10 +450,69 @@ static int s_submit(zt_allreduce_t *self, int tensor, void *data)
     return ZT_OK;
 }
 
+/* ------------------------------------------------------------ autotune */
+
+/* The group's word after a round: a new setting is a new layout, which
+ * every worker forms as the next round starts (s_reform): this round's
+ * results stay where they are until then. */
+static int s_tune_round(zt_allreduce_t *self, bool average)
+{
+    zt_ar_tune_round(self->tune, zt_now_us());
+    zt_ar_tune_setting_t s = zt_ar_tune_read(self->tune_word, average ? (float) self->workers : 1.0f);
+    if (s.layout == 0 || s.layout == self->layout_no)
+        return ZT_OK;
+    if (s.layout != self->layout_no + 1)
+        zt_warn("all-reduce: autotune's word names layout %d after %d: ignored", s.layout, self->layout_no);
+    else
+        self->reform = s;
+    return ZT_OK;
+}
+
+/* The layout autotune asked for after the last round, formed before the
+ * next one starts (the last one without the word); ZT_OK when none is due. */
+static int s_reform(zt_allreduce_t *self)
+{
+    zt_ar_tune_setting_t s = self->reform;
+    if (s.layout == 0 || !self->tune)
+        return self->reform_rc;
+    self->reform.layout = 0;
+    for (int bi = 0; bi < self->layout.nbuckets; bi++)
+        zt_ar_wait_lent(&self->b[bi]);
+    s_free_buckets(self);
+    self->committed = false;
+    self->threshold = s.threshold;
+    self->cycle_ms = s.cycle_ms;
+    self->layout_no = s.layout;
+    self->group = self->group_base + s.layout;
+    int kept = 0; /* the ring's messages of the earlier layouts are not waited for */
+    for (int i = 0; i < self->npending; i++)
+        if (self->pending[i].msg.incarnation >= self->group)
+            self->pending[kept++] = self->pending[i];
+        else
+            zmq_msg_close(&self->pending[i].payload);
+    self->npending = kept;
+    if (s.final) { /* the search is over: the word leaves the layout */
+        zt_ar_tune_destroy(&self->tune);
+        self->nt--;
+        json_array_remove(self->tensors_json, json_array_size(self->tensors_json) - 1);
+    }
+    else
+        zt_ar_tune_formed(self->tune, &s);
+    int rc = s_form(self, self->reform_timeout_ms);
+    if (rc != ZT_OK) {
+        if (!*self->err)
+            snprintf(self->err, sizeof self->err, "autotune's layout %d: %s", s.layout, zt_strerror(rc));
+        self->reform_rc = rc; /* the calls fail from here on */
+    }
+    return rc;
+}
+
 /* ------------------------------------------------------------ wait */
 
 static int s_wait(zt_allreduce_t *self, bool average, int timeout_ms)
 {
+    if (self->reform_rc != ZT_OK)
+        return self->reform_rc;
     if (!self->committed)
         return ZT_EINVAL;
     int rc = ZT_OK;
@@ -478,7 +590,8 @@ static int s_wait(zt_allreduce_t *self, bool average, int timeout_ms)
         k->gen++;
     }
     self->rounds++;
-    return ZT_OK;
+    self->reform_timeout_ms = timeout_ms;
+    return self->tune ? s_tune_round(self, average) : ZT_OK;
 }
 
 /* ------------------------------------------------------------ the calls

@@ -6,6 +6,7 @@
 #define ZT_AR_INTERNAL_H
 #include "ztrain/zt_allreduce.h"
 #include "allreduce/zt_arlayout.h"
+#include "allreduce/zt_ar_tune.h"
 #include "wire/zt_msg.h"
 #include "wire/zt_transport.h"
 #include "base/zt_shard.h"
@@ -95,6 +96,15 @@ struct zt_allreduce_t {
     bool (*abandon_fn)(void *);  /* zt_allreduce_abandon_when: the round in progress is given up */
     void *abandon_arg;
     zt_ar_idle_t *idle;         /* reducers: serves them between rounds (zt_ar_idle.c) */
+    int64_t group_base;         /* the membership generation times ZT_AR_LAYOUTS; group is
+                                 * it plus layout_no */
+    int layout_no;              /* the layout in force (zt_allreduce_layout) */
+    zt_ar_tune_t *tune;         /* ZT_AUTOTUNE while it searches, else NULL */
+    int tune_id;                /* then: its word's tensor (the last registered) */
+    float tune_word[ZT_AR_TUNE_WORD];
+    zt_ar_tune_setting_t reform; /* the layout to form as the next round starts (layout 0: none) */
+    int reform_timeout_ms;      /* the last wait's timeout, for that forming */
+    int reform_rc;              /* a forming that failed: every call fails with it */
     char err[1024];
 };
 

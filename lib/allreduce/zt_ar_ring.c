@@ -63,7 +63,7 @@ int zt_ar_commit_ring(zt_allreduce_t *self, int timeout_ms)
         zmq_msg_t payload;
         int kept = -1, left = (int) (deadline - zt_now_ms()), got = ZT_OK;
         for (int i = 0; i < self->npending && kept < 0; i++) /* a hello kept while our stream opened */
-            if (self->pending[i].msg.type == ZT_MSG_AR_HELLO)
+            if (self->pending[i].msg.type == ZT_MSG_AR_HELLO && self->pending[i].msg.incarnation == self->group)
                 kept = i;
         if (kept >= 0) {
             in = self->pending[kept].msg;
@@ -81,7 +81,7 @@ int zt_ar_commit_ring(zt_allreduce_t *self, int timeout_ms)
                      seen, self->workers - 1, timeout_ms);
             return ZT_ETIMEDOUT;
         }
-        if (in.type != ZT_MSG_AR_HELLO) { /* data of a faster worker: keep it */
+        if (in.type != ZT_MSG_AR_HELLO || in.incarnation != self->group) { /* a faster worker's: keep it */
             s_keep(self, &in, &payload);
             continue;
         }
@@ -147,7 +147,7 @@ static int s_ring_recv_msg(zt_allreduce_t *self, zt_msg_t *m, zmq_msg_t *payload
             zt_warn("ring: a message that is not sealed under this job's keys was dropped (%llu so far)",
                     (unsigned long long) self->seal_drops);
         if (np >= 2 && zt_msg_decode(zmq_msg_data(&parts[1]), zmq_msg_size(&parts[1]), m, NULL) == ZT_OK &&
-            m->incarnation == self->group) { /* not a block of an earlier (or later) group */
+            m->incarnation >= self->group) { /* not a block of an earlier group (a later layout's is kept) */
             zmq_msg_init(payload);
             if (np >= 3)
                 zmq_msg_move(payload, &parts[2]);
@@ -173,7 +173,7 @@ static int s_ring_take(zt_allreduce_t *self, int bi, int step, int64_t lo, int64
         for (int i = 0; i < self->npending; i++) {
             zt_msg_AR_PIECE_t *p = &self->pending[i].msg.u.AR_PIECE;
             if (self->pending[i].msg.type == ZT_MSG_AR_PIECE && p->bucket == bi && p->gen == k->gen &&
-                p->step == step) {
+                p->step == step && self->pending[i].msg.incarnation == self->group) {
                 found = i;
                 break;
             }
@@ -199,7 +199,8 @@ static int s_ring_take(zt_allreduce_t *self, int bi, int step, int64_t lo, int64
                 return ZT_ETIMEDOUT;
             }
             zt_msg_AR_PIECE_t *p = &m.u.AR_PIECE;
-            if (m.type != ZT_MSG_AR_PIECE || p->bucket != bi || p->gen != k->gen || p->step != step) {
+            if (m.type != ZT_MSG_AR_PIECE || p->bucket != bi || p->gen != k->gen || p->step != step ||
+                m.incarnation != self->group) {
                 s_keep(self, &m, &pm);
                 continue;
             }

@@ -35,6 +35,11 @@ typedef struct {
 #define ZT_AR_MAX_TENSORS (1 << 20)
 #define ZT_AR_MAX_NUMEL ((int64_t) 1 << 36)
 #define ZT_AR_MAX_PIECE_BYTES ((int64_t) 1 << 30)
+/* Layouts one group may form in turn (ZT_AUTOTUNE forms one per setting it
+ * tries): a message's group field (its incarnation) is the membership
+ * generation times ZT_AR_LAYOUTS plus the layout's number, so a later
+ * layout is a later group to the reducers and to the ring. */
+#define ZT_AR_LAYOUTS 64
 /* tensors: [{name, shape:[...], dtype}]; piece_bytes 4096 to 2^30 (the
  * workers' ZT_AR_PIECE_BYTES, carried to the reducers in the layout). ZT_EINVAL for
  * a malformed or oversized list (shapes: non-negative integers whose

@@ -352,6 +352,7 @@ int zt_coll_finish(zt_coll_t *self, int timeout_ms)
 zt_coll_t *zt_job_collective(const zt_job_t *job, int timeout_ms, char *why, size_t why_size)
 {
     zt_allreduce_opts_t o = { job->rank, job->size, (const char *const *) job->reducers, job->nreducers,
-                              (const char *const *) job->peers, 0, -1, job->group > 0 ? job->group : 0 };
+                              (const char *const *) job->peers, 0, -1, job->group > 0 ? job->group : 0, 0,
+                              job->group >= 0 ? -1 : 0 /* no autotune in an elastic group */ };
     return zt_coll_new(&o, timeout_ms, why, why_size);
 }

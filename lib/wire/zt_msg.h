@@ -85,7 +85,8 @@
 #define ZT_MSG_REJOIN_ASK(F, T) F(T, I, req) F(T, I, total) F(T, I, arrays) F(T, I, group)
 #define ZT_MSG_REJOIN_STATE(F, T) F(T, I, req) F(T, I, step) F(T, I, gen) F(T, I, total) \
                                F(T, I, arrays) F(T, I, array) F(T, I, offset) F(T, I, count) \
-                               F(T, I, group) /* + floats */
+                               F(T, I, group) F(T, I, layout) F(T, I, threshold) F(T, I, cycle_ms) \
+                               F(T, I, searching) /* + floats; layout..searching: the group's all-reduce layout */
 /* A sealed stream's opening (zt_stream): the client's name, its fresh salt
  * and its proof (hex), then the server's, with the salt of its one-to-many
  * key and the number of the last frame sealed under it; a frame of a

@@ -10,7 +10,8 @@
  * ZT_SHM=off (ctest runs both, and a third over TCP with the job's keys:
  * everything sealed); forged shared-memory references are refused.
  * Collectives (zt_coll) over the same reducers and the ring: calls larger
- * than a round, broadcasts bit for bit, streamed steps, calls that differ. */
+ * than a round, broadcasts bit for bit, streamed steps, calls that differ.
+ * Autotune through reducers and the ring: exact sums under every layout. */
 #include "ztrain/ztrain.h"
 #include "ztrain/zt_allreduce.h"
 #include "ztrain/zt_collective.h"
@@ -127,8 +128,11 @@ static double s_get(void *buf, int t, int64_t i)
 /* mismatch: 1 a tensor's shape on worker 1, 2 its ZT_AR_PIECE_BYTES. window:
  * 4 KiB pieces under a 4 KiB send window, so that every piece of the large
  * tensor waits for the sum before it. */
+/* autotune: ZT_AUTOTUNE=1 with 6 samples of 2 rounds, over 40 rounds, every
+ * third averaged: exact sums under each layout it forms, and the last one
+ * its choice. */
 typedef struct { int N, R; int64_t threshold; int cycle_ms; int sleep_us; int mismatch; int kill_after;
-                 bool window, inplace; } s_case_t;
+                 bool window, inplace, autotune; } s_case_t;
 
 /* One worker process; exits 0 when every result was exact. Long on
  * purpose: one worker's script of all-reduce calls and checks, which every
@@ -149,7 +153,13 @@ static int s_worker(const s_case_t *c, int w)
     }
     if (c->mismatch == 2 && w == 1)
         setenv("ZT_AR_PIECE_BYTES", "8192", 1);
-    zt_allreduce_opts_t o = { w, c->N, c->R ? reds : NULL, c->R, peers, c->threshold, c->cycle_ms, 0 };
+    if (c->autotune) {
+        setenv("ZT_AUTOTUNE", "1", 1);
+        setenv("ZT_AUTOTUNE_SAMPLES", "6", 1);
+        setenv("ZT_AUTOTUNE_STEPS_PER_SAMPLE", "2", 1);
+        setenv("ZT_AUTOTUNE_WARMUP_SAMPLES", "0", 1);
+    }
+    zt_allreduce_opts_t o = { w, c->N, c->R ? reds : NULL, c->R, peers, c->threshold, c->cycle_ms, 0, 0, 0 };
     zt_allreduce_t *ar = zt_allreduce_new(&o);
     assert(ar);
     for (int t = 0; t < NT; t++) {
@@ -181,7 +191,8 @@ static int s_worker(const s_case_t *c, int w)
     void *bufs[NT], *own[NT];
     for (int t = 0; t < NT; t++)
         bufs[t] = own[t] = malloc((size_t) s_numel(t) * 4 + 4);
-    for (int round = 0; round < 3; round++) {
+    int rounds = c->autotune ? 40 : 3;
+    for (int round = 0; round < rounds; round++) {
         if (c->kill_after && round == c->kill_after && w == 0) {
             /* worker 0 tells the parent to replace reducer 0, then carries on */
             FILE *f = fopen(strcat(strcpy((char[300]) { 0 }, s_dir), "/kill"), "w");
@@ -195,7 +206,7 @@ static int s_worker(const s_case_t *c, int w)
             if (c->sleep_us)
                 usleep((useconds_t) c->sleep_us);
         }
-        bool avg = round == 2;
+        bool avg = round % 3 == 2;
         if ((rc = zt_allreduce_wait(ar, avg, 30000)) != ZT_OK) {
             fprintf(stderr, "worker %d round %d: %s\n", w, round, zt_allreduce_error(ar));
             return 1;
@@ -215,6 +226,14 @@ static int s_worker(const s_case_t *c, int w)
                     return 1;
                 }
             }
+    }
+    bool searching = true;
+    int64_t th = 0;
+    int layout = zt_allreduce_layout(ar, &th, NULL, &searching);
+    if (c->autotune && (searching || layout != 6 || th < 4096 || th > (64 << 20))) {
+        fprintf(stderr, "worker %d: autotune %s at layout %d, threshold %lld\n", w,
+                searching ? "still searching" : "done", layout, (long long) th);
+        return 1;
     }
     for (int t = 0; t < NT; t++)
         free(own[t]);
@@ -256,9 +275,9 @@ static void s_run(const s_case_t *c)
         usleep(2000);
     }
     t_stop_reducers(c->R);
-    printf("N=%d R=%d threshold=%lld cycle=%d%s%s%s%s: %s\n", c->N, c->R, (long long) c->threshold,
+    printf("N=%d R=%d threshold=%lld cycle=%d%s%s%s%s%s: %s\n", c->N, c->R, (long long) c->threshold,
            c->cycle_ms, c->mismatch ? " mismatch" : "", c->kill_after ? " reducer-killed" : "",
-           c->window ? " 4 KiB window" : "", c->inplace ? " in place" : "",
+           c->window ? " 4 KiB window" : "", c->inplace ? " in place" : "", c->autotune ? " autotune" : "",
            failed ? "FAILED" : "ok");
     fflush(stdout);
     assert(!failed);
@@ -282,7 +301,7 @@ static int s_coll_worker(int w, int N, int R)
         reds[r] = t_red_eps[r];
     for (int p = 0; p < N; p++)
         peers[p] = s_peer_eps[p];
-    zt_allreduce_opts_t o = { w, N, R ? reds : NULL, R, peers, 0, 5, 0 };
+    zt_allreduce_opts_t o = { w, N, R ? reds : NULL, R, peers, 0, 5, 0, 0, 0 };
     char why[512];
     zt_coll_t *c = zt_coll_new(&o, 20000, why, sizeof why);
     if (!c) {
@@ -487,7 +506,7 @@ static void s_resend_is_the_sum(void)
         alarm(60);
         zt_log_init("test_allreduce", 0);
         const char *reds[1] = { ep }, *peers[2] = { "unused", "unused" };
-        zt_allreduce_opts_t o = { 0, 2, reds, 1, peers, 1 << 26, 5, 0 };
+        zt_allreduce_opts_t o = { 0, 2, reds, 1, peers, 1 << 26, 5, 0, 0, 0 };
         zt_allreduce_t *ar = zt_allreduce_new(&o);
         int64_t shape[1] = { n };
         assert(ar && zt_allreduce_register(ar, "g", shape, 1, ZT_F32) == 0);
@@ -539,7 +558,7 @@ static int s_ask(zsock_t *sock, const zt_msg_t *m, const char *payload, size_t b
 static zt_allreduce_t *s_lone_worker(void)
 {
     const char *reds[1] = { t_red_eps[0] }, *peers[1] = { "unused" };
-    zt_allreduce_opts_t o = { 0, 1, reds, 1, peers, 1 << 26, 5, 0 };
+    zt_allreduce_opts_t o = { 0, 1, reds, 1, peers, 1 << 26, 5, 0, 0, 0 };
     zt_allreduce_t *ar = zt_allreduce_new(&o);
     int64_t shape[1] = { 1 << 16 };
     assert(ar && zt_allreduce_register(ar, "g", shape, 1, ZT_F32) == 0);
@@ -635,7 +654,7 @@ static void s_hostile_ranges(void)
 zt_allreduce_t *t_pair_worker(int rank, int64_t n)
 {
     const char *reds[1] = { t_red_eps[0] }, *peers[2] = { "unused", "unused" };
-    zt_allreduce_opts_t o = { rank, 2, reds, 1, peers, 1 << 26, 5, 0 };
+    zt_allreduce_opts_t o = { rank, 2, reds, 1, peers, 1 << 26, 5, 0, 0, 0 };
     zt_allreduce_t *ar = zt_allreduce_new(&o);
     int64_t shape[1] = { n };
     assert(ar && zt_allreduce_register(ar, "g", shape, 1, ZT_F32) == 0);
@@ -774,20 +793,22 @@ int main(int argc, char **argv)
     mkdir(s_dir, 0755);
     s_sealed = test_sealed_setup(s_dir); /* keys as a job's: every process finds them */
     const s_case_t cases[] = {
-        { 1, 1, 1 << 26, 5, 0, 0, 0, false, false },    { 2, 1, 1 << 26, 5, 0, 0, 0, false, false },
-        { 2, 2, 1 << 26, 5, 0, 0, 0, false, false },    { 3, 2, 1 << 26, 5, 0, 0, 0, false, false },
-        { 4, 3, 1 << 26, 5, 0, 0, 0, false, false },    { 4, 4, 1, 5, 0, 0, 0, false, false },        /* unfused */
-        { 3, 2, 4096, 5, 0, 0, 0, false, false },       /* several fused buckets */
-        { 2, 2, 1 << 26, 1, 3000, 0, 0, false, false }, /* cycle time flushes partial buckets */
-        { 2, 0, 1 << 26, 5, 0, 0, 0, false, false },    { 3, 0, 1 << 26, 5, 0, 0, 0, false, false },  /* the ring */
-        { 4, 0, 4096, 5, 0, 0, 0, false, false },       { 1, 0, 1 << 26, 5, 0, 0, 0, false, false },
-        { 2, 1, 1 << 26, 5, 0, 1, 0, false, false },    { 3, 0, 1 << 26, 5, 0, 1, 0, false, false },  /* mismatches */
-        { 2, 1, 1 << 26, 5, 0, 0, 1, false, false },    /* reducer killed and replaced */
-        { 3, 2, 4096, 5, 0, 0, 0, true, false }, /* the send window binding at every piece */
-        { 2, 1, 4096, 5, 0, 0, 1, true, false }, /* ... and a reducer killed under it */
-        { 2, 1, 1 << 26, 5, 0, 2, 0, false, false },    /* piece sizes differ */
-        { 3, 2, 4096, 5, 0, 0, 0, false, true },  /* gradients written into zt_allreduce_buffer */
-        { 3, 2, 1 << 26, 5, 0, 0, 0, false, true }, { 3, 0, 4096, 5, 0, 0, 0, false, true },
+        { 1, 1, 1 << 26, 5, 0, 0, 0, false, false, false },    { 2, 1, 1 << 26, 5, 0, 0, 0, false, false, false },
+        { 2, 2, 1 << 26, 5, 0, 0, 0, false, false, false },    { 3, 2, 1 << 26, 5, 0, 0, 0, false, false, false },
+        { 4, 3, 1 << 26, 5, 0, 0, 0, false, false, false },    { 4, 4, 1, 5, 0, 0, 0, false, false, false },        /* unfused */
+        { 3, 2, 4096, 5, 0, 0, 0, false, false, false },       /* several fused buckets */
+        { 2, 2, 1 << 26, 1, 3000, 0, 0, false, false, false }, /* cycle time flushes partial buckets */
+        { 2, 0, 1 << 26, 5, 0, 0, 0, false, false, false },    { 3, 0, 1 << 26, 5, 0, 0, 0, false, false, false },  /* the ring */
+        { 4, 0, 4096, 5, 0, 0, 0, false, false, false },       { 1, 0, 1 << 26, 5, 0, 0, 0, false, false, false },
+        { 2, 1, 1 << 26, 5, 0, 1, 0, false, false, false },    { 3, 0, 1 << 26, 5, 0, 1, 0, false, false, false },  /* mismatches */
+        { 2, 1, 1 << 26, 5, 0, 0, 1, false, false, false },    /* reducer killed and replaced */
+        { 3, 2, 4096, 5, 0, 0, 0, true, false, false }, /* the send window binding at every piece */
+        { 2, 1, 4096, 5, 0, 0, 1, true, false, false }, /* ... and a reducer killed under it */
+        { 2, 1, 1 << 26, 5, 0, 2, 0, false, false, false },    /* piece sizes differ */
+        { 3, 2, 4096, 5, 0, 0, 0, false, true, false },  /* gradients written into zt_allreduce_buffer */
+        { 3, 2, 1 << 26, 5, 0, 0, 0, false, true, false }, { 3, 0, 4096, 5, 0, 0, 0, false, true, false },
+        { 3, 2, 0, -1, 0, 0, 0, false, false, true }, /* autotune through reducers, ... */
+        { 3, 2, 0, -1, 0, 0, 0, false, true, true }, { 3, 0, 0, -1, 0, 0, 0, false, false, true }, /* the ring */
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
         s_run(&cases[i]);

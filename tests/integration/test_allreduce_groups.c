@@ -17,7 +17,7 @@
 static zt_allreduce_t *s_member(int rank, int N, int64_t group, int64_t n)
 {
     const char *reds[2] = { t_red_eps[0], t_red_eps[1] }, *peers[4] = { "unused", "unused", "unused", "unused" };
-    zt_allreduce_opts_t o = { rank, N, reds, 2, peers, 1 << 26, 5, group };
+    zt_allreduce_opts_t o = { rank, N, reds, 2, peers, 1 << 26, 5, group, 0, 0 };
     zt_allreduce_t *ar = zt_allreduce_new(&o);
     int64_t shape[1] = { n };
     assert(ar && zt_allreduce_register(ar, "g", shape, 1, ZT_F32) == 0);

@@ -669,7 +669,7 @@ typedef struct {
 static void *s_ar_worker(void *arg)
 {
     s_worker_t *w = arg;
-    zt_allreduce_opts_t o = { w->rank, w->workers, w->reducers, w->nreducers, w->peers, 0, -1, 0 };
+    zt_allreduce_opts_t o = { w->rank, w->workers, w->reducers, w->nreducers, w->peers, 0, -1, 0, 0, 0 };
     zt_allreduce_t *ar = zt_allreduce_new(&o);
     int64_t shapes[3] = { 5000, 17, 300000 };
     float *t[3];
@@ -767,7 +767,7 @@ typedef struct {
 static void *s_coll_worker(void *arg)
 {
     s_coll_worker_t *w = arg;
-    zt_allreduce_opts_t o = { w->rank, 2, NULL, 0, w->peers, 0, -1, 0 };
+    zt_allreduce_opts_t o = { w->rank, 2, NULL, 0, w->peers, 0, -1, 0, 0, 0 };
     char why[512];
     zt_coll_t *c = zt_coll_new(&o, 10000, why, sizeof why);
     assert(c && zt_coll_rank(c) == w->rank && zt_coll_size(c) == 2);
