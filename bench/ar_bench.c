@@ -26,6 +26,11 @@
 /* --inplace: gradients are written where zt_allreduce_buffer says, so that
  * submit and wait copy nothing (the API's zero-copy use). */
 static bool s_inplace;
+/* The cycle time: 0 (flush what is ready at every submit), or -1 (--autotune:
+ * the default, ZT_CYCLE_TIME_MS else 5 ms). */
+static int s_cycle_ms;
+/* Rounds the autotune search took in this worker (before the timed ones). */
+static int s_searched;
 
 /* ntensors tensors of `bytes` each; returns seconds per all-reduce of all of them. */
 static double s_worker(int rank, int N, const char *const *reds, int R, const char *const *peers,
@@ -34,7 +39,7 @@ static double s_worker(int rank, int N, const char *const *reds, int R, const ch
     bool sequential = threshold < 0; /* one by one: submit, wait, next */
     if (sequential)
         threshold = 1;
-    zt_allreduce_opts_t o = { rank, N, reds, R, peers, threshold, 0, 0, 0, 0 };
+    zt_allreduce_opts_t o = { rank, N, reds, R, peers, threshold, s_cycle_ms, 0, 0, 0 };
     zt_allreduce_t *ar = zt_allreduce_new(&o);
     int64_t n = (int64_t) (bytes / 4);
     float **bufs = calloc((size_t) ntensors, sizeof *bufs);
@@ -47,6 +52,27 @@ static double s_worker(int rank, int N, const char *const *reds, int R, const ch
     if (zt_allreduce_commit(ar, 60000) != ZT_OK) {
         fprintf(stderr, "commit: %s\n", zt_allreduce_error(ar));
         exit(1);
+    }
+    /* ZT_AUTOTUNE: the search runs first; the rounds timed are the choice's */
+    bool searching = zt_allreduce_layout(ar, NULL, NULL, NULL) >= 0 && getenv("ZT_AUTOTUNE");
+    int searched = 0;
+    for (; searching && searched < 100000; searched++) {
+        for (int t = ntensors - 1; t >= 0; t--)
+            zt_allreduce_submit(ar, t, s_inplace ? zt_allreduce_buffer(ar, t) : bufs[t]);
+        if (zt_allreduce_wait(ar, false, 120000) != ZT_OK) {
+            fprintf(stderr, "wait: %s\n", zt_allreduce_error(ar));
+            exit(1);
+        }
+        zt_allreduce_layout(ar, NULL, NULL, &searching);
+    }
+    s_searched = searched;
+    if (rank == 0 && searched) {
+        int64_t th;
+        int cy;
+        zt_allreduce_layout(ar, &th, &cy, NULL);
+        printf("autotune N=%d R=%d chose fusion threshold %lld bytes, cycle time %d ms, after %d rounds\n", N, R,
+               (long long) th, cy, searched);
+        fflush(stdout);
     }
     int64_t t0 = 0;
     for (int i = 0; i < iters + 2; i++) {
@@ -120,16 +146,20 @@ static double s_run(const char *redbin, int N, int R, size_t bytes, int ntensors
     pid_t wp[8];
     for (int w = 0; w < N; w++)
         if ((wp[w] = fork()) == 0) {
-            double s = s_worker(w, N, reds, R, peers, bytes, ntensors, threshold, iters);
-            if (write(res[1], &s, sizeof s) != sizeof s)
+            double s[2] = { s_worker(w, N, reds, R, peers, bytes, ntensors, threshold, iters), 0 };
+            s[1] = s_searched;
+            if (write(res[1], s, sizeof s) != sizeof s)
                 _exit(1);
             exit(0);
         }
-    double worst = 0;
+    double worst = 0, searched = 0;
     for (int w = 0; w < N; w++) {
         double s = 0;
-        if (read(res[0], &s, sizeof s) != sizeof s)
+        double got[2];
+        if (read(res[0], got, sizeof got) != sizeof got)
             exit(1);
+        s = got[0];
+        searched = got[1] > searched ? got[1] : searched;
         worst = s > worst ? s : worst;
     }
     for (int w = 0; w < N; w++)
@@ -141,14 +171,14 @@ static double s_run(const char *redbin, int N, int R, size_t bytes, int ntensors
     close(res[0]);
     close(res[1]);
     if (cpu_op)
-        *cpu_op = (s_bench_children_cpu() - cpu0) / (iters + 2);
+        *cpu_op = (s_bench_children_cpu() - cpu0) / (iters + 2 + searched); /* per round, the search's included */
     return worst;
 }
 
 static void s_usage(FILE *out)
 {
     fprintf(out,
-            "usage: ar_bench [REDUCER] [--quick] [--inplace] [--fusion] [--auth] [--only N R BYTES]\n"
+            "usage: ar_bench [REDUCER] [--quick] [--inplace] [--fusion] [--autotune] [--auth] [--only N R BYTES]\n"
             "       ar_bench --keys DIR\n"
             "       ar_bench --one RANK N BYTES ITERS REDUCERS PEERS\n\n"
             "All-reduce time per operation for 2 and 4 workers through 0 (the ring), 1, 2 or 4\n"
@@ -158,6 +188,9 @@ static void s_usage(FILE *out)
             "  --quick        shorter runs, no 64 MiB\n"
             "  --inplace      workers write gradients into zt_allreduce_buffer (no copies)\n"
             "  --fusion       1000 tensors of 4 KiB: one by one against fusion thresholds\n"
+            "  --autotune     1000 tensors of 4 KiB, 4 workers, 2 reducers: a sweep of fixed fusion\n"
+            "                 thresholds, then ZT_AUTOTUNE's choice, timed after its search, with\n"
+            "                 its ratio to the best fixed one\n"
             "  --auth         reducers and workers are secured as in a job (CURVE control, sealed bulk)\n"
             "  --keys DIR     writes a job's keys to DIR (DIR/bench.key for ZT_CREDENTIALS) and exits:\n"
             "                 for runs started elsewhere (bench/netns_bench.py)\n"
@@ -166,13 +199,42 @@ static void s_usage(FILE *out)
             "                 REDUCERS and PEERS are comma lists or '-'\n");
 }
 
+/* --autotune: fixed thresholds against ZT_AUTOTUNE's choice, each with the
+ * CPU-seconds per byte reduced (workers and reducers). */
+static int s_autotune_sweep(const char *redbin, bool quick)
+{
+    const int N = 4, R = 2, nt = 1000;
+    const double bytes = 4096.0 * nt, budget = quick ? 0.5 : 1.5;
+    double best = 1e30, cpu;
+    int64_t best_th = 0;
+    s_cycle_ms = -1; /* the default, as a job runs */
+    for (int64_t th = 4096; th <= (64 << 20); th *= 4) {
+        double s = s_run(redbin, N, R, 4096, nt, th, budget, &cpu);
+        printf("sweep N=%d R=%d fixed threshold %9lld bytes (cycle time 5 ms) %8.3f ms a round %8.2f CPU-ns/B\n",
+               N, R, (long long) th,
+               s * 1e3, cpu / bytes * 1e9);
+        fflush(stdout);
+        if (s < best) {
+            best = s;
+            best_th = th;
+        }
+    }
+    setenv("ZT_AUTOTUNE", "1", 0);
+    setenv("ZT_AUTOTUNE_WARMUP_SAMPLES", "1", 0);
+    double s = s_run(redbin, N, R, 4096, nt, 0, budget, &cpu);
+    printf("autotune N=%d R=%d after its search %8.3f ms a round %8.2f CPU-ns/B (a round's, the search's included): "
+           "%.2fx the best fixed threshold's time (%lld bytes, %.3f ms)\n", N, R, s * 1e3, cpu / bytes * 1e9,
+           s / best, (long long) best_th, best * 1e3);
+    return 0;
+}
+
 /* Long on purpose: the flags, then each mode (--one, --fusion, --only, the
  * table) as one block that times and prints, so that what a printed line
  * measured is read in one place. */
 int main(int argc, char **argv)
 {
     const char *redbin = "build/bin/ztrain-reducer";
-    bool quick = false, fusion = false;
+    bool quick = false, fusion = false, autotune = false;
     int only_n = 0, only_r = -1, one_at = 0;
     size_t only_size = 0;
     for (int i = 1; i < argc; i++) {
@@ -184,6 +246,8 @@ int main(int argc, char **argv)
             quick = true;
         else if (!strcmp(argv[i], "--fusion"))
             fusion = true;
+        else if (!strcmp(argv[i], "--autotune"))
+            autotune = true;
         else if (!strcmp(argv[i], "--inplace"))
             s_inplace = true;
         else if (!strcmp(argv[i], "--auth"))
@@ -241,6 +305,8 @@ int main(int argc, char **argv)
         printf("%.9f\n", s);
         return 0;
     }
+    if (autotune)
+        return s_autotune_sweep(redbin, quick);
     if (fusion) {
         /* 1000 tensors of 4 KiB: one by one (threshold 1 byte: every tensor
          * its own bucket) against fused at 1, 4, 16, 64 MiB. */

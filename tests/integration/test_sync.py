@@ -149,18 +149,20 @@ class SyncFaults(unittest.TestCase):
     def addCleanup(cls, fn, *a):  # Job registers its cleanup; a class-level job ends in setUpClass
         pass
 
-    def run_with_kills(self, victims, kills=5, seed=0, workers=2, args=None, upto=13, env=None):
+    def run_with_kills(self, victims, kills=5, seed=0, workers=2, args=None, upto=13, env=None, schedule=None):
         """Kills the victims at `kills` random points of training (hundreds
         of the chief's steps up to upto hundreds, so the same on a fast or a
-        slow machine), each time once they are back from the kill before."""
+        slow machine), each time once they are back from the kill before.
+        schedule: [(point, victims), ...] instead."""
         rng = random.Random(seed)
-        points = sorted(rng.sample(range(2, upto + 1), kills))
+        schedule = schedule or [(p, victims) for p in sorted(rng.sample(range(2, upto + 1), kills))]
+        kills = len(schedule)
         d = tmpdir("syncfault-")
         job_dir = os.path.join(d, "job")
         job = Job(self, spec(d, "faults", args or self.ARGS, workers=workers, reducers=2), job_dir,
                   env=dict(FAST, **(env or {})))
         done = 0
-        for point in points:
+        for point, victims in schedule:
             wait_for(lambda: chief_step(job_dir) >= point * 100 or job.proc.poll() is not None,
                      timeout=300, what="step %d" % (point * 100))
             time.sleep(rng.uniform(0, 0.15))
@@ -228,6 +230,35 @@ class SyncFaults(unittest.TestCase):
                 said = job.out + job.err
                 self.assertEqual(len(re.findall(r"workerpool1-0\[\d+\]: took the model from ", said)), 3, said[-3000:])
                 self.assertEqual(len(re.findall(r"sent the model to a restarted peer: .*, sealed", said)), 3)
+
+    def test_autotune_rejoins_take_the_groups_layout(self):
+        # ZT_AUTOTUNE: 12 settings of 25 rounds each (steps 0 to about 330)
+        # through the same reducers. A worker killed during the search
+        # rejoins with the layout in force and goes on searching; the
+        # chief (the search's leader) killed during it ends the search with
+        # that layout; a worker killed after it takes the chosen one. Two
+        # addends sum alike in any bucket layout: the weights are bitwise
+        # an undisturbed run's without autotune
+        args = ["--hidden=64", "--epochs=4", "--train_examples=30000", "--checkpoint_steps=100", "--log_every=100"]
+        d = tmpdir("syncfault-")
+        calm = Job(self, spec(d, "calm2", args, workers=1, reducers=2), os.path.join(d, "job"), env=FAST)
+        self.assertEqual(calm.wait(timeout=300), 0, calm.err[-3000:])
+        want = set(hashes(calm.out).values())
+        csv = os.path.join(d, "autotune.csv")
+        env = {"ZT_AUTOTUNE": "1", "ZT_AUTOTUNE_SAMPLES": "12", "ZT_AUTOTUNE_STEPS_PER_SAMPLE": "25",
+               "ZT_AUTOTUNE_WARMUP_SAMPLES": "0", "HOROVOD_AUTOTUNE_LOG": csv}
+        j, job = self.run_with_kills(None, workers=1, args=args, env=env, schedule=[
+            (1, ["workerpool1-0"]), (2, ["workerpool0-0"]), (5, ["workerpool1-0"])])
+        self.assertEqual(set(hashes(job.out).values()), want, "a layout changed the weights")
+        self.assertNotIn("the group restarts together", job.err)
+        self.assertEqual((replica(j, "workerpool1-0")["rejoins"], replica(j, "workerpool0-0")["rejoins"]), (2, 1))
+        chief = read(job.job_dir, "workerpool0-0.log")
+        self.assertRegex(chief, r"autotune: sample 1 of 12: fusion threshold 1 MiB, cycle time 5 ms: ")
+        self.assertIn("autotune: rank 0 restarted during the search: the setting in force", chief)
+        with open(csv) as f:
+            rows = f.read().splitlines()
+        self.assertEqual(rows[0], "sample,fusion_threshold_bytes,cycle_time_ms,seconds_per_round,chosen")
+        self.assertGreaterEqual(len(rows), 3, rows)  # samples before the leader's restart
 
     def test_rejoin_during_a_stalled_round(self):
         # a worker held (SIGSTOP) stalls the round; another one killed then
