@@ -444,6 +444,9 @@ zt_exchange_t *zt_exchange_new(zt_compute_t *c, const zt_train_opts_t *o, zt_rep
         if (x->ops == &s_allreduce && x->nreducers > 0 && zt_env_int(ZT_ENV_GROUP, &g) && g >= 0) {
             x->elastic = true; /* an elastic pool's trainer */
             x->group = g;
+            if (zt_allreduce_autotune_asked() && rank == 0)
+                zt_warn("ZT_AUTOTUNE is not used in an elastic pool (its members come and go): the fusion "
+                        "threshold and cycle time stay as set");
         }
         if (x->ops == &s_allreduce)
             rc = s_connect_ar(x);

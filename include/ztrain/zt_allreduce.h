@@ -23,7 +23,8 @@
  * its first rounds: rank 0 times samples of rounds under settings that a
  * Gaussian process suggests, the group forms a new layout for each, and
  * the fastest stays (the search and its choice are logged). Every worker
- * must set it alike. */
+ * must set it alike, and submit every tensor each round (a new layout may
+ * join tensors another round leaves out into one bucket). */
 #ifndef ZT_ALLREDUCE_H
 #define ZT_ALLREDUCE_H
 #include <stdbool.h>
@@ -54,8 +55,9 @@ typedef struct {
     int layout;                 /* the layout to join: 0, or a running group's
                                  * (zt_allreduce_layout), for a worker restarted into it */
     int autotune;               /* 0: ZT_AUTOTUNE (else HOROVOD_AUTOTUNE) decides;
-                                 * 1: search; -1: never (an elastic group: its
-                                 * members come and go) */
+                                 * 1: search; -1: never (an elastic group, whose
+                                 * members come and go; a caller that does not
+                                 * submit every tensor each round) */
 } zt_allreduce_opts_t;
 
 zt_allreduce_t *zt_allreduce_new(const zt_allreduce_opts_t *opts);
@@ -106,6 +108,9 @@ int zt_allreduce_buckets(zt_allreduce_t *self);
  * caller that relies on where zt_allreduce_buffer puts tensors must look
  * again when the number changes (it changes inside a wait). */
 int zt_allreduce_layout(zt_allreduce_t *self, int64_t *threshold, int *cycle_ms, bool *searching);
+/* Whether ZT_AUTOTUNE (else HOROVOD_AUTOTUNE) asks for the search: a caller
+ * that cannot have it (opts.autotune -1) says so. */
+bool zt_allreduce_autotune_asked(void);
 int64_t zt_allreduce_threshold(zt_allreduce_t *self);
 
 #ifdef __cplusplus

@@ -115,9 +115,6 @@ zt_allreduce_t *zt_allreduce_new(const zt_allreduce_opts_t *o)
     if (cy < 0) cy = 5;
     self->cycle_ms = (int) cy;
     bool tune = o->autotune > 0 || (o->autotune == 0 && zt_ar_tune_wanted());
-    if (o->autotune < 0 && o->layout == 0 && zt_ar_tune_wanted() && o->rank == 0)
-        zt_warn("all-reduce: ZT_AUTOTUNE is not used in an elastic group (its members come and go): the fusion "
-                "threshold stays %lld bytes", (long long) th);
     if (tune && (self->R > 0 || self->workers > 1))
         self->tune = zt_ar_tune_new(o->rank == 0, th, self->cycle_ms, self->layout_no);
     if ((self->R > 0 && s_connect_reducers(self, o) != ZT_OK) ||
@@ -198,6 +195,8 @@ const char *zt_allreduce_error(zt_allreduce_t *self) { return self->err; }
 int zt_allreduce_buckets(zt_allreduce_t *self) { return self->layout.nbuckets; }
 int64_t zt_allreduce_threshold(zt_allreduce_t *self) { return self->threshold; }
 int64_t zt_allreduce_generation(zt_allreduce_t *self) { return self->rounds; }
+
+bool zt_allreduce_autotune_asked(void) { return zt_ar_tune_wanted(); }
 
 int zt_allreduce_layout(zt_allreduce_t *self, int64_t *threshold, int *cycle_ms, bool *searching)
 {

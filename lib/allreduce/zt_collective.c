@@ -66,7 +66,15 @@ zt_coll_t *zt_coll_new(const zt_allreduce_opts_t *opts, int timeout_ms, char *wh
     self->rank = opts->rank;
     self->workers = opts->workers;
     self->timeout_ms = timeout_ms >= 0 ? timeout_ms : (int) zt_knob_int(ZT_KNOB_ALLREDUCE_TIMEOUT_MS);
-    self->ar = zt_allreduce_new(opts);
+    /* A round fills only the slots it needs: the slots are the fusion
+     * buckets, and autotune's layouts (which may join them) cannot be had. */
+    zt_allreduce_opts_t o = *opts;
+    o.autotune = -1;
+    self->ar = zt_allreduce_new(&o);
+    if (self->ar && zt_allreduce_autotune_asked() && opts->rank == 0)
+        zt_warn("ZT_AUTOTUNE (HOROVOD_AUTOTUNE) is not used by collectives (the Python package's allreduce, "
+                "broadcast, DDP hook and DistributedOptimizer): their fusion threshold, the slot size, stays "
+                "%lld bytes (ZT_FUSION_THRESHOLD)", (long long) zt_allreduce_threshold(self->ar));
     if (!self->ar) {
         snprintf(why, why_size, "cannot start the all-reduce (rank %d of %d, %d reducers): see the log "
                  "above", opts->rank, opts->workers, opts->nreducers);
@@ -352,7 +360,6 @@ int zt_coll_finish(zt_coll_t *self, int timeout_ms)
 zt_coll_t *zt_job_collective(const zt_job_t *job, int timeout_ms, char *why, size_t why_size)
 {
     zt_allreduce_opts_t o = { job->rank, job->size, (const char *const *) job->reducers, job->nreducers,
-                              (const char *const *) job->peers, 0, -1, job->group > 0 ? job->group : 0, 0,
-                              job->group >= 0 ? -1 : 0 /* no autotune in an elastic group */ };
+                              (const char *const *) job->peers, 0, -1, job->group > 0 ? job->group : 0, 0, -1 };
     return zt_coll_new(&o, timeout_ms, why, why_size);
 }
