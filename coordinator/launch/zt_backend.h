@@ -19,6 +19,8 @@ typedef struct {
     int port;                  /* its port (ZT_ADDRESS, CLUSTER_SPEC) */
     int first_gpu;             /* first of its GPUs on its host */
     int ngpus;                 /* how many (0: none) */
+    char iface[32];            /* the network interface of addr on its host
+                                  (SM_NETWORK_INTERFACE_NAME); empty: "lo" */
 } zt_place_t;
 
 /* Where a whole job runs: every replica in pool order (pool 0 first), and

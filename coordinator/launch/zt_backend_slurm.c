@@ -150,6 +150,44 @@ static void s_forget(s_slurm_t *ctx)
     ctx->n = 0;
 }
 
+/* The interface that holds replica i's node's address there (as the node
+ * resolves its own name), for SM_NETWORK_INTERFACE_NAME: copied from a
+ * place of known on the same host, else asked of the node in a step of
+ * its own. A node that does not say gets SageMaker's own default, eth0. */
+static void s_node_interface(s_slurm_t *ctx, int i, zt_place_t *pl, const zt_place_t *known, int nknown)
+{
+    for (int j = 0; j < nknown; j++)
+        if (!strcmp(known[j].host, pl->host) && known[j].iface[0]) {
+            snprintf(pl->iface, sizeof pl->iface, "%s", known[j].iface);
+            return;
+        }
+    static const char script[] =
+        "a=$(getent ahostsv4 \"$0\" | awk 'NR==1{print $1}'); PATH=$PATH:/usr/sbin:/sbin "
+        "ip -o -4 addr show | awk -v a=\"$a\" '{split($4,p,\"/\"); if (p[1]==a) {print $2; exit}}'";
+    char job[48], nodelist[300], said[256] = "";
+    const s_rep_t *r = &ctx->reps[i];
+    char *argv[16] = { "srun", nodelist, "-N1", "-n1", "--overlap", "--mem=0", "--quiet", "--job-name=ztrain-probe",
+                       "sh", "-c", (char *) script, r->node, NULL, NULL };
+    if (r->alloc[0] || ctx->het) { /* the step's job: a regained node's own, or the component's */
+        memmove(argv + 2, argv + 1, 12 * sizeof *argv);
+        argv[1] = job;
+        if (r->alloc[0])
+            snprintf(job, sizeof job, "--jobid=%s", r->alloc);
+        else
+            snprintf(job, sizeof job, "--het-group=%d", r->comp);
+    }
+    snprintf(nodelist, sizeof nodelist, "--nodelist=%s", r->node);
+    int rc = r->alloc[0] ? zt_slurm_command_apart(argv, said, sizeof said) : zt_slurm_command(argv, said, sizeof said);
+    said[strcspn(said, "\r\n")] = 0;
+    bool ok = rc == 0 && said[0] && strlen(said) < sizeof pl->iface;
+    for (const char *c = said; ok && *c; c++)
+        ok = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || strchr("._@-", *c);
+    if (!ok)
+        zt_warn("node %s: its network interface is unknown (%s): SM_NETWORK_INTERFACE_NAME is eth0", r->node,
+                said[0] ? said : "the probe said nothing");
+    snprintf(pl->iface, sizeof pl->iface, "%s", ok ? said : "eth0");
+}
+
 /* Long on purpose: one pass over the pools, each reading its component's
  * nodes and tasks and laying its replicas on them, with one error path. */
 static int s_place(zt_backend_t *self, const zt_plan_t *plan, bool cpu_only, zt_placement_t *out)
@@ -226,6 +264,8 @@ static int s_place(zt_backend_t *self, const zt_plan_t *plan, bool cpu_only, zt_
         c++;
     }
     out->n = k;
+    for (int i = 0; i < k; i++) /* one probe per node */
+        s_node_interface(ctx, i, &out->replicas[i], out->replicas, i);
     out->master_port = base + k;
     s_own_address(out->control_addr, sizeof out->control_addr);
     if (plan->pools[1].present && plan->pools[1].elastic_min) /* where a lost member may get a node again */
@@ -652,6 +692,8 @@ static int s_regain(zt_backend_t *self, int k, zt_place_t *pl, char *why, size_t
     snprintf(ctx->jobs + jl, sizeof ctx->jobs - jl, ",%s", idtext);
     snprintf(pl->host, sizeof pl->host, "%s", node);
     snprintf(pl->addr, sizeof pl->addr, "%s", node);
+    pl->iface[0] = 0;
+    s_node_interface(ctx, k, pl, NULL, 0);
     zt_info("Slurm job %s: a node of its own for %s, on %s", idtext, r->name, node);
     return ZT_OK;
 }

@@ -454,11 +454,13 @@ static json_t *s_sm_training_env(const zt_layout_t *self, int pool, int index)
                           "input_data_config", data_config, "input_dir", base, "/input",
                           "is_master", pool == 0 && index == 0, "job_name", plan->display_name, "log_level", 20,
                           "master_hostname", json_array_get(hosts, 0), "model_dir", out, "/model",
-                          "network_interface_name", "lo", "num_cpus", plan->pools[pool].machine.vcpus,
+                          "network_interface_name", me->iface[0] ? me->iface : "lo",
+                          "num_cpus", plan->pools[pool].machine.vcpus,
                           "num_gpus", me->ngpus, "output_data_dir", out, "/output/data/", current,
                           "output_dir", out, "/output", "output_intermediate_dir", out, "/output/intermediate",
                           "resource_config", "current_host", current, "hosts", hosts,
-                          "network_interface_name", "lo", "user_args", args, "user_entry_point",
+                          "network_interface_name", me->iface[0] ? me->iface : "lo", "user_args", args,
+                          "user_entry_point",
                           s_sm_entry_point(plan->pools[pool].argv));
     /* /opt/ml/checkpoints: one folder of the job's, as CheckpointConfig's
      * S3Uri is, there again for every restart, requeue and --resume */

@@ -102,6 +102,25 @@ static double s_unit_of(const s_param_t *p, json_t *v)
     return (x - p->min) / (p->max - p->min);
 }
 
+bool zt_search_unit(const s_param_t *p, json_t *v, double *u)
+{
+    if (p->kind == P_CAT || p->kind == P_DISC) {
+        size_t i;
+        json_t *x;
+        json_array_foreach(p->values, i, x)
+            if (json_equal(x, v) || (json_is_number(x) && json_is_number(v) &&
+                                     json_number_value(x) == json_number_value(v))) {
+                *u = s_unit_of(p, v);
+                return true;
+            }
+        return false;
+    }
+    if (!json_is_number(v) || json_number_value(v) < p->min || json_number_value(v) > p->max)
+        return false;
+    *u = s_unit_of(p, v);
+    return true;
+}
+
 static double s_rand01(zt_study_t *s)
 {
     return (double) (rand_r(&s->rng) % 1000000) / 1000000.0 + 0.0000005;
@@ -133,17 +152,21 @@ void zt_search_grid(zt_study_t *s, int i, json_t *params, json_t *out)
 
 /* ------------------------------------------------------------ Bayesian */
 
-/* Bayesian optimisation (zt_gp): a Gaussian process over the finished
- * trials' scaled coordinates and (sign-corrected) results, with the active
- * trials pending. false with fewer than two results, or when the kernel
- * matrix cannot be factored. */
+/* Bayesian optimisation (zt_gp): a Gaussian process over a warm start's
+ * priors and the finished trials' scaled coordinates and (sign-corrected)
+ * results, with the active trials pending. false with fewer than two
+ * results, or when the kernel matrix cannot be factored. */
 static double s_rand01_arg(void *s) { return s_rand01(s); }
 
 static bool s_bayes(zt_study_t *s, double *u_out)
 {
     int d = s->np, n = 0;
-    double *X = malloc(sizeof(double) * (size_t) (s->nt + 1) * (size_t) d);
-    double *y = malloc(sizeof(double) * (size_t) (s->nt + 1));
+    double *X = malloc(sizeof(double) * (size_t) (s->nt + s->nprior + 1) * (size_t) d);
+    double *y = malloc(sizeof(double) * (size_t) (s->nt + s->nprior + 1));
+    for (int i = 0; i < s->nprior; i++) {
+        memcpy(X + n * d, s->prior_u + (size_t) i * MAX_PARAMS, sizeof(double) * (size_t) d);
+        y[n++] = s->maximize ? s->prior_y[i] : -s->prior_y[i];
+    }
     for (int i = 0; i < s->nt; i++)
         if (s->t[i].has_final && zt_state_succeeded(s->t[i].state)) {
             memcpy(X + n * d, s->t[i].u, sizeof(double) * (size_t) d);
@@ -180,7 +203,7 @@ json_t *zt_search_suggest(zt_study_t *s, double *u)
         return params;
     }
     int n_init = s->np + 1 > 3 ? s->np + 1 : 3;
-    int done = 0;
+    int done = s->nprior; /* a warm start's observations count */
     for (int i = 0; i < s->nt; i++)
         done += s->t[i].has_final;
     if (s->algo == A_BAYES && done >= n_init && s_bayes(s, u))

@@ -386,6 +386,8 @@ static void s_write(zt_study_t *s)
         json_object_set_new(doc, "bestTrial", json_null());
     if (s->nextra)
         json_object_set_new(doc, "paretoFront", s_pareto(s));
+    if (s->warm_record)
+        json_object_set(doc, "warmStart", s->warm_record);
     char *text = json_dumps(doc, JSON_INDENT(2));
     char *path = zt_strdupf("%s/study.json", s->dir);
     zt_write_file_atomic(path, text, strlen(text));

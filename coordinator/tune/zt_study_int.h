@@ -98,6 +98,15 @@ struct zt_study_t {
     bool tty;
     zt_backend_t *launcher;    /* starts each trial's `ztrain run` */
     bool tb_warned;            /* the TensorBoard folder could not be written (said once) */
+    /* WarmStartConfig (zt_study_warm.c): the parents as named, and their
+     * finished trials in this study's coordinates (MAX_PARAMS a row) with
+     * their results: the search's first observations */
+    char *warm[5];
+    int nwarm;
+    bool warm_transfer;        /* TransferLearning, else IdenticalDataAndAlgorithm */
+    double *prior_u, *prior_y;
+    int nprior;
+    json_t *warm_record;       /* study.json's warmStart */
 };
 
 static inline bool zt_study_num(json_t *v, double *out)
@@ -127,6 +136,12 @@ void zt_study_adopt_dir(zt_study_t *s, zt_diag_t *diag);
 json_t *zt_search_suggest(zt_study_t *s, double *u);
 /* Every assignment of parameters i.. onto params, appended to out. */
 void zt_search_grid(zt_study_t *s, int i, json_t *params, json_t *out);
+/* A value's scaled coordinate for parameter p: false when it is not one
+ * of p's (outside its range, or not among its values). */
+bool zt_search_unit(const s_param_t *p, json_t *v, double *u);
+/* After the directory is adopted: the parents' trials as priors, or why
+ * not in diag. */
+void zt_study_warm_start(zt_study_t *s, zt_diag_t *diag);
 
 /* The study in TensorBoard's HParams dashboard, <dir>/tensorboard
  * (zt_study_tb.c): the experiment once, each trial's start, its new

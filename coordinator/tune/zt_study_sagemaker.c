@@ -103,6 +103,37 @@ static json_t *s_trial_job(json_t *root)
     return def;
 }
 
+/* WarmStartConfig: the parents' names (resolved and read once the study's
+ * parameters are known: zt_study_warm.c) and the type. */
+static void s_warm_start_config(zt_doc_t *doc, zt_diag_t *diag, bool allow, json_t *w, zt_study_t *s)
+{
+    if (!w)
+        return;
+    static const char *const wk[] = { "ParentHyperParameterTuningJobs", "WarmStartType", NULL };
+    zt_doc_check_unknown(doc, diag, w, "WarmStartConfig", wk, allow);
+    const char *type = json_string_value(json_object_get(w, "WarmStartType"));
+    if (!type || (strcmp(type, "IdenticalDataAndAlgorithm") && strcmp(type, "TransferLearning")))
+        ERR(doc, diag, "WarmStartConfig.WarmStartType", json_object_get(w, "WarmStartType"),
+            "required: IdenticalDataAndAlgorithm or TransferLearning");
+    s->warm_transfer = type && !strcmp(type, "TransferLearning");
+    json_t *parents = json_object_get(w, "ParentHyperParameterTuningJobs"), *p;
+    size_t i, n = json_array_size(parents);
+    if (!json_is_array(parents) || n < 1 || n > 5)
+        ERR(doc, diag, "WarmStartConfig.ParentHyperParameterTuningJobs", parents,
+            "1 to 5 parents, each {\"HyperParameterTuningJobName\": an earlier study's directory or name}");
+    json_array_foreach(parents, i, p) {
+        const char *name = json_string_value(json_object_get(p, "HyperParameterTuningJobName"));
+        if (!name || !*name) {
+            char field[160];
+            snprintf(field, sizeof field, "WarmStartConfig.ParentHyperParameterTuningJobs[%zu]"
+                     ".HyperParameterTuningJobName", i);
+            ERR(doc, diag, field, json_object_get(p, "HyperParameterTuningJobName"), "required");
+        }
+        else if (i < 5)
+            s->warm[s->nwarm++] = strdup(name);
+    }
+}
+
 /* Long on purpose: the request's fields in order, each mapped (or named as
  * not acted on) where it is read. */
 json_t *zt_study_from_sagemaker(zt_doc_t *doc, zt_diag_t *diag, bool allow, zt_study_t *s)
@@ -115,10 +146,11 @@ json_t *zt_study_from_sagemaker(zt_doc_t *doc, zt_diag_t *diag, bool allow, zt_s
         "ResourceLimits", "ParameterRanges", "TrainingJobEarlyStoppingType", "TuningJobCompletionCriteria",
         "RandomSeed", NULL };
     zt_doc_check_unknown(doc, diag, cfg, s_cfg, ck, allow);
-    static const char *const later[] = { "WarmStartConfig", "TrainingJobDefinitions", "Autotune" };
+    static const char *const later[] = { "TrainingJobDefinitions", "Autotune" };
     for (size_t f = 0; f < sizeof later / sizeof *later; f++)
         if (json_object_get(root, later[f]))
             ERR(doc, diag, later[f], NULL, "not supported yet");
+    s_warm_start_config(doc, diag, allow, json_object_get(root, "WarmStartConfig"), s);
     if (json_object_get(cfg, "TuningJobCompletionCriteria"))
         WARN(doc, diag, "HyperParameterTuningJobConfig.TuningJobCompletionCriteria", NULL,
              "ignored: the study runs its ResourceLimits");

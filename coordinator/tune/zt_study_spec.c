@@ -455,6 +455,7 @@ static void s_trial_job(zt_study_t *s, json_t *root, zt_diag_t *diag)
     s->spec = json_incref(root);
     s->t = calloc((size_t) s->max_trials, sizeof *s->t);
     zt_study_adopt_dir(s, diag);
+    zt_study_warm_start(s, diag);
     if (zt_diag_errors(diag) > 0)
         return;
     s->trial_job = zt_strdupf("%s/trial-job.json", s->dir); /* written when trials start (zt_study_run) */
@@ -531,6 +532,11 @@ void zt_study_destroy(zt_study_t **self_p)
     if (s->has_metric_re)
         regfree(&s->metric_re);
     free(s->job_text);
+    for (int k = 0; k < s->nwarm; k++)
+        free(s->warm[k]);
+    free(s->prior_u);
+    free(s->prior_y);
+    json_decref(s->warm_record);
     free(s->dir);
     free(s->trial_job);
     free(s->base_output);

@@ -254,6 +254,10 @@ class SlurmBackend(unittest.TestCase):
             self.assertEqual(e["HOSTNAME_IS"], host, name)  # it runs where the cluster says
             self.assertEqual(e["ZT_HOST"], host)
             self.assertTrue(1024 < int(port) < 65536)
+            # the interface that holds the node's address there (its veth)
+            iface = "%s-%sb" % (self.c.prefix, host)
+            self.assertEqual(e["SM_NETWORK_INTERFACE_NAME"], iface, name)
+            self.assertEqual(json.loads(e["SM_TRAINING_ENV"])["network_interface_name"], iface)
         self.assertNotEqual(envs["1-0"]["HOSTNAME_IS"], envs["1-1"]["HOSTNAME_IS"])  # one task per node
         self.assertEqual(envs["1-0"]["MASTER_ADDR"], envs["0-0"]["HOSTNAME_IS"])
         self.assertEqual(envs["1-0"]["GROUP_WORLD_SIZE"], str(len({envs[n]["HOSTNAME_IS"]

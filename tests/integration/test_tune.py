@@ -249,9 +249,10 @@ class Tune(unittest.TestCase):
                            "studySpec.studyStoppingConfig.maximumRuntimeConstraint = \"2030-01-01T00:00:00Z\": "
                            "give maxDuration")
 
-    def sagemaker_tuning(self, strategy, env=None, **cfg):
+    def sagemaker_tuning(self, strategy, env=None, top=None, **cfg):
         """A CreateHyperParameterTuningJob of 12 trials, at most 2 at once,
-        over examples/epoch_objective.py (its metric printed each epoch)."""
+        over examples/epoch_objective.py (its metric printed each epoch);
+        top: more of the request's own fields."""
         req = {"HyperParameterTuningJobName": "hb-" + strategy.lower(),
                "HyperParameterTuningJobConfig": dict({
                    "Strategy": strategy,
@@ -269,6 +270,7 @@ class Tune(unittest.TestCase):
                    "ResourceConfig": {"InstanceType": "ml.m5.large", "InstanceCount": 1},
                    "OutputDataConfig": {"S3OutputPath": os.path.join(self.d, "out")},
                    "StoppingCondition": {"MaxRuntimeInSeconds": 600}}}
+        req.update(top or {})
         path = write(self.d, strategy + ".json", json.dumps(req))
         sd = os.path.join(self.d, strategy)
         r = ztrain("tune", path, "--study-dir", sd, env=env, timeout=240)
@@ -290,6 +292,35 @@ class Tune(unittest.TestCase):
         self.assertRegex(r.stdout, r"at rung (1|3|9), \d+ of the \d+ trials that reached it did better")
         best_hb, best_rnd = hb["bestTrial"]["finalMeasurement"], rnd["bestTrial"]["finalMeasurement"]
         self.assertGreaterEqual(best_hb, best_rnd - 0.02 * abs(best_rnd))  # within 2% of random search's
+        # WarmStartConfig: a Bayesian job of 4 trials from the random one's
+        # study (its directory): the 12 results are the GP's first
+        # observations, so its very first trials are the GP's suggestions
+        parent = os.path.join(self.d, "Random")
+        r, warm = self.sagemaker_tuning("Bayesian", top={"WarmStartConfig": {
+            "ParentHyperParameterTuningJobs": [{"HyperParameterTuningJobName": parent}],
+            "WarmStartType": "IdenticalDataAndAlgorithm"}},
+            ResourceLimits={"MaxNumberOfTrainingJobs": 4, "MaxParallelTrainingJobs": 2})
+        self.assertIn("warm start: 12 of the 12 finished trials of %s are the search's first observations"
+                      % os.path.realpath(parent), r.stdout + r.stderr)
+        self.assertEqual(warm["warmStart"], {"type": "IdenticalDataAndAlgorithm", "parents": [
+            {"studyDir": os.path.realpath(parent), "finishedTrials": 12, "observations": 12}]})
+        self.assertEqual(len(warm["trials"]), 4)
+        self.assertGreaterEqual(warm["bestTrial"]["finalMeasurement"], best_rnd - 0.05 * abs(best_rnd))
+        # a type it does not know, a parent that is no study: named
+        req = json.load(open(os.path.join(self.d, "Bayesian.json")))
+        for wtype, name, want in (("Nearby", parent, 'WarmStartConfig.WarmStartType = "Nearby": required: '
+                                   'IdenticalDataAndAlgorithm or TransferLearning'),
+                                  ("TransferLearning", "no-such-job", 'WarmStartConfig.ParentHyperParameter'
+                                   'TuningJobs[0].HyperParameterTuningJobName = "no-such-job": no earlier study')):
+            req["WarmStartConfig"] = {"ParentHyperParameterTuningJobs": [{"HyperParameterTuningJobName": name}],
+                                      "WarmStartType": wtype}
+            r = ztrain("tune", write(self.d, "w.json", json.dumps(req)), "--study-dir", os.path.join(self.d, "w"))
+            self.assertRefused(r, want)
+        req["WarmStartConfig"]["ParentHyperParameterTuningJobs"][0]["HyperParameterTuningJobName"] = parent
+        req["HyperParameterTuningJobConfig"]["HyperParameterTuningJobObjective"]["Type"] = "Minimize"
+        r = ztrain("tune", write(self.d, "w.json", json.dumps(req)), "--study-dir", os.path.join(self.d, "w"))
+        self.assertRefused(r, "%s: its study MAXIMIZE score, this one MINIMIZE score: a warm start needs the same "
+                              "objective" % os.path.realpath(parent))
 
     def test_several_metrics_pareto_front(self):
         # maximize score, minimize cost = x + y: over a grid of x (y fixed at
