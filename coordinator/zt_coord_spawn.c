@@ -94,9 +94,13 @@ int zt_coord_spawn(zt_coord_t *self, zt_crep_t *r)
     char **envp = s_envp(vars);
     json_decref(vars);
     s_write_config_files(self, r);
-    if (r->log)
-        fprintf(r->log, "=== ztrain: starting %s (incarnation %d, restart %d): %s\n", r->name,
-                self->layout.incarnation, r->restarts, argv[0]);
+    if (r->log) { /* the command, each argument as one word (quoted when it has a space) */
+        fprintf(r->log, "=== ztrain: starting %s (incarnation %d, restart %d):", r->name,
+                self->layout.incarnation, r->restarts);
+        for (int i = 0; argv[i]; i++)
+            fprintf(r->log, strpbrk(argv[i], " \t'") || !argv[i][0] ? " '%s'" : " %s", argv[i]);
+        fputc('\n', r->log);
+    }
     zt_launch_t req = { r->pool, r->index, zt_layout_ordinal(&self->layout, r->pool, r->index),
                         argv, envp, NULL, 0 };
     zt_handle_t *h = NULL;

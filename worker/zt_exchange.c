@@ -358,8 +358,13 @@ static int s_connect_ar(zt_exchange_t *x)
 {
     char **p0, **p1;
     const char **peers = s_ring_peers(x->world, &p0, &p1);
+    /* A trainer restarted into its running group takes the model first,
+     * with the group's all-reduce layout (autotune's); an elastic group's
+     * joiner forms the new generation's all-reduce first, since its members
+     * serve the model only from inside that generation's first round. */
     zt_rejoin_state_t st;
-    int rc = x->nreducers > 0 ? s_rejoin_fetch(x, peers, &st) : ZT_OK; /* logs its own failure */
+    bool model_first = !x->elastic;
+    int rc = x->nreducers > 0 && model_first ? s_rejoin_fetch(x, peers, &st) : ZT_OK; /* logs its own failure */
     if (rc == ZT_OK) {
         rc = s_new_ar(x, peers, x->rejoined ? &st : NULL);
         if (rc != ZT_OK)
@@ -367,6 +372,8 @@ static int s_connect_ar(zt_exchange_t *x)
                                                   : "cannot start (no reducers, and the workers' "
                                                     "addresses are not in CLUSTER_SPEC)");
     }
+    if (rc == ZT_OK && x->nreducers > 0 && !model_first)
+        rc = s_rejoin_fetch(x, peers, &st);
     if (rc == ZT_OK && x->rejoin)
         zt_allreduce_watch(x->ar, zt_rejoin_socket(x->rejoin), s_rejoin_asked, x);
     if (rc == ZT_OK && x->rejoined && (rc = zt_allreduce_set_generation(x->ar, st.gen)) != ZT_OK) {

@@ -269,6 +269,15 @@ static void s_env_frameworks(json_t *env, const zt_layout_t *self, int pool, int
     s_put_int(env, ZT_ENV_GROUP_RANK, node.node_rank);
     s_put_int(env, ZT_ENV_NODE_RANK, node.node_rank);
     s_put_int(env, ZT_ENV_GROUP_WORLD_SIZE, node.nodes);
+    if (plan->sagemaker && json_is_true(json_object_get(plan->sagemaker, "torchDistributed"))) {
+        /* the program runs under torchrun (zt_spec_sagemaker.c): one node per SageMaker host */
+        const zt_place_t *me = zt_layout_place(self, pool, index);
+        s_put_int(env, ZT_ENV_PET_NNODES, world);
+        s_put_int(env, ZT_ENV_PET_NODE_RANK, rank);
+        s_put_int(env, ZT_ENV_PET_NPROC_PER_NODE, me->ngpus > 1 ? me->ngpus : 1);
+        s_put(env, zt_env_name(ZT_ENV_PET_MASTER_ADDR), zt_layout_place(self, 0, 0)->addr);
+        s_put_int(env, ZT_ENV_PET_MASTER_PORT, self->placement.master_port);
+    }
 }
 
 /* ------------------------------------------------------------ SageMaker */

@@ -120,6 +120,51 @@ static void s_program(zt_spec_ctx_t *c, zt_pool_t *pool, json_t *alg, json_t *hp
     free(keys);
 }
 
+/* Whether hyperparameter name (the SDK's `distribution`) says true. */
+static bool s_hp_true(json_t *hps, const char *name)
+{
+    const char *v = json_string_value(json_object_get(hps, name));
+    char *t = v ? s_hp_text(v) : NULL;
+    bool yes = t && (!strcmp(t, "true") || !strcmp(t, "True"));
+    free(t);
+    return yes;
+}
+
+/* The estimator's `distribution`, as the SDK hands it over in the
+ * hyperparameters: torch_distributed runs the program under torchrun on
+ * every host, as SageMaker's launcher does (its options from the PET_*
+ * variables: zt_layout.c); the launchers that start processes over SSH
+ * (mpi, smdistributed) are refused with what to use instead. */
+static void s_distribution(zt_spec_ctx_t *c, zt_pool_t *pool, json_t *hps, json_t *sm)
+{
+    if (s_hp_true(hps, "sagemaker_mpi_enabled"))
+        ERR(c, "HyperParameters.sagemaker_mpi_enabled", json_object_get(hps, "sagemaker_mpi_enabled"),
+            "distribution mpi: mpirun starts the ranks over SSH between the hosts, which ztrain does not run; "
+            "give distribution torch_distributed (torchrun on every host), or train through ztrain's reducers");
+    if (s_hp_true(hps, "sagemaker_distributed_dataparallel_enabled"))
+        ERR(c, "HyperParameters.sagemaker_distributed_dataparallel_enabled",
+            json_object_get(hps, "sagemaker_distributed_dataparallel_enabled"),
+            "distribution smdistributed: SageMaker's data-parallel library is not here; give distribution "
+            "torch_distributed, or use ztrain's reducers (a ztrain-reducer pool, ztrain.torch's DDP hook)");
+    if (!s_hp_true(hps, "sagemaker_torch_distributed_enabled") || json_array_size(pool->argv) == 0)
+        return;
+    json_t *argv = json_array(), *a0 = json_array_get(pool->argv, 0);
+    const char *first = json_string_value(a0), *base = first ? strrchr(first, '/') : NULL;
+    base = base ? base + 1 : first;
+    bool python = base && !strncmp(base, "python", 6);
+    json_array_append_new(argv, json_string(python ? first : "python3"));
+    json_array_append_new(argv, json_string("-m"));
+    json_array_append_new(argv, json_string("torch.distributed.run"));
+    if (!python)
+        json_array_append_new(argv, json_string("--no-python"));
+    for (size_t i = python ? 1 : 0; i < json_array_size(pool->argv); i++)
+        json_array_append(argv, json_array_get(pool->argv, i));
+    json_array_clear(pool->argv);
+    json_array_extend(pool->argv, argv);
+    json_decref(argv);
+    json_object_set_new(sm, "torchDistributed", json_true());
+}
+
 /* path made absolute from the current folder (the coordinator writes
  * there at the end, from wherever it runs), heap; NULL stays NULL. */
 static char *s_absolute(char *path)
@@ -391,6 +436,7 @@ void zt_spec_sagemaker(zt_spec_ctx_t *c, json_t *root)
     json_decref(tv);
     free(tp);
     s_program(c, primary, alg, hps, envmap);
+    s_distribution(c, primary, hps, sm);
     const char *k;
     json_t *v;
     json_object_foreach(envmap, k, v) {

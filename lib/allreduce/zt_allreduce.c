@@ -510,10 +510,8 @@ static int s_reform(zt_allreduce_t *self)
 
 static int s_wait(zt_allreduce_t *self, bool average, int timeout_ms)
 {
-    if (self->reform_rc != ZT_OK)
-        return self->reform_rc;
-    if (!self->committed)
-        return ZT_EINVAL;
+    if (self->reform_rc != ZT_OK || !self->committed) /* autotune's last layout did not form */
+        return self->reform_rc != ZT_OK ? self->reform_rc : ZT_EINVAL;
     int rc = ZT_OK;
     int64_t t0 = zt_now_us();
     if (self->R > 0)

@@ -21,6 +21,11 @@
     X(GROUP_RANK,       "GROUP_RANK",       "torchrun: this host's rank among the job's hosts") \
     X(NODE_RANK,        "NODE_RANK",        "the same as GROUP_RANK (torchrun's --node-rank)") \
     X(GROUP_WORLD_SIZE, "GROUP_WORLD_SIZE", "torchrun: hosts with a process of pools 0 and 1") \
+    X(PET_NNODES,       "PET_NNODES",       "SageMaker torch_distributed: torchrun's --nnodes, the job's hosts") \
+    X(PET_NODE_RANK,    "PET_NODE_RANK",    "SageMaker torch_distributed: torchrun's --node-rank, this host's (algo-K: K-1)") \
+    X(PET_NPROC_PER_NODE, "PET_NPROC_PER_NODE", "SageMaker torch_distributed: torchrun's --nproc-per-node, the host's GPUs (1 without)") \
+    X(PET_MASTER_ADDR,  "PET_MASTER_ADDR",  "SageMaker torch_distributed: torchrun's --master-addr, algo-1's") \
+    X(PET_MASTER_PORT,  "PET_MASTER_PORT",  "SageMaker torch_distributed: torchrun's --master-port") \
     X(AIP_MODEL_DIR,    "AIP_MODEL_DIR",    "where the final model goes")                 \
     X(AIP_CHECKPOINT_DIR, "AIP_CHECKPOINT_DIR", "where checkpoints go")                   \
     X(AIP_TENSORBOARD_LOG_DIR, "AIP_TENSORBOARD_LOG_DIR", "TensorBoard's log folder (the program's; the built-in roles write their scalars there)")                \
