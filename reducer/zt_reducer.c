@@ -75,6 +75,9 @@ struct zt_reducer_t {
     int64_t warn_ms;           /* ZT_COLLECTIVE_WARN_MS */
     bool local[MAX_WORKERS];   /* worker on this host: reads sums from shm in place */
     zt_shm_region_t *shm;      /* the sums (res) of every bucket, when shared */
+    zt_shm_region_t *old_shm;  /* the earlier group's (or layout's), kept until every worker
+                                * of the new one said hello: a slower worker may still be
+                                * reading its last round's sums there */
 };
 
 static void s_free_buckets(zt_reducer_t *self)
@@ -98,6 +101,20 @@ static void s_free_buckets(zt_reducer_t *self)
     self->buckets = NULL;
     zt_shm_destroy(&self->shm);
     zt_ar_layout_free(&self->layout);
+}
+
+/* A new group (or layout): the buckets go, their shared sums stay a while
+ * (old_shm). */
+static void s_free_buckets_keep_sums(zt_reducer_t *self)
+{
+    zt_shm_destroy(&self->old_shm);
+    zt_shm_region_t *keep = self->shm;
+    self->shm = NULL;
+    for (int b = 0; keep && self->buckets && b < self->layout.nbuckets; b++)
+        for (int i = 0; i < 2; i++)
+            self->buckets[b].res[i] = NULL; /* in the region: not freed one by one */
+    s_free_buckets(self);
+    self->old_shm = keep;
 }
 
 static void s_reset_bucket(zt_reducer_t *self, s_bucket_t *k)
@@ -216,6 +233,7 @@ void zt_reducer_destroy(zt_reducer_t **self_p)
     zt_sock_destroy(&self->router);
     zt_bufpool_destroy(&self->pool);
     s_free_buckets(self);
+    zt_shm_destroy(&self->old_shm);
     json_decref(self->first_tensors);
     free(self->layout_text);
     free(self);
@@ -687,6 +705,7 @@ static void s_on_hello(zt_reducer_t *self, int rank, const zt_msg_t *m, zmq_msg_
     }
     else if (n == self->workers) {
         self->ready_sent = true;
+        zt_shm_destroy(&self->old_shm); /* every worker is past the earlier group's last round */
         for (int w = 0; w < self->workers; w++) {
             r.u.AR_READY.req = self->hello_req[w];
             s_send(self, w, &r, NULL, 0);
@@ -774,7 +793,7 @@ static bool s_group_message(zt_reducer_t *self, const zt_msg_t *m)
         zt_info("membership generation %lld: a new group (%lld workers, from worker %lld's hello); the "
                 "earlier group's state is dropped", (long long) (m->incarnation / ZT_AR_LAYOUTS),
                 (long long) m->u.AR_HELLO.workers, (long long) m->index);
-    s_free_buckets(self);
+    s_free_buckets_keep_sums(self);
     self->group = m->incarnation;
     self->configured = self->ready_sent = self->failed = false;
     self->failure[0] = 0;

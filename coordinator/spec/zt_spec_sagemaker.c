@@ -131,9 +131,11 @@ static bool s_hp_true(json_t *hps, const char *name)
 }
 
 /* The estimator's `distribution`, as the SDK hands it over in the
- * hyperparameters: torch_distributed runs the program under torchrun on
- * every host, as SageMaker's launcher does (its options from the PET_*
- * variables: zt_layout.c); the launchers that start processes over SSH
+ * hyperparameters: torch_distributed starts a process per GPU on every
+ * host under torchrun, as SageMaker's launcher does (its options from the
+ * PET_* variables: zt_layout.c); a host with one GPU or none runs the
+ * program itself, with the variables torchrun would give its one process
+ * (every replica has them). The launchers that start processes over SSH
  * (mpi, smdistributed) are refused with what to use instead. */
 static void s_distribution(zt_spec_ctx_t *c, zt_pool_t *pool, json_t *hps, json_t *sm)
 {
@@ -146,7 +148,10 @@ static void s_distribution(zt_spec_ctx_t *c, zt_pool_t *pool, json_t *hps, json_
             json_object_get(hps, "sagemaker_distributed_dataparallel_enabled"),
             "distribution smdistributed: SageMaker's data-parallel library is not here; give distribution "
             "torch_distributed, or use ztrain's reducers (a ztrain-reducer pool, ztrain.torch's DDP hook)");
-    if (!s_hp_true(hps, "sagemaker_torch_distributed_enabled") || json_array_size(pool->argv) == 0)
+    if (!s_hp_true(hps, "sagemaker_torch_distributed_enabled"))
+        return;
+    json_object_set_new(sm, "torchDistributed", json_true());
+    if (pool->accel_count <= 1 || json_array_size(pool->argv) == 0)
         return;
     json_t *argv = json_array(), *a0 = json_array_get(pool->argv, 0);
     const char *first = json_string_value(a0), *base = first ? strrchr(first, '/') : NULL;
@@ -162,7 +167,6 @@ static void s_distribution(zt_spec_ctx_t *c, zt_pool_t *pool, json_t *hps, json_
     json_array_clear(pool->argv);
     json_array_extend(pool->argv, argv);
     json_decref(argv);
-    json_object_set_new(sm, "torchDistributed", json_true());
 }
 
 /* path made absolute from the current folder (the coordinator writes

@@ -296,13 +296,14 @@ class Examples(unittest.TestCase):
         return Job(self, write(self.d, job + ".json", json.dumps(req)), os.path.join(self.d, job), env=env, cwd=ROOT)
 
     def test_sagemaker_ddp_script(self):
-        # with the SDK's distribution torch_distributed: each host's program
-        # runs under torchrun, its options from the PET_* variables
+        # with the SDK's distribution torch_distributed: CPU hosts run one
+        # process each, the program itself with torchrun's variables (a
+        # host of several GPUs would run torchrun, from the PET_* ones)
         job = self.start_sagemaker(sagemaker_torch_distributed_enabled="true")
         self.assertEqual(job.wait(timeout=300), 0, job.out[-3000:] + job.err[-3000:])
         for r in ("workerpool0-0", "workerpool1-0"):
             with open(os.path.join(self.d, "job", "replica-logs", r + ".log")) as f:
-                self.assertRegex(f.readline(), r": \S*python3 -m torch.distributed.run \S+/sagemaker_pytorch_ddp.py ")
+                self.assertRegex(f.readline(), r": \S*python3 \S+/sagemaker_pytorch_ddp.py ")
         self.assertEqual(load_job(os.path.join(self.d, "job"))["state"], "SUCCEEDED")
         shares = dict(re.findall(r"host (algo-\d) shards: (\S*)", job.out))
         self.assertEqual(sorted(shares), ["algo-1", "algo-2"], job.out[-2000:])
