@@ -150,42 +150,58 @@ static void s_forget(s_slurm_t *ctx)
     ctx->n = 0;
 }
 
-/* The interface that holds replica i's node's address there (as the node
- * resolves its own name), for SM_NETWORK_INTERFACE_NAME: copied from a
- * place of known on the same host, else asked of the node in a step of
- * its own. A node that does not say gets SageMaker's own default, eth0. */
-static void s_node_interface(s_slurm_t *ctx, int i, zt_place_t *pl, const zt_place_t *known, int nknown)
+/* The interfaces that hold the addresses of places[0..n) (replicas
+ * first..first+n-1) on their nodes (as each node resolves its own name),
+ * for SM_NETWORK_INTERFACE_NAME: one step per node, all at once. A node
+ * that does not say gets SageMaker's own default, eth0. */
+static void s_node_interfaces(s_slurm_t *ctx, int first, zt_place_t *places, int n)
 {
-    for (int j = 0; j < nknown; j++)
-        if (!strcmp(known[j].host, pl->host) && known[j].iface[0]) {
-            snprintf(pl->iface, sizeof pl->iface, "%s", known[j].iface);
-            return;
-        }
     static const char script[] =
         "a=$(getent ahostsv4 \"$0\" | awk 'NR==1{print $1}'); PATH=$PATH:/usr/sbin:/sbin "
         "ip -o -4 addr show | awk -v a=\"$a\" '{split($4,p,\"/\"); if (p[1]==a) {print $2; exit}}'";
-    char job[48], nodelist[300], said[256] = "";
-    const s_rep_t *r = &ctx->reps[i];
-    char *argv[16] = { "srun", nodelist, "-N1", "-n1", "--overlap", "--mem=0", "--quiet", "--job-name=ztrain-probe",
-                       "sh", "-c", (char *) script, r->node, NULL, NULL };
-    if (r->alloc[0] || ctx->het) { /* the step's job: a regained node's own, or the component's */
-        memmove(argv + 2, argv + 1, 12 * sizeof *argv);
-        argv[1] = job;
-        if (r->alloc[0])
-            snprintf(job, sizeof job, "--jobid=%s", r->alloc);
-        else
-            snprintf(job, sizeof job, "--het-group=%d", r->comp);
+    zt_slurm_cmd_t *cmd = calloc((size_t) n, sizeof *cmd);
+    int *of = calloc((size_t) n, sizeof *of); /* the place whose probe answers for place i */
+    for (int i = 0; i < n; i++) {
+        of[i] = i;
+        for (int j = 0; j < i && of[i] == i; j++)
+            if (!strcmp(places[j].host, places[i].host))
+                of[i] = j;
+        if (of[i] != i)
+            continue;
+        const s_rep_t *r = &ctx->reps[first + i];
+        char job[48], nodelist[300];
+        char *argv[16] = { "srun", nodelist, "-N1", "-n1", "--overlap", "--mem=0", "--quiet",
+                           "--job-name=ztrain-probe", "sh", "-c", (char *) script, r->node, NULL, NULL };
+        if (r->alloc[0] || ctx->het) { /* the step's job: a regained node's own, or the component's */
+            memmove(argv + 2, argv + 1, 12 * sizeof *argv);
+            argv[1] = job;
+            if (r->alloc[0])
+                snprintf(job, sizeof job, "--jobid=%s", r->alloc);
+            else
+                snprintf(job, sizeof job, "--het-group=%d", r->comp);
+        }
+        snprintf(nodelist, sizeof nodelist, "--nodelist=%s", r->node);
+        zt_slurm_command_start(argv, r->alloc[0] != 0, &cmd[i]);
     }
-    snprintf(nodelist, sizeof nodelist, "--nodelist=%s", r->node);
-    int rc = r->alloc[0] ? zt_slurm_command_apart(argv, said, sizeof said) : zt_slurm_command(argv, said, sizeof said);
-    said[strcspn(said, "\r\n")] = 0;
-    bool ok = rc == 0 && said[0] && strlen(said) < sizeof pl->iface;
-    for (const char *c = said; ok && *c; c++)
-        ok = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || strchr("._@-", *c);
-    if (!ok)
-        zt_warn("node %s: its network interface is unknown (%s): SM_NETWORK_INTERFACE_NAME is eth0", r->node,
-                said[0] ? said : "the probe said nothing");
-    snprintf(pl->iface, sizeof pl->iface, "%s", ok ? said : "eth0");
+    for (int i = 0; i < n; i++) {
+        if (of[i] != i) {
+            snprintf(places[i].iface, sizeof places[i].iface, "%s", places[of[i]].iface);
+            continue;
+        }
+        char said[256];
+        int rc = zt_slurm_command_finish(&cmd[i], said, sizeof said);
+        said[strcspn(said, "\r\n")] = 0;
+        bool ok = rc == 0 && said[0] && strlen(said) < sizeof places[i].iface;
+        for (const char *c = said; ok && *c; c++)
+            ok = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
+                 strchr("._@-", *c);
+        if (!ok)
+            zt_warn("node %s: its network interface is unknown (%s): SM_NETWORK_INTERFACE_NAME is eth0",
+                    ctx->reps[first + i].node, said[0] ? said : "the probe said nothing");
+        snprintf(places[i].iface, sizeof places[i].iface, "%s", ok ? said : "eth0");
+    }
+    free(cmd);
+    free(of);
 }
 
 /* Long on purpose: one pass over the pools, each reading its component's
@@ -264,8 +280,7 @@ static int s_place(zt_backend_t *self, const zt_plan_t *plan, bool cpu_only, zt_
         c++;
     }
     out->n = k;
-    for (int i = 0; i < k; i++) /* one probe per node */
-        s_node_interface(ctx, i, &out->replicas[i], out->replicas, i);
+    s_node_interfaces(ctx, 0, out->replicas, k);
     out->master_port = base + k;
     s_own_address(out->control_addr, sizeof out->control_addr);
     if (plan->pools[1].present && plan->pools[1].elastic_min) /* where a lost member may get a node again */
@@ -693,7 +708,7 @@ static int s_regain(zt_backend_t *self, int k, zt_place_t *pl, char *why, size_t
     snprintf(pl->host, sizeof pl->host, "%s", node);
     snprintf(pl->addr, sizeof pl->addr, "%s", node);
     pl->iface[0] = 0;
-    s_node_interface(ctx, k, pl, NULL, 0);
+    s_node_interfaces(ctx, k, pl, 1);
     zt_info("Slurm job %s: a node of its own for %s, on %s", idtext, r->name, node);
     return ZT_OK;
 }

@@ -148,15 +148,22 @@ static void s_leave_allocation(void)
 
 static int s_command(char *const *argv, char *out, size_t size, bool apart)
 {
+    zt_slurm_cmd_t cmd;
+    zt_slurm_command_start(argv, apart, &cmd);
+    return zt_slurm_command_finish(&cmd, out, size);
+}
+
+void zt_slurm_command_start(char *const *argv, bool apart, zt_slurm_cmd_t *cmd)
+{
     int fds[2];
-    out[0] = 0;
+    *cmd = (zt_slurm_cmd_t) { -1, -1 };
     if (pipe(fds) < 0)
-        return -1;
+        return;
     pid_t pid = fork();
     if (pid < 0) {
         close(fds[0]);
         close(fds[1]);
-        return -1;
+        return;
     }
     if (pid == 0) {
         dup2(fds[1], 1);
@@ -170,10 +177,20 @@ static int s_command(char *const *argv, char *out, size_t size, bool apart)
         _exit(127);
     }
     close(fds[1]);
+    *cmd = (zt_slurm_cmd_t) { (int) pid, fds[0] };
+}
+
+int zt_slurm_command_finish(zt_slurm_cmd_t *cmd, char *out, size_t size)
+{
+    out[0] = 0;
+    if (cmd->pid < 0)
+        return -1;
+    int fd = cmd->fd;
+    pid_t pid = (pid_t) cmd->pid;
     size_t len = 0;
     char buf[4096];
     ssize_t got;
-    while ((got = read(fds[0], buf, sizeof buf)) != 0) {
+    while ((got = read(fd, buf, sizeof buf)) != 0) {
         if (got < 0) {
             if (errno == EINTR)
                 continue;
@@ -183,7 +200,7 @@ static int s_command(char *const *argv, char *out, size_t size, bool apart)
             out[len++] = buf[i];
     }
     out[len] = 0;
-    close(fds[0]);
+    close(fd);
     while (len > 0 && (out[len - 1] == '\n' || out[len - 1] == '\r'))
         out[--len] = 0;
     int st;

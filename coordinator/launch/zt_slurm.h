@@ -83,6 +83,12 @@ bool zt_slurm_allocation_var(const char *entry);
 /* The same as a command run outside this job's allocation would be: none
  * of its SLURM_* variables (salloc then makes an allocation of its own). */
 int zt_slurm_command_apart(char *const *argv, char *out, size_t size);
+/* The same in two halves, so that several run at once: start (apart as
+ * above), then finish (its output and exit status, as zt_slurm_command's).
+ * A command that did not start finishes with -1. */
+typedef struct { int pid; int fd; } zt_slurm_cmd_t;
+void zt_slurm_command_start(char *const *argv, bool apart, zt_slurm_cmd_t *cmd);
+int zt_slurm_command_finish(zt_slurm_cmd_t *cmd, char *out, size_t size);
 
 /* scancel id: 0, or -1 with scancel's words in err. */
 int zt_slurm_cancel(const char *id, char *err, size_t errlen);

@@ -472,7 +472,7 @@ class LargeJob(unittest.TestCase):
 
     def test_256_with_16_training(self):
         d = tmpdir("large-")
-        train = ["--hidden=64", "--epochs=2", "--max_steps=250", "--batch_size=64", "--log_every=1000"]
+        train = ["--hidden=64", "--epochs=2", "--max_steps=150", "--batch_size=64", "--log_every=1000"]
         path = spec(d, "mixed", [role_pool("ztrain-worker", 1, train), role_pool("ztrain-worker", 15, train),
                                  role_pool("ztrain-paramserver", 2), role_pool("ztrain-worker", 238, ["--idle"])])
         job = Job(self, path, os.path.join(d, "job"), env=FAST)

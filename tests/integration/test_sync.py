@@ -209,6 +209,20 @@ class SyncFaults(unittest.TestCase):
         self.assertNotIn("the group restarts together", job.err)  # in place
         self.assertLessEqual(abs(accuracy(j) - self.calm), 0.01, (accuracy(j), self.calm))
 
+    PAIR_ARGS = ["--hidden=64", "--epochs=8", "--train_examples=30000", "--checkpoint_steps=100", "--log_every=100"]
+    _pair_calm = None
+
+    def pair_calm(self):
+        """The weights of an undisturbed run of the chief and one worker
+        (PAIR_ARGS, 2 reducers), run once for the tests that compare."""
+        if SyncFaults._pair_calm is None:
+            d = tmpdir("syncfault-")
+            calm = Job(self, spec(d, "calm2", self.PAIR_ARGS, workers=1, reducers=2), os.path.join(d, "job"), env=FAST)
+            self.assertEqual(calm.wait(timeout=300), 0, calm.err[-3000:])
+            SyncFaults._pair_calm = set(hashes(calm.out).values())
+            self.assertEqual(len(SyncFaults._pair_calm), 1, calm.out[-2000:])
+        return SyncFaults._pair_calm
+
     def test_rejoin_loses_nothing(self):
         # chief + one worker: two addends sum the same in any order, so the
         # run is deterministic and a rejoin must give bitwise the weights
@@ -216,12 +230,8 @@ class SyncFaults(unittest.TestCase):
         # between hosts: it asks the chief for the model on a sealed stream
         # (the chief's rejoin socket is a bulk one), and opens its streams
         # to the reducers again
-        args = ["--hidden=64", "--epochs=8", "--train_examples=30000", "--checkpoint_steps=100", "--log_every=100"]
-        d = tmpdir("syncfault-")
-        calm = Job(self, spec(d, "calm2", args, workers=1, reducers=2), os.path.join(d, "job"), env=FAST)
-        self.assertEqual(calm.wait(timeout=300), 0, calm.err[-3000:])
-        want = set(hashes(calm.out).values())
-        self.assertEqual(len(want), 1, calm.out[-2000:])
+        args = self.PAIR_ARGS
+        want = self.pair_calm()
         for seed, victim, env in ((5, "workerpool1-0", {"ZT_DATA_IPC": "off"}), (6, "workerpool0-0", None)):
             j, job = self.run_with_kills([victim], kills=3, seed=seed, workers=1, args=args, upto=15, env=env)
             self.assertEqual(set(hashes(job.out).values()), want, "a rejoin changed the weights")
@@ -239,12 +249,8 @@ class SyncFaults(unittest.TestCase):
         # that layout; a worker killed after it takes the chosen one. Two
         # addends sum alike in any bucket layout: the weights are bitwise
         # an undisturbed run's without autotune
-        args = ["--hidden=64", "--epochs=4", "--train_examples=30000", "--checkpoint_steps=100", "--log_every=100"]
-        d = tmpdir("syncfault-")
-        calm = Job(self, spec(d, "calm2", args, workers=1, reducers=2), os.path.join(d, "job"), env=FAST)
-        self.assertEqual(calm.wait(timeout=300), 0, calm.err[-3000:])
-        want = set(hashes(calm.out).values())
-        csv = os.path.join(d, "autotune.csv")
+        args, want = self.PAIR_ARGS, self.pair_calm()
+        csv = os.path.join(tmpdir("syncfault-"), "autotune.csv")
         env = {"ZT_AUTOTUNE": "1", "ZT_AUTOTUNE_SAMPLES": "12", "ZT_AUTOTUNE_STEPS_PER_SAMPLE": "25",
                "ZT_AUTOTUNE_WARMUP_SAMPLES": "0", "HOROVOD_AUTOTUNE_LOG": csv}
         j, job = self.run_with_kills(None, workers=1, args=args, env=env, schedule=[
