@@ -417,6 +417,30 @@ static json_t *s_sm_channels(const zt_layout_t *self)
     return dirs;
 }
 
+/* The instance groups in SM_TRAINING_ENV e and its resource_config, as
+ * the training toolkit of a heterogeneous cluster gives them. */
+static void s_sm_groups(const zt_layout_t *self, int pool, json_t *e)
+{
+    int mine = 0;
+    json_t *groups = zt_sm_groups(self, pool, &mine), *names = json_array(), *dict = json_object(), *g;
+    size_t i;
+    json_array_foreach(groups, i, g) {
+        json_array_append(names, json_object_get(g, "instance_group_name"));
+        json_object_set(dict, json_string_value(json_object_get(g, "instance_group_name")), g);
+    }
+    json_t *me = json_array_get(groups, (size_t) mine), *rc = json_object_get(e, "resource_config");
+    const char *type = self->plan->pools[pool].machine.name;
+    json_object_set_new(e, "current_instance_type", json_string(type));
+    json_object_set(e, "current_instance_group", json_object_get(me, "instance_group_name"));
+    json_object_set(e, "current_instance_group_hosts", json_object_get(me, "hosts"));
+    json_object_set_new(e, "instance_groups", names);
+    json_object_set_new(e, "instance_groups_dict", dict);
+    json_object_set_new(e, "is_hetero", json_boolean(json_object_get(self->plan->sagemaker, "instanceGroups") != NULL));
+    json_object_set_new(rc, "current_instance_type", json_string(type));
+    json_object_set(rc, "current_group_name", json_object_get(me, "instance_group_name"));
+    json_object_set_new(rc, "instance_groups", groups);
+}
+
 /* What SageMaker's training toolkit sees of one replica, as its
  * SM_TRAINING_ENV: every SM_* variable and config file is taken from it. */
 static json_t *s_sm_training_env(const zt_layout_t *self, int pool, int index)
@@ -471,6 +495,7 @@ static json_t *s_sm_training_env(const zt_layout_t *self, int pool, int index)
                           "network_interface_name", me->iface[0] ? me->iface : "lo", "user_args", args,
                           "user_entry_point",
                           s_sm_entry_point(plan->pools[pool].argv));
+    s_sm_groups(self, pool, e);
     /* /opt/ml/checkpoints: one folder of the job's, as CheckpointConfig's
      * S3Uri is, there again for every restart, requeue and --resume */
     json_object_set_new(e, "checkpoint_dir", json_sprintf("%s/sagemaker-checkpoints", self->base_dir)); /* a trial's own */
@@ -502,6 +527,12 @@ static void s_env_sagemaker(json_t *env, const zt_layout_t *self, int pool, int 
         { ZT_ENV_SM_NUM_GPUS, "num_gpus" },
         { ZT_ENV_SM_LOG_LEVEL, "log_level" },
         { ZT_ENV_SM_NETWORK_INTERFACE_NAME, "network_interface_name" },
+        { ZT_ENV_SM_CURRENT_INSTANCE_TYPE, "current_instance_type" },
+        { ZT_ENV_SM_CURRENT_INSTANCE_GROUP, "current_instance_group" },
+        { ZT_ENV_SM_CURRENT_INSTANCE_GROUP_HOSTS, "current_instance_group_hosts" },
+        { ZT_ENV_SM_INSTANCE_GROUPS, "instance_groups" },
+        { ZT_ENV_SM_INSTANCE_GROUPS_DICT, "instance_groups_dict" },
+        { ZT_ENV_SM_IS_HETERO, "is_hetero" },
         { ZT_ENV_SM_HPS, "hyperparameters" },
         { ZT_ENV_SM_USER_ARGS, "user_args" },
         { ZT_ENV_SM_USER_ENTRY_POINT, "user_entry_point" },

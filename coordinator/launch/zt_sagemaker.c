@@ -14,6 +14,60 @@ void zt_sm_host(const zt_layout_t *layout, int pool, int index, char *out, size_
     snprintf(out, size, "algo-%d", zt_layout_ordinal(layout, pool, index) + 1);
 }
 
+/* The group index of a host of pool: 0 for pools 0 and 1. */
+static int s_group_of(const json_t *groups, int pool)
+{
+    size_t i;
+    json_t *g;
+    json_array_foreach(groups, i, g)
+        if (json_integer_value(json_object_get(g, "pool")) == pool)
+            return (int) i;
+    return 0;
+}
+
+json_t *zt_sm_groups(const zt_layout_t *layout, int pool, int *mine)
+{
+    const zt_plan_t *plan = layout->plan;
+    const json_t *given = plan->sagemaker ? json_object_get(plan->sagemaker, "instanceGroups") : NULL;
+    json_t *out = json_array();
+    if (!given)
+        json_array_append_new(out, json_pack("{s:s, s:s, s:[]}", "instance_group_name", "homogeneousCluster",
+                                             "instance_type", plan->pools[0].machine.name, "hosts"));
+    size_t i;
+    json_t *g;
+    json_array_foreach(given, i, g)
+        json_array_append_new(out, json_pack("{s:O, s:O, s:[]}", "instance_group_name", json_object_get(g, "name"),
+                                             "instance_type", json_object_get(g, "type"), "hosts"));
+    for (int p = 0; p < ZT_POOLS; p++)
+        for (int r = 0; plan->pools[p].present && r < plan->pools[p].replicas; r++) {
+            char host[32];
+            zt_sm_host(layout, p, r, host, sizeof host);
+            json_t *grp = json_array_get(out, given ? (size_t) s_group_of(given, p) : 0);
+            json_array_append_new(json_object_get(grp, "hosts"), json_string(host));
+        }
+    if (mine)
+        *mine = given ? s_group_of(given, pool) : 0;
+    return out;
+}
+
+/* Whether hosts of pool get channel ch: every host, or those of the
+ * groups it names (InstanceGroupNames). */
+static bool s_gets(const zt_layout_t *layout, int pool, const json_t *ch)
+{
+    const json_t *only = json_object_get(ch, "groups"), *given = json_object_get(layout->plan->sagemaker,
+                                                                                 "instanceGroups");
+    if (!only)
+        return true;
+    const char *mine = json_string_value(json_object_get(json_array_get(given, (size_t) s_group_of(given, pool)),
+                                                         "name"));
+    size_t i;
+    json_t *v;
+    json_array_foreach(only, i, v)
+        if (mine && !strcmp(json_string_value(v), mine))
+            return true;
+    return false;
+}
+
 char *zt_sm_host_root(const zt_layout_t *layout, int pool, int index)
 {
     char host[32];
@@ -36,6 +90,8 @@ void zt_sm_training_env(const zt_layout_t *layout, int pool, int index, json_t *
     size_t i;
     json_array_foreach(json_object_get(sm, "channels"), i, ch) {
         const char *name = json_string_value(json_object_get(ch, "name"));
+        if (!s_gets(layout, pool, ch)) /* not for this host's instance group */
+            continue;
         json_object_set_new(channels, name, json_sprintf("%s/input/data/%s", root, name));
         json_t *c = json_pack("{s:s, s:O, s:O}", "TrainingInputMode", "File", "S3DistributionType",
                               json_object_get(ch, "distribution"), "RecordWrapperType",
@@ -109,6 +165,16 @@ int zt_sm_prepare_host(const zt_layout_t *layout, int pool, int index, char *why
     json_array_foreach(json_object_get(sm, "channels"), i, ch) {
         const char *name = json_string_value(json_object_get(ch, "name"));
         const char *src = json_string_value(json_object_get(ch, "path"));
+        if (!s_gets(layout, pool, ch))
+            continue;
+        /* a share among the hosts that get the channel: this one's place among them */
+        hosts = k = 0;
+        for (int p = 0; p < ZT_POOLS; p++)
+            for (int r = 0; s_gets(layout, p, ch) && layout->plan->pools[p].present &&
+                            r < layout->plan->pools[p].replicas; r++) {
+                k += zt_layout_ordinal(layout, p, r) < zt_layout_ordinal(layout, pool, index);
+                hosts++;
+            }
         bool sharded = !strcmp(json_string_value(json_object_get(ch, "distribution")), "ShardedByS3Key");
         char *dir = zt_strdupf("%s/input/data/%s", root, name);
         if (rc == 0 && (rc = zt_mkdir_p(dir)) != 0)

@@ -13,6 +13,12 @@
 /* algo-K of replica (pool, index): K is its place in the placement (pool
  * order), as SM_HOSTS numbers them. */
 void zt_sm_host(const zt_layout_t *layout, int pool, int index, char *out, size_t size);
+/* The instance groups, SageMaker's way: [{instance_group_name,
+ * instance_type, hosts}], ResourceConfig.InstanceGroups' in order (the
+ * first is pools 0 and 1, the second pool 2, the third pool 3), or one
+ * "homogeneousCluster" of every host; *mine (when not NULL) the index of
+ * replica (pool, index)'s group. */
+json_t *zt_sm_groups(const zt_layout_t *layout, int pool, int *mine);
 /* <job-dir>/opt-ml/algo-K (heap). */
 char *zt_sm_host_root(const zt_layout_t *layout, int pool, int index);
 /* A CreateTrainingJob's own in SM_TRAINING_ENV e of replica (pool,

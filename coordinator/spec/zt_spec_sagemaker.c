@@ -169,6 +169,99 @@ static void s_distribution(zt_spec_ctx_t *c, zt_pool_t *pool, json_t *hps, json_
     json_decref(argv);
 }
 
+/* ResourceConfig.InstanceGroups: up to 3 named groups of hosts, each of
+ * its own instance type, the hosts algo-1..N in group order. The first
+ * group is pools 0 and 1 (its first host the primary), the second pool 2,
+ * the third pool 3: a job's pools have one machine type each. sm's
+ * "instanceGroups" lists them ({name, type, pool}); returns the first
+ * group's type, its count in *count. */
+static const char *s_instance_groups(zt_spec_ctx_t *c, json_t *groups, json_t *sm, long long *count)
+{
+    const char *gp = "ResourceConfig.InstanceGroups";
+    size_t n = json_array_size(groups), i;
+    if (!json_is_array(groups) || n < 1 || n > 3) {
+        ERR(c, gp, groups, "1 to 3 groups here (a job has four pools: the first group takes the first two, "
+            "the others one each)");
+        return NULL;
+    }
+    json_t *list = json_array(), *g;
+    const char *first = NULL;
+    json_array_foreach(groups, i, g) {
+        char path[64];
+        snprintf(path, sizeof path, "%s[%zu]", gp, i);
+        static const char *const gknown[] = { "InstanceGroupName", "InstanceType", "InstanceCount", NULL };
+        zt_sf_unknown_fields(c, g, path, gknown);
+        const char *name = zt_sf_str(c, g, path, "InstanceGroupName", NULL);
+        const char *type = zt_sf_str(c, g, path, "InstanceType", NULL);
+        long long k = zt_sf_int(c, g, path, "InstanceCount", 1, 1, zt_knob_int(ZT_KNOB_MAX_REPLICAS),
+                                "hosts on one machine; ZT_MAX_REPLICAS raises it", NULL);
+        bool ok = name && *name && strlen(name) <= 63;
+        for (const char *p = name; ok && *p; p++)
+            ok = isalnum((unsigned char) *p) || (*p == '-' && p != name && p[1]);
+        size_t j;
+        json_t *o;
+        json_array_foreach(list, j, o)
+            if (ok && !strcmp(json_string_value(json_object_get(o, "name")), name)) {
+                char *np = zt_sf_path(path, "InstanceGroupName");
+                json_t *v = json_string(name);
+                ERR(c, np, v, "a second group of this name");
+                json_decref(v);
+                free(np);
+            }
+        if (!ok) {
+            char *np = zt_sf_path(path, "InstanceGroupName");
+            ERR(c, np, json_object_get(g, "InstanceGroupName"), "required: 1 to 63 letters, digits and inner "
+                "hyphens");
+            free(np);
+        }
+        if (!type) {
+            char *ip = zt_sf_path(path, "InstanceType");
+            ERR(c, ip, NULL, "required: a SageMaker instance type such as ml.m5.xlarge");
+            free(ip);
+        }
+        json_array_append_new(list, json_pack("{s:s, s:s, s:I, s:i}", "name", ok ? name : "", "type", type ? type : "",
+                                              "count", (json_int_t) k, "pool", i == 0 ? 0 : (int) i + 1));
+        if (i == 0) {
+            first = type;
+            *count = k;
+        }
+    }
+    json_object_set_new(sm, "instanceGroups", list);
+    return first;
+}
+
+/* The second and third instance groups as pools 2 and 3: the primary's
+ * program on their own machine type. */
+static void s_group_pools(zt_spec_ctx_t *c, json_t *groups, zt_plan_t *plan)
+{
+    zt_pool_t *primary = &plan->pools[0];
+    json_t *list = json_object_get(plan->sagemaker, "instanceGroups");
+    for (size_t i = 1; groups && i < json_array_size(list); i++) {
+        json_t *g = json_array_get(list, i);
+        const char *type = json_string_value(json_object_get(g, "type"));
+        zt_pool_t *pool = &plan->pools[i + 1];
+        json_t *argv = pool->argv, *env = pool->env;
+        *pool = *primary;
+        pool->argv = argv;
+        pool->env = env;
+        json_array_extend(argv, primary->argv);
+        json_array_extend(env, primary->env);
+        pool->image_uri = primary->image_uri ? strdup(primary->image_uri) : NULL;
+        pool->python_path = primary->python_path ? strdup(primary->python_path) : NULL;
+        pool->replicas = (int) json_integer_value(json_object_get(g, "count"));
+        char path[80];
+        snprintf(path, sizeof path, "ResourceConfig.InstanceGroups[%zu].InstanceType", i);
+        json_t *tv = json_string(type);
+        if (!*type)
+            ; /* named at the group already */
+        else if (strncmp(type, "ml.", 3) || !zt_machine_lookup(type, &pool->machine))
+            ERR(c, path, tv, "unknown SageMaker instance type (known: %s)", zt_ml_names());
+        else
+            zt_sf_check_machine(c, pool, type, path, NULL, NULL, 0, false, NULL);
+        json_decref(tv);
+    }
+}
+
 /* path made absolute from the current folder (the coordinator writes
  * there at the end, from wherever it runs), heap; NULL stays NULL. */
 static char *s_absolute(char *path)
@@ -201,6 +294,33 @@ static json_t *s_string_map(zt_spec_ctx_t *c, json_t *root, const char *key)
  * One InputDataConfig channel: its name, its local folder (S3Uri as a
  * local path or file://, or a FileSystemDataSource's DirectoryPath) and
  * how it is spread over the hosts. */
+/* S3DataSource.InstanceGroupNames: the groups whose hosts get the channel
+ * (each one of ResourceConfig.InstanceGroups), as a new array; NULL: every
+ * host. */
+static json_t *s_channel_groups(zt_spec_ctx_t *c, json_t *s3, const char *sp)
+{
+    json_t *names = json_object_get(s3, "InstanceGroupNames"), *v, *g, *out = json_array();
+    if (!names)
+        return json_decref(out), NULL;
+    char *path = zt_sf_path(sp, "InstanceGroupNames");
+    json_t *groups = json_object_get(c->plan->sagemaker, "instanceGroups");
+    size_t i, j;
+    if (!json_is_array(names) || json_array_size(names) == 0)
+        ERR(c, path, names, "a list of the instance groups whose hosts get the channel");
+    json_array_foreach(names, i, v) {
+        bool known = false;
+        json_array_foreach(groups, j, g)
+            known = known || (json_is_string(v) && !strcmp(json_string_value(v),
+                                                          json_string_value(json_object_get(g, "name"))));
+        if (!known)
+            ERR(c, path, v, "not a group of ResourceConfig.InstanceGroups%s", groups ? "" : " (there are none)");
+        else
+            json_array_append(out, v);
+    }
+    free(path);
+    return out;
+}
+
 static json_t *s_channel(zt_spec_ctx_t *c, json_t *ch, const char *cp, json_t *seen)
 {
     static const char *const known[] = { "ChannelName", "DataSource", "ContentType", "CompressionType",
@@ -239,6 +359,7 @@ static json_t *s_channel(zt_spec_ctx_t *c, json_t *ch, const char *cp, json_t *s
     json_t *s3 = ds ? zt_sf_obj(c, ds, dp, "S3DataSource") : NULL, *fs = ds ? zt_sf_obj(c, ds, dp, "FileSystemDataSource") : NULL;
     const char *uri = NULL, *dist = "FullyReplicated", *up = NULL;
     char *upath = NULL;
+    json_t *only = NULL; /* InstanceGroupNames */
     if (s3) {
         static const char *const sknown[] = { "S3Uri", "S3DataType", "S3DataDistributionType", "AttributeNames",
             "InstanceGroupNames", "ModelAccessConfig", "HubAccessConfig", NULL };
@@ -253,6 +374,7 @@ static json_t *s_channel(zt_spec_ctx_t *c, json_t *ch, const char *cp, json_t *s
             json_decref(tv);
             free(tp);
         }
+        only = s_channel_groups(c, s3, sp);
         dist = zt_sf_str(c, s3, sp, "S3DataDistributionType", "FullyReplicated");
         if (strcmp(dist, "FullyReplicated") && strcmp(dist, "ShardedByS3Key")) {
             char *tp = zt_sf_path(sp, "S3DataDistributionType");
@@ -283,6 +405,9 @@ static json_t *s_channel(zt_spec_ctx_t *c, json_t *ch, const char *cp, json_t *s
         out = json_pack("{s:s, s:s, s:s, s:s, s:s}", "name", name, "path", realpath(local, real) ? real : local,
                         "distribution", dist, "contentType", zt_sf_str(c, ch, cp, "ContentType", ""),
                         "recordWrapperType", zt_sf_str(c, ch, cp, "RecordWrapperType", "None"));
+    if (out && only)
+        json_object_set(out, "groups", only);
+    json_decref(only);
     free(local);
     free(upath);
     free(sp);
@@ -409,17 +534,24 @@ void zt_spec_sagemaker(zt_spec_ctx_t *c, json_t *root)
     const char *rp = "ResourceConfig";
     long long count = 1;
     const char *type = NULL;
+    json_t *groups = NULL;
     if (!rc)
         ERR(c, rp, NULL, "required: InstanceType and InstanceCount");
     else {
         static const char *const rknown[] = { "InstanceType", "InstanceCount", "VolumeSizeInGB",
             "VolumeKmsKeyId", "KeepAlivePeriodInSeconds", "InstanceGroups", "TrainingPlanArn", NULL };
         zt_sf_unknown_fields(c, rc, rp, rknown);
-        if (json_object_get(rc, "InstanceGroups"))
-            ERR(c, "ResourceConfig.InstanceGroups", NULL, "not supported yet: give InstanceType and InstanceCount");
-        type = zt_sf_str(c, rc, rp, "InstanceType", NULL);
-        count = zt_sf_int(c, rc, rp, "InstanceCount", 1, 1, zt_knob_int(ZT_KNOB_MAX_REPLICAS),
-                          "hosts on one machine; ZT_MAX_REPLICAS raises it", NULL);
+        groups = json_object_get(rc, "InstanceGroups");
+        if (groups && (json_object_get(rc, "InstanceType") || json_object_get(rc, "InstanceCount")))
+            ERR(c, "ResourceConfig.InstanceGroups", NULL, "give InstanceType and InstanceCount, or InstanceGroups, "
+                "not both");
+        if (groups)
+            type = s_instance_groups(c, groups, sm, &count);
+        else {
+            type = zt_sf_str(c, rc, rp, "InstanceType", NULL);
+            count = zt_sf_int(c, rc, rp, "InstanceCount", 1, 1, zt_knob_int(ZT_KNOB_MAX_REPLICAS),
+                              "hosts on one machine; ZT_MAX_REPLICAS raises it", NULL);
+        }
         plan->pools[0].disk_gb = (int) zt_sf_int(c, rc, rp, "VolumeSizeInGB", 30, 1, 16384,
                                                  "SageMaker's largest volume", NULL);
         snprintf(plan->pools[0].disk_type, sizeof plan->pools[0].disk_type, "ebs");
@@ -429,7 +561,7 @@ void zt_spec_sagemaker(zt_spec_ctx_t *c, json_t *root)
     zt_pool_t *primary = &plan->pools[0], *others = &plan->pools[1];
     primary->present = true;
     primary->replicas = 1;
-    char *tp = zt_sf_path(rp, "InstanceType");
+    char *tp = groups ? strdup("ResourceConfig.InstanceGroups[0].InstanceType") : zt_sf_path(rp, "InstanceType");
     json_t *tv = type ? json_string(type) : NULL;
     if (rc && !type)
         ERR(c, tp, NULL, "required: a SageMaker instance type such as ml.m5.xlarge");
@@ -462,6 +594,7 @@ void zt_spec_sagemaker(zt_spec_ctx_t *c, json_t *root)
         others->image_uri = primary->image_uri ? strdup(primary->image_uri) : NULL;
         others->python_path = primary->python_path ? strdup(primary->python_path) : NULL;
     }
+    s_group_pools(c, groups, plan);
     s_channels(c, root, sm);
     s_outputs(c, root, sm);
     plan->spot = zt_sf_bool(c, root, "", "EnableManagedSpotTraining", false);

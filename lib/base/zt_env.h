@@ -44,6 +44,12 @@
     X(SM_NUM_GPUS,      "SM_NUM_GPUS",      "SageMaker: this replica's GPUs")             \
     X(SM_LOG_LEVEL,     "SM_LOG_LEVEL",     "SageMaker: 20 (Python's INFO)")              \
     X(SM_NETWORK_INTERFACE_NAME, "SM_NETWORK_INTERFACE_NAME", "SageMaker: the interface replicas talk over") \
+    X(SM_CURRENT_INSTANCE_TYPE, "SM_CURRENT_INSTANCE_TYPE", "SageMaker: this host's instance type") \
+    X(SM_CURRENT_INSTANCE_GROUP, "SM_CURRENT_INSTANCE_GROUP", "SageMaker: this host's instance group (homogeneousCluster without InstanceGroups)") \
+    X(SM_CURRENT_INSTANCE_GROUP_HOSTS, "SM_CURRENT_INSTANCE_GROUP_HOSTS", "SageMaker: the hosts of this host's group (JSON)") \
+    X(SM_INSTANCE_GROUPS, "SM_INSTANCE_GROUPS", "SageMaker: the instance groups' names (JSON)") \
+    X(SM_INSTANCE_GROUPS_DICT, "SM_INSTANCE_GROUPS_DICT", "SageMaker: each group's name, instance type and hosts (JSON)") \
+    X(SM_IS_HETERO,     "SM_IS_HETERO",     "SageMaker: whether the job has InstanceGroups (JSON true or false)") \
     X(SM_CHANNELS,      "SM_CHANNELS",      "SageMaker: the folders in <base>/input/data/ (JSON list)") \
     X(SM_CHANNEL_,      "SM_CHANNEL_",      "SageMaker: prefix; SM_CHANNEL_<NAME> is channel name's folder") \
     X(SM_HPS,           "SM_HPS",           "SageMaker: the program's --name value arguments (JSON)") \

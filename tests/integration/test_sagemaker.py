@@ -4,7 +4,9 @@ a real two-host job of SageMaker's shape (SM_HOSTS, SM_CURRENT_HOST,
 SM_CHANNEL_*, SM_MODEL_DIR, hyperparameters as --name value) gets a
 ShardedByS3Key channel split disjointly and completely over its hosts and a
 FullyReplicated one whole on each, and leaves model.tar.gz and
-output.tar.gz; a failing program's output/failure is the job's failure."""
+output.tar.gz; a failing program's output/failure is the job's failure.
+InstanceGroups: hosts of two types in named groups, a channel for one
+group only, sharded among its hosts."""
 import json
 import os
 import tarfile
@@ -34,7 +36,10 @@ if a.fail and me == "algo-2":
 record = {"host": me, "hosts": hosts, "epochs": a.epochs, "lr": a.lr, "seen": seen,
           "hps": json.loads(os.environ["SM_HPS"]), "args": sys.argv[1:],
           "config": sorted(os.listdir(os.environ["SM_INPUT_CONFIG_DIR"])),
-          "checkpoints": os.environ["SM_CHECKPOINT_DIR"]}
+          "checkpoints": os.environ["SM_CHECKPOINT_DIR"], "group": os.environ["SM_CURRENT_INSTANCE_GROUP"],
+          "type": os.environ["SM_CURRENT_INSTANCE_TYPE"], "cpus": int(os.environ["SM_NUM_CPUS"]),
+          "groups": json.loads(os.environ["SM_INSTANCE_GROUPS_DICT"]),
+          "resource": json.load(open(os.path.join(os.environ["SM_INPUT_CONFIG_DIR"], "resourceconfig.json")))}
 with open(os.path.join(os.environ["SM_OUTPUT_DATA_DIR"], "seen.json"), "w") as f:
     json.dump(record, f)
 if me == hosts[0]:
@@ -118,6 +123,44 @@ class CreateTrainingJob(unittest.TestCase):
         with tarfile.open(os.path.join(self.d, "out", "sm-shape-1", "output", "model.tar.gz")) as t:
             self.assertEqual(t.getnames(), ["model.json"])
             self.assertEqual(json.load(t.extractfile("model.json")), {"weights": [0.01] * 3, "epochs": 3})
+
+    def test_instance_groups(self):
+        req = request(self.d, ResourceConfig={"InstanceGroups": [
+            {"InstanceGroupName": "prep", "InstanceType": "ml.m5.large", "InstanceCount": 2},
+            {"InstanceGroupName": "train", "InstanceType": "ml.c5.xlarge", "InstanceCount": 1}]})
+        req["InputDataConfig"][0]["DataSource"]["S3DataSource"]["InstanceGroupNames"] = ["prep"]
+        job, rc = self.run_job(req)
+        self.assertEqual(rc, 0, job.err[-3000:])
+        with tarfile.open(os.path.join(self.d, "out", "sm-shape-1", "output", "output.tar.gz")) as t:
+            recs = {m.name.split("/")[0]: json.load(t.extractfile(m)) for m in t.getmembers()
+                    if m.name.endswith("seen.json")}
+        self.assertEqual(sorted(recs), ["algo-1", "algo-2", "algo-3"])
+        want = {"prep": {"instance_group_name": "prep", "instance_type": "ml.m5.large", "hosts": ["algo-1", "algo-2"]},
+                "train": {"instance_group_name": "train", "instance_type": "ml.c5.xlarge", "hosts": ["algo-3"]}}
+        for h, (group, itype, cpus) in {"algo-1": ("prep", "ml.m5.large", 2), "algo-2": ("prep", "ml.m5.large", 2),
+                                        "algo-3": ("train", "ml.c5.xlarge", 4)}.items():
+            rec = recs[h]
+            self.assertEqual((rec["group"], rec["type"], rec["cpus"], rec["groups"]), (group, itype, cpus, want), h)
+            self.assertEqual((rec["resource"]["current_group_name"], rec["resource"]["instance_groups"]),
+                             (group, [want["prep"], want["train"]]))
+            self.assertEqual(rec["hosts"], ["algo-1", "algo-2", "algo-3"])
+        # the training channel on the prep group's hosts only, split between them
+        self.assertNotIn("training", recs["algo-3"]["seen"])
+        shares = [set(recs[h]["seen"]["training"]) for h in ("algo-1", "algo-2")]
+        self.assertEqual((shares[0] & shares[1], shares[0] | shares[1]), (set(), set(self.train)))
+        self.assertEqual(recs["algo-3"]["seen"]["config"], ["labels.txt"])
+        # what cannot be: named
+        bad = request(self.d, ResourceConfig={"InstanceType": "ml.m5.large", "InstanceGroups": [
+            {"InstanceGroupName": "a", "InstanceType": "ml.m5.large", "InstanceCount": 1},
+            {"InstanceGroupName": "a", "InstanceType": "ml.m5.large", "InstanceCount": 1}]})
+        bad["InputDataConfig"][0]["DataSource"]["S3DataSource"]["InstanceGroupNames"] = ["gpu"]
+        r = ztrain("validate", write(self.d, "bad-groups.json", json.dumps(bad, indent=2)))
+        self.assertEqual(r.returncode, 2, r.stderr)
+        for want in ["ResourceConfig.InstanceGroups: give InstanceType and InstanceCount, or InstanceGroups",
+                     'ResourceConfig.InstanceGroups[1].InstanceGroupName = "a": a second group of this name',
+                     'InputDataConfig[0].DataSource.S3DataSource.InstanceGroupNames = "gpu": not a group of '
+                     'ResourceConfig.InstanceGroups']:
+            self.assertIn(want, r.stderr)
 
     def test_failure_file_is_the_jobs_failure(self):
         req = request(self.d)
