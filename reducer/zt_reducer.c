@@ -663,9 +663,8 @@ static void s_on_hello(zt_reducer_t *self, int rank, const zt_msg_t *m, zmq_msg_
     }
     else if (strcmp(text, self->layout_text) || workers != self->workers) {
         json_t *doc = json_loads(text, 0, NULL);
-        json_t *theirs = json_object_get(doc, "tensors");
-        zt_ar_describe_mismatch(self->first_tensors, self->first_rank, theirs, rank, self->failure,
-                                sizeof self->failure);
+        zt_ar_describe_mismatch(self->first_tensors, self->first_rank, json_object_get(doc, "tensors"), rank,
+                                self->failure, sizeof self->failure);
         int64_t th = json_integer_value(json_object_get(doc, "threshold"));
         int64_t piece = json_integer_value(json_object_get(doc, "piece_bytes"));
         if (strstr(self->failure, "tensor lists differ") && piece != self->layout.piece_bytes)

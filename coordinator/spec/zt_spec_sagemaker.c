@@ -290,10 +290,6 @@ static json_t *s_string_map(zt_spec_ctx_t *c, json_t *root, const char *key)
     return m;
 }
 
-/* Long on purpose: its fields in order, each checked where it is read.
- * One InputDataConfig channel: its name, its local folder (S3Uri as a
- * local path or file://, or a FileSystemDataSource's DirectoryPath) and
- * how it is spread over the hosts. */
 /* S3DataSource.InstanceGroupNames: the groups whose hosts get the channel
  * (each one of ResourceConfig.InstanceGroups), as a new array; NULL: every
  * host. */
@@ -321,6 +317,10 @@ static json_t *s_channel_groups(zt_spec_ctx_t *c, json_t *s3, const char *sp)
     return out;
 }
 
+/* Long on purpose: its fields in order, each checked where it is read.
+ * One InputDataConfig channel: its name, its local folder (S3Uri as a
+ * local path or file://, or a FileSystemDataSource's DirectoryPath) and
+ * how it is spread over the hosts. */
 static json_t *s_channel(zt_spec_ctx_t *c, json_t *ch, const char *cp, json_t *seen)
 {
     static const char *const known[] = { "ChannelName", "DataSource", "ContentType", "CompressionType",
