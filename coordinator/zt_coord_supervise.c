@@ -4,6 +4,7 @@
  * user error (exit 1) fails the job; pool 0 exiting 0 ends it SUCCEEDED; a
  * lost node requeues it. */
 #include "zt_coord_int.h"
+#include "launch/zt_sagemaker.h"
 #include "base/zt_util.h"
 #include "ztrain/zt_error.h"
 #include "ztrain/zt_knobs.h"
@@ -456,9 +457,9 @@ void zt_coord_replica_exited(zt_coord_t *self, zt_crep_t *r, int status)
         r->state = ZT_REP_SUCCEEDED;
         zt_coord_write_state(self);
         if (self->plan->sagemaker) { /* SageMaker's job ends when every host's program has */
-            int left = 0;
+            int left = 0; /* smdistributed's stand-in reducers are no hosts: stopped with the job */
             for (int i = 0; i < self->nreps; i++)
-                left += self->reps[i].state != ZT_REP_SUCCEEDED;
+                left += zt_sm_is_host(self->plan, self->reps[i].pool) && self->reps[i].state != ZT_REP_SUCCEEDED;
             if (!left) {
                 zt_info("every host's program finished");
                 zt_coord_stop_all(self, ZT_AFTER_FINISH, ZT_JOB_SUCCEEDED);

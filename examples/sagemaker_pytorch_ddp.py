@@ -25,6 +25,8 @@ from fashion_mnist import load
 
 
 def train(a):
+    if a.backend == "smddp":  # SageMaker's data-parallel library (ztrain's stand-in: its reducers)
+        import smdistributed.dataparallel.torch.torch_smddp  # noqa: F401
     hosts, me = a.hosts, a.current_host
     rank, world = hosts.index(me), len(hosts)
     os.environ["WORLD_SIZE"], os.environ["RANK"] = str(world), str(rank)

@@ -449,7 +449,7 @@ static json_t *s_sm_training_env(const zt_layout_t *self, int pool, int index)
     json_t *hosts = json_array();
     char current[64], name[64];
     for (int p = 0; p < ZT_POOLS; p++)
-        for (int i = 0; plan->pools[p].present && i < plan->pools[p].replicas; i++) {
+        for (int i = 0; plan->pools[p].present && zt_sm_is_host(plan, p) && i < plan->pools[p].replicas; i++) {
             zt_sm_host(self, p, i, name, sizeof name);
             json_array_append_new(hosts, json_string(name));
         }

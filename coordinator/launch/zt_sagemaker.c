@@ -14,6 +14,11 @@ void zt_sm_host(const zt_layout_t *layout, int pool, int index, char *out, size_
     snprintf(out, size, "algo-%d", zt_layout_ordinal(layout, pool, index) + 1);
 }
 
+bool zt_sm_is_host(const zt_plan_t *plan, int pool)
+{
+    return plan->sagemaker && !(pool == 2 && json_is_true(json_object_get(plan->sagemaker, "dataParallel")));
+}
+
 /* The group index of a host of pool: 0 for pools 0 and 1. */
 static int s_group_of(const json_t *groups, int pool)
 {
@@ -39,7 +44,7 @@ json_t *zt_sm_groups(const zt_layout_t *layout, int pool, int *mine)
         json_array_append_new(out, json_pack("{s:O, s:O, s:[]}", "instance_group_name", json_object_get(g, "name"),
                                              "instance_type", json_object_get(g, "type"), "hosts"));
     for (int p = 0; p < ZT_POOLS; p++)
-        for (int r = 0; plan->pools[p].present && r < plan->pools[p].replicas; r++) {
+        for (int r = 0; plan->pools[p].present && zt_sm_is_host(plan, p) && r < plan->pools[p].replicas; r++) {
             char host[32];
             zt_sm_host(layout, p, r, host, sizeof host);
             json_t *grp = json_array_get(out, given ? (size_t) s_group_of(given, p) : 0);
@@ -149,7 +154,7 @@ static int s_link(const char *root, const char *rel, const char *target, char *w
 int zt_sm_prepare_host(const zt_layout_t *layout, int pool, int index, char *why, size_t len)
 {
     const json_t *sm = layout->plan->sagemaker;
-    if (!sm)
+    if (!sm || !zt_sm_is_host(layout->plan, pool))
         return 0;
     char *root = zt_sm_host_root(layout, pool, index);
     int k = zt_layout_ordinal(layout, pool, index), hosts = zt_plan_replicas(layout->plan), rc = 0;
@@ -171,7 +176,7 @@ int zt_sm_prepare_host(const zt_layout_t *layout, int pool, int index, char *why
         hosts = k = 0;
         for (int p = 0; p < ZT_POOLS; p++)
             for (int r = 0; s_gets(layout, p, ch) && layout->plan->pools[p].present &&
-                            r < layout->plan->pools[p].replicas; r++) {
+                            zt_sm_is_host(layout->plan, p) && r < layout->plan->pools[p].replicas; r++) {
                 k += zt_layout_ordinal(layout, p, r) < zt_layout_ordinal(layout, pool, index);
                 hosts++;
             }
@@ -211,7 +216,8 @@ int zt_sm_upload(const zt_layout_t *layout, char *why, size_t len)
     char *root = zt_sm_host_root(layout, 0, 0), *model = zt_strdupf("%s/model", root), *top = "";
     char **dirs = calloc((size_t) n, sizeof *dirs), **names = calloc((size_t) n, sizeof *names);
     for (int p = 0; p < ZT_POOLS; p++)
-        for (int i = 0; layout->plan->pools[p].present && i < layout->plan->pools[p].replicas; i++, k++) {
+        for (int i = 0; layout->plan->pools[p].present && zt_sm_is_host(layout->plan, p) &&
+                        i < layout->plan->pools[p].replicas; i++, k++) {
             char *hr = zt_sm_host_root(layout, p, i), host[32];
             zt_sm_host(layout, p, i, host, sizeof host);
             dirs[k] = zt_strdupf("%s/output/data", hr);
@@ -223,8 +229,8 @@ int zt_sm_upload(const zt_layout_t *layout, char *why, size_t len)
     if (rc == 0)
         rc = zt_tar_folders((const char *const *) &model, (const char *const *) &top, 1, mpath, gz, why, len);
     if (rc == 0)
-        rc = zt_tar_folders((const char *const *) dirs, (const char *const *) names, n, opath, gz, why, len);
-    for (int i = 0; i < n; i++) {
+        rc = zt_tar_folders((const char *const *) dirs, (const char *const *) names, k, opath, gz, why, len);
+    for (int i = 0; i < k; i++) {
         free(dirs[i]);
         free(names[i]);
     }

@@ -19,6 +19,9 @@ void zt_sm_host(const zt_layout_t *layout, int pool, int index, char *out, size_
  * "homogeneousCluster" of every host; *mine (when not NULL) the index of
  * replica (pool, index)'s group. */
 json_t *zt_sm_groups(const zt_layout_t *layout, int pool, int *mine);
+/* Whether pool's replicas are SageMaker hosts: every pool's but the
+ * reducers that stand in for smdistributed's servers. */
+bool zt_sm_is_host(const zt_plan_t *plan, int pool);
 /* <job-dir>/opt-ml/algo-K (heap). */
 char *zt_sm_host_root(const zt_layout_t *layout, int pool, int index);
 /* A CreateTrainingJob's own in SM_TRAINING_ENV e of replica (pool,

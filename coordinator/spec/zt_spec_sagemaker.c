@@ -143,12 +143,10 @@ static void s_distribution(zt_spec_ctx_t *c, zt_pool_t *pool, json_t *hps, json_
         ERR(c, "HyperParameters.sagemaker_mpi_enabled", json_object_get(hps, "sagemaker_mpi_enabled"),
             "distribution mpi: mpirun starts the ranks over SSH between the hosts, which ztrain does not run; "
             "give distribution torch_distributed (torchrun on every host), or train through ztrain's reducers");
-    if (s_hp_true(hps, "sagemaker_distributed_dataparallel_enabled"))
-        ERR(c, "HyperParameters.sagemaker_distributed_dataparallel_enabled",
-            json_object_get(hps, "sagemaker_distributed_dataparallel_enabled"),
-            "distribution smdistributed: SageMaker's data-parallel library is not here; give distribution "
-            "torch_distributed, or use ztrain's reducers (a ztrain-reducer pool, ztrain.torch's DDP hook)");
-    if (!s_hp_true(hps, "sagemaker_torch_distributed_enabled"))
+    bool smddp = s_hp_true(hps, "sagemaker_distributed_dataparallel_enabled");
+    if (smddp) /* reducers in pool 2 once the hosts are known: s_data_parallel */
+        json_object_set_new(sm, "dataParallel", json_true());
+    if (!smddp && !s_hp_true(hps, "sagemaker_torch_distributed_enabled"))
         return;
     json_object_set_new(sm, "torchDistributed", json_true());
     if (pool->accel_count <= 1 || json_array_size(pool->argv) == 0)
@@ -260,6 +258,30 @@ static void s_group_pools(zt_spec_ctx_t *c, json_t *groups, zt_plan_t *plan)
             zt_sf_check_machine(c, pool, type, path, NULL, NULL, 0, false, NULL);
         json_decref(tv);
     }
+}
+
+/* smdistributed's data parallelism: ztrain's reducers stand in for its
+ * servers, one per host, in pool 2 (they are no SageMaker hosts: not in
+ * SM_HOSTS, and the job ends when the hosts' programs have). The program's
+ * `import smdistributed.dataparallel.torch.torch_smddp` is the Python
+ * package's: the "smddp" backend, DDP's gradients through the reducers. */
+static void s_data_parallel(zt_spec_ctx_t *c, zt_plan_t *plan)
+{
+    if (!json_is_true(json_object_get(plan->sagemaker, "dataParallel")))
+        return;
+    zt_pool_t *red = &plan->pools[2];
+    if (red->present) {
+        ERR(c, "HyperParameters.sagemaker_distributed_dataparallel_enabled", NULL, "distribution smdistributed "
+            "takes pool 2 for its reducers, which a second instance group holds here: one group with it");
+        return;
+    }
+    red->present = true;
+    red->replicas = plan->pools[0].replicas + (plan->pools[1].present ? plan->pools[1].replicas : 0);
+    red->machine = plan->pools[0].machine;
+    red->role = ZT_ROLE_REDUCER;
+    json_array_append_new(red->argv, json_string(zt_role_binary(ZT_ROLE_REDUCER)));
+    snprintf(red->disk_type, sizeof red->disk_type, "%s", plan->pools[0].disk_type);
+    red->disk_gb = plan->pools[0].disk_gb;
 }
 
 /* path made absolute from the current folder (the coordinator writes
@@ -595,6 +617,7 @@ void zt_spec_sagemaker(zt_spec_ctx_t *c, json_t *root)
         others->python_path = primary->python_path ? strdup(primary->python_path) : NULL;
     }
     s_group_pools(c, groups, plan);
+    s_data_parallel(c, plan);
     s_channels(c, root, sm);
     s_outputs(c, root, sm);
     plan->spot = zt_sf_bool(c, root, "", "EnableManagedSpotTraining", false);

@@ -296,14 +296,13 @@ class Examples(unittest.TestCase):
         return Job(self, write(self.d, job + ".json", json.dumps(req)), os.path.join(self.d, job), env=env, cwd=ROOT)
 
     def test_sagemaker_ddp_script(self):
-        # with the SDK's distribution torch_distributed: CPU hosts run one
-        # process each, the program itself with torchrun's variables (a
-        # host of several GPUs would run torchrun, from the PET_* ones)
-        job = self.start_sagemaker(sagemaker_torch_distributed_enabled="true")
+        # the SDK's distribution smdistributed, as a script of SageMaker's
+        # asks for it (backend "smddp"): ztrain's reducers, one per host,
+        # sum DDP's gradients; they are no hosts of the job's
+        job = self.start_sagemaker(backend='"smddp"', sagemaker_distributed_dataparallel_enabled="true")
         self.assertEqual(job.wait(timeout=300), 0, job.out[-3000:] + job.err[-3000:])
-        for r in ("workerpool0-0", "workerpool1-0"):
-            with open(os.path.join(self.d, "job", "replica-logs", r + ".log")) as f:
-                self.assertRegex(f.readline(), r": \S*python3 \S+/sagemaker_pytorch_ddp.py ")
+        self.assertEqual(set(re.findall(r"(workerpool2-\d)\[\d+\]: layout from worker", job.out)),
+                         {"workerpool2-0", "workerpool2-1"}, job.out[-3000:])
         self.assertEqual(load_job(os.path.join(self.d, "job"))["state"], "SUCCEEDED")
         shares = dict(re.findall(r"host (algo-\d) shards: (\S*)", job.out))
         self.assertEqual(sorted(shares), ["algo-1", "algo-2"], job.out[-2000:])
@@ -320,7 +319,7 @@ class Examples(unittest.TestCase):
             self.assertGreater(t.getmember("model.pth").size, 900000)  # the MLP's 235k float32 parameters
         # the same script failing (a backend this build has not): its
         # output/failure is the job's failure, in job.json and ztrain status
-        job = self.start_sagemaker("failing", backend="nccl")
+        job = self.start_sagemaker("failing", backend='"nccl"')
         self.assertEqual(job.wait(timeout=120), 1, job.out[-3000:] + job.err[-3000:])
         reason = load_job(os.path.join(self.d, "failing"))["error"]["failureReason"]
         self.assertRegex(reason, r"^(RuntimeError|ValueError): .*(NCCL|nccl)")

@@ -1,0 +1,1 @@
+"""SageMaker's data-parallel library, ztrain's stand-in: torch.torch_smddp."""
