@@ -149,7 +149,7 @@ class StrangerAttacks(unittest.TestCase):
         # a pull of 2^63-1 elements, pushes at 2^62 with a 4-byte frame,
         # every 0.3 s for 3 s, to both servers: each refused, no crash, no
         # restart, and the job trains on to SUCCEEDED
-        args = ["--hidden=64", "--epochs=15", "--log_every=100"]
+        args = ["--hidden=64", "--epochs=6", "--log_every=100"]
         job, job_dir = self.start([pool("ztrain-worker", 1, args), pool("ztrain-worker", 1, args),
                                    pool("ztrain-paramserver", 2)], "psattack")
         self.wait_training(job_dir)
@@ -170,7 +170,7 @@ class StrangerAttacks(unittest.TestCase):
     def test_reducer_ranges(self):
         # pieces whose offset + count overflows, to both reducers of a sync
         # job: each refused, no reducer restarts, equal weights at the end
-        args = ["--hidden=64", "--epochs=10", "--log_every=100"]
+        args = ["--hidden=64", "--epochs=5", "--log_every=100"]
         job, job_dir = self.start([pool("ztrain-worker", 1, args), pool("ztrain-worker", 1, args),
                                    pool("ztrain-reducer", 2)], "redattack")
         self.wait_training(job_dir)  # the workers have given the reducers their layout
@@ -194,7 +194,7 @@ class StrangerAttacks(unittest.TestCase):
     def test_parameter_server_nan(self):
         # NaN and infinite gradients pushed to a server of a running async
         # job: refused, counted in job.json, and the model is not poisoned
-        args = ["--hidden=64", "--epochs=15", "--log_every=100"]
+        args = ["--hidden=64", "--epochs=6", "--log_every=100"]
         job, job_dir = self.start([pool("ztrain-worker", 1, args), pool("ztrain-worker", 1, args),
                                    pool("ztrain-paramserver", 2)], "psnan")
         self.wait_training(job_dir)
@@ -211,7 +211,7 @@ class StrangerAttacks(unittest.TestCase):
     def test_reducer_nan(self):
         # NaN and infinite pieces to a reducer of a running sync job: refused,
         # counted, and the workers' weights stay equal and finite
-        args = ["--hidden=64", "--epochs=10", "--log_every=100"]
+        args = ["--hidden=64", "--epochs=5", "--log_every=100"]
         job, job_dir = self.start([pool("ztrain-worker", 1, args), pool("ztrain-worker", 1, args),
                                    pool("ztrain-reducer", 2)], "rednan")
         self.wait_training(job_dir)
@@ -231,7 +231,7 @@ class StrangerAttacks(unittest.TestCase):
         # plain file of its own; pushes that say their bytes lie there are
         # refused (a region is a live process's sealed memfd, never a file
         # anyone can plant), and the server maps neither
-        args = ["--hidden=64", "--epochs=15", "--log_every=100"]
+        args = ["--hidden=64", "--epochs=6", "--log_every=100"]
         job, job_dir = self.start([pool("ztrain-worker", 1, args), pool("ztrain-worker", 1, args),
                                    pool("ztrain-paramserver", 2)], "shmattack")
         self.wait_training(job_dir)

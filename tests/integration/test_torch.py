@@ -299,7 +299,7 @@ class Examples(unittest.TestCase):
         # the SDK's distribution smdistributed, as a script of SageMaker's
         # asks for it (backend "smddp"): ztrain's reducers, one per host,
         # sum DDP's gradients; they are no hosts of the job's
-        job = self.start_sagemaker(backend='"smddp"', sagemaker_distributed_dataparallel_enabled="true")
+        job = self.start_sagemaker(backend='"smddp"', sagemaker_distributed_dataparallel_enabled="true", epochs="1")
         self.assertEqual(job.wait(timeout=300), 0, job.out[-3000:] + job.err[-3000:])
         self.assertEqual(set(re.findall(r"(workerpool2-\d)\[\d+\]: layout from worker", job.out)),
                          {"workerpool2-0", "workerpool2-1"}, job.out[-3000:])

@@ -329,7 +329,7 @@ class CudaOnDemand(unittest.TestCase):
     def test_cpu_replicas_map_no_cuda(self):
         d = tmpdir("cuda-")
         # placeholders and a parameter server: no CUDA, under 20 MB each
-        path = job_file(d, "idle", [pool("ztrain-worker", 1, ["--run-seconds=6"]),
+        path = job_file(d, "idle", [pool("ztrain-worker", 1, ["--run-seconds=4"]),
                                     pool("ztrain-worker", 3, ["--idle"]), pool("ztrain-paramserver", 1)])
         job = Job(self, path, os.path.join(d, "idle-job"), env=FAST)
         names = ["workerpool1-%d" % i for i in range(3)] + ["workerpool2-0"]
@@ -339,7 +339,7 @@ class CudaOnDemand(unittest.TestCase):
                 self.assertLess(rss, 20, name)
         self.assertEqual(job.wait(), 0, job.err[-2000:])
         # trainers on the CPU (CUDA_VISIBLE_DEVICES empty): no CUDA either
-        path = job_spec(d, "cpu", SHORT + ["--epochs=5", "--device=auto"], workers=1, servers=1, evaluators=0)
+        path = job_spec(d, "cpu", SHORT + ["--epochs=3", "--device=auto"], workers=1, servers=1, evaluators=0)
         job = Job(self, path, os.path.join(d, "cpu-job"), env=FAST)
         for name, (maps, rss) in self.sample(job, ["workerpool0-0", "workerpool1-0"]).items():
             self.assertNotRegex(maps, CUDA_LIBS, name)
