@@ -628,6 +628,13 @@ static void s_on_piece(zt_reducer_t *self, int rank, const zt_msg_t *m, zmq_msg_
     s_send_complete_blocks(self, rank, p, k, es);
 }
 
+/* A group's layout, as its first hello brought it (autotune's later ones at debug level). */
+static void s_say_layout(zt_reducer_t *self, int rank, int workers)
+{
+    ZT_LOG(self->group % ZT_AR_LAYOUTS ? ZT_LOG_DEBUG : ZT_LOG_INFO, "layout from worker %d: %d buckets for %d workers",
+           rank, self->layout.nbuckets, workers);
+}
+
 static void s_on_hello(zt_reducer_t *self, int rank, const zt_msg_t *m, zmq_msg_t *payload)
 {
     if (!payload || zmq_msg_size(payload) == 0 || zmq_msg_size(payload) > (1 << 24)) {
@@ -649,7 +656,7 @@ static void s_on_hello(zt_reducer_t *self, int rank, const zt_msg_t *m, zmq_msg_
             return;
         }
         self->first_rank = rank;
-        zt_info("layout from worker %d: %d buckets for %d workers", rank, self->layout.nbuckets, workers);
+        s_say_layout(self, rank, workers);
     }
     else if ((strcmp(text, self->layout_text) || workers != self->workers) && self->ready_sent) {
         /* the group is summing: a different layout now is no worker of it
@@ -785,7 +792,7 @@ static bool s_group_message(zt_reducer_t *self, const zt_msg_t *m)
         return false;
     }
     if (m->incarnation / ZT_AR_LAYOUTS == self->group / ZT_AR_LAYOUTS)
-        zt_info("layout %lld of the group (autotune; %lld workers, from worker %lld's hello): the earlier "
+        zt_debug("layout %lld of the group (autotune; %lld workers, from worker %lld's hello): the earlier "
                 "layout's state is dropped", (long long) (m->incarnation % ZT_AR_LAYOUTS),
                 (long long) m->u.AR_HELLO.workers, (long long) m->index);
     else

@@ -249,7 +249,10 @@ static int s_rejoin_state(void *arg, zt_rejoin_state_t *st)
         zt_warn("cannot copy the model down from the GPUs: %s", zt_gpu_last_error());
         return -1;
     }
-    *st = (zt_rejoin_state_t) { x->cur_step, zt_allreduce_generation(x->ar), x->group, zt_mlp_nparams(x->c->mlp),
+    /* inside the wait for step cur_step's round, or (autotune forming a
+     * layout) before the next step's: that step, that round */
+    int64_t step = zt_allreduce_in_round(x->ar) ? x->cur_step : x->cur_step + 1;
+    *st = (zt_rejoin_state_t) { step, zt_allreduce_generation(x->ar), x->group, zt_mlp_nparams(x->c->mlp),
                                 1 + zt_opt_state_arrays(x->opt.kind), { zt_mlp_params(x->c->mlp) }, 0, 0, 0, false };
     st->layout = zt_allreduce_layout(x->ar, &st->threshold, &st->cycle_ms, &st->searching);
     for (int a = 1; a < st->arrays; a++)
@@ -344,10 +347,13 @@ static void s_ar_ready(zt_exchange_t *x)
      * MLP): backward writes straight into it, nothing is copied. */
     float *base = zt_allreduce_buffer(x->ar, 0);
     x->ar_inplace = base && !x->c->gpu;
-    x->ar_layout = zt_allreduce_layout(x->ar, NULL, NULL, NULL);
+    bool searching;
+    x->ar_layout = zt_allreduce_layout(x->ar, NULL, NULL, &searching);
     for (int t = 0; x->ar_inplace && t < zt_mlp_tensors(mlp); t++)
         x->ar_inplace = (float *) zt_allreduce_buffer(x->ar, t) == base + zt_mlp_tensor_offset(mlp, t);
-    zt_info("synchronous training over %d workers, %s, %d bucket%s of up to %lld bytes, "
+    /* autotune's layouts while it searches: at debug level (its samples say what they try) */
+    ZT_LOG(searching && x->ar_layout > 0 ? ZT_LOG_DEBUG : ZT_LOG_INFO,
+           "synchronous training over %d workers, %s, %d bucket%s of up to %lld bytes, "
             "%lld parameters%s", x->world, nreducers ? "through reducers" : "ring all-reduce",
             zt_allreduce_buckets(x->ar), zt_allreduce_buckets(x->ar) == 1 ? "" : "s",
             (long long) zt_allreduce_threshold(x->ar), (long long) zt_mlp_nparams(mlp),

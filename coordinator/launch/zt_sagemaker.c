@@ -16,7 +16,7 @@ void zt_sm_host(const zt_layout_t *layout, int pool, int index, char *out, size_
 
 bool zt_sm_is_host(const zt_plan_t *plan, int pool)
 {
-    return plan->sagemaker && !(pool == 2 && json_is_true(json_object_get(plan->sagemaker, "dataParallel")));
+    return !(plan->sagemaker && pool == 2 && json_is_true(json_object_get(plan->sagemaker, "dataParallel")));
 }
 
 /* The group index of a host of pool: 0 for pools 0 and 1. */

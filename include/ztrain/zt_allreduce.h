@@ -93,7 +93,9 @@ int64_t zt_allreduce_generation(zt_allreduce_t *self);
 int zt_allreduce_set_generation(zt_allreduce_t *self, int64_t gen);
 /* While a wait blocks (with reducers), also watch the ZeroMQ socket
  * `socket` and call fn(arg) each time it is readable: a worker answers a
- * restarted peer from inside the round that peer holds up. NULL: none. */
+ * restarted peer from inside the round that peer holds up. NULL: none.
+ * Also while autotune forms a new layout as a round starts (it waits for
+ * every worker's hello): zt_allreduce_in_round then says false. */
 void zt_allreduce_watch(zt_allreduce_t *self, void *socket, void (*fn)(void *arg), void *arg);
 /* While a wait blocks (with reducers), also ask fn(arg) every 50 ms or so:
  * when it says true, the wait gives the round up and returns ZT_ECANCELLED
@@ -108,6 +110,8 @@ int zt_allreduce_buckets(zt_allreduce_t *self);
  * caller that relies on where zt_allreduce_buffer puts tensors must look
  * again when the number changes (it changes inside a wait). */
 int zt_allreduce_layout(zt_allreduce_t *self, int64_t *threshold, int *cycle_ms, bool *searching);
+/* Whether a round is under way (something submitted, not yet waited for). */
+bool zt_allreduce_in_round(zt_allreduce_t *self);
 /* Whether ZT_AUTOTUNE (else HOROVOD_AUTOTUNE) asks for the search: a caller
  * that cannot have it (opts.autotune -1) says so. */
 bool zt_allreduce_autotune_asked(void);

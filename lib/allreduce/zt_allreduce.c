@@ -198,6 +198,14 @@ int64_t zt_allreduce_generation(zt_allreduce_t *self) { return self->rounds; }
 
 bool zt_allreduce_autotune_asked(void) { return zt_ar_tune_wanted(); }
 
+bool zt_allreduce_in_round(zt_allreduce_t *self)
+{
+    for (int bi = 0; self->committed && bi < self->layout.nbuckets; bi++)
+        if (self->b[bi].active)
+            return true;
+    return false;
+}
+
 int zt_allreduce_layout(zt_allreduce_t *self, int64_t *threshold, int *cycle_ms, bool *searching)
 {
     bool due = self->reform.layout > 0; /* formed as the next round starts */
@@ -383,6 +391,7 @@ int zt_allreduce_commit(zt_allreduce_t *self, int timeout_ms)
         self->tune_id = zt_allreduce_register(self, "ztrain/autotune", &word, 1, ZT_F32);
     }
     int rc = s_form(self, timeout_ms);
+    self->committed_once = rc == ZT_OK;
     if (rc == ZT_OK && self->R > 0 && zt_ar_idle_start(self) != ZT_OK)
         zt_warn("all-reduce: no thread to serve the reducers between rounds: a reducer restarted in "
                 "mid-broadcast may wait for this worker until its next round");

@@ -105,6 +105,7 @@ struct zt_allreduce_t {
     zt_ar_tune_setting_t reform; /* the layout to form as the next round starts (layout 0: none) */
     int reform_timeout_ms;      /* the last wait's timeout, for that forming */
     int reform_rc;              /* a forming that failed: every call fails with it */
+    bool committed_once;        /* the first layout formed: later ones serve the watch while forming */
     char err[1024];
 };
 

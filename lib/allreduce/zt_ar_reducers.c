@@ -211,9 +211,14 @@ int zt_ar_commit_reducers(zt_allreduce_t *self, int timeout_ms)
     for (int r = 0; r < self->R; r++)
         s_hello(self, r);
     int64_t deadline = zt_now_ms() + timeout_ms, resend = zt_now_ms() + RESEND_MS;
-    zmq_pollitem_t items[64];
-    for (int r = 0; r < self->R && r < 64; r++)
+    zmq_pollitem_t items[65];
+    int nr = self->R < 64 ? self->R : 64, nitems = nr;
+    for (int r = 0; r < nr; r++)
         items[r] = (zmq_pollitem_t) { zsock_resolve(self->red[r]), 0, ZMQ_POLLIN, 0 };
+    /* a new layout of a running group (autotune's) waits for every worker's
+     * hello, a restarted one's too: it is served here what it asks first */
+    if (self->watch && self->committed_once)
+        items[nitems++] = (zmq_pollitem_t) { self->watch, 0, ZMQ_POLLIN, 0 };
     while (nok < self->R) {
         if (zt_stop_requested()) {
             snprintf(self->err, sizeof self->err, "stopping before the reducers confirmed the tensor list");
@@ -234,8 +239,10 @@ int zt_ar_commit_reducers(zt_allreduce_t *self, int timeout_ms)
                 }
             resend = zt_now_ms() + RESEND_MS;
         }
-        if (zmq_poll(items, self->R < 64 ? self->R : 64, 50) <= 0)
+        if (zmq_poll(items, nitems, 50) <= 0)
             continue;
+        if (nitems > nr && (items[nr].revents & ZMQ_POLLIN))
+            self->watch_fn(self->watch_arg);
         for (int r = 0; r < self->R && r < 64; r++) {
             zmq_msg_t parts[3];
             int np;
