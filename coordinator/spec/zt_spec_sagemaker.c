@@ -167,6 +167,21 @@ static void s_distribution(zt_spec_ctx_t *c, zt_pool_t *pool, json_t *hps, json_
     json_decref(argv);
 }
 
+/* pool as the primary's hosts (its program, environment and machine), with
+ * replicas of them; its own argv and env arrays are kept and filled. */
+static void s_copy_pool(zt_pool_t *pool, const zt_pool_t *primary, int replicas)
+{
+    json_t *argv = pool->argv, *env = pool->env;
+    *pool = *primary;
+    pool->replicas = replicas;
+    pool->argv = argv;
+    pool->env = env;
+    json_array_extend(argv, primary->argv);
+    json_array_extend(env, primary->env);
+    pool->image_uri = primary->image_uri ? strdup(primary->image_uri) : NULL;
+    pool->python_path = primary->python_path ? strdup(primary->python_path) : NULL;
+}
+
 /* ResourceConfig.InstanceGroups: up to 3 named groups of hosts, each of
  * its own instance type, the hosts algo-1..N in group order. The first
  * group is pools 0 and 1 (its first host the primary), the second pool 2,
@@ -238,15 +253,7 @@ static void s_group_pools(zt_spec_ctx_t *c, json_t *groups, zt_plan_t *plan)
         json_t *g = json_array_get(list, i);
         const char *type = json_string_value(json_object_get(g, "type"));
         zt_pool_t *pool = &plan->pools[i + 1];
-        json_t *argv = pool->argv, *env = pool->env;
-        *pool = *primary;
-        pool->argv = argv;
-        pool->env = env;
-        json_array_extend(argv, primary->argv);
-        json_array_extend(env, primary->env);
-        pool->image_uri = primary->image_uri ? strdup(primary->image_uri) : NULL;
-        pool->python_path = primary->python_path ? strdup(primary->python_path) : NULL;
-        pool->replicas = (int) json_integer_value(json_object_get(g, "count"));
+        s_copy_pool(pool, primary, (int) json_integer_value(json_object_get(g, "count")));
         char path[80];
         snprintf(path, sizeof path, "ResourceConfig.InstanceGroups[%zu].InstanceType", i);
         json_t *tv = json_string(type);
@@ -605,17 +612,8 @@ void zt_spec_sagemaker(zt_spec_ctx_t *c, json_t *root)
             json_array_append_new(primary->env, json_pack("[s, s]", k, json_string_value(v)));
         free(ep);
     }
-    if (count > 1) { /* algo-2..N: the same hosts running the same program */
-        json_t *argv = others->argv, *env = others->env;
-        *others = *primary;
-        others->replicas = (int) count - 1;
-        others->argv = argv;
-        others->env = env;
-        json_array_extend(argv, primary->argv);
-        json_array_extend(env, primary->env);
-        others->image_uri = primary->image_uri ? strdup(primary->image_uri) : NULL;
-        others->python_path = primary->python_path ? strdup(primary->python_path) : NULL;
-    }
+    if (count > 1) /* algo-2..N: the same hosts running the same program */
+        s_copy_pool(others, primary, (int) count - 1);
     s_group_pools(c, groups, plan);
     s_data_parallel(c, plan);
     s_channels(c, root, sm);
