@@ -198,13 +198,7 @@ int64_t zt_allreduce_generation(zt_allreduce_t *self) { return self->rounds; }
 
 bool zt_allreduce_autotune_asked(void) { return zt_ar_tune_wanted(); }
 
-bool zt_allreduce_in_round(zt_allreduce_t *self)
-{
-    for (int bi = 0; self->committed && bi < self->layout.nbuckets; bi++)
-        if (self->b[bi].active)
-            return true;
-    return false;
-}
+bool zt_allreduce_in_round(zt_allreduce_t *self) { return self->committed && zt_ar_any_active(self); }
 
 int zt_allreduce_layout(zt_allreduce_t *self, int64_t *threshold, int *cycle_ms, bool *searching)
 {

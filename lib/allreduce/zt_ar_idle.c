@@ -67,14 +67,6 @@ static void s_at_exit(void)
     pthread_mutex_unlock(&s_all_mu);
 }
 
-static bool s_any_active(zt_allreduce_t *self)
-{
-    for (int bi = 0; bi < self->layout.nbuckets; bi++)
-        if (self->b[bi].active)
-            return true;
-    return false;
-}
-
 static void s_deadline(struct timespec *ts, int64_t ms)
 {
     clock_gettime(CLOCK_MONOTONIC, ts);
@@ -128,7 +120,7 @@ static void *s_thread(void *arg)
     pthread_mutex_lock(&id->mu);
     while (!id->quit) {
         int64_t due = id->left_ms + IDLE_MS - zt_now_ms();
-        if (id->in_call || due > 0 || s_any_active(self)) {
+        if (id->in_call || due > 0 || zt_ar_any_active(self)) {
             struct timespec ts;
             s_deadline(&ts, due > 0 ? due : IDLE_MS);
             pthread_cond_timedwait(&id->cv, &id->mu, &ts);

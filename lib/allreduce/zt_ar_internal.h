@@ -117,6 +117,15 @@ static inline bool zt_ar_direct(const zt_ar_state_t *k, int64_t numel)
     return !k->in_shm && (int64_t) k->es * numel >= DIRECT_BYTES;
 }
 
+/* Whether any bucket has submissions this round (a round is under way). */
+static inline bool zt_ar_any_active(const zt_allreduce_t *self)
+{
+    for (int bi = 0; self->b && bi < self->layout.nbuckets; bi++)
+        if (self->b[bi].active)
+            return true;
+    return false;
+}
+
 /* Until ZeroMQ has let go of every frame lent from k's buffer, or the
  * process is stopping: a frame queued for a reducer that is gone for good
  * (the job's stop) is never let go, and the round that follows returns
