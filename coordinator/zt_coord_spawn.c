@@ -13,16 +13,27 @@
 #include <string.h>
 #include <unistd.h>
 
-/* argv: the pool's command; a role binary is found next to ztrain itself. */
+/* argv: the pool's command; a role binary, or another ztrain binary named
+ * bare (ztrain-mpi), is found next to ztrain itself. */
 static char **s_argv(const zt_pool_t *pool)
 {
     size_t argc = json_array_size(pool->argv);
     char **argv = calloc(argc + 1, sizeof *argv);
     for (size_t i = 0; i < argc; i++)
         argv[i] = strdup(json_string_value(json_array_get(pool->argv, i)));
-    if (pool->role != ZT_ROLE_NONE) {
+    char *ours = NULL;
+    if (pool->role != ZT_ROLE_NONE)
+        ours = zt_strdupf("%s/%s", zt_exe_dir(), zt_role_binary(pool->role));
+    else if (argc && !strncmp(argv[0], "ztrain-", 7) && !strchr(argv[0], '/')) {
+        ours = zt_strdupf("%s/%s", zt_exe_dir(), argv[0]);
+        if (access(ours, X_OK) != 0) { /* a program of the user's, on PATH */
+            free(ours);
+            ours = NULL;
+        }
+    }
+    if (ours) {
         free(argv[0]);
-        argv[0] = zt_strdupf("%s/%s", zt_exe_dir(), zt_role_binary(pool->role));
+        argv[0] = ours;
     }
     return argv;
 }

@@ -253,7 +253,7 @@ static void s_env_frameworks(json_t *env, const zt_layout_t *self, int pool, int
     json_t *tf = zt_layout_tf_config(self, pool, index);
     if (tf)
         s_put_json(env, zt_env_name(ZT_ENV_TF_CONFIG), tf);
-    if (pool > 1)
+    if (pool > 1 || zt_sm_mpi(plan)) /* mpi: each rank's are Open MPI's (OMPI_COMM_WORLD_*) */
         return;
     int world = 1;
     for (int i = 0; plan->pools[1].present && i < plan->pools[1].replicas; i++)
@@ -552,6 +552,18 @@ static void s_env_sagemaker(json_t *env, const zt_layout_t *self, int pool, int 
         free(text);
     }
     s_put_sm(env, zt_env_name(ZT_ENV_SM_TRAINING_ENV), e);
+    if (zt_sm_mpi(self->plan)) { /* where each host's ztrain-mpi listens */
+        json_t *where = json_object();
+        for (int p = 0; p < ZT_POOLS; p++)
+            for (int r = 0; self->plan->pools[p].present && zt_sm_is_host(self->plan, p) &&
+                            r < self->plan->pools[p].replicas; r++) {
+                char host[32];
+                zt_sm_host(self, p, r, host, sizeof host);
+                const zt_place_t *at = zt_layout_place(self, p, r);
+                json_object_set_new(where, host, json_sprintf("%s:%d", at->addr, at->port));
+            }
+        s_put_json(env, zt_env_name(ZT_ENV_MPI_HOSTS), where);
+    }
 }
 
 json_t *zt_layout_config_files(const zt_layout_t *self, int pool, int index)

@@ -19,6 +19,11 @@ bool zt_sm_is_host(const zt_plan_t *plan, int pool)
     return !(plan->sagemaker && pool == 2 && json_is_true(json_object_get(plan->sagemaker, "dataParallel")));
 }
 
+bool zt_sm_mpi(const zt_plan_t *plan)
+{
+    return plan->sagemaker && json_object_get(plan->sagemaker, "mpi");
+}
+
 /* The group index of a host of pool: 0 for pools 0 and 1. */
 static int s_group_of(const json_t *groups, int pool)
 {

@@ -22,6 +22,10 @@ json_t *zt_sm_groups(const zt_layout_t *layout, int pool, int *mine);
 /* Whether pool's replicas are SageMaker hosts: every pool's but the
  * reducers that stand in for smdistributed's servers. */
 bool zt_sm_is_host(const zt_plan_t *plan, int pool);
+/* Whether the job's distribution is mpi: the primary's mpirun runs every
+ * host's processes (the other hosts run `ztrain-mpi host`), so the job
+ * ends with it. */
+bool zt_sm_mpi(const zt_plan_t *plan);
 /* <job-dir>/opt-ml/algo-K (heap). */
 char *zt_sm_host_root(const zt_layout_t *layout, int pool, int index);
 /* A CreateTrainingJob's own in SM_TRAINING_ENV e of replica (pool,

@@ -135,14 +135,29 @@ static bool s_hp_true(json_t *hps, const char *name)
  * host under torchrun, as SageMaker's launcher does (its options from the
  * PET_* variables: zt_layout.c); a host with one GPU or none runs the
  * program itself, with the variables torchrun would give its one process
- * (every replica has them). The launchers that start processes over SSH
- * (mpi, smdistributed) are refused with what to use instead. */
+ * (every replica has them). mpi is recorded here and laid out by s_mpi. */
 static void s_distribution(zt_spec_ctx_t *c, zt_pool_t *pool, json_t *hps, json_t *sm)
 {
-    if (s_hp_true(hps, "sagemaker_mpi_enabled"))
-        ERR(c, "HyperParameters.sagemaker_mpi_enabled", json_object_get(hps, "sagemaker_mpi_enabled"),
-            "distribution mpi: mpirun starts the ranks over SSH between the hosts, which ztrain does not run; "
-            "give distribution torch_distributed (torchrun on every host), or train through ztrain's reducers");
+    if (s_hp_true(hps, "sagemaker_mpi_enabled")) {
+        if (s_hp_true(hps, "sagemaker_torch_distributed_enabled") ||
+            s_hp_true(hps, "sagemaker_distributed_dataparallel_enabled"))
+            ERR(c, "HyperParameters.sagemaker_mpi_enabled", json_object_get(hps, "sagemaker_mpi_enabled"),
+                "one launcher a job: mpi, torch_distributed or smdistributed");
+        const char *per = json_string_value(json_object_get(hps, "sagemaker_mpi_num_of_processes_per_host"));
+        char *pt = per ? s_hp_text(per) : strdup("1"), *end = NULL;
+        long n = strtol(pt, &end, 10);
+        if (*end || n < 1 || n > 1024) {
+            ERR(c, "HyperParameters.sagemaker_mpi_num_of_processes_per_host",
+                json_object_get(hps, "sagemaker_mpi_num_of_processes_per_host"), "a whole number from 1 to 1024");
+            n = 1;
+        }
+        const char *opts = json_string_value(json_object_get(hps, "sagemaker_mpi_custom_mpi_options"));
+        char *ot = opts ? s_hp_text(opts) : strdup("");
+        json_object_set_new(sm, "mpi", json_pack("{s:i, s:s}", "processesPerHost", (int) n, "options", ot));
+        free(pt);
+        free(ot);
+        return;
+    }
     bool smddp = s_hp_true(hps, "sagemaker_distributed_dataparallel_enabled");
     if (smddp) /* reducers in pool 2 once the hosts are known: s_data_parallel */
         json_object_set_new(sm, "dataParallel", json_true());
@@ -265,6 +280,37 @@ static void s_group_pools(zt_spec_ctx_t *c, json_t *groups, zt_plan_t *plan)
             zt_sf_check_machine(c, pool, type, path, NULL, NULL, 0, false, NULL);
         json_decref(tv);
     }
+}
+
+/* distribution mpi (ztrain-mpi): the primary host runs mpirun over every
+ * host through `ztrain-mpi launch`; every other host runs `ztrain-mpi
+ * host`, which starts Open MPI's daemon there when the primary's mpirun
+ * asks (SageMaker's hosts run sshd for it). The job ends with the
+ * primary's mpirun. */
+static void s_mpi(zt_plan_t *plan)
+{
+    json_t *mpi = json_object_get(plan->sagemaker, "mpi");
+    if (!mpi)
+        return;
+    zt_pool_t *primary = &plan->pools[0];
+    json_t *argv = json_pack("[s, s, s, s]", "ztrain-mpi", "launch", "--processes-per-host", "");
+    json_array_set_new(argv, 3, json_sprintf("%d", (int) json_integer_value(json_object_get(mpi, "processesPerHost"))));
+    const char *opts = json_string_value(json_object_get(mpi, "options"));
+    if (opts && *opts) {
+        json_array_append_new(argv, json_string("--mpi-options"));
+        json_array_append_new(argv, json_string(opts));
+    }
+    json_array_append_new(argv, json_string("--"));
+    json_array_extend(argv, primary->argv);
+    json_array_clear(primary->argv);
+    json_array_extend(primary->argv, argv);
+    json_decref(argv);
+    for (int p = 1; p < ZT_POOLS; p++)
+        if (plan->pools[p].present) {
+            json_array_clear(plan->pools[p].argv);
+            json_array_append_new(plan->pools[p].argv, json_string("ztrain-mpi"));
+            json_array_append_new(plan->pools[p].argv, json_string("host"));
+        }
 }
 
 /* smdistributed's data parallelism: ztrain's reducers stand in for its
@@ -616,6 +662,7 @@ void zt_spec_sagemaker(zt_spec_ctx_t *c, json_t *root)
         s_copy_pool(others, primary, (int) count - 1);
     s_group_pools(c, groups, plan);
     s_data_parallel(c, plan);
+    s_mpi(plan);
     s_channels(c, root, sm);
     s_outputs(c, root, sm);
     plan->spot = zt_sf_bool(c, root, "", "EnableManagedSpotTraining", false);

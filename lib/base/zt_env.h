@@ -74,6 +74,7 @@
     X(JOB_DIR,          "ZT_JOB_DIR",       "the job directory")                          \
     X(REDUCERS,         "ZT_REDUCERS",      "pool 2's host:port list when it holds reducers") \
     X(PARAMSERVERS,     "ZT_PARAMSERVERS",  "pool 2's host:port list when it holds parameter servers") \
+    X(MPI_HOSTS,        "ZT_MPI_HOSTS",     "SageMaker distribution mpi: where each host's ztrain-mpi listens, {\"algo-1\": \"host:port\"} (JSON)") \
     X(PYTHONPATH,       "PYTHONPATH",       "the pool's pythonPackageSpec folder first")
 
 typedef enum {

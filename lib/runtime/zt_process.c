@@ -4,6 +4,7 @@
 #include "wire/zt_transport.h"
 #include "ztrain/ztrain.h"
 #include <stdio.h>
+#include <unistd.h>
 
 void zt_process_log_init(const char *role, int index)
 {
@@ -47,6 +48,10 @@ bool zt_process_stop_requested(void *replica)
 
 int zt_process_exit(zt_replica_t *rep, int rc)
 {
+    /* the coordinator's SHUTDOWN goes out just before its SIGTERM, and may
+     * be read after the signal has woken us: a moment for it */
+    for (int i = 0; i < 50 && rc == 0 && rep && zt_replica_stop_status(rep) == ZT_EXIT_STOPPED; i++)
+        usleep(10000);
     if (rc == 0 && rep && zt_replica_stop_status(rep) == ZT_EXIT_STOPPED) { /* a job's replica only */
         zt_info("stopped by a signal the coordinator did not send: exiting with status %d (a preemption: ztrain "
                 "restarts this replica, which resumes)", ZT_EXIT_STOPPED);

@@ -95,6 +95,14 @@
 #define ZT_MSG_SEAL_OPEN(F, T)   F(T, S, name) F(T, S, salt) F(T, S, mac)
 #define ZT_MSG_SEAL_ACCEPT(F, T) F(T, S, name) F(T, S, salt) F(T, S, mac) F(T, S, bsalt) F(T, I, blast)
 #define ZT_MSG_SEAL_RESET(F, T)  F(T, S, reason)
+/* SageMaker's distribution mpi (ztrain-mpi): mpirun's remote shell. The
+ * primary host's agent asks another host's `ztrain-mpi host` to run a
+ * command as req (a shell command line, the raw frame after the header);
+ * the host answers MPI_EXITED when it has ended (status: its exit code, or
+ * 128 + the signal that ended it; -1 refused, reason says why). Both send
+ * HEARTBEAT while it runs; either side gone ends it. */
+#define ZT_MSG_MPI_EXEC(F, T)   F(T, I, req)                                  /* + command */
+#define ZT_MSG_MPI_EXITED(F, T) F(T, I, req) F(T, I, status) F(T, S, reason)
 #define ZT_MSG_FILE_GET(F, T)  F(T, I, req) F(T, S, path) F(T, I, offset) F(T, I, length)
 #define ZT_MSG_FILE_DATA(F, T) F(T, I, req) F(T, I, offset) F(T, I, size) F(T, I, code) /* + bytes */
 
@@ -132,6 +140,8 @@
     X(SEAL_ACCEPT, 49, "seal_accept")   \
     X(SEAL_RESET, 50, "seal_reset")     \
     X(AR_IDLE,   51, "ar_idle")         \
+    X(MPI_EXEC,  52, "mpi_exec")        \
+    X(MPI_EXITED, 53, "mpi_exited")     \
     X(FILE_GET,  30, "file_get")        \
     X(FILE_DATA, 31, "file_data")
 

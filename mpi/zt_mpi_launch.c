@@ -1,0 +1,167 @@
+/* `ztrain-mpi launch`: the primary host's mpirun, as SageMaker's launcher
+ * builds it (every host, processes per host, its MCA options, then the
+ * user's), with `ztrain-mpi agent` as the remote shell. */
+#include "zt_mpi.h"
+#include "base/zt_env.h"
+#include "base/zt_util.h"
+#include "ztrain/zt_log.h"
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* Splits text into words as a shell would quote them ('...', "...", \x),
+ * appended to out from *n; false on an unclosed quote. */
+static bool s_split(const char *text, char **out, int max, int *n)
+{
+    const char *p = text;
+    while (*p) {
+        while (*p == ' ' || *p == '\t' || *p == '\n')
+            p++;
+        if (!*p)
+            break;
+        char *word = malloc(strlen(p) + 1), *w = word;
+        char quote = 0;
+        for (; *p && (quote || (*p != ' ' && *p != '\t' && *p != '\n')); p++) {
+            if (quote && *p == quote)
+                quote = 0;
+            else if (!quote && (*p == '\'' || *p == '"'))
+                quote = *p;
+            else if (*p == '\\' && quote != '\'' && p[1])
+                *w++ = *++p;
+            else
+                *w++ = *p;
+        }
+        *w = 0;
+        if (quote || *n >= max) {
+            free(word);
+            return false;
+        }
+        out[(*n)++] = word;
+    }
+    return true;
+}
+
+/* mpirun's path on PATH, or NULL. */
+static char *s_which(const char *name)
+{
+    const char *path = getenv("PATH");
+    char *copy = strdup(path ? path : "/usr/bin:/bin"), *save = NULL;
+    for (char *dir = strtok_r(copy, ":", &save); dir; dir = strtok_r(NULL, ":", &save)) {
+        char *full = zt_strdupf("%s/%s", *dir ? dir : ".", name);
+        if (access(full, X_OK) == 0) {
+            free(copy);
+            return full;
+        }
+        free(full);
+    }
+    free(copy);
+    return NULL;
+}
+
+int zt_mpi_launch(int argc, char **argv)
+{
+    long per_host = 1;
+    const char *options = "";
+    int i = 0;
+    for (; i < argc && strcmp(argv[i], "--"); i++) {
+        char *end = NULL;
+        if (!strcmp(argv[i], "--processes-per-host") && i + 1 < argc) {
+            per_host = strtol(argv[++i], &end, 10);
+            if (*end || per_host < 1 || per_host > 1024) {
+                zt_error("--processes-per-host '%s': a whole number from 1 to 1024", argv[i]);
+                return 2;
+            }
+        }
+        else if (!strcmp(argv[i], "--mpi-options") && i + 1 < argc)
+            options = argv[++i];
+        else {
+            zt_error("launch: unknown argument '%s' (see ztrain-mpi --help)", argv[i]);
+            return 2;
+        }
+    }
+    if (i + 1 >= argc) {
+        zt_error("launch: no program after '--' (see ztrain-mpi --help)");
+        return 2;
+    }
+    const char *hosts_text = zt_env_get(ZT_ENV_SM_HOSTS);
+    json_t *hosts = hosts_text ? json_loads(hosts_text, 0, NULL) : NULL;
+    if (!json_is_array(hosts) || json_array_size(hosts) == 0) {
+        zt_error("launch: %s is '%s', not a list of hosts: run under `ztrain run` of a SageMaker job",
+                 zt_env_name(ZT_ENV_SM_HOSTS), hosts_text ? hosts_text : "");
+        json_decref(hosts);
+        return 2;
+    }
+    char *mpirun = s_which("mpirun");
+    if (!mpirun) {
+        zt_error("distribution mpi: Open MPI's mpirun is not on this host's PATH (Debian: apt-get install "
+                 "openmpi-bin python3-mpi4py)");
+        json_decref(hosts);
+        return 127;
+    }
+    size_t nh = json_array_size(hosts), k;
+    json_t *h;
+    char *list = strdup("");
+    json_array_foreach(hosts, k, h) {
+        char *next = zt_strdupf("%s%s%s:%ld", list, k ? "," : "", json_string_value(h), per_host);
+        free(list);
+        list = next;
+    }
+    char np[32];
+    snprintf(np, sizeof np, "%ld", per_host * (long) nh);
+    char *agent = zt_strdupf("%s/ztrain-mpi agent", zt_exe_dir());
+    enum { MAX = 256 };
+    char **av = calloc(MAX + (size_t) argc, sizeof *av);
+    int n = 0;
+    const char *fixed[] = { mpirun, "--host", list, "-np", np, "--allow-run-as-root", "--leave-session-attached",
+                            "--tag-output", "-bind-to", "none", "-map-by", "slot",
+                            "--mca", "plm_rsh_agent", agent, "--mca", "plm_rsh_no_tree_spawn", "1",
+                            "--mca", "orte_abort_on_non_zero_status", "1", "--mca", "pml", "ob1",
+                            "--mca", "btl", "^openib", NULL };
+    for (int f = 0; fixed[f]; f++)
+        av[n++] = (char *) fixed[f];
+    /* one machine: the hosts talk over loopback, as ztrain's replicas do */
+    const char *iface = zt_env_get(ZT_ENV_SM_NETWORK_INTERFACE_NAME);
+    if (iface && !strcmp(iface, "lo")) {
+        const char *lo[] = { "--mca", "btl_tcp_if_include", "lo", "--mca", "oob_tcp_if_include", "lo", NULL };
+        for (int f = 0; lo[f]; f++)
+            av[n++] = (char *) lo[f];
+    }
+    if (!s_split(options, av, MAX - 8, &n)) {
+        zt_error("--mpi-options '%s': an unclosed quote", options);
+        return 2;
+    }
+    for (int a = i + 1; a < argc; a++)
+        av[n++] = argv[a];
+    av[n] = NULL;
+    char *line = strdup("");
+    for (int a = 0; a < n; a++) {
+        char *next = zt_strdupf("%s%s%s", line, a ? " " : "", av[a]);
+        free(line);
+        line = next;
+    }
+    zt_info("distribution mpi: %s", line);
+    free(line);
+    /* (no folder of shared memory here: mpirun hands its OMPI_MCA_*
+     * variables to every host's daemon; each agent sets its host's) */
+    fflush(NULL);
+    execv(mpirun, av);
+    zt_error("cannot run %s: %m", mpirun);
+    return 127;
+}
+
+void zt_mpi_host_env(const char *host)
+{
+    const char *job = zt_env_get(ZT_ENV_JOB_DIR);
+    if (!job || !host || !*host || strchr(host, '/'))
+        return;
+    char *dir = zt_strdupf("%s/mpi/%s", job, host);
+    if (zt_mkdir_p(dir) == 0) {
+        chmod(dir, 0700);
+        setenv("OMPI_MCA_btl_vader_backing_directory", dir, 1);
+    }
+    free(dir);
+}
