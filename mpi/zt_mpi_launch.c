@@ -62,31 +62,60 @@ static char *s_which(const char *name)
     return NULL;
 }
 
-int zt_mpi_launch(int argc, char **argv)
+/* Whether argv runs a Python script (python* FILE ...) whose interpreter
+ * has mpi4py: it then runs under `python -m mpi4py`, which turns a rank's
+ * uncaught exception or sys.exit(N) into MPI_Abort, so that the other
+ * ranks do not wait for it for ever. */
+static bool s_python_script(char **argv)
 {
-    long per_host = 1;
-    const char *options = "";
+    const char *base = strrchr(argv[0], '/');
+    base = base ? base + 1 : argv[0];
+    if (strncmp(base, "python", 6) || !argv[1] || argv[1][0] == '-')
+        return false;
+    char *check = zt_strdupf("'%s' -c 'import mpi4py' >/dev/null 2>&1", argv[0]);
+    bool has = !strchr(argv[0], '\'') && system(check) == 0;
+    free(check);
+    if (!has)
+        zt_warn("%s has no mpi4py: the program runs as it is, and a rank that fails without MPI_Abort may leave "
+                "the others waiting (Debian: apt-get install python3-mpi4py)", argv[0]);
+    return has;
+}
+
+/* launch's own arguments, up to "--": the index of "--" (the program
+ * follows), or -1 (said). */
+static int s_args(int argc, char **argv, long *per_host, const char **options)
+{
     int i = 0;
     for (; i < argc && strcmp(argv[i], "--"); i++) {
         char *end = NULL;
         if (!strcmp(argv[i], "--processes-per-host") && i + 1 < argc) {
-            per_host = strtol(argv[++i], &end, 10);
-            if (*end || per_host < 1 || per_host > 1024) {
+            *per_host = strtol(argv[++i], &end, 10);
+            if (*end || *per_host < 1 || *per_host > 1024) {
                 zt_error("--processes-per-host '%s': a whole number from 1 to 1024", argv[i]);
-                return 2;
+                return -1;
             }
         }
         else if (!strcmp(argv[i], "--mpi-options") && i + 1 < argc)
-            options = argv[++i];
+            *options = argv[++i];
         else {
             zt_error("launch: unknown argument '%s' (see ztrain-mpi --help)", argv[i]);
-            return 2;
+            return -1;
         }
     }
     if (i + 1 >= argc) {
         zt_error("launch: no program after '--' (see ztrain-mpi --help)");
-        return 2;
+        return -1;
     }
+    return i;
+}
+
+int zt_mpi_launch(int argc, char **argv)
+{
+    long per_host = 1;
+    const char *options = "";
+    int i = s_args(argc, argv, &per_host, &options);
+    if (i < 0)
+        return 2;
     const char *hosts_text = zt_env_get(ZT_ENV_SM_HOSTS);
     json_t *hosts = hosts_text ? json_loads(hosts_text, 0, NULL) : NULL;
     if (!json_is_array(hosts) || json_array_size(hosts) == 0) {
@@ -134,9 +163,16 @@ int zt_mpi_launch(int argc, char **argv)
         zt_error("--mpi-options '%s': an unclosed quote", options);
         return 2;
     }
+    int prog = n;
     for (int a = i + 1; a < argc; a++)
         av[n++] = argv[a];
     av[n] = NULL;
+    if (s_python_script(av + prog)) { /* as SageMaker's launcher: an uncaught error in a rank aborts them all */
+        memmove(av + prog + 3, av + prog + 1, (size_t) (n - prog) * sizeof *av);
+        av[prog + 1] = "-m";
+        av[prog + 2] = "mpi4py";
+        n += 2;
+    }
     char *line = strdup("");
     for (int a = 0; a < n; a++) {
         char *next = zt_strdupf("%s%s%s", line, a ? " " : "", av[a]);

@@ -7,9 +7,10 @@ PKGS="build-essential cmake pkg-config libzmq3-dev libczmq-dev libmsgpack-dev
       libmicrohttpd-dev dataset-fashion-mnist
       python3 procps iproute2 util-linux slurmctld slurmd slurm-client munge
       python3-venv python3-setuptools python3-wheel python3-pip python3-numpy python3-torch"
-# --test: also the real tools the tests watch jobs with, and valgrind, which
-# the security tests run the coordinator under (make test).
-[ "${1:-}" = "--test" ] && PKGS="$PKGS prometheus chromium valgrind"
+# --test: also the real tools the tests watch jobs with, valgrind, which
+# the security tests run the coordinator under, and Open MPI with mpi4py,
+# which SageMaker's distribution mpi runs (make test).
+[ "${1:-}" = "--test" ] && PKGS="$PKGS prometheus chromium valgrind openmpi-bin python3-mpi4py"
 # --bench: also the peers the benchmarks compare against.
 [ "${1:-}" = "--bench" ] && PKGS="$PKGS openmpi-bin libopenmpi-dev"
 missing=""

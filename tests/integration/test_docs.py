@@ -11,7 +11,7 @@ from ztest import BIN, ztrain
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 BINARIES = ("ztrain", "ztrain-coordinator", "ztrain-worker", "ztrain-paramserver", "ztrain-reducer",
-            "ztrain-evaluator", "zt_selftest")
+            "ztrain-evaluator", "ztrain-mpi", "zt_selftest")
 
 
 def readme():

@@ -6,13 +6,19 @@ ShardedByS3Key channel split disjointly and completely over its hosts and a
 FullyReplicated one whole on each, and leaves model.tar.gz and
 output.tar.gz; a failing program's output/failure is the job's failure.
 InstanceGroups: hosts of two types in named groups, a channel for one
-group only, sharded among its hosts."""
+group only, sharded among its hosts. distribution mpi: a real mpi4py
+program under Open MPI's mpirun over three hosts, each host's ranks under
+its own replica (its channel share, its folders), a host refusing a
+command from any replica but the primary; a host killed with SIGKILL
+mid-run restarts the MPI run, which then succeeds; a failing rank fails
+the job; nothing of the job's is left running after it."""
 import json
 import os
+import signal
 import tarfile
 import unittest
 
-from ztest import Job, load_job, tmpdir, write, ztrain
+from ztest import BIN, Job, load_job, tmpdir, wait_for, write, ztrain
 
 SCRIPT = r'''
 import argparse, json, os, sys
@@ -212,6 +218,143 @@ class CreateTrainingJob(unittest.TestCase):
         self.assertEqual(g.returncode, 0, g.stderr)
         self.assertEqual((json.loads(g.stdout)["pools"][0]["acceleratorType"],
                           json.loads(g.stdout)["pools"][0]["acceleratorCount"]), ("NVIDIA_TESLA_V100", 4))
+
+
+MPI_SCRIPT = r'''
+import argparse, json, os, subprocess, sys, time
+from mpi4py import MPI
+ap = argparse.ArgumentParser()
+ap.add_argument("--epochs", type=int, required=True)
+ap.add_argument("--agent", default="")
+ap.add_argument("--hold", default="")
+ap.add_argument("--fail-rank", type=int, default=-1)
+a = ap.parse_args()
+c = MPI.COMM_WORLD
+rank, size = c.Get_rank(), c.Get_size()
+files = sorted(os.listdir(os.environ["SM_CHANNEL_TRAINING"]))
+probe = None
+if a.agent and rank == 2:  # on algo-2, with algo-2's keys: ask algo-3 to run a command
+    r = subprocess.run([a.agent, "agent", "algo-3", "touch", a.agent + ".pwned"], capture_output=True, text=True)
+    probe = [r.returncode, r.stderr]
+if rank == a.fail_rank:
+    print("rank %d: the data is bad" % rank, flush=True)
+    sys.exit(3)
+if a.hold:
+    open(os.path.join(a.hold, "started-%d-%d" % (rank, os.getpid())), "w").close()
+    while not os.path.exists(os.path.join(a.hold, "go")):
+        c.barrier()
+        time.sleep(0.2)
+row = {"rank": rank, "host": os.environ["SM_CURRENT_HOST"], "local": int(os.environ["OMPI_COMM_WORLD_LOCAL_RANK"]),
+       "files": files, "model": os.environ["SM_MODEL_DIR"], "RANK": os.environ.get("RANK"), "probe": probe}
+rows = c.gather(row, root=0)
+total = c.allreduce(rank + 1)
+if rank == 0:
+    with open(os.path.join(os.environ["SM_MODEL_DIR"], "model.json"), "w") as f:
+        json.dump({"size": size, "total": total, "ranks": rows, "epochs": a.epochs}, f)
+print("rank %d of %d on %s: total %d" % (rank, size, row["host"], total), flush=True)
+'''
+
+
+def running(marker):
+    """Processes whose command line holds marker."""
+    out = []
+    for d in os.listdir("/proc"):
+        try:
+            with open("/proc/%s/cmdline" % d, "rb") as f:
+                if marker.encode() in f.read():
+                    out.append(int(d))
+        except (OSError, ValueError):
+            pass
+    return out
+
+
+class DistributionMpi(unittest.TestCase):
+    def setUp(self):
+        self.d = tmpdir("sagemaker-mpi-")
+        put(os.path.join(self.d, "code", "train.py"), MPI_SCRIPT)
+        self.train = ["part-%02d.csv" % i for i in range(8)]
+        for f in self.train:
+            put(os.path.join(self.d, "data", "train", f), f + "\n")
+        self.agent = os.path.join(self.d, "ztrain-mpi")  # its path names the probe's target file
+        os.symlink(os.path.join(BIN, "ztrain-mpi"), self.agent)
+
+    def request(self, hosts, per_host, **hps):
+        r = request(self.d, ResourceConfig={"InstanceType": "ml.m5.large", "InstanceCount": hosts},
+                    Environment={"PATH": "/usr/bin:/bin"})  # Debian's python3, which has mpi4py
+        del r["InputDataConfig"][1], r["CheckpointConfig"]
+        r["HyperParameters"] = {"epochs": "2", "sagemaker_program": "\"train.py\"",
+                                "sagemaker_submit_directory": json.dumps("file://" + self.d + "/code"),
+                                "sagemaker_mpi_enabled": "true",
+                                "sagemaker_mpi_num_of_processes_per_host": str(per_host),
+                                "sagemaker_mpi_custom_mpi_options": "\"--mca btl_tcp_links 1\""}
+        r["HyperParameters"].update({k: json.dumps(v) for k, v in hps.items()})
+        return r
+
+    def start(self, req, name):
+        job = Job(self, write(self.d, name + ".json", json.dumps(req)), os.path.join(self.d, name))
+        self.addCleanup(lambda: self.assertEqual(running(self.d + "/code/train.py"), [], "left running"))
+        return job
+
+    def model(self):
+        with tarfile.open(os.path.join(self.d, "out", "sm-shape-1", "output", "model.tar.gz")) as t:
+            return json.load(t.extractfile("model.json"))
+
+    def test_three_hosts_two_ranks_each(self):
+        job = self.start(self.request(3, 2, agent=self.agent), "job")
+        rc = job.wait(timeout=120)
+        self.assertEqual(rc, 0, job.err[-3000:])
+        self.assertEqual(load_job(job.job_dir)["state"], "SUCCEEDED")
+        m = self.model()
+        self.assertEqual((m["size"], m["total"], m["epochs"]), (6, 21, 2))
+        ranks = sorted(m["ranks"], key=lambda r: r["rank"])
+        self.assertEqual([(r["host"], r["local"]) for r in ranks],
+                         [("algo-1", 0), ("algo-1", 1), ("algo-2", 0), ("algo-2", 1), ("algo-3", 0), ("algo-3", 1)])
+        shares = {}
+        for r in ranks:  # each rank sees its own host's share and folders, no one-process-per-replica RANK
+            shares.setdefault(r["host"], r["files"])
+            self.assertEqual(r["files"], shares[r["host"]])
+            self.assertEqual(r["model"], os.path.join(job.job_dir, "opt-ml", r["host"], "model"))
+            self.assertIsNone(r["RANK"])
+        self.assertEqual(sorted(sum(shares.values(), [])), self.train)  # disjoint and complete
+        code, err = ranks[2]["probe"]  # another host's replica may not start processes on algo-3
+        self.assertEqual(code, 255, err)
+        self.assertIn("host algo-3 refused the command: only the job's primary host starts processes", err)
+        self.assertFalse(os.path.exists(self.agent + ".pwned"))
+        with open(os.path.join(job.job_dir, "replica-logs", "workerpool1-1.log")) as f:
+            self.assertIn("refused a command from workerpool1-0: only the primary host", f.read())
+        with open(os.path.join(job.job_dir, "replica-logs", "workerpool0-0.log")) as f:
+            launch = f.read()
+        self.assertIn("--host algo-1:2,algo-2:2,algo-3:2 -np 6", launch)
+        self.assertIn("--mca btl_tcp_links 1 python3 -m mpi4py %s/code/train.py --agent" % self.d, launch)
+
+    def test_lost_host_restarts_the_run_and_a_failing_rank_fails_the_job(self):
+        hold = os.path.join(self.d, "hold")
+        os.makedirs(hold)
+        job = self.start(self.request(2, 1, hold=hold), "job")
+        wait_for(lambda: len(os.listdir(hold)) == 2, timeout=60, what="both ranks running")
+        host = [r for r in load_job(job.job_dir)["replicas"] if r["name"] == "workerpool1-0"][0]
+        os.kill(host["pid"], signal.SIGKILL)
+        # its daemon goes with it; the primary's agent hears nothing, mpirun fails, and the run starts again
+        wait_for(lambda: len(os.listdir(hold)) == 4, timeout=90, what="the run started again")
+        open(os.path.join(hold, "go"), "w").close()
+        rc = job.wait(timeout=90)
+        self.assertEqual(rc, 0, job.err[-3000:])
+        self.assertEqual(self.model()["size"], 2)
+        self.assertIn("workerpool0-0: restart 1 of", job.err)
+        with open(os.path.join(job.job_dir, "replica-logs", "workerpool0-0.log")) as f:
+            self.assertRegex(f.read(), r"host algo-2 \(127\.0\.0\.1:\d+\) silent for \d+ s: its command is taken as lost")
+        bad = self.start(self.request(2, 1, **{"fail-rank": 1}), "bad")
+        self.assertEqual(bad.wait(timeout=90), 1, bad.err[-3000:])
+        j = load_job(bad.job_dir)
+        self.assertEqual(j["state"], "FAILED")
+        self.assertIn("rank 1: the data is bad", bad.err)
+        req = self.request(2, 0)
+        req["HyperParameters"]["sagemaker_torch_distributed_enabled"] = "true"
+        r = ztrain("validate", write(self.d, "v.json", json.dumps(req)))
+        self.assertEqual(r.returncode, 2)
+        self.assertIn('HyperParameters.sagemaker_mpi_enabled = "true": one launcher a job', r.stderr)
+        self.assertIn('HyperParameters.sagemaker_mpi_num_of_processes_per_host = "0": a whole number from 1',
+                      r.stderr)
 
 
 if __name__ == "__main__":
