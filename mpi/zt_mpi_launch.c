@@ -147,6 +147,8 @@ int zt_mpi_launch(int argc, char **argv)
     int n = 0;
     const char *fixed[] = { mpirun, "--host", list, "-np", np, "--allow-run-as-root", "--leave-session-attached",
                             "--tag-output", "-bind-to", "none", "-map-by", "slot",
+                            "--mca", "plm", "rsh", "--mca", "ras", "^slurm,gridengine", /* ztrain's hosts, not
+                                                                                 * the allocation's tasks */
                             "--mca", "plm_rsh_agent", agent, "--mca", "plm_rsh_no_tree_spawn", "1",
                             "--mca", "orte_abort_on_non_zero_status", "1", "--mca", "pml", "ob1",
                             "--mca", "btl", "^openib", NULL };

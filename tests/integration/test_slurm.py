@@ -197,14 +197,15 @@ class SlurmBackend(unittest.TestCase):
     def tearDownClass(cls):
         cls.c.down()
 
-    def submit(self, pools, components=(), header=None, scheduling=None):
+    def submit(self, pools, components=(), header=None, scheduling=None, doc=None):
         """sbatch under header (or these components), followed in the
-        background: (BatchJob, job dir, batch output)."""
+        background: (BatchJob, job dir, batch output). doc: the job file's
+        whole document instead of a CustomJob of these pools."""
         d = tempfile.mkdtemp(prefix="job-", dir=self.c.dir)
         spec = os.path.join(d, "job.json")
         with open(spec, "w") as f:
-            json.dump({"displayName": "on-slurm", "jobSpec": dict({"workerPoolSpecs": pools},
-                                                                  **({"scheduling": scheduling} if scheduling else {}))}, f)
+            json.dump(doc or {"displayName": "on-slurm", "jobSpec": dict(
+                {"workerPoolSpecs": pools}, **({"scheduling": scheduling} if scheduling else {}))}, f)
         job_dir = os.path.join(d, "job")
         script = os.path.join(d, "batch.sh")
         with open(script, "w") as f:
@@ -216,9 +217,9 @@ class SlurmBackend(unittest.TestCase):
         self.addCleanup(lambda: p.poll() is None and p.kill())
         return p, job_dir, out
 
-    def run_job(self, pools, components=(), header=None, scheduling=None):
+    def run_job(self, pools, components=(), header=None, scheduling=None, doc=None):
         """The job to its end: (its exit status, batch output, job dir)."""
-        p, job_dir, out = self.submit(pools, components, header, scheduling)
+        p, job_dir, out = self.submit(pools, components, header, scheduling, doc)
         rc = p.wait(timeout=180)
         with open(out) if os.path.exists(out) else open(os.devnull) as f:
             return rc, f.read(), job_dir
@@ -263,6 +264,41 @@ class SlurmBackend(unittest.TestCase):
         self.assertEqual(envs["1-0"]["GROUP_WORLD_SIZE"], str(len({envs[n]["HOSTNAME_IS"]
                                                                    for n in ("0-0", "1-0", "1-1")})))
         self.assertEqual(len(set(v for s in specs[0].values() for v in s)), 4)  # addresses distinct
+
+    def test_sagemaker_mpi_across_hosts(self):
+        """distribution mpi: the primary's mpirun starts algo-2's ranks on
+        algo-2's node, through its `ztrain-mpi host` (no SSH)."""
+        d = tmpdir("sm-mpi-")
+        os.makedirs(os.path.join(d, "code"))
+        with open(os.path.join(d, "code", "train.py"), "w") as f:
+            f.write("import json, os, socket\nfrom mpi4py import MPI\nc = MPI.COMM_WORLD\n"
+                    "rows = c.gather([c.Get_rank(), os.environ['SM_CURRENT_HOST'], socket.gethostname()], root=0)\n"
+                    "total = c.allreduce(c.Get_rank() + 1)\n"
+                    "if c.Get_rank() == 0:\n"
+                    "    json.dump({'rows': rows, 'total': total}, open(os.environ['SM_MODEL_DIR'] + '/m.json', 'w'))\n")
+        doc = {"TrainingJobName": "mpi-on-slurm",
+               "AlgorithmSpecification": {"TrainingImage": "pytorch-training:2.1", "TrainingInputMode": "File"},
+               "HyperParameters": {"sagemaker_program": "\"train.py\"", "sagemaker_submit_directory": json.dumps(
+                   os.path.join(d, "code")), "sagemaker_mpi_enabled": "true",
+                   "sagemaker_mpi_num_of_processes_per_host": "2"},
+               "ResourceConfig": {"InstanceType": "ml.m5.large", "InstanceCount": 2},
+               "Environment": {"PATH": "/usr/bin:/bin"},  # Debian's python3, which has mpi4py
+               "OutputDataConfig": {"S3OutputPath": os.path.join(d, "out"), "CompressionType": "NONE"}}
+        spec = os.path.join(d, "validate.json")
+        with open(spec, "w") as f:
+            json.dump(doc, f)
+        r = subprocess.run([os.path.join(BIN, "ztrain"), "validate", spec, "--backend", "slurm",
+                            "--partition", "main"], capture_output=True, text=True, timeout=30)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        rc, out, job_dir = self.run_job(None, header=r.stdout[r.stdout.index("#SBATCH --job-name"):], doc=doc)
+        self.assertEqual(rc, 0, out[-3000:])
+        with open(os.path.join(job_dir, "opt-ml", "algo-1", "model", "m.json")) as f:
+            m = json.load(f)
+        self.assertEqual(m["total"], 10)
+        nodes = {h: {n for _, host, n in m["rows"] if host == h} for h in ("algo-1", "algo-2")}
+        self.assertEqual([len(v) for v in nodes.values()], [1, 1], m)
+        self.assertNotEqual(nodes["algo-1"], nodes["algo-2"])  # algo-2's ranks ran on algo-2's node
+        self.assertEqual(sorted(r[0] for r in m["rows"]), [0, 1, 2, 3])
 
     def test_async_example_across_hosts(self):
         root = os.path.join(HERE, "..", "..")
