@@ -223,9 +223,9 @@ static const char *s_instance_groups(zt_spec_ctx_t *c, json_t *groups, json_t *s
         const char *type = zt_sf_str(c, g, path, "InstanceType", NULL);
         long long k = zt_sf_int(c, g, path, "InstanceCount", 1, 1, zt_knob_int(ZT_KNOB_MAX_REPLICAS),
                                 "hosts on one machine; ZT_MAX_REPLICAS raises it", NULL);
-        bool ok = name && *name && strlen(name) <= 63;
+        bool ok = name && *name && strlen(name) <= 64; /* SageMaker's: any 1 to 64 characters */
         for (const char *p = name; ok && *p; p++)
-            ok = isalnum((unsigned char) *p) || (*p == '-' && p != name && p[1]);
+            ok = (unsigned char) *p >= 0x20 && *p != 0x7f;
         size_t j;
         json_t *o;
         json_array_foreach(list, j, o)
@@ -238,8 +238,8 @@ static const char *s_instance_groups(zt_spec_ctx_t *c, json_t *groups, json_t *s
             }
         if (!ok) {
             char *np = zt_sf_path(path, "InstanceGroupName");
-            ERR(c, np, json_object_get(g, "InstanceGroupName"), "required: 1 to 63 letters, digits and inner "
-                "hyphens");
+            ERR(c, np, json_object_get(g, "InstanceGroupName"), "required: 1 to 64 characters, none a control "
+                "character");
             free(np);
         }
         if (!type) {

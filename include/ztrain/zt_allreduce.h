@@ -57,7 +57,9 @@ typedef struct {
     int autotune;               /* 0: ZT_AUTOTUNE (else HOROVOD_AUTOTUNE) decides;
                                  * 1: search; -1: never (an elastic group, whose
                                  * members come and go; a caller that does not
-                                 * submit every tensor each round) */
+                                 * submit every tensor each round); 2: as 0, the
+                                 * thresholds searched from the starting one up
+                                 * (zt_coll, whose tensors are slots of that size) */
 } zt_allreduce_opts_t;
 
 zt_allreduce_t *zt_allreduce_new(const zt_allreduce_opts_t *opts);

@@ -45,6 +45,11 @@ int64_t zt_coll_slot_bytes(zt_coll_t *self);
 int zt_coll_slots(zt_coll_t *self);
 /* Rounds completed since the group committed (agreements included). */
 int64_t zt_coll_rounds(zt_coll_t *self);
+/* The all-reduce's layout (zt_allreduce_layout): with ZT_AUTOTUNE (or
+ * HOROVOD_AUTOTUNE) the search runs over the collective's first rounds,
+ * through fusion thresholds from the slot size up (a bucket then joins
+ * slots; a round's part-filled bucket is padded with zeros). */
+int zt_coll_layout(zt_coll_t *self, int64_t *threshold, int *cycle_ms, bool *searching);
 
 /* Sums n floats over every worker, in place (average: divided by the
  * workers). ZT_EINVAL when the workers' calls differ (zt_coll_error says

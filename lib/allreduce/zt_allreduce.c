@@ -114,9 +114,9 @@ zt_allreduce_t *zt_allreduce_new(const zt_allreduce_opts_t *o)
     if (cy < 0) cy = s_knob_scaled(ZT_KNOB_HOROVOD_CYCLE_TIME, 1);
     if (cy < 0) cy = 5;
     self->cycle_ms = (int) cy;
-    bool tune = o->autotune > 0 || (o->autotune == 0 && zt_ar_tune_wanted());
+    bool tune = o->autotune == 1 || (o->autotune != -1 && zt_ar_tune_wanted());
     if (tune && (self->R > 0 || self->workers > 1))
-        self->tune = zt_ar_tune_new(o->rank == 0, th, self->cycle_ms, self->layout_no);
+        self->tune = zt_ar_tune_new(o->rank == 0, th, self->cycle_ms, self->layout_no, o->autotune == 2 ? th : 0);
     if ((self->R > 0 && s_connect_reducers(self, o) != ZT_OK) ||
         (self->R == 0 && self->workers > 1 && s_connect_ring(self, o) != ZT_OK)) {
         zt_allreduce_destroy(&self);

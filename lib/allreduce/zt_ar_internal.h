@@ -126,6 +126,20 @@ static inline bool zt_ar_any_active(const zt_allreduce_t *self)
     return false;
 }
 
+/* The tensors [*first, *last] of tensor's bucket under the layout in
+ * force; true when some are submitted this round and others are not (the
+ * bucket goes out only once all are in: zt_coll pads such a bucket with
+ * zeros when its round ends). */
+static inline bool zt_ar_bucket_partial(const zt_allreduce_t *self, int tensor, int *first, int *last)
+{
+    if (!self->committed || !self->b || tensor < 0 || tensor >= self->nt)
+        return false;
+    int bi = self->layout.bucket[tensor];
+    *first = self->layout.buckets[bi].first;
+    *last = self->layout.buckets[bi].last;
+    return self->b[bi].active && self->b[bi].nsubmitted < *last - *first + 1;
+}
+
 /* Until ZeroMQ has let go of every frame lent from k's buffer, or the
  * process is stopping: a frame queued for a reducer that is gone for good
  * (the job's stop) is never let go, and the round that follows returns

@@ -11,8 +11,8 @@
 #include <string.h>
 
 #define MAX_SAMPLES (ZT_AR_LAYOUTS - 4) /* a layout each, and the last one */
-#define LOG2_MIN 12                     /* thresholds from 4 KiB ... */
-#define LOG2_SPAN 14                    /* ... to 64 MiB, on a log scale */
+#define LOG2_MIN 12                     /* thresholds from 4 KiB (or the floor) ... */
+#define LOG2_MAX 26                     /* ... to 64 MiB, on a log scale */
 #define CYCLE_MIN 1                     /* cycle times from 1 ms ... */
 #define CYCLE_SPAN 24                   /* ... to 25 ms */
 #define NOISE 0.05                      /* the GP's noise variance: timings on shared machines */
@@ -20,6 +20,7 @@
 
 struct zt_ar_tune_t {
     bool leader;
+    double lo;                  /* log2 of the smallest threshold searched */
     int per_sample, max_samples;
     zt_ar_tune_setting_t cur;   /* the layout in force */
     zt_ar_tune_setting_t next;  /* the leader's word: cur until it decides */
@@ -55,17 +56,17 @@ static void s_size(int64_t bytes, char *buf, size_t size)
         snprintf(buf, size, "%lld KiB", (long long) (bytes >> 10));
 }
 
-static void s_to_u(const zt_ar_tune_setting_t *s, double *u)
+static void s_to_u(const zt_ar_tune_t *self, const zt_ar_tune_setting_t *s, double *u)
 {
-    double a = (log2((double) (s->threshold > 0 ? s->threshold : 1)) - LOG2_MIN) / LOG2_SPAN;
+    double a = (log2((double) (s->threshold > 0 ? s->threshold : 1)) - self->lo) / (LOG2_MAX - self->lo);
     double b = (double) (s->cycle_ms - CYCLE_MIN) / CYCLE_SPAN;
     u[0] = a < 0 ? 0 : a > 1 ? 1 : a;
     u[1] = b < 0 ? 0 : b > 1 ? 1 : b;
 }
 
-static zt_ar_tune_setting_t s_from_u(const double *u)
+static zt_ar_tune_setting_t s_from_u(const zt_ar_tune_t *self, const double *u)
 {
-    int64_t th = ((int64_t) llround(exp2(LOG2_MIN + LOG2_SPAN * u[0]) / 1024.0)) << 10;
+    int64_t th = ((int64_t) llround(exp2(self->lo + (LOG2_MAX - self->lo) * u[0]) / 1024.0)) << 10;
     return (zt_ar_tune_setting_t) { th, (int) lround(CYCLE_MIN + CYCLE_SPAN * u[1]), 0, false };
 }
 
@@ -74,10 +75,12 @@ static double s_rand01(void *arg)
     return (double) (rand_r(arg) % 1000000) / 1000000.0 + 0.0000005;
 }
 
-zt_ar_tune_t *zt_ar_tune_new(bool leader, int64_t threshold, int cycle_ms, int layout)
+zt_ar_tune_t *zt_ar_tune_new(bool leader, int64_t threshold, int cycle_ms, int layout, int64_t floor)
 {
     zt_ar_tune_t *self = calloc(1, sizeof *self);
     self->leader = leader;
+    self->lo = floor > 0 ? ceil(log2((double) floor)) : LOG2_MIN;
+    self->lo = self->lo < LOG2_MIN ? LOG2_MIN : self->lo > LOG2_MAX - 1 ? LOG2_MAX - 1 : self->lo;
     self->per_sample = (int) s_knob2(ZT_KNOB_AUTOTUNE_STEPS_PER_SAMPLE, ZT_KNOB_HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE, 10);
     self->per_sample = self->per_sample < 1 ? 1 : self->per_sample;
     int64_t n = s_knob2(ZT_KNOB_AUTOTUNE_SAMPLES, ZT_KNOB_HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES, 20);
@@ -103,10 +106,11 @@ zt_ar_tune_t *zt_ar_tune_new(bool leader, int64_t threshold, int cycle_ms, int l
         zt_warn("autotune: cannot write %s (ZT_AUTOTUNE_LOG): %m", path);
     if (self->log)
         fprintf(self->log, "sample,fusion_threshold_bytes,cycle_time_ms,seconds_per_round,chosen\n");
-    char th[32];
+    char th[32], lo[32];
     s_size(threshold, th, sizeof th);
-    zt_info("autotune: searching the fusion threshold (4 KiB to 64 MiB) and cycle time (1 to 25 ms) in %d "
-            "samples of %d rounds, from %s and %d ms", self->max_samples, self->per_sample, th, cycle_ms);
+    s_size((int64_t) exp2(self->lo), lo, sizeof lo);
+    zt_info("autotune: searching the fusion threshold (%s to 64 MiB) and cycle time (1 to 25 ms) in %d "
+            "samples of %d rounds, from %s and %d ms", lo, self->max_samples, self->per_sample, th, cycle_ms);
     return self;
 }
 
@@ -168,13 +172,13 @@ static zt_ar_tune_setting_t s_suggest(zt_ar_tune_t *self)
     static const double design[DESIGN][2] = { { 0.0, 0.2 }, { 0.35, 0.6 }, { 0.65, 0.2 }, { 1.0, 0.6 } };
     double u[2];
     if (self->n <= DESIGN)
-        return s_from_u(design[self->n - 1]);
+        return s_from_u(self, design[self->n - 1]);
     zt_gp_t gp = { 2, self->n, self->n, self->X, self->y, NOISE };
     if (!zt_gp_suggest(&gp, s_rand01, &self->rng, u)) {
         u[0] = s_rand01(&self->rng);
         u[1] = s_rand01(&self->rng);
     }
-    return s_from_u(u);
+    return s_from_u(self, u);
 }
 
 /* Every sample is in: the fastest stays, and why is said. */
@@ -222,7 +226,7 @@ void zt_ar_tune_round(zt_ar_tune_t *self, int64_t now_us)
     self->tried[i] = self->cur;
     self->secs[i] = med;
     self->y[i] = -log(med > 1e-9 ? med : 1e-9);
-    s_to_u(&self->cur, self->X + 2 * i);
+    s_to_u(self, &self->cur, self->X + 2 * i);
     char th[32];
     s_size(self->cur.threshold, th, sizeof th);
     zt_info("autotune: sample %d of %d: fusion threshold %s, cycle time %d ms: %.3f ms a round (median of %d)",

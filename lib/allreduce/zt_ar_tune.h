@@ -32,10 +32,11 @@ typedef struct {
 /* Whether ZT_AUTOTUNE (else HOROVOD_AUTOTUNE) asks for the search. */
 bool zt_ar_tune_wanted(void);
 /* The leader (rank 0) or a follower, starting under layout number
- * `layout` with threshold and cycle_ms. A leader that starts after layout
- * 0 is a restarted one that lost the samples: it keeps the setting in
- * force and ends the search at once. */
-zt_ar_tune_t *zt_ar_tune_new(bool leader, int64_t threshold, int cycle_ms, int layout);
+ * `layout` with threshold and cycle_ms, searching thresholds from floor
+ * (at least 4 KiB) up. A leader that starts after layout 0 is a restarted
+ * one that lost the samples: it keeps the setting in force and ends the
+ * search at once. */
+zt_ar_tune_t *zt_ar_tune_new(bool leader, int64_t threshold, int cycle_ms, int layout, int64_t floor);
 void zt_ar_tune_destroy(zt_ar_tune_t **self_p);
 /* This worker's word for the round about to start. */
 void zt_ar_tune_word(zt_ar_tune_t *self, float *word);

@@ -1,8 +1,10 @@
 /* Collectives of any size over one fixed all-reduce group: an agreement
- * tensor and K slots, each slot one fusion bucket. Data streams through the
- * slots (see zt_collective.h); this file only packs and unpacks, the
- * all-reduce (zt_allreduce.c) moves the bytes. */
+ * tensor and K slots, each slot one fusion bucket (or, under autotune's
+ * layouts, several slots one bucket). Data streams through the slots (see
+ * zt_collective.h); this file only packs and unpacks, the all-reduce
+ * (zt_allreduce.c) moves the bytes. */
 #include "ztrain/zt_collective.h"
+#include "allreduce/zt_ar_internal.h"
 #include "ztrain/zt_job.h"
 #include "ztrain/zt_error.h"
 #include "ztrain/zt_knobs.h"
@@ -46,6 +48,7 @@ struct zt_coll_t {
     int regions;                /* zt_coll_add calls since the last finish */
     int64_t rounds;             /* completed */
     bool broken;                /* a round failed: the workers are out of step */
+    bool pad;                   /* autotune: a bucket may join slots, and is padded whole */
     int timeout_ms;             /* ZT_ALLREDUCE_TIMEOUT_MS */
     char err[1024];
 };
@@ -66,15 +69,18 @@ zt_coll_t *zt_coll_new(const zt_allreduce_opts_t *opts, int timeout_ms, char *wh
     self->rank = opts->rank;
     self->workers = opts->workers;
     self->timeout_ms = timeout_ms >= 0 ? timeout_ms : (int) zt_knob_int(ZT_KNOB_ALLREDUCE_TIMEOUT_MS);
-    /* A round fills only the slots it needs: the slots are the fusion
-     * buckets, and autotune's layouts (which may join them) cannot be had. */
+    /* Autotune searches thresholds from the slot size up: a layout then
+     * joins slots into buckets, and a round's partly filled bucket is padded
+     * with zero slots (s_pad). An elastic group's members come and go: no
+     * search there. */
     zt_allreduce_opts_t o = *opts;
-    o.autotune = -1;
+    o.autotune = opts->autotune < 0 ? -1 : 2;
     self->ar = zt_allreduce_new(&o);
-    if (self->ar && zt_allreduce_autotune_asked() && opts->rank == 0)
-        zt_warn("ZT_AUTOTUNE (HOROVOD_AUTOTUNE) is not used by collectives (the Python package's allreduce, "
-                "broadcast, DDP hook and DistributedOptimizer): their fusion threshold, the slot size, stays "
-                "%lld bytes (ZT_FUSION_THRESHOLD)", (long long) zt_allreduce_threshold(self->ar));
+    if (self->ar && o.autotune < 0 && zt_allreduce_autotune_asked() && opts->rank == 0)
+        zt_warn("ZT_AUTOTUNE (HOROVOD_AUTOTUNE) is not used in an elastic pool (its members come and go): the "
+                "fusion threshold, the slot size, stays %lld bytes (ZT_FUSION_THRESHOLD)",
+                (long long) zt_allreduce_threshold(self->ar));
+    self->pad = self->ar && self->ar->tune;
     if (!self->ar) {
         snprintf(why, why_size, "cannot start the all-reduce (rank %d of %d, %d reducers): see the log "
                  "above", opts->rank, opts->workers, opts->nreducers);
@@ -122,6 +128,10 @@ int zt_coll_size(zt_coll_t *self) { return self->workers; }
 int64_t zt_coll_slot_bytes(zt_coll_t *self) { return self->S * (int64_t) sizeof(float); }
 int zt_coll_slots(zt_coll_t *self) { return self->K; }
 int64_t zt_coll_rounds(zt_coll_t *self) { return self->rounds; }
+int zt_coll_layout(zt_coll_t *self, int64_t *threshold, int *cycle_ms, bool *searching)
+{
+    return zt_allreduce_layout(self->ar, threshold, cycle_ms, searching);
+}
 int zt_coll_pending(zt_coll_t *self) { return self->regions; }
 const char *zt_coll_error(zt_coll_t *self) { return self->err; }
 
@@ -132,10 +142,32 @@ void zt_coll_abandon_when(zt_coll_t *self, bool (*fn)(void *arg), void *arg)
 
 /* ------------------------------------------------------------ rounds */
 
+/* Under autotune's layouts: every bucket some of whose tensors this round
+ * submitted is completed with zeros (a bucket goes out only whole; the
+ * agreement tensor's zeros say "no call", a slot's are summed to nothing). */
+static void s_pad(zt_coll_t *self)
+{
+    for (int t = 0; self->pad && t <= self->K;) {
+        int first = t, last = t;
+        bool partial = zt_ar_bucket_partial(self->ar, t, &first, &last);
+        for (int u = first; partial && u <= last && u <= self->K; u++)
+            if (!self->ar->t[u].submitted) {
+                float *buf = zt_allreduce_buffer(self->ar, u);
+                int64_t n = u == 0 ? (int64_t) META * self->workers : self->S;
+                if (buf) {
+                    memset(buf, 0, (size_t) n * sizeof(float));
+                    zt_allreduce_submit(self->ar, u, buf);
+                }
+            }
+        t = last >= t ? last + 1 : t + 1;
+    }
+}
+
 /* Waits for what was submitted; a failure leaves the workers out of step
  * (who got which sum is unknown), so every later call fails too. */
 static int s_wait(zt_coll_t *self, int timeout_ms)
 {
+    s_pad(self);
     int rc = zt_allreduce_wait(self->ar, false, timeout_ms < 0 ? self->timeout_ms : timeout_ms);
     if (rc != ZT_OK) {
         self->broken = true;
@@ -360,6 +392,7 @@ int zt_coll_finish(zt_coll_t *self, int timeout_ms)
 zt_coll_t *zt_job_collective(const zt_job_t *job, int timeout_ms, char *why, size_t why_size)
 {
     zt_allreduce_opts_t o = { job->rank, job->size, (const char *const *) job->reducers, job->nreducers,
-                              (const char *const *) job->peers, 0, -1, job->group > 0 ? job->group : 0, 0, -1 };
+                              (const char *const *) job->peers, 0, -1, job->group > 0 ? job->group : 0, 0,
+                              job->group >= 0 ? -1 : 0 /* an elastic pool: no autotune */ };
     return zt_coll_new(&o, timeout_ms, why, why_size);
 }

@@ -285,34 +285,12 @@ static void s_run(const s_case_t *c)
 
 /* ------------------------------------------------------------ zt_coll */
 
-/* One worker of a collective group of slots of 4 KiB, 4 to a round: calls
- * much larger than a round, a broadcast of odd length carrying NaN bit
+/* The collective calls every worker makes in the same order: calls much
+ * larger than a round, a broadcast of odd length carrying NaN bit
  * patterns, regions streamed with add/finish across slot and round
- * boundaries, and calls that differ between workers. Long on purpose: one
- * script of collective calls that every worker makes in the same order. */
-static int s_coll_worker(int w, int N, int R)
+ * boundaries. 0, or 1 with what went wrong said. */
+static int s_coll_script(zt_coll_t *c, int w, int N)
 {
-    alarm(60);
-    zt_log_init("test_coll", w);
-    setenv("ZT_FUSION_THRESHOLD", "4096", 1);
-    setenv("ZT_COLL_ROUND_BYTES", "16384", 1);
-    const char *reds[4], *peers[8];
-    for (int r = 0; r < R; r++)
-        reds[r] = t_red_eps[r];
-    for (int p = 0; p < N; p++)
-        peers[p] = s_peer_eps[p];
-    zt_allreduce_opts_t o = { w, N, R ? reds : NULL, R, peers, 0, 5, 0, 0, 0 };
-    char why[512];
-    zt_coll_t *c = zt_coll_new(&o, 20000, why, sizeof why);
-    if (!c) {
-        fprintf(stderr, "coll worker %d: %s\n", w, why);
-        return 1;
-    }
-    if (zt_coll_slot_bytes(c) != 4096 || zt_coll_slots(c) != 4) {
-        fprintf(stderr, "coll worker %d: slots of %lld bytes, %d a round\n", w, (long long) zt_coll_slot_bytes(c),
-                zt_coll_slots(c));
-        return 1;
-    }
     /* 10007 floats: 3 rounds of 4 slots of 1024, the last slot partial */
     int64_t n = 10007;
     float *x = malloc(sizeof(float) * (size_t) n);
@@ -369,6 +347,57 @@ static int s_coll_worker(int w, int N, int R)
             }
         free(regions[k]);
     }
+    free(x);
+    return 0;
+}
+
+/* One worker of a collective group of slots of 4 KiB, 4 to a round: the
+ * script (s_coll_script), then calls that differ between workers. With
+ * autotune (6 samples of 2 rounds) the script runs until the search is
+ * over, every result exact under every layout, some of which join slots. */
+static int s_coll_worker(int w, int N, int R, bool autotune)
+{
+    alarm(60);
+    zt_log_init("test_coll", w);
+    setenv("ZT_FUSION_THRESHOLD", "4096", 1);
+    setenv("ZT_COLL_ROUND_BYTES", "16384", 1);
+    if (autotune) {
+        setenv("ZT_AUTOTUNE", "1", 1);
+        setenv("ZT_AUTOTUNE_SAMPLES", "6", 1);
+        setenv("ZT_AUTOTUNE_STEPS_PER_SAMPLE", "2", 1);
+        setenv("ZT_AUTOTUNE_WARMUP_SAMPLES", "0", 1);
+    }
+    const char *reds[4], *peers[8];
+    for (int r = 0; r < R; r++)
+        reds[r] = t_red_eps[r];
+    for (int p = 0; p < N; p++)
+        peers[p] = s_peer_eps[p];
+    zt_allreduce_opts_t o = { w, N, R ? reds : NULL, R, peers, 0, 5, 0, 0, 0 };
+    char why[512];
+    zt_coll_t *c = zt_coll_new(&o, 20000, why, sizeof why);
+    if (!c) {
+        fprintf(stderr, "coll worker %d: %s\n", w, why);
+        return 1;
+    }
+    if (zt_coll_slot_bytes(c) != 4096 || zt_coll_slots(c) != 4) {
+        fprintf(stderr, "coll worker %d: slots of %lld bytes, %d a round\n", w, (long long) zt_coll_slot_bytes(c),
+                zt_coll_slots(c));
+        return 1;
+    }
+    int64_t th = 0;
+    int cycle = 0, layout = 0, joined = 0;
+    bool searching = autotune;
+    for (int rep = 0; rep == 0 || (autotune && searching && rep < 40); rep++) {
+        if (s_coll_script(c, w, N) != 0)
+            return 1;
+        layout = zt_coll_layout(c, &th, &cycle, &searching);
+        joined += th > 4096;
+    }
+    if (autotune && (searching || layout != 6 || th < 4096 || th > (64 << 20) || !joined)) {
+        fprintf(stderr, "coll worker %d: autotune %s at layout %d, threshold %lld (%d joining slots)\n", w,
+                searching ? "still searching" : "done", layout, (long long) th, joined);
+        return 1;
+    }
     /* calls that differ: refused on every worker alike, nothing written, and the group goes on */
     if (N > 1) {
         float y[200];
@@ -391,12 +420,11 @@ static int s_coll_worker(int w, int N, int R)
             return 1;
         }
     }
-    free(x);
     zt_coll_destroy(&c);
     return 0;
 }
 
-static void s_coll_run(int N, int R)
+static void s_coll_run(int N, int R, bool autotune)
 {
     for (int r = 0; r < R; r++)
         t_start_reducer(r, R);
@@ -404,7 +432,7 @@ static void s_coll_run(int N, int R)
     pid_t pids[8];
     for (int w = 0; w < N; w++)
         if ((pids[w] = fork()) == 0)
-            exit(s_coll_worker(w, N, R));
+            exit(s_coll_worker(w, N, R, autotune));
     int failed = 0;
     for (int w = 0; w < N; w++) {
         int st;
@@ -412,7 +440,7 @@ static void s_coll_run(int N, int R)
         failed += !(WIFEXITED(st) && WEXITSTATUS(st) == 0);
     }
     t_stop_reducers(R);
-    printf("collective N=%d R=%d: %s\n", N, R, failed ? "FAILED" : "ok");
+    printf("collective N=%d R=%d%s: %s\n", N, R, autotune ? " autotune" : "", failed ? "FAILED" : "ok");
     fflush(stdout);
     assert(!failed);
 }
@@ -812,9 +840,11 @@ int main(int argc, char **argv)
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
         s_run(&cases[i]);
-    s_coll_run(3, 2);
-    s_coll_run(2, 0);
-    s_coll_run(1, 1);
+    s_coll_run(3, 2, false);
+    s_coll_run(2, 0, false);
+    s_coll_run(1, 1, false);
+    s_coll_run(3, 2, true);
+    s_coll_run(2, 0, true);
     if (!s_sealed) { /* a scripted reducer, shared memory, plain messages */
         s_resend_is_the_sum();
         s_forged_references();

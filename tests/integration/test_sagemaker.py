@@ -158,12 +158,15 @@ class CreateTrainingJob(unittest.TestCase):
         # what cannot be: named
         bad = request(self.d, ResourceConfig={"InstanceType": "ml.m5.large", "InstanceGroups": [
             {"InstanceGroupName": "a", "InstanceType": "ml.m5.large", "InstanceCount": 1},
-            {"InstanceGroupName": "a", "InstanceType": "ml.m5.large", "InstanceCount": 1}]})
+            {"InstanceGroupName": "a", "InstanceType": "ml.m5.large", "InstanceCount": 1},
+            {"InstanceGroupName": "b\u0007", "InstanceType": "ml.m5.large", "InstanceCount": 1}]})
         bad["InputDataConfig"][0]["DataSource"]["S3DataSource"]["InstanceGroupNames"] = ["gpu"]
         r = ztrain("validate", write(self.d, "bad-groups.json", json.dumps(bad, indent=2)))
         self.assertEqual(r.returncode, 2, r.stderr)
         for want in ["ResourceConfig.InstanceGroups: give InstanceType and InstanceCount, or InstanceGroups",
                      'ResourceConfig.InstanceGroups[1].InstanceGroupName = "a": a second group of this name',
+                     'ResourceConfig.InstanceGroups[2].InstanceGroupName = "b\\u0007": required: 1 to 64 characters, '
+                     'none a control character',
                      'InputDataConfig[0].DataSource.S3DataSource.InstanceGroupNames = "gpu": not a group of '
                      'ResourceConfig.InstanceGroups']:
             self.assertIn(want, r.stderr)

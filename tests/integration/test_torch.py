@@ -48,7 +48,7 @@ class Torch(unittest.TestCase):
         os.makedirs(self.out)
         self.addCleanup(shutil.rmtree, self.d, True)
 
-    def job(self, mode, trainers, reducers, *args, servers=0):
+    def job(self, mode, trainers, reducers, *args, servers=0, env=None):
         cmd = {"imageUri": "local", "command": [PY, WORKER, "--mode=" + mode, "--out=" + self.out, *args]}
         pools = [pool("local", 1), pool("local", trainers - 1)]
         pools[0]["containerSpec"] = pools[1]["containerSpec"] = cmd
@@ -58,7 +58,7 @@ class Torch(unittest.TestCase):
             pools.append(pool(REDUCTION_SERVER, reducers))
         if servers:
             pools.append(pool("ztrain-paramserver", servers))
-        return Job(self, job_file(self.d, mode, pools), os.path.join(self.d, "job"), env=FAST)
+        return Job(self, job_file(self.d, mode, pools), os.path.join(self.d, "job"), env=dict(FAST, **(env or {})))
 
     def results(self, job, n, timeout=240):
         rc = job.wait(timeout=timeout)
@@ -91,7 +91,13 @@ class Torch(unittest.TestCase):
         self.check_ddp(self.results(self.job("ddp", 2, 0), 2), 2, 0)
 
     def test_horovod_style(self):
-        res = self.results(self.job("hvd", 3, 1), 3)
+        # under Horovod's autotune: its search (3 samples of a round each) runs through the collectives
+        tune = {"HOROVOD_AUTOTUNE": "1", "HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES": "3",
+                "HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE": "1", "HOROVOD_AUTOTUNE_WARMUP_SAMPLES": "0"}
+        res = self.results(self.job("hvd", 3, 1, env=tune), 3)
+        chief = read(os.path.join(self.d, "job", "replica-logs", "workerpool0-0.log"))
+        self.assertIn("autotune: sample 3 of 3", chief)
+        self.assertRegex(chief, r"autotune: chose fusion threshold \S+ \S+ and cycle time \d+ ms")
         before = [r["digest_before"] for r in res]
         self.assertEqual(len(set(before)), 3, "the ranks should start different")
         for r in res:
