@@ -294,7 +294,8 @@ class DistributionMpi(unittest.TestCase):
         return r
 
     def start(self, req, name):
-        job = Job(self, write(self.d, name + ".json", json.dumps(req)), os.path.join(self.d, name))
+        job = Job(self, write(self.d, name + ".json", json.dumps(req)), os.path.join(self.d, name),
+                  env={"ZT_HEARTBEAT_MS": "300"})  # a silent host is lost after 3 s, not 10
         self.addCleanup(lambda: self.assertEqual(running(self.d + "/code/train.py"), [], "left running"))
         return job
 
