@@ -11,6 +11,7 @@
 #include "base/zt_util.h"
 #include "ztrain/ztrain.h"
 #include "ztrain/zt_allreduce.h"
+#include "ztrain/zt_collective.h"
 #include <errno.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -31,6 +32,64 @@ static bool s_inplace;
 static int s_cycle_ms;
 /* Rounds the autotune search took in this worker (before the timed ones). */
 static int s_searched;
+/* --coll: the workers stream their tensors through a collective (zt_coll,
+ * as the Python package's DDP hook does) instead of registering them. */
+static bool s_coll;
+
+/* One step through a collective: every tensor added (the last first, as
+ * backward passes make them), then finished. */
+static void s_coll_step(zt_coll_t *c, float *data, int64_t n, int ntensors)
+{
+    for (int t = ntensors - 1; t >= 0; t--)
+        if (zt_coll_add(c, data + (int64_t) t * n, n, false, 120000) != ZT_OK) {
+            fprintf(stderr, "add: %s\n", zt_coll_error(c));
+            exit(1);
+        }
+    if (zt_coll_finish(c, 120000) != ZT_OK) {
+        fprintf(stderr, "finish: %s\n", zt_coll_error(c));
+        exit(1);
+    }
+}
+
+/* Steps through a collective until autotune's search is over, then two
+ * warm-up steps and iters timed. Seconds per step. */
+static double s_coll_worker(zt_allreduce_opts_t *o, size_t bytes, int ntensors, int iters)
+{
+    char why[512];
+    zt_coll_t *c = zt_coll_new(o, 60000, why, sizeof why);
+    if (!c) {
+        fprintf(stderr, "collective: %s\n", why);
+        exit(1);
+    }
+    int64_t n = (int64_t) (bytes / 4);
+    float *data = calloc((size_t) (n * ntensors), 4);
+    bool searching = false;
+    zt_coll_layout(c, NULL, NULL, &searching);
+    int searched = 0;
+    for (; searching; searched++) {
+        s_coll_step(c, data, n, ntensors);
+        zt_coll_layout(c, NULL, NULL, &searching);
+    }
+    int64_t t0 = 0;
+    for (int i = 0; i < iters + 2; i++) {
+        if (i == 2)
+            t0 = zt_now_us();
+        s_coll_step(c, data, n, ntensors);
+    }
+    s_searched = searched;
+    int64_t th;
+    int cy;
+    zt_coll_layout(c, &th, &cy, NULL);
+    if (o->rank == 0 && searched)
+        printf("autotune N=%d R=%d (collective, slots of %lld bytes) chose fusion threshold %lld bytes, cycle time "
+               "%d ms, after %d steps\n", o->workers, o->nreducers, (long long) zt_coll_slot_bytes(c),
+               (long long) th, cy, searched);
+    fflush(stdout);
+    double sec = (double) (zt_now_us() - t0) / 1e6 / iters;
+    free(data);
+    zt_coll_destroy(&c);
+    return sec;
+}
 
 /* ntensors tensors of `bytes` each; returns seconds per all-reduce of all of them. */
 static double s_worker(int rank, int N, const char *const *reds, int R, const char *const *peers,
@@ -40,6 +99,8 @@ static double s_worker(int rank, int N, const char *const *reds, int R, const ch
     if (sequential)
         threshold = 1;
     zt_allreduce_opts_t o = { rank, N, reds, R, peers, threshold, s_cycle_ms, 0, 0, 0 };
+    if (s_coll)
+        return s_coll_worker(&o, bytes, ntensors, iters);
     zt_allreduce_t *ar = zt_allreduce_new(&o);
     int64_t n = (int64_t) (bytes / 4);
     float **bufs = calloc((size_t) ntensors, sizeof *bufs);
@@ -191,6 +252,8 @@ static void s_usage(FILE *out)
             "  --autotune     1000 tensors of 4 KiB, 4 workers, 2 reducers: a sweep of fixed fusion\n"
             "                 thresholds, then ZT_AUTOTUNE's choice, timed after its search, with\n"
             "                 its ratio to the best fixed one\n"
+            "  --coll         with --autotune: the tensors streamed through a collective (the Python\n"
+            "                 package's DDP hook): fixed slot sizes, then autotune from 1 MiB slots\n"
             "  --auth         reducers and workers are secured as in a job (CURVE control, sealed bulk)\n"
             "  --keys DIR     writes a job's keys to DIR (DIR/bench.key for ZT_CREDENTIALS) and exits:\n"
             "                 for runs started elsewhere (bench/netns_bench.py)\n"
@@ -208,10 +271,10 @@ static int s_autotune_sweep(const char *redbin, bool quick)
     double best = 1e30, cpu;
     int64_t best_th = 0;
     s_cycle_ms = -1; /* the default, as a job runs */
-    for (int64_t th = 4096; th <= (64 << 20); th *= 4) {
+    for (int64_t th = s_coll ? 16384 : 4096; th <= (s_coll ? 16 << 20 : 64 << 20); th *= 4) {
         double s = s_run(redbin, N, R, 4096, nt, th, budget, &cpu);
-        printf("sweep N=%d R=%d fixed threshold %9lld bytes (cycle time 5 ms) %8.3f ms a round %8.2f CPU-ns/B\n",
-               N, R, (long long) th,
+        printf("sweep N=%d R=%d fixed %s %9lld bytes (cycle time 5 ms) %8.3f ms a round %8.2f CPU-ns/B\n",
+               N, R, s_coll ? "slot size" : "threshold", (long long) th,
                s * 1e3, cpu / bytes * 1e9);
         fflush(stdout);
         if (s < best) {
@@ -221,7 +284,7 @@ static int s_autotune_sweep(const char *redbin, bool quick)
     }
     setenv("ZT_AUTOTUNE", "1", 0);
     setenv("ZT_AUTOTUNE_WARMUP_SAMPLES", "1", 0);
-    double s = s_run(redbin, N, R, 4096, nt, 0, budget, &cpu);
+    double s = s_run(redbin, N, R, 4096, nt, s_coll ? 1 << 20 : 0, budget, &cpu);
     printf("autotune N=%d R=%d after its search %8.3f ms a round %8.2f CPU-ns/B (a round's, the search's included): "
            "%.2fx the best fixed threshold's time (%lld bytes, %.3f ms)\n", N, R, s * 1e3, cpu / bytes * 1e9,
            s / best, (long long) best_th, best * 1e3);
@@ -250,6 +313,8 @@ int main(int argc, char **argv)
             autotune = true;
         else if (!strcmp(argv[i], "--inplace"))
             s_inplace = true;
+        else if (!strcmp(argv[i], "--coll"))
+            s_coll = true;
         else if (!strcmp(argv[i], "--auth"))
             s_bench_auth();
         else if (!strcmp(argv[i], "--keys") && i + 1 < argc) {
