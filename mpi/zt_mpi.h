@@ -32,11 +32,12 @@ int zt_mpi_host(void);
 /* `ztrain-mpi agent HOST WORD...` (mpirun's remote shell): runs the words,
  * joined as a shell command line, on HOST; the command's exit status. */
 int zt_mpi_agent(const char *host, int argc, char **argv);
-/* Before a daemon runs on host: its own folder for Open MPI's shared
- * memory between the ranks of one host (ZT_JOB_DIR/mpi/HOST). On one
- * machine every host has the same system name, and Open MPI names its
- * segments by that name and the local rank: without a folder per host,
- * two hosts' ranks would share (and corrupt) each other's. */
-void zt_mpi_host_env(const char *host);
+/* The variable to run host's daemon under (heap, NULL when it cannot be
+ * made): its own folder for Open MPI's shared memory between the ranks of
+ * one host, ZT_JOB_DIR/mpi/HOST, made 0700. On one machine every host has
+ * the same system name, and Open MPI names its segments by that name and
+ * the local rank: without a folder per host, two hosts' ranks would share
+ * (and corrupt) each other's. */
+char *zt_mpi_host_var(const char *host);
 
 #endif

@@ -62,19 +62,34 @@ static void s_heartbeat(s_host_t *self, zframe_t *agent)
     zt_msg_send(self->router, agent, &m);
 }
 
-/* The command in a child of ours: this host's folder of shared memory,
- * dying with us, then the shell's exec of it. */
+/* The command in a child of ours, dying with us (PR_SET_PDEATHSIG), under
+ * this host's shared-memory folder. Everything the child needs is made
+ * before the fork: this process has threads (ZeroMQ's, the heartbeat's),
+ * so the child only execs. */
 static pid_t s_spawn(s_host_t *self, const char *command)
 {
-    pid_t pid = fork();
-    if (pid != 0)
-        return pid;
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() == 1)
+    size_t n = 0;
+    while (environ[n])
+        n++;
+    char **envp = calloc(n + 2, sizeof *envp), *var = zt_mpi_host_var(self->host);
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (strncmp(environ[i], "OMPI_MCA_btl_vader_backing_directory=", 37))
+            envp[k++] = environ[i];
+    if (var)
+        envp[k++] = var;
+    char *argv[] = { "sh", "-c", (char *) command, NULL };
+    pid_t parent = getpid(), pid = fork();
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent)
+            _exit(127);
+        execve("/bin/sh", argv, envp);
         _exit(127);
-    zt_mpi_host_env(self->host);
-    execl("/bin/sh", "sh", "-c", command, (char *) NULL);
-    _exit(127);
+    }
+    free(envp);
+    free(var);
+    return pid;
 }
 
 /* One message from an agent: [id][header][command]. */

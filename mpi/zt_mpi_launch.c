@@ -191,15 +191,14 @@ int zt_mpi_launch(int argc, char **argv)
     return 127;
 }
 
-void zt_mpi_host_env(const char *host)
+char *zt_mpi_host_var(const char *host)
 {
     const char *job = zt_env_get(ZT_ENV_JOB_DIR);
     if (!job || !host || !*host || strchr(host, '/'))
-        return;
-    char *dir = zt_strdupf("%s/mpi/%s", job, host);
-    if (zt_mkdir_p(dir) == 0) {
-        chmod(dir, 0700);
-        setenv("OMPI_MCA_btl_vader_backing_directory", dir, 1);
-    }
+        return NULL;
+    char *dir = zt_strdupf("%s/mpi/%s", job, host), *var = NULL;
+    if (zt_mkdir_p(dir) == 0 && chmod(dir, 0700) == 0)
+        var = zt_strdupf("OMPI_MCA_btl_vader_backing_directory=%s", dir);
     free(dir);
+    return var;
 }
