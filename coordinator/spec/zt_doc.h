@@ -30,6 +30,10 @@ void zt_doc_set_origin(zt_doc_t *self, const char *path, const char *flag);
 void zt_doc_report(zt_doc_t *self, zt_diag_t *diag, int is_error, const char *path,
                    const json_t *value, const char *fmt, ...)
     __attribute__((format(printf, 6, 7)));
+/* zt_doc_report's error and warning, for readers that hold the document
+ * and its diagnostics themselves. */
+#define ZT_DOC_ERR(doc, diag, path, val, ...)  zt_doc_report((doc), (diag), 1, (path), (val), __VA_ARGS__)
+#define ZT_DOC_WARN(doc, diag, path, val, ...) zt_doc_report((doc), (diag), 0, (path), (val), __VA_ARGS__)
 
 /* Reports every field of obj (at path) whose name is not in known
  * (NULL-terminated): an error naming the nearest known name ("did you

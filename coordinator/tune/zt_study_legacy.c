@@ -9,9 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define ERR(doc, diag, path, val, ...) zt_doc_report((doc), (diag), 1, (path), (val), __VA_ARGS__)
-#define WARN(doc, diag, path, val, ...) zt_doc_report((doc), (diag), 0, (path), (val), __VA_ARGS__)
-
 static const char *const s_hp = "trainingInput.hyperparameters";
 
 bool zt_study_is_legacy_file(const char *file)
@@ -41,7 +38,7 @@ static json_t *s_param(zt_doc_t *doc, zt_diag_t *diag, json_t *p, const char *pp
     char *np = zt_strdupf("%s.parameterName", pp), *tp = zt_strdupf("%s.type", pp);
     json_t *out = json_object();
     if (!name)
-        ERR(doc, diag, np, json_object_get(p, "parameterName"), "required: the name (it becomes --name=value)");
+        ZT_DOC_ERR(doc, diag, np, json_object_get(p, "parameterName"), "required: the name (it becomes --name=value)");
     else
         json_object_set_new(out, "parameterId", json_string(name));
     static const char *const kinds[][3] = { { "DOUBLE", "doubleValueSpec", "" },
@@ -52,7 +49,7 @@ static json_t *s_param(zt_doc_t *doc, zt_diag_t *diag, json_t *p, const char *pp
         if (!strcmp(type, kinds[i][0]))
             k = i;
     if (k < 0)
-        ERR(doc, diag, tp, json_object_get(p, "type"), "required: DOUBLE, INTEGER, CATEGORICAL or DISCRETE");
+        ZT_DOC_ERR(doc, diag, tp, json_object_get(p, "type"), "required: DOUBLE, INTEGER, CATEGORICAL or DISCRETE");
     else if (k < 2) /* a range; the study's checks name minValue and maxValue */
         json_object_set_new(out, kinds[k][1], json_pack("{s:O?, s:O?}", "minValue", json_object_get(p, "minValue"),
                                                         "maxValue", json_object_get(p, "maxValue")));
@@ -60,7 +57,7 @@ static json_t *s_param(zt_doc_t *doc, zt_diag_t *diag, json_t *p, const char *pp
         json_t *v = json_object_get(p, kinds[k][2]);
         char *vp = zt_strdupf("%s.%s", pp, kinds[k][2]);
         if (!json_is_array(v) || !json_array_size(v))
-            ERR(doc, diag, vp, v, "required for type %s: a list of values", type);
+            ZT_DOC_ERR(doc, diag, vp, v, "required for type %s: a list of values", type);
         else
             json_object_set_new(out, kinds[k][1], json_pack("{s:O}", "values", v));
         free(vp);
@@ -83,14 +80,14 @@ json_t *zt_study_from_legacy(zt_doc_t *doc, zt_diag_t *diag, bool allow)
     zt_doc_check_unknown(doc, diag, hp, s_hp, known, allow);
     const char *goal = json_string_value(json_object_get(hp, "goal"));
     if (!goal || (strcmp(goal, "MAXIMIZE") && strcmp(goal, "MINIMIZE")))
-        ERR(doc, diag, "trainingInput.hyperparameters.goal", json_object_get(hp, "goal"),
+        ZT_DOC_ERR(doc, diag, "trainingInput.hyperparameters.goal", json_object_get(hp, "goal"),
             "required: MAXIMIZE or MINIMIZE");
     const char *tag = json_string_value(json_object_get(hp, "hyperparameterMetricTag"));
     json_t *ss = json_pack("{s:[{s:s, s:s}], s:[]}", "metrics", "metricId", tag ? tag : "training/hptuning/metric",
                            "goal", goal ? goal : "MAXIMIZE", "parameters");
     json_t *params = json_object_get(hp, "params");
     if (!json_is_array(params) || !json_array_size(params))
-        ERR(doc, diag, "trainingInput.hyperparameters.params", params, "required: the parameters to tune");
+        ZT_DOC_ERR(doc, diag, "trainingInput.hyperparameters.params", params, "required: the parameters to tune");
     size_t i;
     json_t *p;
     json_array_foreach(json_is_array(params) ? params : NULL, i, p) {
@@ -100,14 +97,14 @@ json_t *zt_study_from_legacy(zt_doc_t *doc, zt_diag_t *diag, bool allow)
     }
     const char *algo = json_string_value(json_object_get(hp, "algorithm"));
     if (algo && strcmp(algo, "ALGORITHM_UNSPECIFIED") && strcmp(algo, "GRID_SEARCH") && strcmp(algo, "RANDOM_SEARCH"))
-        ERR(doc, diag, "trainingInput.hyperparameters.algorithm", json_object_get(hp, "algorithm"),
+        ZT_DOC_ERR(doc, diag, "trainingInput.hyperparameters.algorithm", json_object_get(hp, "algorithm"),
             "ALGORITHM_UNSPECIFIED (Bayesian optimization), GRID_SEARCH or RANDOM_SEARCH");
     else if (algo && strcmp(algo, "ALGORITHM_UNSPECIFIED"))
         json_object_set_new(ss, "algorithm", json_string(algo));
     if (json_is_true(json_object_get(hp, "enableTrialEarlyStopping")))
         json_object_set_new(ss, "medianAutomatedStoppingSpec", json_object());
     if (json_object_get(hp, "resumePreviousJobId"))
-        WARN(doc, diag, "trainingInput.hyperparameters.resumePreviousJobId", json_object_get(hp, "resumePreviousJobId"),
+        ZT_DOC_WARN(doc, diag, "trainingInput.hyperparameters.resumePreviousJobId", json_object_get(hp, "resumePreviousJobId"),
              "no job ids here: run the config again with the same --job-dir, and its finished trials are kept");
     json_t *trial = json_deep_copy(ti);
     json_object_del(trial, "hyperparameters");

@@ -10,9 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define ERR(doc, diag, path, val, ...) zt_doc_report((doc), (diag), 1, (path), (val), __VA_ARGS__)
-#define WARN(doc, diag, path, val, ...) zt_doc_report((doc), (diag), 0, (path), (val), __VA_ARGS__)
-
 static const char *const s_cfg = "HyperParameterTuningJobConfig";
 
 bool zt_study_is_sagemaker(json_t *root)
@@ -56,7 +53,7 @@ static void s_ranges(zt_doc_t *doc, zt_diag_t *diag, json_t *pr, json_t *out)
             json_t *p = json_pack("{s:s}", "parameterId", name ? name : "");
             if (!name) {
                 char *np = zt_strdupf("%s.Name", rp);
-                ERR(doc, diag, np, NULL, "required");
+                ZT_DOC_ERR(doc, diag, np, NULL, "required");
                 free(np);
             }
             if (k < 2) {
@@ -70,7 +67,7 @@ static void s_ranges(zt_doc_t *doc, zt_diag_t *diag, json_t *pr, json_t *out)
                     json_object_set_new(p, "scaleType", json_string("UNIT_REVERSE_LOG_SCALE"));
                 else if (sc && strcmp(sc, "Auto") && strcmp(sc, "Linear")) {
                     char *sp = zt_strdupf("%s.ScalingType", rp);
-                    ERR(doc, diag, sp, json_object_get(r, "ScalingType"), "Auto, Linear, Logarithmic or ReverseLogarithmic");
+                    ZT_DOC_ERR(doc, diag, sp, json_object_get(r, "ScalingType"), "Auto, Linear, Logarithmic or ReverseLogarithmic");
                     free(sp);
                 }
             }
@@ -113,13 +110,13 @@ static void s_warm_start_config(zt_doc_t *doc, zt_diag_t *diag, bool allow, json
     zt_doc_check_unknown(doc, diag, w, "WarmStartConfig", wk, allow);
     const char *type = json_string_value(json_object_get(w, "WarmStartType"));
     if (!type || (strcmp(type, "IdenticalDataAndAlgorithm") && strcmp(type, "TransferLearning")))
-        ERR(doc, diag, "WarmStartConfig.WarmStartType", json_object_get(w, "WarmStartType"),
+        ZT_DOC_ERR(doc, diag, "WarmStartConfig.WarmStartType", json_object_get(w, "WarmStartType"),
             "required: IdenticalDataAndAlgorithm or TransferLearning");
     s->warm_transfer = type && !strcmp(type, "TransferLearning");
     json_t *parents = json_object_get(w, "ParentHyperParameterTuningJobs"), *p;
     size_t i, n = json_array_size(parents);
     if (!json_is_array(parents) || n < 1 || n > 5)
-        ERR(doc, diag, "WarmStartConfig.ParentHyperParameterTuningJobs", parents,
+        ZT_DOC_ERR(doc, diag, "WarmStartConfig.ParentHyperParameterTuningJobs", parents,
             "1 to 5 parents, each {\"HyperParameterTuningJobName\": an earlier study's directory or name}");
     json_array_foreach(parents, i, p) {
         const char *name = json_string_value(json_object_get(p, "HyperParameterTuningJobName"));
@@ -127,7 +124,7 @@ static void s_warm_start_config(zt_doc_t *doc, zt_diag_t *diag, bool allow, json
             char field[160];
             snprintf(field, sizeof field, "WarmStartConfig.ParentHyperParameterTuningJobs[%zu]"
                      ".HyperParameterTuningJobName", i);
-            ERR(doc, diag, field, json_object_get(p, "HyperParameterTuningJobName"), "required");
+            ZT_DOC_ERR(doc, diag, field, json_object_get(p, "HyperParameterTuningJobName"), "required");
         }
         else if (i < 5)
             s->warm[s->nwarm++] = strdup(name);
@@ -149,19 +146,19 @@ json_t *zt_study_from_sagemaker(zt_doc_t *doc, zt_diag_t *diag, bool allow, zt_s
     static const char *const later[] = { "TrainingJobDefinitions", "Autotune" };
     for (size_t f = 0; f < sizeof later / sizeof *later; f++)
         if (json_object_get(root, later[f]))
-            ERR(doc, diag, later[f], NULL, "not supported yet");
+            ZT_DOC_ERR(doc, diag, later[f], NULL, "not supported yet");
     s_warm_start_config(doc, diag, allow, json_object_get(root, "WarmStartConfig"), s);
     if (json_object_get(cfg, "TuningJobCompletionCriteria"))
-        WARN(doc, diag, "HyperParameterTuningJobConfig.TuningJobCompletionCriteria", NULL,
+        ZT_DOC_WARN(doc, diag, "HyperParameterTuningJobConfig.TuningJobCompletionCriteria", NULL,
              "ignored: the study runs its ResourceLimits");
     json_t *obj = json_object_get(cfg, "HyperParameterTuningJobObjective");
     const char *type = json_string_value(json_object_get(obj, "Type"));
     const char *metric = json_string_value(json_object_get(obj, "MetricName"));
     if (!type || (strcmp(type, "Maximize") && strcmp(type, "Minimize")))
-        ERR(doc, diag, "HyperParameterTuningJobConfig.HyperParameterTuningJobObjective.Type",
+        ZT_DOC_ERR(doc, diag, "HyperParameterTuningJobConfig.HyperParameterTuningJobObjective.Type",
             json_object_get(obj, "Type"), "required: Maximize or Minimize");
     if (!metric)
-        ERR(doc, diag, "HyperParameterTuningJobConfig.HyperParameterTuningJobObjective.MetricName", NULL, "required");
+        ZT_DOC_ERR(doc, diag, "HyperParameterTuningJobConfig.HyperParameterTuningJobObjective.MetricName", NULL, "required");
     /* the objective's regex, from the training job's MetricDefinitions */
     json_t *defs = json_object_get(json_object_get(json_object_get(root, "TrainingJobDefinition"),
                                                    "AlgorithmSpecification"), "MetricDefinitions");
@@ -173,7 +170,7 @@ json_t *zt_study_from_sagemaker(zt_doc_t *doc, zt_diag_t *diag, bool allow, zt_s
             !strcmp(json_string_value(json_object_get(d, "Name")), metric))
             regex = json_string_value(json_object_get(d, "Regex"));
     if (metric && !regex)
-        ERR(doc, diag, "TrainingJobDefinition.AlgorithmSpecification.MetricDefinitions", defs,
+        ZT_DOC_ERR(doc, diag, "TrainingJobDefinition.AlgorithmSpecification.MetricDefinitions", defs,
             "required: a definition named %s, whose Regex finds the objective in the program's output", metric);
     if (regex) {
         char *posix = s_posix_regex(regex), err[200];
@@ -182,11 +179,11 @@ json_t *zt_study_from_sagemaker(zt_doc_t *doc, zt_diag_t *diag, bool allow, zt_s
         int rc = regcomp(&s->metric_re, posix, REG_EXTENDED);
         if (rc != 0) {
             regerror(rc, &s->metric_re, err, sizeof err);
-            ERR(doc, diag, mp, rv, "not a regular expression: %s", err);
+            ZT_DOC_ERR(doc, diag, mp, rv, "not a regular expression: %s", err);
         }
         else if (s->metric_re.re_nsub < 1) {
             regfree(&s->metric_re);
-            ERR(doc, diag, mp, rv, "needs a group, ( ), around the value");
+            ZT_DOC_ERR(doc, diag, mp, rv, "needs a group, ( ), around the value");
         }
         else
             s->has_metric_re = true;
@@ -207,17 +204,17 @@ json_t *zt_study_from_sagemaker(zt_doc_t *doc, zt_diag_t *diag, bool allow, zt_s
         s->hb_min = json_integer_value(json_object_get(hb, "MinResource"));
         s->hb_max = json_integer_value(json_object_get(hb, "MaxResource"));
         if (s->hb_min < 1 || s->hb_max <= s->hb_min)
-            ERR(doc, diag, "HyperParameterTuningJobConfig.StrategyConfig.HyperbandStrategyConfig", hb,
+            ZT_DOC_ERR(doc, diag, "HyperParameterTuningJobConfig.StrategyConfig.HyperbandStrategyConfig", hb,
                 "required with Hyperband: MinResource >= 1 and MaxResource above it (epochs)");
         s->hyperband = true;
     }
     else if (strategy && strcmp(strategy, "Bayesian"))
-        ERR(doc, diag, "HyperParameterTuningJobConfig.Strategy", json_object_get(cfg, "Strategy"),
+        ZT_DOC_ERR(doc, diag, "HyperParameterTuningJobConfig.Strategy", json_object_get(cfg, "Strategy"),
             "Bayesian, Random, Grid or Hyperband");
     const char *es = json_string_value(json_object_get(cfg, "TrainingJobEarlyStoppingType"));
     if (es && !strcmp(es, "Auto")) {
         if (s->hyperband)
-            ERR(doc, diag, "HyperParameterTuningJobConfig.TrainingJobEarlyStoppingType", json_object_get(cfg,
+            ZT_DOC_ERR(doc, diag, "HyperParameterTuningJobConfig.TrainingJobEarlyStoppingType", json_object_get(cfg,
                 "TrainingJobEarlyStoppingType"), "Off with Hyperband, which stops trials itself");
         else /* SageMaker's rule: worse than the median of earlier jobs at the same epoch */
             json_object_set_new(ss, "medianAutomatedStoppingSpec", json_object());
