@@ -48,10 +48,12 @@ class Torch(unittest.TestCase):
         os.makedirs(self.out)
         self.addCleanup(shutil.rmtree, self.d, True)
 
-    def job(self, mode, trainers, reducers, *args, servers=0, env=None):
+    def job(self, mode, trainers, reducers, *args, servers=0, env=None, elastic=False):
         cmd = {"imageUri": "local", "command": [PY, WORKER, "--mode=" + mode, "--out=" + self.out, *args]}
         pools = [pool("local", 1), pool("local", trainers - 1)]
         pools[0]["containerSpec"] = pools[1]["containerSpec"] = cmd
+        if elastic:
+            pools[1]["elasticPolicy"] = {"minReplicaCount": 1, "maxReplicaCount": trainers - 1}
         if trainers == 1:
             pools = pools[:1]
         if reducers:
@@ -108,6 +110,15 @@ class Torch(unittest.TestCase):
             self.assertIn("only tensors and plain values", r["refused"] or "")  # no pickle from the network
             self.assertFalse(r["pwned"])
         self.assertEqual(len({r["digest"] for r in res}), 1)
+
+    def test_elastic_refuses_a_ddp_group_of_several(self):
+        # DDP's own process group cannot change its size: in an elastic pool
+        # the model's group must be its process alone (local_process_group)
+        for r in self.results(self.job("elastic_group", 2, 1, elastic=True), 2):
+            self.assertGreaterEqual(r["group"], 0)  # an elastic pool's trainer
+            self.assertIn("this DDP model's process group has 2 processes; in an elastic pool it must be this "
+                          "process alone", r["error"] or "")
+            self.assertIn("ztrain.torch.elastic.local_process_group()", r["error"])
 
     def test_shapes_that_differ_raise_on_every_rank(self):
         res = self.results(self.job("mismatch", 3, 2), 3, timeout=120)

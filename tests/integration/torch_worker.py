@@ -15,6 +15,8 @@ every trainer of a job. It writes what it found to OUT/result-RANK.json.
             into OUT/saved.json, then blocks in a step rank 1 never joins
             (OUT/blocked says so); rank 1 and the restarted rank 0 report
             the save
+  elastic_group  in an elastic pool, a DDP model over a process group of
+            every trainer: ztrain.torch.elastic refuses it, naming why
 """
 import argparse
 import errno
@@ -30,6 +32,7 @@ import torch.nn as nn
 
 import ztrain
 import ztrain.torch as hvd
+from ztrain.torch import elastic
 
 
 class Pwn:
@@ -94,7 +97,7 @@ def main():
     res = {"rank": job.rank, "size": job.size, "reducers": len(job.reducers)}
     torch.manual_seed(7)
     saved = os.path.join(a.out, "saved.json")
-    if a.mode in ("ddp", "hvd") or (a.mode == "preempt" and not os.path.exists(saved)):
+    if a.mode in ("ddp", "hvd", "elastic_group") or (a.mode == "preempt" and not os.path.exists(saved)):
         dist.init_process_group("gloo", rank=job.rank, world_size=job.size)
     data = batches(job.rank, a.steps)
     if a.mode == "ddp":
@@ -215,6 +218,13 @@ def main():
                 time.sleep(0.05)
             with open(saved) as f:
                 res["saved"] = json.load(f)
+    elif a.mode == "elastic_group":
+        res["group"] = job.group
+        try:
+            elastic.TorchState(model=nn.parallel.DistributedDataParallel(Net(a.width)))
+            res["error"] = None
+        except ValueError as e:
+            res["error"] = str(e)
     else:
         sys.exit("unknown mode " + a.mode)
     with open(os.path.join(a.out, "result-%d.json" % job.rank), "w") as f:
