@@ -18,6 +18,7 @@
  * ZT_MPI_HOSTS says where each host's `ztrain-mpi host` listens. */
 #ifndef ZT_MPI_H
 #define ZT_MPI_H
+#include <stdbool.h>
 
 /* The replica allowed to start processes on the other hosts. */
 #define ZT_MPI_PRIMARY "workerpool0-0"
@@ -32,12 +33,20 @@ int zt_mpi_host(void);
 /* `ztrain-mpi agent HOST WORD...` (mpirun's remote shell): runs the words,
  * joined as a shell command line, on HOST; the command's exit status. */
 int zt_mpi_agent(const char *host, int argc, char **argv);
-/* The variable to run host's daemon under (heap, NULL when it cannot be
- * made): its own folder for Open MPI's shared memory between the ranks of
- * one host, ZT_JOB_DIR/mpi/HOST, made 0700. On one machine every host has
- * the same system name, and Open MPI names its segments by that name and
- * the local rank: without a folder per host, two hosts' ranks would share
- * (and corrupt) each other's. */
-char *zt_mpi_host_var(const char *host);
+/* The variables to run host's daemon under, "NAME=value" each (a heap
+ * array of heap strings, NULL-terminated; ZT_MPI_HOST_VARS of them). On
+ * one machine every host has the same system name, and Open MPI names
+ * what its daemons and ranks share on a node by that name: two hosts'
+ * daemons would share (and corrupt) each other's. So each host gets
+ *   - its own folder for the shared memory between its ranks,
+ *     ZT_JOB_DIR/mpi/HOST (made 0700; none when it cannot be made);
+ *   - PMIx's key-value store in each process (gds hash), not in files
+ *     that every daemon on the node shares;
+ *   - no topology shared through a fixed mapping (rtc_hwloc_vmhole none),
+ *     which two daemons on one machine were seen to crash in. */
+#define ZT_MPI_HOST_VARS 3
+char **zt_mpi_host_vars(const char *host);
+/* Whether s ("NAME=value") sets one of zt_mpi_host_vars's names. */
+bool zt_mpi_host_var_named(const char *s);
 
 #endif

@@ -111,9 +111,9 @@ int zt_mpi_agent(const char *host, int argc, char **argv)
     char *command = s_join(argc, argv);
     const char *me = zt_env_get(ZT_ENV_SM_CURRENT_HOST);
     if (me && !strcmp(me, host)) { /* this host: the daemon is a child of mpirun's agent, here */
-        char *var = zt_mpi_host_var(host); /* no thread yet here: the environment is ours to change */
-        if (var)
-            putenv(var);
+        char **vars = zt_mpi_host_vars(host); /* no thread yet here: the environment is ours to change */
+        for (int i = 0; vars[i]; i++)
+            putenv(vars[i]);
         execl("/bin/sh", "sh", "-c", command, (char *) NULL);
         zt_error("cannot run /bin/sh: %m");
         return 255;

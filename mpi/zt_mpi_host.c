@@ -63,7 +63,7 @@ static void s_heartbeat(s_host_t *self, zframe_t *agent)
 }
 
 /* The command in a child of ours, dying with us (PR_SET_PDEATHSIG), under
- * this host's shared-memory folder. Everything the child needs is made
+ * this host's variables (zt_mpi_host_vars). Everything the child needs is made
  * before the fork: this process has threads (ZeroMQ's, the heartbeat's),
  * so the child only execs. */
 static pid_t s_spawn(s_host_t *self, const char *command)
@@ -71,13 +71,13 @@ static pid_t s_spawn(s_host_t *self, const char *command)
     size_t n = 0;
     while (environ[n])
         n++;
-    char **envp = calloc(n + 2, sizeof *envp), *var = zt_mpi_host_var(self->host);
+    char **envp = calloc(n + ZT_MPI_HOST_VARS + 1, sizeof *envp), **vars = zt_mpi_host_vars(self->host);
     size_t k = 0;
     for (size_t i = 0; i < n; i++)
-        if (strncmp(environ[i], "OMPI_MCA_btl_vader_backing_directory=", 37))
+        if (!zt_mpi_host_var_named(environ[i]))
             envp[k++] = environ[i];
-    if (var)
-        envp[k++] = var;
+    for (int i = 0; vars[i]; i++)
+        envp[k++] = vars[i];
     char *argv[] = { "sh", "-c", (char *) command, NULL };
     pid_t parent = getpid(), pid = fork();
     if (pid == 0) {
@@ -88,7 +88,9 @@ static pid_t s_spawn(s_host_t *self, const char *command)
         _exit(127);
     }
     free(envp);
-    free(var);
+    for (int i = 0; vars[i]; i++)
+        free(vars[i]);
+    free(vars);
     return pid;
 }
 

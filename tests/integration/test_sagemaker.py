@@ -15,6 +15,7 @@ the job; nothing of the job's is left running after it."""
 import json
 import os
 import signal
+import subprocess
 import tarfile
 import unittest
 
@@ -340,10 +341,21 @@ class DistributionMpi(unittest.TestCase):
         os.kill(host["pid"], signal.SIGKILL)
         # its daemon goes with it; the primary's agent hears nothing, mpirun fails, and the run starts again
         wait_for(lambda: len(os.listdir(hold)) == 4, timeout=90, what="the run started again")
+        # garbage on the new host's socket, even under the primary's own keys, is dropped: it serves on
+        where = json.loads(subprocess.run([os.path.join(BIN, "ztrain"), "env", os.path.join(self.d, "job.json"),
+                                           "--pool", "0", "--index", "0"], capture_output=True, text=True,
+                                          timeout=30).stdout.split("ZT_MPI_HOSTS=", 1)[1].split("\n", 1)[0])
+        host = [r for r in load_job(job.job_dir)["replicas"] if r["name"] == "workerpool1-0"][0]
+        subprocess.run([os.path.join(BIN, "..", "tests", "ctl_garbage"), "tcp://" + host["address"]], check=True,
+                       timeout=30, env=dict(os.environ, ZT_CREDENTIALS=os.path.join(job.job_dir, "credentials",
+                                                                                    "workerpool0-0.key")))
+        self.assertIn("algo-2", where)
         open(os.path.join(hold, "go"), "w").close()
         rc = job.wait(timeout=90)
         self.assertEqual(rc, 0, job.err[-3000:])
         self.assertEqual(self.model()["size"], 2)
+        restarts = {r["name"]: r["restarts"] for r in load_job(job.job_dir)["replicas"]}
+        self.assertEqual(restarts, {"workerpool0-0": 1, "workerpool1-0": 1})  # the second run went through
         self.assertIn("workerpool0-0: restart 1 of", job.err)
         with open(os.path.join(job.job_dir, "replica-logs", "workerpool0-0.log")) as f:
             self.assertRegex(f.read(), r"host algo-2 \(127\.0\.0\.1:\d+\) silent for \d+ s: its command is taken as lost")
