@@ -10,8 +10,9 @@ group only, sharded among its hosts. distribution mpi: a real mpi4py
 program under Open MPI's mpirun over three hosts, each host's ranks under
 its own replica (its channel share, its folders), a host refusing a
 command from any replica but the primary; a host killed with SIGKILL
-mid-run restarts the MPI run, which then succeeds; a failing rank fails
-the job; nothing of the job's is left running after it."""
+mid-run restarts the MPI run, which then succeeds (garbage sent to the new
+host's socket changes nothing); a failing rank fails the job; nothing of
+the job's is left running after it."""
 import json
 import os
 import signal
