@@ -457,10 +457,9 @@ void zt_coord_replica_exited(zt_coord_t *self, zt_crep_t *r, int status)
         r->state = ZT_REP_SUCCEEDED;
         zt_coord_write_state(self);
         if (self->plan->sagemaker) { /* SageMaker's job ends when every host's program has */
-            int left = 0; /* smdistributed's stand-in reducers are no hosts: stopped with the job */
-            for (int i = 0; i < self->nreps; i++) /* with mpi the primary's mpirun ran every host's */
-                left += zt_sm_is_host(self->plan, self->reps[i].pool) && self->reps[i].state != ZT_REP_SUCCEEDED &&
-                        !(zt_sm_mpi(self->plan) && self->reps[i].pool > 0);
+            int left = 0;
+            for (int i = 0; i < self->nreps; i++)
+                left += zt_sm_awaited(self->plan, self->reps[i].pool) && self->reps[i].state != ZT_REP_SUCCEEDED;
             if (!left) {
                 zt_info("every host's program finished");
                 zt_coord_stop_all(self, ZT_AFTER_FINISH, ZT_JOB_SUCCEEDED);

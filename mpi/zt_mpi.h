@@ -33,6 +33,9 @@ int zt_mpi_host(void);
 /* `ztrain-mpi agent HOST WORD...` (mpirun's remote shell): runs the words,
  * joined as a shell command line, on HOST; the command's exit status. */
 int zt_mpi_agent(const char *host, int argc, char **argv);
+/* argv's words as one line, space between them, as ssh joins a command
+ * (heap). */
+char *zt_mpi_join(int argc, char *const *argv);
 /* The variables to run host's daemon under, "NAME=value" each (a heap
  * array of heap strings, NULL-terminated; ZT_MPI_HOST_VARS of them). On
  * one machine every host has the same system name, and Open MPI names

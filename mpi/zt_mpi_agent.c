@@ -26,8 +26,7 @@
 static volatile sig_atomic_t s_stop;
 static void s_on_signal(int sig) { s_stop = sig; }
 
-/* The words as one command line, as ssh joins them. */
-static char *s_join(int argc, char **argv)
+char *zt_mpi_join(int argc, char *const *argv)
 {
     size_t len = 1;
     for (int i = 0; i < argc; i++)
@@ -108,7 +107,7 @@ int zt_mpi_agent(const char *host, int argc, char **argv)
         zt_error("agent: no command for host %s", host);
         return 255;
     }
-    char *command = s_join(argc, argv);
+    char *command = zt_mpi_join(argc, argv);
     const char *me = zt_env_get(ZT_ENV_SM_CURRENT_HOST);
     if (me && !strcmp(me, host)) { /* this host: the daemon is a child of mpirun's agent, here */
         char **vars = zt_mpi_host_vars(host); /* no thread yet here: the environment is ours to change */

@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -46,6 +47,39 @@ typedef struct {
     const char *host;    /* SM_CURRENT_HOST */
     int64_t hb_ms;
 } s_host_t;
+
+/* ------------------------------------------------------------ a daemon's variables */
+
+static const char *const s_names[ZT_MPI_HOST_VARS] = { "OMPI_MCA_btl_vader_backing_directory", "PMIX_MCA_gds",
+                                                        "OMPI_MCA_rtc_hwloc_vmhole" };
+
+char **zt_mpi_host_vars(const char *host)
+{
+    char **vars = calloc(ZT_MPI_HOST_VARS + 1, sizeof *vars);
+    int n = 0;
+    const char *job = zt_env_get(ZT_ENV_JOB_DIR);
+    if (job && host && *host && !strchr(host, '/')) {
+        char *dir = zt_strdupf("%s/mpi/%s", job, host);
+        if (zt_mkdir_p(dir) == 0 && chmod(dir, 0700) == 0)
+            vars[n++] = zt_strdupf("%s=%s", s_names[0], dir);
+        free(dir);
+    }
+    vars[n++] = zt_strdupf("%s=hash", s_names[1]);
+    vars[n++] = zt_strdupf("%s=none", s_names[2]);
+    return vars;
+}
+
+bool zt_mpi_host_var_named(const char *s)
+{
+    for (int i = 0; i < ZT_MPI_HOST_VARS; i++) {
+        size_t len = strlen(s_names[i]);
+        if (!strncmp(s, s_names[i], len) && s[len] == '=')
+            return true;
+    }
+    return false;
+}
+
+/* ------------------------------------------------------------ serving */
 
 static void s_answer(s_host_t *self, zframe_t *agent, int64_t req, int64_t status, const char *reason)
 {

@@ -10,7 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 /* Splits text into words as a shell would quote them ('...', "...", \x),
@@ -175,12 +174,7 @@ int zt_mpi_launch(int argc, char **argv)
         av[prog + 2] = "mpi4py";
         n += 2;
     }
-    char *line = strdup("");
-    for (int a = 0; a < n; a++) {
-        char *next = zt_strdupf("%s%s%s", line, a ? " " : "", av[a]);
-        free(line);
-        line = next;
-    }
+    char *line = zt_mpi_join(n, av);
     zt_info("distribution mpi: %s", line);
     free(line);
     /* (no folder of shared memory here: mpirun hands its OMPI_MCA_*
@@ -189,33 +183,4 @@ int zt_mpi_launch(int argc, char **argv)
     execv(mpirun, av);
     zt_error("cannot run %s: %m", mpirun);
     return 127;
-}
-
-static const char *const s_names[ZT_MPI_HOST_VARS] = { "OMPI_MCA_btl_vader_backing_directory", "PMIX_MCA_gds",
-                                                        "OMPI_MCA_rtc_hwloc_vmhole" };
-
-char **zt_mpi_host_vars(const char *host)
-{
-    char **vars = calloc(ZT_MPI_HOST_VARS + 1, sizeof *vars);
-    int n = 0;
-    const char *job = zt_env_get(ZT_ENV_JOB_DIR);
-    if (job && host && *host && !strchr(host, '/')) {
-        char *dir = zt_strdupf("%s/mpi/%s", job, host);
-        if (zt_mkdir_p(dir) == 0 && chmod(dir, 0700) == 0)
-            vars[n++] = zt_strdupf("%s=%s", s_names[0], dir);
-        free(dir);
-    }
-    vars[n++] = zt_strdupf("%s=hash", s_names[1]);
-    vars[n++] = zt_strdupf("%s=none", s_names[2]);
-    return vars;
-}
-
-bool zt_mpi_host_var_named(const char *s)
-{
-    for (int i = 0; i < ZT_MPI_HOST_VARS; i++) {
-        size_t len = strlen(s_names[i]);
-        if (!strncmp(s, s_names[i], len) && s[len] == '=')
-            return true;
-    }
-    return false;
 }

@@ -448,11 +448,13 @@ static json_t *s_sm_training_env(const zt_layout_t *self, int pool, int index)
     const zt_plan_t *plan = self->plan;
     json_t *hosts = json_array();
     char current[64], name[64];
-    for (int p = 0; p < ZT_POOLS; p++)
-        for (int i = 0; plan->pools[p].present && zt_sm_is_host(plan, p) && i < plan->pools[p].replicas; i++) {
-            zt_sm_host(self, p, i, name, sizeof name);
-            json_array_append_new(hosts, json_string(name));
-        }
+    int n;
+    zt_sm_ref_t *h = zt_sm_hosts(plan, &n);
+    for (int k = 0; k < n; k++) {
+        zt_sm_host(self, h[k].pool, h[k].index, name, sizeof name);
+        json_array_append_new(hosts, json_string(name));
+    }
+    free(h);
     zt_sm_host(self, pool, index, current, sizeof current);
     /* the input (channels) is the job's, a trial's study's; the model and
      * output folders are the trial's own, as AIP_MODEL_DIR is */
@@ -554,14 +556,15 @@ static void s_env_sagemaker(json_t *env, const zt_layout_t *self, int pool, int 
     s_put_sm(env, zt_env_name(ZT_ENV_SM_TRAINING_ENV), e);
     if (zt_sm_mpi(self->plan)) { /* where each host's ztrain-mpi listens */
         json_t *where = json_object();
-        for (int p = 0; p < ZT_POOLS; p++)
-            for (int r = 0; self->plan->pools[p].present && zt_sm_is_host(self->plan, p) &&
-                            r < self->plan->pools[p].replicas; r++) {
-                char host[32];
-                zt_sm_host(self, p, r, host, sizeof host);
-                const zt_place_t *at = zt_layout_place(self, p, r);
-                json_object_set_new(where, host, json_sprintf("%s:%d", at->addr, at->port));
-            }
+        int n;
+        zt_sm_ref_t *h = zt_sm_hosts(self->plan, &n);
+        for (int i = 0; i < n; i++) {
+            char host[32];
+            zt_sm_host(self, h[i].pool, h[i].index, host, sizeof host);
+            const zt_place_t *at = zt_layout_place(self, h[i].pool, h[i].index);
+            json_object_set_new(where, host, json_sprintf("%s:%d", at->addr, at->port));
+        }
+        free(h);
         s_put_json(env, zt_env_name(ZT_ENV_MPI_HOSTS), where);
     }
 }

@@ -24,6 +24,21 @@ bool zt_sm_mpi(const zt_plan_t *plan)
     return plan->sagemaker && json_object_get(plan->sagemaker, "mpi");
 }
 
+bool zt_sm_awaited(const zt_plan_t *plan, int pool)
+{
+    return zt_sm_is_host(plan, pool) && !(zt_sm_mpi(plan) && pool > 0);
+}
+
+zt_sm_ref_t *zt_sm_hosts(const zt_plan_t *plan, int *n)
+{
+    zt_sm_ref_t *out = calloc((size_t) zt_plan_replicas(plan) + 1, sizeof *out);
+    *n = 0;
+    for (int p = 0; p < ZT_POOLS; p++)
+        for (int r = 0; plan->pools[p].present && zt_sm_is_host(plan, p) && r < plan->pools[p].replicas; r++)
+            out[(*n)++] = (zt_sm_ref_t) { p, r };
+    return out;
+}
+
 /* The group index of a host of pool: 0 for pools 0 and 1. */
 static int s_group_of(const json_t *groups, int pool)
 {
@@ -48,13 +63,15 @@ json_t *zt_sm_groups(const zt_layout_t *layout, int pool, int *mine)
     json_array_foreach(given, i, g)
         json_array_append_new(out, json_pack("{s:O, s:O, s:[]}", "instance_group_name", json_object_get(g, "name"),
                                              "instance_type", json_object_get(g, "type"), "hosts"));
-    for (int p = 0; p < ZT_POOLS; p++)
-        for (int r = 0; plan->pools[p].present && zt_sm_is_host(plan, p) && r < plan->pools[p].replicas; r++) {
-            char host[32];
-            zt_sm_host(layout, p, r, host, sizeof host);
-            json_t *grp = json_array_get(out, given ? (size_t) s_group_of(given, p) : 0);
-            json_array_append_new(json_object_get(grp, "hosts"), json_string(host));
-        }
+    int n;
+    zt_sm_ref_t *h = zt_sm_hosts(plan, &n);
+    for (int k = 0; k < n; k++) {
+        char host[32];
+        zt_sm_host(layout, h[k].pool, h[k].index, host, sizeof host);
+        json_t *grp = json_array_get(out, given ? (size_t) s_group_of(given, h[k].pool) : 0);
+        json_array_append_new(json_object_get(grp, "hosts"), json_string(host));
+    }
+    free(h);
     if (mine)
         *mine = given ? s_group_of(given, pool) : 0;
     return out;
@@ -162,7 +179,8 @@ int zt_sm_prepare_host(const zt_layout_t *layout, int pool, int index, char *why
     if (!sm || !zt_sm_is_host(layout->plan, pool))
         return 0;
     char *root = zt_sm_host_root(layout, pool, index);
-    int k = zt_layout_ordinal(layout, pool, index), hosts = zt_plan_replicas(layout->plan), rc = 0;
+    int rc = 0, n;
+    zt_sm_ref_t *h = zt_sm_hosts(layout->plan, &n);
     static const char *const dirs[] = { "model", "output/data", "output/intermediate", "input/data" };
     for (size_t d = 0; d < sizeof dirs / sizeof *dirs && rc == 0; d++) {
         char *p = zt_strdupf("%s/%s", root, dirs[d]);
@@ -178,11 +196,10 @@ int zt_sm_prepare_host(const zt_layout_t *layout, int pool, int index, char *why
         if (!s_gets(layout, pool, ch))
             continue;
         /* a share among the hosts that get the channel: this one's place among them */
-        hosts = k = 0;
-        for (int p = 0; p < ZT_POOLS; p++)
-            for (int r = 0; s_gets(layout, p, ch) && layout->plan->pools[p].present &&
-                            zt_sm_is_host(layout->plan, p) && r < layout->plan->pools[p].replicas; r++) {
-                k += zt_layout_ordinal(layout, p, r) < zt_layout_ordinal(layout, pool, index);
+        int hosts = 0, k = 0;
+        for (int x = 0; x < n; x++)
+            if (s_gets(layout, h[x].pool, ch)) {
+                k += zt_layout_ordinal(layout, h[x].pool, h[x].index) < zt_layout_ordinal(layout, pool, index);
                 hosts++;
             }
         bool sharded = !strcmp(json_string_value(json_object_get(ch, "distribution")), "ShardedByS3Key");
@@ -202,6 +219,7 @@ int zt_sm_prepare_host(const zt_layout_t *layout, int pool, int index, char *why
         json_decref(files);
         free(dir);
     }
+    free(h);
     free(root);
     return rc;
 }
@@ -214,21 +232,21 @@ int zt_sm_upload(const zt_layout_t *layout, char *why, size_t len)
     bool gz = json_is_true(json_object_get(sm, "compress"));
     char *out = zt_strdupf("%s/%s/output", json_string_value(json_object_get(sm, "outputPath")),
                            json_string_value(json_object_get(sm, "jobName")));
-    int rc = zt_mkdir_p(out), n = zt_plan_replicas(layout->plan), k = 0;
+    int rc = zt_mkdir_p(out), k;
     if (rc != 0)
         snprintf(why, len, "cannot make %s: %s", out, strerror(errno));
     /* the primary host's model/; every host's output/data, each under its host's name */
     char *root = zt_sm_host_root(layout, 0, 0), *model = zt_strdupf("%s/model", root), *top = "";
-    char **dirs = calloc((size_t) n, sizeof *dirs), **names = calloc((size_t) n, sizeof *names);
-    for (int p = 0; p < ZT_POOLS; p++)
-        for (int i = 0; layout->plan->pools[p].present && zt_sm_is_host(layout->plan, p) &&
-                        i < layout->plan->pools[p].replicas; i++, k++) {
-            char *hr = zt_sm_host_root(layout, p, i), host[32];
-            zt_sm_host(layout, p, i, host, sizeof host);
-            dirs[k] = zt_strdupf("%s/output/data", hr);
-            names[k] = strdup(host);
-            free(hr);
-        }
+    zt_sm_ref_t *h = zt_sm_hosts(layout->plan, &k);
+    char **dirs = calloc((size_t) k + 1, sizeof *dirs), **names = calloc((size_t) k + 1, sizeof *names);
+    for (int i = 0; i < k; i++) {
+        char *hr = zt_sm_host_root(layout, h[i].pool, h[i].index), host[32];
+        zt_sm_host(layout, h[i].pool, h[i].index, host, sizeof host);
+        dirs[i] = zt_strdupf("%s/output/data", hr);
+        names[i] = strdup(host);
+        free(hr);
+    }
+    free(h);
     char *mpath = zt_strdupf("%s/%s", out, gz ? "model.tar.gz" : "model.tar");
     char *opath = zt_strdupf("%s/%s", out, gz ? "output.tar.gz" : "output.tar");
     if (rc == 0)

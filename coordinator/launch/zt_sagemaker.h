@@ -23,9 +23,18 @@ json_t *zt_sm_groups(const zt_layout_t *layout, int pool, int *mine);
  * reducers that stand in for smdistributed's servers. */
 bool zt_sm_is_host(const zt_plan_t *plan, int pool);
 /* Whether the job's distribution is mpi: the primary's mpirun runs every
- * host's processes (the other hosts run `ztrain-mpi host`), so the job
- * ends with it. */
+ * host's processes (the other hosts run `ztrain-mpi host`). */
 bool zt_sm_mpi(const zt_plan_t *plan);
+/* Whether a SageMaker job waits for pool's programs to end: the hosts'
+ * (not smdistributed's stand-in reducers), and with mpi the primary's
+ * alone. The job succeeds when every one it waits for has. */
+bool zt_sm_awaited(const zt_plan_t *plan, int pool);
+/* A replica that is a SageMaker host. */
+typedef struct {
+    int pool, index;
+} zt_sm_ref_t;
+/* Every SageMaker host of the job, algo-1 first (heap; *n of them). */
+zt_sm_ref_t *zt_sm_hosts(const zt_plan_t *plan, int *n);
 /* <job-dir>/opt-ml/algo-K (heap). */
 char *zt_sm_host_root(const zt_layout_t *layout, int pool, int index);
 /* A CreateTrainingJob's own in SM_TRAINING_ENV e of replica (pool,

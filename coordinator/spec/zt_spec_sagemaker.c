@@ -293,8 +293,8 @@ static void s_mpi(zt_plan_t *plan)
     if (!mpi)
         return;
     zt_pool_t *primary = &plan->pools[0];
-    json_t *argv = json_pack("[s, s, s, s]", "ztrain-mpi", "launch", "--processes-per-host", "");
-    json_array_set_new(argv, 3, json_sprintf("%d", (int) json_integer_value(json_object_get(mpi, "processesPerHost"))));
+    json_t *argv = json_pack("[s, s, s, o]", "ztrain-mpi", "launch", "--processes-per-host",
+                             json_sprintf("%d", (int) json_integer_value(json_object_get(mpi, "processesPerHost"))));
     const char *opts = json_string_value(json_object_get(mpi, "options"));
     if (opts && *opts) {
         json_array_append_new(argv, json_string("--mpi-options"));

@@ -159,7 +159,7 @@ static void s_pad(zt_coll_t *self)
                     zt_allreduce_submit(self->ar, u, buf);
                 }
             }
-        t = last >= t ? last + 1 : t + 1;
+        t = last + 1; /* last >= t: t's own bucket, or t itself */
     }
 }
 
