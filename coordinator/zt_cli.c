@@ -2,6 +2,7 @@
 #include "launch/zt_layout.h"
 #include "zt_coord.h"
 #include "launch/zt_cuda_probe.h"
+#include "launch/zt_sagemaker.h"
 #include "launch/zt_slurm.h"
 #include "spec/zt_doc.h"
 #include "tune/zt_study.h"
@@ -659,6 +660,11 @@ static int s_cmd_run(s_args_t *a)
         free(dir);
         dir = NULL;
     }
+    if (dir && zt_sm_folders(plan, ZT_DIR_MAKE, why_base, sizeof why_base) != 0) { /* before the job starts */
+        fprintf(stderr, "ztrain: %s\n", why_base);
+        free(dir);
+        dir = NULL;
+    }
     if (!dir || !s_dir_ok(a, dir, plan)) {
         free(dir);
         zt_plan_destroy(&plan);
@@ -706,6 +712,12 @@ static int s_cmd_validate(s_args_t *a)
     zt_diag_destroy(&diag);
     if (!plan)
         return ZT_CLI_USAGE;
+    char why[1024];
+    if (zt_sm_folders(plan, ZT_DIR_CHECK, why, sizeof why) != 0) {
+        fprintf(stderr, "ztrain validate: %s\n", why);
+        zt_plan_destroy(&plan);
+        return ZT_CLI_USAGE;
+    }
     if (!strcasecmp(zt_knob_str(ZT_KNOB_SECURITY), "off")) /* as loudly as run says it */
         fprintf(stderr, "ztrain validate: ZT_SECURITY=off: the job's sockets would be neither authenticated nor "
                         "encrypted; anyone who can reach its ports could read its model and pose as its "

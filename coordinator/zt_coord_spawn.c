@@ -64,13 +64,18 @@ static char **s_envp(json_t *vars)
     return envp;
 }
 
-/* SageMaker's config files (hyperparameters.json, resourceconfig.json,
- * inputdataconfig.json) in the replica's config dir. */
-static void s_write_config_files(zt_coord_t *self, zt_crep_t *r)
+/* SageMaker's folders (a host's channels: ZT_EINVAL, said in its log,
+ * when they cannot be made) and config files (hyperparameters.json,
+ * resourceconfig.json, inputdataconfig.json) in the replica's config dir. */
+static int s_write_config_files(zt_coord_t *self, zt_crep_t *r)
 {
-    char why[512];
-    if (zt_sm_prepare_host(&self->layout, r->pool, r->index, why, sizeof why) != 0)
-        zt_warn("%s: its SageMaker folders: %s", r->name, why);
+    char why[1024];
+    if (zt_sm_prepare_host(&self->layout, r->pool, r->index, why, sizeof why) != 0) {
+        zt_error("%s: its SageMaker folders: %s", r->name, why);
+        if (r->log)
+            fprintf(r->log, "=== ztrain: %s not started: its SageMaker folders: %s\n", r->name, why);
+        return ZT_EINVAL;
+    }
     char *cfg = zt_layout_config_dir(&self->layout, r->pool, r->index);
     zt_mkdir_p(cfg);
     json_t *files = zt_layout_config_files(&self->layout, r->pool, r->index), *doc;
@@ -85,6 +90,7 @@ static void s_write_config_files(zt_coord_t *self, zt_crep_t *r)
     }
     json_decref(files);
     free(cfg);
+    return ZT_OK;
 }
 
 /* Starts (or restarts) a replica through the backend. */
@@ -104,7 +110,11 @@ int zt_coord_spawn(zt_coord_t *self, zt_crep_t *r)
         json_array_append_new(vars, json_pack("[ss]", zt_env_name(ZT_ENV_REJOIN), "1"));
     char **envp = s_envp(vars);
     json_decref(vars);
-    s_write_config_files(self, r);
+    if (s_write_config_files(self, r) != ZT_OK) {
+        zt_strv_free(argv);
+        zt_strv_free(envp);
+        return ZT_EINVAL;
+    }
     if (r->log) { /* the command, each argument as one word (quoted when it has a space) */
         fprintf(r->log, "=== ztrain: starting %s (incarnation %d, restart %d):", r->name,
                 self->layout.incarnation, r->restarts);

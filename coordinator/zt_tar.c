@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -131,49 +132,55 @@ static int s_walk(s_tar_t *t, const char *dir, const char *rel)
     return rc;
 }
 
-int zt_tar_folder(const char *dir, const char *path, bool gzip, char *why, size_t len)
-{
-    const char *top = "";
-    return zt_tar_folders(&dir, &top, 1, path, gzip, why, len);
-}
-
-int zt_tar_folders(const char *const *dirs, const char *const *names, int n, const char *path, bool gzip,
+int zt_tar_folders(const char *const *dirs, const char *const *names, int n, int at, const char *path, bool gzip,
                    char *why, size_t len)
 {
     why[0] = 0;
-    char *tmp = zt_strdupf("%s.tmp-%d", path, (int) getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    /* a fresh name of its own in the folder, never through a link, never
+     * an existing file; renamed into place when whole */
+    char tmp[512];
+    int fd = -1;
+    for (int tries = 0; fd < 0 && tries < 16; tries++) {
+        unsigned char r[6];
+        if (getrandom(r, sizeof r, 0) != (ssize_t) sizeof r)
+            break;
+        if (snprintf(tmp, sizeof tmp, ".%s.tmp-%02x%02x%02x%02x%02x%02x", path, r[0], r[1], r[2], r[3], r[4], r[5]) >=
+            (int) sizeof tmp)
+            break;
+        fd = openat(at, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd < 0 && errno != EEXIST)
+            break;
+    }
     s_tar_t t = { fd >= 0 ? gzdopen(fd, gzip ? "wb6" : "wbT") : NULL, why, len };
     int rc = 0;
     if (!t.out) {
-        snprintf(why, len, "cannot write %s: %s", tmp, strerror(errno));
-        if (fd >= 0)
+        snprintf(why, len, "cannot write %s: %s", path, strerror(errno));
+        if (fd >= 0) {
             close(fd);
-        rc = -1;
-    }
-    else {
-        static const char end[1024];
-        for (int i = 0; i < n && rc == 0; i++) {
-            struct stat st;
-            if (names[i][0] && stat(dirs[i], &st) != 0)
-                continue;
-            char *rel = names[i][0] ? zt_strdupf("%s/", names[i]) : strdup("");
-            if (rel[0])
-                rc = s_header(&t, rel, &st, '5');
-            if (rc == 0)
-                rc = s_walk(&t, dirs[i], rel);
-            free(rel);
+            unlinkat(at, tmp, 0);
         }
-        if (rc == 0)
-            rc = s_write(&t, end, sizeof end);
-        if (gzclose(t.out) != Z_OK && rc == 0)
-            rc = s_fail(&t, "cannot write %s", tmp);
+        return -1;
     }
-    if (rc == 0 && rename(tmp, path) != 0)
+    static const char end[1024];
+    for (int i = 0; i < n && rc == 0; i++) {
+        struct stat st;
+        if (names[i][0] && stat(dirs[i], &st) != 0)
+            continue;
+        char *rel = names[i][0] ? zt_strdupf("%s/", names[i]) : strdup("");
+        if (rel[0])
+            rc = s_header(&t, rel, &st, '5');
+        if (rc == 0)
+            rc = s_walk(&t, dirs[i], rel);
+        free(rel);
+    }
+    if (rc == 0)
+        rc = s_write(&t, end, sizeof end);
+    if (gzclose(t.out) != Z_OK && rc == 0)
+        rc = s_fail(&t, "cannot write %s", path);
+    if (rc == 0 && renameat(at, tmp, at, path) != 0)
         rc = s_fail(&t, "cannot write %s: %s", path, strerror(errno));
     if (rc != 0)
-        unlink(tmp);
-    free(tmp);
+        unlinkat(at, tmp, 0);
     return rc;
 }
 
@@ -195,7 +202,9 @@ void zt_tar_selftest(void)
         fputc(i & 0xff, f);
     fclose(f);
     assert(symlink("/etc/passwd", link) == 0);
-    assert(zt_tar_folder(in, out, false, why, sizeof why) == 0);
+    const char *top = "";
+    int at = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    assert(zt_tar_folders((const char *const *) &in, &top, 1, at, "out.tar", false, why, sizeof why) == 0);
     struct stat st;
     assert(stat(out, &st) == 0);
     /* a/ (header), a/x.txt (header + 1 block), b.bin (header + 2 blocks), the end */
@@ -210,8 +219,16 @@ void zt_tar_selftest(void)
         sum += i >= 148 && i < 156 ? ' ' : h[i];
     assert(strtoul((char *) h + 148, NULL, 8) == sum);
     fclose(f);
-    assert(zt_tar_folder("/nonexistent-zt", out, true, why, sizeof why) == -1 && strstr(why, "cannot list"));
-    assert(stat(out, &st) == 0); /* the earlier archive is left as it was */
+    const char *none = "/nonexistent-zt";
+    assert(zt_tar_folders(&none, &top, 1, at, "out.tar", true, why, sizeof why) == -1 && strstr(why, "cannot list"));
+    assert(stat(out, &st) == 0); /* the earlier archive is left as it was, and no temporary file */
+    DIR *dd = opendir(dir);
+    int entries = 0;
+    for (struct dirent *e; (e = readdir(dd));)
+        entries += e->d_name[0] != '.';
+    closedir(dd);
+    assert(entries == 2); /* in/, out.tar */
+    close(at);
     char *cmd = zt_strdupf("rm -rf '%s'", dir);
     assert(system(cmd) == 0);
     free(cmd);

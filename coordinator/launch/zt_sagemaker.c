@@ -2,6 +2,9 @@
 #include "zt_tar.h"
 #include "base/zt_util.h"
 #include <dirent.h>
+#include <fcntl.h>
+#include <limits.h>
+#include "ztrain/zt_log.h"
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -135,27 +138,142 @@ void zt_sm_training_env(const zt_layout_t *layout, int pool, int index, json_t *
     free(root);
 }
 
-/* Every regular file under dir, as paths relative to it, sorted (as S3
- * lists a prefix's keys). */
-static void s_files(const char *dir, const char *rel, json_t *out)
+/* A channel's walk: its folder's real path, what was found, and what was
+ * said of it. */
+typedef struct {
+    const char *chan, *root; /* the channel's name, its folder's real path */
+    json_t *out;             /* [[name, target], ...] */
+    bool open_warned;
+    char *why;
+    size_t len;
+} s_walk_t;
+
+static int s_cmp(const void *a, const void *b)
 {
-    struct dirent **list = NULL;
-    int n = scandir(dir, &list, NULL, alphasort);
-    for (int i = 0; i < n; i++) {
-        const char *e = list[i]->d_name;
-        if (strcmp(e, ".") && strcmp(e, "..")) {
-            char *path = zt_strdupf("%s/%s", dir, e), *name = zt_strdupf("%s%s%s", rel, *rel ? "/" : "", e);
-            struct stat st;
-            if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
-                s_files(path, name, out);
-            else if (stat(path, &st) == 0 && S_ISREG(st.st_mode))
-                json_array_append_new(out, json_string(name));
-            free(path);
-            free(name);
-        }
-        free(list[i]);
+    return strcmp(*(char *const *) a, *(char *const *) b);
+}
+
+/* Whether real path p is root or under it. */
+static bool s_under(const char *p, const char *root)
+{
+    size_t n = strlen(root);
+    return !strncmp(p, root, n) && (p[n] == '/' || !p[n] || !strcmp(root, "/"));
+}
+
+/* A link at root/rel (rel's folder is dir, under the channel): a file's
+ * real path when it stays inside the channel (added), else skipped with a
+ * warning; a link to a folder is not walked (its files, inside the channel,
+ * are listed under their own names), and one back to a folder above it is a
+ * loop: an error. 0 or -1. */
+static int s_walk_link(s_walk_t *w, const char *dir, const char *rel)
+{
+    char *at = zt_strdupf("%s/%s", w->root, rel), real[PATH_MAX];
+    struct stat st;
+    int rc = 0;
+    if (!realpath(at, real) || stat(real, &st) != 0)
+        zt_warn("channel %s: %s is a link to nothing that can be read: left out", w->chan, at);
+    else if (!s_under(real, w->root))
+        zt_warn("channel %s: %s is a link to %s, outside the channel's folder %s: not followed, left out", w->chan,
+                at, real, w->root);
+    else if (S_ISDIR(st.st_mode) && s_under(dir, real)) {
+        snprintf(w->why, w->len, "channel %s: %s is a link to %s, a folder above it: a loop (S3 has no links; "
+                 "remove it or point it elsewhere)", w->chan, at, real);
+        rc = -1;
     }
-    free(list);
+    else if (S_ISDIR(st.st_mode))
+        zt_warn("channel %s: %s is a link to a folder inside the channel: not walked (its files are listed "
+                "under their own names)", w->chan, at);
+    else if (S_ISREG(st.st_mode))
+        json_array_append_new(w->out, json_pack("[s,s]", rel, real));
+    free(at);
+    return rc;
+}
+
+/* Every regular file under folder fd (rel below the channel's folder, at
+ * depth), as [name, real path] with names relative to the channel's
+ * folder, sorted as S3 lists a prefix's keys. No link is followed but to a
+ * file inside the channel; depth and count are bounded. 0, or -1 with why. */
+static int s_walk(s_walk_t *w, int fd, const char *rel, int depth)
+{
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        snprintf(w->why, w->len, "channel %s: cannot list %s/%s: %s", w->chan, w->root, rel, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    size_t n = 0, cap = 64;
+    char **names = malloc(cap * sizeof *names);
+    for (struct dirent *e; (e = readdir(d));) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        if (n == cap)
+            names = realloc(names, (cap *= 2) * sizeof *names);
+        names[n++] = strdup(e->d_name);
+    }
+    qsort(names, n, sizeof *names, s_cmp);
+    char *here = zt_strdupf("%s%s%s", w->root, *rel ? "/" : "", rel);
+    int rc = 0;
+    for (size_t i = 0; i < n; i++) {
+        char *name = zt_strdupf("%s%s%s", rel, *rel ? "/" : "", names[i]);
+        struct stat st;
+        if (rc != 0 || fstatat(dirfd(d), names[i], &st, AT_SYMLINK_NOFOLLOW) != 0)
+            ;
+        else if (S_ISLNK(st.st_mode))
+            rc = s_walk_link(w, here, name);
+        else if (S_ISREG(st.st_mode) && json_array_size(w->out) >= ZT_SM_CHANNEL_MAX_FILES) {
+            snprintf(w->why, w->len, "channel %s: more than %d files under %s", w->chan, ZT_SM_CHANNEL_MAX_FILES,
+                     w->root);
+            rc = -1;
+        }
+        else if (S_ISREG(st.st_mode)) {
+            char *real = zt_strdupf("%s/%s", w->root, name);
+            json_array_append_new(w->out, json_pack("[s,s]", name, real));
+            free(real);
+        }
+        else if (S_ISDIR(st.st_mode) && depth + 1 > ZT_SM_CHANNEL_MAX_DEPTH) {
+            snprintf(w->why, w->len, "channel %s: %s/%s is more than %d folders deep", w->chan, w->root, name,
+                     ZT_SM_CHANNEL_MAX_DEPTH);
+            rc = -1;
+        }
+        else if (S_ISDIR(st.st_mode)) {
+            if ((st.st_mode & S_IWOTH) && !w->open_warned) {
+                w->open_warned = true;
+                zt_warn("channel %s: %s/%s can be written by any user (mode %04o): anyone may add to the job's "
+                        "input", w->chan, w->root, name, (unsigned) (st.st_mode & 07777));
+            }
+            int sub = openat(dirfd(d), names[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            rc = sub < 0 ? 0 : s_walk(w, sub, name, depth + 1);
+        }
+        free(name);
+        free(names[i]);
+    }
+    free(names);
+    free(here);
+    closedir(d);
+    return rc;
+}
+
+/* Channel chan's files under folder src: [[name, real path], ...] (heap),
+ * or NULL with why. */
+static json_t *s_channel_files(const char *chan, const char *src, char *why, size_t len)
+{
+    char real[PATH_MAX];
+    int fd = realpath(src, real) ? open(real, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) : -1;
+    if (fd < 0) {
+        snprintf(why, len, "channel %s: cannot open %s: %s", chan, src, strerror(errno));
+        return NULL;
+    }
+    struct stat st;
+    s_walk_t w = { chan, real, json_array(), false, why, len };
+    if (fstat(fd, &st) == 0 && (st.st_mode & S_IWOTH)) {
+        w.open_warned = true;
+        zt_warn("channel %s: %s can be written by any user (mode %04o): anyone may add to the job's input", chan,
+                real, (unsigned) (st.st_mode & 07777));
+    }
+    if (s_walk(&w, fd, "", 0) == 0)
+        return w.out;
+    json_decref(w.out);
+    return NULL;
 }
 
 /* A link at root/rel to target, its folders made. */
@@ -206,15 +324,16 @@ int zt_sm_prepare_host(const zt_layout_t *layout, int pool, int index, char *why
         char *dir = zt_strdupf("%s/input/data/%s", root, name);
         if (rc == 0 && (rc = zt_mkdir_p(dir)) != 0)
             snprintf(why, len, "cannot make %s: %s", dir, strerror(errno));
-        json_t *files = json_array(), *f;
-        s_files(src, "", files);
+        why[0] = '\0';
+        json_t *files = rc == 0 ? s_channel_files(name, src, why, len) : NULL, *f;
+        if (rc == 0 && !files)
+            rc = -1;
         size_t j;
         json_array_foreach(files, j, f) {
             if (rc != 0 || (sharded && (int) (j % (size_t) hosts) != k))
                 continue;
-            char *target = zt_strdupf("%s/%s", src, json_string_value(f));
-            rc = s_link(dir, json_string_value(f), target, why, len);
-            free(target);
+            rc = s_link(dir, json_string_value(json_array_get(f, 0)), json_string_value(json_array_get(f, 1)), why,
+                        len);
         }
         json_decref(files);
         free(dir);
@@ -224,19 +343,56 @@ int zt_sm_prepare_host(const zt_layout_t *layout, int pool, int index, char *why
     return rc;
 }
 
+/* S3OutputPath/<TrainingJobName>/output (heap), or NULL. */
+static char *s_output_dir(const zt_plan_t *plan)
+{
+    const json_t *sm = plan->sagemaker;
+    const char *out = sm ? json_string_value(json_object_get(sm, "outputPath")) : NULL;
+    return out ? zt_strdupf("%s/%s/output", out, json_string_value(json_object_get(sm, "jobName"))) : NULL;
+}
+
+int zt_sm_folders(const zt_plan_t *plan, zt_dir_mode_t mode, char *why, size_t len)
+{
+    const json_t *sm = plan->sagemaker;
+    if (!sm)
+        return 0;
+    char *dirs[2] = { s_output_dir(plan), NULL }, sub[1024];
+    const char *fields[2] = { "OutputDataConfig.S3OutputPath", "CheckpointConfig.S3Uri" };
+    const char *ck = json_string_value(json_object_get(sm, "checkpointPath"));
+    dirs[1] = ck ? strdup(ck) : NULL;
+    int rc = 0;
+    for (int i = 0; i < 2 && rc == 0; i++) {
+        int fd = dirs[i] ? zt_dir_open_trusted(dirs[i], mode, sub, sizeof sub) : ZT_DIR_CHECKED;
+        if (fd >= 0)
+            close(fd);
+        if (fd < 0 && fd != ZT_DIR_CHECKED) {
+            snprintf(why, len, "%s: %s", fields[i], sub);
+            rc = -1;
+        }
+    }
+    free(dirs[0]);
+    free(dirs[1]);
+    return rc;
+}
+
 int zt_sm_upload(const zt_layout_t *layout, char *why, size_t len)
 {
     const json_t *sm = layout->plan->sagemaker;
-    if (!sm || !json_object_get(sm, "outputPath"))
+    char *out = s_output_dir(layout->plan), sub[1024];
+    if (!out)
         return 0;
     bool gz = json_is_true(json_object_get(sm, "compress"));
-    char *out = zt_strdupf("%s/%s/output", json_string_value(json_object_get(sm, "outputPath")),
-                           json_string_value(json_object_get(sm, "jobName")));
-    int rc = zt_mkdir_p(out), k;
-    if (rc != 0)
-        snprintf(why, len, "cannot make %s: %s", out, strerror(errno));
+    /* held to the rule again, and written through this descriptor alone */
+    int at = zt_dir_open_trusted(out, ZT_DIR_MAKE, sub, sizeof sub);
+    free(out);
+    if (at < 0) {
+        snprintf(why, len, "OutputDataConfig.S3OutputPath: %s", sub);
+        return -1;
+    }
     /* the primary host's model/; every host's output/data, each under its host's name */
-    char *root = zt_sm_host_root(layout, 0, 0), *model = zt_strdupf("%s/model", root), *top = "";
+    char *root = zt_sm_host_root(layout, 0, 0), *model = zt_strdupf("%s/model", root);
+    const char *top = "";
+    int k;
     zt_sm_ref_t *h = zt_sm_hosts(layout->plan, &k);
     char **dirs = calloc((size_t) k + 1, sizeof *dirs), **names = calloc((size_t) k + 1, sizeof *names);
     for (int i = 0; i < k; i++) {
@@ -247,23 +403,20 @@ int zt_sm_upload(const zt_layout_t *layout, char *why, size_t len)
         free(hr);
     }
     free(h);
-    char *mpath = zt_strdupf("%s/%s", out, gz ? "model.tar.gz" : "model.tar");
-    char *opath = zt_strdupf("%s/%s", out, gz ? "output.tar.gz" : "output.tar");
+    int rc = zt_tar_folders((const char *const *) &model, &top, 1, at, gz ? "model.tar.gz" : "model.tar", gz, why,
+                            len);
     if (rc == 0)
-        rc = zt_tar_folders((const char *const *) &model, (const char *const *) &top, 1, mpath, gz, why, len);
-    if (rc == 0)
-        rc = zt_tar_folders((const char *const *) dirs, (const char *const *) names, k, opath, gz, why, len);
+        rc = zt_tar_folders((const char *const *) dirs, (const char *const *) names, k, at,
+                            gz ? "output.tar.gz" : "output.tar", gz, why, len);
+    close(at);
     for (int i = 0; i < k; i++) {
         free(dirs[i]);
         free(names[i]);
     }
     free(dirs);
     free(names);
-    free(mpath);
-    free(opath);
     free(model);
     free(root);
-    free(out);
     return rc;
 }
 

@@ -7,6 +7,7 @@
 #ifndef ZT_SAGEMAKER_H
 #define ZT_SAGEMAKER_H
 #include "launch/zt_layout.h"
+#include "base/zt_util.h"
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -41,12 +42,23 @@ char *zt_sm_host_root(const zt_layout_t *layout, int pool, int index);
  * index): its host's folders, its channels and their input configs, the
  * checkpoint folder. Nothing for another format. */
 void zt_sm_training_env(const zt_layout_t *layout, int pool, int index, json_t *e);
+/* A channel's folder is walked without following a link out of it (a link
+ * to a file inside it is taken as that file), at most this deep and with at
+ * most this many files: past either, the job fails naming the channel. */
+#define ZT_SM_CHANNEL_MAX_DEPTH 64
+#define ZT_SM_CHANNEL_MAX_FILES 1000000
 /* Makes the host's folders and its channels: every file of a
  * FullyReplicated channel, and of a ShardedByS3Key one the files whose
  * place in the sorted list is K-1 modulo the hosts (the shares are
  * disjoint and together every file), as links under input/data/<channel>.
  * Again for a restarted host: the same share. 0, or -1 with why. */
 int zt_sm_prepare_host(const zt_layout_t *layout, int pool, int index, char *why, size_t len);
+/* The folders a CreateTrainingJob writes or reads as its own (its output
+ * folder S3OutputPath/<TrainingJobName>/output, CheckpointConfig.S3Uri),
+ * each held to the trusted-folder rule (zt_dir_open_trusted): made 0700
+ * (ZT_DIR_MAKE, at run) or checked (ZT_DIR_CHECK, at validate). 0, or -1
+ * with the field, the folder, its owner and mode in why. */
+int zt_sm_folders(const zt_plan_t *plan, zt_dir_mode_t mode, char *why, size_t len);
 /* The job's end: model.tar.gz (or, CompressionType NONE, model/ copied as
  * a tar) and output.tar.gz under outputPath/<jobName>/output/. 0, or -1
  * with why. */

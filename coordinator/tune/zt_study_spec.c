@@ -10,6 +10,7 @@
 #include <string.h>
 #include "spec/zt_doc.h"
 #include "spec/zt_jobspec.h"
+#include "launch/zt_sagemaker.h"
 #include <unistd.h>
 
 /* ------------------------------------------------------------ parsing */
@@ -438,14 +439,16 @@ static void s_trial_job(zt_study_t *s, json_t *root, zt_diag_t *diag)
     zt_plan_t *plan = NULL;
     zt_plan_load(&po, &plan, diag);
     json_decref(po.flags);
+    char why[1024];
     if (plan) {
         if (plan->base_output_dir)
             s->base_output = strdup(plan->base_output_dir);
+        if (zt_sm_folders(plan, ZT_DIR_CHECK, why, sizeof why) != 0) /* every trial's, before any starts */
+            zt_diag_add(diag, true, s->opts.file, 0, 0, NULL, NULL, "%s", why);
         zt_plan_destroy(&plan);
     }
     if (zt_diag_errors(diag) > 0)
         return;
-    char why[1024];
     if (zt_mkdir_trusted(s->opts.study_dir, why, sizeof why) != ZT_OK) { /* before its study.json is read */
         zt_diag_add(diag, true, s->opts.study_dir, 0, 0, NULL, NULL, "the study directory: %s", why);
         return;

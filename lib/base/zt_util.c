@@ -91,77 +91,169 @@ static void s_owner(uid_t uid, char *out, size_t size)
         snprintf(out, size, "uid %u", (unsigned) uid);
 }
 
-/* As zt_dir_trusted; own: path itself must be this user's and closed to
- * others (else it is held to the rule of the folders above it). */
-static int s_dir_trusted(const char *path, bool own, char *why, size_t why_size)
+/* Whether folder st (at path) passes the trusted-folder rule: the leaf
+ * must be this user's and closed to others; a folder above it this user's
+ * or root's, and sticky when others can write to it. */
+static bool s_dir_fits(const char *path, const struct stat *st, bool leaf, char *why, size_t why_size)
 {
-    char real[PATH_MAX], owner[160];
-    if (!realpath(path, real)) {
-        snprintf(why, why_size, "%s: %s", path, strerror(errno));
-        return ZT_EINVAL;
-    }
     uid_t me = geteuid();
-    for (bool leaf = own;; leaf = false) {
-        struct stat st;
-        if (stat(real, &st) != 0 || !S_ISDIR(st.st_mode)) {
-            snprintf(why, why_size, "%s: not a folder", real);
-            return ZT_EINVAL;
-        }
-        bool others_write = (st.st_mode & (S_IWGRP | S_IWOTH)) != 0;
-        bool bad = leaf ? st.st_uid != me || others_write
-                        : (st.st_uid != me && st.st_uid != 0) || (others_write && !(st.st_mode & S_ISVTX));
-        if (bad) {
-            s_owner(st.st_uid, owner, sizeof owner);
-            snprintf(why, why_size, "%s belongs to %s and has mode %04o: ztrain writes a job's files only where "
-                     "no other user can write or replace them (a folder of your own that only you can write "
-                     "to, under folders of yours or root's)", real, owner, (unsigned) (st.st_mode & 07777));
-            return ZT_EINVAL;
-        }
-        if (!strcmp(real, "/"))
-            return ZT_OK;
-        char *slash = strrchr(real, '/');
-        if (slash == real)
-            real[1] = '\0';
-        else
-            *slash = '\0';
+    bool others_write = (st->st_mode & (S_IWGRP | S_IWOTH)) != 0;
+    bool bad = leaf ? st->st_uid != me || others_write
+                    : (st->st_uid != me && st->st_uid != 0) || (others_write && !(st->st_mode & S_ISVTX));
+    if (!bad)
+        return true;
+    char owner[160];
+    s_owner(st->st_uid, owner, sizeof owner);
+    snprintf(why, why_size, "%s belongs to %s and has mode %04o: ztrain writes a job's files only where "
+             "no other user can write or replace them (a folder of your own that only you can write "
+             "to, under folders of yours or root's)", path, owner, (unsigned) (st->st_mode & 07777));
+    return false;
+}
+
+/* Appends "/name" to folder path cur (size PATH_MAX); false when too long. */
+static bool s_path_join(char *cur, const char *name, size_t n)
+{
+    size_t len = strlen(cur);
+    size_t sep = len > 1;
+    if (len + sep + n >= PATH_MAX)
+        return false;
+    if (sep)
+        cur[len++] = '/';
+    memcpy(cur + len, name, n);
+    cur[len + n] = '\0';
+    return true;
+}
+
+int zt_dir_open_trusted(const char *path, zt_dir_mode_t mode, char *why, size_t why_size)
+{
+    /* todo: what is left to walk; cur: the real path of fd */
+    char todo[PATH_MAX], cur[PATH_MAX] = "/", next_todo[PATH_MAX], name[NAME_MAX + 1];
+    char cwd[PATH_MAX] = "";
+    if (!*path || (path[0] != '/' && !getcwd(cwd, sizeof cwd)) ||
+        snprintf(todo, sizeof todo, "%s/%s", cwd, path) >= (int) sizeof todo) {
+        snprintf(why, why_size, "%s: %s", path, *path ? "the path is too long" : "an empty path");
+        return -1;
     }
+    int fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC), links = 0;
+    const char *at = todo;
+    uid_t me = geteuid();
+    struct stat st;
+    for (;;) {
+        while (*at == '/')
+            at++;
+        if (fd < 0 || fstat(fd, &st) != 0) {
+            snprintf(why, why_size, "%s: %s", cur, strerror(errno));
+            break;
+        }
+        if (!S_ISDIR(st.st_mode)) {
+            snprintf(why, why_size, "%s: not a folder", cur);
+            break;
+        }
+        /* each folder held to the rule before anything below it is opened or made */
+        if (!s_dir_fits(cur, &st, !*at, why, why_size))
+            break;
+        if (!*at)
+            return fd;
+        size_t n = strcspn(at, "/");
+        if (n > NAME_MAX) {
+            snprintf(why, why_size, "%s: a name too long", path);
+            break;
+        }
+        memcpy(name, at, n);
+        name[n] = '\0';
+        at += n;
+        if (!strcmp(name, "."))
+            continue;
+        int next;
+        if (!strcmp(name, "..")) {
+            next = openat(fd, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
+            char *slash = strrchr(cur, '/');
+            slash == cur ? (void) (cur[1] = '\0') : (void) (*slash = '\0');
+            close(fd);
+            fd = next;
+            continue;
+        }
+        next = openat(fd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (next < 0 && errno == ENOENT && mode == ZT_DIR_CHECK) { /* the rest would be made here */
+            close(fd);
+            return ZT_DIR_CHECKED;
+        }
+        if (next < 0 && errno == ENOENT && mode == ZT_DIR_MAKE) {
+            if (mkdirat(fd, name, 0700) != 0 && errno != EEXIST) {
+                snprintf(why, why_size, "cannot make %s%s%s: %s", cur, cur[1] ? "/" : "", name, strerror(errno));
+                break;
+            }
+            next = openat(fd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        }
+        struct stat lst;
+        if (next < 0 && (errno == ELOOP || errno == ENOTDIR) && fstatat(fd, name, &lst, AT_SYMLINK_NOFOLLOW) == 0 &&
+            S_ISLNK(lst.st_mode)) {
+            /* a link in a folder that passed: followed when it is this
+             * user's or root's (no one else can change where it points) */
+            char target[PATH_MAX];
+            ssize_t tn = readlinkat(fd, name, target, sizeof target - 1);
+            s_path_join(cur, name, n);
+            if (lst.st_uid != me && lst.st_uid != 0) {
+                char owner[160];
+                s_owner(lst.st_uid, owner, sizeof owner);
+                snprintf(why, why_size, "%s is a link made by %s: ztrain follows no other user's link to a job's "
+                         "folder", cur, owner);
+                break;
+            }
+            if (tn <= 0 || ++links > 40 ||
+                snprintf(next_todo, sizeof next_todo, "%.*s%s", (int) tn, target, at) >= (int) sizeof next_todo) {
+                snprintf(why, why_size, "%s: %s", cur, tn <= 0 ? strerror(errno) : "too many links");
+                break;
+            }
+            char *slash = strrchr(cur, '/');
+            slash == cur ? (void) (cur[1] = '\0') : (void) (*slash = '\0');
+            memcpy(todo, next_todo, sizeof todo);
+            at = todo;
+            if (target[0] == '/') { /* from the root again */
+                close(fd);
+                fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+                snprintf(cur, sizeof cur, "/");
+            }
+            continue;
+        }
+        if (next < 0 || !s_path_join(cur, name, n)) {
+            snprintf(why, why_size, "%s%s%s: %s", cur, cur[1] ? "/" : "", name,
+                     next >= 0 ? "the path is too long" : errno == ENOTDIR || errno == ELOOP ? "not a folder"
+                                                                                             : strerror(errno));
+            if (next >= 0)
+                close(next);
+            break;
+        }
+        close(fd);
+        fd = next;
+    }
+    if (fd >= 0)
+        close(fd);
+    return -1;
 }
 
 int zt_dir_trusted(const char *path, char *why, size_t why_size)
 {
-    return s_dir_trusted(path, true, why, why_size);
+    int fd = zt_dir_open_trusted(path, ZT_DIR_TAKE, why, why_size);
+    if (fd >= 0)
+        close(fd);
+    return fd >= 0 ? ZT_OK : ZT_EINVAL;
+}
+
+int zt_dir_fit(const char *path, char *why, size_t why_size)
+{
+    int fd = zt_dir_open_trusted(path, ZT_DIR_CHECK, why, why_size);
+    if (fd >= 0)
+        close(fd);
+    return fd >= 0 || fd == ZT_DIR_CHECKED ? ZT_OK : ZT_EINVAL;
 }
 
 int zt_mkdir_trusted(const char *path, char *why, size_t why_size)
 {
-    /* the nearest folder that exists already is checked before anything is
-     * made in it: nothing is made in a stranger's folder */
-    char near[PATH_MAX];
-    if (snprintf(near, sizeof near, "%s", path) >= (int) sizeof near) {
-        snprintf(why, why_size, "%s: the path is too long", path);
-        return ZT_EINVAL;
-    }
-    struct stat st;
-    while (stat(near, &st) != 0) {
-        char *slash = strrchr(near, '/');
-        if (!slash) {
-            snprintf(near, sizeof near, ".");
-            break;
-        }
-        if (slash == near) {
-            near[1] = '\0';
-            break;
-        }
-        *slash = '\0';
-    }
-    bool exists = !strcmp(near, path);
-    if (s_dir_trusted(near, exists, why, why_size) != ZT_OK)
-        return ZT_EINVAL;
-    if (zt_mkdir_p(path) != ZT_OK) {
-        snprintf(why, why_size, "cannot make %s: %s", path, strerror(errno));
-        return ZT_ESYS;
-    }
-    return zt_dir_trusted(path, why, why_size);
+    int fd = zt_dir_open_trusted(path, ZT_DIR_MAKE, why, why_size);
+    if (fd >= 0)
+        close(fd);
+    return fd >= 0 ? ZT_OK : ZT_EINVAL;
 }
 
 /* Temporary file (created with mode, which a umask can only narrow; never

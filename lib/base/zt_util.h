@@ -36,9 +36,24 @@ int zt_mkdir_p(const char *path);
  * rename or replace what is in it). ZT_OK, or ZT_EINVAL with the folder,
  * its owner and its mode named in why. */
 int zt_dir_trusted(const char *path, char *why, size_t why_size);
-/* zt_mkdir_p, then zt_dir_trusted: the one way ztrain makes (or takes) a
- * folder it will write a job's files into. */
+/* The same rule, for a folder that may not exist yet (`validate`): the
+ * folder if it exists, else the folders above it that do. Makes nothing. */
+int zt_dir_fit(const char *path, char *why, size_t why_size);
+/* Makes (0700) or takes folder path under that rule: the one way ztrain
+ * makes a folder it will write a job's files into. */
 int zt_mkdir_trusted(const char *path, char *why, size_t why_size);
+typedef enum {
+    ZT_DIR_TAKE,  /* the folder must exist */
+    ZT_DIR_MAKE,  /* folders that do not exist are made, 0700 */
+    ZT_DIR_CHECK, /* nothing is made: ZT_DIR_CHECKED where a folder is missing */
+} zt_dir_mode_t;
+#define ZT_DIR_CHECKED (-2)
+/* The rule without a race: the path resolved as far as it exists, then
+ * each folder from the root down opened below the one above it
+ * (O_NOFOLLOW, no link followed) and checked before anything below it is
+ * opened or made. An O_PATH descriptor of the folder (for openat,
+ * mkdirat, renameat), or -1 with why. */
+int zt_dir_open_trusted(const char *path, zt_dir_mode_t mode, char *why, size_t why_size);
 /* rm -rf path (not following symbolic links); 0, or ZT_ESYS when something
  * stayed. */
 int zt_rm_tree(const char *path);

@@ -22,6 +22,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tarfile
 import threading
 import time
 import unittest
@@ -791,6 +792,150 @@ class SquattedFolders(unittest.TestCase):
         self.assertEqual(load_job(d)["state"], "SUCCEEDED")
         st = os.stat(os.path.join(d, "replica-logs", "workerpool0-0.log"))
         self.assertEqual(st.st_mode & 0o777, 0o600)
+
+
+SM_PROGRAM = r"""
+import json, os
+seen = {}
+for ch in json.loads(os.environ["SM_CHANNELS"]):
+    d = os.environ["SM_CHANNEL_" + ch.upper()]
+    seen[ch] = {}
+    for r, _, fs in os.walk(d):
+        for f in fs:
+            with open(os.path.join(r, f)) as fh:
+                seen[ch][os.path.relpath(os.path.join(r, f), d)] = fh.read()
+with open(os.path.join(os.environ["SM_OUTPUT_DATA_DIR"], "seen.json"), "w") as f:
+    json.dump(seen, f)
+with open(os.path.join(os.environ["SM_MODEL_DIR"], "model.json"), "w") as f:
+    f.write('{"weights": [1, 2, 3]}')
+"""
+
+
+class SageMakerFolders(unittest.TestCase):
+    """A CreateTrainingJob's own folders (S3OutputPath, CheckpointConfig.S3Uri)
+    held to the trusted-folder rule, and its channels walked without
+    following a stranger's links out of them."""
+
+    def setUp(self):
+        self.shared = "/tmp/ztx-sm-%d" % os.getpid()
+        os.makedirs(self.shared)
+        os.chmod(self.shared, 0o1777)
+        self.addCleanup(shutil.rmtree, self.shared, True)
+        self.d = tmpdir("sec-sm-")
+        os.makedirs(os.path.join(self.d, "code"))
+        write(os.path.join(self.d, "code"), "train.py", SM_PROGRAM)
+        self.mine = os.path.join(self.d, "mine")  # a folder of the victim's, closed to others
+        os.makedirs(self.mine, mode=0o700)
+        self.victim = write(self.mine, "victims-file", "mine\n")
+        os.chmod(self.victim, 0o600)
+
+    def request(self, out, ck=None, data=None):
+        data = data or os.path.join(self.d, "data")
+        os.makedirs(data, exist_ok=True)
+        r = {"TrainingJobName": "sm-sec",
+             "AlgorithmSpecification": {"TrainingImage": "local", "TrainingInputMode": "File"},
+             "HyperParameters": {"sagemaker_program": '"train.py"',
+                                 "sagemaker_submit_directory": json.dumps(os.path.join(self.d, "code"))},
+             "ResourceConfig": {"InstanceType": "ml.m5.xlarge", "InstanceCount": 1},
+             "InputDataConfig": [{"ChannelName": "training", "DataSource": {"S3DataSource": {
+                 "S3Uri": data, "S3DataDistributionType": "FullyReplicated"}}}],
+             "OutputDataConfig": {"S3OutputPath": out},
+             "StoppingCondition": {"MaxRuntimeInSeconds": 120}}
+        if ck:
+            r["CheckpointConfig"] = {"S3Uri": ck}
+        return write(self.d, "request.json", json.dumps(r))
+
+    def ztrain(self, *args):
+        return subprocess.run([os.path.join(BIN, "ztrain")] + list(args), capture_output=True, text=True,
+                              timeout=120, env=dict(os.environ, **FAST))
+
+    def assertRefused(self, req, pattern):
+        """validate and run both refuse, before anything starts."""
+        for cmd in (["validate", req], ["run", req, "--job-dir", os.path.join(self.d, "job")]):
+            r = self.ztrain(*cmd)
+            self.assertEqual(r.returncode, 2, r.stderr[-2000:])
+            self.assertRegex(r.stderr, pattern)
+        self.assertIsNone(load_job(os.path.join(self.d, "job")))
+        with open(self.victim) as f:
+            self.assertEqual(f.read(), "mine\n")
+        self.assertEqual(os.listdir(self.mine), ["victims-file"])
+
+    def test_squatted_output_path(self):
+        # the stranger makes <S3OutputPath>/<job>/output first, open to all,
+        # with links at the archive's names and at temporary names
+        out = os.path.join(self.shared, "out")
+        o = os.path.join(out, "sm-sec", "output")
+        res = STRANGER.sh("umask 0; mkdir -p -m 0777 %s && ln -s %s %s/model.tar.gz && ln -s %s %s/model.tar.gz.tmp-1"
+                          % (o, self.victim, o, self.victim, o))
+        self.assertEqual(res.returncode, 0, res.stderr)
+        planted = sorted(os.listdir(o))
+        self.assertRefused(self.request(out), r"OutputDataConfig.S3OutputPath: %s belongs to user %s \(uid \d+\) "
+                           r"and has mode 0777" % (re.escape(out), STRANGER.name))
+        self.assertEqual(sorted(os.listdir(o)), planted)
+
+    def test_strangers_link_as_output_path(self):
+        # a link the stranger planted where the output folder is to be made,
+        # to a folder of the victim's: not followed
+        out = os.path.join(self.shared, "out-link")
+        self.assertEqual(STRANGER.sh("ln -s %s %s" % (self.mine, out)).returncode, 0)
+        self.assertRefused(self.request(out), r"OutputDataConfig.S3OutputPath: %s is a link made by user %s "
+                           % (re.escape(out), STRANGER.name))
+
+    def test_squatted_checkpoint_folder(self):
+        # the stranger's folder with a checkpoint for the program to resume from
+        ck = os.path.join(self.shared, "ckpt")
+        res = STRANGER.sh("umask 0; mkdir -m 0777 %s && echo evil > %s/model.pt" % (ck, ck))
+        self.assertEqual(res.returncode, 0, res.stderr)
+        self.assertRefused(self.request(os.path.join(self.d, "out"), ck=ck),
+                           r"CheckpointConfig.S3Uri: %s belongs to user %s \(uid \d+\) and has mode 0777"
+                           % (re.escape(ck), STRANGER.name))
+
+    def test_channel_links_and_own_folders(self):
+        # a shared dataset folder (anyone may add to it): the stranger links
+        # a file of the victim's into it, and an in-channel alias; the job's
+        # own output and checkpoint folders are made in the same shared place
+        data = os.path.join(self.shared, "data")
+        os.makedirs(os.path.join(data, "sub"))
+        os.chmod(data, 0o1777)
+        write(data, "part-0.csv", "zero\n")
+        write(os.path.join(data, "sub"), "part-1.csv", "one\n")
+        res = STRANGER.sh("ln -s %s %s/leak.csv && ln -s part-0.csv %s/alias.csv && ln -s %s %s/outside"
+                          % (self.victim, data, data, self.mine, data))
+        self.assertEqual(res.returncode, 0, res.stderr)
+        out, ck = os.path.join(self.shared, "own-out"), os.path.join(self.shared, "own-ckpt")
+        job = Job(self, self.request(out, ck=ck, data=data), os.path.join(self.d, "job"), env=FAST)
+        self.assertEqual(job.wait(timeout=120), 0, job.err[-3000:])
+        self.assertEqual(load_job(job.job_dir)["state"], "SUCCEEDED")
+        with tarfile.open(os.path.join(out, "sm-sec", "output", "output.tar.gz")) as t:
+            seen = json.load(t.extractfile("algo-1/seen.json"))["training"]
+        self.assertEqual(seen, {"part-0.csv": "zero\n", "sub/part-1.csv": "one\n", "alias.csv": "zero\n"})
+        with open(os.path.join(job.job_dir, "replica-logs", "coordinator.log")) as f:
+            log = f.read() + job.err
+        self.assertIn("%s/leak.csv is a link to %s, outside the channel's folder" % (data, self.victim), log)
+        self.assertIn("%s/outside is a link to %s, outside the channel's folder" % (data, self.mine), log)
+        self.assertIn("channel training: %s can be written by any user (mode 1777)" % data, log)
+        for folder in (out, os.path.join(out, "sm-sec"), os.path.join(out, "sm-sec", "output"), ck):
+            self.assertEqual(os.stat(folder).st_mode & 0o777, 0o700, folder)
+        model = os.path.join(out, "sm-sec", "output", "model.tar.gz")
+        self.assertEqual(os.stat(model).st_mode & 0o777, 0o600)
+        self.assertEqual(sorted(os.listdir(os.path.dirname(model))), ["model.tar.gz", "output.tar.gz"])
+        self.assertIn("Permission denied", STRANGER.sh("cat %s" % model).stderr)
+
+    def test_channel_link_loop(self):
+        # two links back to the channel's own folder: the job fails at once,
+        # naming the loop, instead of walking forever
+        data = os.path.join(self.shared, "loop")
+        res = STRANGER.sh("umask 0; mkdir -m 0777 %s && echo x > %s/part-0.csv && ln -s . %s/a && ln -s . %s/b"
+                          % (data, data, data, data))
+        self.assertEqual(res.returncode, 0, res.stderr)
+        t0 = time.monotonic()
+        job = Job(self, self.request(os.path.join(self.d, "out"), data=data), os.path.join(self.d, "job"), env=FAST)
+        self.assertEqual(job.wait(timeout=60), 1, job.err[-3000:])
+        self.assertLess(time.monotonic() - t0, 30)
+        j = load_job(job.job_dir)
+        self.assertEqual(j["state"], "FAILED")
+        self.assertIn("channel training: %s/a is a link to %s, a folder above it: a loop" % (data, data),
+                      j["error"]["logTail"])
 
 
 class PrivateOutputs(unittest.TestCase):

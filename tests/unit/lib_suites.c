@@ -168,6 +168,27 @@ void zt_suite_util(void)
         assert(zt_dir_trusted(mine, why, sizeof why) == ZT_EINVAL && strstr(why, "uid 54321"));
     }
     assert(zt_dir_trusted("/nonexistent/ztrain", why, sizeof why) == ZT_EINVAL);
+    /* validate's check makes nothing; a folder to be made in an open one is refused */
+    char *fresh = zt_strdupf("%s/fresh/a/b", d), *fresh_top = zt_strdupf("%s/fresh", d);
+    assert(zt_dir_fit(fresh, why, sizeof why) == ZT_OK && access(fresh_top, F_OK) != 0);
+    assert(zt_dir_fit(under, why, sizeof why) == ZT_EINVAL && strstr(why, "mode 0777"));
+    /* made 0700 through the chain; a link where a folder is to be made is refused */
+    int dfd = zt_dir_open_trusted(fresh, ZT_DIR_MAKE, why, sizeof why);
+    struct stat fst;
+    assert(dfd >= 0 && fstat(dfd, &fst) == 0 && (fst.st_mode & 0777) == 0700);
+    close(dfd);
+    char *planted = zt_strdupf("%s/fresh/a/b/l", d), *below = zt_strdupf("%s/fresh/a/b/l/x", d);
+    if (geteuid() == 0) { /* another user's link is not followed (this user's is) */
+        assert(symlink("/nonexistent-zt", planted) == 0 && lchown(planted, 54321, 54321) == 0);
+        assert(zt_mkdir_trusted(below, why, sizeof why) == ZT_EINVAL && strstr(why, "is a link made by uid 54321"));
+        assert(access("/nonexistent-zt", F_OK) != 0 && unlink(planted) == 0);
+    }
+    assert(symlink(".", planted) == 0);
+    assert(zt_mkdir_trusted(below, why, sizeof why) == ZT_OK && zt_dir_trusted(below, why, sizeof why) == ZT_OK);
+    free(fresh);
+    free(fresh_top);
+    free(planted);
+    free(below);
     free(mine);
     free(open_);
     free(under);
