@@ -2,6 +2,7 @@
 #include "launch/zt_sagemaker.h"
 #include "base/zt_env.h"
 #include "wire/zt_auth.h"
+#include "wire/zt_transport.h"
 #include "base/zt_util.h"
 #include "ztrain/zt_error.h"
 #include "ztrain/zt_knobs.h"
@@ -585,6 +586,31 @@ json_t *zt_layout_config_files(const zt_layout_t *self, int pool, int index)
  * where it listens, its host and every replica's (shared memory and ipc://
  * only between replicas on one host), and what pool 2 is for the built-in
  * trainer (reducers or parameter servers). */
+/* The job's ZT_FRAME_LIMIT: over every pool, its parameter-server chunk and
+ * all-reduce piece (its own env's, else what every replica inherits). */
+static int64_t s_job_frame_limit(const zt_plan_t *plan)
+{
+    int64_t best = 0;
+    for (int p = 0; p < ZT_POOLS; p++) {
+        int64_t chunk = zt_frame_bytes(), piece = zt_knob_int(ZT_KNOB_AR_PIECE_BYTES);
+        size_t k;
+        json_t *e;
+        json_array_foreach(plan->pools[p].present ? plan->pools[p].env : NULL, k, e) {
+            long long v;
+            int knob = zt_knob_find(json_string_value(json_array_get(e, 0)));
+            if (!zt_parse_int(json_string_value(json_array_get(e, 1)), &v) || v < 0)
+                continue;
+            if (knob == ZT_KNOB_PS_CHUNK_BYTES)
+                chunk = v;
+            else if (knob == ZT_KNOB_AR_PIECE_BYTES)
+                piece = v > ((int64_t) 1 << 30) ? (int64_t) 1 << 30 : v;
+        }
+        int64_t lim = zt_frame_limit_for(chunk, piece);
+        best = lim > best ? lim : best;
+    }
+    return best;
+}
+
 static void s_env_ztrain(json_t *env, const zt_layout_t *self, int pool, int index)
 {
     const zt_place_t *me = zt_layout_place(self, pool, index);
@@ -599,6 +625,7 @@ static void s_env_ztrain(json_t *env, const zt_layout_t *self, int pool, int ind
     s_put(env, zt_env_name(ZT_ENV_HOST), me->host);
     s_put_json(env, zt_env_name(ZT_ENV_HOSTS), zt_layout_hosts(self));
     s_put(env, zt_env_name(ZT_ENV_JOB_DIR), self->job_dir);
+    s_put_int(env, ZT_ENV_FRAME_LIMIT, s_job_frame_limit(self->plan));
     if (self->group >= 0 && pool <= 1) {
         s_put_int(env, ZT_ENV_GROUP, self->group);
         s_put_int(env, ZT_ENV_EPOCH_WORLD, self->epoch_world);

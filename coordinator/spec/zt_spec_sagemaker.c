@@ -476,10 +476,17 @@ static json_t *s_channel(zt_spec_ctx_t *c, json_t *ch, const char *cp, json_t *s
         ERR(c, up, v, "no such folder on this machine");
         json_decref(v);
     }
-    else if (local && ok)
+    else if (local && ok) {
+        if (st.st_mode & S_IWOTH) { /* said again, with what is left out, as each host's share is made */
+            json_t *v = json_string(uri);
+            WARN(c, up, v, "any user can write to this folder (mode %04o): anyone may add to the job's input "
+                 "(links out of it are not followed)", (unsigned) (st.st_mode & 07777));
+            json_decref(v);
+        }
         out = json_pack("{s:s, s:s, s:s, s:s, s:s}", "name", name, "path", realpath(local, real) ? real : local,
                         "distribution", dist, "contentType", zt_sf_str(c, ch, cp, "ContentType", ""),
                         "recordWrapperType", zt_sf_str(c, ch, cp, "RecordWrapperType", "None"));
+    }
     if (out && only)
         json_object_set(out, "groups", only);
     json_decref(only);

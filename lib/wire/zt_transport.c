@@ -32,6 +32,26 @@ int64_t zt_frame_bytes(void)
     return v;
 }
 
+int64_t zt_frame_limit_for(int64_t chunk, int64_t piece)
+{
+    int64_t big = chunk > piece ? chunk : piece;
+    return (big > ((int64_t) 16 << 20) ? big : ((int64_t) 16 << 20)) + 65536;
+}
+
+int64_t zt_frame_limit(void)
+{
+    static int64_t v;
+    if (!v) {
+        long long job = 0;
+        const char *given = zt_env_get(ZT_ENV_FRAME_LIMIT);
+        if (given && zt_parse_int(given, &job) && job >= (1 << 20))
+            v = job;
+        else
+            v = zt_frame_limit_for(zt_frame_bytes(), zt_knob_int(ZT_KNOB_AR_PIECE_BYTES));
+    }
+    return v;
+}
+
 /* Host identity from the launch backend's placement: ZT_HOST is this
  * replica's host, ZT_HOSTS every replica's ({"addr:port": host}). */
 static json_t *s_hosts;
@@ -190,6 +210,7 @@ static zsock_t *s_socket(int type, zt_plane_t plane)
         pthread_once(&keep_once, s_keep_heaps);
         zsock_set_sndhwm(s, 100000);
         zsock_set_rcvhwm(s, 100000);
+        zsock_set_maxmsgsize(s, (int) (zt_frame_limit() > INT32_MAX ? INT32_MAX : zt_frame_limit()));
         zsock_set_linger(s, 0);
         if (type == ZMQ_DEALER)
             zsock_set_reconnect_ivl(s, 50);

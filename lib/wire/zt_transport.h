@@ -57,6 +57,17 @@ bool zt_data_is_local(const char *endpoint);
  * 4 KiB): parameter-server pushes and pulls, ring all-reduce blocks. */
 int64_t zt_frame_bytes(void);
 
+/* The largest frame a replica whose parameter-server chunk is chunk bytes
+ * and whose all-reduce piece is piece bytes sends on the data plane: the
+ * larger of the two or 16 MiB (a layout's JSON, a header), plus 64 KiB. */
+int64_t zt_frame_limit_for(int64_t chunk, int64_t piece);
+/* Every data-plane and bulk socket's ZMQ_MAXMSGSIZE: ZT_FRAME_LIMIT (the
+ * job's, from its coordinator, over every pool's settings), else this
+ * process's own zt_frame_limit_for. A peer that announces a larger frame is
+ * disconnected before a byte of it is buffered: a stranger's 4 GiB frame
+ * costs a sealed server nothing. */
+int64_t zt_frame_limit(void);
+
 /* Whether a received frame came over an ipc:// connection (a peer on this
  * host, through the user's private ipc folder), not TCP. */
 bool zt_frame_over_ipc(zmq_msg_t *frame);

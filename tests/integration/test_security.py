@@ -316,6 +316,19 @@ class SealedBulk(unittest.TestCase):
             res = STRANGER.run(*attack)
             self.assertRegex(res.stdout, r"accepted 0,", res.stdout[-2000:] + res.stderr[-1000:])
             self.assertNotIn("accepted (", res.stdout)
+        # frames of 1 GiB (sent whole) and 4 GiB (half sent, the connection
+        # held) before any authentication: refused as announced, the
+        # server's memory as it was
+        host, port = server["address"].rsplit(":", 1)
+        before = rss_kib(server["pid"])
+        for size, send, hold in ((1 << 30, 1 << 30, 0), (4 << 30, 2 << 30, 3)):
+            res = subprocess.run(["runuser", "-u", STRANGER.name, "--", "/usr/bin/python3", "-c", BIG_FRAME, host, port,
+                                  str(size), str(send), str(hold), str(server["pid"])],
+                                 capture_output=True, text=True, timeout=120)
+            self.assertEqual(res.returncode, 0, res.stderr[-2000:])
+            sent, peak = (int(x) for x in res.stdout.split())
+            self.assertLess(sent, 256 << 20, res.stdout)  # dropped at the header, not read to the end
+            self.assertLess(max(peak, rss_kib(server["pid"])) - before, 64 << 10, (before, res.stdout))
         self.assertEqual(job.wait(timeout=300), 0, job.err[-3000:])
         j = load_job(job_dir)
         self.assertGreaterEqual(j["metrics"]["workerpool2-0"]["seal_refused"]["value"], 1)
@@ -334,6 +347,41 @@ class SealedBulk(unittest.TestCase):
         said = re.findall(r"workerpool3-0\[\d+\]: data plane to (\S+):", job.out + job.err)
         self.assertTrue(said and len(said) == len(set(said)), (len(evals), said))
 
+
+def rss_kib(pid):
+    with open("/proc/%d/status" % pid) as f:
+        return int(re.search(r"VmRSS:\s+(\d+) kB", f.read()).group(1))
+
+
+# A stranger's ZeroMQ peer (ZMTP 3, NULL security) announcing one frame of
+# SIZE bytes and sending SEND of them, then holding the connection HOLD s;
+# prints the bytes the server took and the server's peak RSS meanwhile (KiB,
+# read from /proc, which any user may)
+BIG_FRAME = r"""
+import re, socket, struct, sys, time
+host, port, size, send, hold, pid = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), \
+    float(sys.argv[5]), int(sys.argv[6])
+def rss():
+    with open("/proc/%d/status" % pid) as f:
+        return int(re.search(r"VmRSS:\s+(\d+) kB", f.read()).group(1))
+s = socket.create_connection((host, port))
+s.sendall(b"\xff" + b"\0" * 8 + b"\x7f" + b"\x03\x00" + b"NULL".ljust(20, b"\0") + b"\0" + b"\0" * 31)
+ready = b"\x05READY" + b"\x0bSocket-Type" + struct.pack(">I", 6) + b"DEALER"
+s.sendall(b"\x04" + bytes([len(ready)]) + ready + b"\x02" + struct.pack(">Q", size))
+sent, peak, block = 0, rss(), b"\0" * (1 << 20)
+try:
+    while sent < send:
+        sent += s.send(block)
+        if sent % (64 << 20) < (1 << 20):
+            peak = max(peak, rss())
+except OSError:
+    pass
+end = time.monotonic() + hold
+while time.monotonic() < end:
+    peak = max(peak, rss())
+    time.sleep(0.1)
+print(sent, peak)
+"""
 
 RELAY = os.environ.get("ZT_RELAY", os.path.join(BIN, "..", "tests", "zt_relay"))
 
@@ -914,6 +962,7 @@ class SageMakerFolders(unittest.TestCase):
         self.assertIn("%s/leak.csv is a link to %s, outside the channel's folder" % (data, self.victim), log)
         self.assertIn("%s/outside is a link to %s, outside the channel's folder" % (data, self.mine), log)
         self.assertIn("channel training: %s can be written by any user (mode 1777)" % data, log)
+        self.assertIn("any user can write to this folder (mode 1777)", job.err)  # said before it starts
         for folder in (out, os.path.join(out, "sm-sec"), os.path.join(out, "sm-sec", "output"), ck):
             self.assertEqual(os.stat(folder).st_mode & 0o777, 0o700, folder)
         model = os.path.join(out, "sm-sec", "output", "model.tar.gz")
