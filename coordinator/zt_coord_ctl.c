@@ -14,6 +14,7 @@
 #include "ztrain/zt_replica.h"
 #include <czmq.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -39,6 +40,20 @@ static void s_on_register(zt_coord_t *self, zt_crep_t *r, zframe_t *id, const zt
         zt_msg_t s = { .type = ZT_MSG_SHUTDOWN, .incarnation = self->layout.incarnation, .seq = self->seq++ };
         zt_msg_set_str(s.u.SHUTDOWN.reason, "stale incarnation");
         zt_msg_send(self->router, id, &s);
+        return;
+    }
+    /* a second REGISTER from another connection while the registered one
+     * heartbeats and its process lives is an impostor with the replica's
+     * keys (taking the slot would get the real one killed as silent) */
+    int64_t silent = zt_now_ms() - r->last_hb_ms;
+    pid_t pid = r->handle ? (pid_t) self->backend->pid(self->backend, r->handle) : 0;
+    if (r->registered && r->identity && !zframe_eq(r->identity, id) && silent < self->hb_timeout_ms && pid > 0 &&
+        kill(pid, 0) == 0) {
+        self->unknown_senders++;
+        char what[200];
+        snprintf(what, sizeof what, "REGISTER as %s from a new connection while %s runs (pid %lld, its heartbeat "
+                 "%lld ms ago)", r->name, r->name, (long long) pid, (long long) silent);
+        s_refuse(self, ZT_DROP_UNREGISTERED, what);
         return;
     }
     zframe_destroy(&r->identity);

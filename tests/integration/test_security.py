@@ -499,6 +499,13 @@ class Impostors(unittest.TestCase):
         coordinator = j["coordinator"]
         res = insider(job_dir, "workerpool1-0", "register", coordinator, "0", "0", extra_env=QUICK)
         self.assertEqual(res.returncode, 3, res.stdout + res.stderr)
+        # with the chief's own keys, from new connections, again and again
+        # (each would have displaced it, got it killed as silent and used up
+        # a restart): no WELCOME while the chief heartbeats and lives
+        chief_pid = replica(j, "workerpool0-0")["pid"]
+        for _ in range(3):
+            res = insider(job_dir, "workerpool0-0", "register", coordinator, "0", "0", extra_env=QUICK)
+            self.assertEqual(res.returncode, 3, res.stdout + res.stderr)
         ps = replica(j, "workerpool2-0")
         for args_ in (("register", coordinator, "0", "0"), ("ps-ranges", tcp(ps["address"]), "1")):
             res = STRANGER.sh(" ".join(shlex.quote(a) for a in ("env", "ZT_ATTACK_SERVERKEY=" + server_key,
@@ -523,6 +530,8 @@ class Impostors(unittest.TestCase):
         self.assertRegex(text, r"workerpool2-0\[\d+\]: " + held)
         self.assertRegex(text, r"refused register claiming to be workerpool0-0 from a connection that authenticated "
                                r"as workerpool1-0")
+        self.assertTrue(re.search(r"REGISTER as workerpool0-0 from a new connection while workerpool0-0 runs "
+                                  r"\(pid %d" % chief_pid, text), text[-2000:])
 
 
 def listening_ports(pid):
