@@ -62,8 +62,27 @@ typedef struct {
     char local[64], remote[64]; /* addresses */
     int lport, rport;
     unsigned st;                /* 0x01 established, ... */
-    long uid;                   /* its owner */
+    long uid;                   /* its owner; -1: not known (TIME_WAIT, no socket) */
 } s_row_t;
+
+/* One line of /proc/net/tcp{,6} into r; false for a listener or what is
+ * not a row. */
+static bool s_parse_row(const char *line, s_row_t *r)
+{
+    char local[40], remote[40];
+    unsigned long inode = 0;
+    if (sscanf(line, " %*d: %39s %39s %x %*s %*s %*s %ld %*d %lu", local, remote, &r->st, &r->uid, &inode) != 5)
+        return false;
+    if (r->st == 0x06 || inode == 0) /* TIME_WAIT, or no socket behind it: the kernel's row, uid 0 */
+        r->uid = -1;                 /* whose it was is not known */
+    char *lp = strchr(local, ':'), *rp = strchr(remote, ':');
+    if (!lp || !rp || r->st == 0x0A || !s_hex_addr(local, (size_t) (lp - local), r->local, sizeof r->local) ||
+        !s_hex_addr(remote, (size_t) (rp - remote), r->remote, sizeof r->remote))
+        return false;
+    r->lport = (int) strtol(lp + 1, NULL, 16);
+    r->rport = (int) strtol(rp + 1, NULL, 16);
+    return true;
+}
 
 /* Calls fn for every socket of /proc/net/tcp and /proc/net/tcp6 but the
  * listeners; fn returns false to stop. */
@@ -75,17 +94,9 @@ static void s_each_row(bool (*fn)(const s_row_t *, void *), void *ctx)
         FILE *f = fopen(tables[t], "re");
         char line[512];
         while (f && go && fgets(line, sizeof line, f)) {
-            char local[40], remote[40];
             s_row_t r;
-            if (sscanf(line, " %*d: %39s %39s %x %*s %*s %*s %ld", local, remote, &r.st, &r.uid) != 4)
-                continue;
-            char *lp = strchr(local, ':'), *rp = strchr(remote, ':');
-            if (!lp || !rp || r.st == 0x0A || !s_hex_addr(local, (size_t) (lp - local), r.local, sizeof r.local) ||
-                !s_hex_addr(remote, (size_t) (rp - remote), r.remote, sizeof r.remote))
-                continue;
-            r.lport = (int) strtol(lp + 1, NULL, 16);
-            r.rport = (int) strtol(rp + 1, NULL, 16);
-            go = fn(&r, ctx);
+            if (s_parse_row(line, &r))
+                go = fn(&r, ctx);
         }
         if (f)
             fclose(f);
@@ -459,6 +470,17 @@ void zt_guard_release(zt_hold_t **hold_p)
 
 void zt_guard_selftest(void)
 {
+    /* a connection's row, and rows whose uid 0 is the kernel's: TIME_WAIT, no inode */
+    s_row_t row;
+    assert(s_parse_row("   3: 0100007F:9C40 0100007F:0050 01 00000000:00000000 00:00000000 00000000  1001        0 "
+                       "4242 1 0000000000000000 20 4 30 10 -1", &row) && row.uid == 1001 && row.lport == 0x9C40 &&
+           row.rport == 0x50 && !strcmp(row.local, "127.0.0.1"));
+    assert(s_parse_row("   4: 0100007F:9C41 0100007F:0050 06 00000000:00000000 03:00000F7E 00000000     0        0 "
+                       "0 3 0000000000000000", &row) && row.uid == -1);
+    assert(s_parse_row("   5: 0100007F:9C42 0100007F:0050 01 00000000:00000000 00:00000000 00000000     0        0 "
+                       "0 1 0000000000000000 20 4 30 10 -1", &row) && row.uid == -1);
+    assert(!s_parse_row("   6: 00000000:0050 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 "
+                        "77 1 0000000000000000 100 0 0 10 0", &row)); /* a listener */
     /* a router that accepts nobody: a connection from here is closed at
      * once, counted, and its source is this user's socket */
     zsock_t *r = zsock_new(ZMQ_ROUTER);
