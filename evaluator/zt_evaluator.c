@@ -11,7 +11,9 @@
 #include "ztrain/ztrain.h"
 #include <cblas.h>
 #include <czmq.h>
+#include <errno.h>
 #include <libgen.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -200,12 +202,26 @@ int zt_evaluator_run(const zt_evaluator_opts_t *o)
         zt_dataset_free(&test);
         return 1;
     }
-    const char *jd = zt_env_get(ZT_ENV_JOB_DIR);
-    char *scratch = zt_strdupf("%s/evaluator-%d.%d", jd ? jd : "/tmp", index, (int) getpid());
-    char *mine = zt_strdupf("evaluator-%d.", index); /* what this evaluator's killed predecessors left */
-    zt_remove_dead_pid_entries(jd ? jd : "/tmp", mine);
-    free(mine);
-    zt_mkdir_p(scratch);
+    /* its scratch folder: in the job's folder (its own, named by its pid so
+     * that a killed predecessor's is found and removed); standalone, a
+     * fresh one of a random name (mkdtemp, 0700) in a folder that passes
+     * the trusted-folder rule, never one somebody made first */
+    const char *jd = zt_env_get(ZT_ENV_JOB_DIR), *tmp = getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR")
+                                                                                             : "/tmp";
+    char *scratch = jd ? zt_strdupf("%s/evaluator-%d.%d", jd, index, (int) getpid())
+                       : zt_strdupf("%s/ztrain-evaluator-%d.XXXXXX", tmp, index), why[1024] = "";
+    if (jd) {
+        char *mine = zt_strdupf("evaluator-%d.", index); /* what this evaluator's killed predecessors left */
+        zt_remove_dead_pid_entries(jd, mine);
+        free(mine);
+    }
+    if (zt_dir_fit(scratch, why, sizeof why) != ZT_OK || (jd ? mkdir(scratch, 0700) != 0 : !mkdtemp(scratch))) {
+        zt_error("cannot make a scratch folder %s: %s", scratch, why[0] ? why : strerror(errno));
+        free(scratch);
+        zt_replica_destroy(&rep);
+        zt_dataset_free(&test);
+        return 1;
+    }
     /* TensorBoard: the evaluations under <AIP_TENSORBOARD_LOG_DIR>/eval (eval-I for evaluator I > 0) */
     char run[32] = "eval";
     if (index)
