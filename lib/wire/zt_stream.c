@@ -143,12 +143,14 @@ static int s_fill(void *arg, void *buf)
     return rc == ZT_OK ? 0 : -1;
 }
 
-/* The associated data of sealed unit i: the header, then i. */
-static size_t s_aad(const uint8_t *hdr, size_t hlen, int i, uint8_t *out)
+/* The associated data of sealed unit i of n: the header, then i and n (a
+ * message cut short, or with a unit added, does not open). */
+static size_t s_aad(const uint8_t *hdr, size_t hlen, int i, int n, uint8_t *out)
 {
     memcpy(out, hdr, hlen);
     out[hlen] = (uint8_t) i;
-    return hlen + 1;
+    out[hlen + 1] = (uint8_t) n;
+    return hlen + 2;
 }
 
 /* [id][header][seal][payload...]: each payload sealed from the caller's
@@ -164,11 +166,11 @@ static int s_send_sealed(zt_stream_t *s, void *sock, const zt_msg_t *m, const vo
     if (!h)
         return ZT_EINVAL;
     size_t hlen = zframe_size(h);
-    uint8_t units[MAX_PAYLOADS * SEAL_BYTES], aad[ZT_MSG_MAX_BYTES + 1];
+    uint8_t units[MAX_PAYLOADS * SEAL_BYTES], aad[ZT_MSG_MAX_BYTES + 2];
     zmq_msg_t pm[MAX_PAYLOADS];
     int made = 0, rc = hlen <= ZT_MSG_MAX_BYTES ? ZT_OK : ZT_EINVAL;
     for (int i = 0; rc == ZT_OK && i < (n ? n : 1); i++) {
-        s_fill_t f = { s->tx, aad, s_aad(zframe_data(h), hlen, i, aad), n ? payloads[i] : NULL, n ? sizes[i] : 0,
+        s_fill_t f = { s->tx, aad, s_aad(zframe_data(h), hlen, i, n ? n : 1, aad), n ? payloads[i] : NULL, n ? sizes[i] : 0,
                        units + i * SEAL_BYTES };
         if (!n)
             rc = s_fill(&f, NULL) == 0 ? ZT_OK : ZT_EIO;
@@ -209,9 +211,9 @@ static int s_open(zt_stream_t *s, zt_stream_drops_t *drops, zmq_msg_t *parts, in
         return ZT_EPROTO;
     }
     const uint8_t *units = zmq_msg_data(&parts[1]);
-    uint8_t aad[ZT_MSG_MAX_BYTES + 1];
+    uint8_t aad[ZT_MSG_MAX_BYTES + 2];
     for (int i = 0; i < (n ? n : 1); i++) {
-        size_t alen = s_aad(zmq_msg_data(&parts[0]), hlen, i, aad);
+        size_t alen = s_aad(zmq_msg_data(&parts[0]), hlen, i, n ? n : 1, aad);
         void *p = n ? zmq_msg_data(&parts[2 + i]) : NULL;
         size_t len = n ? zmq_msg_size(&parts[2 + i]) : 0;
         uint64_t k = s_get64(units + i * SEAL_BYTES);
@@ -592,8 +594,8 @@ int zt_streams_seal_shared(zt_streams_t *self, const zt_msg_t *m, const void *pa
         zframe_destroy(&h);
         return ZT_EINVAL;
     }
-    uint8_t aad[ZT_MSG_MAX_BYTES + 1], unit[SEAL_BYTES];
-    s_fill_t f = { self->btx, aad, s_aad(zframe_data(h), zframe_size(h), 0, aad), payload, bytes, unit };
+    uint8_t aad[ZT_MSG_MAX_BYTES + 2], unit[SEAL_BYTES];
+    s_fill_t f = { self->btx, aad, s_aad(zframe_data(h), zframe_size(h), 0, 1, aad), payload, bytes, unit };
     if (zt_bufpool_msg_with(self->pool, &sh->f[2], bytes, s_fill, &f) != 0) {
         zframe_destroy(&h);
         return ZT_EIO;
@@ -820,6 +822,27 @@ void zt_stream_selftest(void)
     assert(zt_streams_recv(srv, p, &n, &from) == ZT_OK && n == 3 && !memcmp(zmq_msg_data(&p[2]), x, len));
     for (int i = 0; i < n; i++)
         zmq_msg_close(&p[i]);
+
+    /* a message of two payloads cut to one (its second payload and second
+     * seal dropped on the path): the first no longer opens */
+    const void *two[2] = { x, x + 16 };
+    size_t sizes[2] = { 64, 64 };
+    assert(zt_streams_sendv(srv, from, &ack, two, sizes, 2) == ZT_OK);
+    n = s_wait(d, p, 8);
+    assert(n == 4 && zmq_msg_size(&p[1]) == 2 * SEAL_BYTES);
+    zmq_msg_t cut;
+    zmq_msg_init_size(&cut, SEAL_BYTES);
+    memcpy(zmq_msg_data(&cut), zmq_msg_data(&p[1]), SEAL_BYTES);
+    zmq_msg_move(&p[1], &cut);
+    zmq_msg_close(&cut);
+    zmq_msg_close(&p[3]);
+    n = 3;
+    uint64_t bad = zt_stream_drops(cl)->bad_seal;
+    assert(zt_stream_recv(cl, p, &n) == ZT_EPROTO && n == 0 && zt_stream_drops(cl)->bad_seal == bad + 1);
+    assert(zt_streams_sendv(srv, from, &ack, two, sizes, 2) == ZT_OK); /* whole, it opens */
+    n = s_wait(d, p, 8);
+    assert(n == 4 && zt_stream_recv(cl, p, &n) == ZT_OK && n == 3 && !memcmp(zmq_msg_data(&p[2]), x + 16, 64));
+    zt_msg_close_parts(p, n);
 
     /* another job's secret, another incarnation: the opening fails */
     for (int k = 0; k < 2; k++) {
