@@ -124,6 +124,9 @@ static bool s_path_join(char *cur, const char *name, size_t n)
     return true;
 }
 
+/* Long on purpose: one walk from the root, each step's check, make and
+ * link case in the order the kernel sees them, with nothing between a
+ * check and the descriptor it checked. */
 int zt_dir_open_trusted(const char *path, zt_dir_mode_t mode, char *why, size_t why_size)
 {
     /* todo: what is left to walk; cur: the real path of fd */

@@ -708,8 +708,7 @@ static void s_selftest_shared(void *ctx, void *r, zt_streams_t *srv, zt_stream_t
         zt_stream_t *cls[2] = { cl, c2 };
         void *ds[2] = { d, d2 };
         for (int c = 0; c < 2; c++) {
-            n = s_wait(ds[c], p, 8);
-            assert(n == 3);
+            assert((n = s_wait(ds[c], p, 8)) == 3);
             int rc = zt_stream_recv(cls[c], p, &n);
             assert(twice ? rc == ZT_EPROTO && n == 0
                          : rc == ZT_OK && n == 2 && zmq_msg_size(&p[1]) == 64 && !memcmp(zmq_msg_data(&p[1]), x, 64));
@@ -755,6 +754,28 @@ static void s_selftest_stale(void *ctx, const zt_stream_cfg_t *cs, const zt_stre
     zmq_close(r);
 }
 
+/* A message of two payloads cut to one on the path (its second payload
+ * and seal dropped): the first no longer opens; whole, it does. */
+static void s_selftest_cut(void *d, zt_streams_t *srv, zt_stream_t *from, zt_stream_t *cl, const zt_msg_t *ack,
+                           const float *x)
+{
+    const void *two[2] = { x, x + 16 };
+    size_t sizes[2] = { 64, 64 };
+    zmq_msg_t p[8], cut;
+    assert(zt_streams_sendv(srv, from, ack, two, sizes, 2) == ZT_OK);
+    int n = s_wait(d, p, 8);
+    assert(n == 4 && zmq_msg_size(&p[1]) == 2 * SEAL_BYTES && zmq_msg_init_size(&cut, SEAL_BYTES) == 0);
+    memcpy(zmq_msg_data(&cut), zmq_msg_data(&p[1]), SEAL_BYTES);
+    zmq_msg_move(&p[1], &cut);
+    zmq_msg_close(&cut);
+    zmq_msg_close(&p[--n]); /* n 3 */
+    uint64_t bad = zt_stream_drops(cl)->bad_seal;
+    assert(zt_stream_recv(cl, p, &n) == ZT_EPROTO && n == 0 && zt_stream_drops(cl)->bad_seal == bad + 1);
+    assert(zt_streams_sendv(srv, from, ack, two, sizes, 2) == ZT_OK && (n = s_wait(d, p, 8)) == 4);
+    assert(zt_stream_recv(cl, p, &n) == ZT_OK && n == 3 && !memcmp(zmq_msg_data(&p[2]), x + 16, 64));
+    zt_msg_close_parts(p, n);
+}
+
 /* Long on purpose: one client and server through a whole life (opening,
  * messages, replays and flipped bits, strangers, the server's restart),
  * each step relying on the state the last left. */
@@ -786,15 +807,13 @@ void zt_stream_selftest(void)
     zt_msg_t m = { .type = ZT_MSG_PS_PUSH, .pool = 1, .incarnation = 3 };
     m.u.PS_PUSH = (zt_msg_PS_PUSH_t) { .req = 7, .offset = 0, .count = (int64_t) (len / 4), .step = 1 };
     assert(zt_stream_send(cl, &m, x, len) == ZT_OK);
-    n = s_wait(r, p, 8);
-    assert(n == 4);
+    assert((n = s_wait(r, p, 8)) == 4);
     s_copy(keep, p, n); /* the sealed frames as they came */
     assert(zt_streams_recv(srv, p, &n, &from) == ZT_OK && n == 3 && from);
     zt_msg_t got;
     assert(zt_msg_decode(zmq_msg_data(&p[1]), zmq_msg_size(&p[1]), &got, NULL) == ZT_OK && got.u.PS_PUSH.req == 7);
     assert(zmq_msg_size(&p[2]) == len && !memcmp(zmq_msg_data(&p[2]), x, len));
-    for (int i = 0; i < n; i++)
-        zmq_msg_close(&p[i]);
+    zt_msg_close_parts(p, n);
     zt_msg_t ack = { .type = ZT_MSG_PS_ACK, .incarnation = 3 };
     ack.u.PS_ACK.req = 7;
     assert(zt_streams_send(srv, from, &ack, NULL, 0) == ZT_OK);
@@ -810,8 +829,7 @@ void zt_stream_selftest(void)
     /* a flipped bit in a payload, in a header: dropped */
     for (int where = 2; where >= 1; where--) {
         assert(zt_stream_send(cl, &m, x, len) == ZT_OK);
-        n = s_wait(r, p, 8);
-        assert(n == 4);
+        assert((n = s_wait(r, p, 8)) == 4);
         ((uint8_t *) zmq_msg_data(&p[where]))[zmq_msg_size(&p[where]) / 2] ^= 0x04;
         assert(zt_streams_recv(srv, p, &n, &from) == ZT_EPROTO && n == 0);
     }
@@ -820,30 +838,9 @@ void zt_stream_selftest(void)
     assert(zt_stream_send(cl, &m, x, len) == ZT_OK);
     n = s_wait(r, p, 8);
     assert(zt_streams_recv(srv, p, &n, &from) == ZT_OK && n == 3 && !memcmp(zmq_msg_data(&p[2]), x, len));
-    for (int i = 0; i < n; i++)
-        zmq_msg_close(&p[i]);
-
-    /* a message of two payloads cut to one (its second payload and second
-     * seal dropped on the path): the first no longer opens */
-    const void *two[2] = { x, x + 16 };
-    size_t sizes[2] = { 64, 64 };
-    assert(zt_streams_sendv(srv, from, &ack, two, sizes, 2) == ZT_OK);
-    n = s_wait(d, p, 8);
-    assert(n == 4 && zmq_msg_size(&p[1]) == 2 * SEAL_BYTES);
-    zmq_msg_t cut;
-    zmq_msg_init_size(&cut, SEAL_BYTES);
-    memcpy(zmq_msg_data(&cut), zmq_msg_data(&p[1]), SEAL_BYTES);
-    zmq_msg_move(&p[1], &cut);
-    zmq_msg_close(&cut);
-    zmq_msg_close(&p[3]);
-    n = 3;
-    uint64_t bad = zt_stream_drops(cl)->bad_seal;
-    assert(zt_stream_recv(cl, p, &n) == ZT_EPROTO && n == 0 && zt_stream_drops(cl)->bad_seal == bad + 1);
-    assert(zt_streams_sendv(srv, from, &ack, two, sizes, 2) == ZT_OK); /* whole, it opens */
-    n = s_wait(d, p, 8);
-    assert(n == 4 && zt_stream_recv(cl, p, &n) == ZT_OK && n == 3 && !memcmp(zmq_msg_data(&p[2]), x + 16, 64));
     zt_msg_close_parts(p, n);
 
+    s_selftest_cut(d, srv, from, cl, &ack, x);
     /* another job's secret, another incarnation: the opening fails */
     for (int k = 0; k < 2; k++) {
         zt_stream_cfg_t other = cc;
@@ -890,8 +887,7 @@ void zt_stream_selftest(void)
     assert(zt_stream_send(cl, &m, x, 64) == ZT_OK);
     n = s_wait(r, p, 8);
     assert(zt_streams_recv(srv, p, &n, &from) == ZT_OK && n == 3 && !memcmp(zmq_msg_data(&p[2]), x, 64));
-    for (int i = 0; i < n; i++)
-        zmq_msg_close(&p[i]);
+    zt_msg_close_parts(p, n);
     zt_msg_close_parts(keep, 4);
     free(x);
     zt_stream_destroy(&cl);
