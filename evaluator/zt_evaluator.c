@@ -206,8 +206,8 @@ int zt_evaluator_run(const zt_evaluator_opts_t *o)
      * that a killed predecessor's is found and removed); standalone, a
      * fresh one of a random name (mkdtemp, 0700) in a folder that passes
      * the trusted-folder rule, never one somebody made first */
-    const char *jd = zt_env_get(ZT_ENV_JOB_DIR), *tmp = getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR")
-                                                                                             : "/tmp";
+    const char *jd = zt_env_get(ZT_ENV_JOB_DIR), *tmp = getenv("TMPDIR");
+    tmp = tmp && *tmp ? tmp : "/tmp";
     char *scratch = jd ? zt_strdupf("%s/evaluator-%d.%d", jd, index, (int) getpid())
                        : zt_strdupf("%s/ztrain-evaluator-%d.XXXXXX", tmp, index), why[1024] = "";
     if (jd) {

@@ -582,10 +582,6 @@ json_t *zt_layout_config_files(const zt_layout_t *self, int pool, int index)
     return files;
 }
 
-/* For programs that link libztrain: the coordinator, who this replica is,
- * where it listens, its host and every replica's (shared memory and ipc://
- * only between replicas on one host), and what pool 2 is for the built-in
- * trainer (reducers or parameter servers). */
 /* The job's ZT_FRAME_LIMIT: over every pool, its parameter-server chunk and
  * all-reduce piece (its own env's, else what every replica inherits). */
 static int64_t s_job_frame_limit(const zt_plan_t *plan)
@@ -603,7 +599,7 @@ static int64_t s_job_frame_limit(const zt_plan_t *plan)
             if (knob == ZT_KNOB_PS_CHUNK_BYTES)
                 chunk = v;
             else if (knob == ZT_KNOB_AR_PIECE_BYTES)
-                piece = v > ((int64_t) 1 << 30) ? (int64_t) 1 << 30 : v;
+                piece = v;
         }
         int64_t lim = zt_frame_limit_for(chunk, piece);
         best = lim > best ? lim : best;
@@ -611,6 +607,10 @@ static int64_t s_job_frame_limit(const zt_plan_t *plan)
     return best;
 }
 
+/* For programs that link libztrain: the coordinator, who this replica is,
+ * where it listens, its host and every replica's (shared memory and ipc://
+ * only between replicas on one host), and what pool 2 is for the built-in
+ * trainer (reducers or parameter servers). */
 static void s_env_ztrain(json_t *env, const zt_layout_t *self, int pool, int index)
 {
     const zt_place_t *me = zt_layout_place(self, pool, index);

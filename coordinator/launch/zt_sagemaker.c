@@ -195,6 +195,12 @@ static int s_walk_link(s_walk_t *w, const char *dir, const char *rel)
  * file inside the channel; depth and count are bounded. 0, or -1 with why. */
 static int s_walk(s_walk_t *w, int fd, const char *rel, int depth)
 {
+    struct stat st;
+    if (!w->open_warned && fstat(fd, &st) == 0 && (st.st_mode & S_IWOTH)) { /* said once a walk */
+        w->open_warned = true;
+        zt_warn("channel %s: %s%s%s can be written by any user (mode %04o): anyone may add to the job's input",
+                w->chan, w->root, *rel ? "/" : "", rel, (unsigned) (st.st_mode & 07777));
+    }
     DIR *d = fdopendir(fd);
     if (!d) {
         snprintf(w->why, w->len, "channel %s: cannot list %s/%s: %s", w->chan, w->root, rel, strerror(errno));
@@ -215,16 +221,15 @@ static int s_walk(s_walk_t *w, int fd, const char *rel, int depth)
     int rc = 0;
     for (size_t i = 0; i < n; i++) {
         char *name = zt_strdupf("%s%s%s", rel, *rel ? "/" : "", names[i]);
-        struct stat st;
-        if (rc != 0 || fstatat(dirfd(d), names[i], &st, AT_SYMLINK_NOFOLLOW) != 0)
-            ;
-        else if (S_ISLNK(st.st_mode))
-            rc = s_walk_link(w, here, name);
-        else if (S_ISREG(st.st_mode) && json_array_size(w->out) >= ZT_SM_CHANNEL_MAX_FILES) {
+        if (rc == 0 && json_array_size(w->out) >= ZT_SM_CHANNEL_MAX_FILES) {
             snprintf(w->why, w->len, "channel %s: more than %d files under %s", w->chan, ZT_SM_CHANNEL_MAX_FILES,
                      w->root);
             rc = -1;
         }
+        if (rc != 0 || fstatat(dirfd(d), names[i], &st, AT_SYMLINK_NOFOLLOW) != 0)
+            ;
+        else if (S_ISLNK(st.st_mode))
+            rc = s_walk_link(w, here, name);
         else if (S_ISREG(st.st_mode)) {
             char *real = zt_strdupf("%s/%s", w->root, name);
             json_array_append_new(w->out, json_pack("[s,s]", name, real));
@@ -236,11 +241,6 @@ static int s_walk(s_walk_t *w, int fd, const char *rel, int depth)
             rc = -1;
         }
         else if (S_ISDIR(st.st_mode)) {
-            if ((st.st_mode & S_IWOTH) && !w->open_warned) {
-                w->open_warned = true;
-                zt_warn("channel %s: %s/%s can be written by any user (mode %04o): anyone may add to the job's "
-                        "input", w->chan, w->root, name, (unsigned) (st.st_mode & 07777));
-            }
             int sub = openat(dirfd(d), names[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
             rc = sub < 0 ? 0 : s_walk(w, sub, name, depth + 1);
         }
@@ -263,13 +263,7 @@ static json_t *s_channel_files(const char *chan, const char *src, char *why, siz
         snprintf(why, len, "channel %s: cannot open %s: %s", chan, src, strerror(errno));
         return NULL;
     }
-    struct stat st;
     s_walk_t w = { chan, real, json_array(), false, why, len };
-    if (fstat(fd, &st) == 0 && (st.st_mode & S_IWOTH)) {
-        w.open_warned = true;
-        zt_warn("channel %s: %s can be written by any user (mode %04o): anyone may add to the job's input", chan,
-                real, (unsigned) (st.st_mode & 07777));
-    }
     if (s_walk(&w, fd, "", 0) == 0)
         return w.out;
     json_decref(w.out);
@@ -353,25 +347,20 @@ static char *s_output_dir(const zt_plan_t *plan)
 
 int zt_sm_folders(const zt_plan_t *plan, zt_dir_mode_t mode, char *why, size_t len)
 {
-    const json_t *sm = plan->sagemaker;
-    if (!sm)
-        return 0;
-    char *dirs[2] = { s_output_dir(plan), NULL }, sub[1024];
-    const char *fields[2] = { "OutputDataConfig.S3OutputPath", "CheckpointConfig.S3Uri" };
-    const char *ck = json_string_value(json_object_get(sm, "checkpointPath"));
-    dirs[1] = ck ? strdup(ck) : NULL;
+    char *out = s_output_dir(plan), sub[1024];
+    const char *ck = plan->sagemaker ? json_string_value(json_object_get(plan->sagemaker, "checkpointPath")) : NULL;
+    const char *dirs[2] = { out, ck }, *fields[2] = { "OutputDataConfig.S3OutputPath", "CheckpointConfig.S3Uri" };
     int rc = 0;
     for (int i = 0; i < 2 && rc == 0; i++) {
         int fd = dirs[i] ? zt_dir_open_trusted(dirs[i], mode, sub, sizeof sub) : ZT_DIR_CHECKED;
         if (fd >= 0)
             close(fd);
-        if (fd < 0 && fd != ZT_DIR_CHECKED) {
+        else if (fd != ZT_DIR_CHECKED) {
             snprintf(why, len, "%s: %s", fields[i], sub);
             rc = -1;
         }
     }
-    free(dirs[0]);
-    free(dirs[1]);
+    free(out);
     return rc;
 }
 

@@ -48,11 +48,11 @@ typedef enum {
     ZT_DIR_CHECK, /* nothing is made: ZT_DIR_CHECKED where a folder is missing */
 } zt_dir_mode_t;
 #define ZT_DIR_CHECKED (-2)
-/* The rule without a race: the path resolved as far as it exists, then
- * each folder from the root down opened below the one above it
- * (O_NOFOLLOW, no link followed) and checked before anything below it is
- * opened or made. An O_PATH descriptor of the folder (for openat,
- * mkdirat, renameat), or -1 with why. */
+/* The rule without a race: each folder from the root down opened below
+ * the one above it (O_NOFOLLOW) and checked before anything below it is
+ * opened or made; a link on the way is followed only when this user or
+ * root made it (the walk goes on from its target). An O_PATH descriptor
+ * of the folder (for openat, mkdirat, renameat), or -1 with why. */
 int zt_dir_open_trusted(const char *path, zt_dir_mode_t mode, char *why, size_t why_size);
 /* rm -rf path (not following symbolic links); 0, or ZT_ESYS when something
  * stayed. */

@@ -170,8 +170,8 @@ static int s_send_sealed(zt_stream_t *s, void *sock, const zt_msg_t *m, const vo
     zmq_msg_t pm[MAX_PAYLOADS];
     int made = 0, rc = hlen <= ZT_MSG_MAX_BYTES ? ZT_OK : ZT_EINVAL;
     for (int i = 0; rc == ZT_OK && i < (n ? n : 1); i++) {
-        s_fill_t f = { s->tx, aad, s_aad(zframe_data(h), hlen, i, n ? n : 1, aad), n ? payloads[i] : NULL, n ? sizes[i] : 0,
-                       units + i * SEAL_BYTES };
+        s_fill_t f = { s->tx, aad, s_aad(zframe_data(h), hlen, i, n ? n : 1, aad), n ? payloads[i] : NULL,
+                       n ? sizes[i] : 0, units + i * SEAL_BYTES };
         if (!n)
             rc = s_fill(&f, NULL) == 0 ? ZT_OK : ZT_EIO;
         else if (zt_bufpool_msg_with(s->pool, &pm[made], sizes[i], s_fill, &f) == 0)
