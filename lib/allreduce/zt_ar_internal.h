@@ -24,6 +24,9 @@
 
 #define PIECE_BYTES self->layout.piece_bytes
 #define RESEND_MS 2000
+/* A reducer's stream silent this long while a round waits on it is opened
+ * again (a reducer that restarted drops what it holds no stream of). */
+#define UNHEARD_MS (3 * RESEND_MS)
 #define MAX_PENDING 4096
 
 typedef struct {

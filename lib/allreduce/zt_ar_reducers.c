@@ -235,6 +235,7 @@ int zt_ar_commit_reducers(zt_allreduce_t *self, int timeout_ms)
             for (int r = 0; r < self->R; r++)
                 if (!ok[r]) {
                     zt_stream_reopen_stale(self->rstream[r], RESEND_MS);
+                    zt_stream_reopen_unheard(self->rstream[r], UNHEARD_MS);
                     s_hello(self, r);
                 }
             resend = zt_now_ms() + RESEND_MS;
@@ -501,6 +502,7 @@ int zt_ar_wait_reducers(zt_allreduce_t *self, int timeout_ms)
         if (now - progress >= RESEND_MS) {
             for (int r = 0; r < self->R; r++) {
                 zt_stream_reopen_stale(self->rstream[r], RESEND_MS);
+                zt_stream_reopen_unheard(self->rstream[r], UNHEARD_MS);
                 s_resend(self, r);
             }
             progress = now;

@@ -86,21 +86,42 @@ static void s_describe(int pool, int index, const char *addr, char *out, size_t 
     json_decref(hosts);
 }
 
-void zt_env_describe_addr(const char *addr, char *out, size_t size)
+/* Where CLUSTER_SPEC places addr: true with *pool and *index. */
+static bool s_place_of(const char *addr, int *pool, int *index)
 {
     const char *a = !strncmp(addr, "tcp://", 6) ? addr + 6 : addr;
-    snprintf(out, size, "%s", addr);
-    for (int p = 0; p < 4; p++) {
+    bool found = false;
+    for (int p = 0; p < 4 && !found; p++) {
         int n = 0;
         char **list = zt_env_pool(p, &n);
-        for (int i = 0; i < n; i++)
+        for (int i = 0; i < n && !found; i++)
             if (!strcmp(list[i], a)) {
-                s_describe(p, i, a, out, size);
-                p = 4;
-                break;
+                *pool = p;
+                *index = i;
+                found = true;
             }
         zt_env_free(list);
     }
+    return found;
+}
+
+void zt_env_describe_addr(const char *addr, char *out, size_t size)
+{
+    int p, i;
+    snprintf(out, size, "%s", addr);
+    if (s_place_of(addr, &p, &i))
+        s_describe(p, i, !strncmp(addr, "tcp://", 6) ? addr + 6 : addr, out, size);
+}
+
+bool zt_env_replica_at(const char *addr, char *name, size_t size)
+{
+    int p, i;
+    bool found = s_place_of(addr, &p, &i);
+    if (found)
+        snprintf(name, size, "workerpool%d-%d", p, i);
+    else if (size)
+        name[0] = 0;
+    return found;
 }
 
 void zt_env_describe_rank(int rank, char *out, size_t size)

@@ -608,6 +608,8 @@ int zt_ps_wait(zt_ps_client_t *self, int timeout_ms)
             zt_stream_reopen_stale(self->streams[s], ZT_PS_RESEND_MS);
         for (int i = 0; i < self->nops; i++)
             if (self->ops[i].req > 0 && now - self->ops[i].sent_ms > ZT_PS_RESEND_MS) {
+                /* a server that restarted drops what it holds no stream of: silent, it gets a new opening */
+                zt_stream_reopen_unheard(self->streams[self->ops[i].server], 3 * ZT_PS_RESEND_MS);
                 zt_debug("re-sending a request to parameter server %d", self->ops[i].server);
                 s_send(self, &self->ops[i]);
             }

@@ -87,14 +87,13 @@
                                F(T, I, arrays) F(T, I, array) F(T, I, offset) F(T, I, count) \
                                F(T, I, group) F(T, I, layout) F(T, I, threshold) F(T, I, cycle_ms) \
                                F(T, I, searching) /* + floats; layout..searching: the group's all-reduce layout */
-/* A sealed stream's opening (zt_stream): the client's name, its fresh salt
- * and its proof (hex), then the server's, with the salt of its one-to-many
- * key and the number of the last frame sealed under it; a frame of a
- * stream the server does not hold (it restarted) is answered with
- * SEAL_RESET: open again. */
-#define ZT_MSG_SEAL_OPEN(F, T)   F(T, S, name) F(T, S, salt) F(T, S, mac)
+/* A sealed stream's opening (zt_stream): the client's name, the server it
+ * asks for ("": any of the job's), its fresh salt and its proof (hex), then
+ * the server's, with the salt of its one-to-many key and the number of the
+ * last frame sealed under it. (Wire id 50 is retired: it was a plain "open
+ * again" the server sent any connection it held no stream of.) */
+#define ZT_MSG_SEAL_OPEN(F, T)   F(T, S, name) F(T, S, server) F(T, S, salt) F(T, S, mac)
 #define ZT_MSG_SEAL_ACCEPT(F, T) F(T, S, name) F(T, S, salt) F(T, S, mac) F(T, S, bsalt) F(T, I, blast)
-#define ZT_MSG_SEAL_RESET(F, T)  F(T, S, reason)
 /* SageMaker's distribution mpi (ztrain-mpi): mpirun's remote shell. The
  * primary host's agent asks another host's `ztrain-mpi host` to run a
  * command as req (a shell command line, the raw frame after the header);
@@ -138,7 +137,6 @@
     X(REJOIN_STATE, 47, "rejoin_state") \
     X(SEAL_OPEN, 48, "seal_open")       \
     X(SEAL_ACCEPT, 49, "seal_accept")   \
-    X(SEAL_RESET, 50, "seal_reset")     \
     X(AR_IDLE,   51, "ar_idle")         \
     X(MPI_EXEC,  52, "mpi_exec")        \
     X(MPI_EXITED, 53, "mpi_exited")     \

@@ -2,12 +2,22 @@
  * nonces put on the wire).
  *
  * A client (DEALER) opens a stream to its server (ROUTER): SEAL_OPEN with
- * its name, a fresh salt and a proof (HMAC under the job's secret of the
- * binding and the salt); the server checks the proof, answers SEAL_ACCEPT
- * with its own salt and proof, and both derive the stream's two keys
- * (zt_seal_derive, bound to the job, its incarnation and both names). A
- * proof made under another job's secret or another incarnation fails, and
- * the opening is dropped and counted.
+ * its name, the name of the server it asks for (when the job's cluster
+ * names the address it dialled), a fresh salt and a proof (HMAC under the
+ * job's secret of all three); the server checks the proof and the name,
+ * answers SEAL_ACCEPT with its own fresh salt (its nonce) and proof, and
+ * both derive the stream's two keys (zt_seal_derive, bound to the job, its
+ * incarnation, both names and both salts). A proof made under another
+ * job's secret or another incarnation fails, and so does an opening meant
+ * for another server or an answer from one: dropped and counted.
+ *
+ * The server holds the new keys as pending until the client's first
+ * message sealed under them arrives (each unit's number carries the id of
+ * its keys): only a client that saw this answer can make one. So an
+ * opening captured and sent again, from another connection or on the
+ * client's own, gets an answer and nothing more: the keys the stream has
+ * serve on, and such never-confirmed streams are the first to go when the
+ * table is full.
  *
  * A sealed message is [header][seal][payload]: the seal frame is the
  * frame's number (8 bytes, big-endian) and its GCM tag (16 bytes); the
@@ -27,8 +37,10 @@
  * Such a frame's number has its top bit set.
  *
  * A frame for a stream the server does not hold (it was restarted, or the
- * connection is new) is answered with SEAL_RESET, and the client opens
- * again; its requests in flight are sent again by its own resend rules. */
+ * connection never opened one) is dropped without a word: nothing tells a
+ * stranger what listens there. A client that hears nothing from its server
+ * while it waits for an answer opens again (zt_stream_reopen_unheard); its
+ * requests in flight are sent again by its own resend rules. */
 #ifndef ZT_STREAM_H
 #define ZT_STREAM_H
 #include "wire/zt_seal.h"
@@ -66,19 +78,26 @@ typedef struct zt_streams_t zt_streams_t;   /* a server's streams, by the client
 
 /* Client: a stream on dealer (a connected DEALER), opened at once (SEAL_OPEN
  * sent); it is ready once the server's SEAL_ACCEPT came through
- * zt_stream_recv. NULL when it cannot be made. */
+ * zt_stream_recv. It asks for the replica the job's CLUSTER_SPEC places at
+ * the address dealer dialled (any server of the job where none is named
+ * there); zt_stream_connect_to asks for server by name ("": any). NULL
+ * when it cannot be made. */
 zt_stream_t *zt_stream_connect(const zt_stream_cfg_t *cfg, void *dealer);
+zt_stream_t *zt_stream_connect_to(const zt_stream_cfg_t *cfg, void *dealer, const char *server);
 void zt_stream_destroy(zt_stream_t **self_p);
 /* Whether the stream's keys are agreed (messages can be sent). */
 bool zt_stream_ready(const zt_stream_t *self);
-/* Opens again (a new salt): after SEAL_RESET, or when the server seems to
- * have restarted. */
+/* Opens again (a new salt): when the server seems to have restarted. */
 int zt_stream_reopen(zt_stream_t *self);
 /* Opens again when the stream is not ready and its last opening went out
  * ms or more ago: the opening (or its answer) was lost, say the server
  * restarted before it answered. Nothing else makes a client that cannot
  * send open again. */
 void zt_stream_reopen_stale(zt_stream_t *self, int ms);
+/* Opens again when the stream is ready but nothing of its server's has
+ * opened for ms or more: for a client waiting on an answer (a server that
+ * restarted, or dropped the stream, is silent). */
+void zt_stream_reopen_unheard(zt_stream_t *self, int ms);
 /* Until the stream's keys are agreed, receiving on its dealer and opening
  * again every second while unanswered: ZT_OK, or ZT_ETIMEDOUT. For a
  * client with nothing else to serve meanwhile. */
@@ -92,7 +111,7 @@ const zt_stream_drops_t *zt_stream_drops(const zt_stream_t *self);
  * when the stream is not ready; ZT_EIO when the socket refuses. */
 int zt_stream_send(zt_stream_t *self, const zt_msg_t *m, const void *payload, size_t bytes);
 /* One received message of the client's dealer, in parts (np of them):
- * a SEAL_ACCEPT or SEAL_RESET is taken here (returns 0 parts left: the
+ * a SEAL_ACCEPT is taken here (returns 0 parts left: the
  * caller has nothing to do); a sealed message is opened in place and left
  * as [header][payload...] (*np lowered by one). ZT_OK when the caller has a
  * message or nothing to do, ZT_EPROTO when it was dropped (counted; the
@@ -110,8 +129,8 @@ void zt_streams_destroy(zt_streams_t **self_p);
 /* One received message of the router, parts[0] being the client's routing
  * id: an opening is answered here (0 parts left); a sealed message is
  * opened in place and left as [id][header][payload...], *from set to its
- * stream (for the reply). ZT_OK, or ZT_EPROTO when dropped (counted, a
- * frame of an unknown stream answered with SEAL_RESET; parts closed). */
+ * stream (for the reply). ZT_OK, or ZT_EPROTO when dropped (counted, not
+ * answered; parts closed). */
 int zt_streams_recv(zt_streams_t *self, zmq_msg_t *parts, int *np, zt_stream_t **from);
 /* Sends m sealed to the client of stream to (from zt_streams_recv). */
 int zt_streams_send(zt_streams_t *self, zt_stream_t *to, const zt_msg_t *m, const void *payload, size_t bytes);
@@ -132,10 +151,10 @@ int zt_streams_seal_shared(zt_streams_t *self, const zt_msg_t *m, const void *pa
 int zt_streams_send_shared(zt_streams_t *self, zt_stream_t *to, zt_stream_shared_t *sh);
 void zt_stream_shared_close(zt_stream_shared_t *sh);
 /* The stream of a client by its routing id (a reply deferred); NULL when
- * it has none (any more). */
+ * it has none (any more), or none a message of the client's confirmed. */
 zt_stream_t *zt_streams_find(zt_streams_t *self, zmq_msg_t *id);
 const zt_stream_drops_t *zt_streams_drops(const zt_streams_t *self);
-/* Streams held (clients connected and opened). */
+/* Streams held (clients connected and opened, confirmed or not). */
 int zt_streams_count(const zt_streams_t *self);
 
 /* Sockets as a sealing job has them: in a job that seals its bulk data

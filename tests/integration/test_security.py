@@ -404,7 +404,7 @@ class SealedBulkTampering(unittest.TestCase):
         tampered and replayed frames and the plain messages are dropped and
         counted, the openings get no answer, the worker sends again what
         went unanswered, and the job ends SUCCEEDED with equal weights."""
-        args = ["--hidden=64", "--epochs=3", "--log_every=100"]
+        args = ["--hidden=64", "--epochs=8", "--log_every=100"]
         d = tmpdir("sec-")
         os.chmod(d, 0o755)
         job_dir = os.path.join(d, "job")
@@ -435,6 +435,7 @@ class SealedBulkTampering(unittest.TestCase):
         other = insider(job_dir, "workerpool1-0", "seal-open", tcp(red["address"]),
                         extra_env={"ZT_ATTACK_INCARNATION": "7", "ZT_ATTACK_WAIT_MS": "2000"})
         self.assertRegex(other.stdout, r"accepted 0, unanswered 1", other.stdout + other.stderr)
+        self.assertIsNone(job.proc.poll(), "the job ended before the attacks did: make it longer")
         self.assertEqual(job.wait(timeout=300), 0, job.err[-3000:])
         relay.stdin.close()
         out = relay.stdout.read()
@@ -443,7 +444,8 @@ class SealedBulkTampering(unittest.TestCase):
         j = load_job(job_dir)
         # 2 flipped + 2 replayed pieces, 2 foreign openings, the plain
         # messages: each refused and counted, none opened, none summed
-        self.assertGreaterEqual(j["metrics"]["workerpool2-0"]["seal_refused"]["value"], 7)
+        self.assertGreaterEqual(j["metrics"]["workerpool2-0"]["seal_refused"]["value"], 7,
+                                [l for l in (job.out + job.err).splitlines() if "workerpool2-0" in l][-20:])
         self.assertNotIn("nonfinite_refused", j["metrics"]["workerpool2-0"])
         self.assertEqual(sum(r["restarts"] for r in j["replicas"]), 0)
         self.assertRegex(job.out, r"workerpool1-0\[\d+\]: data plane to \S+: this host, over loopback tcp, sealed")

@@ -71,10 +71,8 @@ static void s_try(zsock_t *d, const char *what, const zt_msg_t *m, const void *p
             zmsg_destroy(&reply);
             continue;
         }
-        if (rc == ZT_OK && (r.type == ZT_MSG_PS_ERROR || r.type == ZT_MSG_AR_ERROR || r.type == ZT_MSG_SEAL_RESET)) {
-            printf("%s: refused: %s\n", what, r.type == ZT_MSG_PS_ERROR ? r.u.PS_ERROR.text
-                                              : r.type == ZT_MSG_AR_ERROR ? r.u.AR_ERROR.text
-                                                                          : r.u.SEAL_RESET.reason);
+        if (rc == ZT_OK && (r.type == ZT_MSG_PS_ERROR || r.type == ZT_MSG_AR_ERROR)) {
+            printf("%s: refused: %s\n", what, r.type == ZT_MSG_PS_ERROR ? r.u.PS_ERROR.text : r.u.AR_ERROR.text);
             s_refused++;
         }
         else {

@@ -1,0 +1,56 @@
+/* zt_stream's insides, for zt_stream.c and its selftest only. */
+#ifndef ZT_STREAM_INTERNAL_H
+#define ZT_STREAM_INTERNAL_H
+#include "wire/zt_stream.h"
+#include "wire/zt_bufpool.h"
+
+#define SEAL_BYTES (8 + ZT_SEAL_TAG_BYTES) /* a sealed unit's number and tag */
+/* A unit's 8-byte number: the frame's number proper in the low 40 bits
+ * (zt_seal's numbers stay below 2^40), the id of the keys it was sealed
+ * under in bits 40-61 (a server holding a stream's keys and the keys of a
+ * newer opening tells them apart by it), and the top bit when it was sealed
+ * under the server's one-to-many key. */
+#define NUMBER_MASK (((uint64_t) 1 << 40) - 1)
+#define KID_SHIFT 40
+#define KID_MASK 0x3FFFFFu
+#define SHARED_BIT ((uint64_t) 1 << 63)
+#define MAX_PAYLOADS 8                     /* payload frames of one sealed message */
+#define MAX_STREAMS 4096                   /* a server's table; unconfirmed ones go first, then the oldest */
+
+struct zt_stream_t {
+    zt_stream_cfg_t cfg;         /* the job's secret, names, incarnation */
+    void *sock;                  /* the client's DEALER (NULL on a server's stream) */
+    uint8_t id[256];             /* a server's stream: the client's routing id */
+    size_t id_len;
+    char peer[ZT_MSG_STR_MAX];   /* the other end's name */
+    char expect[ZT_MSG_STR_MAX]; /* a client's: the server it asks for ("": any of the job's) */
+    uint8_t salt[ZT_SEAL_SALT_BYTES]; /* the client's salt of the opening in flight */
+    zt_seal_t *tx, *rx;          /* this end's sealer and opener, once agreed (a server's: confirmed) */
+    uint32_t kid;                /* their id */
+    /* a server's stream: the keys of the latest opening, until the client's
+     * first message sealed under them confirms it (the client it names saw
+     * this answer); a replayed opening never gets that far */
+    zt_seal_t *ptx, *prx;
+    uint32_t pkid;
+    char ppeer[ZT_MSG_STR_MAX];
+    zt_seal_t *brx;              /* a client's opener of its server's one-to-many key */
+    zt_bufpool_t *pool;          /* sealed payloads go from here, zero-copy */
+    int64_t used;                /* a server's stream: when it last opened a message (for eviction) */
+    int64_t opened_ms;           /* a client's: when its last opening went out */
+    int64_t heard_ms;            /* a client's: when its server's answer or message last opened */
+    zt_stream_drops_t drops;     /* a client's (a server's streams count in the table's) */
+};
+
+struct zt_streams_t {
+    zt_stream_cfg_t cfg;
+    void *router;
+    zt_stream_t **s;             /* by routing id */
+    int n;
+    int64_t clock;               /* orders the streams' use */
+    zt_stream_drops_t drops;
+    uint8_t bsalt[ZT_SEAL_SALT_BYTES]; /* the one-to-many key's salt */
+    zt_seal_t *btx;              /* its sealer */
+    zt_bufpool_t *pool;          /* what it seals goes from here */
+};
+
+#endif
