@@ -582,6 +582,19 @@ json_t *zt_layout_config_files(const zt_layout_t *self, int pool, int index)
     return files;
 }
 
+/* The job's ZT_PEER_CONNECTIONS: 4 for each replica the job may have (an
+ * elastic pool's most), plus 16: what the job's own processes on one host
+ * could hold to one process, and little for anyone else. */
+static int64_t s_job_peer_connections(const zt_plan_t *plan)
+{
+    int64_t n = 0;
+    for (int p = 0; p < ZT_POOLS; p++)
+        if (plan->pools[p].present)
+            n += plan->pools[p].elastic_max > plan->pools[p].replicas ? plan->pools[p].elastic_max
+                                                                      : plan->pools[p].replicas;
+    return 4 * n + 16;
+}
+
 /* The job's ZT_FRAME_LIMIT: over every pool, its parameter-server chunk and
  * all-reduce piece (its own env's, else what every replica inherits). */
 static int64_t s_job_frame_limit(const zt_plan_t *plan)
@@ -626,6 +639,7 @@ static void s_env_ztrain(json_t *env, const zt_layout_t *self, int pool, int ind
     s_put_json(env, zt_env_name(ZT_ENV_HOSTS), zt_layout_hosts(self));
     s_put(env, zt_env_name(ZT_ENV_JOB_DIR), self->job_dir);
     s_put_int(env, ZT_ENV_FRAME_LIMIT, s_job_frame_limit(self->plan));
+    s_put_int(env, ZT_ENV_PEER_CONNECTIONS, s_job_peer_connections(self->plan));
     if (self->group >= 0 && pool <= 1) {
         s_put_int(env, ZT_ENV_GROUP, self->group);
         s_put_int(env, ZT_ENV_EPOCH_WORLD, self->epoch_world);

@@ -348,11 +348,15 @@ static char *s_output_dir(const zt_plan_t *plan)
 int zt_sm_folders(const zt_plan_t *plan, zt_dir_mode_t mode, char *why, size_t len)
 {
     char *out = s_output_dir(plan), sub[1024];
-    const char *ck = plan->sagemaker ? json_string_value(json_object_get(plan->sagemaker, "checkpointPath")) : NULL;
-    const char *dirs[2] = { out, ck }, *fields[2] = { "OutputDataConfig.S3OutputPath", "CheckpointConfig.S3Uri" };
+    const json_t *sm = plan->sagemaker;
+    const char *ck = sm ? json_string_value(json_object_get(sm, "checkpointPath")) : NULL;
+    const char *local = sm ? json_string_value(json_object_get(sm, "checkpointLocalPath")) : NULL;
+    const char *dirs[3] = { out, ck, local };
+    const char *fields[3] = { "OutputDataConfig.S3OutputPath", "CheckpointConfig.S3Uri", "CheckpointConfig.LocalPath" };
     int rc = 0;
-    for (int i = 0; i < 2 && rc == 0; i++) {
-        int fd = dirs[i] ? zt_dir_open_trusted(dirs[i], mode, sub, sizeof sub) : ZT_DIR_CHECKED;
+    for (int i = 0; i < 3 && rc == 0; i++) { /* LocalPath: checked where it is, never made */
+        int fd = dirs[i] ? zt_dir_open_trusted(dirs[i], i == 2 ? ZT_DIR_CHECK : mode, sub, sizeof sub)
+                         : ZT_DIR_CHECKED;
         if (fd >= 0)
             close(fd);
         else if (fd != ZT_DIR_CHECKED) {

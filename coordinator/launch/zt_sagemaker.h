@@ -54,7 +54,8 @@ void zt_sm_training_env(const zt_layout_t *layout, int pool, int index, json_t *
  * Again for a restarted host: the same share. 0, or -1 with why. */
 int zt_sm_prepare_host(const zt_layout_t *layout, int pool, int index, char *why, size_t len);
 /* The folders a CreateTrainingJob writes or reads as its own (its output
- * folder S3OutputPath/<TrainingJobName>/output, CheckpointConfig.S3Uri),
+ * folder S3OutputPath/<TrainingJobName>/output, CheckpointConfig.S3Uri, and
+ * CheckpointConfig.LocalPath, which is only checked),
  * each held to the trusted-folder rule (zt_dir_open_trusted): made 0700
  * (ZT_DIR_MAKE, at run) or checked (ZT_DIR_CHECK, at validate). 0, or -1
  * with the field, the folder, its owner and mode in why. */

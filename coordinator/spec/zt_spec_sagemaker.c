@@ -548,6 +548,15 @@ static void s_outputs(zt_spec_ctx_t *c, json_t *root, json_t *sm)
     if (ckp)
         json_object_set_new(sm, "checkpointPath", json_string(ckp));
     free(ckp);
+    const char *ckl = ck ? zt_sf_str(c, ck, "CheckpointConfig", "LocalPath", NULL) : NULL;
+    if (ckl && ckl[0] != '/')
+        ERR(c, "CheckpointConfig.LocalPath", json_object_get(ck, "LocalPath"), "an absolute path");
+    else if (ckl) { /* held to the trusted-folder rule where it is (zt_sm_folders), never made */
+        json_object_set_new(sm, "checkpointLocalPath", json_string(ckl));
+        WARN(c, "CheckpointConfig.LocalPath", NULL, "not synced to S3Uri: the program's checkpoint folder is "
+             "CheckpointConfig.S3Uri itself (SM_CHECKPOINT_DIR); a program that writes to LocalPath keeps its "
+             "files there only");
+    }
     json_t *stop = zt_sf_obj(c, root, "", "StoppingCondition");
     if (stop) {
         plan->timeout_s = (double) zt_sf_int(c, stop, "StoppingCondition", "MaxRuntimeInSeconds", 86400, 1,

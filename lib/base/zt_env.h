@@ -75,6 +75,7 @@
     X(REDUCERS,         "ZT_REDUCERS",      "pool 2's host:port list when it holds reducers") \
     X(PARAMSERVERS,     "ZT_PARAMSERVERS",  "pool 2's host:port list when it holds parameter servers") \
     X(FRAME_LIMIT,      "ZT_FRAME_LIMIT",   "the largest data-plane frame any replica of the job may send (bytes): every data socket drops a connection that announces a larger one, before reading it") \
+    X(PEER_CONNECTIONS, "ZT_PEER_CONNECTIONS", "the most TCP connections one address may hold to a replica's process (4 per replica of the job, plus 16): a handshake from an address past it is refused") \
     X(MPI_HOSTS,        "ZT_MPI_HOSTS",     "SageMaker distribution mpi: where each host's ztrain-mpi listens, {\"algo-1\": \"host:port\"} (JSON)") \
     X(PYTHONPATH,       "PYTHONPATH",       "the pool's pythonPackageSpec folder first")
 

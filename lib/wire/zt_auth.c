@@ -76,7 +76,7 @@ static void s_note_refusal(zmq_msg_t *address, const char *why)
 {
     static zt_refusals_t log;
     atomic_fetch_add(&s_refused, 1);
-    char what[160];
+    char what[300];
     snprintf(what, sizeof what, "a connection from %.*s: %s",
              (int) (zmq_msg_size(address) < 64 ? zmq_msg_size(address) : 64), (const char *) zmq_msg_data(address),
              why);
@@ -116,8 +116,15 @@ static void *s_zap_main(void *arg)
             continue;
         }
         const char *status = "400", *text = "not one of the job's keys", *user = "";
+        char addr[64] = "", why[200];
+        if (n > 3 && zmq_msg_size(&f[3]) < sizeof addr)
+            memcpy(addr, zmq_msg_data(&f[3]), zmq_msg_size(&f[3]));
         if (n < 6 || !s_frame_is(&f[0], "1.0"))
             text = "a malformed ZAP request";
+        else if (s_frame_is(&f[2], ZT_AUTH_BULK_DOMAIN) && s_frame_is(&f[5], "NULL")) {
+            status = "200"; /* a bulk socket: its messages are sealed; only the count is asked here */
+            text = "OK";
+        }
         else if (!s_frame_is(&f[5], "CURVE"))
             text = "not a CURVE handshake";
         else if (n >= 7 && zmq_msg_size(&f[6]) == 32) {
@@ -128,6 +135,11 @@ static void *s_zap_main(void *arg)
                     user = s_auth.peers[i].name;
                     break;
                 }
+        }
+        if (!strcmp(status, "200") && !zt_guard_admit(addr, why, sizeof why)) {
+            status = "400";
+            text = why;
+            user = "";
         }
         if (strcmp(status, "200"))
             s_note_refusal(n > 3 ? &f[3] : &f[0], text);

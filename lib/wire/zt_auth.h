@@ -25,6 +25,11 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+/* The ZAP domain of a secured job's bulk servers (NULL mechanism: their
+ * messages are sealed): the handler only counts their connections per
+ * address (zt_guard_admit). */
+#define ZT_AUTH_BULK_DOMAIN "ztrain-bulk"
+
 /* The job side (the coordinator). Makes the job's keys in dir (created
  * 0700): dir/job.keys (the server pair and every replica's public key) and
  * dir/NAME.key (replica NAME's own pair), all 0600; then this process uses

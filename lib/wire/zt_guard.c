@@ -2,6 +2,7 @@
 #include "ztrain/zt_log.h"
 #include "base/zt_refusals.h"
 #include "base/zt_util.h"
+#include "base/zt_env.h"
 #include <arpa/inet.h>
 #include <assert.h>
 #include <errno.h>
@@ -18,7 +19,7 @@
 #include <unistd.h>
 
 #define NEVER "255.255.255.255" /* no connection comes from it: a filter that refuses all */
-#define PEERS 256               /* accepted connections remembered, by descriptor */
+#define PEER_CONNECTIONS_DEFAULT 256 /* ZT_PEER_CONNECTIONS unset (a server outside a job) */
 #define IPC_PEER "(ipc)"        /* a connection over the ipc:// twin: this user's own */
 
 static atomic_uint_fast64_t s_refused;
@@ -173,7 +174,86 @@ void zt_guard_source(int port, char *out, size_t len)
     s_describe(c.seen[best].addr, c.seen[best].uid, out, len);
 }
 
+/* ------------------------------------------------------------ connections per address */
+
+/* The TCP ports this process's routers listen on (their watches'), and the
+ * connections to them counted from the kernel's own table when a handshake
+ * asks: the count holds at that moment, whatever a watch's thread has
+ * still to read. */
+static pthread_mutex_t s_ports_lock = PTHREAD_MUTEX_INITIALIZER;
+static int s_ports[64];
+static int s_nports;
+
+static void s_port(int port, bool add)
+{
+    pthread_mutex_lock(&s_ports_lock);
+    if (add && s_nports < (int) (sizeof s_ports / sizeof *s_ports))
+        s_ports[s_nports++] = port;
+    for (int i = 0; !add && i < s_nports; i++)
+        if (s_ports[i] == port) {
+            s_ports[i] = s_ports[--s_nports];
+            break;
+        }
+    pthread_mutex_unlock(&s_ports_lock);
+}
+
+typedef struct {
+    const char *addr;
+    int ports[64], nports, n;
+} s_conns_t;
+
+static bool s_conn_row(const s_row_t *r, void *ctx)
+{
+    s_conns_t *c = ctx;
+    if (r->st != 0x01 || strcmp(r->remote, c->addr))
+        return true;
+    for (int i = 0; i < c->nports; i++)
+        if (r->lport == c->ports[i]) {
+            c->n++;
+            break;
+        }
+    return true;
+}
+
+int zt_guard_connections(const char *addr)
+{
+    s_conns_t c = { .addr = addr };
+    pthread_mutex_lock(&s_ports_lock);
+    memcpy(c.ports, s_ports, sizeof s_ports);
+    c.nports = s_nports;
+    pthread_mutex_unlock(&s_ports_lock);
+    if (c.nports > 0)
+        s_each_row(s_conn_row, &c);
+    return c.n;
+}
+
+int64_t zt_guard_connection_limit(void)
+{
+    int64_t v;
+    return zt_env_int(ZT_ENV_PEER_CONNECTIONS, &v) && v > 0 ? v : PEER_CONNECTIONS_DEFAULT;
+}
+
+bool zt_guard_admit(const char *addr, char *why, size_t len)
+{
+    if (!strncmp(addr, "::ffff:", 7) && strchr(addr + 7, '.'))
+        addr += 7; /* an IPv4 peer of an IPv6 socket, as the watch names it */
+    if (!*addr)
+        return true; /* not TCP: the ipc twin, this user's own */
+    int64_t limit = zt_guard_connection_limit();
+    int n = zt_guard_connections(addr); /* this one among them */
+    bool ok = n <= limit;
+    if (!ok)
+        snprintf(why, len, "%s holds %d connections to this process, more than %s=%lld allows", addr, n,
+                 zt_env_name(ZT_ENV_PEER_CONNECTIONS), (long long) limit);
+    return ok;
+}
+
 /* ------------------------------------------------------------ the watch */
+
+typedef struct {
+    int fd;
+    char addr[48]; /* its peer's address, IPC_PEER for the twin's */
+} s_conn_t;
 
 struct zt_guard_t {
     pthread_t thread;
@@ -181,8 +261,34 @@ struct zt_guard_t {
     int port;
     bool filtered;
     char endpoint[48];
-    char peers[PEERS][48]; /* accepted connections' addresses, by descriptor */
+    s_conn_t *conns; /* accepted connections not yet ended (the thread's) */
+    int nconns;
 };
+
+/* A connection accepted (its peer named) or ended (its entry gone, its
+ * address in ended). */
+static void s_conn_add(zt_guard_t *g, int fd, const char *addr)
+{
+    s_conn_t *grown = realloc(g->conns, (size_t) (g->nconns + 1) * sizeof *grown);
+    if (!grown)
+        return;
+    g->conns = grown;
+    g->conns[g->nconns] = (s_conn_t) { .fd = fd };
+    snprintf(g->conns[g->nconns++].addr, sizeof g->conns[0].addr, "%s", addr);
+}
+
+static void s_conn_end(zt_guard_t *g, int fd, char *ended, size_t len)
+{
+    if (ended)
+        ended[0] = 0;
+    for (int i = 0; i < g->nconns; i++)
+        if (g->conns[i].fd == fd) {
+            if (ended)
+                snprintf(ended, len, "%s", g->conns[i].addr);
+            g->conns[i] = g->conns[--g->nconns];
+            return;
+        }
+}
 
 /* One refusal: counted, and logged (with its source, looked up only then)
  * at most once per 5 s. peer: the connection's address, when known. */
@@ -249,21 +355,30 @@ static void *s_watch_main(void *arg)
         zmq_msg_close(&ep);
         if (event == ZMQ_EVENT_MONITOR_STOPPED)
             break;
-        if (event == ZMQ_EVENT_ACCEPTED)
-            s_peer_name((int) value, g->peers[value % PEERS], sizeof g->peers[0]);
+        if (event == ZMQ_EVENT_ACCEPTED) {
+            char peer[48];
+            s_peer_name((int) value, peer, sizeof peer);
+            s_conn_end(g, (int) value, NULL, 0); /* (an end not seen: its descriptor taken again) */
+            s_conn_add(g, (int) value, peer);
+        }
         else if (event == ZMQ_EVENT_ACCEPT_FAILED && g->filtered)
             s_refuse(g, &log, NULL, "not from one of the job's hosts (closed before any handshake)");
         else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL)
             failed = "a handshake that failed (not the job's keys, or not CURVE)";
         else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL)
             failed = "a handshake cut short, or not done within ZT_HANDSHAKE_MS";
-        else if (event == ZMQ_EVENT_DISCONNECTED && failed) {
+        else if (event == ZMQ_EVENT_DISCONNECTED) {
+            char peer[48];
+            s_conn_end(g, (int) value, peer, sizeof peer);
             /* a probe of the twin (zt_transport's sweep of dead ones) is no stranger's */
-            if (strcmp(g->peers[value % PEERS], IPC_PEER))
-                s_refuse(g, &log, g->peers[value % PEERS], failed);
+            if (failed && strcmp(peer, IPC_PEER))
+                s_refuse(g, &log, peer, failed);
             failed = NULL;
         }
     }
+    while (g->nconns > 0)
+        s_conn_end(g, g->conns[0].fd, NULL, 0);
+    free(g->conns);
     zmq_close(g->pair);
     return NULL;
 }
@@ -289,6 +404,7 @@ zt_guard_t *zt_guard_watch(zsock_t *router, int port, bool filtered)
         free(g);
         return NULL;
     }
+    s_port(port, true);
     return g;
 }
 
@@ -298,6 +414,7 @@ void zt_guard_unwatch(zsock_t *router, zt_guard_t **guard_p)
     if (!g)
         return;
     *guard_p = NULL;
+    s_port(g->port, false);
     if (router)
         zmq_socket_monitor(zsock_resolve(router), NULL, 0); /* sends MONITOR_STOPPED */
     pthread_join(g->thread, NULL);
@@ -468,6 +585,45 @@ void zt_guard_release(zt_hold_t **hold_p)
 
 /* ------------------------------------------------------------ selftest */
 
+/* Connections counted by address while they live, and an address past
+ * ZT_PEER_CONNECTIONS refused; a watch that ends takes its own away. */
+static void s_selftest_counts(void)
+{
+    zsock_t *r = zsock_new(ZMQ_ROUTER);
+    char *allow[] = { "127.0.0.1" };
+    zt_guard_filter(r, allow, 1);
+    int port = zsock_bind(r, "tcp://127.0.0.1:*");
+    zt_guard_t *g = zt_guard_watch(r, port, true);
+    assert(port > 0 && g && zt_guard_connections("127.0.0.1") == 0);
+    int fds[3];
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t) port) };
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    for (int i = 0; i < 3; i++) {
+        fds[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        assert(fds[i] >= 0 && connect(fds[i], (struct sockaddr *) &a, sizeof a) == 0);
+    }
+    for (int i = 0; i < 300 && zt_guard_connections("127.0.0.1") < 3; i++)
+        usleep(10000);
+    assert(zt_guard_connections("127.0.0.1") == 3);
+    close(fds[0]);
+    for (int i = 0; i < 300 && zt_guard_connections("127.0.0.1") > 2; i++)
+        usleep(10000);
+    assert(zt_guard_connections("127.0.0.1") == 2);
+    char why[200];
+    setenv("ZT_PEER_CONNECTIONS", "2", 1);
+    assert(zt_guard_admit("127.0.0.1", why, sizeof why) && zt_guard_admit("", why, sizeof why));
+    setenv("ZT_PEER_CONNECTIONS", "1", 1);
+    assert(!zt_guard_admit("127.0.0.1", why, sizeof why) && strstr(why, "ZT_PEER_CONNECTIONS=1"));
+    assert(!zt_guard_admit("::ffff:127.0.0.1", why, sizeof why) && zt_guard_admit("10.9.9.9", why, sizeof why));
+    unsetenv("ZT_PEER_CONNECTIONS");
+    assert(zt_guard_connection_limit() == PEER_CONNECTIONS_DEFAULT);
+    zt_guard_unwatch(r, &g);
+    assert(zt_guard_connections("127.0.0.1") == 0);
+    close(fds[1]);
+    close(fds[2]);
+    zsock_destroy(&r);
+}
+
 void zt_guard_selftest(void)
 {
     /* a connection's row, and rows whose uid 0 is the kernel's: TIME_WAIT, no inode */
@@ -524,4 +680,5 @@ void zt_guard_selftest(void)
     assert(!g);
     zt_guard_unwatch(r, &g); /* safe twice */
     zsock_destroy(&r);
+    s_selftest_counts();
 }

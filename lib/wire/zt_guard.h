@@ -45,6 +45,19 @@ void zt_guard_unwatch(zsock_t *router, zt_guard_t **guard_p);
 typedef struct zt_hold_t zt_hold_t;
 zt_hold_t *zt_guard_hold(const char *endpoint, int *port_p);
 void zt_guard_release(zt_hold_t **hold_p);
+/* Connections per peer address: zt_guard_connections counts the
+ * established TCP connections from addr to the ports this process's
+ * watched routers listen on (the kernel's table, at that moment);
+ * zt_guard_admit (the ZAP handler asks it in every handshake, CURVE or a
+ * bulk socket's NULL) refuses a connection from an address that then holds
+ * more than zt_guard_connection_limit() (the job's ZT_PEER_CONNECTIONS;
+ * 256 outside a job), with why filled. An address "" (not TCP) is always
+ * admitted. Connections still in their handshake count too: a stranger's
+ * pile can keep new connections from its own address out (for
+ * ZT_HANDSHAKE_MS at a time), never take what was admitted. */
+bool zt_guard_admit(const char *addr, char *why, size_t len);
+int zt_guard_connections(const char *addr);
+int64_t zt_guard_connection_limit(void);
 /* Connections refused by this process's guards so far: by address, or a
  * handshake that failed before the ZAP handler was asked. */
 uint64_t zt_guard_refused(void);

@@ -204,6 +204,8 @@ static zsock_t *s_socket(int type, zt_plane_t plane)
         zsock_destroy(&s);
         return NULL;
     }
+    if (plane == ZT_PLANE_BULK && type == ZMQ_ROUTER && zt_auth_on())
+        zsock_set_zap_domain(s, ZT_AUTH_BULK_DOMAIN); /* asked per handshake: connections per address */
     zsock_set_handshake_ivl(s, (int) zt_knob_int(ZT_KNOB_HANDSHAKE_MS));
     if (plane != ZT_PLANE_CONTROL) {
         static pthread_once_t keep_once = PTHREAD_ONCE_INIT;

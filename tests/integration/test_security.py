@@ -329,7 +329,18 @@ class SealedBulk(unittest.TestCase):
             sent, peak = (int(x) for x in res.stdout.split())
             self.assertLess(sent, 256 << 20, res.stdout)  # dropped at the header, not read to the end
             self.assertLess(max(peak, rss_kib(server["pid"])) - before, 64 << 10, (before, res.stdout))
+        # 60 connections at once from the stranger's address (the job's
+        # own): past ZT_PEER_CONNECTIONS (4 per replica + 16 = 32 in all,
+        # the workers' own among them) each handshake is refused
+        res = subprocess.run(["runuser", "-u", STRANGER.name, "--", "/usr/bin/python3", "-c", MANY_CONNECTIONS, host,
+                              port, "60", "2"], capture_output=True, text=True, timeout=120)
+        self.assertEqual(res.returncode, 0, res.stderr[-2000:])
+        admitted, refused = (int(x) for x in res.stdout.split())
+        self.assertLessEqual(admitted, 32, res.stdout)
+        self.assertGreaterEqual(refused, 28, res.stdout)
+        self.assertIsNone(job.proc.poll(), "the job ended before the attacks did: make it longer")
         self.assertEqual(job.wait(timeout=300), 0, job.err[-3000:])
+        self.assertIn("more than ZT_PEER_CONNECTIONS=32 allows", job.out + job.err)
         j = load_job(job_dir)
         self.assertGreaterEqual(j["metrics"]["workerpool2-0"]["seal_refused"]["value"], 1)
         self.assertNotIn("nonfinite_refused", j["metrics"]["workerpool2-0"])  # never opened, never applied
@@ -381,6 +392,46 @@ while time.monotonic() < end:
     peak = max(peak, rss())
     time.sleep(0.1)
 print(sent, peak)
+"""
+
+# A stranger's N ZeroMQ peers (ZMTP 3, NULL security) opened at once and
+# held HOLD s; prints how many the server admitted (its READY) and refused
+# (its ERROR, or the connection closed)
+MANY_CONNECTIONS = r"""
+import socket, struct, sys, time
+host, port, n, hold = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
+ready = b"\x05READY" + b"\x0bSocket-Type" + struct.pack(">I", 6) + b"DEALER"
+hello = b"\xff" + b"\0" * 8 + b"\x7f" + b"\x03\x00" + b"NULL".ljust(20, b"\0") + b"\0" + b"\0" * 31 + \
+    b"\x04" + bytes([len(ready)]) + ready
+def take(s, k):
+    b = b""
+    while len(b) < k:
+        c = s.recv(k - len(b))
+        if not c:
+            raise EOFError
+        b += c
+    return b
+socks = []
+for _ in range(n):
+    s = socket.create_connection((host, port))
+    s.settimeout(10)
+    s.sendall(hello)
+    socks.append(s)
+admitted = refused = 0
+for s in socks:
+    try:
+        take(s, 64)
+        flags = take(s, 1)[0]
+        size = struct.unpack(">Q", take(s, 8))[0] if flags & 2 else take(s, 1)[0]
+        body = take(s, size)
+        if body[1:1 + body[0]] == b"READY":
+            admitted += 1
+        else:
+            refused += 1
+    except (OSError, EOFError):
+        refused += 1
+time.sleep(hold)
+print(admitted, refused)
 """
 
 RELAY = os.environ.get("ZT_RELAY", os.path.join(BIN, "..", "tests", "zt_relay"))
@@ -871,8 +922,8 @@ with open(os.path.join(os.environ["SM_MODEL_DIR"], "model.json"), "w") as f:
 
 
 class SageMakerFolders(unittest.TestCase):
-    """A CreateTrainingJob's own folders (S3OutputPath, CheckpointConfig.S3Uri)
-    held to the trusted-folder rule, and its channels walked without
+    """A CreateTrainingJob's own folders (S3OutputPath, CheckpointConfig's S3Uri
+    and LocalPath) held to the trusted-folder rule, and its channels walked without
     following a stranger's links out of them."""
 
     def setUp(self):
@@ -888,7 +939,7 @@ class SageMakerFolders(unittest.TestCase):
         self.victim = write(self.mine, "victims-file", "mine\n")
         os.chmod(self.victim, 0o600)
 
-    def request(self, out, ck=None, data=None):
+    def request(self, out, ck=None, data=None, local=None):
         data = data or os.path.join(self.d, "data")
         os.makedirs(data, exist_ok=True)
         r = {"TrainingJobName": "sm-sec",
@@ -902,6 +953,8 @@ class SageMakerFolders(unittest.TestCase):
              "StoppingCondition": {"MaxRuntimeInSeconds": 120}}
         if ck:
             r["CheckpointConfig"] = {"S3Uri": ck}
+        if local:
+            r["CheckpointConfig"]["LocalPath"] = local
         return write(self.d, "request.json", json.dumps(r))
 
     def ztrain(self, *args):
@@ -948,6 +1001,17 @@ class SageMakerFolders(unittest.TestCase):
         self.assertRefused(self.request(os.path.join(self.d, "out"), ck=ck),
                            r"CheckpointConfig.S3Uri: %s belongs to user %s \(uid \d+\) and has mode 0777"
                            % (re.escape(ck), STRANGER.name))
+        # the same folder as the local checkpoint path (a program that
+        # writes there would resume from it): refused too; a folder of the
+        # victim's is taken, with a word that ztrain does not sync it
+        own = os.path.join(self.d, "own-ckpt")
+        self.assertRefused(self.request(os.path.join(self.d, "out"), ck=own, local=ck),
+                           r"CheckpointConfig.LocalPath: %s belongs to user %s \(uid \d+\) and has mode 0777"
+                           % (re.escape(ck), STRANGER.name))
+        r = self.ztrain("validate", self.request(os.path.join(self.d, "out"), ck=own, local=self.mine))
+        self.assertEqual(r.returncode, 0, r.stderr[-2000:])
+        self.assertIn("CheckpointConfig.LocalPath", r.stdout + r.stderr)
+        self.assertIn("not synced to S3Uri", r.stdout + r.stderr)
 
     def test_channel_links_and_own_folders(self):
         # a shared dataset folder (anyone may add to it): the stranger links
