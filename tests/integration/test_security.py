@@ -508,6 +508,50 @@ class SealedBulkTampering(unittest.TestCase):
         self.assertGreater(j["metrics"]["workerpool0-0"]["accuracy"]["value"], 0.75)
 
 
+class EvaluatorScratch(unittest.TestCase):
+    def test_scratch_never_in_a_strangers_folder(self):
+        """An evaluator with no job folder (ZT_JOB_DIR unset, as when run by
+        hand) makes its scratch folder under TMPDIR. The stranger's folder
+        there (0777, with folders planted at the names an evaluator used to
+        take) is refused, naming it, and nothing is written in it; under a
+        sticky folder of root's (as /tmp) its folder has a random name, and
+        is gone at the end, the checkpoints scored."""
+        args = ["--hidden=64", "--epochs=2", "--log_every=100", "--checkpoint_steps=200"]
+        d = tmpdir("sec-")
+        theirs = "/tmp/ztx-eval-%d" % os.getpid()
+        sticky = os.path.join(d, "sticky")
+        os.makedirs(sticky)
+        os.chmod(d, 0o755)
+        os.chmod(sticky, 0o1777)
+        self.addCleanup(lambda: STRANGER.sh("rm -rf %s" % theirs))
+        res = STRANGER.sh("umask 0; mkdir -m 0777 %s && for p in $(seq 1 400); do mkdir -m 0777 %s/evaluator-0.$p; done"
+                          % (theirs, theirs))
+        self.assertEqual(res.returncode, 0, res.stderr)
+        planted = sorted(os.listdir(theirs))
+        for tmp, ok in ((theirs, False), (sticky, True)):
+            evaluator = {"machineSpec": {"machineType": "n1-standard-4"}, "replicaCount": 1,
+                         "containerSpec": {"imageUri": "local", "command": [
+                             "sh", "-c", 'unset ZT_JOB_DIR; TMPDIR=%s exec "$0" "$@"' % tmp,
+                             os.path.join(BIN, "ztrain-evaluator")]}}
+            job_dir = os.path.join(d, "job-%s" % ok)
+            job = Job(self, job_file(d, "scratch-%s" % ok, [pool("ztrain-worker", 1, args), {}, {}, evaluator],
+                                     restartJobOnWorkerRestart=False), job_dir, env=FAST)
+            job.wait(timeout=300)
+            with open(os.path.join(job_dir, "replica-logs", "workerpool3-0.log")) as f:
+                log = f.read()
+            if not ok:
+                self.assertRegex(log, r"cannot make a scratch folder %s/ztrain-evaluator-0\.XXXXXX: %s belongs to user "
+                                 r"%s \(uid \d+\) and has mode 0777" % (re.escape(theirs), re.escape(theirs),
+                                                                       STRANGER.name))
+                self.assertEqual(sorted(os.listdir(theirs)), planted)
+            else:
+                self.assertNotIn("cannot make a scratch folder", log)
+                j = load_job(job_dir)
+                self.assertEqual(j["state"], "SUCCEEDED", job.err[-2000:])
+                self.assertTrue([e for e in j["evaluations"] if e["name"] == "eval_accuracy"], j["evaluations"])
+                self.assertEqual(os.listdir(sticky), [])
+
+
 class Impostors(unittest.TestCase):
     def test_keys_decide_who_speaks(self):
         """Three would-be impostors at one running job:
