@@ -834,7 +834,14 @@ void zt_reducer_handle(zt_reducer_t *self, zmq_msg_t *parts, int n)
              self->buckets[m.u.AR_RESEND.bucket].result_gen == m.u.AR_RESEND.gen)
         s_send_result(self, (int) m.u.AR_RESEND.bucket, rank);
     else if (m.type == ZT_MSG_AR_IDLE) {
-        /* between rounds: its address is known now (s_probe_ahead) */
+        /* between rounds: its address is known now (s_probe_ahead); over a
+         * sealed stream it hears from us (a stream of a reducer that was
+         * restarted hears nothing, and is opened again) */
+        if (self->streams && zt_streams_find(self->streams, &parts[0])) {
+            zt_msg_t back = { .type = ZT_MSG_AR_IDLE };
+            back.u.AR_IDLE.rounds = m.u.AR_IDLE.rounds;
+            s_send(self, rank, &back, NULL, 0);
+        }
     }
     else
         zt_debug("ignored %s from worker %d", zt_msg_type_name(m.type), rank);

@@ -419,6 +419,8 @@ void zt_ar_present(zt_allreduce_t *self, int r)
     if (!(zsock_events(self->red[r]) & ZMQ_POLLOUT))
         return;
     zt_stream_reopen_stale(self->rstream[r], RESEND_MS);
+    /* a sealed stream's reducer answers AR_IDLE: silent, it was restarted */
+    zt_stream_reopen_unheard(self->rstream[r], UNHEARD_MS);
     zt_msg_t m = { .type = ZT_MSG_AR_IDLE };
     m.u.AR_IDLE.rounds = self->rounds;
     zt_ar_send(self, self->red[r], self->rstream[r], &m, NULL, 0, NULL);

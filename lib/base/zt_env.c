@@ -116,7 +116,9 @@ void zt_env_describe_addr(const char *addr, char *out, size_t size)
 bool zt_env_replica_at(const char *addr, char *name, size_t size)
 {
     int p, i;
-    bool found = s_place_of(addr, &p, &i);
+    /* pool 1's places are its members' dense ranks (an elastic pool's
+     * change), not replica indices: not named */
+    bool found = s_place_of(addr, &p, &i) && p != 1;
     if (found)
         snprintf(name, size, "workerpool%d-%d", p, i);
     else if (size)

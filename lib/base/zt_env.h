@@ -110,7 +110,8 @@ char **zt_env_pool(int pool, int *n);
 void zt_env_describe_addr(const char *addr, char *out, size_t size);
 /* The name of the replica at addr ("host:port" or with tcp://) as
  * CLUSTER_SPEC places it ("workerpool2-0"): true with name filled, false
- * (name "") when the job's cluster names no replica there. */
+ * (name "") when the job's cluster names no replica there, or only a place
+ * of pool 1 (whose places are its members' ranks, not replica indices). */
 bool zt_env_replica_at(const char *addr, char *name, size_t size);
 /* The same for training rank `rank`: pool 0's replicas, then pool 1's. */
 void zt_env_describe_rank(int rank, char *out, size_t size);

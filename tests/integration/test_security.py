@@ -447,8 +447,9 @@ class SealedBulkTampering(unittest.TestCase):
     def test_man_in_the_middle_and_foreign_keys(self):
         """A sync job over TCP (as between hosts) whose worker workerpool1-0
         reaches its reducer through a relay run by the stranger, who flips
-        one bit in two of the worker's pieces, replays two more, and flips
-        one bit in two of the reducer's sums; beside it, the stranger opens
+        one bit in two of the worker's pieces, replays two more, flips
+        one bit in two of the reducer's sums, and sends the worker's stream
+        opening again on its connection and from one of its own; beside it, the stranger opens
         a stream under a secret of its own (another job's keys) and sends
         plain NaN pieces and a layout, and an insider opens one under
         another incarnation. None of it is ever summed or used: the
@@ -460,7 +461,7 @@ class SealedBulkTampering(unittest.TestCase):
         os.chmod(d, 0o755)
         job_dir = os.path.join(d, "job")
         port = free_port()
-        relay = subprocess.Popen(["runuser", "-u", STRANGER.name, "--", RELAY, str(port), "2", "2", "2"],
+        relay = subprocess.Popen(["runuser", "-u", STRANGER.name, "--", RELAY, str(port), "2", "2", "2", "1"],
                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.addCleanup(lambda: relay.poll() is None and relay.kill())
         self.assertIn("listening", relay.stdout.readline())
@@ -492,6 +493,10 @@ class SealedBulkTampering(unittest.TestCase):
         out = relay.stdout.read()
         relay.wait(timeout=30)
         self.assertIn("flipped 2 up, replayed 2 up, flipped 2 down", out)
+        # the worker's opening sent again on its connection and beside it:
+        # the second is answered (and can do nothing), the first re-keys
+        # nothing; the worker's messages open on, as the weights say
+        self.assertRegex(out, r"opening replayed 2 times, [1-9]\d* frames answered beside")
         j = load_job(job_dir)
         # 2 flipped + 2 replayed pieces, 2 foreign openings, the plain
         # messages: each refused and counted, none opened, none summed

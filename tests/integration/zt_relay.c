@@ -4,7 +4,7 @@
  * server and the server's back, tampering with some on the way. It holds
  * no key of the job's (the tests run it as another local user).
  *
- *   zt_relay PORT UP_FLIPS UP_REPLAYS DOWN_FLIPS
+ *   zt_relay PORT UP_FLIPS UP_REPLAYS DOWN_FLIPS [OPEN_REPLAYS]
  *
  * listens on 127.0.0.1:PORT; reads the server's host:port from its
  * standard input (a line), then forwards both ways until its input ends.
@@ -12,8 +12,13 @@
  * [payload], the seal frame 24 bytes a payload): the first UP_FLIPS of
  * the worker's get one bit of their payload flipped, the next UP_REPLAYS
  * are forwarded twice (a replay), and the first DOWN_FLIPS of the server's
- * get one bit flipped. At the end it prints what it forwarded and did. */
+ * get one bit flipped. With OPEN_REPLAYS 1 it also keeps the worker's
+ * stream opening (SEAL_OPEN) and, after 20 of the worker's sealed
+ * messages, sends it to the server again twice: on the worker's own
+ * connection, and from a connection of the relay's own ("beside"). At the
+ * end it prints what it forwarded and did. */
 #include "wire/zt_msg.h"
+#include "ztrain/zt_error.h"
 #include <czmq.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -54,6 +59,40 @@ static bool s_sealed(zmq_msg_t *parts, int from, int n)
            zmq_msg_size(&parts[n - 1]) >= 16;
 }
 
+/* The worker's opening, kept, and sent again once (on its connection,
+ * then beside it) after 20 of its sealed messages. */
+typedef struct {
+    bool want, have, done;
+    zmq_msg_t open;
+    int sealed;  /* the worker's sealed messages since */
+    void *beside; /* the relay's own connection to the server */
+    int answers;  /* what came back to it */
+} s_opening_t;
+
+static void s_opening_up(s_opening_t *o, void *back, const char *target, zmq_msg_t *parts, int n)
+{
+    zt_msg_t m;
+    if (!o->want || o->done)
+        return;
+    if (!o->have && n == 2 && zt_msg_decode(zmq_msg_data(&parts[1]), zmq_msg_size(&parts[1]), &m, NULL) == ZT_OK &&
+        m.type == ZT_MSG_SEAL_OPEN) {
+        zmq_msg_init(&o->open);
+        zmq_msg_copy(&o->open, &parts[1]);
+        o->have = true;
+    }
+    if (!o->have || !s_sealed(parts, 1, n) || ++o->sealed < 20)
+        return;
+    s_send(back, NULL, &o->open, 0, 1); /* on the worker's own connection */
+    o->beside = zmq_socket(zsys_init(), ZMQ_DEALER);
+    int zero = 0;
+    zmq_setsockopt(o->beside, ZMQ_LINGER, &zero, sizeof zero);
+    char ep[300];
+    snprintf(ep, sizeof ep, "tcp://%s", target);
+    zmq_connect(o->beside, ep);
+    s_send(o->beside, NULL, &o->open, 0, 1);
+    o->done = true;
+}
+
 static void s_flip(zmq_msg_t *m)
 {
     ((unsigned char *) zmq_msg_data(m))[zmq_msg_size(m) / 2] ^= 0x08;
@@ -63,10 +102,12 @@ static void s_flip(zmq_msg_t *m)
  * the forwarding loop with its three kinds of tampering in one place. */
 int main(int argc, char **argv)
 {
-    if (argc != 5) {
-        fprintf(stderr, "usage: zt_relay PORT UP_FLIPS UP_REPLAYS DOWN_FLIPS (the server's host:port on stdin)\n");
+    if (argc != 5 && argc != 6) {
+        fprintf(stderr, "usage: zt_relay PORT UP_FLIPS UP_REPLAYS DOWN_FLIPS [OPEN_REPLAYS] (the server's host:port "
+                "on stdin)\n");
         return 2;
     }
+    s_opening_t opening = { .want = argc == 6 && atoi(argv[5]) > 0 };
     int up_flips = atoi(argv[2]), up_replays = atoi(argv[3]), down_flips = atoi(argv[4]);
     zsock_t *front = zsock_new(ZMQ_ROUTER);
     zsock_set_linger(front, 0);
@@ -91,6 +132,9 @@ int main(int argc, char **argv)
                                                   { NULL, 0, ZMQ_POLLIN, 0 } };
         for (int c = 0; c < nclients; c++)
             items[2 + c] = (zmq_pollitem_t) { clients[c].back, 0, ZMQ_POLLIN, 0 };
+        if (opening.beside)
+            while (zmq_recv(opening.beside, (char[64]) { 0 }, 64, ZMQ_DONTWAIT) >= 0)
+                opening.answers++; /* (each frame of an answer) */
         if (zmq_poll(items, 2 + nclients, 100) < 0)
             break;
         if (items[1].revents & (ZMQ_POLLIN | ZMQ_POLLERR)) { /* stdin: its end (a hang-up) ends the relay */
@@ -121,6 +165,7 @@ int main(int argc, char **argv)
             }
             if (c < nclients) {
                 up++;
+                s_opening_up(&opening, clients[c].back, target, parts, n);
                 bool sealed = s_sealed(parts, 1, n);
                 if (sealed && flipped_up < up_flips) {
                     s_flip(&parts[n - 1]);
@@ -151,6 +196,13 @@ int main(int argc, char **argv)
     }
     printf("relay: forwarded %ld up, %ld down; flipped %d up, replayed %d up, flipped %d down\n", up, down,
            flipped_up, replayed, flipped_down);
+    if (opening.want)
+        printf("relay: opening replayed %d times, %d frames answered beside\n", opening.done ? 2 : 0,
+               opening.answers);
+    if (opening.have)
+        zmq_msg_close(&opening.open);
+    if (opening.beside)
+        zmq_close(opening.beside);
     for (int c = 0; c < nclients; c++) {
         zmq_close(clients[c].back);
         zmq_msg_close(&clients[c].id);

@@ -231,6 +231,12 @@ void zt_suite_env(void)
     assert(strstr(who, "workerpool1-1"));
     zt_env_describe_addr("elsewhere:1", who, sizeof who);
     assert(strstr(who, "elsewhere:1") && !strstr(who, "workerpool"));
+    /* the replica a sealed stream asks for: pool 0's, never pool 1's (its
+     * places are ranks), nobody's elsewhere */
+    char name[64];
+    assert(zt_env_replica_at("tcp://h0:10", name, sizeof name) && !strcmp(name, "workerpool0-0"));
+    assert(!zt_env_replica_at("h2:12", name, sizeof name) && !name[0]);
+    assert(!zt_env_replica_at("elsewhere:1", name, sizeof name) && !name[0]);
     unsetenv("ZT_INDEX");
     unsetenv("ZT_REDUCERS");
     unsetenv("CLUSTER_SPEC");
