@@ -116,15 +116,17 @@ static void s_timers(zt_coord_t *self)
         if (!r->handle || r->killed_by_us)
             continue;
         if (r->registered && now - r->last_hb_ms > self->hb_timeout_ms) {
-            zt_warn("%s sent no heartbeat for %lld ms: treating it as crashed", r->name,
-                    (long long) (now - r->last_hb_ms));
+            snprintf(r->killed_why, sizeof r->killed_why, "sent no heartbeat for %lld ms",
+                     (long long) (now - r->last_hb_ms));
+            zt_warn("%s %s: killing it, to be handled as a crash", r->name, r->killed_why);
             r->killed_by_us = true;
             self->backend->signal(self->backend, r->handle, SIGKILL);
         }
         else if (!r->registered && r->expect_register &&
                  now - r->started_ms > self->register_timeout_ms) {
-            zt_warn("%s did not register within %lld ms: treating it as crashed", r->name,
-                    (long long) self->register_timeout_ms);
+            snprintf(r->killed_why, sizeof r->killed_why, "did not register within %lld ms",
+                     (long long) self->register_timeout_ms);
+            zt_warn("%s %s: killing it, to be handled as a crash", r->name, r->killed_why);
             r->killed_by_us = true;
             self->backend->signal(self->backend, r->handle, SIGKILL);
         }

@@ -24,6 +24,20 @@ static void s_refuse(zt_coord_t *self, zt_drop_t why, const char *what)
     zt_refusals_count(&self->drop_log[why], what, zt_now_ms());
 }
 
+/* Whether evaluator `name` has scored the checkpoint of this step. */
+static bool s_evaluated(const zt_coord_t *self, const char *name, int64_t step)
+{
+    size_t i;
+    json_t *e;
+    json_array_foreach(self->evaluations, i, e)
+    {
+        const char *who = json_string_value(json_object_get(e, "replica"));
+        if (json_integer_value(json_object_get(e, "step")) == step && who && !strcmp(who, name))
+            return true;
+    }
+    return false;
+}
+
 static zt_crep_t *s_find_at(zt_coord_t *self, int pool, int index)
 {
     for (int i = 0; i < self->nreps; i++)
@@ -31,6 +45,7 @@ static zt_crep_t *s_find_at(zt_coord_t *self, int pool, int index)
             return &self->reps[i];
     return NULL;
 }
+
 /* REGISTER: a replica of this incarnation is welcomed, told the job's
  * state and (an evaluator) the last checkpoint; one of an older
  * incarnation is told to shut down. */
@@ -71,7 +86,8 @@ static void s_on_register(zt_coord_t *self, zt_crep_t *r, zframe_t *id, const zt
     zt_msg_set_str(s.u.STATUS.state, zt_job_state_name(self->state));
     s.u.STATUS.running = self->state == ZT_JOB_RUNNING;
     zt_msg_send(self->router, id, &s);
-    if (r->pool == 3 && self->last_ckpt.type == ZT_MSG_CHECKPOINT) {
+    if (r->pool == 3 && self->last_ckpt.type == ZT_MSG_CHECKPOINT &&
+        !s_evaluated(self, r->name, self->last_ckpt.u.CHECKPOINT.step)) { /* (not again after its restart) */
         self->last_ckpt.seq = self->seq++;
         zt_msg_send(self->router, id, &self->last_ckpt);
     }

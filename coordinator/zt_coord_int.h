@@ -42,6 +42,7 @@ typedef struct {
     bool expect_register;      /* a ztrain role binary: it must register */
     bool registered;           /* registered in this run */
     bool killed_by_us;         /* we killed it (missed heartbeats or registration) */
+    char killed_why[96];       /* why ("sent no heartbeat for 3000 ms") */
     zframe_t *identity;        /* ROUTER identity once registered */
     int64_t started_ms;        /* when spawned */
     int64_t last_hb_ms;        /* last heartbeat */

@@ -325,7 +325,10 @@ static void s_on_failure(zt_coord_t *self, zt_crep_t *r, int status, const char 
         zt_coord_stop_all(self, ZT_AFTER_FINISH, ZT_JOB_FAILED);
         return;
     }
-    zt_warn("%s %s (%s)", r->name, how, system ? "a failure of the system, not the program" : "a crash");
+    if (r->killed_by_us)
+        zt_warn("%s %s: ztrain's own kill, as it %s (handled as a crash)", r->name, how, r->killed_why);
+    else
+        zt_warn("%s %s (%s)", r->name, how, system ? "a failure of the system, not the program" : "a crash");
     if (r->restarts < self->max_restarts) {
         s_restart(self, r, true);
         return;

@@ -15,6 +15,7 @@
 #include "ztrain/zt_allreduce.h"
 #include "allreduce/zt_arlayout.h"
 #include "runtime/zt_process.h"
+#include "base/zt_refusals.h"
 #include <czmq.h>
 #include <errno.h>
 #include <jansson.h>
@@ -23,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -73,7 +75,10 @@ struct zt_ps_server_t {
     int64_t restored_step;     /* checkpoint restored at start, -1 none */
     double restored_mtime;     /* its manifest's modification time */
     int64_t snap_version;      /* version written to the snapshot file last */
-    int64_t snap_ms;           /* when */
+    int64_t snap_ms;           /* when it was last tried (written, or failed) */
+    int64_t snap_failures;     /* writes that failed (a full disk...): never taken as written */
+    int64_t snap_failed_said;  /* when the last failure was logged */
+    int64_t snap_failed_sent;  /* the count last reported (snapshot_failures) */
     uint64_t seq;
     uint64_t drops;            /* malformed requests */
     float *scratch;            /* aligned copy of a misaligned payload, reused */
@@ -275,6 +280,27 @@ static void s_restore(zt_ps_server_t *self)
  * renamed, so a reader sees a whole one or the previous one. */
 #define SNAP_MAGIC "ZTPSSNP1"
 
+/* A snapshot write that failed: the one before stays the shard's, the
+ * updates since are not taken as written (the next try comes after the
+ * usual interval), the failure is counted (snapshot_failures in job.json)
+ * and logged with its reason at most once per 5 s. */
+static void s_snapshot_failed(zt_ps_server_t *self, const char *tmp, const char *what, int err)
+{
+    int64_t now = zt_now_ms();
+    self->snap_ms = now;
+    self->snap_failures++;
+    if (!self->snap_failed_said || now - self->snap_failed_said >= ZT_REFUSALS_LOG_MS) {
+        zt_warn("the shard snapshot %s: %s: %s (%lld failed writes in all; the last one written holds version "
+                "%lld of %lld)", tmp, what, strerror(err), (long long) self->snap_failures,
+                (long long) self->snap_version, (long long) self->version);
+        self->snap_failed_said = now;
+    }
+    if (self->opts.replica && self->snap_failures != self->snap_failed_sent) {
+        zt_replica_report_metric(self->opts.replica, "snapshot_failures", (double) self->snap_failures, 0);
+        self->snap_failed_sent = self->snap_failures;
+    }
+}
+
 static void s_snapshot_write(zt_ps_server_t *self)
 {
     if (!self->configured || self->sync || !self->opts.snapshot_path)
@@ -287,10 +313,7 @@ static void s_snapshot_write(zt_ps_server_t *self)
     if (!f && fd >= 0)
         close(fd);
     if (!f) {
-        static bool said;
-        if (!said)
-            zt_warn("cannot write the shard snapshot %s: %s", tmp, strerror(errno));
-        said = true;
+        s_snapshot_failed(self, tmp, "cannot create it", errno);
         free(tmp);
         return;
     }
@@ -309,13 +332,33 @@ static void s_snapshot_write(zt_ps_server_t *self)
 #undef SNAP_PUT
     uint32_t c32 = (uint32_t) crc;
     fwrite(&c32, sizeof c32, 1, f);
-    bool ok = !ferror(f);
-    ok = fclose(f) == 0 && ok;
-    if (!ok || rename(tmp, self->opts.snapshot_path) != 0)
+    int err = ferror(f) ? errno : 0;
+    if (fflush(f) != 0 && !err)
+        err = errno;
+    if (fsync(fileno(f)) != 0 && !err)
+        err = errno;
+    if (fclose(f) != 0 && !err)
+        err = errno;
+    if (!err && rename(tmp, self->opts.snapshot_path) != 0)
+        err = errno ? errno : EIO;
+    if (err) {
         unlink(tmp);
-    self->snap_version = self->version;
-    self->snap_ms = zt_now_ms();
+        s_snapshot_failed(self, tmp, "cannot write it", err);
+    }
+    else {
+        self->snap_version = self->version;
+        self->snap_ms = zt_now_ms();
+    }
     free(tmp);
+}
+
+/* Seconds since the wall-clock time t (0 for one ahead). */
+static double s_age_s(double t)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    double age = (double) now.tv_sec + now.tv_nsec / 1e9 - t;
+    return age > 0 ? age : 0;
 }
 
 /* The snapshot file, when it is whole, of this shard, and newer than the
@@ -375,8 +418,9 @@ static void s_snapshot_restore(zt_ps_server_t *self)
         for (uint32_t a = 0; a < arrays; a++, at += bytes)
             memcpy(a == 0 ? self->values : self->state[a - 1], at, bytes);
         self->version = self->snap_version = head[2];
-        zt_info("restored elements [%lld, %lld) from the shard snapshot %s (%lld updates; newer than %s)",
-                (long long) self->lo, (long long) self->hi, path, (long long) head[2],
+        zt_info("restored elements [%lld, %lld) from the shard snapshot %s (%lld updates, written %.1f s ago; "
+                "newer than %s)", (long long) self->lo, (long long) self->hi, path, (long long) head[2],
+                s_age_s(mtime),
                 self->restored_step >= 0 ? "the checkpoint" : "any checkpoint");
     }
     free(cfg);

@@ -304,7 +304,9 @@ static int s_make_model(s_run_t *r)
     if (zt_compute_init(&r->compute, sizes, ns, o->batch_size, &r->train, o->device))
         return -1;
     int rc;
-    return (r->x = zt_exchange_new(&r->compute, o, r->rep, r->rank, r->world, &rc)) ? 0 : -1;
+    if ((r->x = zt_exchange_new(&r->compute, o, r->rep, r->rank, r->world, &rc)))
+        return 0;
+    return rc == ZT_ESHUTDOWN ? 1 : -1; /* asked to stop while connecting or rejoining: no failure */
 }
 
 /* A restarted job continues from the newest good checkpoint; a trainer
@@ -561,9 +563,11 @@ static void s_stop(s_run_t *r)
 int zt_trainer_run(const zt_train_opts_t *o)
 {
     s_run_t r = { .o = o, .ckpt_step = -1 };
-    int rc = 1;
-    if (s_start(&r) || s_load_data(&r) || s_make_model(&r))
+    int rc = 1, made = 0;
+    if (s_start(&r) || s_load_data(&r) || (made = s_make_model(&r)) != 0) {
+        rc = made > 0 ? 0 : 1;
         goto out;
+    }
     int64_t step = s_resume(&r), t0 = zt_now_ms();
     int brc = zt_exchange_begin(r.x, step);
     if (brc != ZT_OK) {

@@ -190,7 +190,10 @@ class Supervision(unittest.TestCase):
         self.assertEqual(job.wait(), 0, job.err)
         j = load_job(self.job_dir)
         self.assertEqual(replica(j, "workerpool1-0")["restarts"], 1)
-        self.assertIn("sent no heartbeat", job.err)
+        self.assertRegex(job.err, r"workerpool1-0 sent no heartbeat for \d+ ms: killing it, to be handled as a crash")
+        # its end is ztrain's own kill, said as such, not a crash of its own
+        self.assertRegex(job.err, r"workerpool1-0 was killed by signal 9 \(\w+\): ztrain's own kill, as it sent no "
+                                  r"heartbeat for \d+ ms \(handled as a crash\)")
         self.assertFalse(alive(pid))
 
     def test_timeout_cancels(self):

@@ -324,6 +324,39 @@ class SyncFaults(unittest.TestCase):
         h = hashes(job.out)
         self.assertEqual(len(set(h.values())), 1, h)
 
+    def test_stopped_while_rejoining(self):
+        # the restarted worker is preempted (SIGTERM) before it has the
+        # model: it ends as stopped, not as failed, and is restarted in
+        # place as any preempted replica
+        d = tmpdir("syncfault-")
+        job_dir = os.path.join(d, "job")
+        env = dict(FAST, ZT_REJOIN_TIMEOUT_MS="60000")
+        job = Job(self, spec(d, "stoprejoin", self.ARGS, workers=2, reducers=2), job_dir, env=env)
+        wait_for(lambda: chief_step(job_dir) >= 300, timeout=300, what="step 300")
+        j = load_job(job_dir)
+        first = replica(j, "workerpool1-1")["pid"]
+        others = [replica(j, v)["pid"] for v in ("workerpool0-0", "workerpool1-0")]
+        for pid in others:
+            os.kill(pid, signal.SIGSTOP)
+        os.kill(first, signal.SIGKILL)
+        try:
+            wait_for(lambda: replica(load_job(job_dir), "workerpool1-1")["pid"] not in (0, first) and
+                     replica(load_job(job_dir), "workerpool1-1")["rejoining"], timeout=60, what="the rejoin")
+            os.kill(replica(load_job(job_dir), "workerpool1-1")["pid"], signal.SIGTERM)
+            wait_for(lambda: replica(load_job(job_dir), "workerpool1-1")["preemptions"] == 1, timeout=60,
+                     what="the preemption")
+        finally:
+            for pid in others:
+                os.kill(pid, signal.SIGCONT)
+        self.assertEqual(job.wait(timeout=400), 0, job.err[-3000:])
+        j = load_job(job_dir)
+        self.assertEqual(j["state"], "SUCCEEDED")
+        self.assertEqual(replica(j, "workerpool1-1")["preemptions"], 1)
+        log = read(job_dir, "workerpool1-1.log")
+        self.assertRegex(log, r"I \S+ workerpool1-1\[\d+\]: cannot rejoin the group: .*stopping")
+        self.assertNotRegex(log, r"E \S+ workerpool1-1\[\d+\]: cannot rejoin the group")
+        self.assertNotIn("a user error", job.err)
+
     def test_silent_worker_is_named_and_retried(self):
         # a worker stopped (SIGSTOP: alive, silent): the reducers' stall
         # warnings name it, the others' waits time out naming the reducer,

@@ -7,6 +7,7 @@ import json
 import os
 import random
 import re
+import shutil
 import signal
 import statistics
 import subprocess
@@ -26,6 +27,11 @@ def job_spec(d, name, trainer_args, workers=2, servers=2, evaluators=1):
                               pool("ztrain-worker", workers, trainer_args) if workers else {},
                               pool("ztrain-paramserver", servers) if servers else {},
                               pool("ztrain-evaluator", evaluators) if evaluators else {}])
+
+
+def read_text(path):
+    with open(path) as f:
+        return f.read()
 
 
 def metric(job, name):
@@ -125,6 +131,56 @@ class Training(unittest.TestCase):
         log = open(os.path.join(self.job_dir, "replica-logs", "workerpool2-1.log")).read()
         self.assertIn("restored elements", log)
         self.assertGreaterEqual(metric(j, "accuracy"), 0.80)
+
+    def test_paramserver_snapshot_on_a_full_disk(self):
+        # the servers' snapshot folder becomes a disk with room for one
+        # snapshot of server 1 and no more: each later write fails, is
+        # warned with its reason and counted, and never taken as written;
+        # server 1 killed then restores the snapshot it has, saying its age
+        path = job_spec(self.d, "psfull", SHORT + ["--epochs=2", "--checkpoint_steps=100000"], workers=1,
+                        evaluators=0)
+        job = Job(self, path, self.job_dir, env=dict(FAST, ZT_PS_SNAPSHOT_MS="200"))
+        snaps = os.path.join(self.job_dir, "ps-snapshots")
+        mine = os.path.join(snaps, "server-1-of-2.snap")
+        wait_for(lambda: os.path.exists(mine) and os.path.getsize(mine) > 0, timeout=200, what="a snapshot")
+        saved = os.path.join(self.d, "saved.snap")
+        shutil.copy2(mine, saved)
+        size = os.path.getsize(saved)
+        room = (size * 3 // 2 + 4095) // 4096 * 4096
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=%d,mode=0755" % room, "tmpfs", snaps], check=True)
+        self.addCleanup(subprocess.run, ["umount", "-l", snaps])
+        shutil.copy2(saved, mine)
+        log_path = os.path.join(self.job_dir, "replica-logs", "workerpool2-1.log")
+        wait_for(lambda: "No space left on device" in read_text(log_path), timeout=60, what="a failed write")
+        victim = replica(load_job(self.job_dir), "workerpool2-1")["pid"]
+        os.kill(victim, signal.SIGKILL)
+        self.assertEqual(job.wait(timeout=400), 0, job.err[-3000:])
+        j = load_job(self.job_dir)
+        self.assertEqual(j["state"], "SUCCEEDED")
+        self.assertGreaterEqual(j["metrics"]["workerpool2-1"]["snapshot_failures"]["value"], 1)
+        log = read_text(log_path)
+        self.assertRegex(log, r"the shard snapshot \S+server-1-of-2\.snap\.tmp: cannot write it: No space left on "
+                              r"device \(\d+ failed writes in all; the last one written holds version \d+ of \d+\)")
+        m = re.search(r"from the shard snapshot \S+server-1-of-2\.snap \((\d+) updates, written ([\d.]+) s ago", log)
+        self.assertTrue(m, log[-3000:])
+        self.assertEqual(os.path.getsize(mine), size)  # the one snapshot, whole
+
+    def test_evaluator_preempted_scores_nothing_twice(self):
+        # the evaluator stopped (SIGTERM) after a score: its successor is
+        # not handed the checkpoint it scored, only newer ones
+        path = job_spec(self.d, "evalstop", SHORT + ["--epochs=2", "--checkpoint_steps=300"], workers=1,
+                        evaluators=1)
+        job = Job(self, path, self.job_dir, env=FAST)
+        wait_for(lambda: len((load_job(self.job_dir) or {}).get("evaluations", [])) >= 2, timeout=200,
+                 what="an evaluation")
+        evaluator = replica(load_job(self.job_dir), "workerpool3-0")["pid"]
+        os.kill(evaluator, signal.SIGTERM)
+        self.assertEqual(job.wait(timeout=400), 0, job.err[-3000:])
+        j = load_job(self.job_dir)
+        self.assertEqual(replica(j, "workerpool3-0")["preemptions"], 1)
+        seen = [(e["step"], e["name"]) for e in j["evaluations"]]
+        self.assertEqual(len(seen), len(set(seen)), seen)
+        self.assertGreater(len({s for s, _ in seen}), 1, seen)  # and it went on scoring
 
     def test_chief_killed_resumes(self):
         path = job_spec(self.d, "chiefkill", SHORT + ["--epochs=2", "--checkpoint_steps=100"],
