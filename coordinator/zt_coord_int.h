@@ -43,6 +43,7 @@ typedef struct {
     bool registered;           /* registered in this run */
     bool killed_by_us;         /* we killed it (missed heartbeats or registration) */
     char killed_why[96];       /* why ("sent no heartbeat for 3000 ms") */
+    bool stop_held;            /* a parameter server whose stop waits for the chief's last save */
     zframe_t *identity;        /* ROUTER identity once registered */
     int64_t started_ms;        /* when spawned */
     int64_t last_hb_ms;        /* last heartbeat */
@@ -167,6 +168,9 @@ int zt_coord_spawn(zt_coord_t *self, zt_crep_t *r);
 void zt_coord_spawn_all(zt_coord_t *self);
 void zt_coord_check_all_up(zt_coord_t *self);
 void zt_coord_stop_all(zt_coord_t *self, zt_after_t after, zt_job_state_t final_state);
+/* Sends the parameter servers' stop that zt_coord_stop_all held for the
+ * chief's last save, once no chief runs or a quarter of the grace is left. */
+void zt_coord_release_held_stops(zt_coord_t *self);
 void zt_coord_cancel(zt_coord_t *self, const char *why);
 void zt_coord_node_lost(zt_coord_t *self, const char *why);
 void zt_coord_preempted(zt_coord_t *self, const char *why);

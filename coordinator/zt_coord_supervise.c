@@ -60,6 +60,17 @@ void zt_coord_spawn_all(zt_coord_t *self)
     zt_coord_check_all_up(self);
 }
 
+/* One replica told to stop: SHUTDOWN, and SIGTERM. */
+static void s_stop_one(zt_coord_t *self, zt_crep_t *r)
+{
+    zt_msg_t m = { .type = ZT_MSG_SHUTDOWN, .incarnation = self->layout.incarnation, .seq = self->seq++ };
+    zt_msg_set_str(m.u.SHUTDOWN.reason, self->after_stop == ZT_AFTER_RESPAWN ? "restarting the job"
+                                                                             : "the job is ending");
+    if (r->registered)
+        zt_msg_send(self->router, r->identity, &m);
+    self->backend->signal(self->backend, r->handle, SIGTERM);
+}
+
 /* Stops every live replica: SHUTDOWN, SIGTERM, then SIGKILL after the grace. */
 void zt_coord_stop_all(zt_coord_t *self, zt_after_t after, zt_job_state_t final_state)
 {
@@ -75,19 +86,44 @@ void zt_coord_stop_all(zt_coord_t *self, zt_after_t after, zt_job_state_t final_
     self->after_stop = after;
     self->final_state = final_state;
     self->kill_deadline = zt_now_ms() + self->grace_ms;
-    zt_msg_t m = { .type = ZT_MSG_SHUTDOWN, .incarnation = self->layout.incarnation };
-    zt_msg_set_str(m.u.SHUTDOWN.reason, after == ZT_AFTER_RESPAWN ? "restarting the job"
-                                                                : "the job is ending");
+    /* the chief saves the model at its step as it stops, gathering it from
+     * the parameter servers: they stop once it has ended (or late in the
+     * grace), so that it finds them serving */
+    bool chief_up = false;
+    for (int i = 0; i < self->nreps; i++)
+        chief_up |= self->reps[i].pool == 0 && self->reps[i].handle;
+    bool hold = chief_up && self->plan->pools[2].present && self->plan->pools[2].role == ZT_ROLE_PARAMSERVER;
     for (int i = 0; i < self->nreps; i++) {
         zt_crep_t *r = &self->reps[i];
         if (!r->handle)
             continue;
-        if (r->registered) {
-            m.seq = self->seq++;
-            zt_msg_send(self->router, r->identity, &m);
-        }
-        self->backend->signal(self->backend, r->handle, SIGTERM);
+        if (hold && r->pool == 2)
+            r->stop_held = true;
+        else
+            s_stop_one(self, r);
     }
+}
+
+/* The parameter servers' stop, held while the chief saves: sent when no
+ * chief runs any more, or when a quarter of the grace is left (they write
+ * their snapshots in it). */
+void zt_coord_release_held_stops(zt_coord_t *self)
+{
+    if (!self->stopping)
+        return;
+    bool chief_up = false, held = false;
+    for (int i = 0; i < self->nreps; i++) {
+        chief_up |= self->reps[i].pool == 0 && self->reps[i].handle;
+        held |= self->reps[i].stop_held;
+    }
+    if (!held || (chief_up && zt_now_ms() < self->kill_deadline - self->grace_ms / 4))
+        return;
+    for (int i = 0; i < self->nreps; i++)
+        if (self->reps[i].stop_held) {
+            self->reps[i].stop_held = false;
+            if (self->reps[i].handle)
+                s_stop_one(self, &self->reps[i]);
+        }
 }
 
 void zt_coord_cancel(zt_coord_t *self, const char *why)

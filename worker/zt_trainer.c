@@ -222,7 +222,9 @@ static int s_checkpoint(s_run_t *r, const char *root, int64_t step, int keep)
     json_t *config;
     int rc = zt_exchange_snapshot(r->x, step, &shards, &n, &config);
     if (rc != ZT_OK) {
-        zt_warn("checkpoint at step %lld skipped", (long long) step);
+        zt_warn("checkpoint at step %lld skipped: the model could not be gathered (%s)", (long long) step,
+                zt_strerror(rc));
+        zt_replica_report_checkpoint_error(r->rep, step, rc); /* an event in job.json, a line in ztrain status */
         return rc;
     }
     json_t *tensors = s_tensors_json(r->compute.mlp);

@@ -9,6 +9,7 @@ import os
 import random
 import re
 import signal
+import subprocess
 import sys
 import time
 import unittest
@@ -521,6 +522,40 @@ class CancelSaves(unittest.TestCase):
         j = load_job(job_dir)
         self.assertEqual(j["state"], "SUCCEEDED")
         self.assertGreaterEqual(accuracy(j), 0.8)
+
+
+    def test_cancel_async_saves_with_its_servers_up(self):
+        """The same stop of an asynchronous job on a busy machine (two
+        processes spinning beside it): the parameter servers stop only once
+        the chief has gathered its last save from them, so the save is
+        written at the chief's step and `--resume` goes on from it."""
+        d = tmpdir("cancel-")
+        job_dir = os.path.join(d, "job")
+        args = ["--hidden=64", "--epochs=4", "--checkpoint_steps=100000", "--log_every=100"]
+        path = job_file(d, "cancelled-async", [pool("ztrain-worker", 1, args), pool("ztrain-worker", 1, args),
+                                               pool("ztrain-paramserver", 2)])
+        job = Job(self, path, job_dir, env=FAST)
+        wait_for(lambda: chief_step(job_dir) >= 500, timeout=300, what="step 500")
+        busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+        try:
+            job.proc.send_signal(signal.SIGTERM)
+            self.assertEqual(job.wait(timeout=120), 3, job.err[-3000:])  # CANCELLED
+        finally:
+            for b in busy:
+                b.kill()
+                b.wait()
+        chief = read(job_dir, "workerpool0-0.log")
+        saved = re.search(r"stopping at step (\d+): saving it to resume from", chief)
+        self.assertTrue(saved, chief[-3000:])
+        step = int(saved.group(1))
+        self.assertRegex(chief, r"checkpoint \S*ckpt-0*%d written \(step %d\)" % (step, step))
+        self.assertNotIn("skipped", chief)
+        ends = [l for l in job.err.splitlines() if re.search(r"workerpool[02]-\d (exited|was killed)", l)]
+        self.assertIn("workerpool0-0", ends[0], ends)  # the chief first, then its servers
+        again = Job(self, path, job_dir, "--resume", env=FAST)
+        self.assertEqual(again.wait(timeout=300), 0, again.err[-3000:])
+        self.assertRegex(read(job_dir, "workerpool0-0.log"), r"resuming from \S*ckpt-0*%d at step %d" % (step, step))
+        self.assertEqual(load_job(job_dir)["state"], "SUCCEEDED")
 
 
 class FinalEvaluation(unittest.TestCase):
