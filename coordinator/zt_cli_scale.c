@@ -10,10 +10,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
-/* How long the coordinator gets to answer (it looks every 200 ms). */
-#define S_ANSWER_MS 15000
+/* How long the coordinator gets to answer (it looks every 200 ms; a
+ * request waits while a change is under way). */
+#define S_ANSWER_MS 60000
 
 static json_t *s_load(const char *dir)
 {
@@ -60,8 +62,13 @@ int zt_cli_scale(const char *dir, int pool, int replicas)
     json_decref(doc);
     if (rc != ZT_CLI_OK)
         return rc;
-    char id[64], *path = zt_strdupf("%s/%s", dir, ZT_SCALE_REQUEST_FILE);
-    snprintf(id, sizeof id, "%d-%lld", (int) getpid(), (long long) zt_now_ms());
+    /* a file of this request's own (its id: the wall time first, so the
+     * coordinator takes requests in the order they were made) */
+    char id[64];
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    snprintf(id, sizeof id, "%013lld-%d", (long long) now.tv_sec * 1000 + now.tv_nsec / 1000000, (int) getpid());
+    char *path = zt_strdupf("%s/%s%s.json", dir, ZT_SCALE_REQUEST_PREFIX, id);
     json_t *req = json_pack("{s:s, s:i, s:i}", "id", id, "pool", pool, "replicas", replicas);
     char *text = json_dumps(req, JSON_COMPACT);
     json_decref(req);
@@ -75,9 +82,14 @@ int zt_cli_scale(const char *dir, int pool, int replicas)
     rc = ZT_CLI_FAILED;
     for (int64_t end = zt_now_ms() + S_ANSWER_MS; zt_now_ms() < end; usleep(100000)) {
         doc = s_load(dir);
-        json_t *ans = json_object_get(json_object_get(doc, "elastic"), "lastRequest");
-        const char *aid = json_string_value(json_object_get(ans, "id"));
-        if (aid && !strcmp(aid, id)) {
+        json_t *answers = json_object_get(json_object_get(doc, "elastic"), "requests"), *ans = NULL, *a;
+        size_t k;
+        json_array_foreach(answers, k, a) {
+            const char *aid = json_string_value(json_object_get(a, "id"));
+            if (aid && !strcmp(aid, id))
+                ans = a;
+        }
+        if (ans) {
             const char *msg = json_string_value(json_object_get(ans, "message"));
             bool ok = json_is_true(json_object_get(ans, "accepted"));
             fprintf(ok ? stdout : stderr, "%s%s\n", ok ? "" : "ztrain scale: refused: ", zt_text_safe(msg, 0));

@@ -366,7 +366,7 @@ void zt_coord_destroy(zt_coord_t **self_p)
     json_decref(self->events);
     json_decref(self->error);
     json_decref(self->scale_changes);
-    json_decref(self->scale_answer);
+    json_decref(self->scale_answers);
     free(self->member);
     free(self->slot_gone);
     s_sig_fd = -1;

@@ -22,10 +22,12 @@ typedef struct {
 typedef struct zt_coord_t zt_coord_t;
 
 /* `ztrain scale` asks the coordinator for a new size of an elastic pool
- * with this file in the job directory: {"id", "pool", "replicas"}. The
- * coordinator takes it (only a regular file of its own user's), removes
- * it, and answers in job.json's elastic.lastRequest. */
-#define ZT_SCALE_REQUEST_FILE "scale-request.json"
+ * with a file of its own in the job directory, named with this prefix and
+ * its request's id ("scale-request-ID.json"): {"id", "pool", "replicas"}.
+ * The coordinator takes every such file (only a regular file of its own
+ * user's), oldest id first, removes it, and answers each in job.json's
+ * elastic.requests (the newest 32; elastic.lastRequest the newest). */
+#define ZT_SCALE_REQUEST_PREFIX "scale-request-"
 
 /* Takes the plan (and the backend) over. */
 zt_coord_t *zt_coord_new(zt_plan_t **plan_p, zt_backend_t **backend_p, const zt_coord_opts_t *opts);

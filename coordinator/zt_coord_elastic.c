@@ -20,6 +20,7 @@
 #include "ztrain/zt_knobs.h"
 #include "ztrain/zt_log.h"
 #include <errno.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -30,6 +31,8 @@
 #include <unistd.h>
 
 #define S_REQUEST_MAX 4096 /* a request file longer than this is not one */
+#define S_ANSWERS 32        /* answers kept in job.json */
+#define S_REQUESTS 16       /* request files taken at a time */
 
 void zt_coord_elastic_init(zt_coord_t *self)
 {
@@ -181,6 +184,23 @@ static void s_start_joiners(zt_coord_t *self)
     zt_coord_write_state(self);
 }
 
+/* A change in elastic.changes: done (cut NULL), or cut short (how: the
+ * group restarted together in its new membership). */
+static void s_record_change(zt_coord_t *self, const char *cut)
+{
+    char when[40];
+    zt_wall_iso(when, sizeof when);
+    if (json_array_size(self->scale_changes) >= ZT_COORD_MAX_RECORDS)
+        json_array_remove(self->scale_changes, 0);
+    json_t *c = json_pack("{s:s, s:i, s:i, s:I, s:I, s:I}", "time", when, "from", self->change_from, "to",
+                          s_members(self), "group", (json_int_t) self->layout.group, "step",
+                          (json_int_t) self->change_step, "ms", (json_int_t) (zt_now_ms() - self->change_t0));
+    if (cut)
+        json_object_set_new(c, "cutShort", json_string(cut));
+    json_array_append_new(self->scale_changes, c);
+    zt_coord_write_state(self);
+}
+
 /* The change is done once every member trains in the new generation and
  * every leaver is gone. */
 static void s_check_done(zt_coord_t *self)
@@ -194,17 +214,9 @@ static void s_check_done(zt_coord_t *self)
     }
     self->changing = false;
     int64_t ms = zt_now_ms() - self->change_t0;
-    int now = s_members(self);
     zt_info("workerpool1 runs %d replicas now (membership generation %lld), %lld ms after the change began",
-            now, (long long) self->layout.group, (long long) ms);
-    char when[40];
-    zt_wall_iso(when, sizeof when);
-    if (json_array_size(self->scale_changes) >= ZT_COORD_MAX_RECORDS)
-        json_array_remove(self->scale_changes, 0);
-    json_array_append_new(self->scale_changes, json_pack("{s:s, s:i, s:i, s:I, s:I, s:I}", "time", when, "from",
-                          self->change_from, "to", now, "group", (json_int_t) self->layout.group, "step",
-                          (json_int_t) self->change_step, "ms", (json_int_t) ms));
-    zt_coord_write_state(self);
+            s_members(self), (long long) self->layout.group, (long long) ms);
+    s_record_change(self, NULL);
 }
 
 void zt_coord_elastic_regrouped(zt_coord_t *self, zt_crep_t *r, int64_t group, int64_t step, bool said_regrouped)
@@ -239,6 +251,8 @@ bool zt_coord_elastic_left(zt_coord_t *self, zt_crep_t *r, const char *how)
 
 void zt_coord_elastic_restart(zt_coord_t *self)
 {
+    if (self->changing) /* a change a failure cut short: its group restarts together, in the new membership */
+        s_record_change(self, "the group restarted together from the newest checkpoint");
     self->changing = false;
     for (int i = 0; i < self->nreps; i++) {
         self->reps[i].leaving = self->reps[i].joining = false;
@@ -263,16 +277,47 @@ static void s_answer(zt_coord_t *self, const char *id, int replicas, bool accept
         zt_info("ztrain scale: %s", msg);
     else
         zt_warn("ztrain scale: %s", msg);
-    json_decref(self->scale_answer);
-    self->scale_answer = json_pack("{s:s, s:s, s:i, s:b, s:s}", "id", id, "time", when, "replicas", replicas,
-                                   "accepted", accepted, "message", msg);
+    if (!self->scale_answers)
+        self->scale_answers = json_array();
+    if (json_array_size(self->scale_answers) >= S_ANSWERS)
+        json_array_remove(self->scale_answers, 0);
+    json_array_append_new(self->scale_answers, json_pack("{s:s, s:s, s:i, s:b, s:s}", "id", id, "time", when,
+                                                         "replicas", replicas, "accepted", accepted, "message", msg));
     zt_coord_write_state(self);
 }
 
-/* The request file, if there is one: read, removed, checked, answered. */
-static void s_take_request(zt_coord_t *self)
+static int s_by_name(const void *a, const void *b) { return strcmp(*(char *const *) a, *(char *const *) b); }
+
+/* The request files there are, each its own client's, oldest id first
+ * (ids begin with the time), taken in turn, one accepted change at a time
+ * (so that each is made, and recorded). */
+static void s_take_request(zt_coord_t *self, const char *name);
+static void s_take_requests(zt_coord_t *self)
 {
-    char *path = zt_strdupf("%s/%s", self->layout.job_dir, ZT_SCALE_REQUEST_FILE);
+    DIR *d = opendir(self->layout.job_dir);
+    char *names[S_REQUESTS];
+    int n = 0;
+    struct dirent *e;
+    while (d && n < S_REQUESTS && (e = readdir(d)))
+        if (!strncmp(e->d_name, ZT_SCALE_REQUEST_PREFIX, strlen(ZT_SCALE_REQUEST_PREFIX)))
+            names[n++] = strdup(e->d_name);
+    if (d)
+        closedir(d);
+    qsort(names, (size_t) n, sizeof *names, s_by_name);
+    /* one change at a time: a request waits (its file stays) while a
+     * change is under way, or one was accepted in this round */
+    int target = self->scale_target;
+    for (int i = 0; i < n; i++) {
+        if (!self->changing && self->scale_target == target)
+            s_take_request(self, names[i]);
+        free(names[i]);
+    }
+}
+
+/* One request file: read, removed, checked, answered. */
+static void s_take_request(zt_coord_t *self, const char *name)
+{
+    char *path = zt_strdupf("%s/%s", self->layout.job_dir, name);
     int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) {
         free(path);
@@ -356,7 +401,7 @@ void zt_coord_elastic_tick(zt_coord_t *self)
     int64_t now = zt_now_ms();
     if (now - self->scale_polled_ms >= 200) {
         self->scale_polled_ms = now;
-        s_take_request(self);
+        s_take_requests(self);
     }
     if (self->stopping || self->state != ZT_JOB_RUNNING)
         return;
@@ -448,7 +493,10 @@ json_t *zt_coord_elastic_json(const zt_coord_t *self)
                           self->scale_target, "group", (json_int_t) self->layout.group, "changing", self->changing,
                           "changes", self->scale_changes);
     json_object_set_new(o, "awaitingCapacity", json_integer(self->awaiting));
-    if (self->scale_answer)
-        json_object_set(o, "lastRequest", self->scale_answer);
+    size_t n = json_array_size(self->scale_answers);
+    if (n) {
+        json_object_set(o, "requests", self->scale_answers);
+        json_object_set(o, "lastRequest", json_array_get(self->scale_answers, n - 1));
+    }
     return o;
 }

@@ -132,7 +132,7 @@ struct zt_coord_t {
     int64_t change_t0, change_deadline, change_step; /* when it began, must end, and the step it took effect */
     int64_t scale_polled_ms;    /* the request file was last looked for */
     json_t *scale_changes;      /* [{time, from, to, group, step, ms}] */
-    json_t *scale_answer;       /* the last request's answer */
+    json_t *scale_answers;      /* the newest requests' answers, oldest first */
 };
 
 /* A SageMaker CreateTrainingJob's end: a success writes model.tar.gz and

@@ -11,6 +11,7 @@ import re
 import signal
 import time
 import unittest
+from concurrent.futures import ThreadPoolExecutor
 
 from ztest import Job, job_file, load_job, pool, tmpdir, wait_for, write, ztrain
 
@@ -92,9 +93,14 @@ class Elastic(unittest.TestCase):
         at = chief_step(self.job_dir)
         wait_for(lambda: chief_step(self.job_dir) >= at + 200, timeout=120, what="the chief training on")
         # 1 -> 2, and 3 asked for while that change is under way: taken after it
-        r2 = scale(self.job_dir, 2)
-        r3 = scale(self.job_dir, 3)
+        # two requests at once (each its own file): both answered, in order
+        with ThreadPoolExecutor(2) as ex:
+            f2 = ex.submit(scale, self.job_dir, 2)
+            time.sleep(0.05)
+            f3 = ex.submit(scale, self.job_dir, 3)
+            r2, r3 = f2.result(), f3.result()
         self.assertEqual((r2.returncode, r3.returncode), (0, 0), r2.stderr + r3.stderr)
+        self.assertEqual([a["replicas"] for a in elastic(self.job_dir)["requests"]][-2:], [2, 3])
         t0 = time.monotonic()
         wait_for(lambda: elastic(self.job_dir).get("replicas") == 3 and not elastic(self.job_dir)["changing"],
                  timeout=30, what="pool 1 at three replicas again")
@@ -122,13 +128,13 @@ class Elastic(unittest.TestCase):
         r = scale(self.job_dir, 0)
         self.assertEqual(r.returncode, 1)
         self.assertIn("outside workerpool1's elasticPolicy, 1 to 3", r.stderr)
-        write(self.job_dir, "scale-request.json", json.dumps({"id": "t1", "pool": 1, "replicas": 9}))
+        write(self.job_dir, "scale-request-t1.json", json.dumps({"id": "t1", "pool": 1, "replicas": 9}))
         wait_for(lambda: elastic(self.job_dir).get("lastRequest", {}).get("id") == "t1", timeout=10,
                  what="the coordinator's answer")
         ans = elastic(self.job_dir)["lastRequest"]
         self.assertFalse(ans["accepted"])
         self.assertIn("outside the pool's elasticPolicy, 1 to 3", ans["message"])
-        self.assertFalse(os.path.exists(os.path.join(self.job_dir, "scale-request.json")))
+        self.assertFalse(os.path.exists(os.path.join(self.job_dir, "scale-request-t1.json")))
         r = scale(self.job_dir, 1)
         self.assertEqual(r.returncode, 0, r.stderr)
         wait_for(lambda: elastic(self.job_dir).get("replicas") == 1 and not elastic(self.job_dir)["changing"],
@@ -146,6 +152,10 @@ class Elastic(unittest.TestCase):
         self.assertEqual(j["state"], "SUCCEEDED")
         self.assertEqual(j["elastic"]["replicas"], 3)
         self.assertGreaterEqual(j["incarnation"], 1, "the group restarted together")
+        # the change the kill cut short is in the history too, with its step
+        cut = [c for c in j["elastic"]["changes"] if c.get("cutShort")]
+        self.assertTrue(cut and cut[-1]["from"] == 1 and cut[-1]["to"] == 3 and cut[-1]["step"] > 0,
+                        j["elastic"]["changes"])
         self.assertIn("signal 9", log(self.job_dir, "workerpool1-2"))
         self.assert_equal_final_weights(["workerpool0-0", "workerpool1-0", "workerpool1-1", "workerpool1-2"],
                                         j["checkpoints"][-1]["step"])
