@@ -91,11 +91,19 @@ static void s_print_job(json_t *doc)
                (long long) json_integer_value(json_object_get(el, "group")),
                json_is_true(json_object_get(el, "changing")) ? ", changing" : "",
                json_array_size(json_object_get(el, "changes")));
-    json_t *events = json_object_get(doc, "events"), *last = NULL, *ev;
+    json_t *events = json_object_get(doc, "events"), *last = NULL, *resumed = NULL, *ev;
     size_t k;
-    json_array_foreach(events, k, ev)
+    json_array_foreach(events, k, ev) {
         if (!strcmp(s_str(ev, "kind", 0), "checkpointFailed"))
             last = ev;
+        if (!strcmp(s_str(ev, "kind", 0), "resumed"))
+            resumed = ev;
+    }
+    if (resumed)
+        printf("  resumed at %s: the earlier run: %s; from step %lld (%lld steps trained again)\n",
+               s_str(resumed, "time", 0), s_str(resumed, "earlierEnd", 1),
+               (long long) json_integer_value(json_object_get(resumed, "fromStep")),
+               (long long) json_integer_value(json_object_get(resumed, "stepsTrainedAgain")));
     if (last)
         printf("  warning: %s cannot write checkpoints: the checkpoint of step %lld failed at %s: %s\n",
                s_str(last, "replica", 0), (long long) json_integer_value(json_object_get(last, "step")),

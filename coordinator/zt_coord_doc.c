@@ -190,6 +190,49 @@ static void s_take_history(zt_coord_t *self, json_t *doc)
     }
 }
 
+/* The newest step the chief reported (its metrics'), -1 for none. */
+static int64_t s_chief_step(const json_t *doc)
+{
+    int64_t best = -1;
+    const char *k;
+    json_t *v;
+    json_object_foreach(json_object_get(json_object_get(doc, "metrics"), "workerpool0-0"), k, v) {
+        int64_t st = json_integer_value(json_object_get(v, "step"));
+        best = st > best ? st : best;
+    }
+    return best;
+}
+
+/* The resume in the job's history: how the earlier run ended (its own end,
+ * or its coordinator lost while the job ran), the checkpoint it goes on
+ * from, and the steps the earlier run trained past it, trained again. */
+static void s_note_resume(zt_coord_t *self, const json_t *doc)
+{
+    const char *was = json_string_value(json_object_get(doc, "state"));
+    char how[160];
+    if (zt_state_final(was))
+        snprintf(how, sizeof how, "it ended %s", was);
+    else
+        snprintf(how, sizeof how, "its coordinator was lost while the job was %s (killed, or its machine went "
+                 "down)", was ? was : "starting");
+    size_t n = json_array_size(self->checkpoints);
+    int64_t from = n ? json_integer_value(json_object_get(json_array_get(self->checkpoints, n - 1), "step")) : 0;
+    int64_t reached = s_chief_step(doc), again = reached > from ? reached - from : 0;
+    if (zt_state_final(was))
+        zt_info("the earlier run: %s; going on from step %lld", how, (long long) from);
+    else
+        zt_warn("the earlier run: %s, at step %lld; going on from the checkpoint of step %lld: %lld steps are "
+                "trained again", how, (long long) reached, (long long) from, (long long) again);
+    char now[40];
+    zt_wall_iso(now, sizeof now);
+    if (json_array_size(self->events) >= ZT_COORD_MAX_RECORDS)
+        json_array_remove(self->events, 0);
+    json_array_append_new(self->events, json_pack("{s:s, s:s, s:s, s:s, s:I, s:I, s:I}", "time", now, "kind",
+                                                  "resumed", "earlierState", was ? was : "", "earlierEnd", how,
+                                                  "earlierStep", (json_int_t) reached, "fromStep", (json_int_t) from,
+                                                  "stepsTrainedAgain", (json_int_t) again));
+}
+
 /* A job folder holding this job's earlier run (the same spec resumed, or
  * --resume, after the job ended or its coordinator was killed, in another
  * Slurm allocation too; `ztrain run` checked it is this job's): the run
@@ -212,6 +255,7 @@ void zt_coord_continue_earlier(zt_coord_t *self)
     self->layout.incarnation++;
     zt_info("continuing the job's record from its earlier run (created %s): incarnation %d, %d job retr%s so far",
             self->created, self->layout.incarnation, self->job_retries, self->job_retries == 1 ? "y" : "ies");
+    s_note_resume(self, doc);
     json_decref(doc);
 }
 

@@ -16,7 +16,7 @@ import time
 import unittest
 import zlib
 
-from ztest import BIN, Job, job_file, load_job, pool, tmpdir, wait_for, write
+from ztest import BIN, Job, alive, job_file, load_job, pool, tmpdir, wait_for, write
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 FAST = {"ZT_STOP_GRACE_MS": "3000", "ZT_HEARTBEAT_MS": "300"}
@@ -181,6 +181,34 @@ class Training(unittest.TestCase):
         seen = [(e["step"], e["name"]) for e in j["evaluations"]]
         self.assertEqual(len(seen), len(set(seen)), seen)
         self.assertGreater(len({s for s, _ in seen}), 1, seen)  # and it went on scoring
+
+    def test_coordinator_killed_then_resumed_says_so(self):
+        # the coordinator (ztrain run) killed mid-run: --resume carries the
+        # job on, and its history says how the earlier run ended, the step
+        # it goes on from and the steps trained again
+        path = job_spec(self.d, "coordkill", SHORT + ["--epochs=2", "--checkpoint_steps=100"], workers=1,
+                        evaluators=0)
+        job = Job(self, path, self.job_dir, env=FAST)
+        wait_for(lambda: len((load_job(self.job_dir) or {}).get("checkpoints", [])) >= 2, timeout=200,
+                 what="two checkpoints")
+        j = load_job(self.job_dir)
+        pids = [r["pid"] for r in j["replicas"] if r["pid"]]
+        os.kill(j["coordinatorProcess"]["pid"], signal.SIGKILL)
+        job.wait(timeout=60)
+        wait_for(lambda: not any(alive(p) for p in pids), timeout=60, what="the replicas gone")
+        again = Job(self, path, self.job_dir, "--resume", env=FAST)
+        self.assertEqual(again.wait(timeout=400), 0, again.err[-3000:])
+        j = load_job(self.job_dir)
+        self.assertEqual(j["state"], "SUCCEEDED")
+        ev = [e for e in j["events"] if e["kind"] == "resumed"]
+        self.assertEqual(len(ev), 1, j["events"])
+        self.assertIn("its coordinator was lost while the job was RUNNING", ev[0]["earlierEnd"])
+        self.assertGreaterEqual(ev[0]["fromStep"], 100)
+        self.assertEqual(ev[0]["stepsTrainedAgain"], max(0, ev[0]["earlierStep"] - ev[0]["fromStep"]))
+        self.assertIn("steps are trained again", again.err)
+        r = subprocess.run([os.path.join(BIN, "ztrain"), "status", "--job-dir", self.job_dir], capture_output=True,
+                           text=True, timeout=30)
+        self.assertRegex(r.stdout, r"resumed at \S+: the earlier run: its coordinator was lost")
 
     def test_chief_killed_resumes(self):
         path = job_spec(self.d, "chiefkill", SHORT + ["--epochs=2", "--checkpoint_steps=100"],
