@@ -22,6 +22,9 @@
  * replica, and the newest checkpoints and evaluations kept. */
 #define ZT_COORD_MAX_METRIC_NAMES 256
 #define ZT_COORD_MAX_RECORDS 10000
+/* A replica's failing exit this soon after another's loss is that loss's
+ * consequence (a peer's connection reset), not a user error (ms). */
+#define ZT_INCIDENT_MS 10000
 
 /* One replica, as the coordinator supervises it. */
 typedef struct {
@@ -99,6 +102,8 @@ struct zt_coord_t {
     zt_after_t after_stop;      /* what to do once all are down */
     zt_job_state_t final_state; /* for ZT_AFTER_FINISH */
     int64_t kill_deadline;      /* SIGKILL whoever is left at this time */
+    int64_t incident_ms;        /* when a replica was last lost (a signal, a crash), 0: never */
+    char incident[192];         /* which, and how ("workerpool1-0 (algo-2) was killed by signal 9 (Killed)") */
     int64_t job_deadline;       /* scheduling.timeout, 0 none */
     int64_t hb_ms, hb_timeout_ms, register_timeout_ms, grace_ms;
     int max_restarts, max_job_retries, max_preemptions;

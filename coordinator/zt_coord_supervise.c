@@ -347,6 +347,26 @@ static void s_restart(zt_coord_t *self, zt_crep_t *r, bool counted)
     zt_coord_write_state(self);
 }
 
+/* A replica lost (a signal, a crash, ztrain's own kill): the incident that
+ * a peer's failing exit soon after is taken as the consequence of, and an
+ * event in job.json naming it (a SageMaker job's host by its name). */
+static void s_note_loss(zt_coord_t *self, const zt_crep_t *r, const char *how)
+{
+    char host[32] = "", now[40];
+    if (self->plan->sagemaker)
+        zt_sm_host(&self->layout, r->pool, r->index, host, sizeof host);
+    snprintf(self->incident, sizeof self->incident, "%s%s%s%s %s", r->name, host[0] ? " (" : "", host,
+             host[0] ? ")" : "", how);
+    self->incident_ms = zt_now_ms();
+    zt_wall_iso(now, sizeof now);
+    if (json_array_size(self->events) >= ZT_COORD_MAX_RECORDS)
+        json_array_remove(self->events, 0);
+    json_t *e = json_pack("{s:s, s:s, s:s, s:s}", "time", now, "kind", "replicaLost", "replica", r->name, "how", how);
+    if (host[0])
+        json_object_set_new(e, "host", json_string(host));
+    json_array_append_new(self->events, e);
+}
+
 /* A replica that ended on its own, not with 0: a user error (a status
  * below 128 other than ZT_EXIT_RETRY) fails the job; a crash restarts it in
  * place (or its synchronous group together), then retries the whole job,
@@ -355,6 +375,23 @@ static void s_on_failure(zt_coord_t *self, zt_crep_t *r, int status, const char 
 {
     bool system = WIFEXITED(status) && WEXITSTATUS(status) == ZT_EXIT_RETRY;
     bool crash = r->killed_by_us || WIFSIGNALED(status) || WEXITSTATUS(status) >= 128 || system;
+    int64_t since = zt_now_ms() - self->incident_ms;
+    size_t nl = strlen(r->name);
+    bool itself = !strncmp(self->incident, r->name, nl) && self->incident[nl] == ' ';
+    if (!crash && self->incident_ms && since <= ZT_INCIDENT_MS && !itself && WEXITSTATUS(status) != ZT_EXIT_DISK) {
+        /* a peer's loss a moment ago (a connection reset under its
+         * collective): that loss's consequence, handled as a crash */
+        zt_warn("%s %s %lld ms after %s: taken as that loss's consequence, not a user error", r->name, how,
+                (long long) since, self->incident);
+        crash = true;
+    }
+    if (!crash && WIFEXITED(status) && WEXITSTATUS(status) == ZT_EXIT_DISK) { /* no restart mends a full disk */
+        r->state = ZT_REP_FAILED;
+        zt_coord_set_error(self, r, "%s %s (its disk is full: a failure of the system, not the program; the job "
+                           "fails)", r->name, how);
+        zt_coord_stop_all(self, ZT_AFTER_FINISH, ZT_JOB_FAILED);
+        return;
+    }
     if (!crash) {
         r->state = ZT_REP_FAILED;
         zt_coord_set_error(self, r, "%s %s (a user error: the job fails)", r->name, how);
@@ -481,6 +518,8 @@ void zt_coord_replica_exited(zt_coord_t *self, zt_crep_t *r, int status)
     }
     if (zt_coord_elastic_left(self, r, how))
         return;
+    if (WIFSIGNALED(status) || (WIFEXITED(status) && WEXITSTATUS(status) >= 128) || r->killed_by_us)
+        s_note_loss(self, r, how);
     if (s_preempted(self, r, status)) {
         r->preemptions++;
         self->preemptions++;

@@ -505,6 +505,8 @@ bool zt_exchange_rejoined(const zt_exchange_t *x, int64_t *step, int64_t *gen)
     return true;
 }
 
+bool zt_exchange_async_ps(const zt_exchange_t *x) { return x->ops == &s_ps && !x->o->sync; }
+
 int64_t zt_exchange_resume(zt_exchange_t *x, const char *dir, json_t *man, int64_t step)
 {
     if (!x->ops->holds_model)

@@ -42,6 +42,9 @@ bool zt_exchange_holds_model(const zt_exchange_t *self);
 double zt_exchange_learning_rate(const zt_exchange_t *self, int64_t step);
 
 bool zt_exchange_rejoined(const zt_exchange_t *self, int64_t *step, int64_t *gen);
+/* Whether the model lives on parameter servers that apply each push as it
+ * comes (asynchronous): a trainer's position is its own. */
+bool zt_exchange_async_ps(const zt_exchange_t *self);
 
 /* A trainer of an elastic pool (ZT_GROUP set) all-reduces, with each
  * step's gradients, the newest membership generation it was told of (rep):

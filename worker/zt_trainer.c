@@ -1,5 +1,6 @@
 #include "zt_trainer.h"
 #include "zt_exchange.h"
+#include "zt_position.h"
 #include "model/zt_ckpt.h"
 #include "tboard/zt_tb.h"
 #include "base/zt_env.h"
@@ -190,6 +191,7 @@ typedef struct {
     bool left;                  /* an elastic pool's trainer that left the group */
     zt_compute_t compute;       /* CPU or the replica's GPUs */
     zt_exchange_t *x;           /* local, allreduce or ps */
+    zt_position_t *pos;         /* asynchronous parameter servers: this trainer's own next step */
     const char *ckpt_dir, *model_dir; /* AIP_CHECKPOINT_DIR, AIP_MODEL_DIR */
     int64_t last_ckpt_ms;
     int64_t ckpt_step;         /* the step of the newest checkpoint written (-1: none) */
@@ -318,8 +320,21 @@ static int64_t s_resume(s_run_t *r)
     int64_t at, gen;
     if (zt_exchange_rejoined(r->x, &at, &gen))
         return at;
+    if (zt_exchange_async_ps(r->x))
+        r->pos = zt_position_open(r->rank);
     json_t *man = NULL;
     char *latest = zt_ckpt_latest(r->ckpt_dir, &man);
+    int64_t own = zt_position_get(r->pos);
+    /* restarted in place: the servers kept every push it made (the chief's
+     * checkpoint counts the chief's steps: the chief's own position goes
+     * before it only when it is past it) */
+    if (own > 0 && (r->rank != 0 || !latest || own > json_integer_value(json_object_get(man, "step")))) {
+        zt_info("resuming from %s at step %lld (this trainer's own position; the parameter servers kept theirs)",
+                zt_position_path(r->pos), (long long) own);
+        json_decref(man);
+        free(latest);
+        return own;
+    }
     if (!latest)
         return 0;
     int64_t step = zt_exchange_resume(r->x, latest, man, json_integer_value(json_object_get(man, "step")));
@@ -456,6 +471,7 @@ static int64_t s_train(s_run_t *r, int64_t step)
                 return rc == ZT_ESHUTDOWN || rc > 0 ? step : -1; /* stopping: an interrupted exchange is no failure */
             }
             step++;
+            zt_position_set(r->pos, step);
             s_log_window(r, step, epoch, B, loss);
             s_maybe_checkpoint(r, step);
             if (s_stopping(r, step))
@@ -485,6 +501,9 @@ static int s_finish(s_run_t *r, int64_t step, double secs)
             r->ckpt_step = step;
         zt_stop_hold(false);
     }
+    else if (stopped && r->pos)
+        zt_info("stopping at step %lld: %s keeps it for the replica in this one's place", (long long) step,
+                zt_position_path(r->pos));
     zt_exchange_finish(r->x, final);
     zt_mlp_t *mlp = r->compute.mlp;
     if (zt_exchange_holds_model(r->x)) {
@@ -497,7 +516,20 @@ static int s_finish(s_run_t *r, int64_t step, double secs)
     zt_info("trained %lld steps in %.1f s", (long long) step, secs);
     if (!final)
         return 0;
-    if (s_checkpoint(r, r->model_dir, step, 1) != ZT_OK)
+    /* the final model: when the disk is full, the checkpoints kept make room,
+     * oldest first (the final model supersedes them) */
+    int rc;
+    char gone[64];
+    while ((rc = s_checkpoint(r, r->model_dir, step, 1)) == ZT_ENOSPC &&
+           zt_ckpt_remove_oldest(r->ckpt_dir, gone, sizeof gone))
+        zt_warn("no room for the final model under %s: removed the oldest checkpoint kept, %s/%s, and trying again",
+                r->model_dir, r->ckpt_dir, gone);
+    if (rc == ZT_ENOSPC) {
+        zt_error("the final model cannot be written under %s: its disk is full, with no checkpoint left to remove",
+                 r->model_dir);
+        return -2;
+    }
+    if (rc != ZT_OK)
         return -1;
     double tl, ta;
     zt_mlp_evaluate(mlp, r->test.x, r->test.y, r->test.n, &tl, &ta);
@@ -553,6 +585,7 @@ static int s_start(s_run_t *r)
 
 static void s_stop(s_run_t *r)
 {
+    zt_position_close(&r->pos);
     zt_exchange_destroy(&r->x);
     zt_compute_fini(&r->compute);
     zt_dataset_free(&r->train);
@@ -584,8 +617,8 @@ int zt_trainer_run(const zt_train_opts_t *o)
     }
     if ((step = s_train(&r, step)) < 0)
         goto out;
-    if (s_finish(&r, step, (double) (zt_now_ms() - t0) / 1000.0) == 0)
-        rc = 0;
+    int frc = s_finish(&r, step, (double) (zt_now_ms() - t0) / 1000.0);
+    rc = frc == 0 ? 0 : frc == -2 ? ZT_EXIT_DISK : 1;
 out:
     rc = zt_process_exit(r.rep, rc); /* a stop ztrain did not announce: a preemption */
     s_stop(&r);

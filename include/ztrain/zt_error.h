@@ -43,6 +43,13 @@ const char *zt_error_name(int err);
  * fails the job. It is sysexits.h's EX_TEMPFAIL; any program may use it. */
 #define ZT_EXIT_RETRY 75
 
+/* The exit status of a replica that could not write what it must for want
+ * of space on its disk (the built-in trainer's final model, after pruning
+ * the checkpoints it kept): the system's failure, but not one a restart
+ * mends. The coordinator fails the job, naming the disk, never "a user
+ * error". sysexits.h's EX_IOERR. */
+#define ZT_EXIT_DISK 74
+
 /* The exit status of a replica stopped by a signal that ztrain did not send
  * (SIGTERM from a spot machine's shutdown, an operator, a scheduler): a
  * preemption, not an ending. It saved what it could first (the built-in

@@ -110,6 +110,22 @@ static char **s_list(const char *root, int *n_p)
     return names;
 }
 
+int zt_ckpt_remove_oldest(const char *root, char *name, size_t size)
+{
+    int n;
+    char **names = s_list(root, &n);
+    if (n > 0) {
+        char *p = zt_strdupf("%s/%s", root, names[n - 1]);
+        s_rm_rf(p);
+        free(p);
+        snprintf(name, size, "%s", names[n - 1]);
+    }
+    for (int i = 0; i < n; i++)
+        free(names[i]);
+    free(names);
+    return n > 0;
+}
+
 /* Long on purpose: one atomic write (a temporary directory, each shard's
  * arrays, the manifest, fsync, rename, then pruning), kept in one function
  * so that every failure removes the temporary directory in one place and

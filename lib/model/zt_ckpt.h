@@ -27,6 +27,9 @@ int zt_ckpt_read_range(const char *dir, json_t *manifest, int array, int64_t lo,
 /* Removes every checkpoint under root (ckpt-* and unfinished .ckpt-*);
  * how many, or -1 when root cannot be read. Nothing else is touched. */
 int zt_ckpt_remove_all(const char *root);
+/* Removes the oldest checkpoint under root (to make room); its name in
+ * name (size bytes). 1 when one was removed, 0 when there is none. */
+int zt_ckpt_remove_oldest(const char *root, char *name, size_t size);
 /* Whether name is a checkpoint's name as replicas announce it:
  * "checkpoints/ckpt-N" or "model/ckpt-N", N 1 to 20 digits. Names come from
  * the network and become paths: nothing else (no other '/', no "..") is

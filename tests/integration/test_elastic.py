@@ -96,7 +96,10 @@ class Elastic(unittest.TestCase):
         # two requests at once (each its own file): both answered, in order
         with ThreadPoolExecutor(2) as ex:
             f2 = ex.submit(scale, self.job_dir, 2)
-            time.sleep(0.05)
+            # the second once the first's file is there (their ids, led by
+            # the time, then order them), its answer not yet given
+            wait_for(lambda: f2.done() or [n for n in os.listdir(self.job_dir) if n.startswith("scale-request-")],
+                     timeout=60, step=0.005, what="the first request's file")
             f3 = ex.submit(scale, self.job_dir, 3)
             r2, r3 = f2.result(), f3.result()
         self.assertEqual((r2.returncode, r3.returncode), (0, 0), r2.stderr + r3.stderr)

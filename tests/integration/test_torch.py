@@ -344,6 +344,42 @@ class Examples(unittest.TestCase):
         st = ztrain("status", os.path.join(self.d, "failing"))
         self.assertIn("output/failure says: " + reason.splitlines()[0], st.stdout + st.stderr)
 
+    def test_sagemaker_lost_host_is_retried_and_named(self):
+        # algo-2's program killed (SIGKILL), then stopped from outside
+        # (SIGTERM, a spot reclaim), each mid-training: algo-1's program,
+        # whose collective then fails (a connection reset), is taken as that
+        # loss's consequence, not a user error; both start again and the job
+        # SUCCEEDS, job.json naming algo-2's losses
+        job = self.start_sagemaker("lost", epochs="4")
+        jd = os.path.join(self.d, "lost")
+
+        def algo2():
+            j = load_job(jd) or {"replicas": []}
+            return [r for r in j["replicas"] if r["name"] == "workerpool1-0"]
+
+        def epochs_done():
+            try:
+                return len(re.findall(r"host algo-2 epoch \d+ done", read(os.path.join(jd, "replica-logs",
+                                                                                        "workerpool1-0.log"))))
+            except FileNotFoundError:
+                return 0
+
+        for sig in (signal.SIGKILL, signal.SIGTERM):
+            done = epochs_done()
+            wait_for(lambda: epochs_done() > done, timeout=240, what="algo-2 training")
+            pid = algo2()[0]["pid"]
+            os.kill(pid, sig)
+            wait_for(lambda: algo2() and algo2()[0]["pid"] not in (0, pid), timeout=60, what="algo-2 again")
+        self.assertEqual(job.wait(timeout=600), 0, job.out[-3000:] + job.err[-3000:])
+        j = load_job(jd)
+        self.assertEqual(j["state"], "SUCCEEDED")
+        lost = [e for e in j["events"] if e["kind"] == "replicaLost"]
+        self.assertEqual([e.get("host") for e in lost][:2], ["algo-2", "algo-2"], j["events"])
+        self.assertIn("signal 9", lost[0]["how"])
+        self.assertRegex(job.err, r"workerpool0-0 exited with status 1 \d+ ms after workerpool1-0 \(algo-2\) was killed "
+                                  r"by signal 9 .*: taken as that loss's consequence, not a user error")
+        self.assertNotIn("a user error: the job fails", job.err)
+
     def check_ps_job(self, job):
         """An async PS job ended well: the chief's accuracy, the evaluator's
         scores of announced checkpoints, the checkpoints themselves."""

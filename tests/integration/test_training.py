@@ -210,6 +210,50 @@ class Training(unittest.TestCase):
                            text=True, timeout=30)
         self.assertRegex(r.stdout, r"resumed at \S+: the earlier run: its coordinator was lost")
 
+    def test_async_worker_restarted_goes_on_from_its_own_step(self):
+        # an async worker killed (SIGKILL), then its successor stopped from
+        # outside (SIGTERM, a preemption): each successor goes on from the
+        # step its predecessor reached (its own position file), not from
+        # the chief's checkpoint (there is none here): no batch twice
+        path = job_spec(self.d, "posw", SHORT + ["--epochs=3", "--checkpoint_steps=100000", "--log_every=50"],
+                        workers=1, evaluators=0)
+        job = Job(self, path, self.job_dir, env=FAST)
+        log_path = os.path.join(self.job_dir, "replica-logs", "workerpool1-0.log")
+
+        def steps(text):
+            return [int(x) for x in re.findall(r" step (\d+)/\d+ ", text)]
+
+        wait_for(lambda: os.path.exists(log_path) and max(steps(read_text(log_path)) or [0]) >= 300, timeout=200,
+                 what="the worker at step 300")
+        first = replica(load_job(self.job_dir), "workerpool1-0")["pid"]
+        os.kill(first, signal.SIGKILL)
+        reached = max(steps(read_text(log_path)))
+        second = wait_for(lambda: (lambda p: p if p and p != first else None)(
+            replica(load_job(self.job_dir), "workerpool1-0")["pid"]), timeout=60, what="the successor")
+        wait_for(lambda: len(re.findall(r"resuming from \S+ at step", read_text(log_path))) >= 1, timeout=60,
+                 what="the successor's resume")
+        wait_for(lambda: max(steps(read_text(log_path).split("resuming from")[-1]) or [0]) > 0, timeout=60,
+                 what="the successor training")
+        os.kill(second, signal.SIGTERM)
+        self.assertEqual(job.wait(timeout=400), 0, job.err[-3000:])
+        text = read_text(log_path)
+        resumes = [(m.group(1), int(m.group(2))) for m in
+                   re.finditer(r"resuming from (\S+) at step (\d+) \(this trainer's own position", text)]
+        self.assertEqual(len(resumes), 2, text[-3000:])
+        self.assertTrue(all(p.endswith("trainers/rank-1.pos") for p, _ in resumes), resumes)
+        # after the kill: at or past the last step it logged (50 a line)
+        self.assertGreaterEqual(resumes[0][1], reached)
+        self.assertLess(resumes[0][1], reached + 50)
+        # after the preemption: exactly where it stopped, each run's steps
+        # going on from the one before
+        stopped = re.search(r"stopping at step (\d+): \S+rank-1\.pos keeps it", text)
+        self.assertTrue(stopped, text[-3000:])
+        self.assertEqual(resumes[1][1], int(stopped.group(1)))
+        self.assertGreater(min(steps(text.split("resuming from")[2])), resumes[1][1])
+        j = load_job(self.job_dir)
+        self.assertEqual(replica(j, "workerpool1-0")["restarts"], 1)
+        self.assertEqual(replica(j, "workerpool1-0")["preemptions"], 1)
+
     def test_chief_killed_resumes(self):
         path = job_spec(self.d, "chiefkill", SHORT + ["--epochs=2", "--checkpoint_steps=100"],
                         workers=1, evaluators=0)
@@ -387,6 +431,52 @@ class FullDisk(unittest.TestCase):
                             timeout=60)
         self.assertRegex(st.stdout, r"warning: workerpool0-0 cannot write checkpoints: the checkpoint of step \d+ "
                                     r"failed at \S+: no space left on the device")
+
+
+    def full_job(self, size, args, name):
+        d = tmpdir("fulldisk-")
+        small = os.path.join(d, "small")
+        os.mkdir(small)
+        r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=%s,mode=0700" % size, "tmpfs", small],
+                           capture_output=True, text=True, timeout=30)
+        if r.returncode != 0:
+            self.skipTest("cannot mount a tmpfs: " + r.stderr)
+        self.addCleanup(subprocess.run, ["umount", "-l", small], timeout=30)
+        spec = {"displayName": name, "jobSpec": {
+            "workerPoolSpecs": [pool("ztrain-worker", 1, args)],
+            "baseOutputDirectory": {"outputUriPrefix": os.path.join(small, "out")}}}
+        job_dir = os.path.join(d, "job")
+        job = Job(self, write(d, name + ".json", json.dumps(spec)), job_dir)
+        job.wait(timeout=300)
+        return job, job_dir, os.path.join(small, "out")
+
+    def test_final_model_makes_room(self):
+        """Room for two of the chief's checkpoints and a half: the third and
+        later ones fail (said, kept as events), and the final model, which
+        does not fit either, removes the oldest checkpoint kept and is
+        written: the job SUCCEEDS."""
+        args = ["--hidden=64", "--epochs=1", "--checkpoint_steps=100", "--keep_checkpoints=2", "--log_every=100"]
+        job, job_dir, out = self.full_job("1600k", args, "room")
+        j = load_job(job_dir)
+        self.assertEqual(j["state"], "SUCCEEDED", job.err[-3000:])
+        self.assertTrue([e for e in j["events"] if e["kind"] == "checkpointFailed"], j["events"])
+        self.assertRegex(job.out + job.err, r"no room for the final model under \S+: removed the oldest checkpoint "
+                                            r"kept, \S+/ckpt-0*100, and trying again")
+        self.assertTrue(os.listdir(os.path.join(out, "model")))
+        self.assertLess(len(os.listdir(os.path.join(out, "checkpoints"))), 2)  # as many removed as it took
+
+    def test_final_model_that_cannot_fit_fails_naming_the_disk(self):
+        """No room even for one checkpoint (512 KiB): every save fails, and
+        the final model too, with no checkpoint to remove: the job FAILS
+        as the system's failure, naming the disk, never "a user error"."""
+        args = ["--hidden=64", "--epochs=1", "--checkpoint_steps=100", "--log_every=100"]
+        job, job_dir, out = self.full_job("512k", args, "full2")
+        j = load_job(job_dir)
+        self.assertEqual(j["state"], "FAILED")
+        self.assertIn("its disk is full: a failure of the system, not the program", j["error"]["message"])
+        self.assertNotIn("a user error", job.err)
+        self.assertRegex(job.out + job.err, r"the final model cannot be written under \S+: its disk is full, with no "
+                                            r"checkpoint left to remove")
 
 
 class CudaOnDemand(unittest.TestCase):
