@@ -295,6 +295,9 @@ class Examples(unittest.TestCase):
         j = load_job(jd)
         self.assertEqual((j["state"], j["incarnation"]), ("SUCCEEDED", 0))
         self.assertEqual([(c["from"], c["to"]) for c in j["elastic"]["changes"]], changes)
+        # each at the step it came (the state's commits: the chief had trained on before each)
+        steps = [c["step"] for c in j["elastic"]["changes"]]
+        self.assertTrue(all(s > 0 for s in steps) and steps == sorted(steps), steps)
         digests = re.findall(r"rank (\d): parameters sha256 ([0-9a-f]{64})", job.out)
         self.assertEqual(sorted(r for r, _ in digests), [str(r) for r in range(changes[-1][1] + 1)], job.out[-2000:])
         self.assertEqual(len({h for _, h in digests}), 1, digests)  # bit for bit, joiners included
@@ -350,7 +353,7 @@ class Examples(unittest.TestCase):
         # whose collective then fails (a connection reset), is taken as that
         # loss's consequence, not a user error; both start again and the job
         # SUCCEEDS, job.json naming algo-2's losses
-        job = self.start_sagemaker("lost", epochs="4")
+        job = self.start_sagemaker("lost", epochs="2")
         jd = os.path.join(self.d, "lost")
 
         def algo2():

@@ -54,11 +54,12 @@ class State:
         self._names = list(kwargs)
         for k, v in kwargs.items():
             setattr(self, k, v)
+        self._commits = 0  # synced with the attributes: a joiner counts on from rank 0's
         self._saved = None
         self.save()
 
     def _attrs(self):
-        return {k: getattr(self, k) for k in self._names}
+        return dict({k: getattr(self, k) for k in self._names}, _commits=self._commits)
 
     def save(self):
         self._saved = copy.deepcopy(self._attrs())
@@ -72,6 +73,12 @@ class State:
         for k, v in _collectives.broadcast_object(self._attrs(), root_rank=0).items():
             setattr(self, k, v)
 
+    def progress(self):
+        """The step this state is at, for the job's record of membership
+        changes: a `step` attribute when it has one, else the commits made."""
+        step = getattr(self, "step", None)
+        return int(step) if isinstance(step, int) else self._commits
+
     def commit(self):
         """Saves, then raises MembershipChanged when the group changes after
         this commit (every trainer of the group at the same commit). A DDP
@@ -80,6 +87,7 @@ class State:
         lost = _hook._default().abandoned
         if lost is not None:
             raise lost
+        self._commits += 1
         self.save()
         if _changes():
             raise MembershipChanged()
@@ -168,7 +176,7 @@ def run(fn):
         _zt.init()
         _zt._replica()  # registered: the coordinator tells this trainer of changes
         state.sync()
-        _zt._regrouped(0)
+        _zt._regrouped(state.progress())
         timeout = _zt._native.knob_int("ZT_ALLREDUCE_TIMEOUT_MS")
         while True:
             try:
@@ -182,7 +190,7 @@ def run(fn):
                 print("ztrain: the group lost a member: going on without it from the last commit", flush=True)
                 state.restore()
             _hook._default()._reset()
-            if _zt._regroup(0, timeout) < 0:
+            if _zt._regroup(state.progress(), timeout) < 0:
                 print("ztrain: left the group: its workers' pool was scaled down", flush=True)
                 sys.exit(0)
             state.sync()
