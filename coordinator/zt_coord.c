@@ -95,6 +95,7 @@ static void s_timers(zt_coord_t *self)
     zt_coord_check_final_evaluation(self);
     zt_coord_elastic_tick(self);
     zt_coord_release_held_stops(self);
+    zt_coord_judge_held(self, false);
     if (self->stopping && self->kill_deadline <= now)
         for (int i = 0; i < self->nreps; i++)
             if (self->reps[i].handle) {

@@ -25,6 +25,9 @@
 /* A replica's failing exit this soon after another's loss is that loss's
  * consequence (a peer's connection reset), not a user error (ms). */
 #define ZT_INCIDENT_MS 10000
+/* A failing exit (1-127) while peers run is judged this long after it, so
+ * that a peer's loss reaped just after it is seen as its cause (ms). */
+#define ZT_VERDICT_MS 1000
 
 /* One replica, as the coordinator supervises it. */
 typedef struct {
@@ -47,6 +50,10 @@ typedef struct {
     bool killed_by_us;         /* we killed it (missed heartbeats or registration) */
     char killed_why[96];       /* why ("sent no heartbeat for 3000 ms") */
     bool stop_held;            /* a parameter server whose stop waits for the chief's last save */
+    int64_t held_until;        /* a failing exit's verdict held until then (a peer's loss may follow it) */
+    int64_t held_exit_ms;      /* when it exited */
+    int held_status;
+    char held_how[64];
     zframe_t *identity;        /* ROUTER identity once registered */
     int64_t started_ms;        /* when spawned */
     int64_t last_hb_ms;        /* last heartbeat */
@@ -176,6 +183,9 @@ void zt_coord_stop_all(zt_coord_t *self, zt_after_t after, zt_job_state_t final_
 /* Sends the parameter servers' stop that zt_coord_stop_all held for the
  * chief's last save, once no chief runs or a quarter of the grace is left. */
 void zt_coord_release_held_stops(zt_coord_t *self);
+/* Judges the failing exits whose verdict was held (zt_coord_replica_exited):
+ * those due, or every one when all. */
+void zt_coord_judge_held(zt_coord_t *self, bool all);
 void zt_coord_cancel(zt_coord_t *self, const char *why);
 void zt_coord_node_lost(zt_coord_t *self, const char *why);
 void zt_coord_preempted(zt_coord_t *self, const char *why);

@@ -138,6 +138,7 @@ int zt_coord_spawn(zt_coord_t *self, zt_crep_t *r)
     r->registered = false;
     r->killed_by_us = false;
     r->stop_held = false;
+    r->held_until = 0;
     zframe_destroy(&r->identity);
     r->started_ms = zt_now_ms();
     r->expect_register = pool->role != ZT_ROLE_NONE;

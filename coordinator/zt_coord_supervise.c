@@ -371,19 +371,36 @@ static void s_note_loss(zt_coord_t *self, const zt_crep_t *r, const char *how)
  * below 128 other than ZT_EXIT_RETRY) fails the job; a crash restarts it in
  * place (or its synchronous group together), then retries the whole job,
  * then fails it. `how` says how it ended. */
-static void s_on_failure(zt_coord_t *self, zt_crep_t *r, int status, const char *how)
+static bool s_peers_up(const zt_coord_t *self, const zt_crep_t *r)
+{
+    for (int i = 0; i < self->nreps; i++)
+        if (&self->reps[i] != r && self->reps[i].handle)
+            return true;
+    return false;
+}
+
+/* exit_ms: when it exited; held: its verdict was held already. */
+static void s_on_failure(zt_coord_t *self, zt_crep_t *r, int status, const char *how, int64_t exit_ms, bool held)
 {
     bool system = WIFEXITED(status) && WEXITSTATUS(status) == ZT_EXIT_RETRY;
     bool crash = r->killed_by_us || WIFSIGNALED(status) || WEXITSTATUS(status) >= 128 || system;
-    int64_t since = zt_now_ms() - self->incident_ms;
+    int64_t since = exit_ms - self->incident_ms; /* negative: the loss came after (seen while held) */
     size_t nl = strlen(r->name);
     bool itself = !strncmp(self->incident, r->name, nl) && self->incident[nl] == ' ';
-    if (!crash && self->incident_ms && since <= ZT_INCIDENT_MS && !itself && WEXITSTATUS(status) != ZT_EXIT_DISK) {
-        /* a peer's loss a moment ago (a connection reset under its
+    if (!crash && self->incident_ms && since <= ZT_INCIDENT_MS && since >= -ZT_VERDICT_MS && !itself &&
+        WEXITSTATUS(status) != ZT_EXIT_DISK) {
+        /* a peer's loss about then (a connection reset under its
          * collective): that loss's consequence, handled as a crash */
-        zt_warn("%s %s %lld ms after %s: taken as that loss's consequence, not a user error", r->name, how,
-                (long long) since, self->incident);
+        zt_warn("%s %s %lld ms %s %s: taken as that loss's consequence, not a user error", r->name, how,
+                (long long) (since >= 0 ? since : -since), since >= 0 ? "after" : "before", self->incident);
         crash = true;
+    }
+    if (!crash && !held && s_peers_up(self, r) && WEXITSTATUS(status) != ZT_EXIT_DISK) {
+        r->held_until = zt_now_ms() + ZT_VERDICT_MS; /* a peer's loss may be reaped a moment later */
+        r->held_exit_ms = exit_ms;
+        r->held_status = status;
+        snprintf(r->held_how, sizeof r->held_how, "%s", how);
+        return;
     }
     if (!crash && WIFEXITED(status) && WEXITSTATUS(status) == ZT_EXIT_DISK) { /* no restart mends a full disk */
         r->state = ZT_REP_FAILED;
@@ -533,7 +550,10 @@ void zt_coord_replica_exited(zt_coord_t *self, zt_crep_t *r, int status)
     if (ok) {
         zt_info("%s %s", r->name, how);
         r->state = ZT_REP_SUCCEEDED;
+        zt_coord_judge_held(self, true); /* a failure held back comes before this success */
         zt_coord_write_state(self);
+        if (self->stopping)
+            return;
         if (self->plan->sagemaker) { /* SageMaker's job ends when every host's program has */
             int left = 0;
             for (int i = 0; i < self->nreps; i++)
@@ -552,5 +572,21 @@ void zt_coord_replica_exited(zt_coord_t *self, zt_crep_t *r, int status)
             zt_coord_check_all_up(self);
         return;
     }
-    s_on_failure(self, r, status, how);
+    s_on_failure(self, r, status, how, zt_now_ms(), false);
+}
+
+void zt_coord_judge_held(zt_coord_t *self, bool all)
+{
+    int64_t now = zt_now_ms();
+    for (int i = 0; i < self->nreps; i++) {
+        zt_crep_t *r = &self->reps[i];
+        if (!r->held_until || (!all && now < r->held_until))
+            continue;
+        r->held_until = 0;
+        if (self->stopping) { /* the job ends (or restarts) for another reason already */
+            r->state = ZT_REP_STOPPED;
+            continue;
+        }
+        s_on_failure(self, r, r->held_status, r->held_how, r->held_exit_ms, true);
+    }
 }
