@@ -345,6 +345,9 @@ class SyncFaults(unittest.TestCase):
         try:
             wait_for(lambda: replica(load_job(job_dir), "workerpool1-1")["pid"] not in (0, first) and
                      replica(load_job(job_dir), "workerpool1-1")["rejoining"], timeout=60, what="the rejoin")
+            # asking its (stopped) peers: it has connected to one
+            wait_for(lambda: "data plane to" in read(job_dir, "workerpool1-1.log").split("restart 1)")[-1],
+                     timeout=60, what="the rejoiner asking")
             os.kill(replica(load_job(job_dir), "workerpool1-1")["pid"], signal.SIGTERM)
             wait_for(lambda: replica(load_job(job_dir), "workerpool1-1")["preemptions"] == 1, timeout=60,
                      what="the preemption")
