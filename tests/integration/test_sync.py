@@ -297,17 +297,18 @@ class SyncFaults(unittest.TestCase):
         self.assertRegex(log, r"took the model from workerpool0-0 ")
         self.assertEqual(len(set(hashes(job.out).values())), 1, hashes(job.out))
 
-    def test_killed_while_rejoining(self):
-        # the restarted worker is killed again before it has the model: the
-        # group restarts from the newest checkpoint instead
+    def while_rejoining(self, name, act):
+        """workerpool1-1 killed at step 300 while the chief and the other
+        worker are stopped (SIGSTOP: they cannot answer it); act(job_dir,
+        pid) is done to its successor, which is rejoining, before they go
+        on. The job, once it has ended."""
         d = tmpdir("syncfault-")
         job_dir = os.path.join(d, "job")
         env = dict(FAST, ZT_REJOIN_TIMEOUT_MS="60000")
-        job = Job(self, spec(d, "twice", self.ARGS, workers=2, reducers=2), job_dir, env=env)
+        job = Job(self, spec(d, name, self.ARGS, workers=2, reducers=2), job_dir, env=env)
         wait_for(lambda: chief_step(job_dir) >= 300, timeout=300, what="step 300")
         j = load_job(job_dir)
         first = replica(j, "workerpool1-1")["pid"]
-        # the chief and the other worker stopped (SIGSTOP) cannot answer it
         others = [replica(j, v)["pid"] for v in ("workerpool0-0", "workerpool1-0")]
         self.assertTrue(first > 0 and all(p > 0 for p in others), j["replicas"])
         for pid in others:
@@ -316,11 +317,17 @@ class SyncFaults(unittest.TestCase):
         try:
             wait_for(lambda: replica(load_job(job_dir), "workerpool1-1")["pid"] not in (0, first) and
                      replica(load_job(job_dir), "workerpool1-1")["rejoining"], timeout=60, what="the rejoin")
-            os.kill(replica(load_job(job_dir), "workerpool1-1")["pid"], signal.SIGKILL)
+            act(job_dir, replica(load_job(job_dir), "workerpool1-1")["pid"])
         finally:
             for pid in others:
                 os.kill(pid, signal.SIGCONT)
         self.assertEqual(job.wait(timeout=400), 0, job.err[-3000:])
+        return job
+
+    def test_killed_while_rejoining(self):
+        # the restarted worker is killed again before it has the model: the
+        # group restarts from the newest checkpoint instead
+        job = self.while_rejoining("twice", lambda job_dir, pid: os.kill(pid, signal.SIGKILL))
         self.assertRegex(job.err, r"workerpool1-1 trains in step with the others \(synchronous\) and cannot "
                                   r"rejoin them \(it was lost again before it had rejoined\): the group restarts "
                                   r"together from the newest checkpoint")
@@ -331,34 +338,19 @@ class SyncFaults(unittest.TestCase):
         # the restarted worker is preempted (SIGTERM) before it has the
         # model: it ends as stopped, not as failed, and is restarted in
         # place as any preempted replica
-        d = tmpdir("syncfault-")
-        job_dir = os.path.join(d, "job")
-        env = dict(FAST, ZT_REJOIN_TIMEOUT_MS="60000")
-        job = Job(self, spec(d, "stoprejoin", self.ARGS, workers=2, reducers=2), job_dir, env=env)
-        wait_for(lambda: chief_step(job_dir) >= 300, timeout=300, what="step 300")
-        j = load_job(job_dir)
-        first = replica(j, "workerpool1-1")["pid"]
-        others = [replica(j, v)["pid"] for v in ("workerpool0-0", "workerpool1-0")]
-        for pid in others:
-            os.kill(pid, signal.SIGSTOP)
-        os.kill(first, signal.SIGKILL)
-        try:
-            wait_for(lambda: replica(load_job(job_dir), "workerpool1-1")["pid"] not in (0, first) and
-                     replica(load_job(job_dir), "workerpool1-1")["rejoining"], timeout=60, what="the rejoin")
+        def preempt(job_dir, pid):
             # asking its (stopped) peers: it has connected to one
             wait_for(lambda: "data plane to" in read(job_dir, "workerpool1-1.log").split("restart 1)")[-1],
                      timeout=60, what="the rejoiner asking")
-            os.kill(replica(load_job(job_dir), "workerpool1-1")["pid"], signal.SIGTERM)
+            os.kill(pid, signal.SIGTERM)
             wait_for(lambda: replica(load_job(job_dir), "workerpool1-1")["preemptions"] == 1, timeout=60,
                      what="the preemption")
-        finally:
-            for pid in others:
-                os.kill(pid, signal.SIGCONT)
-        self.assertEqual(job.wait(timeout=400), 0, job.err[-3000:])
-        j = load_job(job_dir)
+
+        job = self.while_rejoining("stoprejoin", preempt)
+        j = load_job(job.job_dir)
         self.assertEqual(j["state"], "SUCCEEDED")
         self.assertEqual(replica(j, "workerpool1-1")["preemptions"], 1)
-        log = read(job_dir, "workerpool1-1.log")
+        log = read(job.job_dir, "workerpool1-1.log")
         self.assertRegex(log, r"I \S+ workerpool1-1\[\d+\]: cannot rejoin the group: .*stopping")
         self.assertNotRegex(log, r"E \S+ workerpool1-1\[\d+\]: cannot rejoin the group")
         self.assertNotIn("a user error", job.err)
