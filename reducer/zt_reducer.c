@@ -2,6 +2,7 @@
 #include "runtime/zt_process.h"
 #include "zt_reducer.h"
 #include "zt_ranges.h"
+#include "zt_held.h"
 #include "allreduce/zt_arlayout.h"
 #include "wire/zt_bufpool.h"
 #include "wire/zt_msg.h"
@@ -26,8 +27,9 @@
 typedef struct {
     int64_t lo, hi;            /* our chunk of the bucket */
     int dtype;
-    float *acc;                /* hi - lo sums */
-    zt_ranges_t *from;          /* per worker */
+    zt_held_t *held;           /* per worker: its pieces of this generation, by reference
+                                * until their blocks are summed (in rank order) */
+    zt_ranges_t *from;          /* per worker: what of the chunk it sent (held or summed) */
     int64_t gen;               /* generation being summed, -1 unknown */
     int64_t started_ms;        /* first piece of this generation */
     int64_t warned_ms;         /* last "still waiting" log */
@@ -36,6 +38,7 @@ typedef struct {
     int64_t result_gen;        /* its generation, -1 none */
     bool *block_sent;          /* this generation: result block j already sent */
     int nblocks;               /* blocks of PIECE_BYTES in the chunk (1 if empty) */
+    int64_t per;               /* elements of a block */
     int blocks_sent;
     int64_t want_gen;          /* restarted: the older sum being fetched from a worker, -1 */
     zt_ranges_t want_got;       /* what of it has arrived */
@@ -84,7 +87,9 @@ static void s_free_buckets(zt_reducer_t *self)
 {
     for (int b = 0; self->buckets && b < self->layout.nbuckets; b++) {
         s_bucket_t *k = &self->buckets[b];
-        free(k->acc);
+        for (int w = 0; k->held && w < self->workers; w++)
+            zt_held_free(&k->held[w]);
+        free(k->held);
         for (int i = 0; i < 2; i++) {
             for (int w = 0; w < 5000 && atomic_load(&k->res_lent[i]) > 0; w++)
                 zclock_sleep(1);
@@ -119,8 +124,8 @@ static void s_free_buckets_keep_sums(zt_reducer_t *self)
 
 static void s_reset_bucket(zt_reducer_t *self, s_bucket_t *k)
 {
-    memset(k->acc, 0, (size_t) (k->hi - k->lo) * sizeof(float));
     for (int w = 0; w < self->workers; w++) {
+        zt_held_clear(&k->held[w]);
         k->from[w].n = 0;
         k->from[w].got = 0;
     }
@@ -156,7 +161,7 @@ static int s_configure(zt_reducer_t *self, const char *text, int workers)
         size_t es = zt_dtype_size(self->layout.buckets[b].dtype);
         zt_ar_chunk(self->layout.buckets[b].numel, es, b, self->opts.reducers, self->opts.index, &lo, &hi);
         total += 2 * (((size_t) (hi - lo) * es + 1 + 63) & ~(size_t) 63);
-        need += 2 * (size_t) (hi - lo) * es + (size_t) (hi - lo) * sizeof(float);
+        need += 2 * (size_t) (hi - lo) * es;
     }
     /* the layout came from the network: more than this machine's memory is refused */
     size_t phys = (size_t) sysconf(_SC_PHYS_PAGES) * (size_t) sysconf(_SC_PAGESIZE);
@@ -174,7 +179,7 @@ static int s_configure(zt_reducer_t *self, const char *text, int workers)
         zt_ar_chunk(self->layout.buckets[b].numel, zt_dtype_size(self->layout.buckets[b].dtype), b,
                     self->opts.reducers, self->opts.index, &k->lo, &k->hi);
         k->dtype = self->layout.buckets[b].dtype;
-        k->acc = calloc((size_t) (k->hi - k->lo) + 1, sizeof(float));
+        k->held = calloc((size_t) workers, sizeof *k->held);
         for (int i = 0; i < 2; i++) {
             size_t bytes = (size_t) (k->hi - k->lo) * zt_dtype_size(k->dtype) + 1;
             if (self->shm) {
@@ -186,12 +191,13 @@ static int s_configure(zt_reducer_t *self, const char *text, int workers)
         }
         int64_t per = PIECE_BYTES / (int64_t) zt_dtype_size(k->dtype), n = k->hi - k->lo;
         k->nblocks = n == 0 ? 1 : (int) ((n + per - 1) / per);
+        k->per = per;
         k->block_sent = calloc((size_t) k->nblocks, sizeof(bool));
         k->from = calloc((size_t) workers, sizeof *k->from);
         k->gen = -1;
         k->result_gen = -1;
         k->want_gen = -1;
-        if (!k->acc || !k->res[0] || !k->res[1] || !k->block_sent || !k->from) {
+        if (!k->held || !k->res[0] || !k->res[1] || !k->block_sent || !k->from) {
             zt_warn("out of memory for a layout of %d buckets", self->layout.nbuckets);
             s_free_buckets(self);
             json_decref(cfg);
@@ -349,6 +355,17 @@ static void s_send_result(zt_reducer_t *self, int b, int rank)
         s_send_sum(self, rank, b, k->result_gen, at, k->hi - at < per ? k->hi : at + per);
 }
 
+/* Whether every block that elements [pa, pb) of bucket k touch is summed. */
+static bool s_summed(void *arg, int64_t pa, int64_t pb)
+{
+    s_bucket_t *k = arg;
+    int64_t per = k->per;
+    for (int64_t j = (pa - k->lo) / per; j <= (pb - 1 - k->lo) / per && j < k->nblocks; j++)
+        if (!k->block_sent[j])
+            return false;
+    return true;
+}
+
 /* Sends block j of bucket b's sum to every worker as soon as every worker
  * has contributed it: the sums stream back while later blocks still arrive,
  * so each link carries both directions at once. sum: the block's sum as a
@@ -364,19 +381,15 @@ static void s_send_block(zt_reducer_t *self, int b, int j, const char *sum)
         while (atomic_load(&k->res_lent[par]) > 0) /* generation gen-2 still being sent */
             zclock_sleep(0);
     char *res = (char *) k->res[par] + (a - k->lo) * (int64_t) es;
-    const float *acc = k->acc + (a - k->lo);
     if (sum)
         memcpy(res, sum, (size_t) (e - a) * es);
-    else if (k->dtype == ZT_F32)
-        memcpy(res, acc, (size_t) (e - a) * sizeof(float));
-    else
-        for (int64_t i = 0; i < e - a; i++) {
-            uint16_t h = k->dtype == ZT_F16 ? zt_f32_to_f16(acc[i]) : zt_f32_to_bf16(acc[i]);
-            memcpy(res + 2 * i, &h, 2);
-        }
+    else /* in rank order, whatever order the pieces came in: the same sum every run */
+        zt_held_sum(k->held, self->workers, a, e, k->dtype, res);
     s_send_sum_to_all(self, b, a, e);
     k->block_sent[j] = true;
     k->blocks_sent++;
+    for (int w = 0; w < self->workers && k->blocks_sent < k->nblocks; w++)
+        zt_held_release(&k->held[w], a, e, s_summed, k);
     if (k->blocks_sent == k->nblocks) { /* the whole chunk: the generation is done */
         if (k->want_gen == k->gen) /* asked for in vain (s_probe_ahead): nobody had it */
             k->want_gen = -1;
@@ -496,41 +509,23 @@ static bool s_other_generation(zt_reducer_t *self, int rank, const zt_msg_AR_PIE
     return false;
 }
 
-/* Elements checked and added at a time: 16 KiB of float32, so that the add
- * reads what the check just read, from L1, and the pair costs the memory
- * traffic of the add alone. */
-#define CHECK_BLOCK 4096
-
-/* Adds the parts of a piece not yet received from this worker, block by
- * block, each block checked first for NaN and infinity unless allowed.
- * false at the first non-finite block: what came before it is added and
- * recorded (finite values), the rest is not. */
-static bool s_accumulate(s_bucket_t *k, zt_ranges_t *r, const zt_msg_AR_PIECE_t *p, const char *src, size_t es,
-                         bool check)
+/* Holds the parts of a piece not yet received from this worker, by
+ * reference (frame: the frame they are in; NULL: in the worker's shared
+ * memory), checked first for NaN and infinity unless allowed. false for a
+ * non-finite value: nothing of the piece is taken. */
+static bool s_hold(s_bucket_t *k, int rank, const zt_msg_AR_PIECE_t *p, const char *src, size_t es,
+                   zmq_msg_t *frame, bool check)
 {
-    zt_iv_t fresh[64];
-    int nf = zt_ranges_missing(r, p->offset, p->offset + p->count, fresh);
+    zt_iv_t fresh[64], unused[64];
+    int nf = zt_ranges_missing(&k->from[rank], p->offset, p->offset + p->count, fresh);
+    for (int i = 0; check && i < nf; i++)
+        if (!zt_all_finite(src + (fresh[i].a - p->offset) * (int64_t) es, fresh[i].b - fresh[i].a, k->dtype))
+            return false;
     for (int i = 0; i < nf; i++) {
-        for (int64_t a = fresh[i].a; a < fresh[i].b; a += CHECK_BLOCK) {
-            int64_t len = fresh[i].b - a < CHECK_BLOCK ? fresh[i].b - a : CHECK_BLOCK;
-            const char *s = src + (a - p->offset) * (int64_t) es;
-            if (check && !zt_all_finite(s, len, k->dtype)) {
-                if (a > fresh[i].a)
-                    zt_ranges_add(r, fresh[i].a, a, fresh); /* (fresh is not read again) */
-                return false;
-            }
-            float *acc = k->acc + (a - k->lo);
-            if (k->dtype == ZT_F32)
-                zt_ar_add(acc, s, len, ZT_F32);
-            else
-                for (int64_t j = 0; j < len; j++) {
-                    uint16_t h;
-                    memcpy(&h, s + 2 * j, 2);
-                    acc[j] += k->dtype == ZT_F16 ? zt_f16_to_f32(h) : zt_bf16_to_f32(h);
-                }
-        }
-        zt_iv_t unused[64];
-        zt_ranges_add(r, fresh[i].a, fresh[i].b, unused);
+        if (zt_held_add(&k->held[rank], fresh[i].a, fresh[i].b, src + (fresh[i].a - p->offset) * (int64_t) es,
+                        frame) != ZT_OK)
+            return true; /* out of memory: not recorded, so it is asked for again */
+        zt_ranges_add(&k->from[rank], fresh[i].a, fresh[i].b, unused);
     }
     return true;
 }
@@ -623,8 +618,10 @@ static void s_on_piece(zt_reducer_t *self, int rank, const zt_msg_t *m, zmq_msg_
         zt_warn("bucket %lld: too many separate pieces from worker %d", (long long) p->bucket, rank);
         return;
     }
-    if (!s_accumulate(k, &k->from[rank], p, src, es, !self->allow_nonfinite))
-        s_refuse_nonfinite(self, rank, p); /* its finite blocks before that were added */
+    if (!s_hold(k, rank, p, src, es, p->shm[0] ? NULL : payload, !self->allow_nonfinite)) {
+        s_refuse_nonfinite(self, rank, p);
+        return;
+    }
     s_send_complete_blocks(self, rank, p, k, es);
 }
 

@@ -118,7 +118,7 @@ int64_t zt_shm_offset(const zt_shm_region_t *self, const void *p, size_t len)
     return (const char *) p - self->base;
 }
 
-typedef struct { char name[64]; const char *base; size_t size; long pid; int fd; } s_map_t;
+typedef struct { char name[64]; const char *base; size_t size; long pid; int fd; int pins; } s_map_t;
 static s_map_t s_maps[MAX_PEER_MAPS];
 static int s_nmaps;
 static pthread_mutex_t s_maps_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -169,7 +169,8 @@ const void *zt_shm_peer(const char *name, int64_t off, int64_t len, char *err, s
             m = &s_maps[i];
     if (!m) {
         for (int i = 0; i < s_nmaps;) { /* drop the regions of owners that are gone, or destroyed */
-            if (s_pid_gone(s_maps[i].pid) || !s_is_region(s_maps[i].pid, s_maps[i].fd, s_maps[i].name)) {
+            if (!s_maps[i].pins &&
+                (s_pid_gone(s_maps[i].pid) || !s_is_region(s_maps[i].pid, s_maps[i].fd, s_maps[i].name))) {
                 munmap((void *) s_maps[i].base, s_maps[i].size);
                 s_maps[i] = s_maps[--s_nmaps];
             }
@@ -217,6 +218,7 @@ const void *zt_shm_peer(const char *name, int64_t off, int64_t len, char *err, s
         m->size = (size_t) st.st_size;
         m->pid = pid;
         m->fd = at;
+        m->pins = 0;
     }
     const char *p = NULL;
     if (off >= 0 && len >= 0 && (uint64_t) off + (uint64_t) len <= m->size)
@@ -226,6 +228,17 @@ const void *zt_shm_peer(const char *name, int64_t off, int64_t len, char *err, s
                  (long long) off, (long long) (off + len), m->size);
     pthread_mutex_unlock(&s_maps_lock);
     return p;
+}
+
+void zt_shm_peer_pin(const void *p, int by)
+{
+    pthread_mutex_lock(&s_maps_lock);
+    for (int i = 0; i < s_nmaps; i++)
+        if ((const char *) p >= s_maps[i].base && (const char *) p < s_maps[i].base + s_maps[i].size) {
+            s_maps[i].pins += by;
+            break;
+        }
+    pthread_mutex_unlock(&s_maps_lock);
 }
 
 const void *zt_shm_payload(const char *shm, int64_t off, int64_t want, const void *frame, size_t frame_size,
@@ -291,6 +304,17 @@ void zt_shm_selftest(void)
     assert(!zt_shm_payload("", 0, 6, "frame", 5, err, sizeof err) && strstr(err, "5 bytes where 6"));
     assert(zt_shm_payload(NULL, 0, 0, NULL, 0, err, sizeof err));
     assert(!zt_shm_payload("", 0, -4, NULL, 0, err, sizeof err));
+    /* a pinned mapping outlives its region's end, for a reader that holds it */
+    zt_shm_region_t *r2 = zt_shm_create("selftest", 4096);
+    const char *q = zt_shm_peer(r2->name, 0, 6, err, sizeof err);
+    assert(q);
+    strcpy(r2->base, "kept");
+    zt_shm_peer_pin(q, 1);
+    zt_shm_destroy(&r2);
+    zt_shm_region_t *r3 = zt_shm_create("selftest", 4096); /* a new one: the sweep runs */
+    assert(zt_shm_peer(r3->name, 0, 1, err, sizeof err) && !strcmp(q, "kept"));
+    zt_shm_peer_pin(q, -1);
+    zt_shm_destroy(&r3);
     char path[64];
     snprintf(path, sizeof path, "/proc/self/fd/%d", r->fd);
     zt_shm_destroy(&r);

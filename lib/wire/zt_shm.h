@@ -42,6 +42,10 @@ int64_t zt_shm_offset(const zt_shm_region_t *self, const void *p, size_t len);
  * cannot be opened, or the range is outside it. Mappings of regions whose
  * owner has exited are dropped when a new one is mapped. */
 const void *zt_shm_peer(const char *name, int64_t off, int64_t len, char *err, size_t errsize);
+/* by 1: the mapping holding p (a zt_shm_peer result) stays mapped even once
+ * its owner has exited, for a reader that keeps pointers into it; by -1:
+ * that reader is done with it (pins count). */
+void zt_shm_peer_pin(const void *p, int by);
 /* The want bytes a message carries: in the peer's region shm at off when shm
  * is set, else in its frame (NULL, 0 when it has none), which must hold
  * exactly want. NULL, the reason in why, when neither does. */

@@ -303,7 +303,7 @@ class SealedBulk(unittest.TestCase):
         # and its configuration get nothing: refused, counted, never applied.
         # The evaluator fetches the chief's checkpoints from its file server
         # over a sealed stream too
-        args = ["--hidden=64", "--epochs=6", "--log_every=100", "--checkpoint_steps=200"]
+        args = ["--hidden=64", "--epochs=8", "--log_every=100", "--checkpoint_steps=200"]
         d = tmpdir("sec-")
         job_dir = os.path.join(d, "job")
         job = Job(self, job_file(d, "sealed", [pool("ztrain-worker", 1, args), pool("ztrain-worker", 1, args),

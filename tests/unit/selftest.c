@@ -23,6 +23,7 @@
 #include "zt_tar.h"
 #include "base/zt_hist.h"
 #include "ztrain/ztrain.h"
+#include "zt_held.h"
 #include "lib_suites.h"
 #include <assert.h>
 #include <stdbool.h>
@@ -139,6 +140,7 @@ static const struct {
     TEST_ENTRY("ps_client", zt_suite_ps_client)
     TEST_ENTRY("arlayout", zt_suite_arlayout)
     TEST_ENTRY("allreduce", zt_suite_allreduce)
+    TEST_ENTRY("held", zt_held_selftest)
     TEST_ENTRY("ar_reducers", zt_suite_ar_reducers)
     TEST_ENTRY("collective", zt_suite_collective)
     TEST_ENTRY("seal", zt_seal_selftest)

@@ -1,0 +1,221 @@
+#include "zt_held.h"
+#include "allreduce/zt_arlayout.h"
+#include "base/zt_util.h"
+#include "wire/zt_shm.h"
+#include "ztrain/zt_allreduce.h"
+#include "ztrain/zt_error.h"
+#include "ztrain/zt_half.h"
+#include <assert.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct zt_held_piece_t {
+    int64_t a, b;              /* elements [a, b) of the bucket */
+    size_t skip;               /* element a's byte in msg's data */
+    const char *shm;           /* element a in a peer's pinned mapping, or NULL: in msg */
+    zmq_msg_t msg;             /* a reference to the frame (the node never moves) */
+};
+
+static const char *s_src(zt_held_piece_t *x)
+{
+    return x->shm ? x->shm : (const char *) zmq_msg_data(&x->msg) + x->skip;
+}
+
+static void s_let_go(zt_held_piece_t *x)
+{
+    if (x->shm)
+        zt_shm_peer_pin(x->shm, -1);
+    else
+        zmq_msg_close(&x->msg);
+    free(x);
+}
+
+/* The first piece whose end is past element a. */
+static int s_first_after(const zt_held_t *h, int64_t a)
+{
+    int lo = 0, hi = h->n;
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (h->p[mid]->b <= a)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+int zt_held_add(zt_held_t *h, int64_t a, int64_t b, const char *src, zmq_msg_t *payload)
+{
+    if (h->n == h->cap) {
+        int cap = h->cap ? 2 * h->cap : 16;
+        zt_held_piece_t **p = realloc(h->p, (size_t) cap * sizeof *p);
+        if (!p)
+            return ZT_ENOMEM;
+        h->p = p;
+        h->cap = cap;
+    }
+    zt_held_piece_t *x = calloc(1, sizeof *x);
+    if (!x)
+        return ZT_ENOMEM;
+    x->a = a;
+    x->b = b;
+    if (payload) {
+        zmq_msg_init(&x->msg);
+        zmq_msg_copy(&x->msg, payload); /* a reference, not the bytes (but for tiny frames) */
+        x->skip = (size_t) (src - (const char *) zmq_msg_data(payload));
+    }
+    else {
+        x->shm = src;
+        zt_shm_peer_pin(src, 1);
+    }
+    int at = s_first_after(h, a);
+    memmove(h->p + at + 1, h->p + at, (size_t) (h->n - at) * sizeof *h->p);
+    h->p[at] = x;
+    h->n++;
+    return ZT_OK;
+}
+
+/* Elements checked and added at a time: 16 KiB of float32, so that each
+ * worker's part is added into what is still in L1. */
+#define SUM_BLOCK 4096
+
+/* Adds (first: copies) held's parts of [x, y) into acc (element x). */
+static void s_gather(const zt_held_t *h, int64_t x, int64_t y, int dtype, float *acc, bool first)
+{
+    size_t es = zt_dtype_size(dtype);
+    for (int i = s_first_after(h, x); i < h->n && h->p[i]->a < y; i++) {
+        zt_held_piece_t *p = h->p[i];
+        int64_t u = p->a > x ? p->a : x, v = p->b < y ? p->b : y;
+        const char *s = s_src(p) + (u - p->a) * (int64_t) es;
+        float *d = acc + (u - x);
+        if (dtype == ZT_F32 && first)
+            memcpy(d, s, (size_t) (v - u) * sizeof(float));
+        else if (dtype == ZT_F32)
+            zt_ar_add(d, s, v - u, ZT_F32);
+        else
+            for (int64_t j = 0; j < v - u; j++) {
+                uint16_t half;
+                memcpy(&half, s + 2 * j, 2);
+                float f = dtype == ZT_F16 ? zt_f16_to_f32(half) : zt_bf16_to_f32(half);
+                d[j] = first ? f : d[j] + f;
+            }
+    }
+}
+
+void zt_held_sum(const zt_held_t *held, int n, int64_t a, int64_t e, int dtype, void *out)
+{
+    float scratch[SUM_BLOCK];
+    for (int64_t x = a; x < e; x += SUM_BLOCK) {
+        int64_t y = e - x < SUM_BLOCK ? e : x + SUM_BLOCK;
+        float *acc = dtype == ZT_F32 ? (float *) out + (x - a) : scratch;
+        for (int r = 0; r < n; r++)
+            s_gather(&held[r], x, y, dtype, acc, r == 0);
+        if (dtype != ZT_F32)
+            for (int64_t j = 0; j < y - x; j++) {
+                uint16_t half = dtype == ZT_F16 ? zt_f32_to_f16(acc[j]) : zt_f32_to_bf16(acc[j]);
+                memcpy((char *) out + 2 * (x - a + j), &half, 2);
+            }
+    }
+}
+
+void zt_held_release(zt_held_t *h, int64_t a, int64_t e, bool (*done)(void *arg, int64_t pa, int64_t pb),
+                     void *arg)
+{
+    int i = s_first_after(h, a), keep = i;
+    for (; i < h->n && h->p[i]->a < e; i++) {
+        if (done(arg, h->p[i]->a, h->p[i]->b))
+            s_let_go(h->p[i]);
+        else
+            h->p[keep++] = h->p[i];
+    }
+    memmove(h->p + keep, h->p + i, (size_t) (h->n - i) * sizeof *h->p);
+    h->n -= i - keep;
+}
+
+void zt_held_clear(zt_held_t *h)
+{
+    for (int i = 0; i < h->n; i++)
+        s_let_go(h->p[i]);
+    h->n = 0;
+}
+
+void zt_held_free(zt_held_t *h)
+{
+    zt_held_clear(h);
+    free(h->p);
+    *h = (zt_held_t) { 0 };
+}
+
+int64_t zt_held_count(const zt_held_t *h)
+{
+    int64_t n = 0;
+    for (int i = 0; i < h->n; i++)
+        n += h->p[i]->b - h->p[i]->a;
+    return n;
+}
+
+static bool s_before(void *arg, int64_t pa, int64_t pb)
+{
+    (void) pa;
+    return pb <= *(int64_t *) arg;
+}
+
+void zt_held_selftest(void)
+{
+    /* Three workers' pieces of 10000 elements, cut differently and held
+     * out of order: the sum is the same, bit for bit, as a plain one in
+     * rank order, and summing in another order would differ. */
+    enum { N = 10000 };
+    static float v[3][N];
+    for (int i = 0; i < N; i++) { /* (v0 + v1) + v2 rounds v0 away; (v2 + v1) + v0 is v0 */
+        v[0][i] = (float) ((i * 7919) % 1000 - 500) / 3.0f + 0.1f;
+        v[1][i] = 1e8f * (float) ((i * 104729) % 1000 + 1);
+        v[2][i] = -v[1][i];
+    }
+    zt_held_t h[3] = { { 0 } };
+    zmq_msg_t frames[3];
+    int64_t cuts[3][4] = { { 0, 3000, 7001, N }, { 0, 5000, 9999, N }, { 0, 1, 4096, N } };
+    for (int r = 2; r >= 0; r--) {
+        zmq_msg_init_size(&frames[r], sizeof v[r]);
+        memcpy(zmq_msg_data(&frames[r]), v[r], sizeof v[r]);
+        for (int c = 2; c >= 0; c--) { /* backwards: insertion keeps them sorted */
+            const char *at = (const char *) zmq_msg_data(&frames[r]) + cuts[r][c] * 4;
+            assert(zt_held_add(&h[r], cuts[r][c], cuts[r][c + 1], at, &frames[r]) == ZT_OK);
+        }
+        zmq_msg_close(&frames[r]); /* the held references keep the bytes */
+        assert(h[r].n == 3 && zt_held_count(&h[r]) == N && h[r].p[0]->a == 0);
+    }
+    static float out[N], want[N];
+    zt_held_sum(h, 3, 0, N, ZT_F32, out);
+    bool order_matters = false;
+    for (int i = 0; i < N; i++) {
+        want[i] = (v[0][i] + v[1][i]) + v[2][i];
+        order_matters |= want[i] != (v[2][i] + v[1][i]) + v[0][i];
+    }
+    assert(order_matters && !memcmp(out, want, sizeof out));
+    zt_held_sum(h, 3, 4000, 4100, ZT_F32, out); /* a part: element 4000 first */
+    assert(!memcmp(out, want + 4000, 100 * sizeof(float)));
+    /* half precision: summed in float32, rounded once */
+    uint16_t hv[2][8], hout[8];
+    zt_held_t hh[2] = { { 0 } };
+    zmq_msg_t hf[2];
+    for (int r = 0; r < 2; r++) {
+        for (int i = 0; i < 8; i++)
+            hv[r][i] = zt_f32_to_bf16((float) (i + 1) * (r ? 0.5f : 1.0f));
+        zmq_msg_init_size(&hf[r], sizeof hv[r]);
+        memcpy(zmq_msg_data(&hf[r]), hv[r], sizeof hv[r]);
+        assert(zt_held_add(&hh[r], 0, 8, zmq_msg_data(&hf[r]), &hf[r]) == ZT_OK);
+        zmq_msg_close(&hf[r]);
+    }
+    zt_held_sum(hh, 2, 0, 8, ZT_BF16, hout);
+    for (int i = 0; i < 8; i++)
+        assert(zt_bf16_to_f32(hout[i]) == (float) (i + 1) * 1.5f);
+    /* let go of what ends before 7001 in [0, N): rank 0's first two */
+    int64_t upto = 7001;
+    zt_held_release(&h[0], 0, N, s_before, &upto);
+    assert(h[0].n == 1 && h[0].p[0]->a == 7001 && zt_held_count(&h[0]) == N - 7001);
+    for (int r = 0; r < 3; r++)
+        zt_held_free(&h[r]);
+    for (int r = 0; r < 2; r++)
+        zt_held_free(&hh[r]);
+}
