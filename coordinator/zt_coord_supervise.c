@@ -350,13 +350,21 @@ static void s_restart(zt_coord_t *self, zt_crep_t *r, bool counted)
 /* A replica lost (a signal, a crash, ztrain's own kill): the incident that
  * a peer's failing exit soon after is taken as the consequence of, and an
  * event in job.json naming it (a SageMaker job's host by its name). */
+/* r's name, and its host when the job is SageMaker's ("workerpool1-0
+ * (algo-2)"); host: the host alone, or "". */
+static void s_who(const zt_coord_t *self, const zt_crep_t *r, char *out, size_t size, char *host, size_t hsize)
+{
+    host[0] = 0;
+    if (self->plan->sagemaker)
+        zt_sm_host(&self->layout, r->pool, r->index, host, hsize);
+    snprintf(out, size, host[0] ? "%s (%s)" : "%s", r->name, host);
+}
+
 static void s_note_loss(zt_coord_t *self, const zt_crep_t *r, const char *how)
 {
-    char host[32] = "", now[40];
-    if (self->plan->sagemaker)
-        zt_sm_host(&self->layout, r->pool, r->index, host, sizeof host);
-    snprintf(self->incident, sizeof self->incident, "%s%s%s%s %s", r->name, host[0] ? " (" : "", host,
-             host[0] ? ")" : "", how);
+    char host[32], who[80], now[40];
+    s_who(self, r, who, sizeof who, host, sizeof host);
+    snprintf(self->incident, sizeof self->incident, "%s %s", who, how);
     self->incident_ms = zt_now_ms();
     zt_wall_iso(now, sizeof now);
     if (json_array_size(self->events) >= ZT_COORD_MAX_RECORDS)
@@ -387,8 +395,13 @@ static void s_on_failure(zt_coord_t *self, zt_crep_t *r, int status, const char 
     int64_t since = exit_ms - self->incident_ms; /* negative: the loss came after (seen while held) */
     size_t nl = strlen(r->name);
     bool itself = !strncmp(self->incident, r->name, nl) && self->incident[nl] == ' ';
-    if (!crash && self->incident_ms && since <= ZT_INCIDENT_MS && since >= -ZT_VERDICT_MS && !itself &&
-        WEXITSTATUS(status) != ZT_EXIT_DISK) {
+    bool followed = self->incident_ms && since <= ZT_INCIDENT_MS && since >= -ZT_VERDICT_MS && !itself;
+    char who[80], after[sizeof self->incident + 32] = "";
+    char host[32];
+    s_who(self, r, who, sizeof who, host, sizeof host);
+    if (followed)
+        snprintf(after, sizeof after, ", following the loss of %s", self->incident);
+    if (!crash && followed && WEXITSTATUS(status) != ZT_EXIT_DISK) {
         /* a peer's loss about then (a connection reset under its
          * collective): that loss's consequence, handled as a crash */
         zt_warn("%s %s %lld ms %s %s: taken as that loss's consequence, not a user error", r->name, how,
@@ -435,8 +448,8 @@ static void s_on_failure(zt_coord_t *self, zt_crep_t *r, int status, const char 
         return;
     }
     r->state = ZT_REP_FAILED;
-    zt_coord_set_error(self, r, "%s %s after %d restarts%s", r->name, how, r->restarts,
-                       self->plan->disable_retries ? " (retries disabled)" : " and every job retry was used");
+    zt_coord_set_error(self, r, "%s %s after %d restarts%s%s", who, how, r->restarts,
+                       self->plan->disable_retries ? " (retries disabled)" : " and every job retry was used", after);
     zt_coord_stop_all(self, ZT_AFTER_FINISH, ZT_JOB_FAILED);
 }
 

@@ -304,7 +304,7 @@ class Examples(unittest.TestCase):
         self.assertEqual(len({h for _, h in digests}), 1, digests)  # bit for bit, joiners included
         self.assertGreaterEqual(float(re.search(r"test accuracy (\d\.\d+)", job.out).group(1)), 0.84)
 
-    def start_sagemaker(self, job="job", **hps):
+    def start_sagemaker(self, job="job", env=None, **hps):
         """examples/sagemaker-pytorch-ddp.json, its paths made absolute and its
         output in the test's folder; python3 is the venv's (with torch)."""
         with open(os.path.join(ROOT, "examples", "sagemaker-pytorch-ddp.json")) as f:
@@ -314,7 +314,7 @@ class Examples(unittest.TestCase):
         req["InputDataConfig"][1]["DataSource"]["S3DataSource"]["S3Uri"] = os.path.join(ROOT, "examples",
                                                                                        "sagemaker-shards")
         req["OutputDataConfig"]["S3OutputPath"] = os.path.join(self.d, "out")
-        env = dict(FAST, PATH=os.path.dirname(PY) + os.pathsep + os.environ["PATH"])
+        env = dict(FAST, PATH=os.path.dirname(PY) + os.pathsep + os.environ["PATH"], **(env or {}))
         return Job(self, write(self.d, job + ".json", json.dumps(req)), os.path.join(self.d, job), env=env, cwd=ROOT)
 
     def test_sagemaker_ddp_script(self):
@@ -384,6 +384,21 @@ class Examples(unittest.TestCase):
         self.assertRegex(job.err, r"workerpool0-0 exited with status 1 \d+ ms (after|before) workerpool1-0 \(algo-2\) was killed "
                                   r"by signal 9 .*: taken as that loss's consequence, not a user error")
         self.assertNotIn("a user error: the job fails", job.err)
+
+    def test_sagemaker_lost_host_without_retries_names_it(self):
+        # No restart and no retry left: the job FAILS, and its error names
+        # the host that was lost, whichever replica's end is judged last
+        job = self.start_sagemaker("noretry", env={"ZT_MAX_RESTARTS": "0", "ZT_MAX_JOB_RETRIES": "0"}, epochs="1")
+        jd = os.path.join(self.d, "noretry")
+        log2 = os.path.join(jd, "replica-logs", "workerpool1-0.log")
+        wait_for(lambda: os.path.exists(log2) and "host algo-2 shards: " in read(log2), timeout=240,
+                 what="algo-2 training")
+        os.kill([r for r in load_job(jd)["replicas"] if r["name"] == "workerpool1-0"][0]["pid"], signal.SIGKILL)
+        self.assertEqual(job.wait(timeout=120), 1, job.out[-3000:] + job.err[-3000:])
+        j = load_job(jd)
+        self.assertEqual(j["state"], "FAILED")
+        self.assertRegex(j["error"]["message"], r"workerpool1-0 \(algo-2\) was killed by signal 9", j["error"])
+        self.assertNotIn("user error", j["error"]["message"])
 
     def check_ps_job(self, job):
         """An async PS job ended well: the chief's accuracy, the evaluator's
