@@ -9,7 +9,11 @@ Prints each figure both ways and the ratio job / plain (1.00: free):
 bulk between hosts sealed (ZT_BULK_SEAL: the parameter servers, the
 reducers and the ring). Beside each, the CPU it cost: CPU-ns per byte
 moved (parameter servers: pushed and pulled; all-reduce: per byte of the
-tensor all-reduced, the workers and the reducers together).
+tensor all-reduced, the workers and the reducers together). Over TCP, the
+all-reduce through reducers is also set against the limit: bench/lean_ar, a
+minimal plain-TCP reduction server with the same workers, reducers and size
+(no library, no security); "/ lean" is ztrain's time and CPU as a multiple
+of its.
 
     python3 bench/auth_bench.py [build] [--quick]
 """
@@ -56,6 +60,16 @@ def ar_time(n, r, size, auth, env):
     sys.exit("ar_bench printed no result for %d %d %d" % (n, r, size))
 
 
+def lean_time(n, r, size):
+    """bench/lean_ar's seconds and CPU-seconds (workers and reducers) per all-reduce."""
+    cmd = [os.path.join(BUILD, "bench", "lean_ar"), "--workers", str(n), "--reducers", str(r), "--bytes", str(size),
+           "--iters", "10" if QUICK else "40"]
+    m = re.search(r"ms ([0-9.]+) workers_cpu_s_per_gb [0-9.]+ job_cpu_s_per_gb ([0-9.]+)", run(cmd, {}))
+    if not m:
+        sys.exit("lean_ar printed no result for %d %d %d" % (n, r, size))
+    return float(m.group(1)) / 1e3, float(m.group(2)) * size / 1e9
+
+
 def main():
     for label, env in TRANSPORTS:
         print("== parameter servers, %s ==" % label)
@@ -71,13 +85,19 @@ def main():
                   % (key + (a[0], b[0], b[0] / a[0] if a[0] else 0, a[1], b[1], b[1] / a[1] if a[1] else 0,
                             a[2], b[2], a[3], b[3])))
         print("\n== all-reduce, 4 workers, %s ==" % label)
-        print("reducers  bytes     | ms/op plain     job  | job / plain speed | CPU-ns/B plain    job")
+        tcp = "ZT_SHM" in env
+        print("reducers  bytes     | ms/op plain     job  | job / plain speed | CPU-ns/B plain    job" +
+              (" | lean ms CPU-ns/B | job / lean: time  CPU" if tcp else ""))
         sizes = [1 << 20, 16 << 20] if QUICK else [64 << 10, 1 << 20, 16 << 20, 64 << 20]
         for r in (2, 0):
             for size in sizes:
                 (a, ca), (b, cb) = ar_time(4, r, size, False, env), ar_time(4, r, size, True, env)
-                print("%-9s %-9d | %8.2f %8.2f  | %17.2f |          %5.2f  %5.2f"
-                      % (r if r else "ring", size, a * 1e3, b * 1e3, a / b, ca * 1e9 / size, cb * 1e9 / size))
+                line = "%-9s %-9d | %8.2f %8.2f  | %17.2f |          %5.2f  %5.2f" % (
+                    r if r else "ring", size, a * 1e3, b * 1e3, a / b, ca * 1e9 / size, cb * 1e9 / size)
+                if tcp and r:
+                    lt, lc = lean_time(4, r, size)
+                    line += " | %7.2f %8.2f |            %5.2f %5.2f" % (lt * 1e3, lc * 1e9 / size, b / lt, cb / lc)
+                print(line)
         print()
 
 

@@ -5,7 +5,10 @@ trained by 4 trainer processes under `ztrain run`, in the same run:
   - DDP over gloo (the peer),
   - DDP with ztrain.torch.reducer_hook through 2 and through 4 reducers,
   - the Horovod-style DistributedOptimizer through 2 reducers.
-  - the all-reduce alone: gloo's dist.all_reduce and ztrain.allreduce.
+  - the all-reduce alone: gloo's dist.all_reduce and ztrain.allreduce,
+    and beside them the limit: bench/lean_ar (a minimal plain-TCP reduction
+    server written for the benchmark, no library, no security, no
+    recovery) with the same trainers, reducers and size.
 Prints seconds per step (median), the communication per step (the step
 less the compute alone), each one's ratio against gloo, and how busy the
 machine's CPUs were over the timed steps; then the CPU-seconds per GB
@@ -29,7 +32,9 @@ submitted with `ztrain run --backend slurm`.
                                  [--ar-mib M] [--ar-reducers R] [--tcp]
 
 --only runs a subset (comma-separated modes: gloo, hook, hvd, ar-gloo,
-ar-ztrain; the compute alone runs unless every mode named is an ar- one).
+ar-ztrain, ar-lean; the compute alone runs unless every mode named is an
+ar- one; ar-lean runs with ar-ztrain, on one machine, unless --only omits
+it while naming others).
 --ar-mib sets the all-reduce alone's size (default: the model's gradients),
 --ar-reducers its reducers (default 4). --tcp sends ztrain's bulk bytes over
 TCP on one machine too (ZT_DATA_IPC=off ZT_SHM=off), as between hosts. The
@@ -102,6 +107,26 @@ def run(mode, reducers):
     return int(m.group(1)), float(m.group(2)), float(m.group(3)), trainers, float(m.group(4))
 
 
+def run_lean(reducers):
+    """bench/lean_ar's all-reduce: 4 workers, the reducers and size of
+    ar-ztrain, STEPS timed rounds; shaped as run()'s result."""
+    lean = os.path.realpath(os.path.join(BIN, "..", "bench", "lean_ar"))
+    numel = AR_NUMEL or by_model_numel()
+    r = subprocess.run([lean, "--workers", "4", "--reducers", str(reducers), "--bytes", str(numel * 4),
+                        "--iters", str(max(STEPS, 5))], capture_output=True, text=True, timeout=600)
+    m = re.search(r"ms ([0-9.]+) workers_cpu_s_per_gb ([0-9.]+) job_cpu_s_per_gb ([0-9.]+)", r.stdout)
+    if r.returncode != 0 or not m:
+        sys.exit("lean_ar failed (exit %d): %s" % (r.returncode, (r.stdout + r.stderr)[-2000:]))
+    gb = numel * 4 * STEPS / 1e9
+    return numel, float(m.group(1)) / 1e3, float("nan"), float(m.group(2)) * gb, float(m.group(3)) * gb
+
+
+def by_model_numel():
+    """The default model's parameters (the all-reduce alone's size when
+    --ar-mib is not given), as the trainers print them."""
+    return run("local", 0)[0]
+
+
 def venv():
     """A venv of Debian's python3 with ztrain installed, removed at exit."""
     sys.path.insert(0, os.path.join(HERE, "..", "tests", "integration"))
@@ -136,15 +161,20 @@ def main():
              ("DDP + ztrain hook, 2 reducers", "hook", 2), ("DDP + ztrain hook, 4 reducers", "hook", 4),
              ("Horovod-style optimizer, 2 reducers", "hvd", 2),
              ("all-reduce alone: gloo", "ar-gloo", 0),
-             ("all-reduce alone: ztrain, %d reducers" % AR_REDUCERS, "ar-ztrain", AR_REDUCERS)]
+             ("all-reduce alone: ztrain, %d reducers" % AR_REDUCERS, "ar-ztrain", AR_REDUCERS),
+             ("all-reduce alone: lean_ar, %d reducers" % AR_REDUCERS, "ar-lean", AR_REDUCERS)]
     only = opt("--only", None)
+    if CLUSTER:  # the lean reference runs on one machine only
+        cases = [c for c in cases if c[1] != "ar-lean"]
     if only:
         named = only.split(",")
+        if "ar-ztrain" in named and "ar-lean" not in named:
+            named.append("ar-lean")
         keep_local = any(not m.startswith("ar-") for m in named)
         cases = [c for c in cases if c[1] in named or (c[1] == "local" and keep_local)]
     res = {}
     for label, mode, reducers in cases:
-        res[label] = run(mode, reducers)
+        res[label] = run_lean(reducers) if mode == "ar-lean" else run(mode, reducers)
     by_mode = {m: res[l] for l, m, _ in cases}
     params = by_mode["local"][0] if "local" in by_mode else 0
     compute = by_mode["local"][1] if "local" in by_mode else 0.0
@@ -153,16 +183,20 @@ def main():
         STEPS, where, ", ztrain's bulk over TCP" if "--tcp" in sys.argv else "", security))
     if params:
         print("the model: an MLP of %d parameters (%.0f MB of float32 gradients)" % (params, params * 4 / 1e6))
-    print("%-38s %10s %12s %10s %10s %9s" % ("", "s/step", "comm s/step", "step/gloo", "comm/gloo", "CPU busy"))
+    lean = by_mode.get("ar-lean", (0, None))[1]
+    print("%-38s %10s %12s %10s %10s %9s %10s" % ("", "s/step", "comm s/step", "step/gloo", "comm/gloo", "CPU busy",
+                                                  "/ lean"))
     for label, mode, _ in cases:
-        s, busy = res[label][1], "%8.0f%%" % (100 * res[label][2])
+        s, busy = res[label][1], "%8.0f%%" % (100 * res[label][2]) if res[label][2] == res[label][2] else "-"
         raw = mode.startswith("ar-")  # no model: the step is all communication
         peer = by_mode.get("ar-gloo" if raw else "gloo", (0, None))[1]
         comm, peer_comm = (s, peer) if raw else (max(s - compute, 0.0), max((peer or 0) - compute, 1e-9))
+        to_lean = "%10.2f" % (s / lean) if raw and lean and mode != "ar-lean" else ""
         if mode == "local" or not peer:
-            print("%-38s %10.3f %12.3f %10s %10s %s" % (label, s, comm, "", "", busy))
+            print("%-38s %10.3f %12.3f %10s %10s %9s %s" % (label, s, comm, "", "", busy, to_lean))
         else:
-            print("%-38s %10.3f %12.3f %10.2f %10.2f %s" % (label, s, comm, s / peer, comm / peer_comm, busy))
+            print("%-38s %10.3f %12.3f %10.2f %10.2f %9s %s" % (label, s, comm, s / peer, comm / peer_comm, busy,
+                                                              to_lean))
     print("CPU busy: the machine's %d cores over the timed steps (every host of a namespace cluster "
           "shares them)" % os.cpu_count())
     if "gloo" in by_mode and "local" in by_mode:
@@ -177,8 +211,14 @@ def cpu_table(cases, res, by_mode):
     less the compute alone's (scaled to the same steps), against gloo's."""
     local = by_mode.get("local")
     print("\nCPU-seconds per GB all-reduced (less the compute alone's; the job: every process on the machine)")
-    print("%-38s %10s %10s %12s %10s" % ("", "trainers", "/ gloo's", "whole job", "/ gloo's"))
+    print("%-38s %10s %10s %12s %10s %10s %10s" % ("", "trainers", "/ gloo's", "whole job", "/ gloo's",
+                                                  "trainers", "whole job"))
+    print("%-38s %10s %10s %12s %10s %10s %10s" % ("", "", "", "", "", "/ lean's", "/ lean's"))
     per_gb = {}
+    lean = None
+    if "ar-lean" in by_mode:
+        n, _, _, trainers, job = by_mode["ar-lean"]
+        lean = (trainers / (n * 4 * STEPS / 1e9), job / (n * 4 * STEPS / 1e9))
     for label, mode, _ in cases:
         if mode == "local":
             continue
@@ -188,11 +228,13 @@ def cpu_table(cases, res, by_mode):
         gb = n * 4 * STEPS / 1e9
         per_gb[mode] = (trainers / gb, job / gb)
         peer = per_gb.get("ar-gloo" if mode.startswith("ar-") else "gloo")
+        to_lean = ("%10.2f %10.2f" % (trainers / gb / max(lean[0], 1e-9), job / gb / max(lean[1], 1e-9))
+                   if lean and mode.startswith("ar-") and mode != "ar-lean" else "")
         if peer and mode not in ("gloo", "ar-gloo"):
-            print("%-38s %10.3f %10.2f %12.3f %10.2f" % (label, trainers / gb, trainers / gb / max(peer[0], 1e-9),
-                                                         job / gb, job / gb / max(peer[1], 1e-9)))
+            print("%-38s %10.3f %10.2f %12.3f %10.2f %s" % (label, trainers / gb, trainers / gb / max(peer[0], 1e-9),
+                                                            job / gb, job / gb / max(peer[1], 1e-9), to_lean))
         else:
-            print("%-38s %10.3f %10s %12.3f %10s" % (label, trainers / gb, "", job / gb, ""))
+            print("%-38s %10.3f %10s %12.3f %10s %s" % (label, trainers / gb, "", job / gb, "", to_lean))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,310 @@
+/* lean_ar: the limit a Reduction Server's transport can reach on this
+ * machine, as a reference beside ztrain's and gloo's figures. A minimal
+ * plain-TCP reduction server and its workers, written for the benchmark
+ * only: W worker processes and R reducer processes over loopback TCP; each
+ * worker-reducer pair has one connection and a thread at each end; a worker
+ * sends reducer r its r-th chunk of the tensor and receives the chunk's sum
+ * straight back into the tensor; the reducer receives each worker's chunk
+ * straight into an input slot, sums the slots in rank order with all its
+ * threads (each a share of the chunk) and sends the sum to every worker.
+ * No library, no framing beyond the bytes, no authentication, no
+ * encryption, no recovery: what is left is the kernel's copies and the sum.
+ *
+ * Prints one line: the median time per all-reduce and the CPU-seconds per
+ * GB all-reduced of the workers and of the whole job (workers and
+ * reducers), over the timed iterations:
+ *   lean workers 4 reducers 4 bytes 16777216 ms 5.612 workers_cpu_s_per_gb 1.61 job_cpu_s_per_gb 4.02
+ *
+ *   lean_ar [--workers W] [--reducers R] [--bytes B] [--iters N] [--warmup K] */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_PEERS 64
+
+static int W = 4, R = 4, ITERS = 40, WARMUP = 5;
+static int64_t BYTES = 16 << 20;
+
+static void die(const char *what)
+{
+    fprintf(stderr, "lean_ar: %s: %s\n", what, strerror(errno));
+    exit(1);
+}
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double) t.tv_sec + (double) t.tv_nsec / 1e9;
+}
+
+static double cpu_s(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double) (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+           (double) (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
+static void send_all(int fd, const void *p, size_t n)
+{
+    while (n) {
+        ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            die("send");
+        p = (const char *) p + k;
+        n -= (size_t) k;
+    }
+}
+
+static void recv_all(int fd, void *p, size_t n)
+{
+    while (n) {
+        ssize_t k = recv(fd, p, n, MSG_WAITALL);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            die("recv");
+        p = (char *) p + k;
+        n -= (size_t) k;
+    }
+}
+
+/* Reducer r's chunk of n elements: [lo, hi). */
+static void chunk(int64_t n, int r, int64_t *lo, int64_t *hi)
+{
+    *lo = n * r / R;
+    *hi = n * (r + 1) / R;
+}
+
+/* ---------------------------------------------------------- reducer */
+
+typedef struct {
+    int w, fd;
+    float **slot, *sum;
+    int64_t count;
+    pthread_barrier_t *got, *summed;
+} red_thread_t;
+
+static void *red_thread(void *arg)
+{
+    red_thread_t *t = arg;
+    int64_t a = t->count * t->w / W, e = t->count * (t->w + 1) / W; /* this thread's share of the sum */
+    for (int it = 0; it < WARMUP + ITERS; it++) {
+        recv_all(t->fd, t->slot[t->w], (size_t) t->count * sizeof(float));
+        pthread_barrier_wait(t->got);
+        memcpy(t->sum + a, t->slot[0] + a, (size_t) (e - a) * sizeof(float));
+        for (int w = 1; w < W; w++) {
+            const float *s = t->slot[w];
+            for (int64_t i = a; i < e; i++)
+                t->sum[i] += s[i];
+        }
+        pthread_barrier_wait(t->summed);
+        send_all(t->fd, t->sum, (size_t) t->count * sizeof(float));
+    }
+    return NULL;
+}
+
+static void reducer(int r, int lfd, int report)
+{
+    int64_t lo, hi;
+    chunk(BYTES / 4, r, &lo, &hi);
+    int64_t count = hi - lo;
+    float *slot[MAX_PEERS], *sum = malloc((size_t) count * sizeof(float) + 1);
+    int fd[MAX_PEERS];
+    for (int w = 0; w < W; w++) {
+        slot[w] = malloc((size_t) count * sizeof(float) + 1);
+        memset(slot[w], 0, (size_t) count * sizeof(float));
+    }
+    for (int i = 0; i < W; i++) { /* each worker says its rank first */
+        int c = accept(lfd, NULL, NULL), one = 1, rank;
+        if (c < 0)
+            die("accept");
+        setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        recv_all(c, &rank, sizeof rank);
+        fd[rank] = c;
+    }
+    pthread_barrier_t got, summed;
+    pthread_barrier_init(&got, NULL, (unsigned) W);
+    pthread_barrier_init(&summed, NULL, (unsigned) W);
+    red_thread_t t[MAX_PEERS];
+    pthread_t th[MAX_PEERS];
+    for (int w = 0; w < W; w++) {
+        t[w] = (red_thread_t) { w, fd[w], slot, sum, count, &got, &summed };
+        pthread_create(&th[w], NULL, red_thread, &t[w]);
+    }
+    /* the CPU of the timed iterations: from the workers' word that the
+     * warm-up is over (a byte from worker 0) would cost a round trip; the
+     * warm-up's share is taken out by proportion instead */
+    double c0 = cpu_s();
+    for (int w = 0; w < W; w++)
+        pthread_join(th[w], NULL);
+    double spent = (cpu_s() - c0) * ITERS / (WARMUP + ITERS);
+    if (write(report, &spent, sizeof spent) != sizeof spent)
+        die("report");
+    exit(0);
+}
+
+/* ----------------------------------------------------------- worker */
+
+typedef struct {
+    int r, fd;
+    float *x;
+    pthread_barrier_t *start, *done;
+} wk_thread_t;
+
+static void *wk_thread(void *arg)
+{
+    wk_thread_t *t = arg;
+    int64_t lo, hi;
+    chunk(BYTES / 4, t->r, &lo, &hi);
+    for (int it = 0; it < WARMUP + ITERS; it++) {
+        pthread_barrier_wait(t->start);
+        send_all(t->fd, t->x + lo, (size_t) (hi - lo) * sizeof(float));
+        recv_all(t->fd, t->x + lo, (size_t) (hi - lo) * sizeof(float));
+        pthread_barrier_wait(t->done);
+    }
+    return NULL;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *) a, y = *(const double *) b;
+    return x < y ? -1 : x > y;
+}
+
+static void worker(int rank, const int *ports, int report)
+{
+    int64_t n = BYTES / 4;
+    float *x = malloc((size_t) n * sizeof(float) + 1);
+    wk_thread_t t[MAX_PEERS];
+    pthread_t th[MAX_PEERS];
+    pthread_barrier_t start, done;
+    pthread_barrier_init(&start, NULL, (unsigned) R + 1);
+    pthread_barrier_init(&done, NULL, (unsigned) R + 1);
+    for (int r = 0; r < R; r++) {
+        int fd = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+        struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t) ports[r]) };
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        if (fd < 0 || connect(fd, (struct sockaddr *) &a, sizeof a) != 0)
+            die("connect");
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        send_all(fd, &rank, sizeof rank);
+        t[r] = (wk_thread_t) { r, fd, x, &start, &done };
+        pthread_create(&th[r], NULL, wk_thread, &t[r]);
+    }
+    double *ms = calloc((size_t) ITERS, sizeof *ms), c0 = 0;
+    for (int64_t i = 0; i < n; i++) /* the first round's sum is checked; later rounds sum its result */
+        x[i] = (float) (rank + 1);
+    for (int it = 0; it < WARMUP + ITERS; it++) {
+        if (it == WARMUP)
+            c0 = cpu_s();
+        double s = now_s();
+        pthread_barrier_wait(&start);
+        pthread_barrier_wait(&done);
+        if (it >= WARMUP)
+            ms[it - WARMUP] = (now_s() - s) * 1e3;
+        float want = (float) W * (float) (W + 1) / 2;
+        if (it == 0 && (x[0] != want || x[n - 1] != want)) {
+            fprintf(stderr, "lean_ar: worker %d: sum %g, not %g\n", rank, x[0], want);
+            exit(1);
+        }
+    }
+    double spent = cpu_s() - c0;
+    for (int r = 0; r < R; r++)
+        pthread_join(th[r], NULL);
+    qsort(ms, (size_t) ITERS, sizeof *ms, cmp_double);
+    double out[2] = { spent, ms[ITERS / 2] };
+    if (write(report, out, sizeof out) != sizeof out)
+        die("report");
+    exit(0);
+}
+
+/* ------------------------------------------------------------- main */
+
+int main(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *v = i + 1 < argc ? argv[i + 1] : "";
+        if (!strcmp(argv[i], "--workers") && ++i)
+            W = atoi(v);
+        else if (!strcmp(argv[i], "--reducers") && ++i)
+            R = atoi(v);
+        else if (!strcmp(argv[i], "--bytes") && ++i)
+            BYTES = atoll(v);
+        else if (!strcmp(argv[i], "--iters") && ++i)
+            ITERS = atoi(v);
+        else if (!strcmp(argv[i], "--warmup") && ++i)
+            WARMUP = atoi(v);
+        else {
+            fprintf(stderr, "usage: lean_ar [--workers W] [--reducers R] [--bytes B] [--iters N] [--warmup K]\n"
+                            "the all-reduce through a minimal plain-TCP reduction server: the reference limit\n");
+            return strcmp(argv[i], "--help") ? 2 : 0;
+        }
+    }
+    if (W < 1 || W > MAX_PEERS || R < 1 || R > MAX_PEERS || BYTES < 4 * R || ITERS < 1 || WARMUP < 0) {
+        fprintf(stderr, "lean_ar: 1-%d workers and reducers, at least 4 bytes a reducer, 1 iteration or more\n",
+                MAX_PEERS);
+        return 2;
+    }
+    BYTES &= ~(int64_t) 3;
+    int ports[MAX_PEERS], lfd[MAX_PEERS], pipes[2];
+    if (pipe(pipes) != 0)
+        die("pipe");
+    for (int r = 0; r < R; r++) {
+        struct sockaddr_in a = { .sin_family = AF_INET };
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        socklen_t len = sizeof a;
+        lfd[r] = socket(AF_INET, SOCK_STREAM, 0);
+        if (lfd[r] < 0 || bind(lfd[r], (struct sockaddr *) &a, sizeof a) != 0 || listen(lfd[r], MAX_PEERS) != 0 ||
+            getsockname(lfd[r], (struct sockaddr *) &a, &len) != 0)
+            die("listen");
+        ports[r] = ntohs(a.sin_port);
+    }
+    int red_pipe[2], wk_pipe[2];
+    if (pipe(red_pipe) != 0 || pipe(wk_pipe) != 0)
+        die("pipe");
+    for (int r = 0; r < R; r++)
+        if (fork() == 0)
+            reducer(r, lfd[r], red_pipe[1]);
+    for (int w = 0; w < W; w++)
+        if (fork() == 0)
+            worker(w, ports, wk_pipe[1]);
+    double red_cpu = 0, wk_cpu = 0, ms = 0;
+    for (int r = 0; r < R; r++) {
+        double c;
+        if (read(red_pipe[0], &c, sizeof c) != sizeof c)
+            die("a reducer's report");
+        red_cpu += c;
+    }
+    for (int w = 0; w < W; w++) {
+        double c[2];
+        if (read(wk_pipe[0], c, sizeof c) != sizeof c)
+            die("a worker's report");
+        wk_cpu += c[0];
+        ms = c[1] > ms ? c[1] : ms; /* the slowest worker's median */
+    }
+    int status, bad = 0;
+    while (wait(&status) > 0)
+        bad |= !WIFEXITED(status) || WEXITSTATUS(status) != 0;
+    double gb = (double) BYTES * ITERS / 1e9;
+    printf("lean workers %d reducers %d bytes %lld ms %.3f workers_cpu_s_per_gb %.2f job_cpu_s_per_gb %.2f\n", W, R,
+           (long long) BYTES, ms, wk_cpu / gb, (wk_cpu + red_cpu) / gb);
+    return bad;
+}
