@@ -13,7 +13,11 @@ tensor all-reduced, the workers and the reducers together). Over TCP, the
 all-reduce through reducers is also set against the limit: bench/lean_ar, a
 minimal plain-TCP reduction server with the same workers, reducers and size
 (no library, no security); "/ lean" is ztrain's time and CPU as a multiple
-of its.
+of its. And over TCP, what sealing adds (sealed minus plain CPU per byte)
+against what its AES-GCM passes cost at seal_bench's rate for 128 KiB
+frames ("seal / GCM": 1.00 is the cipher alone; passes per byte: 2 for a
+parameter server's push or pull, 3W+1 through reducers, 4(W-1) on the
+ring, W workers).
 
     python3 bench/auth_bench.py [build] [--quick]
 """
@@ -70,12 +74,25 @@ def lean_time(n, r, size):
     return float(m.group(1)) / 1e3, float(m.group(2)) * size / 1e9
 
 
+def gcm_pass_ns():
+    """CPU-ns per byte of one AES-GCM pass (seal or open) at 128 KiB frames,
+    as seal_bench measures it (its seal-then-open figure, halved)."""
+    out = run([os.path.join(BUILD, "bench", "seal_bench"), "1"], {})
+    m = re.search(r"^131072\s+[\d.]+ GB/s ([\d.]+) ns/B", out, re.M)
+    if not m:
+        sys.exit("seal_bench printed no 128 KiB figure:\n" + out[-1000:])
+    return float(m.group(1)) / 2
+
+
 def main():
+    per_pass = gcm_pass_ns()
+    print("one AES-GCM pass: %.3f CPU-ns per byte (seal_bench, 128 KiB frames)\n" % per_pass)
     for label, env in TRANSPORTS:
         print("== parameter servers, %s ==" % label)
         plain, curve = ps_rows(False, env), ps_rows(True, env)
+        tcp = "ZT_SHM" in env
         print("value   W  S | push GB/s plain    job  ratio | pull GB/s plain    job  ratio | push+ack us plain    job"
-              " | CPU-ns/B plain    job")
+              " | CPU-ns/B plain    job" + (" | seal / GCM" if tcp else ""))
         for key in plain:
             if key not in curve:
                 continue
@@ -83,17 +100,20 @@ def main():
             print("%-8s %2s %2s |       %6.2f %6.2f  %5.2f |       %6.2f %6.2f  %5.2f |        %6.0f %6.0f"
                   " |          %5.2f  %5.2f"
                   % (key + (a[0], b[0], b[0] / a[0] if a[0] else 0, a[1], b[1], b[1] / a[1] if a[1] else 0,
-                            a[2], b[2], a[3], b[3])))
+                            a[2], b[2], a[3], b[3])) + (" |       %4.2f" % ((b[3] - a[3]) / (2 * per_pass))
+                                                        if tcp else ""))
         print("\n== all-reduce, 4 workers, %s ==" % label)
-        tcp = "ZT_SHM" in env
         print("reducers  bytes     | ms/op plain     job  | job / plain speed | CPU-ns/B plain    job" +
-              (" | lean ms CPU-ns/B | job / lean: time  CPU" if tcp else ""))
+              (" | seal / GCM | lean ms CPU-ns/B | job / lean: time  CPU" if tcp else ""))
         sizes = [1 << 20, 16 << 20] if QUICK else [64 << 10, 1 << 20, 16 << 20, 64 << 20]
         for r in (2, 0):
             for size in sizes:
                 (a, ca), (b, cb) = ar_time(4, r, size, False, env), ar_time(4, r, size, True, env)
                 line = "%-9s %-9d | %8.2f %8.2f  | %17.2f |          %5.2f  %5.2f" % (
                     r if r else "ring", size, a * 1e3, b * 1e3, a / b, ca * 1e9 / size, cb * 1e9 / size)
+                if tcp:
+                    passes = 3 * 4 + 1 if r else 4 * (4 - 1)
+                    line += " |       %4.2f" % ((cb - ca) * 1e9 / size / (passes * per_pass))
                 if tcp and r:
                     lt, lc = lean_time(4, r, size)
                     line += " | %7.2f %8.2f |            %5.2f %5.2f" % (lt * 1e3, lc * 1e9 / size, b / lt, cb / lc)
