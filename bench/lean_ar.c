@@ -19,6 +19,8 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
+#define BENCH_PROG "lean_ar"
+#include "bench_sock.h"
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -38,53 +40,6 @@
 
 static int W = 4, R = 4, ITERS = 40, WARMUP = 5;
 static int64_t BYTES = 16 << 20;
-
-static void die(const char *what)
-{
-    fprintf(stderr, "lean_ar: %s: %s\n", what, strerror(errno));
-    exit(1);
-}
-
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double) t.tv_sec + (double) t.tv_nsec / 1e9;
-}
-
-static double cpu_s(void)
-{
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (double) (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
-           (double) (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
-}
-
-static void send_all(int fd, const void *p, size_t n)
-{
-    while (n) {
-        ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0)
-            die("send");
-        p = (const char *) p + k;
-        n -= (size_t) k;
-    }
-}
-
-static void recv_all(int fd, void *p, size_t n)
-{
-    while (n) {
-        ssize_t k = recv(fd, p, n, MSG_WAITALL);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0)
-            die("recv");
-        p = (char *) p + k;
-        n -= (size_t) k;
-    }
-}
 
 /* Reducer r's chunk of n elements: [lo, hi). */
 static void chunk(int64_t n, int r, int64_t *lo, int64_t *hi)
@@ -152,10 +107,10 @@ static void reducer(int r, int lfd, int report)
     /* the CPU of the timed iterations: from the workers' word that the
      * warm-up is over (a byte from worker 0) would cost a round trip; the
      * warm-up's share is taken out by proportion instead */
-    double c0 = cpu_s();
+    double c0 = bench_self_cpu();
     for (int w = 0; w < W; w++)
         pthread_join(th[w], NULL);
-    double spent = (cpu_s() - c0) * ITERS / (WARMUP + ITERS);
+    double spent = (bench_self_cpu() - c0) * ITERS / (WARMUP + ITERS);
     if (write(report, &spent, sizeof spent) != sizeof spent)
         die("report");
     exit(0);
@@ -214,19 +169,19 @@ static void worker(int rank, const int *ports, int report)
         x[i] = (float) (rank + 1);
     for (int it = 0; it < WARMUP + ITERS; it++) {
         if (it == WARMUP)
-            c0 = cpu_s();
-        double s = now_s();
+            c0 = bench_self_cpu();
+        double s = bench_wall();
         pthread_barrier_wait(&start);
         pthread_barrier_wait(&done);
         if (it >= WARMUP)
-            ms[it - WARMUP] = (now_s() - s) * 1e3;
+            ms[it - WARMUP] = (bench_wall() - s) * 1e3;
         float want = (float) W * (float) (W + 1) / 2;
         if (it == 0 && (x[0] != want || x[n - 1] != want)) {
             fprintf(stderr, "lean_ar: worker %d: sum %g, not %g\n", rank, x[0], want);
             exit(1);
         }
     }
-    double spent = cpu_s() - c0;
+    double spent = bench_self_cpu() - c0;
     for (int r = 0; r < R; r++)
         pthread_join(th[r], NULL);
     qsort(ms, (size_t) ITERS, sizeof *ms, cmp_double);

@@ -16,6 +16,8 @@
  *
  *   transport_bench [--total BYTES] [--unit BYTES] [--only NAME] */
 #include "wire/zt_seal.h"
+#define BENCH_PROG "transport_bench"
+#include "bench_sock.h"
 #include <arpa/inet.h>
 #include <malloc.h>
 #include <errno.h>
@@ -37,53 +39,6 @@ static uint8_t KEY[ZT_SEAL_KEY_BYTES];
 
 typedef struct { uint64_t number; uint8_t tag[ZT_SEAL_TAG_BYTES]; } s_head_t;
 
-static void die(const char *what)
-{
-    fprintf(stderr, "transport_bench: %s: %s\n", what, strerror(errno));
-    exit(1);
-}
-
-static double s_wall(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double) t.tv_sec + (double) t.tv_nsec / 1e9;
-}
-
-static double s_cpu(void)
-{
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (double) (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
-           (double) (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
-}
-
-static void s_send_all(int fd, const void *p, size_t n)
-{
-    while (n) {
-        ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0)
-            die("send");
-        p = (const char *) p + k;
-        n -= (size_t) k;
-    }
-}
-
-static void s_recv_all(int fd, void *p, size_t n)
-{
-    while (n) {
-        ssize_t k = recv(fd, p, n, MSG_WAITALL);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0)
-            die("recv");
-        p = (char *) p + k;
-        n -= (size_t) k;
-    }
-}
-
 static const uint8_t AAD[32] = "bucket 3 gen 9 offset 0";
 
 /* ------------------------------------------------------------------ tcp */
@@ -96,14 +51,14 @@ static void s_tcp_send(int fd, bool sealed)
     for (int64_t at = 0; at < TOTAL; at += UNIT) {
         const char *from = src + at % SPAN;
         if (!sealed) {
-            s_send_all(fd, from, (size_t) UNIT);
+            send_all(fd, from, (size_t) UNIT);
             continue;
         }
         s_head_t h;
         if (zt_seal_close(tx, AAD, sizeof AAD, from, wire, (size_t) UNIT, &h.number, h.tag) != 0)
             die("seal");
-        s_send_all(fd, &h, sizeof h);
-        s_send_all(fd, wire, (size_t) UNIT);
+        send_all(fd, &h, sizeof h);
+        send_all(fd, wire, (size_t) UNIT);
     }
     zt_seal_destroy(&tx);
 }
@@ -115,12 +70,12 @@ static void s_tcp_recv(int fd, bool sealed)
     for (int64_t at = 0; at < TOTAL; at += UNIT) {
         char *to = dst + at % SPAN;
         if (!sealed) {
-            s_recv_all(fd, to, (size_t) UNIT);
+            recv_all(fd, to, (size_t) UNIT);
             continue;
         }
         s_head_t h;
-        s_recv_all(fd, &h, sizeof h);
-        s_recv_all(fd, wire, (size_t) UNIT);
+        recv_all(fd, &h, sizeof h);
+        recv_all(fd, wire, (size_t) UNIT);
         if (zt_seal_open(rx, h.number, AAD, sizeof AAD, wire, to, (size_t) UNIT, h.tag) != 0)
             die("open");
     }
@@ -229,10 +184,10 @@ static void s_run(const char *name)
             die("listen");
         port = ntohs(a.sin_port);
     }
-    double w0 = s_wall(), c0 = s_cpu();
+    double w0 = bench_wall(), c0 = bench_self_cpu();
     pid_t pid = fork();
     if (pid == 0) {
-        double c = s_cpu();
+        double c = bench_self_cpu();
         if (zmq)
             s_zmq_send(ep, sealed);
         else {
@@ -245,7 +200,7 @@ static void s_run(const char *name)
             s_tcp_send(fd, sealed);
             close(fd);
         }
-        c = s_cpu() - c;
+        c = bench_self_cpu() - c;
         if (write(pipes[1], &c, sizeof c) != sizeof c)
             die("write");
         _exit(0);
@@ -260,7 +215,7 @@ static void s_run(const char *name)
         close(fd);
         close(lfd);
     }
-    double w = s_wall() - w0, c = s_cpu() - c0, sc;
+    double w = bench_wall() - w0, c = bench_self_cpu() - c0, sc;
     if (read(pipes[0], &sc, sizeof sc) != sizeof sc)
         die("the sender's report");
     int status;
