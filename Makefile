@@ -35,6 +35,7 @@ bench: build
 	python3 bench/train_bench.py $(BUILD)/bin
 	python3 bench/tune_bench.py $(BUILD)/bin
 	python3 bench/auth_bench.py $(BUILD) --quick
+	$(BUILD)/bench/transport_bench
 	python3 bench/storm_bench.py $(BUILD)
 	python3 bench/torch_bench.py $(BUILD)/bin
 
