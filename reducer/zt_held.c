@@ -12,19 +12,22 @@
 struct zt_held_piece_t {
     int64_t a, b;              /* elements [a, b) of the bucket */
     size_t skip;               /* element a's byte in msg's data */
-    const char *shm;           /* element a in a peer's pinned mapping, or NULL: in msg */
-    zmq_msg_t msg;             /* a reference to the frame (the node never moves) */
+    const char *shm;           /* element a in a peer's pinned mapping, or NULL */
+    char *own;                 /* a copy of its own, or NULL */
+    zmq_msg_t msg;             /* else a reference to the frame (the node never moves) */
 };
 
 static const char *s_src(zt_held_piece_t *x)
 {
-    return x->shm ? x->shm : (const char *) zmq_msg_data(&x->msg) + x->skip;
+    return x->own ? x->own : x->shm ? x->shm : (const char *) zmq_msg_data(&x->msg) + x->skip;
 }
 
 static void s_let_go(zt_held_piece_t *x)
 {
     if (x->shm)
         zt_shm_peer_pin(x->shm, -1);
+    else if (x->own)
+        free(x->own);
     else
         zmq_msg_close(&x->msg);
     free(x);
@@ -44,7 +47,7 @@ static int s_first_after(const zt_held_t *h, int64_t a)
     return lo;
 }
 
-int zt_held_add(zt_held_t *h, int64_t a, int64_t b, const char *src, zmq_msg_t *payload)
+int zt_held_add(zt_held_t *h, int64_t a, int64_t b, const char *src, size_t bytes, zmq_msg_t *payload)
 {
     if (h->n == h->cap) {
         int cap = h->cap ? 2 * h->cap : 16;
@@ -59,7 +62,16 @@ int zt_held_add(zt_held_t *h, int64_t a, int64_t b, const char *src, zmq_msg_t *
         return ZT_ENOMEM;
     x->a = a;
     x->b = b;
-    if (payload) {
+    if (payload && 2 * bytes < zmq_msg_size(payload)) {
+        /* less than half of its frame is new (a resend overlapping what
+         * came): copied, so that what is held never outgrows the chunk */
+        if (!(x->own = malloc(bytes ? bytes : 1))) {
+            free(x);
+            return ZT_ENOMEM;
+        }
+        memcpy(x->own, src, bytes);
+    }
+    else if (payload) {
         zmq_msg_init(&x->msg);
         zmq_msg_copy(&x->msg, payload); /* a reference, not the bytes (but for tiny frames) */
         x->skip = (size_t) (src - (const char *) zmq_msg_data(payload));
@@ -180,7 +192,8 @@ void zt_held_selftest(void)
         memcpy(zmq_msg_data(&frames[r]), v[r], sizeof v[r]);
         for (int c = 2; c >= 0; c--) { /* backwards: insertion keeps them sorted */
             const char *at = (const char *) zmq_msg_data(&frames[r]) + cuts[r][c] * 4;
-            assert(zt_held_add(&h[r], cuts[r][c], cuts[r][c + 1], at, &frames[r]) == ZT_OK);
+            assert(zt_held_add(&h[r], cuts[r][c], cuts[r][c + 1], at, (size_t) (cuts[r][c + 1] - cuts[r][c]) * 4,
+                               &frames[r]) == ZT_OK);
         }
         zmq_msg_close(&frames[r]); /* the held references keep the bytes */
         assert(h[r].n == 3 && zt_held_count(&h[r]) == N && h[r].p[0]->a == 0);
@@ -204,7 +217,7 @@ void zt_held_selftest(void)
             hv[r][i] = zt_f32_to_bf16((float) (i + 1) * (r ? 0.5f : 1.0f));
         zmq_msg_init_size(&hf[r], sizeof hv[r]);
         memcpy(zmq_msg_data(&hf[r]), hv[r], sizeof hv[r]);
-        assert(zt_held_add(&hh[r], 0, 8, zmq_msg_data(&hf[r]), &hf[r]) == ZT_OK);
+        assert(zt_held_add(&hh[r], 0, 8, zmq_msg_data(&hf[r]), sizeof hv[r], &hf[r]) == ZT_OK);
         zmq_msg_close(&hf[r]);
     }
     zt_held_sum(hh, 2, 0, 8, ZT_BF16, hout);

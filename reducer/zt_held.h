@@ -16,11 +16,12 @@ typedef struct {
     int n, cap;
 } zt_held_t;
 
-/* Holds elements [a, b) of a piece; src is element a, in payload's data
- * (of which a reference is taken), or, payload NULL, in a peer's shared
- * memory (whose mapping is pinned until the piece is let go). [a, b) must
- * not overlap what h holds. ZT_OK or ZT_ENOMEM. */
-int zt_held_add(zt_held_t *h, int64_t a, int64_t b, const char *src, zmq_msg_t *payload);
+/* Holds elements [a, b) of a piece (bytes of them); src is element a, in
+ * payload's data (of which a reference is taken, or, when [a, b) is less
+ * than half of it, a copy), or, payload NULL, in a peer's shared memory
+ * (whose mapping is pinned until the piece is let go). [a, b) must not
+ * overlap what h holds. ZT_OK or ZT_ENOMEM. */
+int zt_held_add(zt_held_t *h, int64_t a, int64_t b, const char *src, size_t bytes, zmq_msg_t *payload);
 /* Elements [a, e) of the sum of held[0..n) in that order into out (element
  * a, of dtype): held[0]'s copied, the others added in float32. Every one
  * must hold all of [a, e). */

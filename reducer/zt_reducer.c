@@ -523,7 +523,7 @@ static bool s_hold(s_bucket_t *k, int rank, const zt_msg_AR_PIECE_t *p, const ch
             return false;
     for (int i = 0; i < nf; i++) {
         if (zt_held_add(&k->held[rank], fresh[i].a, fresh[i].b, src + (fresh[i].a - p->offset) * (int64_t) es,
-                        frame) != ZT_OK)
+                        (size_t) (fresh[i].b - fresh[i].a) * es, frame) != ZT_OK)
             return true; /* out of memory: not recorded, so it is asked for again */
         zt_ranges_add(&k->from[rank], fresh[i].a, fresh[i].b, unused);
     }
