@@ -3,7 +3,11 @@
  * BENCH_PROG (the program's name, for messages) before including it. */
 #ifndef BENCH_SOCK_H
 #define BENCH_SOCK_H
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,6 +72,34 @@ static inline int bench_recv_all(int fd, void *p, size_t n)
 }
 
 /* The program's own: a failure ends it, named. */
+static inline void die(const char *what);
+
+/* A socket listening on an ephemeral loopback port (in *port). */
+static inline int listen_loopback(int backlog, int *port)
+{
+    struct sockaddr_in a = { .sin_family = AF_INET };
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0 || bind(fd, (struct sockaddr *) &a, sizeof a) != 0 || listen(fd, backlog) != 0 ||
+        getsockname(fd, (struct sockaddr *) &a, &len) != 0)
+        die("listen");
+    *port = ntohs(a.sin_port);
+    return fd;
+}
+
+/* A connection to a loopback port, without Nagle's delay. */
+static inline int connect_loopback(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t) port) };
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd < 0 || connect(fd, (struct sockaddr *) &a, sizeof a) != 0)
+        die("connect");
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    return fd;
+}
+
 static inline void die(const char *what)
 {
     bench_die(BENCH_PROG, what);

@@ -154,12 +154,7 @@ static void worker(int rank, const int *ports, int report)
     pthread_barrier_init(&start, NULL, (unsigned) R + 1);
     pthread_barrier_init(&done, NULL, (unsigned) R + 1);
     for (int r = 0; r < R; r++) {
-        int fd = socket(AF_INET, SOCK_STREAM, 0), one = 1;
-        struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t) ports[r]) };
-        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        if (fd < 0 || connect(fd, (struct sockaddr *) &a, sizeof a) != 0)
-            die("connect");
-        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        int fd = connect_loopback(ports[r]);
         send_all(fd, &rank, sizeof rank);
         t[r] = (wk_thread_t) { r, fd, x, &start, &done };
         pthread_create(&th[r], NULL, wk_thread, &t[r]);
@@ -222,16 +217,8 @@ int main(int argc, char **argv)
     int ports[MAX_PEERS], lfd[MAX_PEERS], pipes[2];
     if (pipe(pipes) != 0)
         die("pipe");
-    for (int r = 0; r < R; r++) {
-        struct sockaddr_in a = { .sin_family = AF_INET };
-        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        socklen_t len = sizeof a;
-        lfd[r] = socket(AF_INET, SOCK_STREAM, 0);
-        if (lfd[r] < 0 || bind(lfd[r], (struct sockaddr *) &a, sizeof a) != 0 || listen(lfd[r], MAX_PEERS) != 0 ||
-            getsockname(lfd[r], (struct sockaddr *) &a, &len) != 0)
-            die("listen");
-        ports[r] = ntohs(a.sin_port);
-    }
+    for (int r = 0; r < R; r++)
+        lfd[r] = listen_loopback(MAX_PEERS, &ports[r]);
     int red_pipe[2], wk_pipe[2];
     if (pipe(red_pipe) != 0 || pipe(wk_pipe) != 0)
         die("pipe");

@@ -174,16 +174,8 @@ static void s_run(const char *name)
         size_t len = sizeof ep;
         zmq_getsockopt(pull, ZMQ_LAST_ENDPOINT, ep, &len);
     }
-    else {
-        struct sockaddr_in a = { .sin_family = AF_INET };
-        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        socklen_t len = sizeof a;
-        lfd = socket(AF_INET, SOCK_STREAM, 0);
-        if (lfd < 0 || bind(lfd, (struct sockaddr *) &a, sizeof a) != 0 || listen(lfd, 1) != 0 ||
-            getsockname(lfd, (struct sockaddr *) &a, &len) != 0)
-            die("listen");
-        port = ntohs(a.sin_port);
-    }
+    else
+        lfd = listen_loopback(1, &port);
     double w0 = bench_wall(), c0 = bench_self_cpu();
     pid_t pid = fork();
     if (pid == 0) {
@@ -191,12 +183,7 @@ static void s_run(const char *name)
         if (zmq)
             s_zmq_send(ep, sealed);
         else {
-            int fd = socket(AF_INET, SOCK_STREAM, 0), one = 1;
-            struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t) port) };
-            a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-            if (connect(fd, (struct sockaddr *) &a, sizeof a) != 0)
-                die("connect");
-            setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+            int fd = connect_loopback(port);
             s_tcp_send(fd, sealed);
             close(fd);
         }
