@@ -23,6 +23,7 @@ static int s_connect_reducers(zt_allreduce_t *self, const zt_allreduce_opts_t *o
     self->window = calloc((size_t) self->R, sizeof(int64_t));
     self->red_local = calloc((size_t) self->R, sizeof(bool));
     self->rstream = calloc((size_t) self->R, sizeof(zt_stream_t *));
+    self->rz = calloc((size_t) self->R + 1, sizeof(zt_zmtp_t *));
     zt_stream_cfg_t cfg;
     bool seal = zt_stream_cfg_load(&cfg);
     /* The network window is the worker's in all, an equal share per reducer
@@ -44,6 +45,13 @@ static int s_connect_reducers(zt_allreduce_t *self, const zt_allreduce_opts_t *o
         if (self->window[r] < 0)
             self->window[r] = 0;
         self->reducer_addrs[r] = strdup(o->reducers[r]);
+        if (seal && !here && !strcmp(zt_knob_str(ZT_KNOB_BULK_DIRECT), "on")) { /* no ZeroMQ I/O thread: see zt_zmtp.h */
+            self->rz[r] = zt_zmtp_new(o->reducers[r]);
+            if (self->rz[r] && !(self->rstream[r] = zt_stream_connect_zmtp(&cfg, self->rz[r], o->reducers[r])))
+                zt_zmtp_destroy(&self->rz[r]);
+            rc = self->rz[r] ? ZT_OK : ZT_EIO;
+            continue;
+        }
         self->red[r] = zt_sock_dealer(seal ? ZT_PLANE_BULK : ZT_PLANE_DATA, o->reducers[r]);
         if (self->red[r] && seal && !here &&
             !(self->rstream[r] = zt_stream_connect(&cfg, zsock_resolve(self->red[r]))))
@@ -165,6 +173,8 @@ void zt_allreduce_destroy(zt_allreduce_t **self_p)
     for (int r = 0; r < self->R; r++) {
         if (self->rstream)
             zt_stream_destroy(&self->rstream[r]);
+        if (self->rz)
+            zt_zmtp_destroy(&self->rz[r]);
         zt_sock_destroy(&self->red[r]);
         free(self->reducer_addrs[r]);
     }
@@ -181,6 +191,7 @@ void zt_allreduce_destroy(zt_allreduce_t **self_p)
     free(self->pending);
     free(self->red);
     free(self->rstream);
+    free(self->rz);
     free(self->window);
     free(self->red_local);
     free(self->reducer_addrs);

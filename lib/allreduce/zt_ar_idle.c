@@ -85,7 +85,7 @@ static void s_serve(zt_allreduce_t *self, zt_ar_idle_t *id)
     zmq_pollitem_t items[65];
     int n = self->R < 64 ? self->R : 64;
     for (int r = 0; r < n; r++)
-        items[r] = (zmq_pollitem_t) { zsock_resolve(self->red[r]), 0, ZMQ_POLLIN, 0 };
+        items[r] = zt_ar_red_item(self, r);
     items[n] = (zmq_pollitem_t) { NULL, id->wake[0], ZMQ_POLLIN, 0 };
     for (;;) {
         int64_t now = zt_now_ms();
@@ -95,6 +95,11 @@ static void s_serve(zt_allreduce_t *self, zt_ar_idle_t *id)
             id->present_ms = now;
         }
         int64_t left = id->present_ms + PRESENT_MS - now;
+        for (int r = 0; r < self->R; r++) { /* a reducer's connection that broke is made again */
+            zt_stream_tend(self->rstream[r]);
+            if (self->rz[r] && !zt_zmtp_connected(self->rz[r]) && left > 50)
+                left = 50;
+        }
         if (zmq_poll(items, n + 1, left > 0 ? left : 0) < 0 && errno != EINTR)
             return;
         if (items[n].revents & ZMQ_POLLIN) {

@@ -74,6 +74,7 @@ struct zt_allreduce_t {
     char **reducer_addrs;
     zsock_t **red;              /* DEALER per reducer */
     zt_stream_t **rstream;      /* per reducer: its sealed stream (another host, a sealing job), or NULL */
+    zt_zmtp_t **rz;             /* per reducer: with a sealed stream, its connection (red[r] is NULL), or NULL */
     uint64_t seal_drops;        /* sums that did not open (counted, dropped) */
     char **peer_addrs;
     zsock_t *ring_in, *ring_out;/* ROUTER (from prev), DEALER (to next) */
@@ -116,6 +117,14 @@ struct zt_allreduce_t {
     bool committed_once;        /* the first layout formed: later ones serve the watch while forming */
     char err[1024];
 };
+
+/* What to poll for reducer r's messages. */
+static inline zmq_pollitem_t zt_ar_red_item(const zt_allreduce_t *self, int r)
+{
+    if (self->rz[r])
+        return (zmq_pollitem_t) { NULL, zt_zmtp_fd(self->rz[r]), ZMQ_POLLIN, 0 };
+    return (zmq_pollitem_t) { zsock_resolve(self->red[r]), 0, ZMQ_POLLIN, 0 };
+}
 
 /* Tensors this large are sent straight from the caller's buffer instead of
  * being packed into the bucket (packing only pays for small ones). */

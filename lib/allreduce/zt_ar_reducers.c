@@ -168,9 +168,28 @@ static void *s_landing(zt_allreduce_t *self, int r, const zt_msg_t *m, size_t by
  * When r's stream has just opened (the first time, or again after the
  * reducer restarted), the layout and what r lacks go out now. false when
  * nothing waits. */
+typedef struct {
+    zt_allreduce_t *self;
+    int r;
+} s_land_t;
+
+/* zt_zmtp_land_fn: a sealed sum's bytes are read straight into its landing place. */
+static void *s_land(void *arg, const zmq_msg_t *parts, int n, size_t size)
+{
+    s_land_t *l = arg;
+    zt_msg_t h;
+    zmq_msg_t *hp = (zmq_msg_t *) &parts[0];
+    if (n != 2 || zt_msg_decode(zmq_msg_data(hp), zmq_msg_size(hp), &h, NULL) != ZT_OK ||
+        h.incarnation != l->self->group)
+        return NULL;
+    return s_landing(l->self, l->r, &h, size);
+}
+
 static bool s_recv_reply(zt_allreduce_t *self, int r, zmq_msg_t *parts, int *np)
 {
-    *np = zt_msg_recv_parts(zsock_resolve(self->red[r]), parts, 3); /* header, seal, payload */
+    s_land_t land = { self, r };
+    *np = self->rz[r] ? zt_zmtp_recv(self->rz[r], parts, 3, s_land, &land) /* header, seal, payload */
+                      : zt_msg_recv_parts(zsock_resolve(self->red[r]), parts, 3);
     if (*np == 0)
         return false;
     /* A message of another group (membership generation) is dropped: a
@@ -214,7 +233,7 @@ int zt_ar_commit_reducers(zt_allreduce_t *self, int timeout_ms)
     zmq_pollitem_t items[65];
     int nr = self->R < 64 ? self->R : 64, nitems = nr;
     for (int r = 0; r < nr; r++)
-        items[r] = (zmq_pollitem_t) { zsock_resolve(self->red[r]), 0, ZMQ_POLLIN, 0 };
+        items[r] = zt_ar_red_item(self, r);
     /* a new layout of a running group (autotune's) waits for every worker's
      * hello, a restarted one's too: it is served here what it asks first */
     if (self->watch && self->committed_once)
@@ -240,6 +259,8 @@ int zt_ar_commit_reducers(zt_allreduce_t *self, int timeout_ms)
                 }
             resend = zt_now_ms() + RESEND_MS;
         }
+        for (int r = 0; r < self->R; r++)
+            zt_stream_tend(self->rstream[r]);
         if (zmq_poll(items, nitems, 50) <= 0)
             continue;
         if (nitems > nr && (items[nr].revents & ZMQ_POLLIN))
@@ -420,7 +441,7 @@ void zt_ar_present(zt_allreduce_t *self, int r)
 {
     /* Never blocks: a reducer long gone has let its queue fill up, and the
      * caller's next call would wait for this thread. */
-    if (!(zsock_events(self->red[r]) & ZMQ_POLLOUT))
+    if (!self->rz[r] && !(zsock_events(self->red[r]) & ZMQ_POLLOUT))
         return;
     zt_stream_reopen_stale(self->rstream[r], RESEND_MS);
     /* a sealed stream's reducer answers AR_IDLE: silent, it was restarted */
@@ -489,7 +510,7 @@ int zt_ar_wait_reducers(zt_allreduce_t *self, int timeout_ms)
     zmq_pollitem_t items[65];
     int n = self->R < 64 ? self->R : 64, np = n;
     for (int r = 0; r < n; r++)
-        items[r] = (zmq_pollitem_t) { zsock_resolve(self->red[r]), 0, ZMQ_POLLIN, 0 };
+        items[r] = zt_ar_red_item(self, r);
     if (self->watch) /* zt_allreduce_watch: served while we wait */
         items[np++] = (zmq_pollitem_t) { self->watch, 0, ZMQ_POLLIN, 0 };
     while (!s_all_done(self)) {
@@ -513,6 +534,8 @@ int zt_ar_wait_reducers(zt_allreduce_t *self, int timeout_ms)
             }
             progress = now;
         }
+        for (int r = 0; r < self->R; r++)
+            zt_stream_tend(self->rstream[r]);
         if (zt_spin_poll(&self->spin, items, np, 50) <= 0)
             continue;
         if (np > n && (items[n].revents & ZMQ_POLLIN))

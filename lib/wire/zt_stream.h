@@ -46,6 +46,7 @@
 #include "wire/zt_seal.h"
 #include "wire/zt_msg.h"
 #include "wire/zt_transport.h"
+#include "wire/zt_zmtp.h"
 #include <stdbool.h>
 #include <stdint.h>
 #include <zmq.h>
@@ -84,6 +85,15 @@ typedef struct zt_streams_t zt_streams_t;   /* a server's streams, by the client
  * when it cannot be made. */
 zt_stream_t *zt_stream_connect(const zt_stream_cfg_t *cfg, void *dealer);
 zt_stream_t *zt_stream_connect_to(const zt_stream_cfg_t *cfg, void *dealer, const char *server);
+/* The same on a ZMTP end of the caller's (zt_zmtp.h: no ZeroMQ socket
+ * between this thread and the kernel) dialling endpoint; the caller keeps
+ * zmtp and receives on it. A new connection opens the stream again by
+ * itself, on the next send. */
+zt_stream_t *zt_stream_connect_zmtp(const zt_stream_cfg_t *cfg, zt_zmtp_t *zmtp, const char *endpoint);
+/* Such a stream without a connection: connects (at most every 50 ms) and
+ * opens the stream on the new one. For a client's wait loop, each turn;
+ * nothing for other streams. */
+void zt_stream_tend(zt_stream_t *self);
 void zt_stream_destroy(zt_stream_t **self_p);
 /* Whether the stream's keys are agreed (messages can be sent). */
 bool zt_stream_ready(const zt_stream_t *self);

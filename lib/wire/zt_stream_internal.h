@@ -3,6 +3,7 @@
 #define ZT_STREAM_INTERNAL_H
 #include "wire/zt_stream.h"
 #include "wire/zt_bufpool.h"
+#include "wire/zt_zmtp.h"
 
 #define SEAL_BYTES (8 + ZT_SEAL_TAG_BYTES) /* a sealed unit's number and tag */
 /* A unit's 8-byte number: the frame's number proper in the low 40 bits
@@ -19,7 +20,10 @@
 
 struct zt_stream_t {
     zt_stream_cfg_t cfg;         /* the job's secret, names, incarnation */
-    void *sock;                  /* the client's DEALER (NULL on a server's stream) */
+    void *sock;                  /* the client's DEALER (NULL on a server's stream, or with zmtp) */
+    zt_zmtp_t *zmtp;             /* or the client's ZMTP end (zt_stream_connect_zmtp) */
+    uint8_t *stage;              /* with zmtp: payloads are sealed here, then written */
+    size_t stage_cap;
     uint8_t id[256];             /* a server's stream: the client's routing id */
     size_t id_len;
     char peer[ZT_MSG_STR_MAX];   /* the other end's name */

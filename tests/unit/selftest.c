@@ -10,6 +10,7 @@
 #include "wire/zt_auth.h"
 #include "wire/zt_seal.h"
 #include "wire/zt_stream.h"
+#include "wire/zt_zmtp.h"
 #include "wire/zt_guard.h"
 #include "base/zt_shard.h"
 #include "base/zt_json.h"
@@ -145,6 +146,7 @@ static const struct {
     TEST_ENTRY("collective", zt_suite_collective)
     TEST_ENTRY("seal", zt_seal_selftest)
     TEST_ENTRY("stream", zt_stream_selftest)
+    TEST_ENTRY("zmtp", zt_zmtp_selftest)
     TEST_ENTRY("auth", zt_auth_selftest) /* last: it leaves this process's sockets CURVE sockets */
 };
 #define NTESTS ((int) (sizeof s_tests / sizeof s_tests[0]))

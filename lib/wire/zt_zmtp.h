@@ -1,0 +1,61 @@
+/* zt_zmtp: a DEALER's end of a ZeroMQ connection (ZMTP 3, the NULL
+ * mechanism) on a TCP socket of the caller's thread: for a sealed stream's
+ * bulk bytes to a server on another host, without a ZeroMQ I/O thread
+ * between the caller and the kernel.
+ *
+ * The server is an ordinary ROUTER (a bulk socket: its handshake asks the
+ * job's guard); only this end changes. A message goes out with one writev
+ * of every frame's header and bytes, in the caller's thread, as soon as the
+ * call is made: no copy into a queue, no hand-off to another thread and no
+ * wake-up of one. A message comes in with reads into a small buffer for
+ * headers, and a large frame's bytes are read straight where the caller
+ * says (zt_zmtp_land_fn: a sum's place in the tensor), or into a frame of
+ * their own.
+ *
+ * The connection is made by zt_zmtp_poke (the caller's, before it sends)
+ * and made again after it breaks, at most every RECONNECT_MS; what is sent
+ * while there is none is lost (ZT_EIO), as the callers' resend rules
+ * expect. zt_zmtp_fd stays the same descriptor for the object's life (the
+ * connection is moved onto it), so a poll set built once stays true; it
+ * reads as nothing while there is no connection. A frame larger than
+ * zt_frame_limit, or anything that is not ZMTP, ends the connection. */
+#ifndef ZT_ZMTP_H
+#define ZT_ZMTP_H
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/uio.h>
+#include <zmq.h>
+
+typedef struct zt_zmtp_t zt_zmtp_t;
+
+/* Where the bytes of a message's frame n (parts[0..n) received already)
+ * of size bytes go: a place of the caller's (it must stay valid until the
+ * message is handed over, and may be written even when the message is
+ * then refused), or NULL for a frame of its own. */
+typedef void *(*zt_zmtp_land_fn)(void *arg, const zmq_msg_t *parts, int n, size_t size);
+
+/* An end for endpoint ("tcp://host:port"); NULL when it is not a TCP
+ * endpoint. Nothing is connected yet. */
+zt_zmtp_t *zt_zmtp_new(const char *endpoint);
+void zt_zmtp_destroy(zt_zmtp_t **self_p);
+/* The descriptor to poll for input (ZMQ_POLLIN with socket NULL). */
+int zt_zmtp_fd(const zt_zmtp_t *self);
+/* Connects when there is no connection and the last try is RECONNECT_MS
+ * old. true when a new connection was just made (what the server held of
+ * the last one is gone: a stream opens again). */
+bool zt_zmtp_poke(zt_zmtp_t *self);
+bool zt_zmtp_connected(const zt_zmtp_t *self);
+/* Connections made so far. */
+uint64_t zt_zmtp_connections(const zt_zmtp_t *self);
+/* Sends a message of n frames (at most 16); waits while the kernel's
+ * buffer is full, reading meanwhile what comes (kept for zt_zmtp_recv).
+ * ZT_OK, or ZT_EIO when there is no connection or it broke. */
+int zt_zmtp_sendv(zt_zmtp_t *self, const struct iovec *frames, int n);
+/* One message that has come, in parts (at most max; a message of more is
+ * dropped): the number of parts, 0 when none is complete now (it does not
+ * wait). land (may be NULL) places large frames. */
+int zt_zmtp_recv(zt_zmtp_t *self, zmq_msg_t *parts, int max, zt_zmtp_land_fn land, void *arg);
+
+void zt_zmtp_selftest(void);
+
+#endif
