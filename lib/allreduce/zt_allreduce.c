@@ -364,7 +364,7 @@ static int s_form(zt_allreduce_t *self, int timeout_ms)
         k->gen = self->rounds;
         k->lo = calloc((size_t) R + 1, sizeof(int64_t));
         k->hi = calloc((size_t) R + 1, sizeof(int64_t));
-        k->piece_done = calloc((size_t) R + 1, sizeof(uint8_t *));
+        k->piece_done = calloc((size_t) R + 1, sizeof(bool *));
         k->npieces = calloc((size_t) R + 1, sizeof(int));
         k->wnext = calloc((size_t) R + 1, sizeof(int64_t));
         k->wend = calloc((size_t) R + 1, sizeof(int64_t));
@@ -374,7 +374,7 @@ static int s_form(zt_allreduce_t *self, int timeout_ms)
             zt_ar_chunk(lb->numel, k->es, bi, R, r, &k->lo[r], &k->hi[r]);
             int64_t per = PIECE_BYTES / (int64_t) k->es, n = k->hi[r] - k->lo[r];
             k->npieces[r] = (int) ((n + per - 1) / per); /* an empty chunk is never sent */
-            k->piece_done[r] = calloc((size_t) k->npieces[r] + 1, sizeof(uint8_t));
+            k->piece_done[r] = calloc((size_t) k->npieces[r] + 1, sizeof(bool));
         }
     }
     int rc = ZT_OK;
@@ -522,71 +522,12 @@ static int s_reform(zt_allreduce_t *self)
 
 /* ------------------------------------------------------------ wait */
 
-/* Whether tensor t's buffer is its place in k's buffer (zt_allreduce_buffer):
- * its sums land where the caller reads them. */
-static bool s_in_place(const zt_allreduce_t *self, const zt_ar_state_t *k, int t)
-{
-    return self->t[t].data == k->buf + self->layout.offset[t] * (int64_t) k->es;
-}
-
-/* n elements of a result from src into dst: the sum (divide 1), or the
- * average (divide: the workers); keep, when not NULL, gets the sum too. */
-static void s_put(int dtype, void *dst, const char *src, int64_t n, int divide, char *keep)
-{
-    size_t es = (size_t) zt_dtype_size(dtype);
-    if (keep && (dtype != ZT_F32 || divide == 1))
-        memcpy(keep, src, (size_t) n * es);
-    if (divide == 1) {
-        if (dst != src)
-            memcpy(dst, src, (size_t) n * es);
-    }
-    else if (dtype == ZT_F32) {
-        const float *s = (const float *) src;
-        float *d = dst, *kf = (float *) keep, inv = 1.0f / (float) divide;
-        if (kf) /* one pass: the sum kept, the average out */
-            for (int64_t i = 0; i < n; i++) {
-                float v = s[i];
-                kf[i] = v;
-                d[i] = v * inv;
-            }
-        else
-            for (int64_t i = 0; i < n; i++)
-                d[i] = s[i] * inv;
-    }
-    else
-        for (int64_t i = 0; i < n; i++) {
-            uint16_t h;
-            memcpy(&h, src + 2 * i, 2);
-            float f = (dtype == ZT_F16 ? zt_f16_to_f32(h) : zt_bf16_to_f32(h)) / (float) divide;
-            h = dtype == ZT_F16 ? zt_f32_to_f16(f) : zt_f32_to_bf16(f);
-            memcpy((char *) dst + 2 * i, &h, 2);
-        }
-}
-
-void zt_ar_deliver(zt_allreduce_t *self, int bi, int r, int p)
-{
-    zt_ar_state_t *k = &self->b[bi];
-    zt_ar_bucket_t *lb = &self->layout.buckets[bi];
-    int64_t per = PIECE_BYTES / (int64_t) k->es, a = k->lo[r] + (int64_t) p * per;
-    int64_t e = a + per < k->hi[r] ? a + per : k->hi[r];
-    for (int t = lb->first; t <= lb->last; t++) {
-        int64_t ta = self->layout.offset[t], tb = ta + self->layout.numel[t];
-        int64_t from = a > ta ? a : ta, to = e < tb ? e : tb;
-        if (from >= to || !self->t[t].submitted || s_in_place(self, k, t))
-            continue;
-        s_put(lb->dtype, (char *) self->t[t].data + (from - ta) * (int64_t) k->es, k->buf + from * (int64_t) k->es,
-              to - from, self->averaging ? self->workers : 1, NULL);
-    }
-    k->piece_done[r][p] = ZT_AR_PIECE_OUT;
-}
-
 static int s_wait(zt_allreduce_t *self, bool average, int timeout_ms)
 {
     if (self->reform_rc != ZT_OK || !self->committed) /* autotune's last layout did not form */
         return self->reform_rc != ZT_OK ? self->reform_rc : ZT_EINVAL;
     int rc = ZT_OK;
     int64_t t0 = zt_now_us();
-    self->averaging = average && self->workers > 1;
     if (self->R > 0)
         rc = zt_ar_wait_reducers(self, timeout_ms);
     else if (self->workers > 1)
@@ -597,17 +538,12 @@ static int s_wait(zt_allreduce_t *self, bool average, int timeout_ms)
         zt_fail_retryable();
     if (rc != ZT_OK)
         return rc;
-    /* Unpack the results into the callers' tensors: what zt_ar_deliver did
-     * not as each sum came. */
+    /* Unpack the results into the callers' tensors. */
     for (int bi = 0; bi < self->layout.nbuckets; bi++) {
         zt_ar_state_t *k = &self->b[bi];
         if (!k->active)
             continue;
         zt_ar_wait_lent(k);
-        for (int r = 0; r < self->R; r++)
-            for (int p = 0; p < k->npieces[r]; p++)
-                if (k->piece_done[r][p] != ZT_AR_PIECE_OUT)
-                    zt_ar_deliver(self, bi, r, p);
         zt_ar_bucket_t *lb = &self->layout.buckets[bi];
         /* A restarted reducer may ask for this round's sum again, and buf is
          * kept for it (swapped into last); but a tensor averaged in place
@@ -615,18 +551,42 @@ static int s_wait(zt_allreduce_t *self, bool average, int timeout_ms)
          * copied into last as it is read, and nothing is swapped. */
         bool averages = average && self->workers > 1, keep_copy = false;
         for (int t = lb->first; self->R > 0 && averages && t <= lb->last; t++)
-            keep_copy |= self->t[t].submitted && s_in_place(self, k, t);
+            keep_copy |= self->t[t].submitted &&
+                         self->t[t].data == k->buf + self->layout.offset[t] * (int64_t) k->es;
         for (int t = lb->first; t <= lb->last; t++) {
             zt_ar_tensor_t *x = &self->t[t];
             if (!x->submitted)
                 continue;
             int64_t n = self->layout.numel[t];
-            char *src = k->buf + self->layout.offset[t] * (int64_t) k->es;
-            char *keep = keep_copy ? k->last + self->layout.offset[t] * (int64_t) k->es : NULL;
-            if (self->R == 0 || s_in_place(self, k, t))
-                s_put(x->dtype, x->data, src, n, averages ? self->workers : 1, keep);
-            else if (keep) /* delivered already: the sum is still in buf */
+            const char *src = k->buf + self->layout.offset[t] * (int64_t) k->es;
+            float *keep = keep_copy ? (float *) (k->last + self->layout.offset[t] * (int64_t) k->es) : NULL;
+            if (keep && x->dtype != ZT_F32)
                 memcpy(keep, src, (size_t) n * k->es);
+            if (!averages) {
+                if (x->data != src) /* not written in place (zt_allreduce_buffer) */
+                    memcpy(x->data, src, (size_t) n * k->es);
+            }
+            else if (x->dtype == ZT_F32) {
+                const float *s = (const float *) src;
+                float *d = x->data, inv = 1.0f / (float) self->workers;
+                if (keep) /* one pass: the sum kept, the average out */
+                    for (int64_t i = 0; i < n; i++) {
+                        float v = s[i];
+                        keep[i] = v;
+                        d[i] = v * inv;
+                    }
+                else
+                    for (int64_t i = 0; i < n; i++)
+                        d[i] = s[i] * inv;
+            }
+            else
+                for (int64_t i = 0; i < n; i++) {
+                    uint16_t h;
+                    memcpy(&h, src + 2 * i, 2);
+                    float f = (x->dtype == ZT_F16 ? zt_f16_to_f32(h) : zt_bf16_to_f32(h)) / (float) self->workers;
+                    h = x->dtype == ZT_F16 ? zt_f32_to_f16(f) : zt_f32_to_bf16(f);
+                    memcpy((char *) x->data + 2 * i, &h, 2);
+                }
             x->submitted = x->sent = false;
         }
         if (self->R > 0) { /* keep this round's sum (a restarted reducer may ask) */

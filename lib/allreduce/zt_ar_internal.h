@@ -48,7 +48,7 @@ typedef struct {
     int nsubmitted;
     int64_t oldest_ms;          /* first submitted-unsent tensor */
     int64_t *lo, *hi;           /* per reducer chunk */
-    uint8_t **piece_done;       /* per reducer, per piece: 0, ZT_AR_PIECE_SUM or ZT_AR_PIECE_OUT */
+    bool **piece_done;          /* per reducer: result pieces received */
     int *npieces;
     atomic_int lent;            /* zero-copy frames ZeroMQ still holds */
     bool windowed;              /* one large tensor: pieces go out under the send window */
@@ -56,10 +56,6 @@ typedef struct {
     int64_t *wnext, *wend;      /* per reducer: next element to send, end of what to send */
     int64_t *wfly;              /* per reducer: bytes sent whose sums have not come back */
 } zt_ar_state_t;
-
-/* A piece's sum: in the bucket (SUM), and written to the callers' tensors
- * too (OUT: zt_ar_deliver). */
-enum { ZT_AR_PIECE_SUM = 1, ZT_AR_PIECE_OUT = 2 };
 
 typedef struct zt_ar_idle_t zt_ar_idle_t;
 
@@ -113,7 +109,6 @@ struct zt_allreduce_t {
     zt_ar_tune_setting_t reform; /* the layout to form as the next round starts (layout 0: none) */
     int reform_timeout_ms;      /* the last wait's timeout, for that forming */
     int reform_rc;              /* a forming that failed: every call fails with it */
-    bool averaging;             /* the wait under way averages (sums divided by the workers) */
     bool committed_once;        /* the first layout formed: later ones serve the watch while forming */
     char err[1024];
 };
@@ -175,12 +170,6 @@ static inline void zt_ar_wait_lent(zt_ar_state_t *k)
  * it is, and the ring waits for it first. */
 int zt_ar_send(zt_allreduce_t *self, zsock_t *sock, zt_stream_t *st, zt_msg_t *m, void *payload, size_t bytes,
                zt_ar_state_t *lend);
-
-/* Piece p of reducer r's chunk of bucket bi, whose sum is in the bucket,
- * into the callers' tensors (but those whose buffer is the bucket's): the
- * sum, or the average when the wait averages. Done as each sum comes,
- * while its bytes are in the cache, else when the wait ends. */
-void zt_ar_deliver(zt_allreduce_t *self, int bi, int r, int p);
 
 /* Reducers: the layout to each, a bucket's pieces out, the sums back. */
 int zt_ar_commit_reducers(zt_allreduce_t *self, int timeout_ms);

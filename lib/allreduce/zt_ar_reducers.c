@@ -406,11 +406,7 @@ static bool s_on_result(zt_allreduce_t *self, int r, const zt_msg_AR_RESULT_t *r
         zt_ar_wait_lent(k);
     if (c && src != k->buf + off * (int64_t) k->es) /* not opened there already (s_landing) */
         memcpy(k->buf + off * (int64_t) k->es, src, (size_t) c * k->es);
-    k->piece_done[r][p] = ZT_AR_PIECE_SUM;
-    /* out to the caller now, from the cache, unless a frame lent from its
-     * tensor may still be queued (a resend: it must go out as it was) */
-    if (atomic_load(&k->lent) == 0)
-        zt_ar_deliver(self, res->bucket, r, p);
+    k->piece_done[r][p] = true;
     if (k->windowed) {
         k->wfly[r] -= c * (int64_t) k->es;
         s_pump(self, res->bucket, r);
