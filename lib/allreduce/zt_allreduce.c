@@ -50,6 +50,8 @@ static int s_connect_reducers(zt_allreduce_t *self, const zt_allreduce_opts_t *o
             if (self->rz[r] && !(self->rstream[r] = zt_stream_connect_zmtp(&cfg, self->rz[r], o->reducers[r])))
                 zt_zmtp_destroy(&self->rz[r]);
             rc = self->rz[r] ? ZT_OK : ZT_EIO;
+            if (self->rz[r])
+                zt_data_say_route(ZT_PLANE_BULK, o->reducers[r], ", on this thread (ZT_BULK_DIRECT)");
             continue;
         }
         self->red[r] = zt_sock_dealer(seal ? ZT_PLANE_BULK : ZT_PLANE_DATA, o->reducers[r]);

@@ -513,17 +513,20 @@ zsock_t *zt_sock_dealer(zt_plane_t plane, const char *endpoint)
                                                                     : zsock_connect(d, "tcp://%s", endpoint);
     if (rc != 0)
         zsock_destroy(&d);
-    else if (plane != ZT_PLANE_CONTROL) /* which transport each peer gets, for the log */
-    {
-        long port;
-        zt_log_level_t level = s_first_time(plane, endpoint) ? ZT_LOG_INFO : ZT_LOG_DEBUG;
-        ZT_LOG(level, "data plane to %s: %s", endpoint,
-                zt_data_is_local(endpoint) ? "this host, over an ipc socket (shared memory allowed)"
-                : s_here(endpoint, false, &port) ? (plane == ZT_PLANE_BULK ? "this host, over loopback tcp, sealed (ZT_DATA_IPC=off or no usable ZT_IPC_DIR)" : "this host, over loopback tcp (ZT_DATA_IPC=off or no usable ZT_IPC_DIR)")
-                : plane == ZT_PLANE_BULK ? "another host, over tcp, sealed (AES-128-GCM)"
-                                                 : "another host, over tcp");
-    }
+    else if (plane != ZT_PLANE_CONTROL)
+        zt_data_say_route(plane, endpoint, "");
     return d;
+}
+
+void zt_data_say_route(zt_plane_t plane, const char *endpoint, const char *how)
+{
+    long port;
+    zt_log_level_t level = s_first_time(plane, endpoint) ? ZT_LOG_INFO : ZT_LOG_DEBUG;
+    ZT_LOG(level, "data plane to %s: %s%s", endpoint,
+           zt_data_is_local(endpoint) ? "this host, over an ipc socket (shared memory allowed)"
+           : s_here(endpoint, false, &port) ? (plane == ZT_PLANE_BULK ? "this host, over loopback tcp, sealed (ZT_DATA_IPC=off or no usable ZT_IPC_DIR)" : "this host, over loopback tcp (ZT_DATA_IPC=off or no usable ZT_IPC_DIR)")
+           : plane == ZT_PLANE_BULK ? "another host, over tcp, sealed (AES-128-GCM)"
+                                    : "another host, over tcp", how);
 }
 
 /* In a job on one host (a placement of loopback addresses) a router's TCP

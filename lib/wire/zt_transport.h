@@ -29,6 +29,9 @@ zsock_t *zt_sock_router(zt_plane_t plane, const char *endpoint, int *port_p);
  * server is found again), and a loopback endpoint through its ipc:// twin.
  * NULL if it cannot. */
 zsock_t *zt_sock_dealer(zt_plane_t plane, const char *endpoint);
+/* Logs which way data to endpoint goes (at info the first time for a
+ * plane and endpoint), how added ("": a DEALER's way). */
+void zt_data_say_route(zt_plane_t plane, const char *endpoint, const char *how);
 
 /* Closes a socket made here (NULLs *sock_p; safe on NULL). A router's ipc
  * files (an ipc:// endpoint, a twin) are removed with it. */

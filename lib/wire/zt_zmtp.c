@@ -183,15 +183,15 @@ bool zt_zmtp_poke(zt_zmtp_t *self)
 
 zt_zmtp_t *zt_zmtp_new(const char *endpoint)
 {
-    if (!endpoint || strncmp(endpoint, "tcp://", 6))
+    if (!endpoint || (strstr(endpoint, "://") && strncmp(endpoint, "tcp://", 6)))
         return NULL;
-    const char *hp = endpoint + 6, *colon = strrchr(hp, ':');
+    const char *hp = strncmp(endpoint, "tcp://", 6) ? endpoint : endpoint + 6, *colon = strrchr(hp, ':');
     if (!colon || colon == hp || (size_t) (colon - hp) >= 256 || strlen(colon + 1) >= 16)
         return NULL;
     zt_zmtp_t *self = calloc(1, sizeof *self);
     if (!self)
         return NULL;
-    snprintf(self->endpoint, sizeof self->endpoint, "%s", endpoint);
+    snprintf(self->endpoint, sizeof self->endpoint, "tcp://%s", hp);
     size_t hl = (size_t) (colon - hp);
     if (hp[0] == '[' && hl >= 2 && hp[hl - 1] == ']') { /* [v6] */
         hp++;
@@ -498,7 +498,10 @@ void zt_zmtp_selftest(void)
     assert(port > 0);
     char ep[64];
     snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", port);
-    assert(!zt_zmtp_new("ipc:///tmp/x") && !zt_zmtp_new("tcp://nohost"));
+    assert(!zt_zmtp_new("ipc:///tmp/x") && !zt_zmtp_new("tcp://nohost") && !zt_zmtp_new("nohost"));
+    zt_zmtp_t *bare = zt_zmtp_new("localhost:5555"); /* host:port, as CLUSTER_SPEC has them */
+    assert(bare && !strcmp(bare->endpoint, "tcp://localhost:5555") && !strcmp(bare->host, "localhost"));
+    zt_zmtp_destroy(&bare);
     zt_zmtp_t *z = zt_zmtp_new(ep);
     assert(z && !zt_zmtp_connected(z));
     struct iovec f[2] = { { "hello", 5 }, { s_landed, 300 } };

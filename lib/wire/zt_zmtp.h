@@ -34,8 +34,8 @@ typedef struct zt_zmtp_t zt_zmtp_t;
  * then refused), or NULL for a frame of its own. */
 typedef void *(*zt_zmtp_land_fn)(void *arg, const zmq_msg_t *parts, int n, size_t size);
 
-/* An end for endpoint ("tcp://host:port"); NULL when it is not a TCP
- * endpoint. Nothing is connected yet. */
+/* An end for endpoint ("tcp://host:port", or "host:port"); NULL when it
+ * is not a TCP endpoint. Nothing is connected yet. */
 zt_zmtp_t *zt_zmtp_new(const char *endpoint);
 void zt_zmtp_destroy(zt_zmtp_t **self_p);
 /* The descriptor to poll for input (ZMQ_POLLIN with socket NULL). */
