@@ -348,9 +348,13 @@ class SyncFaults(unittest.TestCase):
         # model: it ends as stopped, not as failed, and is restarted in
         # place as any preempted replica
         def preempt(job_dir, pid):
-            # asking its (stopped) peers: it has connected to one
-            wait_for(lambda: "data plane to" in read(job_dir, "workerpool1-1.log").split("restart 1)")[-1],
-                     timeout=60, what="the rejoiner asking")
+            # asking its (stopped) peers: it has connected to one (its own
+            # log's part: before the restart's banner is written, the whole
+            # log is the first process's, which connected long ago)
+            def asking():
+                log = read(job_dir, "workerpool1-1.log")
+                return "restart 1)" in log and "data plane to" in log.split("restart 1)")[-1]
+            wait_for(asking, timeout=60, what="the rejoiner asking")
             os.kill(pid, signal.SIGTERM)
             wait_for(lambda: replica(load_job(job_dir), "workerpool1-1")["preemptions"] == 1, timeout=60,
                      what="the preemption")
