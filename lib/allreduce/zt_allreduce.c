@@ -13,9 +13,10 @@ static int64_t s_knob_scaled(zt_knob_t knob, double scale)
     return d > 0 ? (int64_t) (d * scale) : -1;
 }
 
-/* A DEALER per reducer. A sealing job's reducers are bulk sockets (no
- * CURVE): another host's is reached through a sealed stream, this host's
- * over the user's private ipc folder, plain. */
+/* A way to each reducer (zt_stream_client): a DEALER, or for a sealed
+ * stream to another host a ZMTP end of this thread. A sealing job's
+ * reducers are bulk sockets (no CURVE): another host's is reached through
+ * a sealed stream, this host's over the user's private ipc folder, plain. */
 static int s_connect_reducers(zt_allreduce_t *self, const zt_allreduce_opts_t *o)
 {
     self->reducer_addrs = calloc((size_t) self->R, sizeof(char *));
@@ -24,8 +25,6 @@ static int s_connect_reducers(zt_allreduce_t *self, const zt_allreduce_opts_t *o
     self->red_local = calloc((size_t) self->R, sizeof(bool));
     self->rstream = calloc((size_t) self->R, sizeof(zt_stream_t *));
     self->rz = calloc((size_t) self->R + 1, sizeof(zt_zmtp_t *));
-    zt_stream_cfg_t cfg;
-    bool seal = zt_stream_cfg_load(&cfg);
     /* The network window is the worker's in all, an equal share per reducer
      * on another host (at least one piece): with 8 reducers, 512 KiB each
      * overflowed the links' queues (8 flows into each reducer's link) and
@@ -45,22 +44,8 @@ static int s_connect_reducers(zt_allreduce_t *self, const zt_allreduce_opts_t *o
         if (self->window[r] < 0)
             self->window[r] = 0;
         self->reducer_addrs[r] = strdup(o->reducers[r]);
-        if (seal && !here && !strcmp(zt_knob_str(ZT_KNOB_BULK_DIRECT), "on")) { /* no ZeroMQ I/O thread: see zt_zmtp.h */
-            self->rz[r] = zt_zmtp_new(o->reducers[r]);
-            if (self->rz[r] && !(self->rstream[r] = zt_stream_connect_zmtp(&cfg, self->rz[r], o->reducers[r])))
-                zt_zmtp_destroy(&self->rz[r]);
-            rc = self->rz[r] ? ZT_OK : ZT_EIO;
-            if (self->rz[r])
-                zt_data_say_route(ZT_PLANE_BULK, o->reducers[r], ", on this thread (ZT_BULK_DIRECT)");
-            continue;
-        }
-        self->red[r] = zt_sock_dealer(seal ? ZT_PLANE_BULK : ZT_PLANE_DATA, o->reducers[r]);
-        if (self->red[r] && seal && !here &&
-            !(self->rstream[r] = zt_stream_connect(&cfg, zsock_resolve(self->red[r]))))
-            zsock_destroy(&self->red[r]);
-        rc = self->red[r] ? ZT_OK : ZT_EIO;
+        rc = zt_stream_client(ZT_PLANE_DATA, o->reducers[r], &self->red[r], &self->rz[r], &self->rstream[r]);
     }
-    memset(cfg.secret, 0, sizeof cfg.secret);
     return rc;
 }
 

@@ -50,7 +50,8 @@ static int s_send(zt_ps_client_t *self, s_op_t *op);
 struct zt_ps_client_t {
     int nservers;           /* parameter servers */
     char **addrs;           /* their host:port */
-    zsock_t **socks;        /* a DEALER each */
+    zsock_t **socks;        /* a DEALER each, or NULL where rz has an end */
+    zt_zmtp_t **rz;         /* per server: a sealed stream's ZMTP end of this thread (another host), or NULL */
     zt_stream_t **streams;  /* per server: its sealed stream (another host), or NULL */
     uint64_t seal_drops;    /* replies that did not open (counted, dropped) */
     s_tensor_t *tensors;    /* declared tensors */
@@ -101,19 +102,14 @@ zt_ps_client_t *zt_ps_client_new(const char *const *servers, int nservers, int r
     self->local = calloc((size_t) nservers, sizeof *self->local);
     self->socks = calloc((size_t) nservers, sizeof *self->socks);
     self->streams = calloc((size_t) nservers, sizeof *self->streams);
-    zt_stream_cfg_t cfg;
-    bool seal = zt_stream_cfg_load(&cfg);
+    self->rz = calloc((size_t) nservers, sizeof *self->rz);
     for (int s = 0; s < nservers; s++) {
         self->addrs[s] = strdup(servers[s]);
         self->local[s] = zt_data_is_local(servers[s]);
         /* the servers of a sealing job are bulk sockets (no CURVE): another
          * host's is reached through a sealed stream, this host's over the
          * user's private ipc folder, plain */
-        bool sealed = seal && !self->local[s];
-        self->socks[s] = zt_sock_dealer(seal ? ZT_PLANE_BULK : ZT_PLANE_DATA, servers[s]);
-        if (self->socks[s] && sealed && !(self->streams[s] = zt_stream_connect(&cfg, zsock_resolve(self->socks[s]))))
-            zsock_destroy(&self->socks[s]);
-        if (!self->socks[s]) {
+        if (zt_stream_client(ZT_PLANE_DATA, servers[s], &self->socks[s], &self->rz[s], &self->streams[s]) != ZT_OK) {
             zt_error("cannot connect to parameter server %d at %s", s, servers[s]);
             zt_ps_client_destroy(&self);
             return NULL;
@@ -130,10 +126,13 @@ void zt_ps_client_destroy(zt_ps_client_t **self_p)
     for (int s = 0; s < self->nservers; s++) {
         if (self->streams)
             zt_stream_destroy(&self->streams[s]);
+        if (self->rz)
+            zt_zmtp_destroy(&self->rz[s]);
         zt_sock_destroy(&self->socks[s]);
         free(self->addrs[s]);
     }
     free(self->streams);
+    free(self->rz);
     /* Destroying the sockets drops unsent frames, which releases them. */
     for (int w = 0; w < 2000 && atomic_load(&self->lent) > 0; w++)
         zclock_sleep(1);
@@ -521,23 +520,40 @@ static void s_on_reply(zt_ps_client_t *self, int server, zmq_msg_t *parts, int n
  * hand on: the stream's opening, or a reply that did not open, counted).
  * When the stream has just opened (the first time, or again after the
  * server restarted), every request for that server goes out now. */
+/* Where the payload (size bytes) of server s's message with header hdr
+ * goes: a pull's values straight into the caller's buffer, which a reply
+ * that does not open leaves to the next one (the pull is still waiting);
+ * NULL: anywhere. */
+static void *s_pull_place(zt_ps_client_t *self, int s, const zmq_msg_t *hdr, size_t size)
+{
+    zt_msg_t m;
+    int at;
+    zmq_msg_t *h = (zmq_msg_t *) hdr;
+    if (zt_msg_decode(zmq_msg_data(h), zmq_msg_size(h), &m, NULL) != ZT_OK || m.type != ZT_MSG_PS_VALUES ||
+        (at = s_find(self, m.u.PS_VALUES.req)) < 0 || self->ops[at].server != s || self->ops[at].kind != OP_PULL ||
+        m.u.PS_VALUES.offset != self->ops[at].offset || m.u.PS_VALUES.count != self->ops[at].count ||
+        m.u.PS_VALUES.shm[0] || size != (size_t) self->ops[at].count * sizeof(float))
+        return NULL;
+    return self->ops[at].dst;
+}
+
+typedef struct {
+    zt_ps_client_t *self;
+    int s;
+} s_land_t;
+
+/* zt_zmtp_land_fn: a pull's sealed values are read straight into place. */
+static void *s_land(void *arg, const zmq_msg_t *parts, int n, size_t size)
+{
+    s_land_t *l = arg;
+    return n == 2 ? s_pull_place(l->self, l->s, &parts[0], size) : NULL;
+}
+
 static bool s_unseal(zt_ps_client_t *self, int s, zmq_msg_t *parts, int *np)
 {
     bool was = zt_stream_ready(self->streams[s]);
-    /* a pull's values open straight into the caller's buffer, which a
-     * reply that does not open leaves to the next one (the pull is still
-     * waiting) */
-    void *into = NULL;
-    size_t into_len = 0;
-    zt_msg_t m;
-    int at;
-    if (*np == 3 && zt_msg_decode(zmq_msg_data(&parts[0]), zmq_msg_size(&parts[0]), &m, NULL) == ZT_OK &&
-        m.type == ZT_MSG_PS_VALUES && (at = s_find(self, m.u.PS_VALUES.req)) >= 0 && self->ops[at].server == s &&
-        self->ops[at].kind == OP_PULL && m.u.PS_VALUES.offset == self->ops[at].offset &&
-        m.u.PS_VALUES.count == self->ops[at].count && !m.u.PS_VALUES.shm[0]) {
-        into = self->ops[at].dst;
-        into_len = (size_t) self->ops[at].count * sizeof(float);
-    }
+    void *into = *np == 3 ? s_pull_place(self, s, &parts[0], zmq_msg_size(&parts[2])) : NULL;
+    size_t into_len = into ? zmq_msg_size(&parts[2]) : 0;
     if (zt_stream_recv_into(self->streams[s], parts, np, into, into_len) != ZT_OK) {
         if (self->seal_drops++ % 100 == 0)
             zt_warn("parameter server %d (%s): a reply that is not sealed under this job's keys was dropped (%llu "
@@ -558,7 +574,8 @@ int zt_ps_wait(zt_ps_client_t *self, int timeout_ms)
     zmq_pollitem_t items[64];
     int n = self->nservers < 64 ? self->nservers : 64;
     for (int s = 0; s < n; s++)
-        items[s] = (zmq_pollitem_t) { zsock_resolve(self->socks[s]), 0, ZMQ_POLLIN, 0 };
+        items[s] = self->rz[s] ? (zmq_pollitem_t) { NULL, zt_zmtp_fd(self->rz[s]), ZMQ_POLLIN, 0 }
+                               : (zmq_pollitem_t) { zsock_resolve(self->socks[s]), 0, ZMQ_POLLIN, 0 };
     while (self->nops > 0 || atomic_load(&self->lent) > 0) {
         for (int i = 0; i < self->nops; i++)
             if (self->ops[i].req == -2) {
@@ -586,6 +603,8 @@ int zt_ps_wait(zt_ps_client_t *self, int timeout_ms)
             zclock_sleep(0);
             continue;
         }
+        for (int s = 0; s < self->nservers; s++)
+            zt_stream_tend(self->streams[s]);
         int rc = zt_spin_poll(&self->spin, items, n, 50);
         if (rc < 0)
             continue;
@@ -594,7 +613,9 @@ int zt_ps_wait(zt_ps_client_t *self, int timeout_ms)
                 continue;
             for (int k = 0; k < 1024; k++) {
                 zmq_msg_t parts[8];
-                int np = zt_msg_recv_parts(items[s].socket, parts, 8);
+                s_land_t land = { self, s };
+                int np = self->rz[s] ? zt_zmtp_recv(self->rz[s], parts, 8, s_land, &land)
+                                     : zt_msg_recv_parts(items[s].socket, parts, 8);
                 if (np == 0)
                     break;
                 if (self->streams[s] && !s_unseal(self, s, parts, &np))

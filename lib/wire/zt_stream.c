@@ -167,7 +167,10 @@ static int s_send_sealed_zmtp(zt_stream_t *s, const uint8_t *hdr, size_t hlen, c
             f[2 + i] = (struct iovec) { s->stage + at, sizes[i] };
         at += n ? sizes[i] : 0;
     }
-    return zt_zmtp_sendv(s->zmtp, f, 2 + n);
+    /* no connection, or it broke: lost, as on a DEALER whose server went
+     * away; the callers' resend rules send it again on the next one */
+    int rc = zt_zmtp_sendv(s->zmtp, f, 2 + n);
+    return rc == ZT_EIO ? ZT_OK : rc;
 }
 
 /* [id][header][seal][payload...]: each payload sealed from the caller's
@@ -359,6 +362,27 @@ zsock_t *zt_stream_dealer(zt_plane_t plane, const char *endpoint, zt_stream_t **
     if (d && seal && !zt_data_is_local(endpoint) && !*st)
         zt_sock_destroy(&d);
     return d;
+}
+
+int zt_stream_client(zt_plane_t plane, const char *endpoint, zsock_t **sock, zt_zmtp_t **zmtp, zt_stream_t **st)
+{
+    *sock = NULL;
+    *zmtp = NULL;
+    *st = NULL;
+    zt_stream_cfg_t cfg;
+    bool direct = zt_stream_cfg_load(&cfg) && !zt_data_is_local(endpoint) &&
+                  !strcmp(zt_knob_str(ZT_KNOB_BULK_DIRECT), "on");
+    if (direct) { /* no ZeroMQ I/O thread between this thread and the kernel (zt_zmtp.h) */
+        *zmtp = zt_zmtp_new(endpoint);
+        if (*zmtp && !(*st = zt_stream_connect_zmtp(&cfg, *zmtp, endpoint)))
+            zt_zmtp_destroy(zmtp);
+        if (*zmtp)
+            zt_data_say_route(ZT_PLANE_BULK, endpoint, ", on this thread (ZT_BULK_DIRECT)");
+    }
+    memset(cfg.secret, 0, sizeof cfg.secret);
+    if (!direct)
+        *sock = zt_stream_dealer(plane, endpoint, st);
+    return *sock || *zmtp ? ZT_OK : ZT_EIO;
 }
 
 zsock_t *zt_stream_router(zt_plane_t plane, const char *endpoint, int *port_p, zt_streams_t **streams)
