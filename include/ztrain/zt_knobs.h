@@ -114,7 +114,7 @@ extern "C" {
     X(BULK_SEAL,           "ZT_BULK_SEAL",           "on", "on|off", ZT_FOR_ALL,                                      \
       "on: in a secured job, bulk data between hosts (parameter servers' pushes and pulls, all-reduce pieces and sums through reducers, ring blocks, checkpoint files fetched by evaluators) is sealed with AES-128-GCM under keys of the job's own (each stream's, fresh) instead of CURVE, which keeps the control plane; off: CURVE on those sockets too (for comparison)") \
     X(BULK_DIRECT,         "ZT_BULK_DIRECT",         "on", "on|off", ZT_FOR_ALL,                                      \
-      "on: a client's sealed bulk bytes to servers on other hosts (all-reduce pieces and sums through reducers, parameter-server pushes and pulls) go out and come in on its own thread, straight between the kernel and the tensors (the ZeroMQ protocol on a socket of its own); off: through a ZeroMQ socket and its I/O thread (for comparison)") \
+      "on: a client's sealed bulk bytes to servers on other hosts (all-reduce pieces and sums through reducers, ring blocks to the next worker, parameter-server pushes and pulls) go out and come in on its own thread, straight between the kernel and the tensors (the ZeroMQ protocol on a socket of its own); off: through a ZeroMQ socket and its I/O thread (for comparison)") \
     X(SEAL_VAES,           "ZT_SEAL_VAES",           "auto", "auto|off", ZT_FOR_ALL,                      \
       "auto: the bulk seal runs AES-128-GCM two blocks per instruction (VAES and VPCLMULQDQ) where the processor has them; off: OpenSSL's always (the same bytes on the wire either way; for comparison)") \
     X(MALLOC_KEEP_BYTES,   "ZT_MALLOC_KEEP_BYTES",   "0", "int", ZT_FOR_ALL,                             \

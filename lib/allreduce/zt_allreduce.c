@@ -60,20 +60,16 @@ static int s_connect_ring(zt_allreduce_t *self, const zt_allreduce_opts_t *o)
     bool seal = zt_stream_cfg_load(&cfg);
     const char *next = self->peer_addrs[(self->rank + 1) % self->workers];
     self->ring_in = zt_sock_router(seal ? ZT_PLANE_BULK : ZT_PLANE_DATA, self->peer_addrs[self->rank], NULL);
-    self->ring_out = zt_sock_dealer(seal ? ZT_PLANE_BULK : ZT_PLANE_DATA, next);
-    if (seal && self->ring_in && self->ring_out) {
-        self->ring_streams = zt_streams_new(&cfg, zsock_resolve(self->ring_in));
-        if (!zt_data_is_local(next))
-            self->ring_stream = zt_stream_connect(&cfg, zsock_resolve(self->ring_out));
-        if (!self->ring_streams || (!zt_data_is_local(next) && !self->ring_stream))
-            zsock_destroy(&self->ring_out);
-    }
+    int rc = zt_stream_client(ZT_PLANE_DATA, next, &self->ring_out, &self->ring_z, &self->ring_stream);
+    if (seal && self->ring_in && rc == ZT_OK && !(self->ring_streams = zt_streams_new(&cfg, zsock_resolve(self->ring_in))))
+        rc = ZT_EIO;
     memset(cfg.secret, 0, sizeof cfg.secret);
-    if (!self->ring_in || !self->ring_out) {
+    if (!self->ring_in || rc != ZT_OK) {
         zt_error("ring: cannot bind %s or connect to %s", self->peer_addrs[self->rank], next);
         return ZT_EIO;
     }
-    zsock_set_linger(self->ring_out, 5000); /* deliver what others wait for */
+    if (self->ring_out)
+        zsock_set_linger(self->ring_out, 5000); /* deliver what others wait for */
     self->pending = calloc(MAX_PENDING, sizeof *self->pending);
     return ZT_OK;
 }
@@ -166,6 +162,7 @@ void zt_allreduce_destroy(zt_allreduce_t **self_p)
         free(self->reducer_addrs[r]);
     }
     zt_stream_destroy(&self->ring_stream);
+    zt_zmtp_destroy(&self->ring_z);
     zt_streams_destroy(&self->ring_streams);
     zt_sock_destroy(&self->ring_in);
     zt_sock_destroy(&self->ring_out);

@@ -76,6 +76,7 @@ struct zt_allreduce_t {
     zsock_t *ring_in, *ring_out;/* ROUTER (from prev), DEALER (to next) */
     zt_streams_t *ring_streams; /* a sealing job: ring_in's streams (the previous worker, another host) */
     zt_stream_t *ring_stream;   /* a sealing job: ring_out's stream (the next worker, another host), or NULL */
+    zt_zmtp_t *ring_z;          /* or that stream's ZMTP end of this thread (ring_out NULL) */
     zt_ar_tensor_t *t;
     int nt, tcap;
     bool committed;
