@@ -95,11 +95,10 @@ static void s_serve(zt_allreduce_t *self, zt_ar_idle_t *id)
             id->present_ms = now;
         }
         int64_t left = id->present_ms + PRESENT_MS - now;
-        for (int r = 0; r < self->R; r++) { /* a reducer's connection that broke is made again */
-            zt_stream_tend(self->rstream[r]);
+        zt_ar_tend_reducers(self, items, n);
+        for (int r = 0; r < self->R; r++) /* a reducer's connection that broke is made again soon */
             if (self->rz[r] && !zt_zmtp_connected(self->rz[r]) && left > 50)
                 left = 50;
-        }
         if (zmq_poll(items, n + 1, left > 0 ? left : 0) < 0 && errno != EINTR)
             return;
         if (items[n].revents & ZMQ_POLLIN) {

@@ -259,8 +259,7 @@ int zt_ar_commit_reducers(zt_allreduce_t *self, int timeout_ms)
                 }
             resend = zt_now_ms() + RESEND_MS;
         }
-        for (int r = 0; r < self->R; r++)
-            zt_stream_tend(self->rstream[r]);
+        zt_ar_tend_reducers(self, items, nr);
         if (zmq_poll(items, nitems, 50) <= 0)
             continue;
         if (nitems > nr && (items[nr].revents & ZMQ_POLLIN))
@@ -530,8 +529,7 @@ int zt_ar_wait_reducers(zt_allreduce_t *self, int timeout_ms)
             }
             progress = now;
         }
-        for (int r = 0; r < self->R; r++)
-            zt_stream_tend(self->rstream[r]);
+        zt_ar_tend_reducers(self, items, n);
         if (zt_spin_poll(&self->spin, items, np, 50) <= 0)
             continue;
         if (np > n && (items[n].revents & ZMQ_POLLIN))

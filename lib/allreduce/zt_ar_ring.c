@@ -132,10 +132,11 @@ static int s_ring_recv_msg(zt_allreduce_t *self, zt_msg_t *m, zmq_msg_t *payload
         int64_t left = deadline - zt_now_ms();
         if (left <= 0)
             return ZT_ETIMEDOUT;
+        zt_stream_tend(self->ring_stream); /* a broken connection made again, what waits written */
         zmq_pollitem_t items[2] = { { zsock_resolve(self->ring_in), 0, ZMQ_POLLIN, 0 },
                                     { self->ring_out ? zsock_resolve(self->ring_out) : NULL,
-                                      self->ring_z ? zt_zmtp_fd(self->ring_z) : 0, ZMQ_POLLIN, 0 } };
-        zt_stream_tend(self->ring_stream);
+                                      self->ring_z ? zt_zmtp_fd(self->ring_z) : 0,
+                                      self->ring_z ? zt_zmtp_events(self->ring_z) : ZMQ_POLLIN, 0 } };
         if (zmq_poll(items, 2, left < 100 ? left : 100) <= 0)
             continue;
         if (items[1].revents & ZMQ_POLLIN)

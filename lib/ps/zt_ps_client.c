@@ -603,8 +603,11 @@ int zt_ps_wait(zt_ps_client_t *self, int timeout_ms)
             zclock_sleep(0);
             continue;
         }
-        for (int s = 0; s < self->nservers; s++)
+        for (int s = 0; s < self->nservers; s++) { /* reconnect, write what waits, poll for room */
             zt_stream_tend(self->streams[s]);
+            if (s < n && self->rz[s])
+                items[s].events = zt_zmtp_events(self->rz[s]);
+        }
         int rc = zt_spin_poll(&self->spin, items, n, 50);
         if (rc < 0)
             continue;

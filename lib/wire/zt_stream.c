@@ -137,7 +137,12 @@ static bool s_fresh(zt_stream_t *s)
     return s && s->zmtp && zt_zmtp_poke(s->zmtp) && zt_stream_reopen(s) == ZT_OK;
 }
 
-void zt_stream_tend(zt_stream_t *self) { s_fresh(self); }
+void zt_stream_tend(zt_stream_t *self)
+{
+    if (self && self->zmtp)
+        zt_zmtp_flush(self->zmtp);
+    s_fresh(self);
+}
 
 /* The same message on a ZMTP end: each payload sealed into the stream's
  * staging buffer, then every frame written at once. */

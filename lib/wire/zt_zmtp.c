@@ -32,6 +32,7 @@
 #define DIRECT_BYTES (8 << 10) /* a frame this large is read straight into its place */
 #define MAX_PARTS 16
 #define SEND_WAIT_MS 30000    /* a peer that takes nothing for this long is taken for gone */
+#define OUT_MAX (8 << 20)     /* bytes a connection keeps waiting to go before a send waits */
 
 typedef struct {
     zmq_msg_t parts[MAX_PARTS];
@@ -56,6 +57,10 @@ struct zt_zmtp_t {
     zmq_msg_t body;
     size_t body_len, body_have;
     bool in_body, body_more, body_cmd;
+    /* bytes sent that the kernel did not take yet: out[out_a, out_b) */
+    uint8_t *out;
+    size_t out_a, out_b, out_cap;
+    int64_t quiet_since;    /* when the peer last took a byte, or the first send waited */
     /* messages complete, not yet taken (read while a send waited) */
     s_msg_t *done;
     int ndone, done_cap, done_first;
@@ -70,6 +75,7 @@ static void s_down(zt_zmtp_t *self, const char *why)
     self->up = false;
     dup2(self->idle_fd, self->fd); /* the old connection's descriptor goes with it */
     self->a = self->b = 0;
+    self->out_a = self->out_b = 0; /* lost, as a DEALER's queue to a server that went away */
     for (int i = 0; i < self->cur.n; i++)
         zmq_msg_close(&self->cur.parts[i]);
     self->cur.n = 0;
@@ -222,6 +228,7 @@ void zt_zmtp_destroy(zt_zmtp_t **self_p)
             zmq_msg_close(&m->parts[j]);
     }
     free(self->done);
+    free(self->out);
     if (self->fd >= 0)
         close(self->fd);
     if (self->idle_fd >= 0)
@@ -236,6 +243,8 @@ bool zt_zmtp_connected(const zt_zmtp_t *self) { return self && self->up; }
 uint64_t zt_zmtp_connections(const zt_zmtp_t *self) { return self ? self->connections : 0; }
 
 /* ------------------------------------------------------------ receiving */
+
+static bool s_flush(zt_zmtp_t *self);
 
 /* A frame is whole: part of the message (or a command, answered or let go). */
 static void s_frame_done(zt_zmtp_t *self, zmq_msg_t *f, bool more, bool cmd)
@@ -377,6 +386,8 @@ static bool s_pump(zt_zmtp_t *self, zt_zmtp_land_fn land, void *arg)
 
 int zt_zmtp_recv(zt_zmtp_t *self, zmq_msg_t *parts, int max, zt_zmtp_land_fn land, void *arg)
 {
+    if (self->up && self->out_b > self->out_a)
+        s_flush(self);
     if (self->ndone == 0 && self->up)
         s_pump(self, land, arg);
     while (self->ndone > 0) {
@@ -399,6 +410,85 @@ int zt_zmtp_recv(zt_zmtp_t *self, zmq_msg_t *parts, int max, zt_zmtp_land_fn lan
 }
 
 /* ------------------------------------------------------------ sending */
+
+/* Writes what waits in out[] without waiting. false: the connection broke. */
+static bool s_flush(zt_zmtp_t *self)
+{
+    while (self->up && self->out_b > self->out_a) {
+        ssize_t w = send(self->fd, self->out + self->out_a, self->out_b - self->out_a, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (w > 0) {
+            self->out_a += (size_t) w;
+            self->quiet_since = zt_now_ms();
+            continue;
+        }
+        if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+            if (zt_now_ms() - self->quiet_since > SEND_WAIT_MS) {
+                s_down(self, "nothing taken for too long");
+                return false;
+            }
+            return true;
+        }
+        s_down(self, w < 0 ? strerror(errno) : "refused");
+        return false;
+    }
+    self->out_a = self->out_b = 0;
+    return true;
+}
+
+/* Appends what v[0..n) holds to out[] (for s_flush). false: no memory. */
+static bool s_queue(zt_zmtp_t *self, const struct iovec *v, int n)
+{
+    size_t add = 0;
+    for (int i = 0; i < n; i++)
+        add += v[i].iov_len;
+    if (self->out_a > 0 && self->out_b + add > self->out_cap) { /* what was written makes room */
+        memmove(self->out, self->out + self->out_a, self->out_b - self->out_a);
+        self->out_b -= self->out_a;
+        self->out_a = 0;
+    }
+    if (self->out_b + add > self->out_cap) {
+        size_t cap = self->out_cap ? self->out_cap : 1 << 20;
+        while (cap < self->out_b + add)
+            cap *= 2;
+        uint8_t *o = realloc(self->out, cap);
+        if (!o)
+            return false;
+        self->out = o;
+        self->out_cap = cap;
+    }
+    for (int i = 0; i < n; i++) {
+        memcpy(self->out + self->out_b, v[i].iov_base, v[i].iov_len);
+        self->out_b += v[i].iov_len;
+    }
+    return true;
+}
+
+/* Until out[] holds at most keep bytes, reading what comes meanwhile (so
+ * that neither end waits on the other). false: the connection broke. */
+static bool s_drain_to(zt_zmtp_t *self, size_t keep)
+{
+    while (self->up && self->out_b - self->out_a > keep) {
+        if (!s_flush(self))
+            return false;
+        if (self->out_b - self->out_a <= keep)
+            break;
+        if (zt_stop_requested()) {
+            s_down(self, "stopping");
+            return false;
+        }
+        int ev = s_wait_fd(self->fd, POLLOUT | POLLIN, 100);
+        if (ev > 0 && (ev & (POLLIN | POLLHUP | POLLERR)) && !s_pump(self, NULL, NULL))
+            return false;
+    }
+    return self->up;
+}
+
+bool zt_zmtp_pending(const zt_zmtp_t *self) { return self && self->up && self->out_b > self->out_a; }
+
+short zt_zmtp_events(const zt_zmtp_t *self)
+{
+    return (short) (ZMQ_POLLIN | (zt_zmtp_pending(self) ? ZMQ_POLLOUT : 0));
+}
 
 int zt_zmtp_sendv(zt_zmtp_t *self, const struct iovec *frames, int n)
 {
@@ -428,41 +518,44 @@ int zt_zmtp_sendv(zt_zmtp_t *self, const struct iovec *frames, int n)
             iov[ni++] = frames[i];
         total += hl + len;
     }
+    /* what waits goes first; past OUT_MAX the caller waits for the peer */
+    if (!s_flush(self) || !s_drain_to(self, OUT_MAX))
+        return ZT_EIO;
     struct iovec *v = iov;
-    int64_t quiet_since = zt_now_ms();
-    while (total > 0) {
+    if (self->out_b == self->out_a) { /* nothing waits: straight from the caller's bytes */
+        self->quiet_since = zt_now_ms();
         struct msghdr mh = { .msg_iov = v, .msg_iovlen = (size_t) ni };
         ssize_t w = sendmsg(self->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
             s_down(self, strerror(errno));
             return ZT_EIO;
         }
-        if (w > 0) {
-            total -= (size_t) w;
-            quiet_since = zt_now_ms();
-            while (w > 0 && (size_t) w >= v->iov_len) {
-                w -= (ssize_t) v->iov_len;
+        for (size_t left = w > 0 ? (size_t) w : 0; left > 0;) {
+            if (left >= v->iov_len) {
+                left -= v->iov_len;
                 v++;
                 ni--;
             }
-            if (w > 0) {
-                v->iov_base = (char *) v->iov_base + w;
-                v->iov_len -= (size_t) w;
+            else {
+                v->iov_base = (char *) v->iov_base + left;
+                v->iov_len -= left;
+                left = 0;
             }
-            continue;
         }
-        /* full: what comes meanwhile is read (the server's sums), so that
-         * neither end waits on the other */
-        if (zt_stop_requested() || zt_now_ms() - quiet_since > SEND_WAIT_MS) {
-            s_down(self, "nothing taken for too long, or stopping");
-            return ZT_EIO;
-        }
-        int ev = s_wait_fd(self->fd, POLLOUT | POLLIN, 100);
-        if (ev > 0 && (ev & (POLLIN | POLLHUP | POLLERR)) && !s_pump(self, NULL, NULL))
-            return ZT_EIO;
+        total = 0;
+        for (int i = 0; i < ni; i++)
+            total += v[i].iov_len;
+    }
+    /* the rest waits in out[], written as the peer takes it (zt_zmtp_recv,
+     * zt_zmtp_flush, the next send), so the caller goes on to its others */
+    if (total > 0 && !s_queue(self, v, ni)) {
+        s_down(self, "out of memory");
+        return ZT_EIO;
     }
     return ZT_OK;
 }
+
+bool zt_zmtp_flush(zt_zmtp_t *self) { return !self || !self->up || s_flush(self); }
 
 /* ------------------------------------------------------------ selftest */
 
@@ -537,6 +630,30 @@ void zt_zmtp_selftest(void)
     assert(s_test_recv(z, parts, 2, &landed) == 1 && zmq_msg_size(&parts[0]) == 5 &&
            !memcmp(zmq_msg_data(&parts[0]), "after", 5));
     zmq_msg_close(&parts[0]);
+    /* a server that reads nothing for a while: sends go on without
+     * waiting (the rest waits in out[]), then all of it arrives in order */
+    enum { N = 60, SZ = 100000 };
+    for (int i = 0; i < N; i++) {
+        memset(big, 'a' + i % 26, SZ);
+        struct iovec m[2] = { { &i, sizeof i }, { big, SZ } };
+        assert(zt_zmtp_sendv(z, m, 2) == ZT_OK);
+    }
+    assert(zt_zmtp_pending(z) && (zt_zmtp_events(z) & ZMQ_POLLOUT));
+    for (int i = 0; i < N; i++) {
+        zmq_pollitem_t it = { zsock_resolve(r), 0, ZMQ_POLLIN, 0 };
+        while (zmq_poll(&it, 1, 10) <= 0)
+            assert(zt_zmtp_flush(z));
+        zmsg_t *one = zmsg_recv(r);
+        assert(one && zmsg_size(one) == 3);
+        zframe_t *oid = zmsg_pop(one), *no = zmsg_pop(one), *body = zmsg_pop(one);
+        assert(zframe_size(no) == sizeof i && *(int *) zframe_data(no) == i && zframe_size(body) == SZ &&
+               ((char *) zframe_data(body))[SZ - 1] == 'a' + i % 26);
+        zframe_destroy(&oid);
+        zframe_destroy(&no);
+        zframe_destroy(&body);
+        zmsg_destroy(&one);
+    }
+    assert(zt_zmtp_flush(z) && !zt_zmtp_pending(z));
     /* a frame past the limit: the connection goes, nothing is handed on */
     z->limit = 1000;
     zframe_send(&id, r, ZFRAME_MORE | ZFRAME_REUSE);

@@ -47,10 +47,20 @@ bool zt_zmtp_poke(zt_zmtp_t *self);
 bool zt_zmtp_connected(const zt_zmtp_t *self);
 /* Connections made so far. */
 uint64_t zt_zmtp_connections(const zt_zmtp_t *self);
-/* Sends a message of n frames (at most 16); waits while the kernel's
- * buffer is full, reading meanwhile what comes (kept for zt_zmtp_recv).
- * ZT_OK, or ZT_EIO when there is no connection or it broke. */
+/* Sends a message of n frames (at most 16), straight from the caller's
+ * bytes as far as the kernel takes them now; the rest is copied to wait
+ * for the peer (zt_zmtp_pending), so the caller goes on to its other
+ * servers. Only with more than OUT_MAX bytes waiting does it wait,
+ * reading meanwhile what comes (kept for zt_zmtp_recv). ZT_OK, or ZT_EIO
+ * when there is no connection or it broke. */
 int zt_zmtp_sendv(zt_zmtp_t *self, const struct iovec *frames, int n);
+/* Whether bytes wait to go; then the caller polls for ZMQ_POLLOUT too
+ * (zt_zmtp_events) and calls zt_zmtp_flush when it comes (zt_zmtp_recv
+ * and zt_stream_tend write what waits as well). */
+bool zt_zmtp_pending(const zt_zmtp_t *self);
+short zt_zmtp_events(const zt_zmtp_t *self);
+/* Writes what waits without waiting; false when the connection broke. */
+bool zt_zmtp_flush(zt_zmtp_t *self);
 /* One message that has come, in parts (at most max; a message of more is
  * dropped): the number of parts, 0 when none is complete now (it does not
  * wait). land (may be NULL) places large frames. */
