@@ -168,27 +168,12 @@ static void *s_landing(zt_allreduce_t *self, int r, const zt_msg_t *m, size_t by
  * When r's stream has just opened (the first time, or again after the
  * reducer restarted), the layout and what r lacks go out now. false when
  * nothing waits. */
-typedef struct {
-    zt_allreduce_t *self;
-    int r;
-} s_land_t;
-
-/* zt_zmtp_land_fn: a sealed sum's bytes are read straight into its landing place. */
-static void *s_land(void *arg, const zmq_msg_t *parts, int n, size_t size)
-{
-    s_land_t *l = arg;
-    zt_msg_t h;
-    zmq_msg_t *hp = (zmq_msg_t *) &parts[0];
-    if (n != 2 || zt_msg_decode(zmq_msg_data(hp), zmq_msg_size(hp), &h, NULL) != ZT_OK ||
-        h.incarnation != l->self->group)
-        return NULL;
-    return s_landing(l->self, l->r, &h, size);
-}
-
 static bool s_recv_reply(zt_allreduce_t *self, int r, zmq_msg_t *parts, int *np)
 {
-    s_land_t land = { self, r };
-    *np = self->rz[r] ? zt_zmtp_recv(self->rz[r], parts, 3, s_land, &land) /* header, seal, payload */
+    /* header, seal, payload; a sum opens into its landing place from the
+     * frame it came in (read straight there instead, it made a worker on
+     * 300 Mbit/s links 6-12% slower, for no fewer copies) */
+    *np = self->rz[r] ? zt_zmtp_recv(self->rz[r], parts, 3, NULL, NULL)
                       : zt_msg_recv_parts(zsock_resolve(self->red[r]), parts, 3);
     if (*np == 0)
         return false;

@@ -537,18 +537,6 @@ static void *s_pull_place(zt_ps_client_t *self, int s, const zmq_msg_t *hdr, siz
     return self->ops[at].dst;
 }
 
-typedef struct {
-    zt_ps_client_t *self;
-    int s;
-} s_land_t;
-
-/* zt_zmtp_land_fn: a pull's sealed values are read straight into place. */
-static void *s_land(void *arg, const zmq_msg_t *parts, int n, size_t size)
-{
-    s_land_t *l = arg;
-    return n == 2 ? s_pull_place(l->self, l->s, &parts[0], size) : NULL;
-}
-
 static bool s_unseal(zt_ps_client_t *self, int s, zmq_msg_t *parts, int *np)
 {
     bool was = zt_stream_ready(self->streams[s]);
@@ -616,8 +604,7 @@ int zt_ps_wait(zt_ps_client_t *self, int timeout_ms)
                 continue;
             for (int k = 0; k < 1024; k++) {
                 zmq_msg_t parts[8];
-                s_land_t land = { self, s };
-                int np = self->rz[s] ? zt_zmtp_recv(self->rz[s], parts, 8, s_land, &land)
+                int np = self->rz[s] ? zt_zmtp_recv(self->rz[s], parts, 8, NULL, NULL)
                                      : zt_msg_recv_parts(items[s].socket, parts, 8);
                 if (np == 0)
                     break;
