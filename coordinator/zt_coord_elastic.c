@@ -298,9 +298,14 @@ static void s_take_requests(zt_coord_t *self)
     char *names[S_REQUESTS];
     int n = 0;
     struct dirent *e;
-    while (d && n < S_REQUESTS && (e = readdir(d)))
-        if (!strncmp(e->d_name, ZT_SCALE_REQUEST_PREFIX, strlen(ZT_SCALE_REQUEST_PREFIX)))
+    while (d && n < S_REQUESTS && (e = readdir(d))) {
+        /* a finished request's name only: "...json.tmp.PID" is one being
+         * written (taken and removed, its client's rename would fail) */
+        size_t len = strlen(e->d_name);
+        if (!strncmp(e->d_name, ZT_SCALE_REQUEST_PREFIX, strlen(ZT_SCALE_REQUEST_PREFIX)) && len > 5 &&
+            !strcmp(e->d_name + len - 5, ".json"))
             names[n++] = strdup(e->d_name);
+    }
     if (d)
         closedir(d);
     qsort(names, (size_t) n, sizeof *names, s_by_name);
