@@ -71,6 +71,15 @@ static void s_stop_one(zt_coord_t *self, zt_crep_t *r)
     self->backend->signal(self->backend, r->handle, SIGTERM);
 }
 
+/* Whether a replica of pool 0 (the chief) is still running. */
+static bool s_chief_up(const zt_coord_t *self)
+{
+    for (int i = 0; i < self->nreps; i++)
+        if (self->reps[i].pool == 0 && self->reps[i].handle)
+            return true;
+    return false;
+}
+
 /* Stops every live replica: SHUTDOWN, SIGTERM, then SIGKILL after the grace. */
 void zt_coord_stop_all(zt_coord_t *self, zt_after_t after, zt_job_state_t final_state)
 {
@@ -89,10 +98,7 @@ void zt_coord_stop_all(zt_coord_t *self, zt_after_t after, zt_job_state_t final_
     /* the chief saves the model at its step as it stops, gathering it from
      * the parameter servers: they stop once it has ended (or late in the
      * grace), so that it finds them serving */
-    bool chief_up = false;
-    for (int i = 0; i < self->nreps; i++)
-        chief_up |= self->reps[i].pool == 0 && self->reps[i].handle;
-    bool hold = chief_up && self->plan->pools[2].present && self->plan->pools[2].role == ZT_ROLE_PARAMSERVER;
+    bool hold = s_chief_up(self) && self->plan->pools[2].present && self->plan->pools[2].role == ZT_ROLE_PARAMSERVER;
     for (int i = 0; i < self->nreps; i++) {
         zt_crep_t *r = &self->reps[i];
         if (!r->handle)
@@ -111,12 +117,10 @@ void zt_coord_release_held_stops(zt_coord_t *self)
 {
     if (!self->stopping)
         return;
-    bool chief_up = false, held = false;
-    for (int i = 0; i < self->nreps; i++) {
-        chief_up |= self->reps[i].pool == 0 && self->reps[i].handle;
+    bool held = false;
+    for (int i = 0; i < self->nreps; i++)
         held |= self->reps[i].stop_held;
-    }
-    if (!held || (chief_up && zt_now_ms() < self->kill_deadline - self->grace_ms / 4))
+    if (!held || (s_chief_up(self) && zt_now_ms() < self->kill_deadline - self->grace_ms / 4))
         return;
     for (int i = 0; i < self->nreps; i++)
         if (self->reps[i].stop_held) {
@@ -347,9 +351,6 @@ static void s_restart(zt_coord_t *self, zt_crep_t *r, bool counted)
     zt_coord_write_state(self);
 }
 
-/* A replica lost (a signal, a crash, ztrain's own kill): the incident that
- * a peer's failing exit soon after is taken as the consequence of, and an
- * event in job.json naming it (a SageMaker job's host by its name). */
 /* r's name, and its host when the job is SageMaker's ("workerpool1-0
  * (algo-2)"); host: the host alone, or "". */
 static void s_who(const zt_coord_t *self, const zt_crep_t *r, char *out, size_t size, char *host, size_t hsize)
@@ -360,6 +361,9 @@ static void s_who(const zt_coord_t *self, const zt_crep_t *r, char *out, size_t 
     snprintf(out, size, host[0] ? "%s (%s)" : "%s", r->name, host);
 }
 
+/* A replica lost (a signal, a crash, ztrain's own kill): the incident that
+ * a peer's failing exit soon after is taken as the consequence of, and an
+ * event in job.json naming it (a SageMaker job's host by its name). */
 static void s_note_loss(zt_coord_t *self, const zt_crep_t *r, const char *how)
 {
     char host[32], who[80], now[40];
@@ -375,10 +379,7 @@ static void s_note_loss(zt_coord_t *self, const zt_crep_t *r, const char *how)
     json_array_append_new(self->events, e);
 }
 
-/* A replica that ended on its own, not with 0: a user error (a status
- * below 128 other than ZT_EXIT_RETRY) fails the job; a crash restarts it in
- * place (or its synchronous group together), then retries the whole job,
- * then fails it. `how` says how it ended. */
+/* Whether any replica but r is running. */
 static bool s_peers_up(const zt_coord_t *self, const zt_crep_t *r)
 {
     for (int i = 0; i < self->nreps; i++)
@@ -387,7 +388,11 @@ static bool s_peers_up(const zt_coord_t *self, const zt_crep_t *r)
     return false;
 }
 
-/* exit_ms: when it exited; held: its verdict was held already. */
+/* A replica that ended on its own, not with 0: a user error (a status
+ * below 128 other than ZT_EXIT_RETRY) fails the job; a crash restarts it in
+ * place (or its synchronous group together), then retries the whole job,
+ * then fails it. `how` says how it ended; exit_ms: when; held: its verdict
+ * was held already. */
 static void s_on_failure(zt_coord_t *self, zt_crep_t *r, int status, const char *how, int64_t exit_ms, bool held)
 {
     bool system = WIFEXITED(status) && WEXITSTATUS(status) == ZT_EXIT_RETRY;
@@ -396,8 +401,7 @@ static void s_on_failure(zt_coord_t *self, zt_crep_t *r, int status, const char 
     size_t nl = strlen(r->name);
     bool itself = !strncmp(self->incident, r->name, nl) && self->incident[nl] == ' ';
     bool followed = self->incident_ms && since <= ZT_INCIDENT_MS && since >= -ZT_VERDICT_MS && !itself;
-    char who[80], after[sizeof self->incident + 32] = "";
-    char host[32];
+    char who[80], host[32], after[sizeof self->incident + 32] = "";
     s_who(self, r, who, sizeof who, host, sizeof host);
     if (followed)
         snprintf(after, sizeof after, ", following the loss of %s", self->incident);

@@ -15,6 +15,7 @@ struct zt_held_piece_t {
     const char *shm;           /* element a in a peer's pinned mapping, or NULL */
     char *own;                 /* a copy of its own, or NULL */
     zmq_msg_t msg;             /* else a reference to the frame (the node never moves) */
+    zt_held_piece_t *next;     /* on the spare list */
 };
 
 static const char *s_src(zt_held_piece_t *x)
@@ -22,7 +23,9 @@ static const char *s_src(zt_held_piece_t *x)
     return x->own ? x->own : x->shm ? x->shm : (const char *) zmq_msg_data(&x->msg) + x->skip;
 }
 
-static void s_let_go(zt_held_piece_t *x)
+/* Lets go of what x holds; the node goes to h's spare list, for the next
+ * piece (no allocation per piece once a round has run). */
+static void s_let_go(zt_held_t *h, zt_held_piece_t *x)
 {
     if (x->shm)
         zt_shm_peer_pin(x->shm, -1);
@@ -30,7 +33,8 @@ static void s_let_go(zt_held_piece_t *x)
         free(x->own);
     else
         zmq_msg_close(&x->msg);
-    free(x);
+    x->next = h->spare;
+    h->spare = x;
 }
 
 /* The first piece whose end is past element a. */
@@ -57,16 +61,18 @@ int zt_held_add(zt_held_t *h, int64_t a, int64_t b, const char *src, size_t byte
         h->p = p;
         h->cap = cap;
     }
-    zt_held_piece_t *x = calloc(1, sizeof *x);
+    zt_held_piece_t *x = h->spare ? h->spare : malloc(sizeof *x);
     if (!x)
         return ZT_ENOMEM;
-    x->a = a;
-    x->b = b;
+    if (x == h->spare)
+        h->spare = x->next;
+    *x = (zt_held_piece_t) { .a = a, .b = b };
     if (payload && 2 * bytes < zmq_msg_size(payload)) {
         /* less than half of its frame is new (a resend overlapping what
          * came): copied, so that what is held never outgrows the chunk */
         if (!(x->own = malloc(bytes ? bytes : 1))) {
-            free(x);
+            x->next = h->spare;
+            h->spare = x;
             return ZT_ENOMEM;
         }
         memcpy(x->own, src, bytes);
@@ -136,7 +142,7 @@ void zt_held_release(zt_held_t *h, int64_t a, int64_t e, bool (*done)(void *arg,
     int i = s_first_after(h, a), keep = i;
     for (; i < h->n && h->p[i]->a < e; i++) {
         if (done(arg, h->p[i]->a, h->p[i]->b))
-            s_let_go(h->p[i]);
+            s_let_go(h, h->p[i]);
         else
             h->p[keep++] = h->p[i];
     }
@@ -147,13 +153,18 @@ void zt_held_release(zt_held_t *h, int64_t a, int64_t e, bool (*done)(void *arg,
 void zt_held_clear(zt_held_t *h)
 {
     for (int i = 0; i < h->n; i++)
-        s_let_go(h->p[i]);
+        s_let_go(h, h->p[i]);
     h->n = 0;
 }
 
 void zt_held_free(zt_held_t *h)
 {
     zt_held_clear(h);
+    while (h->spare) {
+        zt_held_piece_t *x = h->spare;
+        h->spare = x->next;
+        free(x);
+    }
     free(h->p);
     *h = (zt_held_t) { 0 };
 }

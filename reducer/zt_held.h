@@ -14,6 +14,7 @@ typedef struct zt_held_piece_t zt_held_piece_t;
 typedef struct {
     zt_held_piece_t **p;       /* disjoint, sorted by first element */
     int n, cap;
+    zt_held_piece_t *spare;    /* nodes let go, reused */
 } zt_held_t;
 
 /* Holds elements [a, b) of a piece (bytes of them); src is element a, in
@@ -30,7 +31,8 @@ void zt_held_sum(const zt_held_t *held, int n, int64_t a, int64_t e, int dtype, 
  * first, end) says it is no longer needed (every block it touches summed). */
 void zt_held_release(zt_held_t *h, int64_t a, int64_t e, bool (*done)(void *arg, int64_t pa, int64_t pb),
                      void *arg);
-/* Lets go of every piece (the memory of h stays for the next round). */
+/* Lets go of every piece (the memory of h, its nodes too, stays for the
+ * next round). */
 void zt_held_clear(zt_held_t *h);
 void zt_held_free(zt_held_t *h);
 /* Elements held. */

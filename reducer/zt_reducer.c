@@ -350,7 +350,7 @@ static void s_send_sum_to_all(zt_reducer_t *self, int b, int64_t a, int64_t e)
 static void s_send_result(zt_reducer_t *self, int b, int rank)
 {
     s_bucket_t *k = &self->buckets[b];
-    int64_t per = PIECE_BYTES / (int64_t) zt_dtype_size(k->dtype);
+    int64_t per = k->per;
     for (int64_t at = k->lo; at < k->hi; at += per)
         s_send_sum(self, rank, b, k->result_gen, at, k->hi - at < per ? k->hi : at + per);
 }
@@ -374,7 +374,7 @@ static void s_send_block(zt_reducer_t *self, int b, int j, const char *sum)
 {
     s_bucket_t *k = &self->buckets[b];
     size_t es = zt_dtype_size(k->dtype);
-    int64_t per = PIECE_BYTES / (int64_t) es;
+    int64_t per = k->per;
     int64_t a = k->lo + (int64_t) j * per, e = a + per < k->hi ? a + per : k->hi;
     int par = (int) (k->gen & 1);
     if (k->blocks_sent == 0)
@@ -447,7 +447,7 @@ static void s_on_worker_result(zt_reducer_t *self, const zt_msg_t *m, zmq_msg_t 
          * is, for the workers still without it. */
         if (k->gen < 0)
             k->gen = p->gen;
-        int64_t per = PIECE_BYTES / (int64_t) es;
+        int64_t per = k->per;
         int64_t rel = p->offset - k->lo;
         if (rel % per || (p->count != per && p->offset + p->count != k->hi))
             return; /* not one whole block */
@@ -537,7 +537,7 @@ static bool s_hold(s_bucket_t *k, int rank, const zt_msg_AR_PIECE_t *p, const ch
 static void s_send_complete_blocks(zt_reducer_t *self, int rank, const zt_msg_AR_PIECE_t *p, s_bucket_t *k,
                                    size_t es)
 {
-    int64_t per = PIECE_BYTES / (int64_t) es;
+    int64_t per = k->per;
     int j0 = (int) ((p->offset - k->lo) / per);
     int j1 = (int) ((p->offset + p->count - 1 - k->lo) / per);
     for (int j = j0; j <= j1 && j < k->nblocks; j++) {
