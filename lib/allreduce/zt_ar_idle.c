@@ -85,7 +85,7 @@ static void s_serve(zt_allreduce_t *self, zt_ar_idle_t *id)
     zmq_pollitem_t items[65];
     int n = self->R < 64 ? self->R : 64;
     for (int r = 0; r < n; r++)
-        items[r] = zt_ar_red_item(self, r);
+        items[r] = zt_stream_client_item(self->red[r], self->rz[r]);
     items[n] = (zmq_pollitem_t) { NULL, id->wake[0], ZMQ_POLLIN, 0 };
     for (;;) {
         int64_t now = zt_now_ms();

@@ -114,26 +114,12 @@ struct zt_allreduce_t {
     char err[1024];
 };
 
-/* What to poll for reducer r's messages (and, on a ZMTP end with bytes
- * waiting to go, for room to write them: zt_ar_tend_reducers before each
- * poll keeps that true). */
-static inline zmq_pollitem_t zt_ar_red_item(const zt_allreduce_t *self, int r)
-{
-    if (self->rz[r])
-        return (zmq_pollitem_t) { NULL, zt_zmtp_fd(self->rz[r]), zt_zmtp_events(self->rz[r]), 0 };
-    return (zmq_pollitem_t) { zsock_resolve(self->red[r]), 0, ZMQ_POLLIN, 0 };
-}
-
-/* Each turn of a wait on the reducers (items[0..n) theirs): a connection
- * that broke is made again, what waits to go is written, and the poll asks
- * for room where bytes still wait. */
+/* Each turn of a wait on the reducers (items[0..n) theirs): what waits to
+ * go written, a broken connection made again (zt_stream_tend). */
 static inline void zt_ar_tend_reducers(zt_allreduce_t *self, zmq_pollitem_t *items, int n)
 {
-    for (int r = 0; r < self->R; r++) {
-        zt_stream_tend(self->rstream[r]);
-        if (r < n && self->rz[r])
-            items[r].events = zt_zmtp_events(self->rz[r]);
-    }
+    for (int r = 0; r < self->R; r++)
+        zt_stream_tend(self->rstream[r], r < n ? &items[r] : NULL);
 }
 
 /* Tensors this large are sent straight from the caller's buffer instead of

@@ -171,10 +171,8 @@ static void *s_landing(zt_allreduce_t *self, int r, const zt_msg_t *m, size_t by
 static bool s_recv_reply(zt_allreduce_t *self, int r, zmq_msg_t *parts, int *np)
 {
     /* header, seal, payload; a sum opens into its landing place from the
-     * frame it came in (read straight there instead, it made a worker on
-     * 300 Mbit/s links 6-12% slower, for no fewer copies) */
-    *np = self->rz[r] ? zt_zmtp_recv(self->rz[r], parts, 3, NULL, NULL)
-                      : zt_msg_recv_parts(zsock_resolve(self->red[r]), parts, 3);
+     * frame it came in */
+    *np = zt_stream_client_recv(self->red[r], self->rz[r], parts, 3);
     if (*np == 0)
         return false;
     /* A message of another group (membership generation) is dropped: a
@@ -218,7 +216,7 @@ int zt_ar_commit_reducers(zt_allreduce_t *self, int timeout_ms)
     zmq_pollitem_t items[65];
     int nr = self->R < 64 ? self->R : 64, nitems = nr;
     for (int r = 0; r < nr; r++)
-        items[r] = zt_ar_red_item(self, r);
+        items[r] = zt_stream_client_item(self->red[r], self->rz[r]);
     /* a new layout of a running group (autotune's) waits for every worker's
      * hello, a restarted one's too: it is served here what it asks first */
     if (self->watch && self->committed_once)
@@ -490,7 +488,7 @@ int zt_ar_wait_reducers(zt_allreduce_t *self, int timeout_ms)
     zmq_pollitem_t items[65];
     int n = self->R < 64 ? self->R : 64, np = n;
     for (int r = 0; r < n; r++)
-        items[r] = zt_ar_red_item(self, r);
+        items[r] = zt_stream_client_item(self->red[r], self->rz[r]);
     if (self->watch) /* zt_allreduce_watch: served while we wait */
         items[np++] = (zmq_pollitem_t) { self->watch, 0, ZMQ_POLLIN, 0 };
     while (!s_all_done(self)) {

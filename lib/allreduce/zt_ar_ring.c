@@ -112,8 +112,7 @@ static void s_ring_out_service(zt_allreduce_t *self)
 {
     zmq_msg_t parts[3];
     int np;
-    while ((np = self->ring_z ? zt_zmtp_recv(self->ring_z, parts, 3, NULL, NULL)
-                              : zt_msg_recv_parts(zsock_resolve(self->ring_out), parts, 3)) > 0) {
+    while ((np = zt_stream_client_recv(self->ring_out, self->ring_z, parts, 3)) > 0) {
         if (self->ring_stream)
             zt_stream_recv(self->ring_stream, parts, &np);
         zt_msg_close_parts(parts, np);
@@ -132,11 +131,9 @@ static int s_ring_recv_msg(zt_allreduce_t *self, zt_msg_t *m, zmq_msg_t *payload
         int64_t left = deadline - zt_now_ms();
         if (left <= 0)
             return ZT_ETIMEDOUT;
-        zt_stream_tend(self->ring_stream); /* a broken connection made again, what waits written */
+        zt_stream_tend(self->ring_stream, NULL); /* a broken connection made again, what waits written */
         zmq_pollitem_t items[2] = { { zsock_resolve(self->ring_in), 0, ZMQ_POLLIN, 0 },
-                                    { self->ring_out ? zsock_resolve(self->ring_out) : NULL,
-                                      self->ring_z ? zt_zmtp_fd(self->ring_z) : 0,
-                                      self->ring_z ? zt_zmtp_events(self->ring_z) : ZMQ_POLLIN, 0 } };
+                                    zt_stream_client_item(self->ring_out, self->ring_z) };
         if (zmq_poll(items, 2, left < 100 ? left : 100) <= 0)
             continue;
         if (items[1].revents & ZMQ_POLLIN)

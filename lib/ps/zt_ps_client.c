@@ -562,8 +562,7 @@ int zt_ps_wait(zt_ps_client_t *self, int timeout_ms)
     zmq_pollitem_t items[64];
     int n = self->nservers < 64 ? self->nservers : 64;
     for (int s = 0; s < n; s++)
-        items[s] = self->rz[s] ? (zmq_pollitem_t) { NULL, zt_zmtp_fd(self->rz[s]), ZMQ_POLLIN, 0 }
-                               : (zmq_pollitem_t) { zsock_resolve(self->socks[s]), 0, ZMQ_POLLIN, 0 };
+        items[s] = zt_stream_client_item(self->socks[s], self->rz[s]);
     while (self->nops > 0 || atomic_load(&self->lent) > 0) {
         for (int i = 0; i < self->nops; i++)
             if (self->ops[i].req == -2) {
@@ -591,11 +590,8 @@ int zt_ps_wait(zt_ps_client_t *self, int timeout_ms)
             zclock_sleep(0);
             continue;
         }
-        for (int s = 0; s < self->nservers; s++) { /* reconnect, write what waits, poll for room */
-            zt_stream_tend(self->streams[s]);
-            if (s < n && self->rz[s])
-                items[s].events = zt_zmtp_events(self->rz[s]);
-        }
+        for (int s = 0; s < self->nservers; s++) /* write what waits, reconnect, poll for room */
+            zt_stream_tend(self->streams[s], s < n ? &items[s] : NULL);
         int rc = zt_spin_poll(&self->spin, items, n, 50);
         if (rc < 0)
             continue;
@@ -604,8 +600,7 @@ int zt_ps_wait(zt_ps_client_t *self, int timeout_ms)
                 continue;
             for (int k = 0; k < 1024; k++) {
                 zmq_msg_t parts[8];
-                int np = self->rz[s] ? zt_zmtp_recv(self->rz[s], parts, 8, NULL, NULL)
-                                     : zt_msg_recv_parts(items[s].socket, parts, 8);
+                int np = zt_stream_client_recv(self->socks[s], self->rz[s], parts, 8);
                 if (np == 0)
                     break;
                 if (self->streams[s] && !s_unseal(self, s, parts, &np))

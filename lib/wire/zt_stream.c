@@ -137,11 +137,26 @@ static bool s_fresh(zt_stream_t *s)
     return s && s->zmtp && zt_zmtp_poke(s->zmtp) && zt_stream_reopen(s) == ZT_OK;
 }
 
-void zt_stream_tend(zt_stream_t *self)
+void zt_stream_tend(zt_stream_t *self, zmq_pollitem_t *item)
 {
-    if (self && self->zmtp)
-        zt_zmtp_flush(self->zmtp);
+    if (!self || !self->zmtp)
+        return;
+    zt_zmtp_flush(self->zmtp);
     s_fresh(self);
+    if (item)
+        item->events = zt_zmtp_events(self->zmtp);
+}
+
+zmq_pollitem_t zt_stream_client_item(zsock_t *sock, zt_zmtp_t *zmtp)
+{
+    if (zmtp)
+        return (zmq_pollitem_t) { NULL, zt_zmtp_fd(zmtp), zt_zmtp_events(zmtp), 0 };
+    return (zmq_pollitem_t) { zsock_resolve(sock), 0, ZMQ_POLLIN, 0 };
+}
+
+int zt_stream_client_recv(zsock_t *sock, zt_zmtp_t *zmtp, zmq_msg_t *parts, int max)
+{
+    return zmtp ? zt_zmtp_recv(zmtp, parts, max) : zt_msg_recv_parts(zsock_resolve(sock), parts, max);
 }
 
 /* The same message on a ZMTP end: each payload sealed into the stream's
@@ -409,33 +424,32 @@ zt_stream_t *zt_stream_connect(const zt_stream_cfg_t *cfg, void *dealer)
     return zt_stream_connect_to(cfg, dealer, name);
 }
 
-zt_stream_t *zt_stream_connect_zmtp(const zt_stream_cfg_t *cfg, zt_zmtp_t *zmtp, const char *endpoint)
-{
-    char name[64] = "";
-    zt_env_replica_at(endpoint, name, sizeof name);
-    zt_stream_t *self = calloc(1, sizeof *self);
-    if (!self)
-        return NULL;
-    self->cfg = *cfg;
-    self->zmtp = zmtp;
-    snprintf(self->expect, sizeof self->expect, "%s", name);
-    if (zt_stream_reopen(self) != ZT_OK)
-        zt_stream_destroy(&self);
-    return self;
-}
-
-zt_stream_t *zt_stream_connect_to(const zt_stream_cfg_t *cfg, void *dealer, const char *server)
+/* A client's stream on dealer (its sends go from a pool of buffers) or on
+ * zmtp (from a staging buffer of its own), opened at once. */
+static zt_stream_t *s_client_open(const zt_stream_cfg_t *cfg, void *dealer, zt_zmtp_t *zmtp, const char *server)
 {
     zt_stream_t *self = calloc(1, sizeof *self);
     if (!self)
         return NULL;
     self->cfg = *cfg;
     self->sock = dealer;
+    self->zmtp = zmtp;
     snprintf(self->expect, sizeof self->expect, "%s", server ? server : "");
-    self->pool = zt_bufpool_new();
-    if (!self->pool || zt_stream_reopen(self) != ZT_OK)
+    if ((dealer && !(self->pool = zt_bufpool_new())) || zt_stream_reopen(self) != ZT_OK)
         zt_stream_destroy(&self);
     return self;
+}
+
+zt_stream_t *zt_stream_connect_zmtp(const zt_stream_cfg_t *cfg, zt_zmtp_t *zmtp, const char *endpoint)
+{
+    char name[64] = "";
+    zt_env_replica_at(endpoint, name, sizeof name);
+    return s_client_open(cfg, NULL, zmtp, name);
+}
+
+zt_stream_t *zt_stream_connect_to(const zt_stream_cfg_t *cfg, void *dealer, const char *server)
+{
+    return s_client_open(cfg, dealer, NULL, server);
 }
 
 void zt_stream_destroy(zt_stream_t **self_p)

@@ -90,10 +90,12 @@ zt_stream_t *zt_stream_connect_to(const zt_stream_cfg_t *cfg, void *dealer, cons
  * zmtp and receives on it. A new connection opens the stream again by
  * itself, on the next send. */
 zt_stream_t *zt_stream_connect_zmtp(const zt_stream_cfg_t *cfg, zt_zmtp_t *zmtp, const char *endpoint);
-/* Such a stream without a connection: connects (at most every 50 ms) and
- * opens the stream on the new one. For a client's wait loop, each turn;
- * nothing for other streams. */
-void zt_stream_tend(zt_stream_t *self);
+/* Each turn of a client's wait, for such a stream (nothing for others,
+ * or NULL): what waits to go is written; without a connection, one is
+ * made (at most every 50 ms) and the stream opened on it; item (may be
+ * NULL), the stream's in the poll set, then asks for room to write while
+ * bytes still wait. */
+void zt_stream_tend(zt_stream_t *self, zmq_pollitem_t *item);
 void zt_stream_destroy(zt_stream_t **self_p);
 /* Whether the stream's keys are agreed (messages can be sent). */
 bool zt_stream_ready(const zt_stream_t *self);
@@ -182,6 +184,10 @@ zsock_t *zt_stream_router(zt_plane_t plane, const char *endpoint, int *port_p, z
  * zt_zmtp_recv and calls zt_stream_tend each turn of its wait. ZT_OK, or
  * ZT_EIO when neither could be made. */
 int zt_stream_client(zt_plane_t plane, const char *endpoint, zsock_t **sock, zt_zmtp_t **zmtp, zt_stream_t **st);
+/* What to poll for such a way (its DEALER, or its ZMTP end), and one
+ * message of it in parts (at most max; 0 when none waits). */
+zmq_pollitem_t zt_stream_client_item(zsock_t *sock, zt_zmtp_t *zmtp);
+int zt_stream_client_recv(zsock_t *sock, zt_zmtp_t *zmtp, zmq_msg_t *parts, int max);
 
 void zt_stream_selftest(void);
 

@@ -46,7 +46,6 @@ struct zt_zmtp_t {
     int idle_fd;            /* an eventfd never written: reads as nothing */
     bool up;                /* a connection is on fd */
     int64_t tried_ms;       /* the last connect */
-    uint64_t connections;
     uint8_t *in;            /* received bytes not yet parsed: in[a, b) */
     size_t a, b;
     int64_t limit;          /* the largest frame taken */
@@ -182,7 +181,6 @@ bool zt_zmtp_poke(zt_zmtp_t *self)
     dup2(fd, self->fd);
     close(fd);
     self->up = true;
-    self->connections++;
     zt_debug("%s: connected", self->endpoint);
     return true;
 }
@@ -240,25 +238,15 @@ void zt_zmtp_destroy(zt_zmtp_t **self_p)
 
 int zt_zmtp_fd(const zt_zmtp_t *self) { return self->fd; }
 bool zt_zmtp_connected(const zt_zmtp_t *self) { return self && self->up; }
-uint64_t zt_zmtp_connections(const zt_zmtp_t *self) { return self ? self->connections : 0; }
 
 /* ------------------------------------------------------------ receiving */
 
 static bool s_flush(zt_zmtp_t *self);
 
-/* A frame is whole: part of the message (or a command, answered or let go). */
+/* A frame is whole: part of the message (or a command, let go). */
 static void s_frame_done(zt_zmtp_t *self, zmq_msg_t *f, bool more, bool cmd)
 {
-    if (cmd) { /* PING (ZMTP 3.1 heartbeats) is answered; the rest let go */
-        const uint8_t *d = zmq_msg_data(f);
-        size_t n = zmq_msg_size(f);
-        if (n >= 7 && d[0] == 4 && !memcmp(d + 1, "PING", 4)) {
-            uint8_t pong[2 + 5 + 16] = { 0x04, 0, 4, 'P', 'O', 'N', 'G' };
-            size_t ctx = n - 7 > 16 ? 16 : n - 7;
-            memcpy(pong + 7, d + 7, ctx);
-            pong[1] = (uint8_t) (5 + ctx);
-            (void) !send(self->fd, pong, 7 + ctx, MSG_NOSIGNAL | MSG_DONTWAIT);
-        }
+    if (cmd) { /* commands (we speak ZMTP 3.0: no heartbeats) are let go */
         zmq_msg_close(f);
         return;
     }
@@ -294,7 +282,7 @@ static void s_frame_done(zt_zmtp_t *self, zmq_msg_t *f, bool more, bool cmd)
 
 /* Parses what in[] holds into frames; a large frame's body is set up to be
  * read into its place. false: not ZMTP, or a frame past the limit. */
-static bool s_parse(zt_zmtp_t *self, zt_zmtp_land_fn land, void *arg)
+static bool s_parse(zt_zmtp_t *self)
 {
     while (!self->in_body && self->b - self->a >= 2) {
         const uint8_t *p = self->in + self->a;
@@ -321,12 +309,8 @@ static bool s_parse(zt_zmtp_t *self, zt_zmtp_land_fn land, void *arg)
             s_frame_done(self, &f, more, cmd);
             continue;
         }
-        /* large: into its place, what the buffer has first */
-        void *at = !cmd && land && self->ndone == 0 && !self->dropping && self->cur.n < MAX_PARTS
-                       ? land(arg, self->cur.parts, self->cur.n, (size_t) len) : NULL;
-        if (at)
-            zmq_msg_init_data(&self->body, at, (size_t) len, NULL, NULL);
-        else if (zmq_msg_init_size(&self->body, (size_t) len) != 0)
+        /* large: read straight into a frame of its own, what the buffer has first */
+        if (zmq_msg_init_size(&self->body, (size_t) len) != 0)
             return false;
         memcpy(zmq_msg_data(&self->body), p + hl, have);
         self->body_len = (size_t) len;
@@ -348,7 +332,7 @@ static bool s_parse(zt_zmtp_t *self, zt_zmtp_land_fn land, void *arg)
 
 /* Reads what the socket has now (never waits). false: the connection
  * broke (it is closed). */
-static bool s_pump(zt_zmtp_t *self, zt_zmtp_land_fn land, void *arg)
+static bool s_pump(zt_zmtp_t *self)
 {
     for (int rounds = 0; self->up && rounds < 64; rounds++) {
         ssize_t r;
@@ -358,7 +342,7 @@ static bool s_pump(zt_zmtp_t *self, zt_zmtp_land_fn land, void *arg)
             if (r > 0 && (self->body_have += (size_t) r) == self->body_len) {
                 self->in_body = false;
                 s_frame_done(self, &self->body, self->body_more, self->body_cmd);
-                if (!s_parse(self, land, arg)) {
+                if (!s_parse(self)) {
                     s_down(self, "not ZMTP, or a frame past the limit");
                     return false;
                 }
@@ -368,7 +352,7 @@ static bool s_pump(zt_zmtp_t *self, zt_zmtp_land_fn land, void *arg)
             r = recv(self->fd, self->in + self->b, IN_BYTES - self->b, MSG_DONTWAIT);
             if (r > 0) {
                 self->b += (size_t) r;
-                if (!s_parse(self, land, arg)) {
+                if (!s_parse(self)) {
                     s_down(self, "not ZMTP, or a frame past the limit");
                     return false;
                 }
@@ -384,12 +368,12 @@ static bool s_pump(zt_zmtp_t *self, zt_zmtp_land_fn land, void *arg)
     return true;
 }
 
-int zt_zmtp_recv(zt_zmtp_t *self, zmq_msg_t *parts, int max, zt_zmtp_land_fn land, void *arg)
+int zt_zmtp_recv(zt_zmtp_t *self, zmq_msg_t *parts, int max)
 {
     if (self->up && self->out_b > self->out_a)
         s_flush(self);
     if (self->ndone == 0 && self->up)
-        s_pump(self, land, arg);
+        s_pump(self);
     while (self->ndone > 0) {
         s_msg_t *m = &self->done[self->done_first];
         self->done_first = (self->done_first + 1) % self->done_cap;
@@ -477,7 +461,7 @@ static bool s_drain_to(zt_zmtp_t *self, size_t keep)
             return false;
         }
         int ev = s_wait_fd(self->fd, POLLOUT | POLLIN, 100);
-        if (ev > 0 && (ev & (POLLIN | POLLHUP | POLLERR)) && !s_pump(self, NULL, NULL))
+        if (ev > 0 && (ev & (POLLIN | POLLHUP | POLLERR)) && !s_pump(self))
             return false;
     }
     return self->up;
@@ -559,20 +543,13 @@ bool zt_zmtp_flush(zt_zmtp_t *self) { return !self || !self->up || s_flush(self)
 
 /* ------------------------------------------------------------ selftest */
 
-static char s_landed[100000];
-
-static void *s_test_land(void *arg, const zmq_msg_t *parts, int n, size_t size)
-{
-    (void) parts;
-    *(int *) arg += 1;
-    return n == 1 && size == sizeof s_landed ? s_landed : NULL;
-}
+static char s_buf[100000];
 
 /* Waits up to 2 s for one message on z. */
-static int s_test_recv(zt_zmtp_t *z, zmq_msg_t *parts, int max, int *landed)
+static int s_test_recv(zt_zmtp_t *z, zmq_msg_t *parts, int max)
 {
     for (int i = 0; i < 200; i++) {
-        int n = zt_zmtp_recv(z, parts, max, s_test_land, landed);
+        int n = zt_zmtp_recv(z, parts, max);
         if (n)
             return n;
         s_wait_fd(z->fd, POLLIN, 10);
@@ -627,10 +604,10 @@ void zt_zmtp_selftest(void)
     zt_zmtp_destroy(&bare);
     zt_zmtp_t *z = zt_zmtp_new(ep);
     assert(z && !zt_zmtp_connected(z));
-    struct iovec f[2] = { { "hello", 5 }, { s_landed, 300 } };
+    struct iovec f[2] = { { "hello", 5 }, { s_buf, 300 } };
     assert(zt_zmtp_sendv(z, f, 2) == ZT_EIO); /* no connection yet */
-    assert(zt_zmtp_poke(z) && zt_zmtp_connected(z) && zt_zmtp_connections(z) == 1);
-    memset(s_landed, 7, 300);
+    assert(zt_zmtp_poke(z) && zt_zmtp_connected(z) && !zt_zmtp_poke(z)); /* once */
+    memset(s_buf, 7, 300);
     assert(zt_zmtp_sendv(z, f, 2) == ZT_OK);
     zmsg_t *got = zmsg_recv(r);
     assert(got && zmsg_size(got) == 3);
@@ -640,24 +617,23 @@ void zt_zmtp_selftest(void)
     zframe_destroy(&b);
     zmsg_destroy(&got);
     /* back: a small frame, then a large one, into its place */
-    char *big = malloc(sizeof s_landed);
-    for (size_t i = 0; i < sizeof s_landed; i++)
+    char *big = malloc(sizeof s_buf);
+    for (size_t i = 0; i < sizeof s_buf; i++)
         big[i] = (char) (i * 31);
     zframe_send(&id, r, ZFRAME_MORE | ZFRAME_REUSE);
-    zsock_send(r, "sb", "head", big, sizeof s_landed);
+    zsock_send(r, "sb", "head", big, sizeof s_buf);
     /* a message of 3 parts where the caller takes 2: dropped, the next kept */
     zframe_send(&id, r, ZFRAME_MORE | ZFRAME_REUSE);
     zsock_send(r, "sss", "x", "y", "z");
     zframe_send(&id, r, ZFRAME_MORE | ZFRAME_REUSE);
     zsock_send(r, "s", "after");
     zmq_msg_t parts[2];
-    int landed = 0;
-    assert(s_test_recv(z, parts, 2, &landed) == 2 && landed == 1);
-    assert(zmq_msg_size(&parts[0]) == 4 && zmq_msg_data(&parts[1]) == s_landed &&
-           !memcmp(s_landed, big, sizeof s_landed));
+    assert(s_test_recv(z, parts, 2) == 2); /* the large frame read straight into one of its own */
+    assert(zmq_msg_size(&parts[0]) == 4 && zmq_msg_size(&parts[1]) == sizeof s_buf &&
+           !memcmp(zmq_msg_data(&parts[1]), big, sizeof s_buf));
     zmq_msg_close(&parts[0]);
     zmq_msg_close(&parts[1]);
-    assert(s_test_recv(z, parts, 2, &landed) == 1 && zmq_msg_size(&parts[0]) == 5 &&
+    assert(s_test_recv(z, parts, 2) == 1 && zmq_msg_size(&parts[0]) == 5 &&
            !memcmp(zmq_msg_data(&parts[0]), "after", 5));
     zmq_msg_close(&parts[0]);
     s_test_backlog(z, r, big);
@@ -666,7 +642,7 @@ void zt_zmtp_selftest(void)
     zframe_send(&id, r, ZFRAME_MORE | ZFRAME_REUSE);
     zsock_send(r, "b", big, (size_t) 5000);
     for (int i = 0; i < 200 && zt_zmtp_connected(z); i++) {
-        assert(zt_zmtp_recv(z, parts, 2, NULL, NULL) == 0);
+        assert(zt_zmtp_recv(z, parts, 2) == 0);
         s_wait_fd(z->fd, POLLIN, 10);
     }
     assert(!zt_zmtp_connected(z) && s_wait_fd(z->fd, POLLIN, 0) == 0); /* reads as nothing now */
@@ -683,7 +659,7 @@ void zt_zmtp_selftest(void)
         usleep(20 * 1000);
         again = zt_zmtp_poke(z);
     }
-    assert(again && zt_zmtp_connections(z) == 2);
+    assert(again && zt_zmtp_connected(z));
     struct iovec one = { "again", 5 };
     assert(zt_zmtp_sendv(z, &one, 1) == ZT_OK);
     got = zmsg_recv(r);

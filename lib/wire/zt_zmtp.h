@@ -6,11 +6,10 @@
  * The server is an ordinary ROUTER (a bulk socket: its handshake asks the
  * job's guard); only this end changes. A message goes out with one writev
  * of every frame's header and bytes, in the caller's thread, as soon as the
- * call is made: no copy into a queue, no hand-off to another thread and no
- * wake-up of one. A message comes in with reads into a small buffer for
- * headers, and a large frame's bytes are read straight where the caller
- * says (zt_zmtp_land_fn: a sum's place in the tensor), or into a frame of
- * their own.
+ * call is made: no hand-off to another thread and no wake-up of one (what
+ * the kernel does not take at once waits in the connection's buffer). A
+ * message comes in with reads into a small buffer for headers and small
+ * frames; a large frame's bytes are read straight into a frame of its own.
  *
  * The connection is made by zt_zmtp_poke (the caller's, before it sends)
  * and made again after it breaks, at most every RECONNECT_MS; what is sent
@@ -28,25 +27,17 @@
 
 typedef struct zt_zmtp_t zt_zmtp_t;
 
-/* Where the bytes of a message's frame n (parts[0..n) received already)
- * of size bytes go: a place of the caller's (it must stay valid until the
- * message is handed over, and may be written even when the message is
- * then refused), or NULL for a frame of its own. */
-typedef void *(*zt_zmtp_land_fn)(void *arg, const zmq_msg_t *parts, int n, size_t size);
-
 /* An end for endpoint ("tcp://host:port", or "host:port"); NULL when it
  * is not a TCP endpoint. Nothing is connected yet. */
 zt_zmtp_t *zt_zmtp_new(const char *endpoint);
 void zt_zmtp_destroy(zt_zmtp_t **self_p);
-/* The descriptor to poll for input (ZMQ_POLLIN with socket NULL). */
+/* The descriptor to poll (socket NULL; events: zt_zmtp_events). */
 int zt_zmtp_fd(const zt_zmtp_t *self);
 /* Connects when there is no connection and the last try is RECONNECT_MS
  * old. true when a new connection was just made (what the server held of
  * the last one is gone: a stream opens again). */
 bool zt_zmtp_poke(zt_zmtp_t *self);
 bool zt_zmtp_connected(const zt_zmtp_t *self);
-/* Connections made so far. */
-uint64_t zt_zmtp_connections(const zt_zmtp_t *self);
 /* Sends a message of n frames (at most 16), straight from the caller's
  * bytes as far as the kernel takes them now; the rest is copied to wait
  * for the peer (zt_zmtp_pending), so the caller goes on to its other
@@ -63,8 +54,8 @@ short zt_zmtp_events(const zt_zmtp_t *self);
 bool zt_zmtp_flush(zt_zmtp_t *self);
 /* One message that has come, in parts (at most max; a message of more is
  * dropped): the number of parts, 0 when none is complete now (it does not
- * wait). land (may be NULL) places large frames. */
-int zt_zmtp_recv(zt_zmtp_t *self, zmq_msg_t *parts, int max, zt_zmtp_land_fn land, void *arg);
+ * wait). */
+int zt_zmtp_recv(zt_zmtp_t *self, zmq_msg_t *parts, int max);
 
 void zt_zmtp_selftest(void);
 
