@@ -5,6 +5,7 @@
 #include "base/zt_env.h"
 #include <arpa/inet.h>
 #include <assert.h>
+#include <dirent.h>
 #include <errno.h>
 #include <netdb.h>
 #include <poll.h>
@@ -16,6 +17,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define NEVER "255.255.255.255" /* no connection comes from it: a filter that refuses all */
@@ -64,6 +66,7 @@ typedef struct {
     int lport, rport;
     unsigned st;                /* 0x01 established, ... */
     long uid;                   /* its owner; -1: not known (TIME_WAIT, no socket) */
+    unsigned long inode;        /* its socket's; 0: none */
 } s_row_t;
 
 /* One line of /proc/net/tcp{,6} into r; false for a listener or what is
@@ -71,10 +74,10 @@ typedef struct {
 static bool s_parse_row(const char *line, s_row_t *r)
 {
     char local[40], remote[40];
-    unsigned long inode = 0;
-    if (sscanf(line, " %*d: %39s %39s %x %*s %*s %*s %ld %*d %lu", local, remote, &r->st, &r->uid, &inode) != 5)
+    r->inode = 0;
+    if (sscanf(line, " %*d: %39s %39s %x %*s %*s %*s %ld %*d %lu", local, remote, &r->st, &r->uid, &r->inode) != 5)
         return false;
-    if (r->st == 0x06 || inode == 0) /* TIME_WAIT, or no socket behind it: the kernel's row, uid 0 */
+    if (r->st == 0x06 || r->inode == 0) /* TIME_WAIT, or no socket behind it: the kernel's row, uid 0 */
         r->uid = -1;                 /* whose it was is not known */
     char *lp = strchr(local, ':'), *rp = strchr(remote, ':');
     if (!lp || !rp || r->st == 0x0A || !s_hex_addr(local, (size_t) (lp - local), r->local, sizeof r->local) ||
@@ -199,20 +202,62 @@ static void s_port(int port, bool add)
 
 typedef struct {
     const char *addr;
-    int ports[64], nports, n;
+    int ports[64], nports;
+    unsigned long *inodes; /* the established sockets on those ports, from addr */
+    size_t n, cap;
 } s_conns_t;
 
 static bool s_conn_row(const s_row_t *r, void *ctx)
 {
     s_conns_t *c = ctx;
-    if (r->st != 0x01 || strcmp(r->remote, c->addr))
+    if (r->st != 0x01 || r->inode == 0 || strcmp(r->remote, c->addr))
         return true;
     for (int i = 0; i < c->nports; i++)
         if (r->lport == c->ports[i]) {
-            c->n++;
+            if (c->n == c->cap) {
+                size_t cap = c->cap ? 2 * c->cap : 64;
+                unsigned long *grown = realloc(c->inodes, cap * sizeof *grown);
+                if (!grown)
+                    return false;
+                c->inodes = grown;
+                c->cap = cap;
+            }
+            c->inodes[c->n++] = r->inode;
             break;
         }
     return true;
+}
+
+static int s_inode_cmp(const void *a, const void *b)
+{
+    unsigned long x = *(const unsigned long *) a, y = *(const unsigned long *) b;
+    return (x > y) - (x < y);
+}
+
+/* How many of the sockets are this process's own, its fd table read
+ * once. A port bound here may still carry another process's established
+ * connections (one that listened on it before and kept what it accepted,
+ * or whose outgoing connection took it as its own port): those are not
+ * connections to our routers. */
+static int s_count_mine(unsigned long *inodes, size_t n)
+{
+    qsort(inodes, n, sizeof *inodes, s_inode_cmp);
+    DIR *d = opendir("/proc/self/fd");
+    int mine = 0;
+    char link[64], path[300];
+    for (struct dirent *e; d && (e = readdir(d));) {
+        snprintf(path, sizeof path, "/proc/self/fd/%s", e->d_name);
+        ssize_t len = readlink(path, link, sizeof link - 1);
+        unsigned long inode;
+        if (len <= 0)
+            continue;
+        link[len] = 0;
+        if (sscanf(link, "socket:[%lu]", &inode) == 1 && bsearch(&inode, inodes, n, sizeof *inodes, s_inode_cmp))
+            mine++;
+    }
+    if (d)
+        closedir(d);
+    return mine;
 }
 
 int zt_guard_connections(const char *addr)
@@ -224,7 +269,9 @@ int zt_guard_connections(const char *addr)
     pthread_mutex_unlock(&s_ports_lock);
     if (c.nports > 0)
         s_each_row(s_conn_row, &c);
-    return c.n;
+    int n = c.n ? s_count_mine(c.inodes, c.n) : 0;
+    free(c.inodes);
+    return n;
 }
 
 int64_t zt_guard_connection_limit(void)
@@ -587,14 +634,65 @@ void zt_guard_release(zt_hold_t **hold_p)
 
 /* Connections counted by address while they live, and an address past
  * ZT_PEER_CONNECTIONS refused; a watch that ends takes its own away. */
+/* Another process that listened on a port and still holds a connection it
+ * accepted there, the port then free to bind: returns its port, *child and
+ * *hold (closing hold ends it) and our end of that connection *client. */
+static int s_selftest_squatter(pid_t *child, int *hold, int *client)
+{
+    int up[2], down[2];
+    assert(pipe(up) == 0 && pipe(down) == 0);
+    *child = fork();
+    assert(*child >= 0);
+    if (*child == 0) {
+        close(up[0]);
+        close(down[1]);
+        int l = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+        struct sockaddr_in a = { .sin_family = AF_INET };
+        socklen_t alen = sizeof a;
+        inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+        if (setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) || bind(l, (struct sockaddr *) &a, alen) ||
+            listen(l, 1) || getsockname(l, (struct sockaddr *) &a, &alen))
+            _exit(1);
+        int port = ntohs(a.sin_port);
+        if (write(up[1], &port, sizeof port) != sizeof port)
+            _exit(1);
+        int c = accept(l, NULL, NULL);
+        close(l);
+        char x = 1;
+        if (c < 0 || write(up[1], &x, 1) != 1)
+            _exit(1);
+        (void) !read(down[0], &x, 1); /* until the parent closes its end */
+        _exit(0);
+    }
+    close(up[1]);
+    close(down[0]);
+    int port = 0, fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert(read(up[0], &port, sizeof port) == sizeof port && port > 0 && fd >= 0);
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t) port) };
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    char x;
+    assert(connect(fd, (struct sockaddr *) &a, sizeof a) == 0 && read(up[0], &x, 1) == 1);
+    close(up[0]);
+    *client = fd;
+    *hold = down[1];
+    return port;
+}
+
 static void s_selftest_counts(void)
 {
+    /* the port comes with another process's connection on it: not ours */
+    pid_t child;
+    int hold, client, status;
+    int port = s_selftest_squatter(&child, &hold, &client);
     zsock_t *r = zsock_new(ZMQ_ROUTER);
     char *allow[] = { "127.0.0.1" };
     zt_guard_filter(r, allow, 1);
-    int port = zsock_bind(r, "tcp://127.0.0.1:*");
+    assert(zsock_bind(r, "tcp://127.0.0.1:%d", port) == port);
     zt_guard_t *g = zt_guard_watch(r, port, true);
-    assert(port > 0 && g && zt_guard_connections("127.0.0.1") == 0);
+    assert(g && zt_guard_connections("127.0.0.1") == 0);
+    close(client);
+    close(hold);
+    assert(waitpid(child, &status, 0) == child && WIFEXITED(status) && WEXITSTATUS(status) == 0);
     int fds[3];
     struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t) port) };
     inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
