@@ -7,6 +7,7 @@ import re
 import subprocess
 import unittest
 
+import ztest  # noqa: E402
 from ztest import BIN, ztrain
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -84,4 +85,4 @@ class Readme(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main(verbosity=2)
+    ztest.main()

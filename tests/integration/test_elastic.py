@@ -13,6 +13,7 @@ import time
 import unittest
 from concurrent.futures import ThreadPoolExecutor
 
+import ztest  # noqa: E402
 from ztest import Job, job_file, load_job, pool, tmpdir, wait_for, write, ztrain
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
@@ -218,4 +219,4 @@ class Elastic(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main()
+    ztest.main()

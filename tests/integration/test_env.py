@@ -6,6 +6,7 @@ import unittest
 
 import sys
 
+import ztest  # noqa: E402
 from ztest import Job, ztrain, tmpdir, write
 
 SPEC = {
@@ -421,4 +422,4 @@ class LegacyJobDir(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main()
+    ztest.main()

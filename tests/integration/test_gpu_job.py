@@ -11,6 +11,7 @@ import signal
 import sys
 import unittest
 
+import ztest  # noqa: E402
 from ztest import Job, job_file, load_job, pool, tmpdir, wait_for, write
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
@@ -93,4 +94,4 @@ if __name__ == "__main__":
     if os.environ.get("ZT_HAVE_CUDA", "ON") != "ON":
         print("this build has no CUDA: skipped")
         sys.exit(77)
-    unittest.main()
+    ztest.main()

@@ -13,6 +13,7 @@ import subprocess
 import unittest
 
 import pyvenv
+import ztest  # noqa: E402
 from ztest import tmpdir
 
 BUILD = os.environ.get("ZT_BUILD", os.path.join(os.path.dirname(__file__), "..", "..", "build"))
@@ -184,4 +185,4 @@ class PythonPackage(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main(verbosity=2)
+    ztest.main()

@@ -20,6 +20,7 @@ import subprocess
 import tarfile
 import unittest
 
+import ztest  # noqa: E402
 from ztest import BIN, Job, load_job, tmpdir, wait_for, write, ztrain
 
 SCRIPT = r'''
@@ -375,4 +376,4 @@ class DistributionMpi(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main()
+    ztest.main()

@@ -28,6 +28,7 @@ import time
 import unittest
 import urllib.request
 
+import ztest  # noqa: E402
 from ztest import BIN, Job, job_file, load_job, pool, tmpdir, wait_for, write
 
 ATTACK = os.environ.get("ZT_ATTACK", os.path.join(BIN, "..", "tests", "zt_attack"))
@@ -1273,4 +1274,4 @@ if __name__ == "__main__":
     if os.geteuid() != 0 or not shutil.which("useradd") or not shutil.which("runuser"):
         print("skipped: the stranger's attacks need root to make a user (useradd, runuser)")
         sys.exit(77)
-    unittest.main()
+    ztest.main()

@@ -32,6 +32,7 @@ ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "scripts"))
 import slurm_cluster  # noqa: E402
 
+import ztest  # noqa: E402
 from ztest import BIN, alive, tmpdir as _tmpdir  # noqa: E402
 
 
@@ -1017,4 +1018,4 @@ if __name__ == "__main__":
     if why:
         print("skipped: " + why)
         sys.exit(77)
-    unittest.main(verbosity=2)
+    ztest.main()

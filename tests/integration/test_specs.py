@@ -6,6 +6,7 @@ import os
 import subprocess
 import unittest
 
+import ztest  # noqa: E402
 from ztest import BIN, ztrain, tmpdir, write
 
 # A build without CUDA refuses GPU jobs unless --cpu-only (tested below).
@@ -574,4 +575,4 @@ class Binaries(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main()
+    ztest.main()

@@ -13,6 +13,8 @@ import subprocess
 import sys
 import unittest
 
+import ztest  # noqa: E402
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 BUILD = os.environ.get("ZT_BUILD", os.path.join(ROOT, "build"))
 LIB_FOLDERS = ("base", "wire", "runtime", "ps", "allreduce", "model")
@@ -266,4 +268,4 @@ class PythonTakesTheLibrarysTables(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main(verbosity=2)
+    ztest.main()

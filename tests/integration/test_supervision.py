@@ -9,6 +9,7 @@ import subprocess
 import time
 import unittest
 
+import ztest  # noqa: E402
 from ztest import BIN, Job, alive, descendants, load_job, tmpdir, wait_for, write, ztrain
 
 FAST = {"ZT_STOP_GRACE_MS": "2000", "ZT_HEARTBEAT_MS": "200"}
@@ -486,4 +487,4 @@ class LargeJob(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main()
+    ztest.main()

@@ -14,6 +14,7 @@ import sys
 import time
 import unittest
 
+import ztest  # noqa: E402
 from ztest import Job, alive, job_file, load_job, pool, tmpdir, wait_for, write, ztrain
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
@@ -619,4 +620,4 @@ def back(job, victims, old_pids):
 
 
 if __name__ == "__main__":
-    unittest.main()
+    ztest.main()

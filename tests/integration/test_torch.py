@@ -18,6 +18,7 @@ import time
 import unittest
 
 import pyvenv
+import ztest  # noqa: E402
 from ztest import Job, job_file, load_job, pool, tmpdir, wait_for, write, ztrain
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -481,4 +482,4 @@ if __name__ == "__main__":
     if not pyvenv.has_torch():
         print("skipped: %s has no torch (Debian's python3-torch)" % pyvenv.DEBIAN_PYTHON)
         sys.exit(77)
-    unittest.main(verbosity=2)
+    ztest.main()

@@ -16,6 +16,7 @@ import time
 import unittest
 import zlib
 
+import ztest  # noqa: E402
 from ztest import BIN, Job, alive, job_file, load_job, pool, tmpdir, wait_for, write
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
@@ -534,4 +535,4 @@ class CudaOnDemand(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main()
+    ztest.main()

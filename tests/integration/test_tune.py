@@ -14,6 +14,7 @@ import subprocess
 import time
 import unittest
 
+import ztest  # noqa: E402
 from ztest import ZTRAIN, descendants, tmpdir, wait_for, write, ztrain
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
@@ -596,4 +597,4 @@ class StudyLife(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main()
+    ztest.main()

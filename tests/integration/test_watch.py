@@ -21,6 +21,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
+import ztest  # noqa: E402
 from ztest import ZTRAIN, Job, load_job, tmpdir, wait_for, write, ztrain
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -554,4 +555,4 @@ class Browser(unittest.TestCase):
 if __name__ == "__main__":
     import toolvenv
     TOOLS = toolvenv.python()
-    unittest.main(verbosity=2)
+    ztest.main()

@@ -124,3 +124,34 @@ def job_file(d, name, pools, **scheduling):
     """Writes a CustomJob with these pools; returns its path."""
     spec = {"workerPoolSpecs": pools, "scheduling": dict({"timeout": "600s"}, **scheduling)}
     return write(d, name + ".json", json.dumps({"displayName": name, "jobSpec": spec}))
+
+
+class _TimedResult(unittest.TextTestResult):
+    """Prints each test's wall time after its verdict, and the slowest at
+    the end, so a suite that grows slow shows where."""
+
+    def startTest(self, test):
+        self._started = time.monotonic()
+        super().startTest(test)
+
+    def stopTest(self, test):
+        took = time.monotonic() - self._started
+        self.__dict__.setdefault("times", []).append((took, test.id()))
+        self.stream.writeln("    (%.1f s)" % took)
+        super().stopTest(test)
+
+
+class _TimedRunner(unittest.TextTestRunner):
+    resultclass = _TimedResult
+
+    def run(self, test):
+        result = super().run(test)
+        slow = sorted(getattr(result, "times", []), reverse=True)[:5]
+        if slow:
+            self.stream.writeln("slowest: " + ", ".join("%s %.0f s" % (t.rsplit(".", 1)[-1], s) for s, t in slow))
+        return result
+
+
+def main():
+    """unittest.main, verbose, with each test's time."""
+    unittest.main(testRunner=_TimedRunner, verbosity=2)
