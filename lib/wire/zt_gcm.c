@@ -17,6 +17,7 @@
 #include <string.h>
 
 #define TARGET __attribute__((target("avx2,aes,pclmul,vaes,vpclmulqdq")))
+#define TARGET512 __attribute__((target("avx512f,avx512bw,avx512vl,avx2,aes,pclmul,vaes,vpclmulqdq")))
 
 /* CPUID (leaf 1: AES-NI, PCLMULQDQ, AVX, OSXSAVE; leaf 7: AVX2, VAES,
  * VPCLMULQDQ) and XGETBV (the OS saves the vector registers). */
@@ -37,6 +38,27 @@ bool zt_gcm_supported(void)
     known = ok;
     return ok;
 }
+
+/* CPUID leaf 7 (AVX-512 F, BW, VL) and XCR0's opmask and zmm state. */
+bool zt_gcm_wide_supported(void)
+{
+    static int known = -1;
+    if (known >= 0)
+        return known;
+    unsigned a, b, c, d, lo, hi;
+    bool ok = zt_gcm_supported() && __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b & (1u << 16)) &&
+              (b & (1u << 30)) && (b & (1u << 31));
+    if (ok) {
+        __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+        ok = (lo & 0xe6) == 0xe6;
+    }
+    known = ok;
+    return ok;
+}
+
+static bool s_wide = true;
+
+void zt_gcm_use_wide(bool on) { s_wide = on; }
 
 #define REV_BYTES 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0
 
@@ -111,10 +133,13 @@ TARGET void zt_gcm_init(zt_gcm_key_t *key, const uint8_t raw[16])
 #undef ZT_GCM_ROUND_
     for (int i = 0; i < 11; i++)
         _mm256_storeu_si256((__m256i *) key->rk[i], _mm256_broadcastsi128_si256(rk[i]));
-    __m128i h = s_rev(s_aes(rk, _mm_setzero_si128())), pw[16];
+    __m128i h = s_rev(s_aes(rk, _mm_setzero_si128())), pw[32];
     pw[0] = h; /* pw[i] = H^(i+1) */
-    for (int i = 1; i < 16; i++)
+    for (int i = 1; i < 32; i++)
         pw[i] = s_gfmul(pw[i - 1], h);
+    for (int q = 0; q < 8; q++) /* lane l of quad q multiplies block 4q + l of 32 */
+        for (int l = 0; l < 4; l++)
+            _mm_storeu_si128((__m128i *) (key->hq[q] + 16 * l), pw[31 - 4 * q - l]);
     for (int j = 0; j < 8; j++) { /* lane 0 multiplies the earlier block of the pair */
         __m256i p = _mm256_set_m128i(pw[14 - 2 * j], pw[15 - 2 * j]);
         _mm256_storeu_si256((__m256i *) key->hp[j], p);
@@ -203,8 +228,103 @@ TARGET static inline __m128i s_sixteen(const zt_gcm_key_t *key, __m256i *ctr, co
     return g ? s_fold(lo, hi, mid) : y;
 }
 
-/* Long for the two loops (sealing hashes one group behind, opening the
- * group it decrypts) and the tail, each short. */
+/* ------------------------------------------------------------ 512-bit registers */
+
+/* Quad q of the 32 blocks at g into the unreduced sums (y joins the
+ * first block): four carry-less products a block, no Karatsuba (its
+ * shuffles would cost more than the product they save). */
+TARGET512 static inline void s_mul_quad(const zt_gcm_key_t *key, const uint8_t *g, int q, __m128i y, __m512i *lo,
+                                        __m512i *hi, __m512i *mid)
+{
+    __m512i x = _mm512_shuffle_epi8(_mm512_loadu_si512((const void *) (g + 64 * q)),
+                                    _mm512_broadcast_i32x4(_mm_setr_epi8(REV_BYTES)));
+    if (q == 0)
+        x = _mm512_xor_si512(x, _mm512_zextsi128_si512(y));
+    __m512i h = _mm512_loadu_si512((const void *) key->hq[q]);
+    *lo = _mm512_xor_si512(*lo, _mm512_clmulepi64_epi128(x, h, 0x00));
+    *hi = _mm512_xor_si512(*hi, _mm512_clmulepi64_epi128(x, h, 0x11));
+    *mid = _mm512_ternarylogic_epi64(*mid, _mm512_clmulepi64_epi128(x, h, 0x01),
+                                     _mm512_clmulepi64_epi128(x, h, 0x10), 0x96);
+}
+
+TARGET512 static inline __m128i s_lanes(__m512i v)
+{
+    __m256i h = _mm256_xor_si256(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
+    return _mm_xor_si128(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+}
+
+TARGET512 static inline __m128i s_fold512(__m512i lo, __m512i hi, __m512i mid)
+{
+    __m128i l = s_lanes(lo), h = s_lanes(hi), m = s_lanes(mid);
+    return s_reduce(_mm_xor_si128(l, _mm_slli_si128(m, 8)), _mm_xor_si128(h, _mm_srli_si128(m, 8)));
+}
+
+/* GHASH of the 32 blocks at g into y. */
+TARGET512 static __m128i s_ghash32(const zt_gcm_key_t *key, const uint8_t *g, __m128i y)
+{
+    __m512i lo = _mm512_setzero_si512(), hi = lo, mid = lo;
+#pragma GCC unroll 8
+    for (int q = 0; q < 8; q++)
+        s_mul_quad(key, g, q, y, &lo, &hi, &mid);
+    return s_fold512(lo, hi, mid);
+}
+
+/* 32 blocks: src ^ AES(counters) to dst in eight chains of four, stitched
+ * with the GHASH of the 32 blocks at g into y (g NULL: none). ctr: the
+ * next four counters, byte-reversed. */
+TARGET512 static inline __m128i s_thirtytwo(const zt_gcm_key_t *key, const __m512i rk[11], __m512i *ctr,
+                                            const uint8_t *src, uint8_t *dst, const uint8_t *g, __m128i y)
+{
+    const __m512i rev = _mm512_broadcast_i32x4(_mm_setr_epi8(REV_BYTES)), four = _mm512_set4_epi32(0, 0, 0, 4);
+    __m512i b[8];
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; j++) {
+        b[j] = _mm512_xor_si512(_mm512_shuffle_epi8(*ctr, rev), rk[0]);
+        *ctr = _mm512_add_epi32(*ctr, four);
+    }
+    __m512i lo = _mm512_setzero_si512(), hi = lo, mid = lo;
+#pragma GCC unroll 9
+    for (int r = 1; r < 10; r++) {
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; j++)
+            b[j] = _mm512_aesenc_epi128(b[j], rk[r]);
+        if (g && r <= 8)
+            s_mul_quad(key, g, r - 1, y, &lo, &hi, &mid);
+    }
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; j++)
+        _mm512_storeu_si512((void *) (dst + 64 * j),
+                            _mm512_xor_si512(_mm512_loadu_si512((const void *) (src + 64 * j)),
+                                             _mm512_aesenclast_epi128(b[j], rk[10])));
+    return g ? s_fold512(lo, hi, mid) : y;
+}
+
+/* The whole groups of 32 blocks of n bytes (sealing hashes one group
+ * behind, opening the group it decrypts); *c: the last counter used,
+ * byte-reversed; returns the bytes done. */
+TARGET512 static size_t s_wide_loop(const zt_gcm_key_t *key, bool enc, const uint8_t *s, uint8_t *d, size_t n,
+                                    __m128i *c, __m128i *y)
+{
+    __m512i rk[11];
+    for (int i = 0; i < 11; i++)
+        rk[i] = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *) key->rk[i]));
+    __m512i ctr = _mm512_add_epi32(_mm512_broadcast_i32x4(*c), _mm512_set_epi32(0, 0, 0, 4, 0, 0, 0, 3, 0, 0, 0, 2,
+                                                                                  0, 0, 0, 1));
+    const uint8_t *behind = NULL;
+    size_t done = 0;
+    for (; n - done >= 512; done += 512) {
+        *y = s_thirtytwo(key, rk, &ctr, s + done, d + done, enc ? behind : s + done, *y);
+        behind = d + done;
+    }
+    if (enc && behind)
+        *y = s_ghash32(key, behind, *y);
+    *c = _mm_sub_epi32(_mm512_castsi512_si128(ctr), _mm_setr_epi32(1, 0, 0, 0));
+    return done;
+}
+
+/* Long for the loops (sealing hashes one group behind, opening the group
+ * it decrypts: 32 blocks at a time on 512-bit registers, then 16) and the
+ * tail, each short. */
 TARGET void zt_gcm_crypt(const zt_gcm_key_t *key, bool enc, const uint8_t iv[12], const void *aad, size_t aad_len,
                          const void *src, void *dst, size_t len, uint8_t tag[16])
 {
@@ -220,6 +340,12 @@ TARGET void zt_gcm_crypt(const zt_gcm_key_t *key, bool enc, const uint8_t iv[12]
     const uint8_t *s = src;
     uint8_t *d = dst;
     size_t n = len;
+    if (n >= 512 && s_wide && zt_gcm_wide_supported()) {
+        size_t done = s_wide_loop(key, enc, s, d, n, &c, &y);
+        s += done;
+        d += done;
+        n -= done;
+    }
     if (n >= 256) {
         __m256i ctr = _mm256_set_m128i(_mm_add_epi32(c, _mm_setr_epi32(2, 0, 0, 0)),
                                        _mm_add_epi32(c, _mm_setr_epi32(1, 0, 0, 0)));

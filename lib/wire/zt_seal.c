@@ -121,10 +121,14 @@ void zt_seal_use_vaes(int on) { s_use_vaes = on; }
 
 bool zt_seal_vaes(void)
 {
-    if (s_use_vaes < 0)
+    if (s_use_vaes < 0) {
         s_use_vaes = strcmp(zt_knob_str(ZT_KNOB_SEAL_VAES), "off") != 0;
+        zt_gcm_use_wide(zt_seal_gcm_wide());
+    }
     return s_use_vaes > 0 && zt_gcm_supported();
 }
+
+bool zt_seal_gcm_wide(void) { return strcmp(zt_knob_str(ZT_KNOB_SEAL_VAES), "ymm") != 0; }
 
 /* Keys the context for key (a new key, or the first use). */
 static int s_key(zt_seal_t *self, int mode, const uint8_t key[ZT_SEAL_KEY_BYTES])
@@ -337,19 +341,20 @@ static void s_selftest_late(zt_seal_t *tx, const uint8_t c2s[ZT_SEAL_KEY_BYTES],
 }
 
 /* zt_gcm against OpenSSL, bit for bit: random keys, IVs and headers, every
- * length up to 600 bytes (each tail of the sixteen-block loop, one and two
- * loops) and longer ones, out of place and in place, sealing and opening. */
+ * length up to 1100 bytes (each tail of the 16- and 32-block loops, none,
+ * one and two of each) and longer ones, out of place and in place, sealing
+ * and opening. */
 static void s_selftest_vaes(void)
 {
     EVP_CIPHER_CTX *ctx = EVP_CIPHER_CTX_new();
     size_t cap = 8192;
     uint8_t *plain = malloc(cap), *c1 = malloc(cap), *c2 = malloc(cap), *back = malloc(cap);
     uint8_t key[16], iv[12], aad[80], t1[16], t2[16], t3[16];
-    for (int i = 0; i < 800; i++) {
+    for (int i = 0; i < 1400; i++) {
         uint8_t r[4];
         assert(zt_seal_random(key, 16) == ZT_OK && zt_seal_random(iv, 12) == ZT_OK &&
                zt_seal_random(aad, sizeof aad) == ZT_OK && zt_seal_random(r, 4) == ZT_OK);
-        size_t len = i < 600 ? (size_t) i : ((size_t) r[0] << 5 | r[1]) % cap, alen = r[2] % sizeof aad;
+        size_t len = i < 1100 ? (size_t) i : ((size_t) r[0] << 5 | r[1]) % cap, alen = r[2] % sizeof aad;
         assert(zt_seal_random(plain, len + 1) == ZT_OK);
         zt_gcm_key_t gk;
         zt_gcm_init(&gk, key);
@@ -499,9 +504,16 @@ void zt_seal_selftest(void)
     zt_seal_use_vaes(0);
     s_selftest_once();
     if (zt_gcm_supported()) {
+        zt_gcm_use_wide(false);
         s_selftest_vaes();
         zt_seal_use_vaes(1);
         s_selftest_once();
+        zt_gcm_use_wide(true);
+        if (zt_gcm_wide_supported()) {
+            s_selftest_vaes();
+            s_selftest_once();
+        }
+        zt_gcm_use_wide(zt_seal_gcm_wide());
     }
     s_use_vaes = was;
 }

@@ -102,5 +102,7 @@ void zt_seal_selftest(void);
  * comparisons (a processor without VAES gets OpenSSL either way). */
 bool zt_seal_vaes(void);
 void zt_seal_use_vaes(int on);
+/* Whether zt_gcm may use 512-bit registers: ZT_SEAL_VAES is not ymm. */
+bool zt_seal_gcm_wide(void);
 
 #endif
