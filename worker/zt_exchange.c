@@ -84,8 +84,12 @@ static void s_ar_ready(zt_exchange_t *x);
 static int s_ar_before(zt_exchange_t *x, int64_t step)
 {
     (void) step;
-    if (zt_allreduce_layout(x->ar, NULL, NULL, NULL) != x->ar_layout) /* autotune formed another */
+    if (zt_allreduce_layout(x->ar, NULL, NULL, NULL) != x->ar_layout) { /* autotune formed another */
+        /* the earlier layout's buffers go as the new one forms: backward
+         * must not write there (its own gradients unless in place again) */
+        zt_mlp_set_grads(x->c->mlp, NULL);
         s_ar_ready(x);
+    }
     if (x->ar_inplace) /* this round's buffer (they alternate) */
         zt_mlp_set_grads(x->c->mlp, zt_allreduce_buffer(x->ar, 0));
     return ZT_OK;
