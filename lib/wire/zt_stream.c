@@ -143,14 +143,16 @@ void zt_stream_tend(zt_stream_t *self, zmq_pollitem_t *item)
         return;
     zt_zmtp_flush(self->zmtp);
     s_fresh(self);
-    if (item)
+    if (item) {
+        item->fd = zt_zmtp_poll_fd(self->zmtp);
         item->events = zt_zmtp_events(self->zmtp);
+    }
 }
 
 zmq_pollitem_t zt_stream_client_item(zsock_t *sock, zt_zmtp_t *zmtp)
 {
     if (zmtp)
-        return (zmq_pollitem_t) { NULL, zt_zmtp_fd(zmtp), zt_zmtp_events(zmtp), 0 };
+        return (zmq_pollitem_t) { NULL, zt_zmtp_poll_fd(zmtp), zt_zmtp_events(zmtp), 0 };
     return (zmq_pollitem_t) { zsock_resolve(sock), 0, ZMQ_POLLIN, 0 };
 }
 

@@ -180,7 +180,7 @@ zsock_t *zt_stream_router(zt_plane_t plane, const char *endpoint, int *port_p, z
 /* A client's way to a server as a sealing job has it: zt_stream_dealer's
  * (*sock, and *st when sealed), or, for a sealed stream to another host
  * with ZT_BULK_DIRECT on, a ZMTP end of the caller's thread (*zmtp and
- * *st; *sock NULL): the caller polls zt_zmtp_fd, receives with
+ * *st; *sock NULL): the caller polls zt_zmtp_poll_fd, receives with
  * zt_zmtp_recv and calls zt_stream_tend each turn of its wait. ZT_OK, or
  * ZT_EIO when neither could be made. */
 int zt_stream_client(zt_plane_t plane, const char *endpoint, zsock_t **sock, zt_zmtp_t **zmtp, zt_stream_t **st);

@@ -44,6 +44,7 @@ struct zt_zmtp_t {
     char host[256], port[16];
     int fd;                 /* the descriptor callers poll: the connection, or idle_fd's twin */
     int idle_fd;            /* an eventfd never written: reads as nothing */
+    int ready_fd;           /* an eventfd never read: always readable (polled while messages wait) */
     bool up;                /* a connection is on fd */
     int64_t tried_ms;       /* the last connect */
     uint8_t *in;            /* received bytes not yet parsed: in[a, b) */
@@ -204,11 +205,12 @@ zt_zmtp_t *zt_zmtp_new(const char *endpoint)
     memcpy(self->host, hp, hl);
     snprintf(self->port, sizeof self->port, "%s", colon + 1);
     self->idle_fd = eventfd(0, EFD_CLOEXEC);
+    self->ready_fd = eventfd(1, EFD_CLOEXEC);
     self->fd = self->idle_fd >= 0 ? fcntl(self->idle_fd, F_DUPFD_CLOEXEC, 0) : -1;
     self->in = malloc(IN_BYTES);
     self->limit = zt_frame_limit();
     self->tried_ms = -RECONNECT_MS;
-    if (self->fd < 0 || !self->in)
+    if (self->fd < 0 || self->ready_fd < 0 || !self->in)
         zt_zmtp_destroy(&self);
     return self;
 }
@@ -231,12 +233,15 @@ void zt_zmtp_destroy(zt_zmtp_t **self_p)
         close(self->fd);
     if (self->idle_fd >= 0)
         close(self->idle_fd);
+    if (self->ready_fd >= 0)
+        close(self->ready_fd);
     free(self->in);
     free(self);
     *self_p = NULL;
 }
 
 int zt_zmtp_fd(const zt_zmtp_t *self) { return self->fd; }
+int zt_zmtp_poll_fd(const zt_zmtp_t *self) { return self->ndone > 0 ? self->ready_fd : self->fd; }
 bool zt_zmtp_connected(const zt_zmtp_t *self) { return self && self->up; }
 
 /* ------------------------------------------------------------ receiving */
@@ -636,6 +641,21 @@ void zt_zmtp_selftest(void)
     assert(s_test_recv(z, parts, 2) == 1 && zmq_msg_size(&parts[0]) == 5 &&
            !memcmp(zmq_msg_data(&parts[0]), "after", 5));
     zmq_msg_close(&parts[0]);
+    /* three small messages in one read: one taken, the poll descriptor
+     * still reads as ready for the others, with no new byte on the socket */
+    for (int i = 0; i < 3; i++) {
+        zframe_send(&id, r, ZFRAME_MORE | ZFRAME_REUSE);
+        zsock_send(r, "s", "small");
+    }
+    usleep(50 * 1000); /* all three in the kernel's buffer */
+    assert(s_test_recv(z, parts, 2) == 1);
+    zmq_msg_close(&parts[0]);
+    assert(s_wait_fd(zt_zmtp_poll_fd(z), POLLIN, 0) > 0);
+    for (int i = 0; i < 2; i++) {
+        assert(zt_zmtp_recv(z, parts, 2) == 1 && zmq_msg_size(&parts[0]) == 5);
+        zmq_msg_close(&parts[0]);
+    }
+    assert(zt_zmtp_poll_fd(z) == zt_zmtp_fd(z) && s_wait_fd(zt_zmtp_poll_fd(z), POLLIN, 0) == 0);
     s_test_backlog(z, r, big);
     /* a frame past the limit: the connection goes, nothing is handed on */
     z->limit = 1000;

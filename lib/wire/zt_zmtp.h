@@ -15,8 +15,8 @@
  * and made again after it breaks, at most every RECONNECT_MS; what is sent
  * while there is none is lost (ZT_EIO), as the callers' resend rules
  * expect. zt_zmtp_fd stays the same descriptor for the object's life (the
- * connection is moved onto it), so a poll set built once stays true; it
- * reads as nothing while there is no connection. A frame larger than
+ * connection is moved onto it); it reads as nothing while there is no
+ * connection. A poll set takes zt_zmtp_poll_fd each turn. A frame larger than
  * zt_frame_limit, or anything that is not ZMTP, ends the connection. */
 #ifndef ZT_ZMTP_H
 #define ZT_ZMTP_H
@@ -31,8 +31,13 @@ typedef struct zt_zmtp_t zt_zmtp_t;
  * is not a TCP endpoint. Nothing is connected yet. */
 zt_zmtp_t *zt_zmtp_new(const char *endpoint);
 void zt_zmtp_destroy(zt_zmtp_t **self_p);
-/* The descriptor to poll (socket NULL; events: zt_zmtp_events). */
+/* The connection's descriptor (the same for the object's life). */
 int zt_zmtp_fd(const zt_zmtp_t *self);
+/* The descriptor to poll this turn (socket NULL; events: zt_zmtp_events):
+ * zt_zmtp_fd, or one that is always readable while messages that came
+ * together wait in the end's buffer for zt_zmtp_recv (the socket then has
+ * nothing new, and a poll of it would sleep on them). */
+int zt_zmtp_poll_fd(const zt_zmtp_t *self);
 /* Connects when there is no connection and the last try is RECONNECT_MS
  * old. true when a new connection was just made (what the server held of
  * the last one is gone: a stream opens again). */
