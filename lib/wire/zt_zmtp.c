@@ -562,6 +562,39 @@ static int s_test_recv(zt_zmtp_t *z, zmq_msg_t *parts, int max)
     return 0;
 }
 
+/* r bound below the ephemeral range, so that no outgoing connection of
+ * another process takes its port while the server is away (it comes back
+ * on the same port): the port. */
+static int s_test_bind(zsock_t *r)
+{
+    int port = -1;
+    unsigned seed = (unsigned) getpid() ^ (unsigned) zt_now_ms();
+    for (int i = 0; i < 100 && port < 0; i++)
+        port = zsock_bind(r, "tcp://127.0.0.1:%d", 20000 + (int) ((unsigned) rand_r(&seed) % 12000));
+    assert(port > 0);
+    return port;
+}
+
+/* Three small messages in one read: one taken, the poll descriptor still
+ * reads as ready for the others, with no new byte on the socket. */
+static void s_test_together(zt_zmtp_t *z, zsock_t *r, zframe_t *id)
+{
+    for (int i = 0; i < 3; i++) {
+        zframe_send(&id, r, ZFRAME_MORE | ZFRAME_REUSE);
+        zsock_send(r, "s", "small");
+    }
+    usleep(50 * 1000); /* all three in the kernel's buffer */
+    zmq_msg_t parts[2];
+    assert(s_test_recv(z, parts, 2) == 1);
+    zmq_msg_close(&parts[0]);
+    assert(s_wait_fd(zt_zmtp_poll_fd(z), POLLIN, 0) > 0);
+    for (int i = 0; i < 2; i++) {
+        assert(zt_zmtp_recv(z, parts, 2) == 1 && zmq_msg_size(&parts[0]) == 5);
+        zmq_msg_close(&parts[0]);
+    }
+    assert(zt_zmtp_poll_fd(z) == zt_zmtp_fd(z) && s_wait_fd(zt_zmtp_poll_fd(z), POLLIN, 0) == 0);
+}
+
 /* A server that reads nothing for a while: sends go on without waiting
  * (the rest waits in out[]), then all of it arrives whole and in order. */
 static void s_test_backlog(zt_zmtp_t *z, zsock_t *r, char *big)
@@ -599,8 +632,7 @@ void zt_zmtp_selftest(void)
 {
     zsock_t *r = zsock_new(ZMQ_ROUTER);
     zsock_set_rcvhwm(r, 1); /* its I/O thread stops reading when one message waits */
-    int port = zsock_bind(r, "tcp://127.0.0.1:*");
-    assert(port > 0);
+    int port = s_test_bind(r);
     char ep[64];
     snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", port);
     assert(!zt_zmtp_new("ipc:///tmp/x") && !zt_zmtp_new("tcp://nohost") && !zt_zmtp_new("nohost"));
@@ -641,21 +673,7 @@ void zt_zmtp_selftest(void)
     assert(s_test_recv(z, parts, 2) == 1 && zmq_msg_size(&parts[0]) == 5 &&
            !memcmp(zmq_msg_data(&parts[0]), "after", 5));
     zmq_msg_close(&parts[0]);
-    /* three small messages in one read: one taken, the poll descriptor
-     * still reads as ready for the others, with no new byte on the socket */
-    for (int i = 0; i < 3; i++) {
-        zframe_send(&id, r, ZFRAME_MORE | ZFRAME_REUSE);
-        zsock_send(r, "s", "small");
-    }
-    usleep(50 * 1000); /* all three in the kernel's buffer */
-    assert(s_test_recv(z, parts, 2) == 1);
-    zmq_msg_close(&parts[0]);
-    assert(s_wait_fd(zt_zmtp_poll_fd(z), POLLIN, 0) > 0);
-    for (int i = 0; i < 2; i++) {
-        assert(zt_zmtp_recv(z, parts, 2) == 1 && zmq_msg_size(&parts[0]) == 5);
-        zmq_msg_close(&parts[0]);
-    }
-    assert(zt_zmtp_poll_fd(z) == zt_zmtp_fd(z) && s_wait_fd(zt_zmtp_poll_fd(z), POLLIN, 0) == 0);
+    s_test_together(z, r, id);
     s_test_backlog(z, r, big);
     /* a frame past the limit: the connection goes, nothing is handed on */
     z->limit = 1000;
