@@ -767,10 +767,12 @@ static void s_restart_between_hellos(void)
  * PyTorch job the bucket order DDP broadcasts over gloo in the next forward
  * pass): only its thread between rounds can tell the new reducer it is there
  * and hand over the sum. Then both go on with the next round, and worker 0
- * exits without destroying its all-reduce, its thread serving: cleanly. */
-static void s_ahead_worker_busy(void)
+ * exits without destroying its all-reduce, its thread serving: cleanly.
+ * n elements: a small tensor is packed in the bucket; a large one is sent
+ * from the caller's buffer (freed since the round), in two pieces, and the
+ * sum handed over is the bucket's copy of what came for it. */
+static void s_ahead_worker_busy(int64_t n)
 {
-    const int64_t n = 1 << 12;
     t_start_reducer(0, 1);
     int up[2], down[2];
     assert(pipe(up) == 0 && pipe(down) == 0);
@@ -804,8 +806,8 @@ static void s_ahead_worker_busy(void)
     int st;
     waitpid(w0, &st, 0);
     ok = ok && WIFEXITED(st) && WEXITSTATUS(st) == 0;
-    printf("a worker busy between rounds hands a restarted reducer the sum another worker missed: %s\n",
-           ok ? "ok" : "FAILED");
+    printf("a worker busy between rounds hands a restarted reducer the sum another worker missed (%lld floats): %s\n",
+           (long long) n, ok ? "ok" : "FAILED");
     fflush(stdout);
     assert(ok);
     close(up[0]);
@@ -851,7 +853,8 @@ int main(int argc, char **argv)
         s_hostile_ranges();
     }
     s_restart_between_hellos();
-    s_ahead_worker_busy();
+    s_ahead_worker_busy(1 << 12);
+    s_ahead_worker_busy(1 << 19);
     t_steady_memory();
     t_membership_changes();
 
