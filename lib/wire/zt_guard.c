@@ -632,8 +632,6 @@ void zt_guard_release(zt_hold_t **hold_p)
 
 /* ------------------------------------------------------------ selftest */
 
-/* Connections counted by address while they live, and an address past
- * ZT_PEER_CONNECTIONS refused; a watch that ends takes its own away. */
 /* Another process that listened on a port and still holds a connection it
  * accepted there, the port then free to bind: returns its port, *child and
  * *hold (closing hold ends it) and our end of that connection *client. */
@@ -678,6 +676,9 @@ static int s_selftest_squatter(pid_t *child, int *hold, int *client)
     return port;
 }
 
+/* Connections counted by address while they live (another process's on
+ * the same port not among them), and an address past ZT_PEER_CONNECTIONS
+ * refused; a watch that ends takes its own away. */
 static void s_selftest_counts(void)
 {
     /* the port comes with another process's connection on it: not ours */

@@ -625,7 +625,7 @@ static void s_test_backlog(zt_zmtp_t *z, zsock_t *r, char *big)
 }
 
 /* Against a ROUTER of libzmq's: the handshake, messages both ways (a large
- * frame read straight into its place, one of more parts than taken
+ * frame read straight into a frame of its own, one of more parts than taken
  * dropped), a frame past the limit ending the connection, a connection
  * made again to a server that came back on the same port. */
 void zt_zmtp_selftest(void)
@@ -653,7 +653,7 @@ void zt_zmtp_selftest(void)
     zframe_destroy(&a);
     zframe_destroy(&b);
     zmsg_destroy(&got);
-    /* back: a small frame, then a large one, into its place */
+    /* back: a small frame, then a large one, into a frame of its own */
     char *big = malloc(sizeof s_buf);
     for (size_t i = 0; i < sizeof s_buf; i++)
         big[i] = (char) (i * 31);

@@ -130,13 +130,17 @@ class _TimedResult(unittest.TextTestResult):
     """Prints each test's wall time after its verdict, and the slowest at
     the end, so a suite that grows slow shows where."""
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.times = []  # (seconds, test id)
+
     def startTest(self, test):
         self._started = time.monotonic()
         super().startTest(test)
 
     def stopTest(self, test):
         took = time.monotonic() - self._started
-        self.__dict__.setdefault("times", []).append((took, test.id()))
+        self.times.append((took, test.id()))
         self.stream.writeln("    (%.1f s)" % took)
         super().stopTest(test)
 
@@ -146,7 +150,7 @@ class _TimedRunner(unittest.TextTestRunner):
 
     def run(self, test):
         result = super().run(test)
-        slow = sorted(getattr(result, "times", []), reverse=True)[:5]
+        slow = sorted(result.times, reverse=True)[:5]
         if slow:
             self.stream.writeln("slowest: " + ", ".join("%s %.0f s" % (t.rsplit(".", 1)[-1], s) for s, t in slow))
         return result
