@@ -1,6 +1,7 @@
 /* ztrain-evaluator: thin main; the logic is zt_evaluator. */
 #include "zt_evaluator.h"
 #include "base/zt_util.h"
+#include "model/zt_blas.h"
 #include "runtime/zt_cmdline.h"
 #include "runtime/zt_placeholder.h"
 #include "ztrain/ztrain.h"
@@ -42,6 +43,7 @@ static int s_on_flag(int id, const char *v, void *ctx)
 int main(int argc, char **argv)
 {
     static const zt_placeholder_info_t info = { "ztrain-evaluator", "evaluator" };
+    zt_blas_init(argv);
     static const zt_flag_t flags[] = {
         { "data-dir", required_argument, F_DATA_DIR, "DIR", "Fashion-MNIST's folder (default $ZT_DATA_DIR)" },
         { "test-examples", required_argument, F_TEST_EXAMPLES, "N", "score the first N test examples (0: all)" },

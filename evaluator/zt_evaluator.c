@@ -9,7 +9,6 @@
 #include "model/zt_mlp.h"
 #include "base/zt_util.h"
 #include "ztrain/ztrain.h"
-#include <cblas.h>
 #include <czmq.h>
 #include <errno.h>
 #include <libgen.h>
@@ -188,7 +187,6 @@ int zt_evaluator_run(const zt_evaluator_opts_t *o)
     zt_process_log_init("evaluator", index);
     if (!zt_process_knobs_ok())
         return 1;
-    openblas_set_num_threads(1);
     zsys_init();
     const char *dir = o->data_dir ? o->data_dir : zt_dataset_default_dir();
     zt_dataset_t test;

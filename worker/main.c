@@ -1,5 +1,6 @@
 /* ztrain-worker: thin main. With --idle or --run-seconds it is a placeholder
  * replica (register, heartbeat, exit); otherwise the built-in trainer. */
+#include "model/zt_blas.h"
 #include "runtime/zt_placeholder.h"
 #include "zt_trainer.h"
 #include "ztrain/zt_error.h"
@@ -7,6 +8,7 @@
 int main(int argc, char **argv)
 {
     static const zt_placeholder_info_t info = { "ztrain-worker", "worker" };
+    zt_blas_init(argv);
     zt_train_opts_t o;
     zt_train_opts_defaults(&o);
     zt_placeholder_opts_t role = { false, -1, 0 };
