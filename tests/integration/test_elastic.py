@@ -125,7 +125,7 @@ class Elastic(unittest.TestCase):
                                         j["checkpoints"][-1]["step"])
 
     def test_bounds_and_a_joiner_killed_while_it_joins(self):
-        job = Job(self, example(self.d, 3, ["--train_examples=30000", "--checkpoint_steps=100"]),
+        job = Job(self, example(self.d, 10, ["--train_examples=30000", "--checkpoint_steps=100"]),
                   self.job_dir, env=FAST)
         wait_for(lambda: chief_step(self.job_dir) >= 200, timeout=240, what="the chief at step 200")
         # below the minimum: the CLI refuses, and so does the coordinator itself
