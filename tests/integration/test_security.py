@@ -304,7 +304,7 @@ class SealedBulk(unittest.TestCase):
         # and its configuration get nothing: refused, counted, never applied.
         # The evaluator fetches the chief's checkpoints from its file server
         # over a sealed stream too
-        args = ["--hidden=64", "--epochs=8", "--log_every=100", "--checkpoint_steps=200"]
+        args = ["--hidden=64", "--epochs=16", "--log_every=100", "--checkpoint_steps=200"]
         d = tmpdir("sec-")
         job_dir = os.path.join(d, "job")
         job = Job(self, job_file(d, "sealed", [pool("ztrain-worker", 1, args), pool("ztrain-worker", 1, args),
@@ -457,7 +457,7 @@ class SealedBulkTampering(unittest.TestCase):
         tampered and replayed frames and the plain messages are dropped and
         counted, the openings get no answer, the worker sends again what
         went unanswered, and the job ends SUCCEEDED with equal weights."""
-        args = ["--hidden=64", "--epochs=8", "--log_every=100"]
+        args = ["--hidden=64", "--epochs=16", "--log_every=100"]
         d = tmpdir("sec-")
         os.chmod(d, 0o755)
         job_dir = os.path.join(d, "job")
@@ -570,7 +570,7 @@ class Impostors(unittest.TestCase):
           reports accuracy 0.999: refused (its keys name it), counted, and
           the chief is neither displaced nor killed for "no heartbeat";
         - nobody finds a key in a replica's environment or command line."""
-        args = ["--hidden=64", "--epochs=12", "--log_every=100"]
+        args = ["--hidden=64", "--epochs=20", "--log_every=100"]
         d = tmpdir("sec-")
         job_dir = os.path.join(d, "job")
         job = Job(self, job_file(d, "impostor", [pool("ztrain-worker", 1, args), pool("ztrain-worker", 1, args),
@@ -739,7 +739,7 @@ class MetricsHolders(unittest.TestCase):
         is cut at its 10 s deadline however it trickles."""
         d = tmpdir("sec-")
         job_dir = os.path.join(d, "job")
-        args = ["--hidden=64", "--epochs=30", "--log_every=200"]
+        args = ["--hidden=64", "--epochs=40", "--log_every=200"]
         job = Job(self, job_file(d, "holders", [pool("ztrain-worker", 1, args)]), job_dir, "--metrics-port", "0",
                   env=FAST)
         url = wait_for(lambda: (load_job(job_dir) or {}).get("metricsUrl"), 60, what="metricsUrl")
