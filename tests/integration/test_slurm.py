@@ -730,7 +730,7 @@ class SlurmSubmit(ClusterCase):
         cancel: scancel) saves too and leaves nothing on the nodes, and
         --resume in a new allocation finishes the job, its history kept."""
         d = tempfile.mkdtemp(prefix="spot-", dir=self.c.dir)
-        pools = sync_pools(epochs=3)
+        pools = sync_pools(epochs=4)
         spec = job_spec(d, pools, name="spot")
         with open(spec) as f:
             doc = json.load(f)
@@ -894,12 +894,13 @@ class SlurmLostNode(ClusterCase):
     the node."""
     NODES = 8  # 4 per job (5 for the elastic one), 4 to lose
 
-    def lose_a_node(self, env, replica="workerpool1-1", epochs=10, pools=None, after=None):
+    def lose_a_node(self, env, replica="workerpool1-1", epochs=18, pools=None, after=None):
         """epochs: a worker's node lost at the first checkpoint (step 400
         of 313 a epoch) is declared lost some 15 s later (its heartbeat,
         then Slurm's ping; longer on a loaded machine, and 6 epochs once
-        ended first), while the chief trains on: the job must still be
-        running then (10 epochs take 70 s here); the coordinator's own
+        ended first, when an epoch took twice as long as now), while the
+        chief trains on: the job must still be running then (18 epochs
+        take about 40 s on an idle machine); the coordinator's own
         node takes the job down with it, so its retry resumes from that
         first checkpoint."""
         d = tempfile.mkdtemp(prefix="lost-", dir=self.c.dir)
@@ -925,7 +926,7 @@ class SlurmLostNode(ClusterCase):
         is taken (another job holds them) it stays at 2, and once one is
         free again it grows back to 3 on it, in an allocation of its own;
         the job succeeds."""
-        pools = sync_pools(epochs=10)
+        pools = sync_pools(epochs=16)
         for p in pools[:2]:
             p["machineSpec"]["machineType"] = "n1-highcpu-8"  # a trainer per node
         pools[1]["replicaCount"] = 3
@@ -998,7 +999,7 @@ class SlurmLostNode(ClusterCase):
         # with it. Slurm requeues the job's leader alone (the other
         # components are --no-kill and stay); the new coordinator starts
         # every replica again from the checkpoints and the job succeeds
-        pools = sync_pools(epochs=6)
+        pools = sync_pools(epochs=10)
         pools[1]["elasticPolicy"] = {"minReplicaCount": 1, "maxReplicaCount": 2}
         rc, err, job, lost, job_dir = self.lose_a_node({}, replica="workerpool0-0", pools=pools)
         self.assertEqual(rc, 0, err[-4000:])
