@@ -213,12 +213,17 @@ static double s_run(const char *redbin, int N, int R, size_t bytes, int ntensors
                 _exit(1);
             exit(0);
         }
+    close(res[1]); /* a worker that fails without a result ends the reads */
     double worst = 0, searched = 0;
     for (int w = 0; w < N; w++) {
         double s = 0;
         double got[2];
-        if (read(res[0], got, sizeof got) != sizeof got)
+        if (read(res[0], got, sizeof got) != sizeof got) {
+            fprintf(stderr, "ar_bench: a worker ended without its result (%d %d %zu)\n", N, R, bytes);
+            for (int r = 0; r < R; r++)
+                kill(rp[r], SIGTERM);
             exit(1);
+        }
         s = got[0];
         searched = got[1] > searched ? got[1] : searched;
         worst = s > worst ? s : worst;
@@ -230,7 +235,6 @@ static double s_run(const char *redbin, int N, int R, size_t bytes, int ntensors
         waitpid(rp[r], NULL, 0);
     }
     close(res[0]);
-    close(res[1]);
     if (cpu_op)
         *cpu_op = (s_bench_children_cpu() - cpu0) / (iters + 2 + searched); /* per round, the search's included */
     return worst;

@@ -269,5 +269,10 @@ int zt_ar_wait_ring(zt_allreduce_t *self, int timeout_ms)
                 return rc;
         }
     }
+    /* The next worker may still wait for the end of our last block, which
+     * its own end of a direct connection keeps until the kernel takes it:
+     * out before the round ends (after it this worker may compute for long,
+     * or exit). A broken connection is the next worker's to find. */
+    zt_zmtp_drain(self->ring_z);
     return ZT_OK;
 }

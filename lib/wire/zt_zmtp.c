@@ -546,6 +546,8 @@ int zt_zmtp_sendv(zt_zmtp_t *self, const struct iovec *frames, int n)
 
 bool zt_zmtp_flush(zt_zmtp_t *self) { return !self || !self->up || s_flush(self); }
 
+bool zt_zmtp_drain(zt_zmtp_t *self) { return !self || !self->up || s_drain_to(self, 0); }
+
 /* ------------------------------------------------------------ selftest */
 
 static char s_buf[100000];

@@ -57,6 +57,12 @@ bool zt_zmtp_pending(const zt_zmtp_t *self);
 short zt_zmtp_events(const zt_zmtp_t *self);
 /* Writes what waits without waiting; false when the connection broke. */
 bool zt_zmtp_flush(zt_zmtp_t *self);
+/* Writes everything that waits, reading what comes meanwhile (kept for
+ * zt_zmtp_recv): for a sender whose peer waits on its last message while
+ * it has nothing more to send or receive on this end (the ring's last
+ * block). false when the connection broke (or the peer took nothing for
+ * SEND_WAIT_MS). */
+bool zt_zmtp_drain(zt_zmtp_t *self);
 /* One message that has come, in parts (at most max; a message of more is
  * dropped): the number of parts, 0 when none is complete now (it does not
  * wait). */
