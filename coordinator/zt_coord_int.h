@@ -111,6 +111,8 @@ struct zt_coord_t {
     int64_t kill_deadline;      /* SIGKILL whoever is left at this time */
     int64_t incident_ms;        /* when a replica was last lost (a signal, a crash), 0: never */
     char incident[192];         /* which, and how ("workerpool1-0 (algo-2) was killed by signal 9 (Killed)") */
+    int64_t echo_ms;            /* when a peer's failure was last taken as an incident's consequence, 0: never */
+    char echo[64];              /* that peer's name: its restart breaks the others' collectives in turn */
     int64_t job_deadline;       /* scheduling.timeout, 0 none */
     int64_t hb_ms, hb_timeout_ms, register_timeout_ms, grace_ms;
     int max_restarts, max_job_retries, max_preemptions;

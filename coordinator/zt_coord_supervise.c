@@ -401,6 +401,12 @@ static void s_on_failure(zt_coord_t *self, zt_crep_t *r, int status, const char 
     size_t nl = strlen(r->name);
     bool itself = !strncmp(self->incident, r->name, nl) && self->incident[nl] == ' ';
     bool followed = self->incident_ms && since <= ZT_INCIDENT_MS && since >= -ZT_VERDICT_MS && !itself;
+    /* A peer that failed as the loss's consequence is restarting: the lost
+     * replica's own new run, reaching for it, fails in turn (a refused
+     * connection) and is that echo's consequence, not a user error. */
+    int64_t echo_since = exit_ms - self->echo_ms;
+    bool echoed = !followed && self->echo_ms && echo_since <= ZT_INCIDENT_MS && echo_since >= -ZT_VERDICT_MS &&
+                  strcmp(self->echo, r->name) != 0;
     char who[80], host[32], after[sizeof self->incident + 32] = "";
     s_who(self, r, who, sizeof who, host, sizeof host);
     if (followed)
@@ -410,6 +416,13 @@ static void s_on_failure(zt_coord_t *self, zt_crep_t *r, int status, const char 
          * collective): that loss's consequence, handled as a crash */
         zt_warn("%s %s %lld ms %s %s: taken as that loss's consequence, not a user error", r->name, how,
                 (long long) (since >= 0 ? since : -since), since >= 0 ? "after" : "before", self->incident);
+        crash = true;
+        snprintf(self->echo, sizeof self->echo, "%s", r->name);
+        self->echo_ms = exit_ms;
+    }
+    else if (!crash && echoed && WEXITSTATUS(status) != ZT_EXIT_DISK) {
+        zt_warn("%s %s %lld ms after %s failed following %s: taken as a consequence too, not a user error",
+                r->name, how, (long long) (echo_since >= 0 ? echo_since : -echo_since), self->echo, self->incident);
         crash = true;
     }
     if (!crash && !held && s_peers_up(self, r) && WEXITSTATUS(status) != ZT_EXIT_DISK) {
