@@ -357,7 +357,11 @@ class DistributionMpi(unittest.TestCase):
         self.assertEqual(rc, 0, job.err[-3000:])
         self.assertEqual(self.model()["size"], 2)
         restarts = {r["name"]: r["restarts"] for r in load_job(job.job_dir)["replicas"]}
-        self.assertEqual(restarts, {"workerpool0-0": 1, "workerpool1-0": 1})  # the second run went through
+        # the lost host came back once; the primary's run started again once,
+        # or twice when its first new mpirun reached for algo-2 before algo-2
+        # was back (seen under the busy suite): each failure a loss's consequence
+        self.assertEqual(restarts["workerpool1-0"], 1, restarts)
+        self.assertIn(restarts["workerpool0-0"], (1, 2), restarts)
         self.assertIn("workerpool0-0: restart 1 of", job.err)
         with open(os.path.join(job.job_dir, "replica-logs", "workerpool0-0.log")) as f:
             self.assertRegex(f.read(), r"host algo-2 \(127\.0\.0\.1:\d+\) silent for \d+ s: its command is taken as lost")
