@@ -198,10 +198,11 @@ class SlurmBackend(unittest.TestCase):
     def tearDownClass(cls):
         cls.c.down()
 
-    def submit(self, pools, components=(), header=None, scheduling=None, doc=None):
+    def submit(self, pools, components=(), header=None, scheduling=None, doc=None, grace_ms=3000):
         """sbatch under header (or these components), followed in the
         background: (BatchJob, job dir, batch output). doc: the job file's
-        whole document instead of a CustomJob of these pools."""
+        whole document instead of a CustomJob of these pools; grace_ms: the
+        coordinator's ZT_STOP_GRACE_MS."""
         d = tempfile.mkdtemp(prefix="job-", dir=self.c.dir)
         spec = os.path.join(d, "job.json")
         with open(spec, "w") as f:
@@ -211,8 +212,8 @@ class SlurmBackend(unittest.TestCase):
         script = os.path.join(d, "batch.sh")
         with open(script, "w") as f:
             f.write("#!/bin/sh\n" + (header or "#SBATCH hetjob\n".join("#SBATCH %s\n" % c for c in components)) +
-                    "exec env ZT_HEARTBEAT_MS=300 ZT_STOP_GRACE_MS=3000 %s run %s --backend slurm --job-dir %s\n"
-                    % (os.path.join(os.path.abspath(BIN), "ztrain"), spec, job_dir))
+                    "exec env ZT_HEARTBEAT_MS=300 ZT_STOP_GRACE_MS=%d %s run %s --backend slurm --job-dir %s\n"
+                    % (grace_ms, os.path.join(os.path.abspath(BIN), "ztrain"), spec, job_dir))
         out = os.path.join(d, "batch.out")
         p = BatchJob(self.c, self.c.run("n1", ["sbatch", "--parsable", "--chdir", d, "-o", out, script]).stdout)
         self.addCleanup(lambda: p.poll() is None and p.kill())
@@ -359,8 +360,11 @@ class SlurmBackend(unittest.TestCase):
         self.assertRegex(text, r"workerpool1-0: started pid \d+ on %s" % victim[1])
 
     def test_scancel_cancels_and_leaves_nothing(self):
+        # a grace of 10 s: under the busy suite srun has taken 3.3 s to
+        # report its cancelled step's end, past the usual 3 s
         p, job_dir, out = self.submit([sh_pool("sleep 300", 1), sh_pool("sleep 300", 2)],
-                                      ["-n1 -c1 --mem=100", "-N2 -n2 --ntasks-per-node=1 -c1 --mem=100"])
+                                      ["-n1 -c1 --mem=100", "-N2 -n2 --ntasks-per-node=1 -c1 --mem=100"],
+                                      grace_ms=10000)
         deadline = time.monotonic() + 60
         job = {}
         while job.get("state") != "RUNNING" and time.monotonic() < deadline:
