@@ -216,7 +216,7 @@ class Training(unittest.TestCase):
         # outside (SIGTERM, a preemption): each successor goes on from the
         # step its predecessor reached (its own position file), not from
         # the chief's checkpoint (there is none here): no batch twice
-        path = job_spec(self.d, "posw", SHORT + ["--epochs=3", "--checkpoint_steps=100000", "--log_every=50"],
+        path = job_spec(self.d, "posw", SHORT + ["--epochs=8", "--checkpoint_steps=100000", "--log_every=50"],
                         workers=1, evaluators=0)
         job = Job(self, path, self.job_dir, env=FAST)
         log_path = os.path.join(self.job_dir, "replica-logs", "workerpool1-0.log")
