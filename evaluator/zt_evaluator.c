@@ -1,3 +1,4 @@
+#include "model/zt_blas.h"
 #include "zt_evaluator.h"
 #include "model/zt_ckpt.h"
 #include "tboard/zt_tb.h"
@@ -187,6 +188,7 @@ int zt_evaluator_run(const zt_evaluator_opts_t *o)
     zt_process_log_init("evaluator", index);
     if (!zt_process_knobs_ok())
         return 1;
+    zt_blas_say();
     zsys_init();
     const char *dir = o->data_dir ? o->data_dir : zt_dataset_default_dir();
     zt_dataset_t test;

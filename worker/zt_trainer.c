@@ -572,9 +572,7 @@ static int s_start(s_run_t *r)
     zt_process_log_init(r->rank == 0 ? "chief" : "worker", r->rank);
     if (!zt_process_knobs_ok())
         return -1;
-    if (zt_blas_chosen())
-        zt_info("OpenBLAS does not know this processor: running its %s kernels (OPENBLAS_CORETYPE)",
-                zt_blas_chosen());
+    zt_blas_say();
     zt_tune_malloc();
     zsys_init();
     r->ckpt_dir = zt_job_checkpoint_dir(false);

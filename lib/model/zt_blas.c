@@ -1,4 +1,5 @@
 #include "model/zt_blas.h"
+#include "ztrain/zt_log.h"
 #include <cblas.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,4 +44,8 @@ void zt_blas_init(char **argv)
     unsetenv(S_CHOSEN);
 }
 
-const char *zt_blas_chosen(void) { return s_chosen; }
+void zt_blas_say(void)
+{
+    if (s_chosen)
+        zt_info("OpenBLAS does not know this processor: running its %s kernels (OPENBLAS_CORETYPE)", s_chosen);
+}

@@ -15,8 +15,8 @@
  * program could not be executed again (then it runs on the kernels it has);
  * leaves OpenBLAS on one thread. */
 void zt_blas_init(char **argv);
-/* The kernels that zt_blas_init chose for this process ("SkylakeX"), or
- * NULL when it chose none. */
-const char *zt_blas_chosen(void);
+/* Logs the kernels zt_blas_init chose for this process, if it chose any.
+ * Call once the log is set up. */
+void zt_blas_say(void);
 
 #endif

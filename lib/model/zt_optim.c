@@ -24,7 +24,7 @@ static inline void s_adam(float *w, float *m, float *v, float *t, float gi, floa
     *t = ti;
     *m = b1 * *m + (1.0f - b1) * gi;
     *v = b2 * *v + (1.0f - b2) * gi * gi;
-    *w -= lr * (*m / d1) / (__builtin_sqrtf(*v / d2) + eps);
+    *w -= lr * (*m / d1) / (sqrtf(*v / d2) + eps);
 }
 
 #define O3 __attribute__((optimize("O3")))

@@ -496,32 +496,32 @@ class BlasKernels(unittest.TestCase):
     OPENBLAS_CORETYPE is kept."""
 
     def run_job(self, d, name, env):
-        path = job_spec(d, name, SHORT + ["--epochs=1"], workers=0, servers=0, evaluators=0)
+        path = job_spec(d, name, SHORT + ["--epochs=1"], workers=0, servers=0, evaluators=1)
         job = Job(self, path, os.path.join(d, name), env=dict(FAST, OPENBLAS_VERBOSE="2", **env))
         self.assertEqual(job.wait(timeout=120), 0, job.err[-2000:])
-        return read_text(os.path.join(d, name, "replica-logs", "workerpool0-0.log"))
+        logs = os.path.join(d, name, "replica-logs")
+        return [read_text(os.path.join(logs, f)) for f in ("workerpool0-0.log", "workerpool3-0.log")]
 
     def test_kernels_for_the_processor(self):
         d = tmpdir("blas-")
         own = openblas_corename()
-        log = self.run_job(d, "own", {})
-        kernels = re.findall(r"Core: (\w+)", log)
-        chosen = re.findall(r"running its (\w+) kernels \(OPENBLAS_CORETYPE\)", log)
-        if own != "Prescott":
-            self.assertEqual((kernels, chosen), ([own], []), log[-2000:])
-        else:
-            with open("/proc/cpuinfo") as f:
-                flags = set(re.search(r"^flags\s*:(.*)$", f.read(), re.M).group(1).split())
-            want = ("SkylakeX" if {"avx512f", "avx512bw", "avx512vl", "avx512dq"} <= flags
-                    else "Haswell" if {"avx2", "fma"} <= flags else None)
-            if want:  # the first load's fallback, then the program run again
+        with open("/proc/cpuinfo") as f:
+            flags = set(re.search(r"^flags\s*:(.*)$", f.read(), re.M).group(1).split())
+        want = ("SkylakeX" if {"avx512f", "avx512bw", "avx512vl", "avx512dq"} <= flags
+                else "Haswell" if {"avx2", "fma"} <= flags else None)
+        for log in self.run_job(d, "own", {}):  # the trainer's, then the evaluator's
+            kernels = re.findall(r"Core: (\w+)", log)
+            chosen = re.findall(r"running its (\w+) kernels \(OPENBLAS_CORETYPE\)", log)
+            if own != "Prescott":
+                self.assertEqual((kernels, chosen), ([own], []), log[-2000:])
+            elif want:  # the first load's fallback, then the program run again
                 self.assertEqual((kernels, chosen), (["Prescott", want], [want]), log[-2000:])
             else:
                 self.assertEqual((kernels, chosen), (["Prescott"], []), log[-2000:])
         # the user's choice stands, and nothing is said
-        log = self.run_job(d, "users", {"OPENBLAS_CORETYPE": "Sandybridge"})
-        self.assertEqual(re.findall(r"Core: (\w+)", log), ["Sandybridge"], log[-2000:])
-        self.assertNotIn("OPENBLAS_CORETYPE", log)
+        for log in self.run_job(d, "users", {"OPENBLAS_CORETYPE": "Sandybridge"}):
+            self.assertEqual(re.findall(r"Core: (\w+)", log), ["Sandybridge"], log[-2000:])
+            self.assertNotIn("OPENBLAS_CORETYPE", log)
 
 
 class CudaOnDemand(unittest.TestCase):
