@@ -427,6 +427,7 @@ static int s_submit(zt_allreduce_t *self, int tensor, void *data)
     }
     x->data = data;
     x->submitted = true;
+    x->landed = 0;
     x->sent = false;
     int64_t n = self->layout.numel[tensor];
     char *packed = k->buf + self->layout.offset[tensor] * (int64_t) k->es;
@@ -512,6 +513,7 @@ static int s_wait(zt_allreduce_t *self, bool average, int timeout_ms)
         return self->reform_rc != ZT_OK ? self->reform_rc : ZT_EINVAL;
     int rc = ZT_OK;
     int64_t t0 = zt_now_us();
+    self->averaging = average;
     if (self->R > 0)
         rc = zt_ar_wait_reducers(self, timeout_ms);
     else if (self->workers > 1)
@@ -547,7 +549,7 @@ static int s_wait(zt_allreduce_t *self, bool average, int timeout_ms)
             if (keep && x->dtype != ZT_F32)
                 memcpy(keep, src, (size_t) n * k->es);
             if (!averages) {
-                if (x->data != src) /* not written in place (zt_allreduce_buffer) */
+                if (x->data != src && x->landed < n) /* not written in place, nor on as it came */
                     memcpy(x->data, src, (size_t) n * k->es);
             }
             else if (x->dtype == ZT_F32) {

@@ -36,6 +36,7 @@ typedef struct {
     int dtype;
     void *data;                 /* caller's buffer this round */
     bool submitted, sent;       /* this round */
+    int64_t landed;             /* elements of this round's sum written into data as they came */
 } zt_ar_tensor_t;
 
 typedef struct {
@@ -94,6 +95,7 @@ struct zt_allreduce_t {
     zt_ar_pending_t *pending;
     int npending;
     zt_spin_t spin;             /* busy-poll budget while waiting for sums */
+    bool averaging;             /* the wait in progress averages (sums are not written on as they come) */
     int64_t rounds;             /* waits completed (zt_allreduce_generation) */
     void *watch;                /* zt_allreduce_watch: a socket served while waiting */
     void (*watch_fn)(void *);

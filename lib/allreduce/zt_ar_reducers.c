@@ -5,6 +5,7 @@
  * reducer that restarts or goes quiet is sent what it lacks again. */
 #include "base/zt_env.h"
 #include "allreduce/zt_ar_internal.h"
+#include "base/zt_copy.h"
 
 /* A piece to reducer r: by reference when both are on this host and the
  * bytes are in the shared region, else as a frame. */
@@ -158,6 +159,8 @@ static void *s_landing(zt_allreduce_t *self, int r, const zt_msg_t *m, size_t by
         if (!zt_ar_direct(k, self->layout.numel[t]) || self->t[t].data == k->buf + ta * (int64_t) k->es)
             return NULL;
     }
+    if (!self->averaging)
+        return NULL; /* opened in the frame, then written on (s_on_result) */
     return k->buf + off * (int64_t) k->es;
 }
 
@@ -364,6 +367,36 @@ static int s_timed_out(zt_allreduce_t *self, int timeout_ms)
     return ZT_OK;
 }
 
+/* Elements [off, off + c) of bucket bi's sum, from src (the frame it came
+ * in), into the bucket. Over a sealed stream, when the wait does not
+ * average, the parts of it that belong to large tensors sent from their
+ * callers' buffers are also written there now, while src is in the cache,
+ * and both writes go past the cache (zt_copy_cold): no copy out when the
+ * round ends, and no cache line read only to be overwritten. (The callers'
+ * bytes are free to overwrite: a sealed piece was sealed out of them, and a
+ * piece whose sum came back is sent again as that sum.) */
+static void s_land(zt_allreduce_t *self, int r, zt_ar_state_t *k, int bi, int64_t off, int64_t c, const char *src)
+{
+    char *kept = k->buf + off * (int64_t) k->es;
+    if (!self->rstream[r] || self->averaging) {
+        memcpy(kept, src, (size_t) c * k->es);
+        return;
+    }
+    zt_copy_cold(kept, src, (size_t) c * k->es);
+    zt_ar_bucket_t *lb = &self->layout.buckets[bi];
+    for (int t = lb->first; t <= lb->last; t++) {
+        zt_ar_tensor_t *x = &self->t[t];
+        int64_t ta = self->layout.offset[t], tb = ta + self->layout.numel[t];
+        int64_t a = off > ta ? off : ta, b = off + c < tb ? off + c : tb;
+        if (a >= b || !x->submitted || !zt_ar_direct(k, self->layout.numel[t]) ||
+            x->data == k->buf + ta * (int64_t) k->es)
+            continue;
+        zt_copy_cold((char *) x->data + (a - ta) * (int64_t) k->es, src + (a - off) * (int64_t) k->es,
+               (size_t) (b - a) * k->es);
+        x->landed += b - a;
+    }
+}
+
 /* A sum from reducer r: into the bucket when it is one we wait for. */
 static bool s_on_result(zt_allreduce_t *self, int r, const zt_msg_AR_RESULT_t *res, zmq_msg_t *pm)
 {
@@ -387,7 +420,7 @@ static bool s_on_result(zt_allreduce_t *self, int r, const zt_msg_AR_RESULT_t *r
     if (!k->windowed) /* its pieces went from the tensor, not buf */
         zt_ar_wait_lent(k);
     if (c && src != k->buf + off * (int64_t) k->es) /* not opened there already (s_landing) */
-        memcpy(k->buf + off * (int64_t) k->es, src, (size_t) c * k->es);
+        s_land(self, r, k, res->bucket, off, c, src);
     k->piece_done[r][p] = true;
     if (k->windowed) {
         k->wfly[r] -= c * (int64_t) k->es;

@@ -11,6 +11,7 @@
 #include "wire/zt_seal.h"
 #include "wire/zt_stream.h"
 #include "wire/zt_zmtp.h"
+#include "base/zt_copy.h"
 #include "wire/zt_guard.h"
 #include "base/zt_shard.h"
 #include "base/zt_json.h"
@@ -119,6 +120,7 @@ static const struct {
     TEST_ENTRY("ckpt", s_ckpt)
     TEST_ENTRY("mlp", zt_mlp_selftest)
     TEST_ENTRY("spin", zt_spin_selftest)
+    TEST_ENTRY("copy", zt_copy_selftest)
     TEST_ENTRY("shm", s_shm)
     TEST_ENTRY("tensorboard", s_tb)
     TEST_ENTRY("hist", zt_hist_selftest)
