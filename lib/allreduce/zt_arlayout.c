@@ -133,11 +133,55 @@ void zt_ar_add(void *dst, const void *src, int64_t n, int dtype)
     }
 }
 
+/* Built for the widest vectors the processor has (chosen when loaded). */
+#define S_CLONES __attribute__((target_clones("avx512f", "avx2", "default"), optimize("O3")))
+
+typedef float __attribute__((may_alias, aligned(1))) s_f32_t;
+
+/* Up to four sources a pass, each element's sum in a register: the first
+ * pass writes out, later ones (a fifth source on) add to it in order. */
+S_CLONES void zt_ar_sum_f32(float *out, const float *const *src, int n, int64_t len)
+{
+    s_f32_t *restrict o = out;
+    const s_f32_t *restrict s0 = src[0];
+    int r = n < 4 ? n : 4;
+    if (r == 1)
+        for (int64_t j = 0; j < len; j++)
+            o[j] = s0[j];
+    else if (r == 2) {
+        const s_f32_t *restrict s1 = src[1];
+        for (int64_t j = 0; j < len; j++)
+            o[j] = s0[j] + s1[j];
+    }
+    else if (r == 3) {
+        const s_f32_t *restrict s1 = src[1], *restrict s2 = src[2];
+        for (int64_t j = 0; j < len; j++)
+            o[j] = (s0[j] + s1[j]) + s2[j];
+    }
+    else {
+        const s_f32_t *restrict s1 = src[1], *restrict s2 = src[2], *restrict s3 = src[3];
+        for (int64_t j = 0; j < len; j++)
+            o[j] = ((s0[j] + s1[j]) + s2[j]) + s3[j];
+    }
+    for (; r < n; r += 3) {
+        const s_f32_t *restrict t0 = src[r], *restrict t1 = src[r + 1 < n ? r + 1 : r],
+                      *restrict t2 = src[r + 2 < n ? r + 2 : r];
+        if (n - r == 1)
+            for (int64_t j = 0; j < len; j++)
+                o[j] = o[j] + t0[j];
+        else if (n - r == 2)
+            for (int64_t j = 0; j < len; j++)
+                o[j] = (o[j] + t0[j]) + t1[j];
+        else
+            for (int64_t j = 0; j < len; j++)
+                o[j] = ((o[j] + t0[j]) + t1[j]) + t2[j];
+    }
+}
+
 typedef uint32_t __attribute__((may_alias, aligned(1))) s_u32_t;
 typedef uint16_t __attribute__((may_alias, aligned(1))) s_u16_t;
 
-__attribute__((optimize("O3")))
-bool zt_all_finite(const void *src, int64_t n, int dtype)
+S_CLONES bool zt_all_finite(const void *src, int64_t n, int dtype)
 {
     if (dtype == ZT_F32) {
         const s_u32_t *u = src;
