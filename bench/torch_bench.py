@@ -29,7 +29,7 @@ submitted with `ztrain run --backend slurm`.
 
     python3 bench/torch_bench.py [build/bin] [--python PY] [--width N] [--steps N]
                                  [--slurm] [--rate 1gbit] [--queue 20ms] [--only MODES]
-                                 [--ar-mib M] [--ar-reducers R] [--tcp]
+                                 [--ar-mib M] [--ar-reducers R] [--tcp] [--repeat N]
 
 --only runs a subset (comma-separated modes: gloo, hook, hvd, ar-gloo,
 ar-ztrain, ar-lean; the compute alone runs unless every mode named is an
@@ -43,12 +43,18 @@ all-reduce of 16 MiB by 4 trainers through 2 reducers, over TCP:
     python3 bench/torch_bench.py build/bin --only ar-gloo,ar-ztrain --ar-mib 16 \
         --ar-reducers 2 --steps 48 --tcp
 
+--repeat runs every case N times, the cases taking turns (so that a busy
+spell of a shared machine falls on all of them), and prints the median of
+each figure; then, for each case against its peer, the ratios of the CPU
+per GB taken round by round (each against the peer's of the same round):
+their median and their range.
+
 PY must import ztrain and torch (a venv made by `pip install ./python`
 with --system-site-packages on Debian's python3-torch). Without --python,
 such a venv is made for the run (with the build's libztrain.so) and
 removed after it."""
 import benchargs  # bench/ is the script's own folder, first on sys.path
-VALUED = ("--python", "--width", "--steps", "--rate", "--queue", "--only", "--ar-mib", "--ar-reducers")
+VALUED = ("--python", "--width", "--steps", "--rate", "--queue", "--only", "--ar-mib", "--ar-reducers", "--repeat")
 benchargs.check(__doc__, VALUED, ("--slurm", "--tcp"), 1)
 import json
 import os
@@ -71,6 +77,7 @@ PY, WIDTH, STEPS = opt("--python", None), int(opt("--width", "4096")), int(opt("
 RATE, QUEUE = opt("--rate", "1gbit"), opt("--queue", "20ms")
 AR_NUMEL = int(float(opt("--ar-mib", "0")) * (1 << 20)) // 4  # float32 elements; 0: the model's
 AR_REDUCERS = int(opt("--ar-reducers", "4"))
+REPEAT = max(int(opt("--repeat", "1")), 1)
 REDUCTION_SERVER = "us-docker.pkg.dev/vertex-ai-restricted/training/reductionserver:latest"
 CLUSTER, SCRATCH = None, None  # --slurm: the cluster and a folder every host sees
 
@@ -172,15 +179,18 @@ def main():
             named.append("ar-lean")
         keep_local = any(not m.startswith("ar-") for m in named)
         cases = [c for c in cases if c[1] in named or (c[1] == "local" and keep_local)]
-    res = {}
-    for label, mode, reducers in cases:
-        res[label] = run_lean(reducers) if mode == "ar-lean" else run(mode, reducers)
+    rounds = []
+    for _ in range(REPEAT):  # the cases take turns
+        rounds.append({label: run_lean(reducers) if mode == "ar-lean" else run(mode, reducers)
+                       for label, mode, reducers in cases})
+    res = {label: tuple(median([r[label][i] for r in rounds]) for i in range(5)) for label, _, _ in cases}
     by_mode = {m: res[l] for l, m, _ in cases}
     params = by_mode["local"][0] if "local" in by_mode else 0
     compute = by_mode["local"][1] if "local" in by_mode else 0.0
     security = "plain (ZT_SECURITY=off)" if os.environ.get("ZT_SECURITY") == "off" else "security on"
-    print("4 trainers, %d timed steps, %s%s, ztrain's sockets %s" % (
-        STEPS, where, ", ztrain's bulk over TCP" if "--tcp" in sys.argv else "", security))
+    print("4 trainers, %d timed steps, %s%s, ztrain's sockets %s%s" % (
+        STEPS, where, ", ztrain's bulk over TCP" if "--tcp" in sys.argv else "", security,
+        ", the median of %d rounds" % REPEAT if REPEAT > 1 else ""))
     if params:
         print("the model: an MLP of %d parameters (%.0f MB of float32 gradients)" % (params, params * 4 / 1e6))
     lean = by_mode.get("ar-lean", (0, None))[1]
@@ -203,7 +213,39 @@ def main():
         gloo = by_mode["gloo"][1]
         print("communication's share of gloo's step: %.0f%%" % (100 * max(gloo - compute, 0) / gloo))
     cpu_table(cases, res, by_mode)
+    if REPEAT > 1:
+        round_ratios(cases, rounds)
     return 0
+
+
+def median(xs):
+    xs = sorted(x for x in xs if x == x) or [float("nan")]
+    return (xs[(len(xs) - 1) // 2] + xs[len(xs) // 2]) / 2
+
+
+def round_ratios(cases, rounds):
+    """Each case's CPU per GB against its peer's of the same round (gloo's,
+    and lean_ar's for the all-reduce alone): the median and the range."""
+    by = lambda r, mode: next((r[l] for l, m, _ in cases if m == mode), None)
+    print("\nround by round, CPU per GB against the same round's (median, lowest-highest of %d rounds)" % len(rounds))
+    for label, mode, _ in cases:
+        if mode in ("local", "gloo", "ar-gloo", "ar-lean"):
+            continue
+        for peer_mode in (("ar-gloo", "ar-lean") if mode.startswith("ar-") else ("gloo",)):
+            ratios = [[], []]
+            for r in rounds:
+                peer, me, local = by(r, peer_mode), r[label], by(r, "local")
+                if not peer:
+                    continue
+                pn, mn = peer[0] * 4 * STEPS, me[0] * 4 * STEPS
+                for i, k in enumerate((3, 4)):
+                    less = local[k] if local and not mode.startswith("ar-") else 0.0
+                    peer_less = local[k] if local and not peer_mode.startswith("ar-") else 0.0
+                    ratios[i].append(max(me[k] - less, 0.0) / mn / max(max(peer[k] - peer_less, 0.0) / pn, 1e-12))
+            if ratios[0]:
+                print("%-38s / %-8s trainers %.2f (%.2f-%.2f)  whole job %.2f (%.2f-%.2f)" % (
+                    label, peer_mode.replace("ar-", ""), median(ratios[0]), min(ratios[0]), max(ratios[0]),
+                    median(ratios[1]), min(ratios[1]), max(ratios[1])))
 
 
 def cpu_table(cases, res, by_mode):
