@@ -428,6 +428,7 @@ static int s_submit(zt_allreduce_t *self, int tensor, void *data)
     x->data = data;
     x->submitted = true;
     x->landed = 0;
+    x->scale = 1.0f;
     x->sent = false;
     int64_t n = self->layout.numel[tensor];
     char *packed = k->buf + self->layout.offset[tensor] * (int64_t) k->es;
@@ -546,10 +547,12 @@ static int s_wait(zt_allreduce_t *self, bool average, int timeout_ms)
             int64_t n = self->layout.numel[t];
             const char *src = k->buf + self->layout.offset[t] * (int64_t) k->es;
             float *keep = keep_copy ? (float *) (k->last + self->layout.offset[t] * (int64_t) k->es) : NULL;
-            if (keep && x->dtype != ZT_F32)
+            if (keep && (x->dtype != ZT_F32 || x->landed == n))
                 memcpy(keep, src, (size_t) n * k->es);
-            if (!averages) {
-                if (x->data != src && x->landed < n) /* not written in place, nor on as it came */
+            if (x->landed == n)
+                ; /* written on as it came (zt_ar_reducers.c) */
+            else if (!averages) {
+                if (x->data != src) /* not written in place (zt_allreduce_buffer) */
                     memcpy(x->data, src, (size_t) n * k->es);
             }
             else if (x->dtype == ZT_F32) {
@@ -615,6 +618,16 @@ int zt_allreduce_submit(zt_allreduce_t *self, int tensor, void *data)
 {
     zt_ar_idle_enter(self);
     int rc = s_submit(self, tensor, data);
+    zt_ar_idle_leave(self);
+    return rc;
+}
+
+int zt_ar_submit_scaled(zt_allreduce_t *self, int tensor, void *data, float scale)
+{
+    zt_ar_idle_enter(self);
+    int rc = s_submit(self, tensor, data);
+    if (rc == ZT_OK)
+        self->t[tensor].scale = scale;
     zt_ar_idle_leave(self);
     return rc;
 }

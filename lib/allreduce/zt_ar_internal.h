@@ -37,6 +37,7 @@ typedef struct {
     void *data;                 /* caller's buffer this round */
     bool submitted, sent;       /* this round */
     int64_t landed;             /* elements of this round's sum written into data as they came */
+    float scale;                /* the factor those are written with (zt_ar_land_scale), 1 by default */
 } zt_ar_tensor_t;
 
 typedef struct {
@@ -95,7 +96,7 @@ struct zt_allreduce_t {
     zt_ar_pending_t *pending;
     int npending;
     zt_spin_t spin;             /* busy-poll budget while waiting for sums */
-    bool averaging;             /* the wait in progress averages (sums are not written on as they come) */
+    bool averaging;             /* the wait in progress averages (every sum written on over workers) */
     int64_t rounds;             /* waits completed (zt_allreduce_generation) */
     void *watch;                /* zt_allreduce_watch: a socket served while waiting */
     void (*watch_fn)(void *);
@@ -122,6 +123,16 @@ static inline void zt_ar_tend_reducers(zt_allreduce_t *self, zmq_pollitem_t *ite
 {
     for (int r = 0; r < self->R; r++)
         zt_stream_tend(self->rstream[r], r < n ? &items[r] : NULL);
+}
+
+/* zt_allreduce_submit of a tensor whose sum is wanted times scale
+ * (zt_collective's averages): written on with it as it comes where it can
+ * be, which zt_ar_landed tells after the wait; else the caller scales. */
+int zt_ar_submit_scaled(zt_allreduce_t *self, int tensor, void *data, float scale);
+/* Whether tensor t holds its whole sum (times its scale) already. */
+static inline bool zt_ar_landed(const zt_allreduce_t *self, int t)
+{
+    return self->t[t].landed == self->layout.numel[t];
 }
 
 /* Tensors this large are sent straight from the caller's buffer instead of

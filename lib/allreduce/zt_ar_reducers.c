@@ -131,6 +131,17 @@ void zt_ar_flush(zt_allreduce_t *self, int bi)
 
 static void s_resend(zt_allreduce_t *self, int r);
 
+/* Whether tensor t's sum is written into its caller's buffer as it comes
+ * (s_land): a large tensor sent from there, whose sum is wanted as it is,
+ * or times a factor in float32. */
+static bool s_lands(zt_allreduce_t *self, zt_ar_state_t *k, int t)
+{
+    const zt_ar_tensor_t *x = &self->t[t];
+    float scale = self->averaging ? 1.0f / (float) self->workers : x->scale;
+    return x->submitted && zt_ar_direct(k, self->layout.numel[t]) &&
+           x->data != k->buf + self->layout.offset[t] * (int64_t) k->es && (scale == 1.0f || x->dtype == ZT_F32);
+}
+
 /* Where a sealed sum from reducer r opens without a copy after: its place
  * in the bucket, when every byte of it there is only a landing place (large
  * tensors, sent from the caller's buffers, not averaged in the bucket's),
@@ -158,9 +169,9 @@ static void *s_landing(zt_allreduce_t *self, int r, const zt_msg_t *m, size_t by
             continue;
         if (!zt_ar_direct(k, self->layout.numel[t]) || self->t[t].data == k->buf + ta * (int64_t) k->es)
             return NULL;
+        if (s_lands(self, k, t))
+            return NULL; /* opened in the frame, then written on (s_land) */
     }
-    if (!self->averaging)
-        return NULL; /* opened in the frame, then written on (s_on_result) */
     return k->buf + off * (int64_t) k->es;
 }
 
@@ -368,17 +379,17 @@ static int s_timed_out(zt_allreduce_t *self, int timeout_ms)
 }
 
 /* Elements [off, off + c) of bucket bi's sum, from src (the frame it came
- * in), into the bucket. Over a sealed stream, when the wait does not
- * average, the parts of it that belong to large tensors sent from their
- * callers' buffers are also written there now, while src is in the cache,
- * and both writes go past the cache (zt_copy_cold): no copy out when the
- * round ends, and no cache line read only to be overwritten. (The callers'
- * bytes are free to overwrite: a sealed piece was sealed out of them, and a
- * piece whose sum came back is sent again as that sum.) */
+ * in), into the bucket. Over a sealed stream the parts of it that belong
+ * to large tensors sent from their callers' buffers are also written there
+ * now (times the average's factor, or the tensor's: s_lands), while src is
+ * in the cache, and both writes go past the cache (zt_copy_cold): no copy
+ * out when the round ends, and no cache line read only to be overwritten.
+ * (The callers' bytes are free to overwrite: a sealed piece was sealed out
+ * of them, and a piece whose sum came back is sent again as that sum.) */
 static void s_land(zt_allreduce_t *self, int r, zt_ar_state_t *k, int bi, int64_t off, int64_t c, const char *src)
 {
     char *kept = k->buf + off * (int64_t) k->es;
-    if (!self->rstream[r] || self->averaging) {
+    if (!self->rstream[r]) {
         memcpy(kept, src, (size_t) c * k->es);
         return;
     }
@@ -388,11 +399,15 @@ static void s_land(zt_allreduce_t *self, int r, zt_ar_state_t *k, int bi, int64_
         zt_ar_tensor_t *x = &self->t[t];
         int64_t ta = self->layout.offset[t], tb = ta + self->layout.numel[t];
         int64_t a = off > ta ? off : ta, b = off + c < tb ? off + c : tb;
-        if (a >= b || !x->submitted || !zt_ar_direct(k, self->layout.numel[t]) ||
-            x->data == k->buf + ta * (int64_t) k->es)
+        if (a >= b || !s_lands(self, k, t))
             continue;
-        zt_copy_cold((char *) x->data + (a - ta) * (int64_t) k->es, src + (a - off) * (int64_t) k->es,
-               (size_t) (b - a) * k->es);
+        float scale = self->averaging ? 1.0f / (float) self->workers : x->scale;
+        char *to = (char *) x->data + (a - ta) * (int64_t) k->es;
+        const char *from = src + (a - off) * (int64_t) k->es;
+        if (scale == 1.0f)
+            zt_copy_cold(to, from, (size_t) (b - a) * k->es);
+        else /* float32 (s_lands) */
+            zt_copy_cold_scaled((float *) to, (const float *) from, (size_t) (b - a), scale);
         x->landed += b - a;
     }
 }

@@ -185,8 +185,8 @@ static void s_unpack(zt_coll_t *self, const s_piece_t *p)
         return;
     if (src == p->dst) { /* a whole slot sent from the caller's floats: the sum is there */
         float *d = p->dst;
-        for (int64_t i = 0; p->scale != 1.0f && i < p->n; i++)
-            d[i] *= p->scale;
+        for (int64_t i = 0; p->scale != 1.0f && !zt_ar_landed(self->ar, p->slot) && i < p->n; i++)
+            d[i] *= p->scale; /* (landed: already times the scale) */
     }
     else if (p->kind == P_WORDS) {
         uint16_t *d = p->dst;
@@ -267,7 +267,7 @@ static int s_stream(zt_coll_t *self, s_kind_t kind, const void *src, void *dst, 
         self->pos += c;
         done += c;
         if (self->pos == self->S) {
-            zt_allreduce_submit(self->ar, self->cur, self->sent[self->cur]);
+            zt_ar_submit_scaled(self->ar, self->cur, self->sent[self->cur], whole ? scale : 1.0f);
             self->cur++;
             self->pos = 0;
         }

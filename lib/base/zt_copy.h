@@ -18,6 +18,9 @@
 /* memcpy(dst, src, n) (the blocks do not overlap), past the cache where the
  * processor can and n >= ZT_COPY_COLD_MIN. */
 void zt_copy_cold(void *dst, const void *src, size_t n);
+/* dst[i] = src[i] * scale for n floats, the same way past the cache (the
+ * products those of an ordinary float multiplication). */
+void zt_copy_cold_scaled(float *dst, const float *src, size_t n, float scale);
 void zt_copy_selftest(void);
 
 #endif
