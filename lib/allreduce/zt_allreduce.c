@@ -508,6 +508,46 @@ static int s_reform(zt_allreduce_t *self)
 
 /* ------------------------------------------------------------ wait */
 
+/* Tensor t's result out of bucket k's buffer into the caller's: the sum,
+ * or the average (averages); with keep_copy, the sum into last as well. */
+static void s_unpack(zt_allreduce_t *self, zt_ar_state_t *k, int t, bool averages, bool keep_copy)
+{
+    zt_ar_tensor_t *x = &self->t[t];
+    int64_t n = self->layout.numel[t];
+    const char *src = k->buf + self->layout.offset[t] * (int64_t) k->es;
+    float *keep = keep_copy ? (float *) (k->last + self->layout.offset[t] * (int64_t) k->es) : NULL;
+    if (keep && (x->dtype != ZT_F32 || x->landed == n))
+        memcpy(keep, src, (size_t) n * k->es);
+    if (x->landed == n)
+        ; /* written on as it came (zt_ar_reducers.c) */
+    else if (!averages) {
+        if (x->data != src) /* not written in place (zt_allreduce_buffer) */
+            memcpy(x->data, src, (size_t) n * k->es);
+    }
+    else if (x->dtype == ZT_F32) {
+        const float *s = (const float *) src;
+        float *d = x->data, inv = 1.0f / (float) self->workers;
+        if (keep) /* one pass: the sum kept, the average out */
+            for (int64_t i = 0; i < n; i++) {
+                float v = s[i];
+                keep[i] = v;
+                d[i] = v * inv;
+            }
+        else
+            for (int64_t i = 0; i < n; i++)
+                d[i] = s[i] * inv;
+    }
+    else
+        for (int64_t i = 0; i < n; i++) {
+            uint16_t h;
+            memcpy(&h, src + 2 * i, 2);
+            float f = (x->dtype == ZT_F16 ? zt_f16_to_f32(h) : zt_bf16_to_f32(h)) / (float) self->workers;
+            h = x->dtype == ZT_F16 ? zt_f32_to_f16(f) : zt_f32_to_bf16(f);
+            memcpy((char *) x->data + 2 * i, &h, 2);
+        }
+    x->submitted = x->sent = false;
+}
+
 static int s_wait(zt_allreduce_t *self, bool average, int timeout_ms)
 {
     if (self->reform_rc != ZT_OK || !self->committed) /* autotune's last layout did not form */
@@ -540,44 +580,9 @@ static int s_wait(zt_allreduce_t *self, bool average, int timeout_ms)
         for (int t = lb->first; self->R > 0 && averages && t <= lb->last; t++)
             keep_copy |= self->t[t].submitted &&
                          self->t[t].data == k->buf + self->layout.offset[t] * (int64_t) k->es;
-        for (int t = lb->first; t <= lb->last; t++) {
-            zt_ar_tensor_t *x = &self->t[t];
-            if (!x->submitted)
-                continue;
-            int64_t n = self->layout.numel[t];
-            const char *src = k->buf + self->layout.offset[t] * (int64_t) k->es;
-            float *keep = keep_copy ? (float *) (k->last + self->layout.offset[t] * (int64_t) k->es) : NULL;
-            if (keep && (x->dtype != ZT_F32 || x->landed == n))
-                memcpy(keep, src, (size_t) n * k->es);
-            if (x->landed == n)
-                ; /* written on as it came (zt_ar_reducers.c) */
-            else if (!averages) {
-                if (x->data != src) /* not written in place (zt_allreduce_buffer) */
-                    memcpy(x->data, src, (size_t) n * k->es);
-            }
-            else if (x->dtype == ZT_F32) {
-                const float *s = (const float *) src;
-                float *d = x->data, inv = 1.0f / (float) self->workers;
-                if (keep) /* one pass: the sum kept, the average out */
-                    for (int64_t i = 0; i < n; i++) {
-                        float v = s[i];
-                        keep[i] = v;
-                        d[i] = v * inv;
-                    }
-                else
-                    for (int64_t i = 0; i < n; i++)
-                        d[i] = s[i] * inv;
-            }
-            else
-                for (int64_t i = 0; i < n; i++) {
-                    uint16_t h;
-                    memcpy(&h, src + 2 * i, 2);
-                    float f = (x->dtype == ZT_F16 ? zt_f16_to_f32(h) : zt_bf16_to_f32(h)) / (float) self->workers;
-                    h = x->dtype == ZT_F16 ? zt_f32_to_f16(f) : zt_f32_to_bf16(f);
-                    memcpy((char *) x->data + 2 * i, &h, 2);
-                }
-            x->submitted = x->sent = false;
-        }
+        for (int t = lb->first; t <= lb->last; t++)
+            if (self->t[t].submitted)
+                s_unpack(self, k, t, averages, keep_copy);
         if (self->R > 0) { /* keep this round's sum (a restarted reducer may ask) */
             if (!keep_copy) { /* buf still holds it: swap, no copy */
                 char *tmp = k->last;
