@@ -37,7 +37,7 @@ typedef struct {
     void *data;                 /* caller's buffer this round */
     bool submitted, sent;       /* this round */
     int64_t landed;             /* elements of this round's sum written into data as they came */
-    float scale;                /* the factor those are written with (zt_ar_land_scale), 1 by default */
+    float scale;                /* the factor those are written with (zt_ar_submit_scaled), else 1 */
 } zt_ar_tensor_t;
 
 typedef struct {
