@@ -388,6 +388,14 @@ static bool s_peers_up(const zt_coord_t *self, const zt_crep_t *r)
     return false;
 }
 
+/* Whether an end at exit_ms falls in the window of an event at at_ms (0:
+ * none): up to ZT_INCIDENT_MS after it, or ZT_VERDICT_MS before it (seen
+ * while the verdict was held). */
+static bool s_near(int64_t at_ms, int64_t exit_ms)
+{
+    return at_ms && exit_ms - at_ms <= ZT_INCIDENT_MS && exit_ms - at_ms >= -ZT_VERDICT_MS;
+}
+
 /* A replica that ended on its own, not with 0: a user error (a status
  * below 128 other than ZT_EXIT_RETRY) fails the job; a crash restarts it in
  * place (or its synchronous group together), then retries the whole job,
@@ -400,13 +408,12 @@ static void s_on_failure(zt_coord_t *self, zt_crep_t *r, int status, const char 
     int64_t since = exit_ms - self->incident_ms; /* negative: the loss came after (seen while held) */
     size_t nl = strlen(r->name);
     bool itself = !strncmp(self->incident, r->name, nl) && self->incident[nl] == ' ';
-    bool followed = self->incident_ms && since <= ZT_INCIDENT_MS && since >= -ZT_VERDICT_MS && !itself;
+    bool followed = s_near(self->incident_ms, exit_ms) && !itself;
     /* A peer that failed as the loss's consequence is restarting: the lost
      * replica's own new run, reaching for it, fails in turn (a refused
      * connection) and is that echo's consequence, not a user error. */
     int64_t echo_since = exit_ms - self->echo_ms;
-    bool echoed = !followed && self->echo_ms && echo_since <= ZT_INCIDENT_MS && echo_since >= -ZT_VERDICT_MS &&
-                  strcmp(self->echo, r->name) != 0;
+    bool echoed = !followed && s_near(self->echo_ms, exit_ms) && strcmp(self->echo, r->name) != 0;
     char who[80], host[32], after[sizeof self->incident + 32] = "";
     s_who(self, r, who, sizeof who, host, sizeof host);
     if (followed)

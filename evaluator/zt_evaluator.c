@@ -1,5 +1,5 @@
-#include "model/zt_blas.h"
 #include "zt_evaluator.h"
+#include "model/zt_blas.h"
 #include "model/zt_ckpt.h"
 #include "tboard/zt_tb.h"
 #include "base/zt_env.h"

@@ -135,10 +135,11 @@ void zt_held_sum(const zt_held_t *held, int n, int64_t a, int64_t e, int dtype, 
     const float *whole[64];
     for (int64_t x = a; x < e; x += SUM_BLOCK) {
         int64_t y = e - x < SUM_BLOCK ? e : x + SUM_BLOCK;
+        bool one_pass = dtype == ZT_F32 && n <= 64; /* the usual case: every worker's in one piece */
         int got = 0;
-        while (dtype == ZT_F32 && n <= 64 && got < n && (whole[got] = s_whole(&held[got], x, y)))
+        while (one_pass && got < n && (whole[got] = s_whole(&held[got], x, y)))
             got++;
-        if (dtype == ZT_F32 && got == n && n <= 64) { /* the usual case: every worker's in one piece */
+        if (one_pass && got == n) {
             zt_ar_sum_f32((float *) out + (x - a), whole, n, y - x);
             continue;
         }

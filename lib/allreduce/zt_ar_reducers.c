@@ -134,10 +134,16 @@ static void s_resend(zt_allreduce_t *self, int r);
 /* Whether tensor t's sum is written into its caller's buffer as it comes
  * (s_land): a large tensor sent from there, whose sum is wanted as it is,
  * or times a factor in float32. */
+/* The factor tensor t's sum is wanted times this round. */
+static float s_scale(const zt_allreduce_t *self, int t)
+{
+    return self->averaging ? 1.0f / (float) self->workers : self->t[t].scale;
+}
+
 static bool s_lands(zt_allreduce_t *self, zt_ar_state_t *k, int t)
 {
     const zt_ar_tensor_t *x = &self->t[t];
-    float scale = self->averaging ? 1.0f / (float) self->workers : x->scale;
+    float scale = s_scale(self, t);
     return x->submitted && zt_ar_direct(k, self->layout.numel[t]) &&
            x->data != k->buf + self->layout.offset[t] * (int64_t) k->es && (scale == 1.0f || x->dtype == ZT_F32);
 }
@@ -401,7 +407,7 @@ static void s_land(zt_allreduce_t *self, int r, zt_ar_state_t *k, int bi, int64_
         int64_t a = off > ta ? off : ta, b = off + c < tb ? off + c : tb;
         if (a >= b || !s_lands(self, k, t))
             continue;
-        float scale = self->averaging ? 1.0f / (float) self->workers : x->scale;
+        float scale = s_scale(self, t);
         char *to = (char *) x->data + (a - ta) * (int64_t) k->es;
         const char *from = src + (a - off) * (int64_t) k->es;
         if (scale == 1.0f)

@@ -138,43 +138,27 @@ void zt_ar_add(void *dst, const void *src, int64_t n, int dtype)
 
 typedef float __attribute__((may_alias, aligned(1))) s_f32_t;
 
-/* Up to four sources a pass, each element's sum in a register: the first
- * pass writes out, later ones (a fifth source on) add to it in order. */
+/* Three sources added a pass to what the sum holds so far (the first
+ * source, then out), each element's sum in a register. */
 S_CLONES void zt_ar_sum_f32(float *out, const float *const *src, int n, int64_t len)
 {
-    s_f32_t *restrict o = out;
-    const s_f32_t *restrict s0 = src[0];
-    int r = n < 4 ? n : 4;
-    if (r == 1)
+    s_f32_t *o = out;
+    const s_f32_t *acc = src[0]; /* out from the second pass on */
+    if (n == 1)
         for (int64_t j = 0; j < len; j++)
-            o[j] = s0[j];
-    else if (r == 2) {
-        const s_f32_t *restrict s1 = src[1];
-        for (int64_t j = 0; j < len; j++)
-            o[j] = s0[j] + s1[j];
-    }
-    else if (r == 3) {
-        const s_f32_t *restrict s1 = src[1], *restrict s2 = src[2];
-        for (int64_t j = 0; j < len; j++)
-            o[j] = (s0[j] + s1[j]) + s2[j];
-    }
-    else {
-        const s_f32_t *restrict s1 = src[1], *restrict s2 = src[2], *restrict s3 = src[3];
-        for (int64_t j = 0; j < len; j++)
-            o[j] = ((s0[j] + s1[j]) + s2[j]) + s3[j];
-    }
-    for (; r < n; r += 3) {
-        const s_f32_t *restrict t0 = src[r], *restrict t1 = src[r + 1 < n ? r + 1 : r],
-                      *restrict t2 = src[r + 2 < n ? r + 2 : r];
+            o[j] = acc[j];
+    for (int r = 1; r < n; r += 3, acc = o) {
+        const s_f32_t *restrict a = src[r], *restrict b = src[r + 1 < n ? r + 1 : r],
+                      *restrict c = src[r + 2 < n ? r + 2 : r];
         if (n - r == 1)
             for (int64_t j = 0; j < len; j++)
-                o[j] = o[j] + t0[j];
+                o[j] = acc[j] + a[j];
         else if (n - r == 2)
             for (int64_t j = 0; j < len; j++)
-                o[j] = (o[j] + t0[j]) + t1[j];
+                o[j] = (acc[j] + a[j]) + b[j];
         else
             for (int64_t j = 0; j < len; j++)
-                o[j] = ((o[j] + t0[j]) + t1[j]) + t2[j];
+                o[j] = ((acc[j] + a[j]) + b[j]) + c[j];
     }
 }
 

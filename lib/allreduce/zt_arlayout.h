@@ -59,9 +59,9 @@ const char *zt_dtype_name(int dtype);
  * src may be unaligned. */
 void zt_ar_add(void *dst, const void *src, int64_t n, int dtype);
 /* out[i] = ((src[0][i] + src[1][i]) + src[2][i]) + ... for n float32 sources
- * of len elements (n >= 1), in one pass: the same sums, bit for bit, as a
- * copy of the first and zt_ar_add of each other in order. No alignment
- * needed; out may be none of the sources. */
+ * of len elements (n >= 1), a pass per three added: the same sums, bit for
+ * bit, as a copy of the first and zt_ar_add of each other in order. No
+ * alignment needed; out may be none of the sources. */
 void zt_ar_sum_f32(float *out, const float *const *src, int n, int64_t len);
 /* Whether all n elements of dtype (ZT_F32, ZT_F16, ZT_BF16) are finite (no
  * NaN, no infinity): an OR over the exponent bits, vectorised, a fraction

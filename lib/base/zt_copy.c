@@ -1,28 +1,14 @@
 #include "base/zt_copy.h"
 #include <assert.h>
-#include <cpuid.h>
 #include <immintrin.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* AVX-512F, with the operating system saving its registers. */
-static bool s_avx512(void)
-{
-    static int known = -1;
-    if (known >= 0)
-        return known;
-    unsigned a, b, c, d, lo, hi;
-    bool ok = __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 27)) && __get_cpuid_count(7, 0, &a, &b, &c, &d) &&
-              (b & (1u << 16));
-    if (ok) {
-        __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-        ok = (lo & 0xe6) == 0xe6;
-    }
-    known = ok;
-    return ok;
-}
+/* AVX-512F, with the operating system saving its registers (libgcc's
+ * check, as target_clones makes). */
+static bool s_avx512(void) { return __builtin_cpu_supports("avx512f"); }
 
 __attribute__((target("avx512f"))) static void s_stream(char *d, const char *s, size_t n)
 {
