@@ -20,11 +20,9 @@ static int64_t s_knob_scaled(zt_knob_t knob, double scale)
 static int s_connect_reducers(zt_allreduce_t *self, const zt_allreduce_opts_t *o)
 {
     self->reducer_addrs = calloc((size_t) self->R, sizeof(char *));
-    self->red = calloc((size_t) self->R, sizeof(zsock_t *));
+    self->red = calloc((size_t) self->R, sizeof(zt_bulk_t *));
     self->window = calloc((size_t) self->R, sizeof(int64_t));
     self->red_local = calloc((size_t) self->R, sizeof(bool));
-    self->rstream = calloc((size_t) self->R, sizeof(zt_stream_t *));
-    self->rz = calloc((size_t) self->R + 1, sizeof(zt_zmtp_t *));
     /* The network window is the worker's in all, an equal share per reducer
      * on another host (at least one piece): with 8 reducers, 512 KiB each
      * overflowed the links' queues (8 flows into each reducer's link) and
@@ -44,7 +42,7 @@ static int s_connect_reducers(zt_allreduce_t *self, const zt_allreduce_opts_t *o
         if (self->window[r] < 0)
             self->window[r] = 0;
         self->reducer_addrs[r] = strdup(o->reducers[r]);
-        rc = zt_stream_client(ZT_PLANE_DATA, o->reducers[r], &self->red[r], &self->rz[r], &self->rstream[r]);
+        rc = (self->red[r] = zt_bulk_connect(ZT_PLANE_DATA, o->reducers[r], true)) ? ZT_OK : ZT_EIO;
     }
     return rc;
 }
@@ -56,20 +54,13 @@ static int s_connect_ring(zt_allreduce_t *self, const zt_allreduce_opts_t *o)
     self->peer_addrs = calloc((size_t) self->workers, sizeof(char *));
     for (int w = 0; w < self->workers; w++)
         self->peer_addrs[w] = strstr(o->peers[w], "://") ? strdup(o->peers[w]) : zt_strdupf("tcp://%s", o->peers[w]);
-    zt_stream_cfg_t cfg;
-    bool seal = zt_stream_cfg_load(&cfg);
     const char *next = self->peer_addrs[(self->rank + 1) % self->workers];
-    self->ring_in = zt_sock_router(seal ? ZT_PLANE_BULK : ZT_PLANE_DATA, self->peer_addrs[self->rank], NULL);
-    int rc = zt_stream_client(ZT_PLANE_DATA, next, &self->ring_out, &self->ring_z, &self->ring_stream);
-    if (seal && self->ring_in && rc == ZT_OK && !(self->ring_streams = zt_streams_new(&cfg, zsock_resolve(self->ring_in))))
-        rc = ZT_EIO;
-    memset(cfg.secret, 0, sizeof cfg.secret);
-    if (!self->ring_in || rc != ZT_OK) {
+    self->ring_in = zt_bulk_bind(ZT_PLANE_DATA, self->peer_addrs[self->rank], NULL);
+    self->ring_out = zt_bulk_connect(ZT_PLANE_DATA, next, true);
+    if (!self->ring_in || !self->ring_out) {
         zt_error("ring: cannot bind %s or connect to %s", self->peer_addrs[self->rank], next);
         return ZT_EIO;
     }
-    if (self->ring_out)
-        zsock_set_linger(self->ring_out, 5000); /* deliver what others wait for */
     self->pending = calloc(MAX_PENDING, sizeof *self->pending);
     return ZT_OK;
 }
@@ -154,18 +145,11 @@ void zt_allreduce_destroy(zt_allreduce_t **self_p)
     zt_allreduce_t *self = *self_p;
     zt_ar_idle_stop(self); /* before the sockets it may hold close */
     for (int r = 0; r < self->R; r++) {
-        if (self->rstream)
-            zt_stream_destroy(&self->rstream[r]);
-        if (self->rz)
-            zt_zmtp_destroy(&self->rz[r]);
-        zt_sock_destroy(&self->red[r]);
+        zt_bulk_destroy(&self->red[r], 0);
         free(self->reducer_addrs[r]);
     }
-    zt_stream_destroy(&self->ring_stream);
-    zt_zmtp_destroy(&self->ring_z);
-    zt_streams_destroy(&self->ring_streams);
-    zt_sock_destroy(&self->ring_in);
-    zt_sock_destroy(&self->ring_out);
+    zt_bulk_server_destroy(&self->ring_in);
+    zt_bulk_destroy(&self->ring_out, 5000); /* deliver what others wait for */
     for (int w = 0; self->peer_addrs && w < self->workers; w++)
         free(self->peer_addrs[w]);
     for (int i = 0; i < self->npending; i++)
@@ -174,8 +158,6 @@ void zt_allreduce_destroy(zt_allreduce_t **self_p)
     zt_ar_tune_destroy(&self->tune);
     free(self->pending);
     free(self->red);
-    free(self->rstream);
-    free(self->rz);
     free(self->window);
     free(self->red_local);
     free(self->reducer_addrs);
@@ -261,43 +243,14 @@ int zt_allreduce_register(zt_allreduce_t *self, const char *name, const int64_t 
     return self->nt++;
 }
 
-static void s_release(void *data, void *hint)
-{
-    (void) data;
-    atomic_fetch_sub(&((zt_ar_state_t *) hint)->lent, 1);
-}
-
-int zt_ar_send(zt_allreduce_t *self, zsock_t *sock, zt_stream_t *st, zt_msg_t *m, void *payload, size_t bytes,
+int zt_ar_send(zt_allreduce_t *self, zt_bulk_t *to, zt_msg_t *m, void *payload, size_t bytes,
                zt_ar_state_t *lend)
 {
     m->seq = self->seq++;
     m->pool = 1;
     m->index = self->rank;
     m->incarnation = self->group;
-    if (st) /* sealed from the caller's bytes into the send buffer: nothing is lent */
-        return zt_stream_send(st, m, payload, payload ? bytes : 0);
-    zframe_t *h = zt_msg_encode(m);
-    if (!h || zframe_send(&h, sock, payload || lend ? ZFRAME_MORE : 0) < 0) {
-        zframe_destroy(&h);
-        return ZT_EIO;
-    }
-    if (!payload && !lend)
-        return ZT_OK;
-    zmq_msg_t pm;
-    if (lend && bytes > 0) {
-        atomic_fetch_add(&lend->lent, 1);
-        zmq_msg_init_data(&pm, payload, bytes, s_release, lend);
-    }
-    else {
-        zmq_msg_init_size(&pm, bytes);
-        if (bytes)
-            memcpy(zmq_msg_data(&pm), payload, bytes);
-    }
-    if (zmq_msg_send(&pm, zsock_resolve(sock), 0) < 0) {
-        zmq_msg_close(&pm);
-        return ZT_EIO;
-    }
-    return ZT_OK;
+    return zt_bulk_send(to, m, payload, bytes, lend ? &lend->lent : NULL);
 }
 
 /* The layout of the registered tensors at the threshold in force, its

@@ -85,7 +85,7 @@ static void s_serve(zt_allreduce_t *self, zt_ar_idle_t *id)
     zmq_pollitem_t items[65];
     int n = self->R < 64 ? self->R : 64;
     for (int r = 0; r < n; r++)
-        items[r] = zt_stream_client_item(self->red[r], self->rz[r]);
+        items[r] = zt_bulk_item(self->red[r]);
     items[n] = (zmq_pollitem_t) { NULL, id->wake[0], ZMQ_POLLIN, 0 };
     for (;;) {
         int64_t now = zt_now_ms();
@@ -97,7 +97,7 @@ static void s_serve(zt_allreduce_t *self, zt_ar_idle_t *id)
         int64_t left = id->present_ms + PRESENT_MS - now;
         zt_ar_tend_reducers(self, items, n);
         for (int r = 0; r < self->R; r++) /* a reducer's connection that broke is made again soon */
-            if (self->rz[r] && !zt_zmtp_connected(self->rz[r]) && left > 50)
+            if (zt_bulk_unconnected(self->red[r]) && left > 50)
                 left = 50;
         if (zmq_poll(items, n + 1, left > 0 ? left : 0) < 0 && errno != EINTR)
             return;

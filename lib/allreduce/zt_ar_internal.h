@@ -12,7 +12,7 @@
 #include "base/zt_shard.h"
 #include "wire/zt_spin.h"
 #include "wire/zt_shm.h"
-#include "wire/zt_stream.h"
+#include "wire/zt_bulk.h"
 #include "base/zt_util.h"
 #include "ztrain/zt_error.h"
 #include "ztrain/zt_knobs.h"
@@ -70,15 +70,11 @@ struct zt_allreduce_t {
     int rank, workers, R;
     int64_t group;              /* membership generation (opts.group), in every message */
     char **reducer_addrs;
-    zsock_t **red;              /* DEALER per reducer */
-    zt_stream_t **rstream;      /* per reducer: its sealed stream (another host, a sealing job), or NULL */
-    zt_zmtp_t **rz;             /* per reducer: with a sealed stream, its connection (red[r] is NULL), or NULL */
+    zt_bulk_t **red;            /* per reducer: the way to it (sealed to another host in a sealing job) */
     uint64_t seal_drops;        /* sums that did not open (counted, dropped) */
     char **peer_addrs;
-    zsock_t *ring_in, *ring_out;/* ROUTER (from prev), DEALER (to next) */
-    zt_streams_t *ring_streams; /* a sealing job: ring_in's streams (the previous worker, another host) */
-    zt_stream_t *ring_stream;   /* a sealing job: ring_out's stream (the next worker, another host), or NULL */
-    zt_zmtp_t *ring_z;          /* or that stream's ZMTP end of this thread (ring_out NULL) */
+    zt_bulk_server_t *ring_in;  /* from the previous worker */
+    zt_bulk_t *ring_out;        /* to the next worker */
     zt_ar_tensor_t *t;
     int nt, tcap;
     bool committed;
@@ -118,11 +114,11 @@ struct zt_allreduce_t {
 };
 
 /* Each turn of a wait on the reducers (items[0..n) theirs): what waits to
- * go written, a broken connection made again (zt_stream_tend). */
+ * go written, a broken connection made again (zt_bulk_tend). */
 static inline void zt_ar_tend_reducers(zt_allreduce_t *self, zmq_pollitem_t *items, int n)
 {
     for (int r = 0; r < self->R; r++)
-        zt_stream_tend(self->rstream[r], r < n ? &items[r] : NULL);
+        zt_bulk_tend(self->red[r], r < n ? &items[r] : NULL);
 }
 
 /* zt_allreduce_submit of a tensor whose sum is wanted times scale
@@ -176,13 +172,12 @@ static inline void zt_ar_wait_lent(zt_ar_state_t *k)
         zclock_sleep(0);
 }
 
-/* Sends m with an optional payload on sock; with lend the payload is sent
- * without a copy and counted in lend->lent until ZeroMQ lets it go. With a
- * sealed stream st (another host, a sealing job) it is sealed from the
- * caller's bytes into the send buffer instead (nothing lent); a stream not
- * open yet sends nothing (ZT_EPROTO): the reducers' messages go again once
- * it is, and the ring waits for it first. */
-int zt_ar_send(zt_allreduce_t *self, zsock_t *sock, zt_stream_t *st, zt_msg_t *m, void *payload, size_t bytes,
+/* Sends m, stamped as this worker's, with an optional payload on the way
+ * to; with lend a plain payload is lent (counted in lend->lent until
+ * ZeroMQ lets it go), a sealed one sealed from the caller's bytes
+ * (zt_bulk_send). A sealed way not open yet sends nothing (ZT_EPROTO): the
+ * reducers' messages go again once it is, and the ring waits for it first. */
+int zt_ar_send(zt_allreduce_t *self, zt_bulk_t *to, zt_msg_t *m, void *payload, size_t bytes,
                zt_ar_state_t *lend);
 
 /* Reducers: the layout to each, a bucket's pieces out, the sums back. */

@@ -15,10 +15,10 @@ static void s_send_piece(zt_allreduce_t *self, int r, zt_msg_t *m, char *src, si
     if (off >= 0) {
         zt_msg_set_str(m->u.AR_PIECE.shm, self->shm->name);
         m->u.AR_PIECE.shm_off = off;
-        zt_ar_send(self, self->red[r], self->rstream[r], m, NULL, 0, NULL);
+        zt_ar_send(self, self->red[r], m, NULL, 0, NULL);
     }
     else
-        zt_ar_send(self, self->red[r], self->rstream[r], m, src, bytes, lend);
+        zt_ar_send(self, self->red[r], m, src, bytes, lend);
 }
 
 static int s_hello(zt_allreduce_t *self, int r)
@@ -27,7 +27,7 @@ static int s_hello(zt_allreduce_t *self, int r)
     m.u.AR_HELLO.req = ++self->req;
     m.u.AR_HELLO.workers = self->workers;
     m.u.AR_HELLO.shm_ok = self->shm && self->red_local[r];
-    return zt_ar_send(self, self->red[r], self->rstream[r], &m, self->layout_text, strlen(self->layout_text),
+    return zt_ar_send(self, self->red[r], &m, self->layout_text, strlen(self->layout_text),
                       NULL);
 }
 
@@ -192,7 +192,7 @@ static bool s_recv_reply(zt_allreduce_t *self, int r, zmq_msg_t *parts, int *np)
 {
     /* header, seal, payload; a sum opens into its landing place from the
      * frame it came in */
-    *np = zt_stream_client_recv(self->red[r], self->rz[r], parts, 3);
+    *np = zt_bulk_recv(self->red[r], parts, 3);
     if (*np == 0)
         return false;
     /* A message of another group (membership generation) is dropped: a
@@ -201,21 +201,21 @@ static bool s_recv_reply(zt_allreduce_t *self, int r, zmq_msg_t *parts, int *np)
     zt_msg_t h;
     bool decoded = zt_msg_decode(zmq_msg_data(&parts[0]), zmq_msg_size(&parts[0]), &h, NULL) == ZT_OK,
          ours = !decoded || h.incarnation == self->group;
-    zt_stream_t *st = self->rstream[r];
-    if (!st) {
+    zt_bulk_t *b = self->red[r];
+    if (!zt_bulk_sealed(b)) {
         if (!ours) {
             zt_msg_close_parts(parts, *np);
             *np = 0;
         }
         return true;
     }
-    bool was = zt_stream_ready(st);
+    bool was = zt_bulk_ready(b);
     void *into = *np == 3 && decoded && ours ? s_landing(self, r, &h, zmq_msg_size(&parts[2])) : NULL;
-    if (zt_stream_recv_into(st, parts, np, into, into ? zmq_msg_size(&parts[2]) : 0) != ZT_OK &&
+    if (zt_bulk_open(b, parts, np, into, into ? zmq_msg_size(&parts[2]) : 0) != ZT_OK &&
         self->seal_drops++ % 100 == 0)
         zt_warn("reducer %d (%s): a message that is not sealed under this job's keys was dropped (%llu so far)", r,
                 self->reducer_addrs[r], (unsigned long long) self->seal_drops);
-    if (!was && zt_stream_ready(st)) {
+    if (!was && zt_bulk_ready(b)) {
         s_hello(self, r);
         s_resend(self, r);
     }
@@ -236,7 +236,7 @@ int zt_ar_commit_reducers(zt_allreduce_t *self, int timeout_ms)
     zmq_pollitem_t items[65];
     int nr = self->R < 64 ? self->R : 64, nitems = nr;
     for (int r = 0; r < nr; r++)
-        items[r] = zt_stream_client_item(self->red[r], self->rz[r]);
+        items[r] = zt_bulk_item(self->red[r]);
     /* a new layout of a running group (autotune's) waits for every worker's
      * hello, a restarted one's too: it is served here what it asks first */
     if (self->watch && self->committed_once)
@@ -256,8 +256,7 @@ int zt_ar_commit_reducers(zt_allreduce_t *self, int timeout_ms)
         if (zt_now_ms() >= resend) {
             for (int r = 0; r < self->R; r++)
                 if (!ok[r]) {
-                    zt_stream_reopen_stale(self->rstream[r], RESEND_MS);
-                    zt_stream_reopen_unheard(self->rstream[r], UNHEARD_MS);
+                    zt_bulk_revive(self->red[r], RESEND_MS, UNHEARD_MS);
                     s_hello(self, r);
                 }
             resend = zt_now_ms() + RESEND_MS;
@@ -342,7 +341,7 @@ static void s_resend(zt_allreduce_t *self, int r)
                         zt_msg_t m = { .type = ZT_MSG_AR_RESULT };
                         m.u.AR_RESULT = (zt_msg_AR_RESULT_t) { .bucket = bi, .gen = k->gen, .offset = ba,
                                                                .count = be - ba, .dtype = lb->dtype };
-                        zt_ar_send(self, self->red[r], self->rstream[r], &m, k->buf + ba * (int64_t) k->es,
+                        zt_ar_send(self, self->red[r], &m, k->buf + ba * (int64_t) k->es,
                                    (size_t) (be - ba) * k->es, NULL);
                         sum_out[p] = true;
                     }
@@ -395,7 +394,7 @@ static int s_timed_out(zt_allreduce_t *self, int timeout_ms)
 static void s_land(zt_allreduce_t *self, int r, zt_ar_state_t *k, int bi, int64_t off, int64_t c, const char *src)
 {
     char *kept = k->buf + off * (int64_t) k->es;
-    if (!self->rstream[r]) {
+    if (!zt_bulk_sealed(self->red[r])) {
         memcpy(kept, src, (size_t) c * k->es);
         return;
     }
@@ -463,7 +462,7 @@ static void s_on_resend(zt_allreduce_t *self, int r, const zt_msg_AR_RESEND_t *r
         zt_msg_t a = { .type = ZT_MSG_AR_RESULT };
         a.u.AR_RESULT = (zt_msg_AR_RESULT_t) { .bucket = rq->bucket, .gen = k->last_gen, .offset = at,
                                                .count = c, .dtype = self->layout.buckets[rq->bucket].dtype };
-        zt_ar_send(self, self->red[r], self->rstream[r], &a, k->last + at * (int64_t) k->es, (size_t) c * k->es, NULL);
+        zt_ar_send(self, self->red[r], &a, k->last + at * (int64_t) k->es, (size_t) c * k->es, NULL);
         if (c == 0 || at + c >= k->hi[r])
             break;
     }
@@ -473,14 +472,13 @@ void zt_ar_present(zt_allreduce_t *self, int r)
 {
     /* Never blocks: a reducer long gone has let its queue fill up, and the
      * caller's next call would wait for this thread. */
-    if (!self->rz[r] && !(zsock_events(self->red[r]) & ZMQ_POLLOUT))
+    if (!zt_bulk_writable(self->red[r]))
         return;
-    zt_stream_reopen_stale(self->rstream[r], RESEND_MS);
     /* a sealed stream's reducer answers AR_IDLE: silent, it was restarted */
-    zt_stream_reopen_unheard(self->rstream[r], UNHEARD_MS);
+    zt_bulk_revive(self->red[r], RESEND_MS, UNHEARD_MS);
     zt_msg_t m = { .type = ZT_MSG_AR_IDLE };
     m.u.AR_IDLE.rounds = self->rounds;
-    zt_ar_send(self, self->red[r], self->rstream[r], &m, NULL, 0, NULL);
+    zt_ar_send(self, self->red[r], &m, NULL, 0, NULL);
 }
 
 /* Between rounds only a request for a kept sum needs an answer: sums of a
@@ -542,7 +540,7 @@ int zt_ar_wait_reducers(zt_allreduce_t *self, int timeout_ms)
     zmq_pollitem_t items[65];
     int n = self->R < 64 ? self->R : 64, np = n;
     for (int r = 0; r < n; r++)
-        items[r] = zt_stream_client_item(self->red[r], self->rz[r]);
+        items[r] = zt_bulk_item(self->red[r]);
     if (self->watch) /* zt_allreduce_watch: served while we wait */
         items[np++] = (zmq_pollitem_t) { self->watch, 0, ZMQ_POLLIN, 0 };
     while (!s_all_done(self)) {
@@ -560,8 +558,7 @@ int zt_ar_wait_reducers(zt_allreduce_t *self, int timeout_ms)
             return ZT_ETIMEDOUT;
         if (now - progress >= RESEND_MS) {
             for (int r = 0; r < self->R; r++) {
-                zt_stream_reopen_stale(self->rstream[r], RESEND_MS);
-                zt_stream_reopen_unheard(self->rstream[r], UNHEARD_MS);
+                zt_bulk_revive(self->red[r], RESEND_MS, UNHEARD_MS);
                 s_resend(self, r);
             }
             progress = now;

@@ -24,7 +24,7 @@ static void s_keep(zt_allreduce_t *self, const zt_msg_t *m, zmq_msg_t *payload)
 static int s_ring_out_ready(zt_allreduce_t *self, int timeout_ms)
 {
     int64_t deadline = zt_now_ms() + timeout_ms;
-    while (self->ring_stream && !zt_stream_ready(self->ring_stream)) {
+    while (!zt_bulk_ready(self->ring_out)) {
         if (zt_stop_requested()) {
             snprintf(self->err, sizeof self->err, "ring: stopping");
             return ZT_ESHUTDOWN;
@@ -37,7 +37,7 @@ static int s_ring_out_ready(zt_allreduce_t *self, int timeout_ms)
                      who, next, timeout_ms);
             return ZT_ETIMEDOUT;
         }
-        zt_stream_reopen_stale(self->ring_stream, RESEND_MS);
+        zt_stream_reopen_stale(zt_bulk_stream(self->ring_out), RESEND_MS);
         zt_msg_t m;
         zmq_msg_t pm;
         if (s_ring_recv_msg(self, &m, &pm, 50) == ZT_OK)
@@ -55,7 +55,7 @@ int zt_ar_commit_ring(zt_allreduce_t *self, int timeout_ms)
     int rc = s_ring_out_ready(self, timeout_ms);
     if (rc != ZT_OK)
         return rc;
-    zt_ar_send(self, self->ring_out, self->ring_stream, &m, self->layout_text, strlen(self->layout_text), NULL);
+    zt_ar_send(self, self->ring_out, &m, self->layout_text, strlen(self->layout_text), NULL);
     int seen = 0;
     int64_t deadline = zt_now_ms() + timeout_ms;
     while (seen < self->workers - 1) {
@@ -95,7 +95,7 @@ int zt_ar_commit_ring(zt_allreduce_t *self, int timeout_ms)
             rc = ZT_ESPEC;
         }
         if ((origin + self->workers - 1) % self->workers != self->rank) /* not back home next */
-            zt_ar_send(self, self->ring_out, self->ring_stream, &in, zmq_msg_data(&payload), zmq_msg_size(&payload),
+            zt_ar_send(self, self->ring_out, &in, zmq_msg_data(&payload), zmq_msg_size(&payload),
                        NULL);
         free(text);
         zmq_msg_close(&payload);
@@ -112,9 +112,8 @@ static void s_ring_out_service(zt_allreduce_t *self)
 {
     zmq_msg_t parts[3];
     int np;
-    while ((np = zt_stream_client_recv(self->ring_out, self->ring_z, parts, 3)) > 0) {
-        if (self->ring_stream)
-            zt_stream_recv(self->ring_stream, parts, &np);
+    while ((np = zt_bulk_recv(self->ring_out, parts, 3)) > 0) {
+        zt_bulk_open(self->ring_out, parts, &np, NULL, 0);
         zt_msg_close_parts(parts, np);
     }
 }
@@ -131,22 +130,20 @@ static int s_ring_recv_msg(zt_allreduce_t *self, zt_msg_t *m, zmq_msg_t *payload
         int64_t left = deadline - zt_now_ms();
         if (left <= 0)
             return ZT_ETIMEDOUT;
-        zt_stream_tend(self->ring_stream, NULL); /* a broken connection made again, what waits written */
-        zmq_pollitem_t items[2] = { { zsock_resolve(self->ring_in), 0, ZMQ_POLLIN, 0 },
-                                    zt_stream_client_item(self->ring_out, self->ring_z) };
+        zt_bulk_tend(self->ring_out, NULL); /* a broken connection made again, what waits written */
+        zmq_pollitem_t items[2] = { { zt_bulk_server_socket(self->ring_in), 0, ZMQ_POLLIN, 0 },
+                                    zt_bulk_item(self->ring_out) };
         if (zmq_poll(items, 2, left < 100 ? left : 100) <= 0)
             continue;
         if (items[1].revents & ZMQ_POLLIN)
             s_ring_out_service(self);
         zmq_msg_t parts[4]; /* identity, header, seal, payload */
-        int np = items[0].revents & ZMQ_POLLIN ? zt_msg_recv_parts(zsock_resolve(self->ring_in), parts, 4) : 0;
-        if (np == 0)
-            continue;
-        zt_stream_t *from;
-        if (self->ring_streams && !(np >= 2 && zt_frame_over_ipc(&parts[1])) &&
-            zt_streams_recv(self->ring_streams, parts, &np, &from) != ZT_OK && self->seal_drops++ % 100 == 0)
+        int np = items[0].revents & ZMQ_POLLIN ? zt_bulk_server_recv(self->ring_in, parts, 4) : ZT_ETIMEDOUT;
+        if (np == ZT_EPROTO && self->seal_drops++ % 100 == 0)
             zt_warn("ring: a message that is not sealed under this job's keys was dropped (%llu so far)",
                     (unsigned long long) self->seal_drops);
+        if (np <= 0)
+            continue;
         if (np >= 2 && zt_msg_decode(zmq_msg_data(&parts[1]), zmq_msg_size(&parts[1]), m, NULL) == ZT_OK &&
             m->incarnation >= self->group) { /* not a block of an earlier group (a later layout's is kept) */
             zmq_msg_init(payload);
@@ -235,7 +232,7 @@ static void s_ring_give(zt_allreduce_t *self, int bi, int step, int64_t lo, int6
         zt_msg_t m = { .type = ZT_MSG_AR_PIECE };
         m.u.AR_PIECE = (zt_msg_AR_PIECE_t) { .bucket = bi, .gen = k->gen, .offset = at, .count = c,
                                              .dtype = self->layout.buckets[bi].dtype, .step = step };
-        zt_ar_send(self, self->ring_out, self->ring_stream, &m, k->buf + at * (int64_t) k->es, (size_t) c * k->es,
+        zt_ar_send(self, self->ring_out, &m, k->buf + at * (int64_t) k->es, (size_t) c * k->es,
                    c ? k : NULL);
         if (c == 0 || at + c >= hi)
             break;
@@ -273,6 +270,6 @@ int zt_ar_wait_ring(zt_allreduce_t *self, int timeout_ms)
      * its own end of a direct connection keeps until the kernel takes it:
      * out before the round ends (after it this worker may compute for long,
      * or exit). A broken connection is the next worker's to find. */
-    zt_zmtp_drain(self->ring_z);
+    zt_bulk_flush(self->ring_out);
     return ZT_OK;
 }

@@ -1,0 +1,231 @@
+/* zt_bulk: the one bulk transport (see zt_bulk.h). */
+#include "wire/zt_bulk.h"
+#include "wire/zt_bufpool.h"
+#include "base/zt_util.h"
+#include "ztrain/zt_error.h"
+#include "ztrain/zt_log.h"
+#include <stdlib.h>
+#include <string.h>
+
+struct zt_bulk_t {
+    zsock_t *sock;      /* DEALER, or NULL on a direct end */
+    zt_zmtp_t *zmtp;    /* the direct end of the caller's thread, or NULL */
+    zt_stream_t *st;    /* the sealed stream, or NULL: plain */
+    zt_bufpool_t *pool; /* plain copies (made at the first) */
+    uint64_t drops;
+};
+
+struct zt_bulk_server_t {
+    zsock_t *router;
+    zt_streams_t *streams; /* a sealing job's TCP clients' streams, or NULL */
+    zt_bufpool_t *pool;    /* plain copies */
+};
+
+/* ------------------------------------------------------------ client */
+
+zt_bulk_t *zt_bulk_connect(zt_plane_t plane, const char *endpoint, bool direct)
+{
+    zt_bulk_t *self = calloc(1, sizeof *self);
+    if (!self)
+        return NULL;
+    int rc = direct ? zt_stream_client(plane, endpoint, &self->sock, &self->zmtp, &self->st)
+                    : ((self->sock = zt_stream_dealer(plane, endpoint, &self->st)) ? ZT_OK : ZT_EIO);
+    if (rc != ZT_OK) {
+        free(self);
+        return NULL;
+    }
+    return self;
+}
+
+void zt_bulk_destroy(zt_bulk_t **self_p, int linger_ms)
+{
+    if (!self_p || !*self_p)
+        return;
+    zt_bulk_t *self = *self_p;
+    if (self->sock)
+        zsock_set_linger(self->sock, linger_ms);
+    zt_stream_destroy(&self->st);
+    zt_zmtp_destroy(&self->zmtp);
+    zt_sock_destroy(&self->sock);
+    zt_bufpool_destroy(&self->pool);
+    free(self);
+    *self_p = NULL;
+}
+
+bool zt_bulk_sealed(const zt_bulk_t *self) { return self && self->st; }
+zt_stream_t *zt_bulk_stream(zt_bulk_t *self) { return self ? self->st : NULL; }
+bool zt_bulk_ready(const zt_bulk_t *self) { return self && (!self->st || zt_stream_ready(self->st)); }
+bool zt_bulk_unconnected(const zt_bulk_t *self) { return self && self->zmtp && !zt_zmtp_connected(self->zmtp); }
+uint64_t zt_bulk_drops(const zt_bulk_t *self) { return self ? self->drops : 0; }
+
+bool zt_bulk_writable(zt_bulk_t *self)
+{
+    return self->zmtp || (zsock_events(self->sock) & ZMQ_POLLOUT);
+}
+
+void zt_bulk_revive(zt_bulk_t *self, int stale_ms, int unheard_ms)
+{
+    if (!self || !self->st)
+        return;
+    zt_stream_reopen_stale(self->st, stale_ms);
+    zt_stream_reopen_unheard(self->st, unheard_ms);
+}
+
+zmq_pollitem_t zt_bulk_item(zt_bulk_t *self) { return zt_stream_client_item(self->sock, self->zmtp); }
+
+void zt_bulk_tend(zt_bulk_t *self, zmq_pollitem_t *item)
+{
+    if (self)
+        zt_stream_tend(self->st, item);
+}
+
+void zt_bulk_flush(zt_bulk_t *self)
+{
+    if (self && self->zmtp)
+        zt_zmtp_drain(self->zmtp);
+}
+
+static void s_release(void *data, void *hint)
+{
+    (void) data;
+    atomic_fetch_sub((atomic_int *) hint, 1);
+}
+
+/* The payload frame of a plain message: bytes lent (counted in lent) or a
+ * pooled copy. 0, or -1. */
+static int s_payload(zt_bufpool_t **pool, zmq_msg_t *pm, const void *payload, size_t bytes, atomic_int *lent)
+{
+    if (lent && bytes) {
+        atomic_fetch_add(lent, 1);
+        return zmq_msg_init_data(pm, (void *) payload, bytes, s_release, lent);
+    }
+    if (!*pool && !(*pool = zt_bufpool_new()))
+        return -1;
+    return zt_bufpool_msg(*pool, pm, payload, bytes);
+}
+
+int zt_bulk_send(zt_bulk_t *self, const zt_msg_t *m, const void *payload, size_t bytes, atomic_int *lent)
+{
+    if (self->st) /* sealed from the caller's bytes into the send buffer: nothing is lent */
+        return zt_stream_send(self->st, m, payload, payload ? bytes : 0);
+    zframe_t *h = zt_msg_encode(m);
+    if (!h || zframe_send(&h, self->sock, payload ? ZFRAME_MORE : 0) < 0) {
+        zframe_destroy(&h);
+        return ZT_EIO;
+    }
+    if (!payload)
+        return ZT_OK;
+    zmq_msg_t pm;
+    if (s_payload(&self->pool, &pm, payload, bytes, lent) != 0)
+        return ZT_ENOMEM; /* the header went alone: the server drops it */
+    if (zmq_msg_send(&pm, zsock_resolve(self->sock), 0) < 0) {
+        zmq_msg_close(&pm);
+        return ZT_EIO;
+    }
+    return ZT_OK;
+}
+
+int zt_bulk_recv(zt_bulk_t *self, zmq_msg_t *parts, int max)
+{
+    return zt_stream_client_recv(self->sock, self->zmtp, parts, max);
+}
+
+int zt_bulk_open(zt_bulk_t *self, zmq_msg_t *parts, int *np, void *into, size_t into_len)
+{
+    if (!self->st || *np == 0)
+        return ZT_OK;
+    int rc = into ? zt_stream_recv_into(self->st, parts, np, into, into_len) : zt_stream_recv(self->st, parts, np);
+    if (rc != ZT_OK)
+        self->drops++;
+    return rc;
+}
+
+/* ------------------------------------------------------------ server */
+
+zt_bulk_server_t *zt_bulk_bind(zt_plane_t plane, const char *endpoint, int *port_p)
+{
+    zt_bulk_server_t *self = calloc(1, sizeof *self);
+    if (!self)
+        return NULL;
+    zt_stream_cfg_t cfg;
+    bool seal = zt_stream_cfg_load(&cfg);
+    self->router = zt_sock_router(seal ? ZT_PLANE_BULK : plane, endpoint, port_p);
+    if (self->router && seal && !(self->streams = zt_streams_new(&cfg, zsock_resolve(self->router))))
+        zt_error("%s: cannot hold sealed streams", endpoint);
+    memset(cfg.secret, 0, sizeof cfg.secret);
+    if (!self->router || (seal && !self->streams))
+        zt_bulk_server_destroy(&self);
+    return self;
+}
+
+void zt_bulk_server_destroy(zt_bulk_server_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    zt_bulk_server_t *self = *self_p;
+    zt_streams_destroy(&self->streams);
+    zt_sock_destroy(&self->router);
+    zt_bufpool_destroy(&self->pool);
+    free(self);
+    *self_p = NULL;
+}
+
+void *zt_bulk_server_socket(zt_bulk_server_t *self) { return zsock_resolve(self->router); }
+bool zt_bulk_server_seals(const zt_bulk_server_t *self) { return self->streams; }
+
+int zt_bulk_server_recv(zt_bulk_server_t *self, zmq_msg_t *parts, int max)
+{
+    int n = zt_msg_recv_parts(zsock_resolve(self->router), parts, max);
+    if (n == 0)
+        return ZT_ETIMEDOUT;
+    if (!self->streams || (n >= 2 && zt_frame_over_ipc(&parts[1])))
+        return n; /* this host's peer, or a job that does not seal */
+    zt_stream_t *from;
+    return zt_streams_recv(self->streams, parts, &n, &from) == ZT_OK ? n : ZT_EPROTO;
+}
+
+bool zt_bulk_server_sealed_to(zt_bulk_server_t *self, zmq_msg_t *id)
+{
+    return self->streams && zt_streams_find(self->streams, id);
+}
+
+int zt_bulk_reply(zt_bulk_server_t *self, zmq_msg_t *id, const zt_msg_t *m, const void *payload, size_t bytes,
+                  atomic_int *lent)
+{
+    zt_stream_t *to = self->streams ? zt_streams_find(self->streams, id) : NULL;
+    if (to) /* sealed from the caller's bytes into the send buffer */
+        return zt_streams_send(self->streams, to, m, payload, payload ? bytes : 0);
+    zmq_msg_t pm;
+    if (payload && s_payload(&self->pool, &pm, payload, bytes, lent) != 0)
+        return ZT_ENOMEM;
+    return zt_msg_send_routed(zsock_resolve(self->router), id, m, &pm, payload ? 1 : 0);
+}
+
+int zt_bulk_reply_frames(zt_bulk_server_t *self, zmq_msg_t *id, const zt_msg_t *m, zmq_msg_t *frames, int n)
+{
+    zt_stream_t *to = self->streams ? zt_streams_find(self->streams, id) : NULL;
+    if (!to)
+        return zt_msg_send_routed(zsock_resolve(self->router), id, m, frames, n);
+    const void *p[8];
+    size_t sz[8];
+    for (int i = 0; i < n && i < 8; i++) {
+        p[i] = zmq_msg_data(&frames[i]);
+        sz[i] = zmq_msg_size(&frames[i]);
+    }
+    int rc = n <= 8 ? zt_streams_sendv(self->streams, to, m, p, sz, n) : ZT_EINVAL;
+    zt_msg_close_parts(frames, n);
+    return rc;
+}
+
+int zt_bulk_reply_shared(zt_bulk_server_t *self, zmq_msg_t *id, const zt_msg_t *m, const void *payload,
+                         size_t bytes, atomic_int *lent, zt_bulk_shared_t *shared)
+{
+    zt_stream_t *to = self->streams && payload && bytes ? zt_streams_find(self->streams, id) : NULL;
+    if (!to)
+        return zt_bulk_reply(self, id, m, payload, bytes, lent);
+    if (!shared->sh.made && zt_streams_seal_shared(self->streams, m, payload, bytes, &shared->sh) != ZT_OK)
+        return ZT_EIO;
+    return zt_streams_send_shared(self->streams, to, &shared->sh);
+}
+
+void zt_bulk_shared_close(zt_bulk_shared_t *shared) { zt_stream_shared_close(&shared->sh); }
