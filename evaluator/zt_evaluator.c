@@ -76,15 +76,14 @@ static char *s_local_checkpoint(const char *name)
 static int s_fetch(const char *address, const char *name, const char *local, int wait_ms, char *err, size_t errlen)
 {
     /* as the file server's socket is (zt_fileserver.h): sealed from another host */
-    zt_stream_t *st;
-    zsock_t *dealer = zt_stream_dealer(ZT_PLANE_CONTROL, address, &st);
-    if (!dealer) {
+    zt_bulk_t *way = zt_bulk_connect(ZT_PLANE_CONTROL, address, false);
+    if (!way) {
         snprintf(err, errlen, "cannot connect to %s", address);
         return ZT_EIO;
     }
     zt_mkdir_p(local);
     char *rman = zt_strdupf("%s/manifest.json", name), *lman = zt_strdupf("%s/manifest.json", local);
-    int rc = zt_file_fetch(dealer, st, rman, lman, wait_ms, err, errlen);
+    int rc = zt_file_fetch(way, rman, lman, wait_ms, err, errlen);
     json_t *man = rc == ZT_OK ? json_load_file(lman, 0, NULL) : NULL;
     size_t i;
     json_t *f;
@@ -95,15 +94,14 @@ static int s_fetch(const char *address, const char *name, const char *local, int
             break;
         }
         char *rp = zt_strdupf("%s/%s", name, fn), *lp = zt_strdupf("%s/%s", local, fn);
-        rc = zt_file_fetch(dealer, st, rp, lp, wait_ms, err, errlen);
+        rc = zt_file_fetch(way, rp, lp, wait_ms, err, errlen);
         free(rp);
         free(lp);
         if (rc != ZT_OK)
             break;
     }
     json_decref(man);
-    zt_stream_destroy(&st);
-    zt_sock_destroy(&dealer);
+    zt_bulk_destroy(&way, 0);
     free(rman);
     free(lman);
     return rc;

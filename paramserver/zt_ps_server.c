@@ -1,9 +1,8 @@
 #include "zt_ps_server.h"
-#include "wire/zt_bufpool.h"
 #include "model/zt_ckpt.h"
 #include "wire/zt_msg.h"
 #include "wire/zt_transport.h"
-#include "wire/zt_stream.h"
+#include "wire/zt_bulk.h"
 #include "model/zt_optim.h"
 #include "base/zt_json.h"
 #include "base/zt_shard.h"
@@ -52,10 +51,8 @@ struct zt_ps_server_t {
     bool allow_nonfinite;      /* ZT_ALLOW_NONFINITE */
     zt_refusals_t nonfinite;   /* pushes refused for NaN or infinity */
     zt_refusals_t dropped;     /* malformed or foreign messages */
-    zsock_t *router;           /* data plane */
-    zt_streams_t *streams;     /* sealed streams of TCP clients (NULL: CURVE or plain sockets) */
+    zt_bulk_server_t *srv;     /* the clients' way in (sealed from another host in a sealing job) */
     zt_refusals_t unsealed;    /* TCP messages not sealed under the job's keys */
-    zt_bufpool_t *pool;        /* reply buffers */
     bool configured;           /* layout and optimizer known */
     char *config_text;         /* the config JSON as received */
     int64_t hash;              /* its hash */
@@ -429,11 +426,10 @@ zt_ps_server_t *zt_ps_server_new(const zt_ps_server_opts_t *opts)
 {
     zt_ps_server_t *self = calloc(1, sizeof *self);
     self->opts = *opts;
-    if (!(self->router = zt_stream_router(ZT_PLANE_DATA, opts->bind, NULL, &self->streams))) {
+    if (!(self->srv = zt_bulk_bind(ZT_PLANE_DATA, opts->bind, NULL))) {
         free(self);
         return NULL;
     }
-    self->pool = zt_bufpool_new();
     self->allow_nonfinite = zt_knob_int(ZT_KNOB_ALLOW_NONFINITE) != 0;
     self->deferred = calloc(MAX_DEFERRED, sizeof *self->deferred);
     s_restore(self);
@@ -449,9 +445,7 @@ void zt_ps_server_destroy(zt_ps_server_t **self_p)
     for (int i = 0; i < self->ndeferred; i++)
         zmq_msg_close(&self->deferred[i].identity);
     free(self->deferred);
-    zt_streams_destroy(&self->streams);
-    zt_sock_destroy(&self->router);
-    zt_bufpool_destroy(&self->pool);
+    zt_bulk_server_destroy(&self->srv);
     s_free_state(self);
     free(self->scratch);
     free(self);
@@ -474,20 +468,7 @@ static void s_reply(zt_ps_server_t *self, zmq_msg_t *identity, zt_msg_t *m, zmq_
                     int npayload)
 {
     s_stamp(self, m);
-    zt_stream_t *to = self->streams ? zt_streams_find(self->streams, identity) : NULL;
-    if (!to) {
-        zt_msg_send_routed(zsock_resolve(self->router), identity, m, payload, npayload);
-        return;
-    }
-    const void *p[1 + ZT_OPT_MAX_STATE];
-    size_t sz[1 + ZT_OPT_MAX_STATE];
-    for (int i = 0; i < npayload; i++) {
-        p[i] = zmq_msg_data(&payload[i]);
-        sz[i] = zmq_msg_size(&payload[i]);
-    }
-    zt_streams_sendv(self->streams, to, m, p, sz, npayload);
-    for (int i = 0; i < npayload; i++)
-        zmq_msg_close(&payload[i]);
+    zt_bulk_reply_frames(self->srv, identity, m, payload, npayload);
 }
 
 static void s_error(zt_ps_server_t *self, zmq_msg_t *id, int64_t req, int code, const char *text)
@@ -542,15 +523,10 @@ static void s_answer_pull(zt_ps_server_t *self, zmq_msg_t *id, const zt_msg_t *q
         s_reply(self, id, &m, NULL, 0);
         return;
     }
-    zt_stream_t *to = self->streams ? zt_streams_find(self->streams, id) : NULL;
-    if (to) { /* sealed from the values into the send buffer: the one pass */
-        s_stamp(self, &m);
-        zt_streams_send(self->streams, to, &m, self->values + (off - self->lo), (size_t) count * sizeof(float));
-        return;
-    }
-    zmq_msg_t payload;
-    zt_bufpool_msg(self->pool, &payload, self->values + (off - self->lo), (size_t) count * sizeof(float));
-    s_reply(self, id, &m, &payload, 1);
+    /* from the values into the send buffer (the one pass): sealed, or a
+     * copy (the values move on) */
+    s_stamp(self, &m);
+    zt_bulk_reply(self->srv, id, &m, self->values + (off - self->lo), (size_t) count * sizeof(float), NULL);
 }
 
 static void s_retry_deferred(zt_ps_server_t *self)
@@ -765,7 +741,7 @@ void zt_ps_server_handle(zt_ps_server_t *self, zmq_msg_t *parts, int n)
 
 int zt_ps_server_run(zt_ps_server_t *self, bool (*should_stop)(void *), void *arg)
 {
-    void *zs = zsock_resolve(self->router);
+    void *zs = zt_bulk_server_socket(self->srv);
     zmq_pollitem_t item = { zs, 0, ZMQ_POLLIN, 0 };
     while (!(should_stop && should_stop(arg))) {
         if (self->version != self->snap_version && self->opts.snapshot_ms > 0 &&
@@ -777,11 +753,14 @@ int zt_ps_server_run(zt_ps_server_t *self, bool (*should_stop)(void *), void *ar
             continue;
         for (int k = 0; k < 256; k++) {
             zmq_msg_t parts[5];
-            int n = zt_msg_recv_parts(zs, parts, 5);
-            if (n == 0)
+            int n = zt_bulk_server_recv(self->srv, parts, 5);
+            if (n == ZT_ETIMEDOUT)
                 break;
-            if (zt_process_unseal(self->streams, parts, &n, &self->unsealed, self->opts.replica))
-                zt_ps_server_handle(self, parts, n);
+            if (n == ZT_EPROTO)
+                zt_process_refused(&self->unsealed, self->opts.replica, "seal_refused", ZT_PROCESS_UNSEALED);
+            if (n <= 0)
+                continue;
+            zt_ps_server_handle(self, parts, n);
             zt_msg_close_parts(parts, n);
         }
     }

@@ -55,9 +55,7 @@ struct zt_reducer_t {
     zt_refusals_t stale;       /* messages of an earlier group (membership generation) */
     int64_t group;             /* the group's membership generation: a hello of a higher
                                 * one (an elastic group grown or shrunk) starts it afresh */
-    zsock_t *router;
-    zt_streams_t *streams;     /* sealed streams of TCP workers (NULL: CURVE or plain sockets) */
-    zt_bufpool_t *pool;
+    zt_bulk_server_t *srv;     /* the workers' way in (sealed from another host in a sealing job) */
     char *layout_text;         /* the agreed tensor list JSON */
     int64_t hash;
     int workers;               /* N */
@@ -217,11 +215,10 @@ zt_reducer_t *zt_reducer_new(const zt_reducer_opts_t *opts)
 {
     zt_reducer_t *self = calloc(1, sizeof *self);
     self->opts = *opts;
-    if (!(self->router = zt_stream_router(ZT_PLANE_DATA, opts->bind, NULL, &self->streams))) {
+    if (!(self->srv = zt_bulk_bind(ZT_PLANE_DATA, opts->bind, NULL))) {
         free(self);
         return NULL;
     }
-    self->pool = zt_bufpool_new();
     self->warn_ms = zt_knob_int(ZT_KNOB_COLLECTIVE_WARN_MS);
     self->allow_nonfinite = zt_knob_int(ZT_KNOB_ALLOW_NONFINITE) != 0;
     return self;
@@ -235,9 +232,7 @@ void zt_reducer_destroy(zt_reducer_t **self_p)
     for (int w = 0; w < MAX_WORKERS; w++)
         if (self->have_id[w])
             zmq_msg_close(&self->ids[w]);
-    zt_streams_destroy(&self->streams);
-    zt_sock_destroy(&self->router);
-    zt_bufpool_destroy(&self->pool);
+    zt_bulk_server_destroy(&self->srv);
     s_free_buckets(self);
     zt_shm_destroy(&self->old_shm);
     json_decref(self->first_tensors);
@@ -246,11 +241,6 @@ void zt_reducer_destroy(zt_reducer_t **self_p)
     *self_p = NULL;
 }
 
-static void s_res_release(void *data, void *hint)
-{
-    (void) data;
-    atomic_fetch_sub((atomic_int *) hint, 1);
-}
 
 static void s_send_lent(zt_reducer_t *self, int rank, zt_msg_t *m, const void *payload, size_t bytes,
                         atomic_int *lent);
@@ -269,30 +259,16 @@ static void s_send_lent(zt_reducer_t *self, int rank, zt_msg_t *m, const void *p
     m->pool = 2;
     m->index = self->opts.index;
     m->incarnation = self->group;
-    zt_stream_t *to = self->streams ? zt_streams_find(self->streams, &self->ids[rank]) : NULL;
-    if (to) { /* another host's worker: sealed for it alone, from the sum */
-        zt_streams_send(self->streams, to, m, payload, payload ? bytes : 0);
-        return;
-    }
-    zmq_msg_t pm;
-    int np = 0;
     int64_t off = m->type == ZT_MSG_AR_RESULT && self->local[rank] && payload && bytes
                       ? zt_shm_offset(self->shm, payload, bytes) : -1;
-    if (off >= 0) { /* the worker reads it in place */
+    if (off >= 0) { /* this host's worker reads it in place */
         zt_msg_set_str(m->u.AR_RESULT.shm, self->shm->name);
         m->u.AR_RESULT.shm_off = off;
         payload = NULL;
     }
-    if (payload) {
-        if (lent && bytes) { /* the same sum goes to every worker without a copy */
-            atomic_fetch_add(lent, 1);
-            zmq_msg_init_data(&pm, (void *) payload, bytes, s_res_release, lent);
-        }
-        else
-            zt_bufpool_msg(self->pool, &pm, payload, bytes);
-        np = 1;
-    }
-    zt_msg_send_routed(zsock_resolve(self->router), &self->ids[rank], m, &pm, np);
+    /* lent: the same sum goes to every plain worker without a copy;
+     * another host's is sealed for it alone, from the sum */
+    zt_bulk_reply(self->srv, &self->ids[rank], m, payload, bytes, lent);
 }
 
 static void s_error(zt_reducer_t *self, int rank, int64_t req, int code, const char *text)
@@ -325,25 +301,19 @@ static void s_send_sum_to_all(zt_reducer_t *self, int b, int64_t a, int64_t e)
 {
     s_bucket_t *k = &self->buckets[b];
     size_t es = zt_dtype_size(k->dtype);
-    zt_stream_shared_t sh = { .made = false };
+    zt_bulk_shared_t sh = { 0 };
+    zt_msg_t m = { .type = ZT_MSG_AR_RESULT, .seq = self->seq++, .pool = 2, .index = self->opts.index,
+                   .incarnation = self->group };
+    m.u.AR_RESULT = (zt_msg_AR_RESULT_t) { .bucket = b, .gen = k->gen, .offset = a, .count = e - a,
+                                           .dtype = k->dtype };
+    const char *sum = (char *) k->res[k->gen & 1] + (a - k->lo) * (int64_t) es;
     for (int w = 0; w < self->workers; w++) {
-        zt_stream_t *to = self->streams && self->have_id[w] && e > a ? zt_streams_find(self->streams, &self->ids[w])
-                                                                     : NULL;
-        if (!to) {
-            s_send_sum(self, w, b, k->gen, a, e);
-            continue;
-        }
-        if (!sh.made) {
-            zt_msg_t m = { .type = ZT_MSG_AR_RESULT, .seq = self->seq++, .pool = 2, .index = self->opts.index,
-                           .incarnation = self->group };
-            m.u.AR_RESULT = (zt_msg_AR_RESULT_t) { .bucket = b, .gen = k->gen, .offset = a, .count = e - a,
-                                                   .dtype = k->dtype };
-            zt_streams_seal_shared(self->streams, &m, (char *) k->res[k->gen & 1] + (a - k->lo) * (int64_t) es,
-                                   (size_t) (e - a) * es, &sh);
-        }
-        zt_streams_send_shared(self->streams, to, &sh);
+        if (!self->have_id[w] || e <= a || !zt_bulk_server_sealed_to(self->srv, &self->ids[w]))
+            s_send_sum(self, w, b, k->gen, a, e); /* this host's, by shared memory or lent */
+        else
+            zt_bulk_reply_shared(self->srv, &self->ids[w], &m, sum, (size_t) (e - a) * es, NULL, &sh);
     }
-    zt_stream_shared_close(&sh);
+    zt_bulk_shared_close(&sh);
 }
 
 /* Streams the result of bucket b's last finished generation to one worker. */
@@ -834,7 +804,7 @@ void zt_reducer_handle(zt_reducer_t *self, zmq_msg_t *parts, int n)
         /* between rounds: its address is known now (s_probe_ahead); over a
          * sealed stream it hears from us (a stream of a reducer that was
          * restarted hears nothing, and is opened again) */
-        if (self->streams && zt_streams_find(self->streams, &parts[0])) {
+        if (zt_bulk_server_sealed_to(self->srv, &parts[0])) {
             zt_msg_t back = { .type = ZT_MSG_AR_IDLE };
             back.u.AR_IDLE.rounds = m.u.AR_IDLE.rounds;
             s_send(self, rank, &back, NULL, 0);
@@ -846,7 +816,7 @@ void zt_reducer_handle(zt_reducer_t *self, zmq_msg_t *parts, int n)
 
 int zt_reducer_run(zt_reducer_t *self, bool (*should_stop)(void *), void *arg)
 {
-    void *zs = zsock_resolve(self->router);
+    void *zs = zt_bulk_server_socket(self->srv);
     zmq_pollitem_t item = { zs, 0, ZMQ_POLLIN, 0 };
     while (!(should_stop && should_stop(arg))) {
         s_check_slow(self);
@@ -858,10 +828,12 @@ int zt_reducer_run(zt_reducer_t *self, bool (*should_stop)(void *), void *arg)
             continue;
         for (int k = 0; k < 256; k++) {
             zmq_msg_t parts[4]; /* identity, header, seal, payload */
-            int n = zt_msg_recv_parts(zs, parts, 4);
-            if (n == 0)
+            int n = zt_bulk_server_recv(self->srv, parts, 4);
+            if (n == ZT_ETIMEDOUT)
                 break;
-            if (!zt_process_unseal(self->streams, parts, &n, &self->unsealed, self->opts.replica))
+            if (n == ZT_EPROTO)
+                zt_process_refused(&self->unsealed, self->opts.replica, "seal_refused", ZT_PROCESS_UNSEALED);
+            if (n <= 0)
                 continue;
             zt_reducer_handle(self, parts, n);
             zt_msg_close_parts(parts, n);

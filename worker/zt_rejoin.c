@@ -3,7 +3,7 @@
 #include "base/zt_env.h"
 #include "runtime/zt_process.h"
 #include "wire/zt_msg.h"
-#include "wire/zt_stream.h"
+#include "wire/zt_bulk.h"
 #include "wire/zt_transport.h"
 #include "base/zt_util.h"
 #include "ztrain/zt_error.h"
@@ -14,8 +14,7 @@
 #include <unistd.h>
 
 struct zt_rejoin_t {
-    zsock_t *router;
-    zt_streams_t *streams;  /* another host's peers' sealed streams (NULL: the socket is CURVE or plain) */
+    zt_bulk_server_t *srv;  /* sealed from another host's peers in a sealing job */
     zt_refusals_t refused;  /* what came over TCP not sealed under the job's keys */
     char endpoint[256];
 };
@@ -29,8 +28,7 @@ zt_rejoin_t *zt_rejoin_serve(const char *endpoint)
 {
     char *ep = s_endpoint(endpoint);
     /* as a reducer's: a bulk socket in a job that seals its bulk data */
-    zt_streams_t *streams;
-    zsock_t *s = zt_stream_router(ZT_PLANE_DATA, ep, NULL, &streams);
+    zt_bulk_server_t *s = zt_bulk_bind(ZT_PLANE_DATA, ep, NULL);
     if (!s) {
         zt_warn("cannot serve the model to a restarted peer on %s (%s): a peer that restarts asks another",
                 ep, zmq_strerror(zmq_errno()));
@@ -38,8 +36,7 @@ zt_rejoin_t *zt_rejoin_serve(const char *endpoint)
         return NULL;
     }
     zt_rejoin_t *self = calloc(1, sizeof *self);
-    self->router = s;
-    self->streams = streams;
+    self->srv = s;
     snprintf(self->endpoint, sizeof self->endpoint, "%s", ep);
     free(ep);
     return self;
@@ -49,13 +46,12 @@ void zt_rejoin_destroy(zt_rejoin_t **self_p)
 {
     if (!self_p || !*self_p)
         return;
-    zt_streams_destroy(&(*self_p)->streams);
-    zt_sock_destroy(&(*self_p)->router);
+    zt_bulk_server_destroy(&(*self_p)->srv);
     free(*self_p);
     *self_p = NULL;
 }
 
-void *zt_rejoin_socket(zt_rejoin_t *self) { return self ? zsock_resolve(self->router) : NULL; }
+void *zt_rejoin_socket(zt_rejoin_t *self) { return self ? zt_bulk_server_socket(self->srv) : NULL; }
 
 /* One REJOIN_STATE header; count 0 with no payload is a refusal. Sealed
  * (straight from the model) on the stream of a peer that has one. */
@@ -65,33 +61,25 @@ static int s_send_part(zt_rejoin_t *self, zmq_msg_t *id, int64_t req, const zt_r
     zt_msg_t m = { .type = ZT_MSG_REJOIN_STATE };
     m.u.REJOIN_STATE = (zt_msg_REJOIN_STATE_t) { req, st->step, st->gen, st->total, st->arrays, a, offset, count,
                                                  st->group, st->layout, st->threshold, st->cycle_ms, st->searching };
-    zt_stream_t *to = self->streams ? zt_streams_find(self->streams, id) : NULL;
-    if (to)
-        return zt_streams_send(self->streams, to, &m, count > 0 ? st->data[a] + offset : NULL,
-                               count > 0 ? (size_t) count * sizeof(float) : 0);
-    void *router = zsock_resolve(self->router);
-    zmq_msg_t pm;
-    if (count > 0) {
-        zmq_msg_init_size(&pm, (size_t) count * sizeof(float));
-        memcpy(zmq_msg_data(&pm), st->data[a] + offset, (size_t) count * sizeof(float));
-    }
-    return zt_msg_send_routed(router, id, &m, &pm, count > 0 ? 1 : 0);
+    return zt_bulk_reply(self->srv, id, &m, count > 0 ? st->data[a] + offset : NULL,
+                         count > 0 ? (size_t) count * sizeof(float) : 0, NULL);
 }
 
 void zt_rejoin_answer(zt_rejoin_t *self, int (*get)(void *arg, zt_rejoin_state_t *state), void *arg)
 {
     if (!self)
         return;
-    void *zs = zsock_resolve(self->router);
     zt_rejoin_state_t st;
     bool have = false;
     int64_t per = zt_frame_bytes() / (int64_t) sizeof(float);
     for (int k = 0; k < 16; k++) {
         zmq_msg_t parts[4]; /* id, header, seal, payload */
-        int n = zt_msg_recv_parts(zs, parts, 4);
-        if (n == 0)
+        int n = zt_bulk_server_recv(self->srv, parts, 4);
+        if (n == ZT_ETIMEDOUT)
             break;
-        if (!zt_process_unseal(self->streams, parts, &n, &self->refused, NULL))
+        if (n == ZT_EPROTO)
+            zt_process_refused(&self->refused, NULL, "seal_refused", ZT_PROCESS_UNSEALED);
+        if (n <= 0)
             continue; /* a stream's opening answered, or dropped (counted) */
         zt_msg_t m;
         if (n != 2 || zt_msg_decode(zmq_msg_data(&parts[1]), zmq_msg_size(&parts[1]), &m, NULL) != ZT_OK ||
@@ -123,7 +111,7 @@ void zt_rejoin_answer(zt_rejoin_t *self, int (*get)(void *arg, zt_rejoin_state_t
             for (int a = 0; a < st.arrays && rc == ZT_OK; a++)
                 for (int64_t at = 0; at < st.total && rc == ZT_OK; at += per)
                     rc = s_send_part(self, &parts[0], q->req, &st, a, at, st.total - at < per ? st.total - at : per);
-            bool sealed = self->streams && zt_streams_find(self->streams, &parts[0]);
+            bool sealed = zt_bulk_server_sealed_to(self->srv, &parts[0]);
             zt_info("sent the model to a restarted peer: step %lld, round %lld, %.1f MB in %lld ms%s%s",
                     (long long) st.step, (long long) st.gen,
                     (double) st.total * st.arrays * sizeof(float) / 1e6, (long long) (zt_now_ms() - t0),
@@ -205,33 +193,31 @@ static int s_fetch_one(const char *peer, int64_t req, int timeout_ms, zt_rejoin_
 {
     /* another host's peer, in a job that seals its bulk data: on a sealed
      * stream, the ask sent once it is open */
-    zt_stream_t *st;
-    zsock_t *d = zt_stream_dealer(ZT_PLANE_DATA, peer, &st);
-    if (!d) {
+    zt_bulk_t *way = zt_bulk_connect(ZT_PLANE_DATA, peer, false);
+    if (!way) {
         snprintf(why, why_size, "cannot connect");
         return ZT_EIO;
     }
     zt_msg_t ask = { .type = ZT_MSG_REJOIN_ASK };
     ask.u.REJOIN_ASK = (zt_msg_REJOIN_ASK_t) { req, state->total, state->arrays, state->group };
-    int rc = st ? zt_stream_wait_ready(st, timeout_ms) : ZT_OK;
+    int rc = zt_bulk_wait_ready(way, timeout_ms);
     bool asked = rc == ZT_OK;
     if (asked) /* ZT_ETIMEDOUT: waiting for the answer */
-        rc = (st ? zt_stream_send(st, &ask, NULL, 0) : zt_msg_send(d, NULL, &ask)) == ZT_OK ? ZT_ETIMEDOUT : ZT_EIO;
+        rc = zt_bulk_send(way, &ask, NULL, 0, NULL) == ZT_OK ? ZT_ETIMEDOUT : ZT_EIO;
     s_progress_t at = { 0, 0, true };
     int64_t deadline = zt_now_ms() + timeout_ms;
-    void *zs = zsock_resolve(d);
     while (asked && rc == ZT_ETIMEDOUT && zt_now_ms() < deadline) {
         if (zt_stop_requested()) {
             rc = ZT_ESHUTDOWN;
             break;
         }
-        zmq_pollitem_t item = { zs, 0, ZMQ_POLLIN, 0 };
+        zmq_pollitem_t item = zt_bulk_item(way);
         if (zmq_poll(&item, 1, 100) <= 0)
             continue;
         zmq_msg_t parts[3]; /* header, seal, payload */
         int n;
-        while (rc == ZT_ETIMEDOUT && (n = zt_msg_recv_parts(zs, parts, 3)) > 0) {
-            if (st && (zt_stream_recv(st, parts, &n) != ZT_OK || n == 0))
+        while (rc == ZT_ETIMEDOUT && (n = zt_bulk_recv(way, parts, 3)) > 0) {
+            if (zt_bulk_open(way, parts, &n, NULL, 0) != ZT_OK || n == 0)
                 continue; /* the stream's opening taken, or dropped (counted) */
             rc = s_take_part(state, req, parts, n, &at, why, why_size);
             zt_msg_close_parts(parts, n);
@@ -240,8 +226,7 @@ static int s_fetch_one(const char *peer, int64_t req, int timeout_ms, zt_rejoin_
     if (rc == ZT_ETIMEDOUT)
         snprintf(why, why_size, "no complete answer within %d ms (ZT_REJOIN_TIMEOUT_MS)%s", timeout_ms,
                  asked ? "" : ": its sealed stream never opened");
-    zt_stream_destroy(&st);
-    zt_sock_destroy(&d);
+    zt_bulk_destroy(&way, 0);
     return rc;
 }
 

@@ -13,10 +13,9 @@ static int64_t s_knob_scaled(zt_knob_t knob, double scale)
     return d > 0 ? (int64_t) (d * scale) : -1;
 }
 
-/* A way to each reducer (zt_stream_client): a DEALER, or for a sealed
- * stream to another host a ZMTP end of this thread. A sealing job's
- * reducers are bulk sockets (no CURVE): another host's is reached through
- * a sealed stream, this host's over the user's private ipc folder, plain. */
+/* A way to each reducer (zt_bulk: sealed to another host's in a sealing
+ * job, on this thread with ZT_BULK_DIRECT on; this host's over the user's
+ * private ipc folder, plain). */
 static int s_connect_reducers(zt_allreduce_t *self, const zt_allreduce_opts_t *o)
 {
     self->reducer_addrs = calloc((size_t) self->R, sizeof(char *));

@@ -37,7 +37,7 @@ static int s_ring_out_ready(zt_allreduce_t *self, int timeout_ms)
                      who, next, timeout_ms);
             return ZT_ETIMEDOUT;
         }
-        zt_stream_reopen_stale(zt_bulk_stream(self->ring_out), RESEND_MS);
+        zt_bulk_revive(self->ring_out, RESEND_MS, 0);
         zt_msg_t m;
         zmq_msg_t pm;
         if (s_ring_recv_msg(self, &m, &pm, 50) == ZT_OK)

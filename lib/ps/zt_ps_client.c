@@ -8,7 +8,7 @@
 #include "ztrain/zt_log.h"
 #include "wire/zt_msg.h"
 #include "wire/zt_transport.h"
-#include "wire/zt_stream.h"
+#include "wire/zt_bulk.h"
 #include "model/zt_ckpt.h"
 #include "model/zt_optim.h"
 #include "base/zt_shard.h"
@@ -50,9 +50,7 @@ static int s_send(zt_ps_client_t *self, s_op_t *op);
 struct zt_ps_client_t {
     int nservers;           /* parameter servers */
     char **addrs;           /* their host:port */
-    zsock_t **socks;        /* a DEALER each, or NULL where rz has an end */
-    zt_zmtp_t **rz;         /* per server: a sealed stream's ZMTP end of this thread (another host), or NULL */
-    zt_stream_t **streams;  /* per server: its sealed stream (another host), or NULL */
+    zt_bulk_t **ways;       /* per server: the way to it (sealed to another host in a sealing job) */
     uint64_t seal_drops;    /* replies that did not open (counted, dropped) */
     s_tensor_t *tensors;    /* declared tensors */
     int ntensors, tcap;
@@ -100,16 +98,14 @@ zt_ps_client_t *zt_ps_client_new(const char *const *servers, int nservers, int r
     zt_spin_init(&self->spin);
     self->addrs = calloc((size_t) nservers, sizeof *self->addrs);
     self->local = calloc((size_t) nservers, sizeof *self->local);
-    self->socks = calloc((size_t) nservers, sizeof *self->socks);
-    self->streams = calloc((size_t) nservers, sizeof *self->streams);
-    self->rz = calloc((size_t) nservers, sizeof *self->rz);
+    self->ways = calloc((size_t) nservers, sizeof *self->ways);
     for (int s = 0; s < nservers; s++) {
         self->addrs[s] = strdup(servers[s]);
         self->local[s] = zt_data_is_local(servers[s]);
         /* the servers of a sealing job are bulk sockets (no CURVE): another
          * host's is reached through a sealed stream, this host's over the
          * user's private ipc folder, plain */
-        if (zt_stream_client(ZT_PLANE_DATA, servers[s], &self->socks[s], &self->rz[s], &self->streams[s]) != ZT_OK) {
+        if (!(self->ways[s] = zt_bulk_connect(ZT_PLANE_DATA, servers[s], true))) {
             zt_error("cannot connect to parameter server %d at %s", s, servers[s]);
             zt_ps_client_destroy(&self);
             return NULL;
@@ -124,22 +120,17 @@ void zt_ps_client_destroy(zt_ps_client_t **self_p)
         return;
     zt_ps_client_t *self = *self_p;
     for (int s = 0; s < self->nservers; s++) {
-        if (self->streams)
-            zt_stream_destroy(&self->streams[s]);
-        if (self->rz)
-            zt_zmtp_destroy(&self->rz[s]);
-        zt_sock_destroy(&self->socks[s]);
+        if (self->ways)
+            zt_bulk_destroy(&self->ways[s], 0);
         free(self->addrs[s]);
     }
-    free(self->streams);
-    free(self->rz);
     /* Destroying the sockets drops unsent frames, which releases them. */
     for (int w = 0; w < 2000 && atomic_load(&self->lent) > 0; w++)
         zclock_sleep(1);
     for (int t = 0; t < self->ntensors; t++)
         free(self->tensors[t].name);
     free(self->tensors);
-    free(self->socks);
+    free(self->ways);
     free(self->addrs);
     free(self->config);
     free(self->ops);
@@ -170,11 +161,6 @@ int zt_ps_servers(zt_ps_client_t *self) { return self->nservers; }
 const char *zt_ps_config_json(zt_ps_client_t *self) { return self->config; }
 const char *zt_ps_error(zt_ps_client_t *self) { return self->err; }
 
-static void s_release(void *data, void *hint)
-{
-    (void) data;
-    atomic_fetch_sub(&((zt_ps_client_t *) hint)->lent, 1);
-}
 
 /* Whether another outstanding op of this kind, through shared memory,
  * covers any of op's range (its bytes there are still to be read). */
@@ -234,33 +220,12 @@ static int s_send(zt_ps_client_t *self, s_op_t *op)
         m.u.PS_SNAPSHOT = (zt_msg_PS_SNAPSHOT_t) { op->req, op->step };
         break;
     }
-    zt_stream_t *st = self->streams[op->server];
-    if (st) /* sealed from the caller's bytes; until the stream is open, sent once it is */
-        return zt_stream_ready(st) ? zt_stream_send(st, &m, payload, bytes) : ZT_OK;
-    zframe_t *h = zt_msg_encode(&m);
-    if (!h)
-        return ZT_EINVAL;
-    void *zs = zsock_resolve(self->socks[op->server]);
-    if (zframe_send(&h, self->socks[op->server], payload ? ZFRAME_MORE : 0) < 0) {
-        zframe_destroy(&h);
-        return ZT_EIO;
-    }
-    if (payload) {
-        zmq_msg_t pm;
-        if (op->kind == OP_PUSH) { /* zero-copy: the caller keeps grads until wait() */
-            atomic_fetch_add(&self->lent, 1);
-            zmq_msg_init_data(&pm, (void *) payload, bytes, s_release, self);
-        }
-        else {
-            zmq_msg_init_size(&pm, bytes);
-            memcpy(zmq_msg_data(&pm), payload, bytes);
-        }
-        if (zmq_msg_send(&pm, zs, 0) < 0) {
-            zmq_msg_close(&pm);
-            return ZT_EIO;
-        }
-    }
-    return ZT_OK;
+    zt_bulk_t *to = self->ways[op->server];
+    if (!zt_bulk_ready(to))
+        return ZT_OK; /* a sealed stream not open yet: sent once it is */
+    /* a plain push is lent (the caller keeps grads until wait()), a sealed
+     * one sealed from the caller's bytes */
+    return zt_bulk_send(to, &m, payload, bytes, op->kind == OP_PUSH ? &self->lent : NULL);
 }
 
 static s_op_t *s_new_op(zt_ps_client_t *self)
@@ -539,16 +504,16 @@ static void *s_pull_place(zt_ps_client_t *self, int s, const zmq_msg_t *hdr, siz
 
 static bool s_unseal(zt_ps_client_t *self, int s, zmq_msg_t *parts, int *np)
 {
-    bool was = zt_stream_ready(self->streams[s]);
+    bool was = zt_bulk_ready(self->ways[s]);
     void *into = *np == 3 ? s_pull_place(self, s, &parts[0], zmq_msg_size(&parts[2])) : NULL;
     size_t into_len = into ? zmq_msg_size(&parts[2]) : 0;
-    if (zt_stream_recv_into(self->streams[s], parts, np, into, into_len) != ZT_OK) {
+    if (zt_bulk_open(self->ways[s], parts, np, into, into_len) != ZT_OK) {
         if (self->seal_drops++ % 100 == 0)
             zt_warn("parameter server %d (%s): a reply that is not sealed under this job's keys was dropped (%llu "
                     "so far)", s, self->addrs[s], (unsigned long long) self->seal_drops);
         return false;
     }
-    if (!was && zt_stream_ready(self->streams[s]))
+    if (!was && zt_bulk_ready(self->ways[s]))
         for (int i = 0; i < self->nops; i++)
             if (self->ops[i].server == s)
                 s_send(self, &self->ops[i]);
@@ -562,7 +527,7 @@ int zt_ps_wait(zt_ps_client_t *self, int timeout_ms)
     zmq_pollitem_t items[64];
     int n = self->nservers < 64 ? self->nservers : 64;
     for (int s = 0; s < n; s++)
-        items[s] = zt_stream_client_item(self->socks[s], self->rz[s]);
+        items[s] = zt_bulk_item(self->ways[s]);
     while (self->nops > 0 || atomic_load(&self->lent) > 0) {
         for (int i = 0; i < self->nops; i++)
             if (self->ops[i].req == -2) {
@@ -591,7 +556,7 @@ int zt_ps_wait(zt_ps_client_t *self, int timeout_ms)
             continue;
         }
         for (int s = 0; s < self->nservers; s++) /* write what waits, reconnect, poll for room */
-            zt_stream_tend(self->streams[s], s < n ? &items[s] : NULL);
+            zt_bulk_tend(self->ways[s], s < n ? &items[s] : NULL);
         int rc = zt_spin_poll(&self->spin, items, n, 50);
         if (rc < 0)
             continue;
@@ -600,10 +565,10 @@ int zt_ps_wait(zt_ps_client_t *self, int timeout_ms)
                 continue;
             for (int k = 0; k < 1024; k++) {
                 zmq_msg_t parts[8];
-                int np = zt_stream_client_recv(self->socks[s], self->rz[s], parts, 8);
+                int np = zt_bulk_recv(self->ways[s], parts, 8);
                 if (np == 0)
                     break;
-                if (self->streams[s] && !s_unseal(self, s, parts, &np))
+                if (zt_bulk_sealed(self->ways[s]) && !s_unseal(self, s, parts, &np))
                     continue;
                 s_on_reply(self, s, parts, np);
                 zt_msg_close_parts(parts, np);
@@ -611,11 +576,11 @@ int zt_ps_wait(zt_ps_client_t *self, int timeout_ms)
         }
         now = zt_now_ms();
         for (int s = 0; s < self->nservers; s++) /* an opening lost: its ops go once it is open */
-            zt_stream_reopen_stale(self->streams[s], ZT_PS_RESEND_MS);
+            zt_bulk_revive(self->ways[s], ZT_PS_RESEND_MS, 0);
         for (int i = 0; i < self->nops; i++)
             if (self->ops[i].req > 0 && now - self->ops[i].sent_ms > ZT_PS_RESEND_MS) {
                 /* a server that restarted drops what it holds no stream of: silent, it gets a new opening */
-                zt_stream_reopen_unheard(self->streams[self->ops[i].server], 3 * ZT_PS_RESEND_MS);
+                zt_bulk_revive(self->ways[self->ops[i].server], 0, 3 * ZT_PS_RESEND_MS);
                 zt_debug("re-sending a request to parameter server %d", self->ops[i].server);
                 s_send(self, &self->ops[i]);
             }

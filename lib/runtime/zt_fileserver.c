@@ -1,7 +1,7 @@
 #include "runtime/zt_fileserver.h"
 #include "runtime/zt_process.h"
 #include "wire/zt_msg.h"
-#include "wire/zt_stream.h"
+#include "wire/zt_bulk.h"
 #include "wire/zt_transport.h"
 #include "base/zt_util.h"
 #include "ztrain/zt_error.h"
@@ -115,23 +115,18 @@ int64_t zt_fileserver_answer(zt_fileserver_t *self, const void *body, size_t len
 
 /* One request: [id][header] (opened when it came sealed), answered with
  * FILE_DATA and the bytes, sealed on the stream it came on. */
-static void s_serve(zt_fileserver_t *self, void *router, zt_streams_t *streams, zt_refusals_t *refused, char *buf)
+static void s_serve(zt_fileserver_t *self, zt_bulk_server_t *srv, zt_refusals_t *refused, char *buf)
 {
     zmq_msg_t parts[4]; /* id, header, seal, payload */
-    int n = zt_msg_recv_parts(router, parts, 4);
-    if (n == 0 || !zt_process_unseal(streams, parts, &n, refused, NULL))
+    int n = zt_bulk_server_recv(srv, parts, 4);
+    if (n == ZT_EPROTO)
+        zt_process_refused(refused, NULL, "seal_refused", ZT_PROCESS_UNSEALED);
+    if (n <= 0)
         return; /* nothing, a stream's opening answered, or dropped (counted) */
     zt_msg_t r;
     int64_t got = n >= 2 ? zt_fileserver_answer(self, zmq_msg_data(&parts[1]), zmq_msg_size(&parts[1]), &r, buf) : -1;
-    zt_stream_t *to = streams && got >= 0 ? zt_streams_find(streams, &parts[0]) : NULL;
-    if (to)
-        zt_streams_send(streams, to, &r, buf, (size_t) got);
-    else if (got >= 0) { /* this host's ipc peer, or a job that does not seal */
-        zmq_msg_t data;
-        zmq_msg_init_size(&data, (size_t) got);
-        memcpy(zmq_msg_data(&data), buf, (size_t) got);
-        zt_msg_send_routed(router, &parts[0], &r, &data, 1);
-    }
+    if (got >= 0) /* sealed to another host's client, else a copy (buf is reused) */
+        zt_bulk_reply(srv, &parts[0], &r, buf, (size_t) got, NULL);
     zt_msg_close_parts(parts, n);
 }
 
@@ -142,9 +137,8 @@ static void s_actor(zsock_t *pipe, void *arg)
 {
     zt_fileserver_t *self = arg;
     int port = -1;
-    zt_streams_t *streams;
-    zsock_t *router = zt_stream_router(ZT_PLANE_CONTROL, self->endpoint, &port, &streams);
-    int ok = router != NULL;
+    zt_bulk_server_t *srv = zt_bulk_bind(ZT_PLANE_CONTROL, self->endpoint, &port);
+    int ok = srv != NULL;
     if (ok) {
         snprintf(self->bound, sizeof self->bound, "%s", self->endpoint);
         char *star = strrchr(self->bound, '*');
@@ -154,7 +148,7 @@ static void s_actor(zsock_t *pipe, void *arg)
     zsock_signal(pipe, 0);
     if (!ok)
         zt_warn("file server cannot bind %s", self->endpoint);
-    zpoller_t *poller = zpoller_new(pipe, ok ? router : NULL, NULL);
+    zpoller_t *poller = zpoller_new(pipe, ok ? zt_bulk_server_socket(srv) : NULL, NULL);
     zpoller_set_nonstop(poller, true);
     char *buf = malloc(CHUNK);
     zt_refusals_t refused = { 0 };
@@ -162,12 +156,11 @@ static void s_actor(zsock_t *pipe, void *arg)
         void *which = zpoller_wait(poller, -1);
         if (which == pipe || !which)
             break;
-        s_serve(self, zsock_resolve(router), streams, &refused, buf);
+        s_serve(self, srv, &refused, buf);
     }
     free(buf);
     zpoller_destroy(&poller);
-    zt_streams_destroy(&streams);
-    zt_sock_destroy(&router);
+    zt_bulk_server_destroy(&srv);
 }
 
 zt_fileserver_t *zt_fileserver_new(const char *endpoint, const char *const (*roots)[2], int n)
@@ -207,17 +200,16 @@ void zt_fileserver_destroy(zt_fileserver_t **self_p)
 /* The answer to request req within timeout_ms: parts [header][payload?]
  * (*np of them, opened when sealed), its header in *r; late answers to
  * earlier requests and what does not open are skipped. */
-static int s_answer(zsock_t *dealer, zt_stream_t *st, int64_t req, int timeout_ms, zmq_msg_t *parts, int *np,
-                    zt_msg_t *r)
+static int s_answer(zt_bulk_t *way, int64_t req, int timeout_ms, zmq_msg_t *parts, int *np, zt_msg_t *r)
 {
     int64_t deadline = zt_now_ms() + timeout_ms;
-    zmq_pollitem_t it = { zsock_resolve(dealer), 0, ZMQ_POLLIN, 0 };
+    zmq_pollitem_t it = zt_bulk_item(way);
     for (;;) {
         int64_t left = deadline - zt_now_ms();
         if (left <= 0 || zmq_poll(&it, 1, (long) left) <= 0)
             return ZT_ETIMEDOUT;
-        *np = zt_msg_recv_parts(zsock_resolve(dealer), parts, 3); /* header, seal, payload */
-        if (*np > 0 && st && zt_stream_recv(st, parts, np) != ZT_OK)
+        *np = zt_bulk_recv(way, parts, 3); /* header, seal, payload */
+        if (zt_bulk_open(way, parts, np, NULL, 0) != ZT_OK)
             continue; /* dropped (counted) */
         if (*np > 0 && zt_msg_decode(zmq_msg_data(&parts[0]), zmq_msg_size(&parts[0]), r, NULL) == ZT_OK &&
             r->type == ZT_MSG_FILE_DATA && r->u.FILE_DATA.req == req)
@@ -226,12 +218,11 @@ static int s_answer(zsock_t *dealer, zt_stream_t *st, int64_t req, int timeout_m
     }
 }
 
-int zt_file_fetch(zsock_t *dealer, zt_stream_t *st, const char *remote, const char *local, int timeout_ms,
-                  char *err, size_t errlen)
+int zt_file_fetch(zt_bulk_t *way, const char *remote, const char *local, int timeout_ms, char *err, size_t errlen)
 {
     char *data = NULL;
     int64_t size = -1, got = 0, req = 0;
-    int rc = st ? zt_stream_wait_ready(st, timeout_ms) : ZT_OK;
+    int rc = zt_bulk_wait_ready(way, timeout_ms);
     if (rc != ZT_OK)
         snprintf(err, errlen, "%s: the file server did not open a sealed stream within %d ms", remote, timeout_ms);
     while (rc == ZT_OK && (size < 0 || got < size)) {
@@ -241,7 +232,7 @@ int zt_file_fetch(zsock_t *dealer, zt_stream_t *st, const char *remote, const ch
         m.u.FILE_GET.offset = got;
         m.u.FILE_GET.length = CHUNK;
         /* ZMQ_IMMEDIATE: an error when no server is there to take it */
-        if (st ? zt_stream_send(st, &m, NULL, 0) != ZT_OK : zt_msg_send(dealer, NULL, &m) != 0) {
+        if (zt_bulk_send(way, &m, NULL, 0, NULL) != ZT_OK) {
             snprintf(err, errlen, "%s: the file server is not there (its replica ended?)", remote);
             rc = ZT_EIO;
             break;
@@ -249,7 +240,7 @@ int zt_file_fetch(zsock_t *dealer, zt_stream_t *st, const char *remote, const ch
         zmq_msg_t parts[3];
         int np = 0;
         zt_msg_t r;
-        if (s_answer(dealer, st, req, timeout_ms, parts, &np, &r) != ZT_OK) {
+        if (s_answer(way, req, timeout_ms, parts, &np, &r) != ZT_OK) {
             snprintf(err, errlen, "%s: no answer within %d ms", remote, timeout_ms);
             rc = ZT_ETIMEDOUT;
             break;

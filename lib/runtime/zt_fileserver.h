@@ -10,7 +10,7 @@
 #ifndef ZT_FILESERVER_H
 #define ZT_FILESERVER_H
 #include "wire/zt_msg.h"
-#include "wire/zt_stream.h"
+#include "wire/zt_bulk.h"
 #include <czmq.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -31,10 +31,9 @@ int64_t zt_fileserver_answer(zt_fileserver_t *self, const void *body, size_t len
 #define ZT_FILESERVER_CHUNK (1 << 20)
 
 /* Fetches a whole file from a server into local path (written atomically),
- * through dealer, on st when the server is another host's in a job that
- * seals its bulk data (a stream zt_stream_connect made on dealer; waited
- * for here until open), else NULL. 0 or a ZT_E* code; err says why. */
-int zt_file_fetch(zsock_t *dealer, zt_stream_t *st, const char *remote, const char *local, int timeout_ms,
-                  char *err, size_t errlen);
+ * on way (zt_bulk_connect of the control plane, not direct; a sealed way is
+ * waited for here until open). 0 or a ZT_E* code; err says why. */
+int zt_file_fetch(zt_bulk_t *way, const char *remote, const char *local, int timeout_ms, char *err,
+                  size_t errlen);
 
 #endif

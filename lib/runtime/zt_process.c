@@ -60,15 +60,3 @@ int zt_process_exit(zt_replica_t *rep, int rc)
     return zt_exit_status(rc);
 }
 
-bool zt_process_unseal(zt_streams_t *streams, zmq_msg_t *parts, int *n, zt_refusals_t *r, zt_replica_t *rep)
-{
-    if (!streams || (*n >= 2 && zt_frame_over_ipc(&parts[1])))
-        return true;
-    zt_stream_t *from;
-    if (zt_streams_recv(streams, parts, n, &from) != ZT_OK) {
-        zt_process_refused(r, rep, "seal_refused", "a message over TCP that is not sealed under this job's keys (not "
-                           "yet opened after a restart, or altered, replayed or forged)");
-        return false;
-    }
-    return *n > 0;
-}

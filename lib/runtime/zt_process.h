@@ -5,7 +5,7 @@
 #define ZT_PROCESS_H
 #include <stdbool.h>
 #include "base/zt_refusals.h"
-#include "wire/zt_stream.h"
+#include "wire/zt_bulk.h"
 #include "ztrain/zt_replica.h"
 
 /* zt_private_files, zt_log_init, and the replica's name (workerpoolN-I)
@@ -22,13 +22,11 @@ void zt_process_refused(zt_refusals_t *r, zt_replica_t *rep, const char *metric,
 /* Reports a total not reported yet, once a second has passed: servers call
  * it from their loops, so the last of a burst reaches job.json too. */
 void zt_process_refusals_flush(zt_refusals_t *r, zt_replica_t *rep, const char *metric);
-/* A bulk server's received message ([identity][header]...): a TCP
- * client's opened in place (its seal dropped) or its stream's opening
- * answered, through streams; a peer's on this host (ipc), or any when the
- * server has no streams (NULL), left as it is. false when there is nothing
- * to handle (an opening) or it was refused: counted as `seal_refused` in r
- * (not sealed under this job's keys), the parts closed. */
-bool zt_process_unseal(zt_streams_t *streams, zmq_msg_t *parts, int *n, zt_refusals_t *r, zt_replica_t *rep);
+/* What a bulk server refused (zt_bulk_server_recv's ZT_EPROTO), counted as
+ * `seal_refused`. */
+#define ZT_PROCESS_UNSEALED                                                                                \
+    "a message over TCP that is not sealed under this job's keys (not yet opened after a restart, or "   \
+    "altered, replayed or forged)"
 /* True on SIGINT/SIGTERM or when the coordinator asked the replica to stop
  * (the argument, unused, is the loop's context). */
 bool zt_process_stop_requested(void *replica);

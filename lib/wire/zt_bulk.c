@@ -4,6 +4,7 @@
 #include "base/zt_util.h"
 #include "ztrain/zt_error.h"
 #include "ztrain/zt_log.h"
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -53,7 +54,6 @@ void zt_bulk_destroy(zt_bulk_t **self_p, int linger_ms)
 }
 
 bool zt_bulk_sealed(const zt_bulk_t *self) { return self && self->st; }
-zt_stream_t *zt_bulk_stream(zt_bulk_t *self) { return self ? self->st : NULL; }
 bool zt_bulk_ready(const zt_bulk_t *self) { return self && (!self->st || zt_stream_ready(self->st)); }
 bool zt_bulk_unconnected(const zt_bulk_t *self) { return self && self->zmtp && !zt_zmtp_connected(self->zmtp); }
 uint64_t zt_bulk_drops(const zt_bulk_t *self) { return self ? self->drops : 0; }
@@ -67,8 +67,15 @@ void zt_bulk_revive(zt_bulk_t *self, int stale_ms, int unheard_ms)
 {
     if (!self || !self->st)
         return;
-    zt_stream_reopen_stale(self->st, stale_ms);
-    zt_stream_reopen_unheard(self->st, unheard_ms);
+    if (stale_ms > 0)
+        zt_stream_reopen_stale(self->st, stale_ms);
+    if (unheard_ms > 0)
+        zt_stream_reopen_unheard(self->st, unheard_ms);
+}
+
+int zt_bulk_wait_ready(zt_bulk_t *self, int timeout_ms)
+{
+    return self->st ? zt_stream_wait_ready(self->st, timeout_ms) : ZT_OK;
 }
 
 zmq_pollitem_t zt_bulk_item(zt_bulk_t *self) { return zt_stream_client_item(self->sock, self->zmtp); }
@@ -229,3 +236,121 @@ int zt_bulk_reply_shared(zt_bulk_server_t *self, zmq_msg_t *id, const zt_msg_t *
 }
 
 void zt_bulk_shared_close(zt_bulk_shared_t *shared) { zt_stream_shared_close(&shared->sh); }
+
+/* ------------------------------------------------------------ selftest */
+
+/* The next message for the caller within 2 s: its parts' count. */
+static int s_test_server_take(zt_bulk_server_t *srv, zmq_msg_t *parts)
+{
+    for (int64_t end = zt_now_ms() + 2000; zt_now_ms() < end;) {
+        zmq_pollitem_t it = { zt_bulk_server_socket(srv), 0, ZMQ_POLLIN, 0 };
+        zmq_poll(&it, 1, 100);
+        int n = zt_bulk_server_recv(srv, parts, 8);
+        if (n > 0)
+            return n;
+    }
+    return 0;
+}
+
+static int s_test_client_take(zt_bulk_t *c, zmq_msg_t *parts)
+{
+    for (int64_t end = zt_now_ms() + 2000; zt_now_ms() < end;) {
+        zmq_pollitem_t it = zt_bulk_item(c);
+        zmq_poll(&it, 1, 100);
+        int n = zt_bulk_recv(c, parts, 8);
+        if (n > 0 && zt_bulk_open(c, parts, &n, NULL, 0) == ZT_OK && n > 0)
+            return n;
+    }
+    return 0;
+}
+
+static bool s_test_is(zmq_msg_t *h, zt_msg_type_t type, int64_t count)
+{
+    zt_msg_t m;
+    return zt_msg_decode(zmq_msg_data(h), zmq_msg_size(h), &m, NULL) == ZT_OK && m.type == type &&
+           m.u.AR_PIECE.count == count;
+}
+
+/* A job that does not seal (no credentials here): plain both ways, a lent
+ * payload counted until ZeroMQ lets it go, a copied one free to change at
+ * once, replies of each kind. The sealed ways are the integration tests'
+ * (a job's credentials). */
+void zt_bulk_selftest(void)
+{
+    int port = 0;
+    zt_bulk_server_t *srv = zt_bulk_bind(ZT_PLANE_DATA, "tcp://127.0.0.1:*", &port);
+    assert(srv && port > 0 && !zt_bulk_server_seals(srv));
+    zmq_msg_t parts[8];
+    assert(zt_bulk_server_recv(srv, parts, 8) == ZT_ETIMEDOUT); /* none waits */
+    char ep[64];
+    snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", port);
+    zt_bulk_t *c = zt_bulk_connect(ZT_PLANE_DATA, ep, true);
+    assert(c && !zt_bulk_sealed(c) && zt_bulk_ready(c) && !zt_bulk_unconnected(c) && zt_bulk_writable(c));
+    assert(zt_bulk_wait_ready(c, 0) == ZT_OK);
+    size_t n = (size_t) 1 << 20;
+    uint8_t *x = malloc(n), *orig = malloc(n);
+    for (size_t i = 0; i < n; i++)
+        x[i] = orig[i] = (uint8_t) (i * 31 + 7);
+    atomic_int lent = 0;
+    zt_msg_t m = { .type = ZT_MSG_AR_PIECE };
+    m.u.AR_PIECE.count = (int64_t) n;
+    assert(zt_bulk_send(c, &m, x, n, &lent) == ZT_OK);
+    m.u.AR_PIECE.count = 16;
+    assert(zt_bulk_send(c, &m, x, 16, NULL) == ZT_OK && atomic_load(&lent) <= 1);
+    m.u.AR_PIECE.count = 0;
+    assert(zt_bulk_send(c, &m, NULL, 0, &lent) == ZT_OK); /* a header alone */
+    int k = s_test_server_take(srv, parts);
+    assert(k == 3 && s_test_is(&parts[1], ZT_MSG_AR_PIECE, (int64_t) n) && zmq_msg_size(&parts[2]) == n &&
+           !memcmp(zmq_msg_data(&parts[2]), orig, n));
+    zmq_msg_t id;
+    zmq_msg_init(&id);
+    zmq_msg_copy(&id, &parts[0]);
+    zt_msg_close_parts(parts, k);
+    for (int64_t end = zt_now_ms() + 2000; atomic_load(&lent) > 0 && zt_now_ms() < end;)
+        zclock_sleep(1);
+    assert(atomic_load(&lent) == 0); /* given back once sent */
+    k = s_test_server_take(srv, parts);
+    assert(k == 3 && s_test_is(&parts[1], ZT_MSG_AR_PIECE, 16) && zmq_msg_size(&parts[2]) == 16);
+    zt_msg_close_parts(parts, k);
+    k = s_test_server_take(srv, parts);
+    assert(k == 2 && s_test_is(&parts[1], ZT_MSG_AR_PIECE, 0));
+    zt_msg_close_parts(parts, k);
+    assert(!zt_bulk_server_sealed_to(srv, &id));
+
+    /* replies: copied (the bytes change at once), frames, shared */
+    m.u.AR_PIECE.count = 64;
+    assert(zt_bulk_reply(srv, &id, &m, x, 64, NULL) == ZT_OK);
+    memset(x, 0, 64);
+    zmq_msg_t fr[2];
+    zmq_msg_init_size(&fr[0], 3);
+    memcpy(zmq_msg_data(&fr[0]), "abc", 3);
+    zmq_msg_init_size(&fr[1], 5);
+    memcpy(zmq_msg_data(&fr[1]), "defgh", 5);
+    m.u.AR_PIECE.count = 2;
+    assert(zt_bulk_reply_frames(srv, &id, &m, fr, 2) == ZT_OK);
+    zt_bulk_shared_t sh = { 0 };
+    m.u.AR_PIECE.count = 32;
+    assert(zt_bulk_reply_shared(srv, &id, &m, orig, 32, &lent, &sh) == ZT_OK);
+    zt_bulk_shared_close(&sh);
+    k = s_test_client_take(c, parts);
+    assert(k == 2 && s_test_is(&parts[0], ZT_MSG_AR_PIECE, 64) && zmq_msg_size(&parts[1]) == 64 &&
+           !memcmp(zmq_msg_data(&parts[1]), orig, 64));
+    zt_msg_close_parts(parts, k);
+    k = s_test_client_take(c, parts);
+    assert(k == 3 && s_test_is(&parts[0], ZT_MSG_AR_PIECE, 2) && zmq_msg_size(&parts[1]) == 3 &&
+           !memcmp(zmq_msg_data(&parts[2]), "defgh", 5));
+    zt_msg_close_parts(parts, k);
+    k = s_test_client_take(c, parts);
+    assert(k == 2 && s_test_is(&parts[0], ZT_MSG_AR_PIECE, 32) && !memcmp(zmq_msg_data(&parts[1]), orig, 32));
+    zt_msg_close_parts(parts, k);
+    for (int64_t end = zt_now_ms() + 2000; atomic_load(&lent) > 0 && zt_now_ms() < end;)
+        zclock_sleep(1);
+    assert(atomic_load(&lent) == 0 && zt_bulk_drops(c) == 0);
+    zmq_msg_close(&id);
+    zt_bulk_flush(c);
+    zt_bulk_destroy(&c, 0);
+    zt_bulk_server_destroy(&srv);
+    assert(!c && !srv);
+    free(x);
+    free(orig);
+}

@@ -50,9 +50,6 @@ void zt_bulk_destroy(zt_bulk_t **self_p, int linger_ms);
 
 /* Whether the bytes go sealed (a peer on another host, a sealing job). */
 bool zt_bulk_sealed(const zt_bulk_t *self);
-/* The sealed stream (NULL: plain), for its opening rules (zt_stream_ready,
- * zt_stream_reopen_stale, zt_stream_reopen_unheard, zt_stream_wait_ready). */
-zt_stream_t *zt_bulk_stream(zt_bulk_t *self);
 /* Whether messages can be sent: plain at once, sealed once the keys are
  * agreed. */
 bool zt_bulk_ready(const zt_bulk_t *self);
@@ -65,9 +62,13 @@ bool zt_bulk_unconnected(const zt_bulk_t *self);
 /* For a client waiting on its server: a sealed way opens again when its
  * opening went unanswered for stale_ms, or when it is open but nothing of
  * the server's has come for unheard_ms (a server that restarted is
- * silent: zt_stream_reopen_stale, zt_stream_reopen_unheard). Nothing on a
- * plain way. */
+ * silent: zt_stream_reopen_stale, zt_stream_reopen_unheard); 0: that rule
+ * is not applied. Nothing on a plain way. */
 void zt_bulk_revive(zt_bulk_t *self, int stale_ms, int unheard_ms);
+/* For a client with nothing else to serve meanwhile: until a sealed way's
+ * keys are agreed (opening again every second while unanswered), ZT_OK or
+ * ZT_ETIMEDOUT; a plain way at once. */
+int zt_bulk_wait_ready(zt_bulk_t *self, int timeout_ms);
 
 /* What to poll for messages of the server. */
 zmq_pollitem_t zt_bulk_item(zt_bulk_t *self);

@@ -9,6 +9,7 @@
 #include "wire/zt_transport.h"
 #include "wire/zt_auth.h"
 #include "wire/zt_seal.h"
+#include "wire/zt_bulk.h"
 #include "wire/zt_stream.h"
 #include "wire/zt_zmtp.h"
 #include "base/zt_copy.h"
@@ -147,6 +148,7 @@ static const struct {
     TEST_ENTRY("ar_reducers", zt_suite_ar_reducers)
     TEST_ENTRY("collective", zt_suite_collective)
     TEST_ENTRY("seal", zt_seal_selftest)
+    TEST_ENTRY("bulk", zt_bulk_selftest)
     TEST_ENTRY("stream", zt_stream_selftest)
     TEST_ENTRY("zmtp", zt_zmtp_selftest)
     TEST_ENTRY("auth", zt_auth_selftest) /* last: it leaves this process's sockets CURVE sockets */
