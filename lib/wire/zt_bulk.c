@@ -3,6 +3,7 @@
 #include "wire/zt_bufpool.h"
 #include "base/zt_util.h"
 #include "ztrain/zt_error.h"
+#include "ztrain/zt_knobs.h"
 #include "ztrain/zt_log.h"
 #include <assert.h>
 #include <stdlib.h>
@@ -29,12 +30,23 @@ zt_bulk_t *zt_bulk_connect(zt_plane_t plane, const char *endpoint, bool direct)
     zt_bulk_t *self = calloc(1, sizeof *self);
     if (!self)
         return NULL;
-    int rc = direct ? zt_stream_client(plane, endpoint, &self->sock, &self->zmtp, &self->st)
-                    : ((self->sock = zt_stream_dealer(plane, endpoint, &self->st)) ? ZT_OK : ZT_EIO);
-    if (rc != ZT_OK) {
-        free(self);
-        return NULL;
+    zt_stream_cfg_t cfg;
+    /* a sealing job's sockets are bulk ones (no CURVE); a peer on this host
+     * comes over the ipc twin, in the clear */
+    bool sealing = zt_stream_cfg_load(&cfg), seal = sealing && !zt_data_is_local(endpoint);
+    if (seal && direct && !strcmp(zt_knob_str(ZT_KNOB_BULK_DIRECT), "on")) {
+        /* no ZeroMQ I/O thread between this thread and the kernel (zt_zmtp.h) */
+        if ((self->zmtp = zt_zmtp_new(endpoint)) && !(self->st = zt_stream_connect_zmtp(&cfg, self->zmtp, endpoint)))
+            zt_zmtp_destroy(&self->zmtp);
+        if (self->zmtp)
+            zt_data_say_route(ZT_PLANE_BULK, endpoint, ", on this thread (ZT_BULK_DIRECT)");
     }
+    else if ((self->sock = zt_sock_dealer(sealing ? ZT_PLANE_BULK : plane, endpoint)) && seal &&
+             !(self->st = zt_stream_connect(&cfg, zsock_resolve(self->sock))))
+        zt_sock_destroy(&self->sock); /* a sealing job's bytes to another host go sealed or not at all */
+    memset(cfg.secret, 0, sizeof cfg.secret);
+    if (!self->sock && !self->zmtp)
+        zt_bulk_destroy(&self, 0);
     return self;
 }
 
@@ -78,7 +90,12 @@ int zt_bulk_wait_ready(zt_bulk_t *self, int timeout_ms)
     return self->st ? zt_stream_wait_ready(self->st, timeout_ms) : ZT_OK;
 }
 
-zmq_pollitem_t zt_bulk_item(zt_bulk_t *self) { return zt_stream_client_item(self->sock, self->zmtp); }
+zmq_pollitem_t zt_bulk_item(zt_bulk_t *self)
+{
+    if (self->zmtp)
+        return (zmq_pollitem_t) { NULL, zt_zmtp_poll_fd(self->zmtp), zt_zmtp_events(self->zmtp), 0 };
+    return (zmq_pollitem_t) { zsock_resolve(self->sock), 0, ZMQ_POLLIN, 0 };
+}
 
 void zt_bulk_tend(zt_bulk_t *self, zmq_pollitem_t *item)
 {
@@ -134,7 +151,7 @@ int zt_bulk_send(zt_bulk_t *self, const zt_msg_t *m, const void *payload, size_t
 
 int zt_bulk_recv(zt_bulk_t *self, zmq_msg_t *parts, int max)
 {
-    return zt_stream_client_recv(self->sock, self->zmtp, parts, max);
+    return self->zmtp ? zt_zmtp_recv(self->zmtp, parts, max) : zt_msg_recv_parts(zsock_resolve(self->sock), parts, max);
 }
 
 int zt_bulk_open(zt_bulk_t *self, zmq_msg_t *parts, int *np, void *into, size_t into_len)

@@ -149,18 +149,6 @@ void zt_stream_tend(zt_stream_t *self, zmq_pollitem_t *item)
     }
 }
 
-zmq_pollitem_t zt_stream_client_item(zsock_t *sock, zt_zmtp_t *zmtp)
-{
-    if (zmtp)
-        return (zmq_pollitem_t) { NULL, zt_zmtp_poll_fd(zmtp), zt_zmtp_events(zmtp), 0 };
-    return (zmq_pollitem_t) { zsock_resolve(sock), 0, ZMQ_POLLIN, 0 };
-}
-
-int zt_stream_client_recv(zsock_t *sock, zt_zmtp_t *zmtp, zmq_msg_t *parts, int max)
-{
-    return zmtp ? zt_zmtp_recv(zmtp, parts, max) : zt_msg_recv_parts(zsock_resolve(sock), parts, max);
-}
-
 /* The same message on a ZMTP end: each payload sealed into the stream's
  * staging buffer, then every frame written at once. */
 static int s_send_sealed_zmtp(zt_stream_t *s, const uint8_t *hdr, size_t hlen, const void *const *payloads,
@@ -372,49 +360,6 @@ int zt_stream_wait_ready(zt_stream_t *self, int timeout_ms)
             zt_msg_close_parts(parts, np); /* only the opening's answer is expected */
     }
     return ZT_OK;
-}
-
-zsock_t *zt_stream_dealer(zt_plane_t plane, const char *endpoint, zt_stream_t **st)
-{
-    zt_stream_cfg_t cfg;
-    bool seal = zt_stream_cfg_load(&cfg);
-    zsock_t *d = zt_sock_dealer(seal ? ZT_PLANE_BULK : plane, endpoint);
-    *st = d && seal && !zt_data_is_local(endpoint) ? zt_stream_connect(&cfg, zsock_resolve(d)) : NULL;
-    memset(cfg.secret, 0, sizeof cfg.secret);
-    if (d && seal && !zt_data_is_local(endpoint) && !*st)
-        zt_sock_destroy(&d);
-    return d;
-}
-
-int zt_stream_client(zt_plane_t plane, const char *endpoint, zsock_t **sock, zt_zmtp_t **zmtp, zt_stream_t **st)
-{
-    *sock = NULL;
-    *zmtp = NULL;
-    *st = NULL;
-    zt_stream_cfg_t cfg;
-    bool direct = zt_stream_cfg_load(&cfg) && !zt_data_is_local(endpoint) &&
-                  !strcmp(zt_knob_str(ZT_KNOB_BULK_DIRECT), "on");
-    if (direct) { /* no ZeroMQ I/O thread between this thread and the kernel (zt_zmtp.h) */
-        *zmtp = zt_zmtp_new(endpoint);
-        if (*zmtp && !(*st = zt_stream_connect_zmtp(&cfg, *zmtp, endpoint)))
-            zt_zmtp_destroy(zmtp);
-        if (*zmtp)
-            zt_data_say_route(ZT_PLANE_BULK, endpoint, ", on this thread (ZT_BULK_DIRECT)");
-    }
-    memset(cfg.secret, 0, sizeof cfg.secret);
-    if (!direct)
-        *sock = zt_stream_dealer(plane, endpoint, st);
-    return *sock || *zmtp ? ZT_OK : ZT_EIO;
-}
-
-zsock_t *zt_stream_router(zt_plane_t plane, const char *endpoint, int *port_p, zt_streams_t **streams)
-{
-    zt_stream_cfg_t cfg;
-    bool seal = zt_stream_cfg_load(&cfg);
-    zsock_t *r = zt_sock_router(seal ? ZT_PLANE_BULK : plane, endpoint, port_p);
-    *streams = r && seal ? zt_streams_new(&cfg, zsock_resolve(r)) : NULL;
-    memset(cfg.secret, 0, sizeof cfg.secret);
-    return r;
 }
 
 zt_stream_t *zt_stream_connect(const zt_stream_cfg_t *cfg, void *dealer)

@@ -169,25 +169,6 @@ const zt_stream_drops_t *zt_streams_drops(const zt_streams_t *self);
 /* Streams held (clients connected and opened, confirmed or not). */
 int zt_streams_count(const zt_streams_t *self);
 
-/* Sockets as a sealing job has them: in a job that seals its bulk data
- * (zt_stream_cfg_load), a bulk socket (no CURVE), else one of plane.
- * zt_stream_dealer also makes *st, a stream on it, when the server is on
- * another host (not reached over this host's ipc twin), else NULL; NULL
- * when it cannot. zt_stream_router makes *streams for a sealing job's
- * TCP clients, else NULL. */
-zsock_t *zt_stream_dealer(zt_plane_t plane, const char *endpoint, zt_stream_t **st);
-zsock_t *zt_stream_router(zt_plane_t plane, const char *endpoint, int *port_p, zt_streams_t **streams);
-/* A client's way to a server as a sealing job has it: zt_stream_dealer's
- * (*sock, and *st when sealed), or, for a sealed stream to another host
- * with ZT_BULK_DIRECT on, a ZMTP end of the caller's thread (*zmtp and
- * *st; *sock NULL): the caller polls zt_zmtp_poll_fd, receives with
- * zt_zmtp_recv and calls zt_stream_tend each turn of its wait. ZT_OK, or
- * ZT_EIO when neither could be made. */
-int zt_stream_client(zt_plane_t plane, const char *endpoint, zsock_t **sock, zt_zmtp_t **zmtp, zt_stream_t **st);
-/* What to poll for such a way (its DEALER, or its ZMTP end), and one
- * message of it in parts (at most max; 0 when none waits). */
-zmq_pollitem_t zt_stream_client_item(zsock_t *sock, zt_zmtp_t *zmtp);
-int zt_stream_client_recv(zsock_t *sock, zt_zmtp_t *zmtp, zmq_msg_t *parts, int max);
 
 void zt_stream_selftest(void);
 
