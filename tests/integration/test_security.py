@@ -504,7 +504,8 @@ class SealedBulkTampering(unittest.TestCase):
         self.assertGreaterEqual(j["metrics"]["workerpool2-0"]["seal_refused"]["value"], 7,
                                 [l for l in (job.out + job.err).splitlines() if "workerpool2-0" in l][-20:])
         self.assertNotIn("nonfinite_refused", j["metrics"]["workerpool2-0"])
-        self.assertEqual(sum(r["restarts"] for r in j["replicas"]), 0)
+        self.assertEqual(sum(r["restarts"] for r in j["replicas"]), 0,
+                         [l for l in (job.out + job.err).splitlines() if re.search(" [EW] |exit|restart", l)][-30:])
         self.assertRegex(job.out, r"workerpool1-0\[\d+\]: data plane to \S+: this host, over loopback tcp, sealed")
         self.assertRegex(job.out + job.err, r"workerpool1-0\[\d+\]: .*reducer 0 \(127\.0\.0\.1:%d\): a message that "
                                             r"is not sealed under this job's keys was dropped" % port)
