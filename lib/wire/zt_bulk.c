@@ -57,9 +57,11 @@ void zt_bulk_destroy(zt_bulk_t **self_p, int linger_ms)
     zt_bulk_t *self = *self_p;
     if (self->sock)
         zsock_set_linger(self->sock, linger_ms);
-    zt_stream_destroy(&self->st);
-    zt_zmtp_destroy(&self->zmtp);
+    /* the socket first: what it still holds is dropped (or sent), which
+     * gives the stream's and the way's pooled buffers back */
     zt_sock_destroy(&self->sock);
+    zt_zmtp_destroy(&self->zmtp);
+    zt_stream_destroy(&self->st);
     zt_bufpool_destroy(&self->pool);
     free(self);
     *self_p = NULL;
