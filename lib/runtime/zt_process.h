@@ -10,7 +10,9 @@
 
 /* zt_private_files, zt_log_init, and the replica's name (workerpoolN-I)
  * on every line when the coordinator started this process (ZT_POOL,
- * ZT_INDEX). */
+ * ZT_INDEX). A crash (SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT: the C
+ * library's abort on a corrupted heap too) then writes its stack to the
+ * log before the process dies of it. */
 void zt_process_log_init(const char *role, int index);
 /* Checks the knobs set in the environment; logs the first bad one and
  * returns false. Every role binary calls it before its work. */

@@ -211,10 +211,12 @@ class Supervision(unittest.TestCase):
             self.assertFalse(alive(r["pid"]) if r["pid"] else False)
 
     def test_kills_leave_nothing_behind(self):
-        """A parameter server and an evaluator killed with SIGKILL mid-job,
-        and a job.json.tmp.PID of a coordinator killed mid-write: after the
-        job, its folder holds no temporary file and no evaluator scratch
-        folder, and its ipc folder no socket file."""
+        """A parameter server killed with SIGKILL mid-job, an evaluator that
+        crashes (SIGSEGV), and a job.json.tmp.PID of a coordinator killed
+        mid-write: after the job, its folder holds no temporary file and no
+        evaluator scratch folder, and its ipc folder no socket file. The
+        crash wrote its stack to the evaluator's log and still died of its
+        signal."""
         ipc = os.path.join(self.d, "ipc")
         os.makedirs(self.job_dir, mode=0o700)
         dead = subprocess.Popen(["true"])
@@ -231,11 +233,15 @@ class Supervision(unittest.TestCase):
             return (load_job(self.job_dir) or {}).get("evaluations")
         wait_for(scored, timeout=120, what="an evaluation")
         j = load_job(self.job_dir)
-        for name in ("workerpool2-0", "workerpool3-0"):
-            os.kill(replica(j, name)["pid"], signal.SIGKILL)
+        os.kill(replica(j, "workerpool2-0")["pid"], signal.SIGKILL)
+        os.kill(replica(j, "workerpool3-0")["pid"], signal.SIGSEGV)
         self.assertEqual(job.wait(timeout=300), 0, job.err[-3000:])
         j = load_job(self.job_dir)
         self.assertEqual(replica(j, "workerpool3-0")["restarts"], 1)
+        with open(os.path.join(self.job_dir, "replica-logs", "workerpool3-0.log"), errors="replace") as f:
+            log = f.read()
+        self.assertRegex(log, r"=== crashed: signal 11; its stack:\n.*(ztrain-evaluator|libztrain)", log[-3000:])
+        self.assertIn("workerpool3-0 was killed by signal 11", log)
         left = [n for n in os.listdir(self.job_dir) if n.startswith("evaluator-") or ".tmp." in n]
         self.assertEqual(left, [])
         self.assertEqual(os.listdir(ipc), [])
