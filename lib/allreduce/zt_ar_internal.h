@@ -91,6 +91,11 @@ struct zt_allreduce_t {
     uint64_t seq;
     zt_ar_pending_t *pending;
     int npending;
+    struct {                    /* the ring block awaited now, when it may open where it goes */
+        int bucket, step;
+        int64_t lo, hi;
+        bool on;
+    } ring_land;
     zt_spin_t spin;             /* busy-poll budget while waiting for sums */
     bool averaging;             /* the wait in progress averages (every sum written on over workers) */
     int64_t rounds;             /* waits completed (zt_allreduce_generation) */

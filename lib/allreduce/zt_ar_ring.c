@@ -118,6 +118,26 @@ static void s_ring_out_service(zt_allreduce_t *self)
     }
 }
 
+/* Where a sealed ring block opens (zt_bulk_server_recv_into): straight into
+ * the bucket when it is the all-gather block awaited now (ring_land), whose
+ * place there is only a landing place, and none of the bucket's bytes is
+ * lent to a send still queued; else NULL, in its frame. */
+static void *s_ring_landing(void *arg, const void *hdr, size_t hlen, size_t bytes)
+{
+    zt_allreduce_t *self = arg;
+    zt_msg_t m;
+    if (!self->ring_land.on || zt_msg_decode(hdr, hlen, &m, NULL) != ZT_OK || m.type != ZT_MSG_AR_PIECE)
+        return NULL;
+    const zt_msg_AR_PIECE_t *p = &m.u.AR_PIECE;
+    zt_ar_state_t *k = &self->b[self->ring_land.bucket];
+    if (p->bucket != self->ring_land.bucket || p->gen != k->gen || p->step != self->ring_land.step ||
+        m.incarnation != self->group || p->offset < self->ring_land.lo || p->count <= 0 ||
+        p->count > self->ring_land.hi - p->offset || (size_t) p->count * k->es != bytes ||
+        atomic_load(&k->lent) > 0)
+        return NULL;
+    return k->buf + p->offset * (int64_t) k->es;
+}
+
 /* One message from the ring within timeout_ms, opened when it came sealed:
  * ZT_OK, ZT_ETIMEDOUT, or ZT_ESHUTDOWN as soon as the process is stopping.
  * A message that does not open is counted and dropped. */
@@ -138,7 +158,8 @@ static int s_ring_recv_msg(zt_allreduce_t *self, zt_msg_t *m, zmq_msg_t *payload
         if (items[1].revents & ZMQ_POLLIN)
             s_ring_out_service(self);
         zmq_msg_t parts[4]; /* identity, header, seal, payload */
-        int np = items[0].revents & ZMQ_POLLIN ? zt_bulk_server_recv(self->ring_in, parts, 4) : ZT_ETIMEDOUT;
+        int np = items[0].revents & ZMQ_POLLIN ? zt_bulk_server_recv_into(self->ring_in, parts, 4, s_ring_landing, self)
+                                               : ZT_ETIMEDOUT;
         if (np == ZT_EPROTO && self->seal_drops++ % 100 == 0)
             zt_warn("ring: a message that is not sealed under this job's keys was dropped (%llu so far)",
                     (unsigned long long) self->seal_drops);
@@ -157,8 +178,8 @@ static int s_ring_recv_msg(zt_allreduce_t *self, zt_msg_t *m, zmq_msg_t *payload
 }
 
 /* Receives chunk [lo, hi) of bucket bi for (gen, step); adds or copies it. */
-static int s_ring_take(zt_allreduce_t *self, int bi, int step, int64_t lo, int64_t hi, bool add,
-                       int timeout_ms)
+static int s_ring_take_blocks(zt_allreduce_t *self, int bi, int step, int64_t lo, int64_t hi, bool add,
+                              int timeout_ms)
 {
     zt_ar_state_t *k = &self->b[bi];
     int64_t need = hi - lo, got = 0;
@@ -214,12 +235,29 @@ static int s_ring_take(zt_allreduce_t *self, int bi, int step, int64_t lo, int64
         char *dst = k->buf + p->offset * (int64_t) k->es;
         if (add)
             zt_ar_add(dst, zmq_msg_data(&pm), p->count, self->layout.buckets[bi].dtype);
-        else if (p->count)
+        else if (p->count && zmq_msg_data(&pm) != dst) /* not opened there already (s_ring_landing) */
             memcpy(dst, zmq_msg_data(&pm), (size_t) p->count * k->es);
         got += p->count;
         zmq_msg_close(&pm);
     }
     return ZT_OK;
+}
+
+/* Chunk [lo, hi) of bucket bi for (gen, step): added (reduce-scatter) or,
+ * in the all-gather, sealed blocks opened straight into their place. */
+static int s_ring_take(zt_allreduce_t *self, int bi, int step, int64_t lo, int64_t hi, bool add,
+                       int timeout_ms)
+{
+    if (!add) {
+        self->ring_land.bucket = bi;
+        self->ring_land.step = step;
+        self->ring_land.lo = lo;
+        self->ring_land.hi = hi;
+        self->ring_land.on = true;
+    }
+    int rc = s_ring_take_blocks(self, bi, step, lo, hi, add, timeout_ms);
+    self->ring_land.on = false;
+    return rc;
 }
 
 static void s_ring_give(zt_allreduce_t *self, int bi, int step, int64_t lo, int64_t hi)

@@ -201,13 +201,22 @@ bool zt_bulk_server_seals(const zt_bulk_server_t *self) { return self->streams; 
 
 int zt_bulk_server_recv(zt_bulk_server_t *self, zmq_msg_t *parts, int max)
 {
+    return zt_bulk_server_recv_into(self, parts, max, NULL, NULL);
+}
+
+int zt_bulk_server_recv_into(zt_bulk_server_t *self, zmq_msg_t *parts, int max,
+                             void *(*where)(void *arg, const void *hdr, size_t hlen, size_t bytes), void *arg)
+{
     int n = zt_msg_recv_parts(zsock_resolve(self->router), parts, max);
     if (n == 0)
         return ZT_ETIMEDOUT;
     if (!self->streams || (n >= 2 && zt_frame_over_ipc(&parts[1])))
         return n; /* this host's peer, or a job that does not seal */
+    /* [id][header][seal][payload]: the header travels in the clear */
+    size_t bytes = n == 4 ? zmq_msg_size(&parts[3]) : 0;
+    void *into = where && n == 4 ? where(arg, zmq_msg_data(&parts[1]), zmq_msg_size(&parts[1]), bytes) : NULL;
     zt_stream_t *from;
-    return zt_streams_recv(self->streams, parts, &n, &from) == ZT_OK ? n : ZT_EPROTO;
+    return zt_streams_recv_into(self->streams, parts, &n, &from, into, into ? bytes : 0) == ZT_OK ? n : ZT_EPROTO;
 }
 
 bool zt_bulk_server_sealed_to(zt_bulk_server_t *self, zmq_msg_t *id)

@@ -122,6 +122,13 @@ bool zt_bulk_server_seals(const zt_bulk_server_t *self);
  * dropped (not sealed under this job's keys; parts closed, counted by the
  * caller); ZT_ETIMEDOUT when none waits. */
 int zt_bulk_server_recv(zt_bulk_server_t *self, zmq_msg_t *parts, int max);
+/* The same, but a sealed message of one payload is opened straight into
+ * the place where(arg, header, header's bytes, payload's bytes) names for
+ * it (NULL: in place; the payload part then points there). The caller
+ * names a place whose bytes it can lose: a frame that does not open may
+ * have written there. */
+int zt_bulk_server_recv_into(zt_bulk_server_t *self, zmq_msg_t *parts, int max,
+                             void *(*where)(void *arg, const void *hdr, size_t hlen, size_t bytes), void *arg);
 /* Whether replies to the client of routing id go sealed (a stream of its
  * is open): a client on another host. */
 bool zt_bulk_server_sealed_to(zt_bulk_server_t *self, zmq_msg_t *id);

@@ -621,6 +621,12 @@ static int s_on_open(zt_streams_t *self, zmq_msg_t *id, const zt_msg_t *m)
 
 int zt_streams_recv(zt_streams_t *self, zmq_msg_t *parts, int *np, zt_stream_t **from)
 {
+    return zt_streams_recv_into(self, parts, np, from, NULL, 0);
+}
+
+int zt_streams_recv_into(zt_streams_t *self, zmq_msg_t *parts, int *np, zt_stream_t **from, void *into,
+                         size_t into_len)
+{
     *from = NULL;
     int rc = ZT_OK;
     if (*np < 2) {
@@ -647,7 +653,7 @@ int zt_streams_recv(zt_streams_t *self, zmq_msg_t *parts, int *np, zt_stream_t *
         return ZT_EPROTO;
     }
     int left = *np - 1;
-    rc = s_open(s, &self->drops, parts + 1, &left, NULL, 0);
+    rc = s_open(s, &self->drops, parts + 1, &left, into, into_len);
     if (rc != ZT_OK) {
         s_close(parts, np);
         return rc;

@@ -144,6 +144,10 @@ void zt_streams_destroy(zt_streams_t **self_p);
  * stream (for the reply). ZT_OK, or ZT_EPROTO when dropped (counted, not
  * answered; parts closed). */
 int zt_streams_recv(zt_streams_t *self, zmq_msg_t *parts, int *np, zt_stream_t **from);
+/* The same, but a message with one payload of exactly into_len bytes is
+ * opened straight into into (as zt_stream_recv_into). */
+int zt_streams_recv_into(zt_streams_t *self, zmq_msg_t *parts, int *np, zt_stream_t **from, void *into,
+                         size_t into_len);
 /* Sends m sealed to the client of stream to (from zt_streams_recv). */
 int zt_streams_send(zt_streams_t *self, zt_stream_t *to, const zt_msg_t *m, const void *payload, size_t bytes);
 /* The same with n payload frames (at most 8). */
