@@ -134,21 +134,17 @@ int zt_bulk_send(zt_bulk_t *self, const zt_msg_t *m, const void *payload, size_t
 {
     if (self->st) /* sealed from the caller's bytes into the send buffer: nothing is lent */
         return zt_stream_send(self->st, m, payload, payload ? bytes : 0);
+    zmq_msg_t pm; /* made first: a header never goes out without the payload it announces */
+    if (payload && s_payload(&self->pool, &pm, payload, bytes, lent) != 0)
+        return ZT_ENOMEM;
     zframe_t *h = zt_msg_encode(m);
-    if (!h || zframe_send(&h, self->sock, payload ? ZFRAME_MORE : 0) < 0) {
-        zframe_destroy(&h);
-        return ZT_EIO;
+    int rc = h && zframe_send(&h, self->sock, payload ? ZFRAME_MORE : 0) == 0 ? ZT_OK : ZT_EIO;
+    zframe_destroy(&h);
+    if (payload && (rc != ZT_OK || zmq_msg_send(&pm, zsock_resolve(self->sock), 0) < 0)) {
+        zmq_msg_close(&pm); /* a lent payload is given back */
+        rc = ZT_EIO;
     }
-    if (!payload)
-        return ZT_OK;
-    zmq_msg_t pm;
-    if (s_payload(&self->pool, &pm, payload, bytes, lent) != 0)
-        return ZT_ENOMEM; /* the header went alone: the server drops it */
-    if (zmq_msg_send(&pm, zsock_resolve(self->sock), 0) < 0) {
-        zmq_msg_close(&pm);
-        return ZT_EIO;
-    }
-    return ZT_OK;
+    return rc;
 }
 
 int zt_bulk_recv(zt_bulk_t *self, zmq_msg_t *parts, int max)
@@ -381,4 +377,102 @@ void zt_bulk_selftest(void)
     assert(!c && !srv);
     free(x);
     free(orig);
+}
+
+static void *s_test_where(void *arg, const void *hdr, size_t hlen, size_t bytes)
+{
+    (void) hdr;
+    (void) hlen;
+    return bytes == 4096 ? arg : NULL;
+}
+
+/* Sealed ways, with a job's credentials loaded (zt_auth's selftest calls
+ * it): loopback as between hosts (ZT_DATA_IPC=off). The stream opens; a
+ * payload goes sealed (nothing lent) and opens straight into the place the
+ * server names; a sum-like reply sealed once reaches the client and opens
+ * into its landing place; a stranger's frames (no stream) are refused.
+ * Tampered and replayed frames are the integration tests' (a relay run as
+ * another user). */
+void zt_bulk_selftest_sealed(void)
+{
+    const char *was = getenv("ZT_DATA_IPC");
+    char *saved = was ? strdup(was) : NULL;
+    setenv("ZT_DATA_IPC", "off", 1);
+    int port = 0;
+    zt_bulk_server_t *srv = zt_bulk_bind(ZT_PLANE_DATA, "tcp://127.0.0.1:*", &port);
+    assert(srv && zt_bulk_server_seals(srv));
+    char ep[64];
+    snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", port);
+    zt_bulk_t *c = zt_bulk_connect(ZT_PLANE_DATA, ep, false);
+    assert(c && zt_bulk_sealed(c) && !zt_bulk_ready(c));
+    zmq_msg_t parts[8];
+    int opened = ZT_ETIMEDOUT; /* the opening, answered by the server itself: nothing for the caller */
+    for (int64_t end = zt_now_ms() + 2000; opened == ZT_ETIMEDOUT && zt_now_ms() < end;) {
+        zmq_pollitem_t it = { zt_bulk_server_socket(srv), 0, ZMQ_POLLIN, 0 };
+        zmq_poll(&it, 1, 100);
+        opened = zt_bulk_server_recv(srv, parts, 8);
+    }
+    assert(opened == 0);
+    for (int64_t end = zt_now_ms() + 2000; !zt_bulk_ready(c) && zt_now_ms() < end;) {
+        zmq_pollitem_t it = zt_bulk_item(c);
+        zmq_poll(&it, 1, 100);
+        int n = zt_bulk_recv(c, parts, 8);
+        if (n > 0 && zt_bulk_open(c, parts, &n, NULL, 0) == ZT_OK)
+            zt_msg_close_parts(parts, n);
+    }
+    assert(zt_bulk_ready(c));
+    uint8_t x[4096], land[4096];
+    for (size_t i = 0; i < sizeof x; i++)
+        x[i] = (uint8_t) (i * 13 + 1);
+    atomic_int lent = 0;
+    zt_msg_t m = { .type = ZT_MSG_AR_PIECE };
+    m.u.AR_PIECE.count = 4096;
+    assert(zt_bulk_send(c, &m, x, sizeof x, &lent) == ZT_OK && atomic_load(&lent) == 0); /* sealed: not lent */
+    int k = 0;
+    for (int64_t end = zt_now_ms() + 2000; k <= 0 && zt_now_ms() < end;) {
+        zmq_pollitem_t it = { zt_bulk_server_socket(srv), 0, ZMQ_POLLIN, 0 };
+        zmq_poll(&it, 1, 100);
+        k = zt_bulk_server_recv_into(srv, parts, 8, s_test_where, land);
+    }
+    assert(k == 3 && s_test_is(&parts[1], ZT_MSG_AR_PIECE, 4096) && zmq_msg_data(&parts[2]) == (void *) land &&
+           !memcmp(land, x, sizeof x));
+    zmq_msg_t id;
+    zmq_msg_init(&id);
+    zmq_msg_copy(&id, &parts[0]);
+    zt_msg_close_parts(parts, k);
+    assert(zt_bulk_server_sealed_to(srv, &id));
+    zt_bulk_shared_t sh = { 0 };
+    assert(zt_bulk_reply_shared(srv, &id, &m, x, sizeof x, NULL, &sh) == ZT_OK && sh.sh.made);
+    zt_bulk_shared_close(&sh);
+    memset(land, 0, sizeof land);
+    k = 0;
+    for (int64_t end = zt_now_ms() + 2000; k <= 0 && zt_now_ms() < end;) {
+        zmq_pollitem_t it = zt_bulk_item(c);
+        zmq_poll(&it, 1, 100);
+        if ((k = zt_bulk_recv(c, parts, 8)) > 0)
+            assert(zt_bulk_open(c, parts, &k, land, sizeof land) == ZT_OK);
+    }
+    assert(k == 2 && zmq_msg_data(&parts[1]) == (void *) land && !memcmp(land, x, sizeof x));
+    zt_msg_close_parts(parts, k);
+
+    /* refused: a stranger's frames on a bulk socket of its own (no stream) */
+    zsock_t *d = zt_sock_dealer(ZT_PLANE_BULK, ep);
+    assert(d);
+    zsock_send(d, "sss", "header", "seal", "payload");
+    int refused = 0;
+    for (int64_t end = zt_now_ms() + 2000; !refused && zt_now_ms() < end;) {
+        zmq_pollitem_t it = { zt_bulk_server_socket(srv), 0, ZMQ_POLLIN, 0 };
+        zmq_poll(&it, 1, 100);
+        refused = zt_bulk_server_recv(srv, parts, 8) == ZT_EPROTO;
+    }
+    assert(refused);
+    zt_sock_destroy(&d);
+    zt_bulk_destroy(&c, 0);
+    zmq_msg_close(&id);
+    zt_bulk_server_destroy(&srv);
+    if (saved)
+        setenv("ZT_DATA_IPC", saved, 1);
+    else
+        unsetenv("ZT_DATA_IPC");
+    free(saved);
 }

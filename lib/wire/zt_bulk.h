@@ -156,5 +156,8 @@ int zt_bulk_reply_shared(zt_bulk_server_t *self, zmq_msg_t *id, const zt_msg_t *
 void zt_bulk_shared_close(zt_bulk_shared_t *shared);
 
 void zt_bulk_selftest(void);
+/* The sealed ways, once a job's credentials are loaded (after zt_auth's
+ * selftest, whose credentials stay loaded). */
+void zt_bulk_selftest_sealed(void);
 
 #endif

@@ -345,7 +345,9 @@ class PsFaults(unittest.TestCase):
     (median within two points: async training itself varies by about a
     point from run to run, undisturbed runs included, and the medians of 3
     and of 5 such runs were seen 1.75 points apart on a loaded machine)."""
-    ARGS = ["--hidden=128", "--epochs=3", "--batch_size=64", "--log_every=100", "--checkpoint_steps=300"]
+    # 4 epochs: with 3, a quick run had ended before its second server's kill
+    # (each kill up to 1.5 s after that server's first snapshot)
+    ARGS = ["--hidden=128", "--epochs=4", "--batch_size=64", "--log_every=100", "--checkpoint_steps=300"]
     VICTIMS = ("workerpool2-0", "workerpool2-1")
 
     def run_job(self, seed=None):
@@ -362,7 +364,7 @@ class PsFaults(unittest.TestCase):
             index = int(victim.rsplit("-", 1)[1])
             snap = os.path.join(job.job_dir, "ps-snapshots", "server-%d-of-2.snap" % index)
             wait_for(lambda: os.path.exists(snap), timeout=120, what="the first shard snapshot")
-            time.sleep(rng.uniform(0.0, 2.0))
+            time.sleep(rng.uniform(0.0, 1.5))
             pid = replica(load_job(job.job_dir), victim)["pid"]
             self.assertGreater(pid, 0, "the job ended before the kill")
             os.kill(pid, signal.SIGKILL)

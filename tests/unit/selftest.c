@@ -85,6 +85,14 @@ static void s_shm(void)
         puts("  (shared memory off: ZT_SHM=off or no /dev/shm)");
 }
 
+/* A job's credentials (zt_auth), then the bulk transport's sealed ways
+ * under them: they stay loaded after the auth suite. */
+static void s_auth_then_sealed(void)
+{
+    zt_auth_selftest();
+    zt_bulk_selftest_sealed();
+}
+
 /* /metrics: a metric's name is its series' label as reported, so names that
  * would sanitise alike stay apart; label values are escaped. */
 static void s_prom(void)
@@ -151,7 +159,7 @@ static const struct {
     TEST_ENTRY("bulk", zt_bulk_selftest)
     TEST_ENTRY("stream", zt_stream_selftest)
     TEST_ENTRY("zmtp", zt_zmtp_selftest)
-    TEST_ENTRY("auth", zt_auth_selftest) /* last: it leaves this process's sockets CURVE sockets */
+    TEST_ENTRY("auth", s_auth_then_sealed) /* last: it leaves this process's sockets CURVE sockets */
 };
 #define NTESTS ((int) (sizeof s_tests / sizeof s_tests[0]))
 
