@@ -108,14 +108,19 @@ zt_allreduce_t *zt_allreduce_new(const zt_allreduce_opts_t *o)
 }
 
 /* The buckets, their shared memory and the layout, once ZeroMQ has let go
- * of their frames (or for at most 2 s each). */
+ * of their frames (or for at most 2 s each). A bucket whose frames ZeroMQ
+ * still holds then keeps its buffers and the bucket array (the release
+ * lowers a count in it) to the process's end. */
 static void s_free_buckets(zt_allreduce_t *self)
 {
+    bool held = false;
     for (int b = 0; self->b && b < self->layout.nbuckets; b++) {
         zt_ar_state_t *k = &self->b[b];
         for (int w = 0; w < 2000 && atomic_load(&k->lent) > 0; w++)
             zclock_sleep(1);
-        if (!k->in_shm) {
+        bool lent = atomic_load(&k->lent) > 0;
+        held |= lent;
+        if (!k->in_shm && !lent) {
             free(k->buf);
             free(k->last);
         }
@@ -129,7 +134,8 @@ static void s_free_buckets(zt_allreduce_t *self)
         free(k->wend);
         free(k->wfly);
     }
-    free(self->b);
+    if (!held)
+        free(self->b);
     self->b = NULL;
     zt_ar_layout_free(&self->layout);
     zt_shm_destroy(&self->shm);

@@ -1,5 +1,6 @@
 #include "wire/zt_bufpool.h"
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -27,13 +28,20 @@ void zt_bufpool_destroy(zt_bufpool_t **self_p)
     if (!self_p || !*self_p)
         return;
     zt_bufpool_t *self = *self_p;
+    bool held = false;
     for (int i = 0; i < SLOTS; i++) {
         for (int w = 0; w < 5000 && atomic_load(&self->slots[i].busy); w++)
             usleep(1000);
         if (!atomic_load(&self->slots[i].busy))
             free(self->slots[i].buf);
+        else
+            held = true;
     }
-    free(self);
+    /* A buffer ZeroMQ still holds (a socket left open, a peer that never
+     * read) would be given back into freed memory: the pool is left to the
+     * process's end instead. */
+    if (!held)
+        free(self);
     *self_p = NULL;
 }
 

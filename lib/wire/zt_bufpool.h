@@ -10,7 +10,9 @@
 typedef struct zt_bufpool_t zt_bufpool_t;
 
 zt_bufpool_t *zt_bufpool_new(void);
-/* Waits (up to 5 s) for lent buffers to come back, then frees everything. */
+/* Waits (up to 5 s each) for lent buffers to come back, then frees
+ * everything; a pool with a buffer still lent then is left allocated (its
+ * release would write into it). */
 void zt_bufpool_destroy(zt_bufpool_t **self_p);
 /* Initialises msg with a pooled copy of data[0..size). 0 or -1. */
 int zt_bufpool_msg(zt_bufpool_t *self, zmq_msg_t *msg, const void *data, size_t size);
