@@ -136,7 +136,8 @@ void zt_ps_client_destroy(zt_ps_client_t **self_p)
     free(self->ops);
     free(self->local);
     zt_shm_destroy(&self->shm);
-    free(self);
+    if (atomic_load(&self->lent) == 0) /* else a release still to come lowers the count in it */
+        free(self);
     *self_p = NULL;
 }
 
