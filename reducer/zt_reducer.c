@@ -83,6 +83,7 @@ struct zt_reducer_t {
 
 static void s_free_buckets(zt_reducer_t *self)
 {
+    bool held = false; /* a sum ZeroMQ still holds: its buffer and the count it lowers stay */
     for (int b = 0; self->buckets && b < self->layout.nbuckets; b++) {
         s_bucket_t *k = &self->buckets[b];
         for (int w = 0; k->held && w < self->workers; w++)
@@ -91,7 +92,9 @@ static void s_free_buckets(zt_reducer_t *self)
         for (int i = 0; i < 2; i++) {
             for (int w = 0; w < 5000 && atomic_load(&k->res_lent[i]) > 0; w++)
                 zclock_sleep(1);
-            if (!self->shm)
+            bool lent = atomic_load(&k->res_lent[i]) > 0;
+            held |= lent;
+            if (!self->shm && !lent)
                 free(k->res[i]);
         }
         free(k->want_got.iv);
@@ -100,7 +103,8 @@ static void s_free_buckets(zt_reducer_t *self)
             free(k->from[w].iv);
         free(k->from);
     }
-    free(self->buckets);
+    if (!held)
+        free(self->buckets);
     self->buckets = NULL;
     zt_shm_destroy(&self->shm);
     zt_ar_layout_free(&self->layout);
