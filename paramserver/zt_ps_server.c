@@ -426,7 +426,8 @@ zt_ps_server_t *zt_ps_server_new(const zt_ps_server_opts_t *opts)
 {
     zt_ps_server_t *self = calloc(1, sizeof *self);
     self->opts = *opts;
-    if (!(self->srv = zt_bulk_bind(ZT_PLANE_DATA, opts->bind, NULL))) {
+    if (!(self->srv = zt_bulk_bind(ZT_PLANE_DATA, opts->bind, NULL)) || zt_bulk_server_pool_copies(self->srv)) {
+        zt_bulk_server_destroy(&self->srv);
         free(self);
         return NULL;
     }

@@ -13,14 +13,13 @@ struct zt_bulk_t {
     zsock_t *sock;      /* DEALER, or NULL on a direct end */
     zt_zmtp_t *zmtp;    /* the direct end of the caller's thread, or NULL */
     zt_stream_t *st;    /* the sealed stream, or NULL: plain */
-    zt_bufpool_t *pool; /* plain copies (made at the first) */
     uint64_t drops;
 };
 
 struct zt_bulk_server_t {
     zsock_t *router;
     zt_streams_t *streams; /* a sealing job's TCP clients' streams, or NULL */
-    zt_bufpool_t *pool;    /* plain copies */
+    zt_bufpool_t *pool;    /* plain copies (zt_bulk_server_pool_copies), or NULL: fresh ones */
 };
 
 /* ------------------------------------------------------------ client */
@@ -62,7 +61,6 @@ void zt_bulk_destroy(zt_bulk_t **self_p, int linger_ms)
     zt_sock_destroy(&self->sock);
     zt_zmtp_destroy(&self->zmtp);
     zt_stream_destroy(&self->st);
-    zt_bufpool_destroy(&self->pool);
     free(self);
     *self_p = NULL;
 }
@@ -117,17 +115,21 @@ static void s_release(void *data, void *hint)
     atomic_fetch_sub((atomic_int *) hint, 1);
 }
 
-/* The payload frame of a plain message: bytes lent (counted in lent) or a
- * pooled copy. 0, or -1. */
-static int s_payload(zt_bufpool_t **pool, zmq_msg_t *pm, const void *payload, size_t bytes, atomic_int *lent)
+/* The payload frame of a plain message: bytes lent (counted in lent), a
+ * pooled copy, or (no pool) a copy of its own. 0, or -1. */
+static int s_payload(zt_bufpool_t *pool, zmq_msg_t *pm, const void *payload, size_t bytes, atomic_int *lent)
 {
     if (lent && bytes) {
         atomic_fetch_add(lent, 1);
         return zmq_msg_init_data(pm, (void *) payload, bytes, s_release, lent);
     }
-    if (!*pool && !(*pool = zt_bufpool_new()))
+    if (pool)
+        return zt_bufpool_msg(pool, pm, payload, bytes);
+    if (zmq_msg_init_size(pm, bytes) != 0)
         return -1;
-    return zt_bufpool_msg(*pool, pm, payload, bytes);
+    if (bytes)
+        memcpy(zmq_msg_data(pm), payload, bytes);
+    return 0;
 }
 
 int zt_bulk_send(zt_bulk_t *self, const zt_msg_t *m, const void *payload, size_t bytes, atomic_int *lent)
@@ -135,7 +137,7 @@ int zt_bulk_send(zt_bulk_t *self, const zt_msg_t *m, const void *payload, size_t
     if (self->st) /* sealed from the caller's bytes into the send buffer: nothing is lent */
         return zt_stream_send(self->st, m, payload, payload ? bytes : 0);
     zmq_msg_t pm; /* made first: a header never goes out without the payload it announces */
-    if (payload && s_payload(&self->pool, &pm, payload, bytes, lent) != 0)
+    if (payload && s_payload(NULL, &pm, payload, bytes, lent) != 0)
         return ZT_ENOMEM;
     zframe_t *h = zt_msg_encode(m);
     int rc = h && zframe_send(&h, self->sock, payload ? ZFRAME_MORE : 0) == 0 ? ZT_OK : ZT_EIO;
@@ -195,6 +197,13 @@ void zt_bulk_server_destroy(zt_bulk_server_t **self_p)
 void *zt_bulk_server_socket(zt_bulk_server_t *self) { return zsock_resolve(self->router); }
 bool zt_bulk_server_seals(const zt_bulk_server_t *self) { return self->streams; }
 
+int zt_bulk_server_pool_copies(zt_bulk_server_t *self)
+{
+    if (!self->pool && !(self->pool = zt_bufpool_new()))
+        return ZT_ENOMEM;
+    return ZT_OK;
+}
+
 int zt_bulk_server_recv(zt_bulk_server_t *self, zmq_msg_t *parts, int max)
 {
     return zt_bulk_server_recv_into(self, parts, max, NULL, NULL);
@@ -227,7 +236,7 @@ int zt_bulk_reply(zt_bulk_server_t *self, zmq_msg_t *id, const zt_msg_t *m, cons
     if (to) /* sealed from the caller's bytes into the send buffer */
         return zt_streams_send(self->streams, to, m, payload, payload ? bytes : 0);
     zmq_msg_t pm;
-    if (payload && s_payload(&self->pool, &pm, payload, bytes, lent) != 0)
+    if (payload && s_payload(self->pool, &pm, payload, bytes, lent) != 0)
         return ZT_ENOMEM;
     return zt_msg_send_routed(zsock_resolve(self->router), id, m, &pm, payload ? 1 : 0);
 }
@@ -341,10 +350,12 @@ void zt_bulk_selftest(void)
     zt_msg_close_parts(parts, k);
     assert(!zt_bulk_server_sealed_to(srv, &id));
 
-    /* replies: copied (the bytes change at once), frames, shared */
+    /* replies: copied (the bytes change at once), frames, shared (a pooled
+     * copy) */
     m.u.AR_PIECE.count = 64;
     assert(zt_bulk_reply(srv, &id, &m, x, 64, NULL) == ZT_OK);
     memset(x, 0, 64);
+    assert(zt_bulk_server_pool_copies(srv) == ZT_OK); /* copies pooled from here on */
     zmq_msg_t fr[2];
     zmq_msg_init_size(&fr[0], 3);
     memcpy(zmq_msg_data(&fr[0]), "abc", 3);
@@ -354,7 +365,7 @@ void zt_bulk_selftest(void)
     assert(zt_bulk_reply_frames(srv, &id, &m, fr, 2) == ZT_OK);
     zt_bulk_shared_t sh = { 0 };
     m.u.AR_PIECE.count = 32;
-    assert(zt_bulk_reply_shared(srv, &id, &m, orig, 32, &lent, &sh) == ZT_OK);
+    assert(zt_bulk_reply_shared(srv, &id, &m, orig, 32, NULL, &sh) == ZT_OK);
     zt_bulk_shared_close(&sh);
     k = s_test_client_take(c, parts);
     assert(k == 2 && s_test_is(&parts[0], ZT_MSG_AR_PIECE, 64) && zmq_msg_size(&parts[1]) == 64 &&

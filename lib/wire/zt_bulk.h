@@ -16,7 +16,8 @@
  * (several for a server's replies). A plain payload is lent to ZeroMQ when
  * the caller gives a counter (lent: raised now, lowered when ZeroMQ lets the
  * bytes go; the caller must not touch them until it is back), else copied
- * into a pooled buffer (zt_bufpool). A sealed payload is sealed from the
+ * (into a pooled buffer on a server that asked for one:
+ * zt_bulk_server_pool_copies). A sealed payload is sealed from the
  * caller's bytes into the send buffer: that pass is the copy, nothing is
  * lent.
  *
@@ -115,6 +116,12 @@ void zt_bulk_server_destroy(zt_bulk_server_t **self_p);
 void *zt_bulk_server_socket(zt_bulk_server_t *self);
 /* Whether the server opens sealed streams (a sealing job). */
 bool zt_bulk_server_seals(const zt_bulk_server_t *self);
+/* Plain replies copied from then on go through a pool of send buffers
+ * (zt_bufpool: nothing allocated per reply once it has grown, but up to 64
+ * buffers kept): for a server that answers steadily (a reducer, a
+ * parameter server), not one that answers now and then (rejoin, files).
+ * ZT_OK, ZT_ENOMEM. */
+int zt_bulk_server_pool_copies(zt_bulk_server_t *self);
 
 /* One received message as [identity][header][payload...] (at most max
  * parts, max ≥ 4): the number of parts for the caller; 0 when it was the
