@@ -5,6 +5,7 @@
 #include "ztrain/ztrain.h"
 #include <execinfo.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -23,10 +24,14 @@ static void s_say(const char *s, size_t n)
 
 static void s_on_crash(int sig)
 {
-    static const char a[] = "\n=== crashed: signal ", b[] = "; its stack:\n";
-    char num[2] = { (char) ('0' + sig / 10 % 10), (char) ('0' + sig % 10) };
+    static const char a[] = "\n=== crashed: signal ", b[] = "; its stack:\n", t[] = " in thread ";
+    char num[2] = { (char) ('0' + sig / 10 % 10), (char) ('0' + sig % 10) }, name[17] = "";
     s_say(a, sizeof a - 1);
     s_say(sig < 10 ? num + 1 : num, sig < 10 ? 1 : 2);
+    if (prctl(PR_GET_NAME, name) == 0 && name[0]) { /* ZeroMQ's and OpenBLAS's threads have names */
+        s_say(t, sizeof t - 1);
+        s_say(name, strnlen(name, 16));
+    }
     s_say(b, sizeof b - 1);
     void *frames[64];
     int k = backtrace(frames, 64);
