@@ -161,6 +161,7 @@ static void s_actor(zsock_t *pipe, void *arg)
     free(buf);
     zpoller_destroy(&poller);
     zt_bulk_server_destroy(&srv);
+    zt_seal_thread_done(); /* this thread keyed its streams: its crypto state goes before zactor_destroy returns */
 }
 
 zt_fileserver_t *zt_fileserver_new(const char *endpoint, const char *const (*roots)[2], int n)

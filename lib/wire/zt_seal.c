@@ -25,6 +25,18 @@ struct zt_seal_t {
 };
 
 /* HKDF-SHA256 (RFC 5869). ZT_OK or ZT_EIO. */
+/* OpenSSL without its exit handler: at exit it frees its per-thread state
+ * while a thread that used it may still be ending (a CZMQ actor's thread
+ * runs on after zactor_destroy returns) and freeing the same: a double
+ * free at the process's end, seen now and then in the chief (its file
+ * server's thread keys its streams). The process's end frees it all. */
+__attribute__((constructor)) static void s_openssl_no_atexit(void)
+{
+    OPENSSL_init_crypto(OPENSSL_INIT_NO_ATEXIT, NULL);
+}
+
+void zt_seal_thread_done(void) { OPENSSL_thread_stop(); }
+
 static int s_hkdf(const uint8_t *ikm, size_t ikm_len, const uint8_t *salt, size_t salt_len, const void *info,
                   size_t info_len, uint8_t *out, size_t out_len)
 {

@@ -95,6 +95,10 @@ void zt_seal_hex(const uint8_t *bytes, size_t n, char *out);
 bool zt_seal_unhex(const char *text, uint8_t *out, size_t n);
 /* Fresh random bytes (the salts, a job's secret). ZT_OK or ZT_EIO. */
 int zt_seal_random(void *out, size_t len);
+/* Frees what the crypto library keeps for this thread: a thread that may
+ * have sealed or keyed calls it before it ends, so nothing of it is freed
+ * after its owner has gone on (a detached thread's own end). */
+void zt_seal_thread_done(void);
 
 void zt_seal_selftest(void);
 /* Whether new keys use zt_gcm (VAES, where the processor has it, unless
