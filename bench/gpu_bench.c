@@ -7,8 +7,8 @@
  *   build/bench/gpu_bench [batch]
  */
 #include "zt_gpu.h"
-#include "model/zt_mlp.h"
-#include "model/zt_optim.h"
+#include "zt_mlp.h"
+#include "state/zt_optim.h"
 #include "base/zt_util.h"
 #include <cblas.h>
 #include <cuda_runtime.h>

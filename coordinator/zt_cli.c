@@ -9,7 +9,7 @@
 #include "base/zt_text.h"
 #include "base/zt_util.h"
 #include "base/zt_json.h"
-#include "model/zt_ckpt.h"
+#include "state/zt_ckpt.h"
 #include "ztrain/ztrain.h"
 #include <errno.h>
 #include <getopt.h>

@@ -6,7 +6,7 @@
 #include "zt_coord_int.h"
 #include "base/zt_hist.h"
 #include "base/zt_util.h"
-#include "model/zt_ckpt.h"
+#include "state/zt_ckpt.h"
 #include "wire/zt_auth.h"
 #include "ztrain/zt_error.h"
 #include "ztrain/zt_knobs.h"

@@ -7,7 +7,7 @@
  * saying this build has no CUDA. */
 #ifndef ZT_GPU_H
 #define ZT_GPU_H
-#include "model/zt_optim.h"
+#include "state/zt_optim.h"
 #include <stddef.h>
 #include <stdint.h>
 

@@ -1,7 +1,7 @@
 /* ztrain-evaluator: thin main; the logic is zt_evaluator. */
 #include "zt_evaluator.h"
 #include "base/zt_util.h"
-#include "model/zt_blas.h"
+#include "zt_blas.h"
 #include "runtime/zt_cmdline.h"
 #include "runtime/zt_placeholder.h"
 #include "ztrain/ztrain.h"

@@ -1,6 +1,6 @@
 /* ztrain-worker: thin main. With --idle or --run-seconds it is a placeholder
  * replica (register, heartbeat, exit); otherwise the built-in trainer. */
-#include "model/zt_blas.h"
+#include "zt_blas.h"
 #include "runtime/zt_placeholder.h"
 #include "zt_trainer.h"
 #include "ztrain/zt_error.h"

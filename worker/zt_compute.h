@@ -6,9 +6,9 @@
  * they are staged through page-locked host memory. */
 #ifndef ZT_COMPUTE_H
 #define ZT_COMPUTE_H
-#include "model/zt_idx.h"
-#include "model/zt_mlp.h"
-#include "model/zt_optim.h"
+#include "zt_idx.h"
+#include "zt_mlp.h"
+#include "state/zt_optim.h"
 #include "zt_gpu.h"
 #include <stdbool.h>
 

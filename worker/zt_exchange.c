@@ -1,6 +1,6 @@
 #include "zt_exchange.h"
 #include "zt_rejoin.h"
-#include "model/zt_ckpt.h"
+#include "state/zt_ckpt.h"
 #include "base/zt_env.h"
 #include "base/zt_shard.h"
 #include "base/zt_util.h"

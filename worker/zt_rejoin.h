@@ -11,7 +11,7 @@
  * group's sums, and so everyone's weights, come out as if nobody had died. */
 #ifndef ZT_REJOIN_H
 #define ZT_REJOIN_H
-#include "model/zt_optim.h"
+#include "state/zt_optim.h"
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>

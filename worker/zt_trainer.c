@@ -1,14 +1,14 @@
 #include "zt_trainer.h"
 #include "zt_exchange.h"
 #include "zt_position.h"
-#include "model/zt_ckpt.h"
+#include "state/zt_ckpt.h"
 #include "tboard/zt_tb.h"
 #include "base/zt_env.h"
 #include "runtime/zt_cmdline.h"
 #include "runtime/zt_process.h"
 #include "base/zt_util.h"
 #include "ztrain/ztrain.h"
-#include "model/zt_blas.h"
+#include "zt_blas.h"
 #include <czmq.h>
 #include <stdlib.h>
 #include <string.h>

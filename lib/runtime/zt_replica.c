@@ -10,7 +10,7 @@
 #include "ztrain/zt_log.h"
 #include "base/zt_env.h"
 #include "runtime/zt_fileserver.h"
-#include "model/zt_ckpt.h"
+#include "state/zt_ckpt.h"
 #include "wire/zt_msg.h"
 #include "wire/zt_transport.h"
 #include "base/zt_util.h"

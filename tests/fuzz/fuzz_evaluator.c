@@ -9,7 +9,7 @@
  * manifest says.
  *   make fuzz   (clang), then build-fuzz/bin/fuzz_evaluator -max_total_time=600
  * Input: records, as fuzz_input.h reads them. */
-#include "model/zt_ckpt.h"
+#include "state/zt_ckpt.h"
 #include "base/zt_util.h"
 #include "fuzz_input.h"
 #include "ztrain/zt_log.h"

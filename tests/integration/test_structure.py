@@ -17,7 +17,7 @@ import ztest  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 BUILD = os.environ.get("ZT_BUILD", os.path.join(ROOT, "build"))
-LIB_FOLDERS = ("base", "wire", "runtime", "ps", "allreduce", "model")
+LIB_FOLDERS = ("base", "wire", "runtime", "ps", "allreduce", "state")
 MAX_FILE_LINES = 900
 MAX_COORD_LINES = 600
 MAX_FUNCTION_LINES = 120
@@ -136,6 +136,29 @@ class Layers(unittest.TestCase):
         # base/ is the floor: it calls no other folder of lib/
         self.assertEqual(graph.get("base", set()), set(), [v for k, v in why.items() if k[0] == "base"])
 
+    @staticmethod
+    def blas_in(path):
+        """What of OpenBLAS the binary at path links or names: the libraries
+        ldd lists and the symbols nm lists (undefined or defined)."""
+        ldd = subprocess.run(["ldd", path], capture_output=True, text=True, check=True).stdout
+        nm = subprocess.run(["nm", "-D", path], capture_output=True, text=True, check=True).stdout
+        libs = [l.split()[0] for l in ldd.splitlines() if "blas" in l.lower()]
+        syms = [l.split()[-1] for l in nm.splitlines() if re.search(r"\b(cblas_|openblas_)", l)]
+        return libs + syms
+
+    def test_the_library_links_no_blas(self):
+        """The built-in model (model/) is the trainer's and evaluator's:
+        libztrain, which every replica and the Python package load, carries
+        no BLAS."""
+        lib = os.path.join(BUILD, "lib", "libztrain.so")
+        self.assertTrue(os.path.exists(lib), "build first")
+        self.assertEqual(self.blas_in(lib), [])
+
+    def test_the_blas_check_sees_blas(self):
+        found = self.blas_in(os.path.join(BUILD, "bin", "ztrain-worker"))
+        self.assertTrue(any("openblas" in f for f in found), found)
+        self.assertTrue(any(f.startswith("cblas_") for f in found), found)
+
     def test_the_circle_finder(self):
         graph = {"wire": {"runtime"}, "runtime": {"wire", "base"}, "allreduce": {"wire"}, "base": set()}
         self.assertEqual(strongly_connected(graph), [["runtime", "wire"]])
@@ -247,7 +270,7 @@ class PythonTakesTheLibrarysTables(unittest.TestCase):
     def contracts(self):
         variables = self.names("lib/base/zt_env.h", r'X\(\w+,\s*"(\w+)"')
         variables |= self.names("include/ztrain/zt_knobs.h", r'X\(\w+,\s*"(ZT_\w+)"')
-        optimizers = self.names("lib/model/zt_optim.h", r'X\(\w+,\s*"(\w+)"')
+        optimizers = self.names("lib/state/zt_optim.h", r'X\(\w+,\s*"(\w+)"')
         self.assertIn("CLOUD_ML_HP_METRIC_FILE", variables)
         self.assertIn("ZT_PS_TIMEOUT_MS", variables)
         self.assertIn("adam", optimizers)

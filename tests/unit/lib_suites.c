@@ -8,7 +8,7 @@
 #include "base/zt_refusals.h"
 #include "base/zt_text.h"
 #include "base/zt_util.h"
-#include "model/zt_idx.h"
+#include "zt_idx.h"
 #include "runtime/zt_cmdline.h"
 #include "runtime/zt_fileserver.h"
 #include "runtime/zt_placeholder.h"

@@ -2,8 +2,8 @@
  * the same loss, gradients and parameters within 1e-4 relative. Exits 77
  * (skipped) when there is no CUDA device, or the build has no CUDA. */
 #include "zt_gpu.h"
-#include "model/zt_mlp.h"
-#include "model/zt_optim.h"
+#include "zt_mlp.h"
+#include "state/zt_optim.h"
 #include "base/zt_shard.h"
 #include <math.h>
 #include <stdio.h>
