@@ -1,4 +1,4 @@
-#include "model/zt_blas.h"
+#include "zt_blas.h"
 #include "ztrain/zt_log.h"
 #include <cblas.h>
 #include <stdlib.h>

@@ -1,4 +1,4 @@
-#include "model/zt_idx.h"
+#include "zt_idx.h"
 #include "base/zt_util.h"
 #include "ztrain/zt_error.h"
 #include "ztrain/zt_knobs.h"

@@ -1,4 +1,4 @@
-#include "model/zt_mlp.h"
+#include "zt_mlp.h"
 #include <assert.h>
 #include <cblas.h>
 #include <math.h>

@@ -1,4 +1,4 @@
-#include "model/zt_ckpt.h"
+#include "state/zt_ckpt.h"
 #include "base/zt_util.h"
 #include "ztrain/zt_error.h"
 #include "ztrain/zt_log.h"

@@ -1,4 +1,4 @@
-#include "model/zt_optim.h"
+#include "state/zt_optim.h"
 #include <assert.h>
 #include <jansson.h>
 #include <math.h>
