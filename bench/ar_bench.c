@@ -298,6 +298,50 @@ static int s_autotune_sweep(const char *redbin, bool quick)
 /* Long on purpose: the flags, then each mode (--one, --fusion, --only, the
  * table) as one block that times and prints, so that what a printed line
  * measured is read in one place. */
+/* --one RANK N BYTES ITERS REDUCERS PEERS (argv[i + 1..6]): one worker of a
+ * run whose processes are started elsewhere (bench/netns_bench.py puts
+ * each in its own network namespace). REDUCERS and PEERS are comma lists or
+ * "-". */
+static int s_one(char **argv, int i)
+{
+    int rank = atoi(argv[i + 1]), N = atoi(argv[i + 2]), iters = atoi(argv[i + 4]);
+    size_t bytes = (size_t) atoll(argv[i + 3]);
+    char *lists[2] = { strdup(argv[i + 5]), strdup(argv[i + 6]) };
+    const char *items[2][64];
+    int counts[2] = { 0, 0 };
+    for (int l = 0; l < 2; l++) {
+        char *save = NULL;
+        for (char *t = strtok_r(lists[l], ",", &save); t && counts[l] < 64; t = strtok_r(NULL, ",", &save))
+            if (strcmp(t, "-"))
+                items[l][counts[l]++] = t;
+    }
+    double s = s_worker(rank, N, items[0], counts[0], items[1], bytes, 1, 64 << 20, iters);
+    printf("%.9f\n", s);
+    return 0;
+}
+
+/* --fusion: 1000 tensors of 4 KiB one by one (threshold 1 byte: every
+ * tensor its own bucket) against fused at 1, 4, 16, 64 MiB. */
+static int s_fusion(const char *redbin, bool quick)
+{
+    const int64_t th[6] = { -1, 1, 1 << 20, 4 << 20, 16 << 20, 64 << 20 };
+    const char *what[6] = { "one by one (wait each)", "unfused, pipelined", "fused 1 MiB",
+                            "fused 4 MiB", "fused 16 MiB", "fused 64 MiB" };
+    for (int N = 2; N <= 4; N += 2)
+        for (int R = 1; R <= 2; R++) {
+            double base = 0;
+            for (int i = 0; i < 6; i++) {
+                double s = s_run(redbin, N, R, 4096, 1000, th[i], quick ? 0.3 : 1.0, NULL);
+                if (i == 0)
+                    base = s;
+                printf("fusion N=%d R=%d %-24s %8.2f ms per 1000 tensors %8.0f tensors/s  "
+                       "speedup %5.1fx\n", N, R, what[i], s * 1e3, 1000 / s, base / s);
+                fflush(stdout);
+            }
+        }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *redbin = "build/bin/ztrain-reducer";
@@ -354,48 +398,12 @@ int main(int argc, char **argv)
     zt_tune_malloc(); /* as ztrain's own binaries do */
     setenv("ZT_LOG_LEVEL", "warn", 1);
     zt_log_init("ar_bench", 0);
-    /* --one RANK N BYTES ITERS REDUCERS PEERS: one worker of a run whose
-     * processes are started elsewhere (bench/netns_bench.py puts each in its
-     * own network namespace). REDUCERS and PEERS are comma lists or "-". */
-    if (one_at) {
-        const int i = one_at;
-        int rank = atoi(argv[i + 1]), N = atoi(argv[i + 2]), iters = atoi(argv[i + 4]);
-        size_t bytes = (size_t) atoll(argv[i + 3]);
-        char *lists[2] = { strdup(argv[i + 5]), strdup(argv[i + 6]) };
-        const char *items[2][64];
-        int counts[2] = { 0, 0 };
-        for (int l = 0; l < 2; l++) {
-            char *save = NULL;
-            for (char *t = strtok_r(lists[l], ",", &save); t && counts[l] < 64; t = strtok_r(NULL, ",", &save))
-                if (strcmp(t, "-"))
-                    items[l][counts[l]++] = t;
-        }
-        double s = s_worker(rank, N, items[0], counts[0], items[1], bytes, 1, 64 << 20, iters);
-        printf("%.9f\n", s);
-        return 0;
-    }
+    if (one_at)
+        return s_one(argv, one_at);
     if (autotune)
         return s_autotune_sweep(redbin, quick);
-    if (fusion) {
-        /* 1000 tensors of 4 KiB: one by one (threshold 1 byte: every tensor
-         * its own bucket) against fused at 1, 4, 16, 64 MiB. */
-        const int64_t th[6] = { -1, 1, 1 << 20, 4 << 20, 16 << 20, 64 << 20 };
-        const char *what[6] = { "one by one (wait each)", "unfused, pipelined", "fused 1 MiB",
-                                "fused 4 MiB", "fused 16 MiB", "fused 64 MiB" };
-        for (int N = 2; N <= 4; N += 2)
-            for (int R = 1; R <= 2; R++) {
-                double base = 0;
-                for (int i = 0; i < 6; i++) {
-                    double s = s_run(redbin, N, R, 4096, 1000, th[i], quick ? 0.3 : 1.0, NULL);
-                    if (i == 0)
-                        base = s;
-                    printf("fusion N=%d R=%d %-24s %8.2f ms per 1000 tensors %8.0f tensors/s  "
-                           "speedup %5.1fx\n", N, R, what[i], s * 1e3, 1000 / s, base / s);
-                    fflush(stdout);
-                }
-            }
-        return 0;
-    }
+    if (fusion)
+        return s_fusion(redbin, quick);
     if (only_n) {
         double cpu, s = s_run(redbin, only_n, only_r, only_size, 1, 64 << 20, quick ? 1.0 : 3.0, &cpu);
         /* the sixth field: CPU-seconds (workers and reducers) per all-reduce */

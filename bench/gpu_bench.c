@@ -29,6 +29,45 @@ static double s_copy_gbs(void *dst, const void *src, size_t bytes, enum cudaMemc
 /* Long on purpose: a script of measurements (staging bandwidth, NCCL, the
  * MLP step on the GPU against the CPU, the replica step), each printing its
  * figure right after timing it, read top to bottom as its output is. */
+/* Host-to-device and back, 256 MiB, from pageable and pinned memory. */
+static void s_staging(void)
+{
+    size_t bytes = 256u << 20;
+    void *dev, *pinned, *pageable = malloc(bytes);
+    memset(pageable, 1, bytes);
+    cudaMalloc(&dev, bytes);
+    cudaMallocHost(&pinned, bytes);
+    memset(pinned, 1, bytes);
+    printf("staging 256 MiB: host->device pageable %.1f GB/s, pinned %.1f GB/s; device->host pageable "
+           "%.1f GB/s, pinned %.1f GB/s\n", s_copy_gbs(dev, pageable, bytes, cudaMemcpyHostToDevice),
+           s_copy_gbs(dev, pinned, bytes, cudaMemcpyHostToDevice),
+           s_copy_gbs(pageable, dev, bytes, cudaMemcpyDeviceToHost),
+           s_copy_gbs(pinned, dev, bytes, cudaMemcpyDeviceToHost));
+    cudaFree(dev);
+    cudaFreeHost(pinned);
+    free(pageable);
+}
+
+/* The CPU path's training speed (one core, OpenBLAS): examples/s. */
+static double s_cpu_eps(zt_mlp_t *cpu, const uint8_t *x, const uint8_t *y, int n, int B)
+{
+    openblas_set_num_threads(1);
+    uint8_t *bx = malloc((size_t) B * 784), *by = malloc((size_t) B);
+    int cpu_steps = 300;
+    int64_t t0 = zt_now_us();
+    for (int s = 0; s < cpu_steps; s++) {
+        memcpy(bx, x + (size_t) ((s * B) % (n - B)) * 784, (size_t) B * 784);
+        memcpy(by, y + (s * B) % (n - B), (size_t) B);
+        zt_mlp_train_batch(cpu, bx, by, B);
+    }
+    double cpu_eps = (double) cpu_steps * B / ((double) (zt_now_us() - t0) / 1e6);
+    free(bx);
+    free(by);
+    return cpu_eps;
+}
+
+/* Long on purpose: the cases in the order they print, each a few lines of
+ * set-up and one timed loop over the same model and data. */
 int main(int argc, char **argv)
 {
     if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
@@ -51,20 +90,7 @@ int main(int argc, char **argv)
     struct cudaDeviceProp prop;
     cudaGetDeviceProperties(&prop, 0);
     printf("device 0: %s, %d visible\n", prop.name, ndev);
-    size_t bytes = 256u << 20;
-    void *dev, *pinned, *pageable = malloc(bytes);
-    memset(pageable, 1, bytes);
-    cudaMalloc(&dev, bytes);
-    cudaMallocHost(&pinned, bytes);
-    memset(pinned, 1, bytes);
-    printf("staging 256 MiB: host->device pageable %.1f GB/s, pinned %.1f GB/s; device->host pageable "
-           "%.1f GB/s, pinned %.1f GB/s\n", s_copy_gbs(dev, pageable, bytes, cudaMemcpyHostToDevice),
-           s_copy_gbs(dev, pinned, bytes, cudaMemcpyHostToDevice),
-           s_copy_gbs(pageable, dev, bytes, cudaMemcpyDeviceToHost),
-           s_copy_gbs(pinned, dev, bytes, cudaMemcpyDeviceToHost));
-    cudaFree(dev);
-    cudaFreeHost(pinned);
-    free(pageable);
+    s_staging();
     /* the MLP, synthetic data of Fashion-MNIST's shape */
     const int sizes[4] = { 784, 256, 128, 10 }, n = 60000;
     uint8_t *x = malloc((size_t) n * 784), *y = malloc((size_t) n);
@@ -108,16 +134,7 @@ int main(int argc, char **argv)
         zt_gpu_mlp_apply(m0, &adam);
     }
     double gpu_eps = (double) steps * B / ((double) (zt_now_us() - t0) / 1e6);
-    openblas_set_num_threads(1);
-    uint8_t *bx = malloc((size_t) B * 784), *by = malloc((size_t) B);
-    int cpu_steps = 300;
-    t0 = zt_now_us();
-    for (int s = 0; s < cpu_steps; s++) {
-        memcpy(bx, x + (size_t) ((s * B) % (n - B)) * 784, (size_t) B * 784);
-        memcpy(by, y + (s * B) % (n - B), (size_t) B);
-        zt_mlp_train_batch(cpu, bx, by, B);
-    }
-    double cpu_eps = (double) cpu_steps * B / ((double) (zt_now_us() - t0) / 1e6);
+    double cpu_eps = s_cpu_eps(cpu, x, y, n, B);
     printf("MLP 784-256-128-10, batch %d, Adam: GPU %.0f examples/s, CPU (1 core, OpenBLAS) %.0f "
            "examples/s: %.1fx\n", B, gpu_eps, cpu_eps, gpu_eps / cpu_eps);
     /* The trainer's replica step (group API): alone (NCCL in place), and

@@ -2,6 +2,7 @@
  * its environment (ours under the replica's variables), SageMaker's config
  * files, and the backend's start. */
 #include "zt_coord_int.h"
+#include "launch/zt_sm_env.h"
 #include "launch/zt_sagemaker.h"
 #include "base/zt_env.h"
 #include "base/zt_util.h"
@@ -78,7 +79,7 @@ static int s_write_config_files(zt_coord_t *self, zt_crep_t *r)
     }
     char *cfg = zt_layout_config_dir(&self->layout, r->pool, r->index);
     zt_mkdir_p(cfg);
-    json_t *files = zt_layout_config_files(&self->layout, r->pool, r->index), *doc;
+    json_t *files = zt_sm_config_files(&self->layout, r->pool, r->index), *doc;
     const char *name;
     json_object_foreach(files, name, doc) {
         char *path = zt_strdupf("%s/%s", cfg, name);

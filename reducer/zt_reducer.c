@@ -1,6 +1,6 @@
 #include "base/zt_env.h"
 #include "runtime/zt_process.h"
-#include "zt_reducer.h"
+#include "zt_reducer_int.h"
 #include "zt_ranges.h"
 #include "zt_held.h"
 #include "allreduce/zt_arlayout.h"
@@ -20,231 +20,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-#define MAX_WORKERS 256
-#define PIECE_BYTES self->layout.piece_bytes
-
-typedef struct {
-    int64_t lo, hi;            /* our chunk of the bucket */
-    int dtype;
-    zt_held_t *held;           /* per worker: its pieces of this generation, by reference
-                                * until their blocks are summed (in rank order) */
-    zt_ranges_t *from;          /* per worker: what of the chunk it sent (held or summed) */
-    int64_t gen;               /* generation being summed, -1 unknown */
-    int64_t started_ms;        /* first piece of this generation */
-    int64_t warned_ms;         /* last "still waiting" log */
-    void *res[2];              /* sums by generation parity, in the payload dtype */
-    atomic_int res_lent[2];    /* zero-copy frames of each that ZeroMQ still holds */
-    int64_t result_gen;        /* its generation, -1 none */
-    bool *block_sent;          /* this generation: result block j already sent */
-    int nblocks;               /* blocks of PIECE_BYTES in the chunk (1 if empty) */
-    int64_t per;               /* elements of a block */
-    int blocks_sent;
-    int64_t want_gen;          /* restarted: the older sum being fetched from a worker, -1 */
-    zt_ranges_t want_got;       /* what of it has arrived */
-    int64_t asked_ms;          /* when we last asked */
-    int64_t probed_ms;         /* when we last asked the silent workers (s_probe_ahead) */
-} s_bucket_t;
-
-struct zt_reducer_t {
-    zt_reducer_opts_t opts;
-    bool allow_nonfinite;      /* ZT_ALLOW_NONFINITE */
-    zt_refusals_t nonfinite;   /* pieces refused for NaN or infinity */
-    zt_refusals_t dropped;     /* malformed messages */
-    zt_refusals_t unsealed;    /* TCP messages not sealed under the job's keys */
-    zt_refusals_t stale;       /* messages of an earlier group (membership generation) */
-    int64_t group;             /* the group's membership generation: a hello of a higher
-                                * one (an elastic group grown or shrunk) starts it afresh */
-    zt_bulk_server_t *srv;     /* the workers' way in (sealed from another host in a sealing job) */
-    char *layout_text;         /* the agreed tensor list JSON */
-    int64_t hash;
-    int workers;               /* N */
-    zt_ar_layout_t layout;
-    s_bucket_t *buckets;
-    bool configured;           /* layout known */
-    bool ready_sent;           /* every worker said hello, same layout */
-    bool failed;               /* a mismatch was found */
-    char failure[ZT_MSG_STR_MAX];
-    zmq_msg_t ids[MAX_WORKERS];/* each worker's identity, once known */
-    bool have_id[MAX_WORKERS];
-    bool said_hello[MAX_WORKERS];
-    int64_t hello_req[MAX_WORKERS];
-    int64_t asked_ms[MAX_WORKERS]; /* when each was last told to say hello (NOT_CONFIGURED) */
-    json_t *first_tensors;     /* tensors of the first hello, for mismatch messages */
-    int first_rank;
-    uint64_t seq;
-    int64_t warn_ms;           /* ZT_COLLECTIVE_WARN_MS */
-    bool local[MAX_WORKERS];   /* worker on this host: reads sums from shm in place */
-    zt_shm_region_t *shm;      /* the sums (res) of every bucket, when shared */
-    zt_shm_region_t *old_shm;  /* the earlier group's (or layout's), kept until every worker
-                                * of the new one said hello: a slower worker may still be
-                                * reading its last round's sums there */
-};
-
-static void s_free_buckets(zt_reducer_t *self)
-{
-    bool held = false; /* a sum ZeroMQ still holds: its buffer and the count it lowers stay */
-    for (int b = 0; self->buckets && b < self->layout.nbuckets; b++) {
-        s_bucket_t *k = &self->buckets[b];
-        for (int w = 0; k->held && w < self->workers; w++)
-            zt_held_free(&k->held[w]);
-        free(k->held);
-        for (int i = 0; i < 2; i++) {
-            for (int w = 0; w < 5000 && atomic_load(&k->res_lent[i]) > 0; w++)
-                zclock_sleep(1);
-            bool lent = atomic_load(&k->res_lent[i]) > 0;
-            held |= lent;
-            if (!self->shm && !lent)
-                free(k->res[i]);
-        }
-        free(k->want_got.iv);
-        free(k->block_sent);
-        for (int w = 0; k->from && w < self->workers; w++)
-            free(k->from[w].iv);
-        free(k->from);
-    }
-    if (!held)
-        free(self->buckets);
-    self->buckets = NULL;
-    zt_shm_destroy(&self->shm);
-    zt_ar_layout_free(&self->layout);
-}
-
-/* A new group (or layout): the buckets go, their shared sums stay a while
- * (old_shm). */
-static void s_free_buckets_keep_sums(zt_reducer_t *self)
-{
-    zt_shm_destroy(&self->old_shm);
-    zt_shm_region_t *keep = self->shm;
-    self->shm = NULL;
-    for (int b = 0; keep && self->buckets && b < self->layout.nbuckets; b++)
-        for (int i = 0; i < 2; i++)
-            self->buckets[b].res[i] = NULL; /* in the region: not freed one by one */
-    s_free_buckets(self);
-    self->old_shm = keep;
-}
-
-static void s_reset_bucket(zt_reducer_t *self, s_bucket_t *k)
-{
-    for (int w = 0; w < self->workers; w++) {
-        zt_held_clear(&k->held[w]);
-        k->from[w].n = 0;
-        k->from[w].got = 0;
-    }
-    k->started_ms = 0;
-    memset(k->block_sent, 0, (size_t) k->nblocks);
-    k->blocks_sent = 0;
-}
-
-static int s_configure(zt_reducer_t *self, const char *text, int workers)
-{
-    json_t *cfg = json_loads(text, 0, NULL);
-    json_t *tensors = json_object_get(cfg, "tensors");
-    int64_t threshold = json_integer_value(json_object_get(cfg, "threshold"));
-    int64_t piece = json_integer_value(json_object_get(cfg, "piece_bytes"));
-    if (!cfg || !json_is_array(tensors) || threshold <= 0 || workers < 1 || workers > MAX_WORKERS) {
-        json_decref(cfg);
-        return ZT_EPROTO;
-    }
-    s_free_buckets(self);
-    if (zt_ar_layout_build(&self->layout, tensors, threshold, piece) != ZT_OK) {
-        json_decref(cfg);
-        return ZT_EPROTO;
-    }
-    self->workers = workers;
-    self->buckets = calloc((size_t) self->layout.nbuckets + 1, sizeof *self->buckets);
-    /* The sums live in shared memory: workers on this host read them in place.
-     * A sum of generation g is written only once every worker has sent its
-     * piece of g, so after each has finished reading g - 1; two buffers (by
-     * parity) cover a worker that asks for g - 1 again while others are at g. */
-    size_t total = 0, need = 0;
-    for (int b = 0; b < self->layout.nbuckets; b++) {
-        int64_t lo, hi;
-        size_t es = zt_dtype_size(self->layout.buckets[b].dtype);
-        zt_ar_chunk(self->layout.buckets[b].numel, es, b, self->opts.reducers, self->opts.index, &lo, &hi);
-        total += 2 * (((size_t) (hi - lo) * es + 1 + 63) & ~(size_t) 63);
-        need += 2 * (size_t) (hi - lo) * es;
-    }
-    /* the layout came from the network: more than this machine's memory is refused */
-    size_t phys = (size_t) sysconf(_SC_PHYS_PAGES) * (size_t) sysconf(_SC_PAGESIZE);
-    if (!self->buckets || need > phys) {
-        zt_warn("refused a layout that needs %.1f GB here (this machine has %.1f GB)", (double) need / 1e9,
-                (double) phys / 1e9);
-        s_free_buckets(self);
-        json_decref(cfg);
-        return ZT_ENOMEM;
-    }
-    self->shm = zt_shm_create("red", total);
-    size_t at_shm = 0;
-    for (int b = 0; b < self->layout.nbuckets; b++) {
-        s_bucket_t *k = &self->buckets[b];
-        zt_ar_chunk(self->layout.buckets[b].numel, zt_dtype_size(self->layout.buckets[b].dtype), b,
-                    self->opts.reducers, self->opts.index, &k->lo, &k->hi);
-        k->dtype = self->layout.buckets[b].dtype;
-        k->held = calloc((size_t) workers, sizeof *k->held);
-        for (int i = 0; i < 2; i++) {
-            size_t bytes = (size_t) (k->hi - k->lo) * zt_dtype_size(k->dtype) + 1;
-            if (self->shm) {
-                k->res[i] = self->shm->base + at_shm;
-                at_shm += (bytes + 63) & ~(size_t) 63;
-            }
-            else
-                k->res[i] = malloc(bytes);
-        }
-        int64_t per = PIECE_BYTES / (int64_t) zt_dtype_size(k->dtype), n = k->hi - k->lo;
-        k->nblocks = n == 0 ? 1 : (int) ((n + per - 1) / per);
-        k->per = per;
-        k->block_sent = calloc((size_t) k->nblocks, sizeof(bool));
-        k->from = calloc((size_t) workers, sizeof *k->from);
-        k->gen = -1;
-        k->result_gen = -1;
-        k->want_gen = -1;
-        if (!k->held || !k->res[0] || !k->res[1] || !k->block_sent || !k->from) {
-            zt_warn("out of memory for a layout of %d buckets", self->layout.nbuckets);
-            s_free_buckets(self);
-            json_decref(cfg);
-            return ZT_ENOMEM;
-        }
-    }
-    free(self->layout_text);
-    self->layout_text = strdup(text);
-    json_decref(self->first_tensors);
-    self->first_tensors = json_incref(tensors);
-    self->configured = true;
-    json_decref(cfg);
-    return ZT_OK;
-}
-
-zt_reducer_t *zt_reducer_new(const zt_reducer_opts_t *opts)
-{
-    zt_reducer_t *self = calloc(1, sizeof *self);
-    self->opts = *opts;
-    if (!(self->srv = zt_bulk_bind(ZT_PLANE_DATA, opts->bind, NULL)) || zt_bulk_server_pool_copies(self->srv)) {
-        zt_bulk_server_destroy(&self->srv);
-        free(self);
-        return NULL;
-    }
-    self->warn_ms = zt_knob_int(ZT_KNOB_COLLECTIVE_WARN_MS);
-    self->allow_nonfinite = zt_knob_int(ZT_KNOB_ALLOW_NONFINITE) != 0;
-    return self;
-}
-
-void zt_reducer_destroy(zt_reducer_t **self_p)
-{
-    if (!self_p || !*self_p)
-        return;
-    zt_reducer_t *self = *self_p;
-    for (int w = 0; w < MAX_WORKERS; w++)
-        if (self->have_id[w])
-            zmq_msg_close(&self->ids[w]);
-    zt_bulk_server_destroy(&self->srv);
-    s_free_buckets(self);
-    zt_shm_destroy(&self->old_shm);
-    json_decref(self->first_tensors);
-    free(self->layout_text);
-    free(self);
-    *self_p = NULL;
-}
 
 
 static void s_send_lent(zt_reducer_t *self, int rank, zt_msg_t *m, const void *payload, size_t bytes,
@@ -369,7 +144,7 @@ static void s_send_block(zt_reducer_t *self, int b, int j, const char *sum)
         if (k->want_gen == k->gen) /* asked for in vain (s_probe_ahead): nobody had it */
             k->want_gen = -1;
         k->result_gen = k->gen;
-        s_reset_bucket(self, k);
+        zt_reducer_reset_bucket(self, k);
         k->gen++;
     }
 }
@@ -453,7 +228,7 @@ static void s_on_worker_result(zt_reducer_t *self, const zt_msg_t *m, zmq_msg_t 
     for (int w = 0; w < self->workers; w++) /* those past it ignore it */
         s_send_result(self, (int) p->bucket, w);
     if (k->gen == k->result_gen) { /* we were stuck on it: move on */
-        s_reset_bucket(self, k);
+        zt_reducer_reset_bucket(self, k);
         k->gen++;
     }
 }
@@ -621,7 +396,7 @@ static void s_on_hello(zt_reducer_t *self, int rank, const zt_msg_t *m, zmq_msg_
         return;
     }
     if (!self->configured) {
-        if (s_configure(self, text, workers) != ZT_OK) {
+        if (zt_reducer_configure(self, text, workers) != ZT_OK) {
             s_error(self, rank, m->u.AR_HELLO.req, ZT_PS_BAD_PAYLOAD,
                     "layout refused: malformed, or more than this reducer can hold");
             free(text);
@@ -771,7 +546,7 @@ static bool s_group_message(zt_reducer_t *self, const zt_msg_t *m)
         zt_info("membership generation %lld: a new group (%lld workers, from worker %lld's hello); the "
                 "earlier group's state is dropped", (long long) (m->incarnation / ZT_AR_LAYOUTS),
                 (long long) m->u.AR_HELLO.workers, (long long) m->index);
-    s_free_buckets_keep_sums(self);
+    zt_reducer_free_buckets_keep_sums(self);
     self->group = m->incarnation;
     self->configured = self->ready_sent = self->failed = false;
     self->failure[0] = 0;

@@ -12,7 +12,7 @@
  * that the program gets it and may save: srun itself would turn a SIGTERM
  * into SIGKILL for the step's tasks. SIGKILL goes to the step the same way,
  * and to srun. */
-#include "launch/zt_backend.h"
+#include "launch/zt_backend_slurm_int.h"
 #include "launch/zt_slurm.h"
 #include "zt_state.h"
 #include "base/zt_util.h"
@@ -29,38 +29,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-/* A replica's place in the allocation and its running step. */
-typedef struct {
-    char *node;                 /* its node (owned) */
-    char name[32];              /* its step's name, the replica's */
-    int comp;                   /* its component */
-    int gpus;                   /* GPUs its step asks for */
-    int cpus;                   /* CPUs of its machine type */
-    long long mem_mb;           /* memory per CPU (MB) */
-    char alloc[32];             /* an allocation of its own (a node regained), or "" */
-    zt_handle_t *handle;        /* its running step (srun), or NULL */
-    int64_t started_at;         /* when that step was started */
-} s_rep_t;
-
-typedef struct {
-    zt_backend_t *local;        /* starts, signals and reaps the srun processes */
-    bool het;                   /* a heterogeneous allocation: one component per pool */
-    int component[ZT_POOLS];    /* the component of each present pool */
-    s_rep_t *reps;              /* per ordinal */
-    int n;
-    /* scancel, the time limit or a preemption ends the steps before the
-     * coordinator hears its own SIGTERM: their ends are held back until it
-     * has, so that they are the job's stop, not crashes or a replica's own
-     * preemption */
-    struct { zt_handle_t *h; int status; int64_t until; } held[512];
-    int nheld;
-    int64_t ending_since;       /* when the allocation was seen ending (0: not) */
-    char jobs[512];             /* the allocation's job ids, one per component ("9,10") */
-    char steps[16384];          /* squeue's list of the allocation's steps: "ID NAME NODE" lines */
-    int64_t steps_at;           /* when it was read (0: never) */
-    pid_t signalling[64];       /* scancel --signal commands under way (0: free) */
-    char dropped[1024];         /* nodes let go from the allocation ("n3,n7"): never asked for again */
-} s_slurm_t;
 
 /* The node names of a Slurm host list ("n[1-3],x"), through scontrol. */
 static char **s_hostnames(const char *list, int *n)
@@ -102,7 +70,7 @@ static void s_tasks_per_node(const char *text, int *tasks, int n)
     }
 }
 
-static const char *s_env_component(const char *name, bool het, int c, char *buf, size_t size)
+const char *zt_slurm_be_env_component(const char *name, bool het, int c, char *buf, size_t size)
 {
     if (het)
         snprintf(buf, size, "%s_HET_GROUP_%d", name, c);
@@ -129,7 +97,7 @@ static void s_own_address(char *out, size_t size)
 static char *s_partition_nodes(int c)
 {
     char var[64], said[16384], opt[160] = "";
-    const char *part = s_env_component("SLURM_JOB_PARTITION", getenv("SLURM_HET_SIZE") != NULL, c, var, sizeof var);
+    const char *part = zt_slurm_be_env_component("SLURM_JOB_PARTITION", getenv("SLURM_HET_SIZE") != NULL, c, var, sizeof var);
     if (part)
         snprintf(opt, sizeof opt, "--partition=%s", part);
     char *argv[] = { "sinfo", "-h", "-N", "-o", "%N", opt[0] ? opt : NULL, NULL };
@@ -141,7 +109,7 @@ static char *s_partition_nodes(int c)
     return strdup(said);
 }
 
-static void s_forget(s_slurm_t *ctx)
+static void s_forget(zt_slurm_be_t *ctx)
 {
     for (int i = 0; i < ctx->n; i++)
         free(ctx->reps[i].node);
@@ -154,7 +122,7 @@ static void s_forget(s_slurm_t *ctx)
  * first..first+n-1) on their nodes (as each node resolves its own name),
  * for SM_NETWORK_INTERFACE_NAME: one step per node, all at once. A node
  * that does not say gets SageMaker's own default, eth0. */
-static void s_node_interfaces(s_slurm_t *ctx, int first, zt_place_t *places, int n)
+void zt_slurm_be_node_interfaces(zt_slurm_be_t *ctx, int first, zt_place_t *places, int n)
 {
     static const char script[] =
         "a=$(getent ahostsv4 \"$0\" | awk 'NR==1{print $1}'); PATH=$PATH:/usr/sbin:/sbin "
@@ -168,7 +136,7 @@ static void s_node_interfaces(s_slurm_t *ctx, int first, zt_place_t *places, int
                 of[i] = j;
         if (of[i] != i)
             continue;
-        const s_rep_t *r = &ctx->reps[first + i];
+        const zt_slurm_be_rep_t *r = &ctx->reps[first + i];
         char job[48], nodelist[300];
         char *argv[16] = { "srun", nodelist, "-N1", "-n1", "--overlap", "--mem=0", "--quiet",
                            "--job-name=ztrain-probe", "sh", "-c", (char *) script, r->node, NULL, NULL };
@@ -208,7 +176,7 @@ static void s_node_interfaces(s_slurm_t *ctx, int first, zt_place_t *places, int
  * nodes and tasks and laying its replicas on them, with one error path. */
 static int s_place(zt_backend_t *self, const zt_plan_t *plan, bool cpu_only, zt_placement_t *out)
 {
-    s_slurm_t *ctx = self->ctx;
+    zt_slurm_be_t *ctx = self->ctx;
     memset(out, 0, sizeof *out);
     const char *job = zt_slurm_job_id(-1);
     if (!job || !*job) {
@@ -233,8 +201,8 @@ static int s_place(zt_backend_t *self, const zt_plan_t *plan, bool cpu_only, zt_
             continue;
         ctx->component[p] = ctx->het ? c : 0;
         char name[64], tname[64];
-        const char *list = s_env_component("SLURM_JOB_NODELIST", ctx->het, ctx->component[p], name, sizeof name);
-        const char *tpn = s_env_component("SLURM_TASKS_PER_NODE", ctx->het, ctx->component[p], tname,
+        const char *list = zt_slurm_be_env_component("SLURM_JOB_NODELIST", ctx->het, ctx->component[p], name, sizeof name);
+        const char *tpn = zt_slurm_be_env_component("SLURM_TASKS_PER_NODE", ctx->het, ctx->component[p], tname,
                                           sizeof tname);
         /* the component's own job id, which its steps belong to */
         const char *jid = ctx->het ? zt_slurm_job_id(ctx->component[p]) : NULL;
@@ -261,7 +229,7 @@ static int s_place(zt_backend_t *self, const zt_plan_t *plan, bool cpu_only, zt_
             pl->port = base + k;
             pl->first_gpu = 0;
             pl->ngpus = cpu_only ? 0 : pool->accel_count;
-            s_rep_t *r = &ctx->reps[k];
+            zt_slurm_be_rep_t *r = &ctx->reps[k];
             r->node = strdup(nodes[node]);
             snprintf(r->name, sizeof r->name, "workerpool%d-%d", p, i);
             r->comp = ctx->component[p];
@@ -280,7 +248,7 @@ static int s_place(zt_backend_t *self, const zt_plan_t *plan, bool cpu_only, zt_
         c++;
     }
     out->n = k;
-    s_node_interfaces(ctx, 0, out->replicas, k);
+    zt_slurm_be_node_interfaces(ctx, 0, out->replicas, k);
     out->master_port = base + k;
     s_own_address(out->control_addr, sizeof out->control_addr);
     if (plan->pools[1].present && plan->pools[1].elastic_min) /* where a lost member may get a node again */
@@ -292,7 +260,7 @@ static int s_place(zt_backend_t *self, const zt_plan_t *plan, bool cpu_only, zt_
 
 static int s_start(zt_backend_t *self, const zt_launch_t *req, zt_handle_t **handle_p, int *out_fd)
 {
-    s_slurm_t *ctx = self->ctx;
+    zt_slurm_be_t *ctx = self->ctx;
     if (req->ordinal < 0 || req->ordinal >= ctx->n) /* not a replica: run it here */
         return ctx->local->start(ctx->local, req, handle_p, out_fd);
     size_t argc = 0;
@@ -350,7 +318,7 @@ static int s_start(zt_backend_t *self, const zt_launch_t *req, zt_handle_t **han
 /* The Slurm id ("10.0") of the step running replica ordinal i, found by
  * its name and node among the allocation's steps (squeue's list, read
  * again when asked to); false when Slurm does not list it (yet). */
-static bool s_step_of(s_slurm_t *ctx, int i, bool reread, char *out, size_t size)
+static bool s_step_of(zt_slurm_be_t *ctx, int i, bool reread, char *out, size_t size)
 {
     if (reread) {
         char *argv[] = { "squeue", "-h", "-s", "-j", ctx->jobs, "-o", "%i %j %N", NULL };
@@ -386,7 +354,7 @@ static bool s_step_of(s_slurm_t *ctx, int i, bool reread, char *out, size_t size
  * node that stopped answering takes scancel Slurm's MessageTimeout, and
  * the coordinator's loop must not wait on that. The local backend's reap
  * collects it, as it collects every child that is no replica. */
-static void s_run_detached(s_slurm_t *ctx, char *const *argv)
+static void s_run_detached(zt_slurm_be_t *ctx, char *const *argv)
 {
     pid_t pid = fork();
     if (pid == 0) {
@@ -414,7 +382,7 @@ static void s_run_detached(s_slurm_t *ctx, char *const *argv)
 /* Waits (up to 3 s in all) for the signals under way to reach Slurm: the
  * batch step's end would kill a scancel still running, and a step it was
  * to SIGKILL would live on until Slurm's KillWait. */
-static void s_await_signals(s_slurm_t *ctx)
+static void s_await_signals(zt_slurm_be_t *ctx)
 {
     int64_t deadline = zt_now_ms() + 3000;
     for (int i = 0; i < 64; i++) {
@@ -431,7 +399,7 @@ static void s_await_signals(s_slurm_t *ctx)
 
 static int s_signal(zt_backend_t *self, zt_handle_t *h, int sig)
 {
-    s_slurm_t *ctx = self->ctx;
+    zt_slurm_be_t *ctx = self->ctx;
     for (int k = 0; k < ctx->nheld; k++)
         if (ctx->held[k].h == h) /* ended already, its end held back: its pid is no longer its */
             return ZT_OK;
@@ -461,7 +429,7 @@ static int s_signal(zt_backend_t *self, zt_handle_t *h, int sig)
 
 /* True when squeue says the allocation is no longer running (cancelled,
  * timed out, completing). No answer is not taken for an end. */
-static bool s_allocation_ending(void)
+bool zt_slurm_be_allocation_ending(void)
 {
     char state[256], reason[256];
     return zt_slurm_query(zt_slurm_job_id(-1), state, sizeof state, reason, sizeof reason) == 1 &&
@@ -470,7 +438,7 @@ static bool s_allocation_ending(void)
 
 static int s_reap(zt_backend_t *self, zt_handle_t **h, int *status)
 {
-    s_slurm_t *ctx = self->ctx;
+    zt_slurm_be_t *ctx = self->ctx;
     int64_t now = zt_now_ms();
     if (ctx->nheld > 0 && now >= ctx->held[0].until) { /* the coordinator knows by now */
         *h = ctx->held[0].h;
@@ -481,10 +449,10 @@ static int s_reap(zt_backend_t *self, zt_handle_t **h, int *status)
     int rc = ctx->local->reap(ctx->local, h, status);
     if (rc != 1)
         return rc;
-    if (!ctx->ending_since && s_allocation_ending()) {
+    if (!ctx->ending_since && zt_slurm_be_allocation_ending()) {
         ctx->ending_since = now;
         zt_warn("the Slurm allocation %s is ending (scancel, its time limit or a preemption)", zt_slurm_job_id(-1));
-        raise(SIGTERM); /* the coordinator's own path, which asks why (s_ending) */
+        raise(SIGTERM); /* the coordinator's own path, which asks why (zt_slurm_be_ending) */
     }
     /* held: every end while the allocation ends, and a stop by signal for
      * a second, as Slurm may signal the steps before squeue says why and
@@ -504,288 +472,22 @@ static int s_reap(zt_backend_t *self, zt_handle_t **h, int *status)
 
 static void s_release(zt_backend_t *self, zt_handle_t **h)
 {
-    s_slurm_t *ctx = self->ctx;
+    zt_slurm_be_t *ctx = self->ctx;
     for (int i = 0; *h && i < ctx->n; i++)
         if (ctx->reps[i].handle == *h)
             ctx->reps[i].handle = NULL;
     ctx->local->release(ctx->local, h);
 }
 
-/* A node is lost when Slurm marks it down or failed, or not responding
- * (the '*' sinfo appends to its state). */
-static int s_node_lost(zt_backend_t *self, const zt_handle_t *h, char *why, size_t len)
-{
-    s_slurm_t *ctx = self->ctx;
-    char list[4096] = "";
-    for (int i = 0; i < ctx->n; i++) {
-        if (h && ctx->reps[i].handle != h)
-            continue;
-        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", list[0] ? "," : "", ctx->reps[i].node);
-    }
-    if (!list[0])
-        return 0;
-    char *cmd = zt_strdupf("sinfo -h -N -n '%s' -o '%%N|%%T|%%E' 2>/dev/null", list);
-    FILE *p = popen(cmd, "r");
-    free(cmd);
-    if (!p)
-        return 0;
-    char line[512];
-    int lost = 0;
-    why[0] = 0;
-    while (fgets(line, sizeof line, p)) {
-        line[strcspn(line, "\r\n")] = 0;
-        char *state = strchr(line, '|'), *reason = state ? strchr(state + 1, '|') : NULL;
-        if (!reason)
-            continue;
-        *state++ = 0;
-        *reason++ = 0;
-        size_t sl = strlen(state);
-        bool gone = (sl && state[sl - 1] == '*') || !strncmp(state, "down", 4) || !strncmp(state, "fail", 4);
-        if (gone && !strstr(why, line)) {
-            bool down = !strncmp(state, "down", 4) || !strncmp(state, "fail", 4);
-            snprintf(why + strlen(why), len - strlen(why), "%snode %s is %s (Slurm: %s%s%s)", lost ? "; " : "", line,
-                     down ? "down" : "not responding", state, strcmp(reason, "none") ? ", " : "",
-                     strcmp(reason, "none") ? reason : "");
-            lost++;
-        }
-    }
-    pclose(p);
-    return lost > 0;
-}
-
-static void s_requeue(zt_backend_t *self)
-{
-    (void) self;
-    const char *job = zt_slurm_job_id(-1);
-    char said[512];
-    if (!job || s_allocation_ending()) /* Slurm requeues it itself (node failure) */
-        return;
-    zt_info("requeueing Slurm job %s: the job runs again on other nodes", job);
-    char *argv[] = { "scontrol", "requeue", (char *) job, NULL };
-    if (zt_slurm_command(argv, said, sizeof said) != 0)
-        zt_warn("scontrol requeue %s: %s", job, said);
-}
-
-/* An elastic pool goes on without host: its component lets the node go
- * (scontrol update NodeList=the others), before Slurm sees it down and
- * ends the heterogeneous job's components that hold one node each. */
-static int s_drop_node(zt_backend_t *self, const char *host, char *why, size_t len)
-{
-    s_slurm_t *ctx = self->ctx;
-    int comp = -1;
-    for (int k = 0; k < ctx->n; k++)
-        if (ctx->reps[k].alloc[0] && ctx->reps[k].node && !strcmp(ctx->reps[k].node, host)) {
-            zt_info("Slurm job %s (%s's own node, %s) is let go", ctx->reps[k].alloc, ctx->reps[k].name, host);
-            size_t dl = strlen(ctx->dropped);
-            snprintf(ctx->dropped + dl, sizeof ctx->dropped - dl, "%s%s", dl ? "," : "", host);
-            int rc = zt_slurm_cancel(ctx->reps[k].alloc, why, len);
-            ctx->reps[k].alloc[0] = 0;
-            return rc == 0 ? ZT_OK : ZT_EIO;
-        }
-    for (int k = 0; k < ctx->n && comp < 0; k++)
-        if (ctx->reps[k].node && !strcmp(ctx->reps[k].node, host))
-            comp = ctx->reps[k].comp;
-    char list[4096] = "", jobs[512], *save = NULL, *id = NULL;
-    for (int k = 0; k < ctx->n; k++) {
-        const char *node = ctx->reps[k].node;
-        if (ctx->reps[k].comp != comp || !node || !strcmp(node, host) || strstr(list, node))
-            continue;
-        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", *list ? "," : "", node);
-    }
-    snprintf(jobs, sizeof jobs, "%s", ctx->jobs);
-    id = strtok_r(jobs, ",", &save);
-    for (int c = 0; id && c < (ctx->het ? comp : 0); c++)
-        id = strtok_r(NULL, ",", &save);
-    if (comp < 0 || !*list || !id) {
-        snprintf(why, len, "node %s holds no replica of a component with other nodes", host);
-        return ZT_EINVAL;
-    }
-    char job[64], nodes[4200];
-    snprintf(job, sizeof job, "JobId=%s", id);
-    snprintf(nodes, sizeof nodes, "NodeList=%s", list);
-    char *argv[] = { "scontrol", "update", job, nodes, NULL };
-    if (zt_slurm_command(argv, why, len) != 0)
-        return ZT_EIO;
-    size_t dl = strlen(ctx->dropped);
-    snprintf(ctx->dropped + dl, sizeof ctx->dropped - dl, "%s%s", dl ? "," : "", host);
-    zt_info("Slurm job %s lets node %s go: it runs on %s", id, host, list);
-    return ZT_OK;
-}
-
-/* Whether node is in the comma-separated list. */
-static bool s_listed(const char *list, const char *node)
-{
-    size_t n = strlen(node);
-    for (const char *p = list; p && *p;) {
-        size_t len = strcspn(p, ",");
-        if (len == n && !strncmp(p, node, n))
-            return true;
-        p += len + (p[len] == ',');
-    }
-    return false;
-}
-
-/* The idle nodes sinfo lists (in partition, when named), but for the ones
- * let go from the job (a lost node looks idle until Slurm marks it down). */
-static long s_idle_nodes(const s_slurm_t *ctx, const char *partition)
-{
-    char said[8192], opt[160] = "";
-    if (partition)
-        snprintf(opt, sizeof opt, "--partition=%s", partition);
-    char *argv[] = { "sinfo", "-h", "-N", "-t", "idle", "-o", "%N", opt[0] ? opt : NULL, NULL };
-    if (zt_slurm_command(argv, said, sizeof said) != 0)
-        return 0;
-    long n = 0;
-    for (char *line = strtok(said, "\n"); line; line = strtok(NULL, "\n"))
-        n += *line && !s_listed(ctx->dropped, line);
-    return n;
-}
-
-/* Long on purpose: the allocation's options gathered, asked for, and its
- * node read, with one error path. A node for replica k again, whose node
- * was lost: an allocation of its own (salloc --no-shell) with its pool's
- * resources, partition, account and QOS, for at most the job's time left;
- * asked only while sinfo shows an idle node, so that salloc does not wait. */
-static int s_regain(zt_backend_t *self, int k, zt_place_t *pl, char *why, size_t len)
-{
-    s_slurm_t *ctx = self->ctx;
-    if (k < 0 || k >= ctx->n) {
-        snprintf(why, len, "no replica %d", k);
-        return ZT_EINVAL;
-    }
-    s_rep_t *r = &ctx->reps[k];
-    char var[64], opt[4][160] = { "", "", "", "" }, cpus[48], mem[48], gres[32], name[80], said[2048];
-    const char *v = s_env_component("SLURM_JOB_PARTITION", ctx->het, r->comp, var, sizeof var);
-    if (s_idle_nodes(ctx, v) <= 0) {
-        snprintf(why, len, "no idle node in %s%s", v ? "partition " : "the cluster", v ? v : "");
-        return ZT_ENOTFOUND;
-    }
-    int o = 0;
-    if (v)
-        snprintf(opt[o++], sizeof opt[0], "--partition=%s", v);
-    if ((v = s_env_component("SLURM_JOB_ACCOUNT", ctx->het, r->comp, var, sizeof var)))
-        snprintf(opt[o++], sizeof opt[0], "--account=%s", v);
-    if ((v = s_env_component("SLURM_JOB_QOS", ctx->het, r->comp, var, sizeof var)))
-        snprintf(opt[o++], sizeof opt[0], "--qos=%s", v);
-    char *left_argv[] = { "squeue", "-h", "-j", (char *) zt_slurm_job_id(-1), "-o", "%L", NULL };
-    if (zt_slurm_command(left_argv, said, sizeof said) == 0 && said[0] >= '0' && said[0] <= '9' &&
-        !strchr(said, '\n'))
-        snprintf(opt[o++], sizeof opt[0], "--time=%.100s", said);
-    snprintf(cpus, sizeof cpus, "--cpus-per-task=%d", r->cpus);
-    snprintf(mem, sizeof mem, "--mem-per-cpu=%lldM", r->mem_mb > 0 ? r->mem_mb : 1);
-    snprintf(gres, sizeof gres, "--gres=gpu:%d", r->gpus);
-    snprintf(name, sizeof name, "--job-name=%s", r->name);
-    char exclude[1100];
-    snprintf(exclude, sizeof exclude, "--exclude=%s", ctx->dropped);
-    char *argv[16] = { "salloc", "--no-shell", "--immediate=3", "-N1", "-n1", cpus, mem, name };
-    int a = 8;
-    if (ctx->dropped[0])
-        argv[a++] = exclude;
-    if (r->gpus > 0)
-        argv[a++] = gres;
-    for (int i = 0; i < o; i++)
-        argv[a++] = opt[i];
-    long long id = 0;
-    const char *granted = NULL;
-    if (zt_slurm_command_apart(argv, said, sizeof said) != 0 ||
-        !(granted = strstr(said, "Granted job allocation ")) || sscanf(granted + 23, "%lld", &id) != 1) {
-        snprintf(why, len, "salloc: %s", said);
-        return ZT_ENOTFOUND;
-    }
-    char idtext[32], node[256];
-    snprintf(idtext, sizeof idtext, "%lld", id);
-    char *node_argv[] = { "squeue", "-h", "-j", idtext, "-o", "%N", NULL };
-    if (zt_slurm_command(node_argv, node, sizeof node) != 0 || !node[0] || strchr(node, ',') || strchr(node, '[')) {
-        snprintf(why, len, "Slurm job %s was granted, but squeue names no one node of it: %s", idtext, node);
-        zt_slurm_cancel(idtext, said, sizeof said);
-        return ZT_EIO;
-    }
-    free(r->node);
-    r->node = strdup(node);
-    snprintf(r->alloc, sizeof r->alloc, "%s", idtext);
-    size_t jl = strlen(ctx->jobs);
-    snprintf(ctx->jobs + jl, sizeof ctx->jobs - jl, ",%s", idtext);
-    snprintf(pl->host, sizeof pl->host, "%s", node);
-    snprintf(pl->addr, sizeof pl->addr, "%s", node);
-    pl->iface[0] = 0;
-    s_node_interfaces(ctx, k, pl, 1);
-    zt_info("Slurm job %s: a node of its own for %s, on %s", idtext, r->name, node);
-    return ZT_OK;
-}
-
-/* The nodes regained for replicas end with the job. */
-static void s_release_regained(s_slurm_t *ctx)
-{
-    char err[512];
-    for (int i = 0; i < ctx->n; i++)
-        if (ctx->reps[i].alloc[0]) {
-            if (zt_slurm_cancel(ctx->reps[i].alloc, err, sizeof err) != 0)
-                zt_warn("%s", err);
-            ctx->reps[i].alloc[0] = 0;
-        }
-}
-
-static void s_give_up(zt_backend_t *self)
-{
-    (void) self;
-    const char *job = zt_slurm_job_id(-1);
-    char err[512];
-    if (!job || !s_allocation_ending()) /* not requeued: it ends with this script */
-        return;
-    zt_info("cancelling Slurm's requeue of job %s: no job retry is left", job);
-    if (zt_slurm_cancel(job, err, sizeof err) != 0)
-        zt_warn("%s", err);
-}
-
-/* squeue's word on the allocation: a restart count above this run's
- * (SLURM_RESTART_COUNT) is a requeue already made, by a preemption or
- * `scontrol requeue`; a TimeLimit reason its time limit; any other state
- * than RUNNING a cancel. */
-static int s_ending(zt_backend_t *self, char *why, size_t len)
-{
-    const char *job = zt_slurm_job_id(-1);
-    char said[2048], state[64] = "", reason[128] = "";
-    char *argv[] = { "squeue", "-h", "-j", (char *) job, "-O", "State:|,Reason:|,RestartCnt:", NULL };
-    long restarts = 0;
-    why[0] = 0;
-    /* a requeue's count may show a moment after the steps were signalled:
-     * an end that looks like a cancel is asked again, for about a second */
-    for (int tries = 0; tries < 5; tries++) {
-        if (tries)
-            usleep(250 * 1000);
-        if (!job || zt_slurm_command(argv, said, sizeof said) != 0)
-            return ZT_END_NONE;
-        said[strcspn(said, "\n")] = 0; /* a heterogeneous job: its first line is the job's */
-        if (sscanf(said, "%63[^|]|%127[^|]|%ld", state, reason, &restarts) < 2)
-            return ZT_END_NONE;
-        if (restarts > self->requeues || !strcmp(reason, "TimeLimit") || !strcmp(state, "RUNNING"))
-            break;
-    }
-    if (restarts > self->requeues) {
-        snprintf(why, len, "Slurm requeued job %s (a preemption or scontrol requeue; its run %ld)", job,
-                 restarts + 1);
-        return ZT_END_REQUEUED;
-    }
-    if (!strcmp(reason, "TimeLimit")) {
-        snprintf(why, len, "Slurm job %s reached its time limit", job);
-        return ZT_END_TIME_LIMIT;
-    }
-    if (strcmp(state, "RUNNING")) {
-        snprintf(why, len, "Slurm job %s was cancelled (scancel; it is %s)", job, state);
-        return ZT_END_CANCELLED;
-    }
-    return ZT_END_NONE;
-}
-
 static int64_t s_pid(zt_backend_t *self, const zt_handle_t *h)
 {
-    s_slurm_t *ctx = self->ctx;
+    zt_slurm_be_t *ctx = self->ctx;
     return ctx->local->pid(ctx->local, h);
 }
 
 static void s_cleanup(zt_backend_t *self)
 {
-    s_slurm_t *ctx = self->ctx;
+    zt_slurm_be_t *ctx = self->ctx;
     s_await_signals(ctx);
     ctx->local->cleanup(ctx->local);
 }
@@ -794,8 +496,8 @@ static void s_destroy(zt_backend_t **self_p)
 {
     if (!self_p || !*self_p)
         return;
-    s_slurm_t *ctx = (*self_p)->ctx;
-    s_release_regained(ctx);
+    zt_slurm_be_t *ctx = (*self_p)->ctx;
+    zt_slurm_be_release_regained(ctx);
     ctx->local->destroy(&ctx->local);
     s_forget(ctx);
     free(ctx);
@@ -806,7 +508,7 @@ static void s_destroy(zt_backend_t **self_p)
 zt_backend_t *zt_backend_slurm_new(void)
 {
     zt_backend_t *self = calloc(1, sizeof *self);
-    s_slurm_t *ctx = calloc(1, sizeof *ctx);
+    zt_slurm_be_t *ctx = calloc(1, sizeof *ctx);
     if (!self || !ctx || !(ctx->local = zt_backend_local_new())) {
         free(self);
         free(ctx);
@@ -824,11 +526,11 @@ zt_backend_t *zt_backend_slurm_new(void)
     self->destroy = s_destroy;
     self->allocation = zt_slurm_job_id(-1);
     self->requeues = zt_slurm_restart_count();
-    self->node_lost = s_node_lost;
-    self->requeue = s_requeue;
-    self->give_up = s_give_up;
-    self->drop_node = s_drop_node;
-    self->ending = s_ending;
-    self->regain = s_regain;
+    self->node_lost = zt_slurm_be_node_lost;
+    self->requeue = zt_slurm_be_requeue;
+    self->give_up = zt_slurm_be_give_up;
+    self->drop_node = zt_slurm_be_drop_node;
+    self->ending = zt_slurm_be_ending;
+    self->regain = zt_slurm_be_regain;
     return self;
 }

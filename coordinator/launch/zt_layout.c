@@ -1,5 +1,6 @@
 #include "launch/zt_layout.h"
 #include "launch/zt_sagemaker.h"
+#include "launch/zt_sm_env.h"
 #include "base/zt_env.h"
 #include "wire/zt_auth.h"
 #include "wire/zt_transport.h"
@@ -156,15 +157,15 @@ char *zt_layout_config_dir(const zt_layout_t *self, int pool, int index)
     return zt_strdupf("%s/config/%s", self->job_dir, name);
 }
 
-static void s_put(json_t *env, const char *name, const char *value)
+void zt_layout_put(json_t *env, const char *name, const char *value)
 {
     json_array_append_new(env, json_pack("[ss]", name, value));
 }
 
-static void s_put_json(json_t *env, const char *name, json_t *value)
+void zt_layout_put_json(json_t *env, const char *name, json_t *value)
 {
     char *text = json_dumps(value, JSON_COMPACT);
-    s_put(env, name, text);
+    zt_layout_put(env, name, text);
     free(text);
     json_decref(value);
 }
@@ -195,13 +196,13 @@ static void s_put_int(json_t *env, zt_env_t var, long long v)
 {
     char buf[32];
     snprintf(buf, sizeof buf, "%lld", v);
-    s_put(env, zt_env_name(var), buf);
+    zt_layout_put(env, zt_env_name(var), buf);
 }
 
 static void s_put_dir(json_t *env, zt_env_t var, const char *base, const char *sub)
 {
     char *d = zt_strdupf("%s/%s/", base, sub);
-    s_put(env, zt_env_name(var), d);
+    zt_layout_put(env, zt_env_name(var), d);
     free(d);
 }
 
@@ -250,10 +251,10 @@ static s_node_t s_node_of(const zt_layout_t *self, int rank, int world)
 static void s_env_frameworks(json_t *env, const zt_layout_t *self, int pool, int index)
 {
     const zt_plan_t *plan = self->plan;
-    s_put_json(env, zt_env_name(ZT_ENV_CLUSTER_SPEC), zt_layout_cluster_spec(self, pool, index));
+    zt_layout_put_json(env, zt_env_name(ZT_ENV_CLUSTER_SPEC), zt_layout_cluster_spec(self, pool, index));
     json_t *tf = zt_layout_tf_config(self, pool, index);
     if (tf)
-        s_put_json(env, zt_env_name(ZT_ENV_TF_CONFIG), tf);
+        zt_layout_put_json(env, zt_env_name(ZT_ENV_TF_CONFIG), tf);
     if (pool > 1 || zt_sm_mpi(plan)) /* mpi: each rank's are Open MPI's (OMPI_COMM_WORLD_*) */
         return;
     int world = 1;
@@ -261,7 +262,7 @@ static void s_env_frameworks(json_t *env, const zt_layout_t *self, int pool, int
         world += zt_layout_dense(self, 1, i) >= 0;
     int rank = pool == 0 ? 0 : 1 + zt_layout_dense(self, 1, index);
     s_node_t node = s_node_of(self, rank, world);
-    s_put(env, zt_env_name(ZT_ENV_MASTER_ADDR), zt_layout_place(self, 0, 0)->addr);
+    zt_layout_put(env, zt_env_name(ZT_ENV_MASTER_ADDR), zt_layout_place(self, 0, 0)->addr);
     s_put_int(env, ZT_ENV_MASTER_PORT, self->placement.master_port);
     s_put_int(env, ZT_ENV_WORLD_SIZE, world);
     s_put_int(env, ZT_ENV_RANK, rank);
@@ -276,310 +277,9 @@ static void s_env_frameworks(json_t *env, const zt_layout_t *self, int pool, int
         s_put_int(env, ZT_ENV_PET_NNODES, world);
         s_put_int(env, ZT_ENV_PET_NODE_RANK, rank);
         s_put_int(env, ZT_ENV_PET_NPROC_PER_NODE, me->ngpus > 1 ? me->ngpus : 1);
-        s_put(env, zt_env_name(ZT_ENV_PET_MASTER_ADDR), zt_layout_place(self, 0, 0)->addr);
+        zt_layout_put(env, zt_env_name(ZT_ENV_PET_MASTER_ADDR), zt_layout_place(self, 0, 0)->addr);
         s_put_int(env, ZT_ENV_PET_MASTER_PORT, self->placement.master_port);
     }
-}
-
-/* ------------------------------------------------------------ SageMaker */
-
-/* The program's hyperparameters, SageMaker's way round: its "--name=value"
- * and "--name value" arguments, {name: "value"} (hyperparameters.json's
- * form: every value a string). A bare "--flag" is not one. */
-static json_t *s_hyperparameters(const zt_layout_t *self, int pool)
-{
-    json_t *hps = json_object();
-    json_t *argv = self->plan->pools[pool].argv;
-    size_t n = json_array_size(argv);
-    for (size_t i = 1; i < n; i++) {
-        const char *a = json_string_value(json_array_get(argv, i));
-        if (strncmp(a, "--", 2) || !a[2] || a[2] == '=')
-            continue;
-        const char *eq = strchr(a, '=');
-        const char *next = i + 1 < n ? json_string_value(json_array_get(argv, i + 1)) : NULL;
-        char *name = eq ? strndup(a + 2, (size_t) (eq - a - 2)) : strdup(a + 2);
-        if (eq)
-            json_object_set_new(hps, name, json_string(eq + 1));
-        else if (next && strncmp(next, "--", 2)) {
-            json_object_set_new(hps, name, json_string(next));
-            i++;
-        }
-        free(name);
-    }
-    return hps;
-}
-
-/* A value as the toolkit reads it: JSON where it parses ("256" is 256),
- * else the string. */
-static json_t *s_sm_decode(const char *text)
-{
-    json_t *v = json_loads(text, JSON_DECODE_ANY, NULL);
-    return v ? v : json_string(text);
-}
-
-/* The fewest digits that give back every real number in v (Python's repr
- * of 0.1 is 0.1; jansson's default, 17 digits, would say 0.10000000000000001). */
-static int s_sm_digits(const json_t *v)
-{
-    int most = 1;
-    if (json_is_real(v)) {
-        double x = json_real_value(v);
-        char buf[40];
-        for (most = 1; most < 17; most++) {
-            snprintf(buf, sizeof buf, "%.*g", most, x);
-            if (strtod(buf, NULL) == x)
-                break;
-        }
-    }
-    const char *k;
-    json_t *e;
-    size_t i;
-    if (json_is_object(v))
-        json_object_foreach((json_t *) v, k, e) {
-            int d = s_sm_digits(e);
-            most = d > most ? d : most;
-        }
-    if (json_is_array(v))
-        json_array_foreach(v, i, e) {
-            int d = s_sm_digits(e);
-            most = d > most ? d : most;
-        }
-    return most;
-}
-
-/* Environment-variable text as the toolkit writes it: strings as they are,
- * everything else compact JSON with sorted keys. */
-static char *s_sm_text(const json_t *v)
-{
-    if (json_is_string(v))
-        return strdup(json_string_value(v));
-    return json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY | JSON_REAL_PRECISION(s_sm_digits(v)));
-}
-
-static void s_put_sm(json_t *env, const char *name, json_t *value)
-{
-    char *text = s_sm_text(value);
-    s_put(env, name, text);
-    free(text);
-    json_decref(value);
-}
-
-/* The program SageMaker would call the entry point: the script of
- * "python3 train.py ...", the module of "python3 -m pkg.task ...", else the
- * command itself. */
-static const char *s_sm_entry_point(json_t *argv)
-{
-    const char *a0 = json_string_value(json_array_get(argv, 0));
-    const char *a1 = json_string_value(json_array_get(argv, 1));
-    if (!a0)
-        return "";
-    const char *base = strrchr(a0, '/') ? strrchr(a0, '/') + 1 : a0;
-    if (strncmp(base, "python", 6) || !a1)
-        return a0;
-    if (!strcmp(a1, "-m") && json_array_size(argv) > 2)
-        return json_string_value(json_array_get(argv, 2));
-    return a1[0] == '-' ? a0 : a1;
-}
-
-static int s_strcmp_p(const void *a, const void *b)
-{
-    return strcmp(*(const char *const *) a, *(const char *const *) b);
-}
-
-/* name = prefix + KEY in upper case (SM_HP_BATCH-SIZE, SM_CHANNEL_TRAINING). */
-static void s_put_upper(json_t *env, const char *prefix, const char *key, const char *value)
-{
-    char *name = zt_strdupf("%s%s", prefix, key);
-    for (char *c = name + strlen(prefix); *c; c++)
-        *c = (char) toupper((unsigned char) *c);
-    s_put(env, name, value);
-    free(name);
-}
-
-/* The job's data channels: the folders in <base>/input/data/, where
- * SageMaker mounts them (sorted; a trial sees its study's). */
-static json_t *s_sm_channels(const zt_layout_t *self)
-{
-    const char *base = self->plan->base_output_dir ? self->plan->base_output_dir : self->job_dir;
-    char *root = zt_strdupf("%s/input/data", base);
-    json_t *dirs = json_object();
-    struct dirent **list = NULL;
-    int n = scandir(root, &list, NULL, alphasort);
-    for (int i = 0; i < n; i++) {
-        char *path = zt_strdupf("%s/%s", root, list[i]->d_name);
-        struct stat st;
-        if (list[i]->d_name[0] != '.' && stat(path, &st) == 0 && S_ISDIR(st.st_mode))
-            json_object_set_new(dirs, list[i]->d_name, json_string(path));
-        free(path);
-        free(list[i]);
-    }
-    free(list);
-    free(root);
-    return dirs;
-}
-
-/* The instance groups in SM_TRAINING_ENV e and its resource_config, as
- * the training toolkit of a heterogeneous cluster gives them. */
-static void s_sm_groups(const zt_layout_t *self, int pool, json_t *e)
-{
-    int mine = 0;
-    json_t *groups = zt_sm_groups(self, pool, &mine), *names = json_array(), *dict = json_object(), *g;
-    size_t i;
-    json_array_foreach(groups, i, g) {
-        json_array_append(names, json_object_get(g, "instance_group_name"));
-        json_object_set(dict, json_string_value(json_object_get(g, "instance_group_name")), g);
-    }
-    json_t *me = json_array_get(groups, (size_t) mine), *rc = json_object_get(e, "resource_config");
-    const char *type = self->plan->pools[pool].machine.name;
-    json_object_set_new(e, "current_instance_type", json_string(type));
-    json_object_set(e, "current_instance_group", json_object_get(me, "instance_group_name"));
-    json_object_set(e, "current_instance_group_hosts", json_object_get(me, "hosts"));
-    json_object_set_new(e, "instance_groups", names);
-    json_object_set_new(e, "instance_groups_dict", dict);
-    json_object_set_new(e, "is_hetero", json_boolean(json_object_get(self->plan->sagemaker, "instanceGroups") != NULL));
-    json_object_set_new(rc, "current_instance_type", json_string(type));
-    json_object_set(rc, "current_group_name", json_object_get(me, "instance_group_name"));
-    json_object_set_new(rc, "instance_groups", groups);
-}
-
-/* What SageMaker's training toolkit sees of one replica, as its
- * SM_TRAINING_ENV: every SM_* variable and config file is taken from it. */
-static json_t *s_sm_training_env(const zt_layout_t *self, int pool, int index)
-{
-    const zt_plan_t *plan = self->plan;
-    json_t *hosts = json_array();
-    char current[64], name[64];
-    int n;
-    zt_sm_ref_t *h = zt_sm_hosts(plan, &n);
-    for (int k = 0; k < n; k++) {
-        zt_sm_host(self, h[k].pool, h[k].index, name, sizeof name);
-        json_array_append_new(hosts, json_string(name));
-    }
-    free(h);
-    zt_sm_host(self, pool, index, current, sizeof current);
-    /* the input (channels) is the job's, a trial's study's; the model and
-     * output folders are the trial's own, as AIP_MODEL_DIR is */
-    const char *base = plan->base_output_dir ? plan->base_output_dir : self->job_dir, *out = self->base_dir;
-    json_t *hps = s_hyperparameters(self, pool), *decoded = json_object(), *args = json_array();
-    const char *k;
-    json_t *v, *channels = s_sm_channels(self), *data_config = json_object();
-    json_object_foreach(hps, k, v)
-        json_object_set_new(decoded, k, s_sm_decode(json_string_value(v)));
-    /* SM_USER_ARGS: the toolkit's to_cmd_args, sorted by name. */
-    const char **keys = calloc(json_object_size(hps) + 1, sizeof *keys);
-    size_t nk = 0;
-    json_object_foreach(hps, k, v)
-        keys[nk++] = k;
-    qsort(keys, nk, sizeof *keys, s_strcmp_p);
-    for (size_t i = 0; i < nk; i++) {
-        json_array_append_new(args, json_sprintf(strlen(keys[i]) > 1 ? "--%s" : "-%s", keys[i]));
-        json_array_append(args, json_object_get(hps, keys[i]));
-    }
-    free(keys);
-    json_object_foreach(channels, k, v)
-        json_object_set_new(data_config, k, json_pack("{s:s, s:s, s:s}", "TrainingInputMode", "File",
-                                                      "S3DistributionType", "FullyReplicated",
-                                                      "RecordWrapperType", "None"));
-    json_decref(hps);
-    char *cfg = zt_layout_config_dir(self, pool, index);
-    const zt_place_t *me = zt_layout_place(self, pool, index);
-    json_t *e = json_pack("{s:o, s:s, s:O, s:o, s:s, s:o, s:s+, s:b, s:s, s:i, s:O, s:s+, s:s, s:i,"
-                          " s:i, s:s++, s:s+, s:s+, s:{s:s, s:O, s:s}, s:o, s:s}",
-                          "channel_input_dirs", channels, "current_host", current, "hosts", hosts,
-                          "hyperparameters", decoded, "input_config_dir", cfg,
-                          "input_data_config", data_config, "input_dir", base, "/input",
-                          "is_master", pool == 0 && index == 0, "job_name", plan->display_name, "log_level", 20,
-                          "master_hostname", json_array_get(hosts, 0), "model_dir", out, "/model",
-                          "network_interface_name", me->iface[0] ? me->iface : "lo",
-                          "num_cpus", plan->pools[pool].machine.vcpus,
-                          "num_gpus", me->ngpus, "output_data_dir", out, "/output/data/", current,
-                          "output_dir", out, "/output", "output_intermediate_dir", out, "/output/intermediate",
-                          "resource_config", "current_host", current, "hosts", hosts,
-                          "network_interface_name", me->iface[0] ? me->iface : "lo", "user_args", args,
-                          "user_entry_point",
-                          s_sm_entry_point(plan->pools[pool].argv));
-    s_sm_groups(self, pool, e);
-    /* /opt/ml/checkpoints: one folder of the job's, as CheckpointConfig's
-     * S3Uri is, there again for every restart, requeue and --resume */
-    json_object_set_new(e, "checkpoint_dir", json_sprintf("%s/sagemaker-checkpoints", self->base_dir)); /* a trial's own */
-    zt_sm_training_env(self, pool, index, e); /* a CreateTrainingJob's hosts have their own /opt/ml */
-    json_decref(hosts);
-    free(cfg);
-    return e;
-}
-
-/* SageMaker's variables, every one a field of SM_TRAINING_ENV: hosts
- * algo-1..algo-N in pool order, the job's directories, the replica's CPUs
- * and GPUs, its channels and hyperparameters. */
-static void s_env_sagemaker(json_t *env, const zt_layout_t *self, int pool, int index)
-{
-    json_t *e = s_sm_training_env(self, pool, index);
-    static const struct { zt_env_t var; const char *field; } s_fields[] = {
-        { ZT_ENV_SM_HOSTS, "hosts" },
-        { ZT_ENV_SM_CURRENT_HOST, "current_host" },
-        { ZT_ENV_SM_RESOURCE_CONFIG, "resource_config" },
-        { ZT_ENV_SM_INPUT_DIR, "input_dir" },
-        { ZT_ENV_SM_INPUT_CONFIG_DIR, "input_config_dir" },
-        { ZT_ENV_SM_INPUT_DATA_CONFIG, "input_data_config" },
-        { ZT_ENV_SM_MODEL_DIR, "model_dir" },
-        { ZT_ENV_SM_OUTPUT_DIR, "output_dir" },
-        { ZT_ENV_SM_OUTPUT_DATA_DIR, "output_data_dir" },
-        { ZT_ENV_SM_OUTPUT_INTERMEDIATE_DIR, "output_intermediate_dir" },
-        { ZT_ENV_SM_CHECKPOINT_DIR, "checkpoint_dir" },
-        { ZT_ENV_SM_NUM_CPUS, "num_cpus" },
-        { ZT_ENV_SM_NUM_GPUS, "num_gpus" },
-        { ZT_ENV_SM_LOG_LEVEL, "log_level" },
-        { ZT_ENV_SM_NETWORK_INTERFACE_NAME, "network_interface_name" },
-        { ZT_ENV_SM_CURRENT_INSTANCE_TYPE, "current_instance_type" },
-        { ZT_ENV_SM_CURRENT_INSTANCE_GROUP, "current_instance_group" },
-        { ZT_ENV_SM_CURRENT_INSTANCE_GROUP_HOSTS, "current_instance_group_hosts" },
-        { ZT_ENV_SM_INSTANCE_GROUPS, "instance_groups" },
-        { ZT_ENV_SM_INSTANCE_GROUPS_DICT, "instance_groups_dict" },
-        { ZT_ENV_SM_IS_HETERO, "is_hetero" },
-        { ZT_ENV_SM_HPS, "hyperparameters" },
-        { ZT_ENV_SM_USER_ARGS, "user_args" },
-        { ZT_ENV_SM_USER_ENTRY_POINT, "user_entry_point" },
-    };
-    for (size_t i = 0; i < sizeof s_fields / sizeof *s_fields; i++)
-        s_put_sm(env, zt_env_name(s_fields[i].var), json_incref(json_object_get(e, s_fields[i].field)));
-    json_t *channels = json_object_get(e, "channel_input_dirs"), *names = json_array(), *v;
-    const char *k;
-    json_object_foreach(channels, k, v)
-        json_array_append_new(names, json_string(k));
-    s_put_sm(env, zt_env_name(ZT_ENV_SM_CHANNELS), names); /* sorted: jansson keeps insertion order */
-    json_object_foreach(channels, k, v)
-        s_put_upper(env, zt_env_name(ZT_ENV_SM_CHANNEL_), k, json_string_value(v));
-    json_object_foreach(json_object_get(e, "hyperparameters"), k, v) {
-        char *text = s_sm_text(v);
-        s_put_upper(env, zt_env_name(ZT_ENV_SM_HP_), k, text);
-        free(text);
-    }
-    s_put_sm(env, zt_env_name(ZT_ENV_SM_TRAINING_ENV), e);
-    if (zt_sm_mpi(self->plan)) { /* where each host's ztrain-mpi listens */
-        json_t *where = json_object();
-        int n;
-        zt_sm_ref_t *h = zt_sm_hosts(self->plan, &n);
-        for (int i = 0; i < n; i++) {
-            char host[32];
-            zt_sm_host(self, h[i].pool, h[i].index, host, sizeof host);
-            const zt_place_t *at = zt_layout_place(self, h[i].pool, h[i].index);
-            json_object_set_new(where, host, json_sprintf("%s:%d", at->addr, at->port));
-        }
-        free(h);
-        s_put_json(env, zt_env_name(ZT_ENV_MPI_HOSTS), where);
-    }
-}
-
-json_t *zt_layout_config_files(const zt_layout_t *self, int pool, int index)
-{
-    json_t *e = s_sm_training_env(self, pool, index);
-    json_t *sm_hps = self->plan->sagemaker ? json_object_get(self->plan->sagemaker, "hyperparameters") : NULL;
-    json_t *files = json_pack("{s:o, s:O, s:O}", "hyperparameters.json",
-                              sm_hps ? json_deep_copy(sm_hps) : s_hyperparameters(self, pool), "resourceconfig.json",
-                              json_object_get(e, "resource_config"), "inputdataconfig.json",
-                              json_object_get(e, "input_data_config"));
-    json_decref(e);
-    return files;
 }
 
 /* The job's ZT_PEER_CONNECTIONS: 4 for each replica the job may have (an
@@ -628,16 +328,16 @@ static void s_env_ztrain(json_t *env, const zt_layout_t *self, int pool, int ind
 {
     const zt_place_t *me = zt_layout_place(self, pool, index);
     if (self->coordinator)
-        s_put(env, zt_env_name(ZT_ENV_COORDINATOR), self->coordinator);
+        zt_layout_put(env, zt_env_name(ZT_ENV_COORDINATOR), self->coordinator);
     s_put_int(env, ZT_ENV_POOL, pool);
     s_put_int(env, ZT_ENV_INDEX, index);
     s_put_int(env, ZT_ENV_INCARNATION, self->incarnation);
     char addr[300];
     snprintf(addr, sizeof addr, "%s:%d", me->addr, me->port);
-    s_put(env, zt_env_name(ZT_ENV_ADDRESS), addr);
-    s_put(env, zt_env_name(ZT_ENV_HOST), me->host);
-    s_put_json(env, zt_env_name(ZT_ENV_HOSTS), zt_layout_hosts(self));
-    s_put(env, zt_env_name(ZT_ENV_JOB_DIR), self->job_dir);
+    zt_layout_put(env, zt_env_name(ZT_ENV_ADDRESS), addr);
+    zt_layout_put(env, zt_env_name(ZT_ENV_HOST), me->host);
+    zt_layout_put_json(env, zt_env_name(ZT_ENV_HOSTS), zt_layout_hosts(self));
+    zt_layout_put(env, zt_env_name(ZT_ENV_JOB_DIR), self->job_dir);
     s_put_int(env, ZT_ENV_FRAME_LIMIT, s_job_frame_limit(self->plan));
     s_put_int(env, ZT_ENV_PEER_CONNECTIONS, s_job_peer_connections(self->plan));
     if (self->group >= 0 && pool <= 1) {
@@ -648,7 +348,7 @@ static void s_env_ztrain(json_t *env, const zt_layout_t *self, int pool, int ind
         char name[64];
         zt_layout_name(pool, index, name, sizeof name);
         char *file = zt_auth_file(self->credentials, name);
-        s_put(env, zt_env_name(ZT_ENV_CREDENTIALS), file);
+        zt_layout_put(env, zt_env_name(ZT_ENV_CREDENTIALS), file);
         free(file);
     }
     zt_role_t r2 = self->plan->pools[2].present ? self->plan->pools[2].role : ZT_ROLE_NONE;
@@ -661,7 +361,7 @@ static void s_env_ztrain(json_t *env, const zt_layout_t *self, int pool, int ind
     json_array_foreach(addrs, i, a)
         snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? "," : "", json_string_value(a));
     json_decref(addrs);
-    s_put(env, zt_env_name(r2 == ZT_ROLE_REDUCER ? ZT_ENV_REDUCERS : ZT_ENV_PARAMSERVERS), list);
+    zt_layout_put(env, zt_env_name(r2 == ZT_ROLE_REDUCER ? ZT_ENV_REDUCERS : ZT_ENV_PARAMSERVERS), list);
 }
 
 /* The pool's PYTHONPATH, then its own env[] last: it replaces what ztrain set. */
@@ -670,7 +370,7 @@ static void s_env_pool(json_t *env, const zt_pool_t *pp)
     if (pp->python_path) {
         const char *old = zt_env_get(ZT_ENV_PYTHONPATH);
         char *d = old && *old ? zt_strdupf("%s:%s", pp->python_path, old) : strdup(pp->python_path);
-        s_put(env, zt_env_name(ZT_ENV_PYTHONPATH), d);
+        zt_layout_put(env, zt_env_name(ZT_ENV_PYTHONPATH), d);
         free(d);
     }
     size_t k;
@@ -692,17 +392,17 @@ json_t *zt_layout_env(const zt_layout_t *self, int pool, int index)
     s_put_dir(env, ZT_ENV_AIP_MODEL_DIR, self->base_dir, "model");
     s_put_dir(env, ZT_ENV_AIP_CHECKPOINT_DIR, self->base_dir, "checkpoints");
     s_put_dir(env, ZT_ENV_AIP_TENSORBOARD_LOG_DIR, self->base_dir, "logs");
-    s_env_sagemaker(env, self, pool, index);
+    zt_sm_env(env, self, pool, index);
     /* GPUs: each replica sees only its own; none when it asked for none. */
     char buf[256] = "";
     const zt_place_t *me = zt_layout_place(self, pool, index);
     for (int g = 0; g < me->ngpus; g++)
         snprintf(buf + strlen(buf), sizeof buf - strlen(buf), "%s%d", g ? "," : "", me->first_gpu + g);
-    s_put(env, zt_env_name(ZT_ENV_CUDA_VISIBLE_DEVICES), buf);
+    zt_layout_put(env, zt_env_name(ZT_ENV_CUDA_VISIBLE_DEVICES), buf);
     if (self->trial) { /* cloudml-hypertune's metric file */
-        s_put(env, zt_env_name(ZT_ENV_TRIAL_ID), self->trial);
+        zt_layout_put(env, zt_env_name(ZT_ENV_TRIAL_ID), self->trial);
         char *d = zt_layout_hp_metric_file(self->base_dir, pool, index);
-        s_put(env, zt_env_name(ZT_ENV_HP_METRIC_FILE), d);
+        zt_layout_put(env, zt_env_name(ZT_ENV_HP_METRIC_FILE), d);
         free(d);
     }
     s_env_ztrain(env, self, pool, index);

@@ -56,10 +56,10 @@ json_t *zt_layout_cluster_spec(const zt_layout_t *self, int pool, int index);
 json_t *zt_layout_tf_config(const zt_layout_t *self, int pool, int index);
 /* The variables ztrain sets for one replica, in order: [[name, value], ...]. */
 json_t *zt_layout_env(const zt_layout_t *self, int pool, int index);
-/* The files SageMaker's toolkit reads in the replica's config directory:
- * {"hyperparameters.json": {...}, "resourceconfig.json": {...},
- *  "inputdataconfig.json": {...}}. */
-json_t *zt_layout_config_files(const zt_layout_t *self, int pool, int index);
+/* Appends [name, value] to a replica's environment (env: such pairs); the
+ * _json form writes value compact and takes its reference. */
+void zt_layout_put(json_t *env, const char *name, const char *value);
+void zt_layout_put_json(json_t *env, const char *name, json_t *value);
 /* The replica's config directory (SageMaker's config files live there). */
 char *zt_layout_config_dir(const zt_layout_t *self, int pool, int index);
 /* The hypertune metric file of replica (pool, index) of a trial whose base

@@ -107,9 +107,96 @@ static json_t *s_flag_int_or_string(const char *v)
     return zt_parse_int(v, &n) ? json_integer(n) : json_string(v);
 }
 
-/* Applies the override flags to the document; legacy selects the format.
- * Long on purpose: one branch per kind of override flag (pool fields, the
- * job's fields, env and args), in the order --help lists them. */
+/* One --worker-pool-spec KEY=VALUE,... (the pool-th on the command line)
+ * into spec's workerPoolSpecs[pool]. */
+static void s_apply_pool_flag(zt_spec_ctx_t *c, json_t *spec, const char *prefix, int pool, const char *val)
+{
+    char flag[64];
+    snprintf(flag, sizeof flag, "--worker-pool-spec #%d", pool + 1);
+    json_t *pools = json_object_get(spec, "workerPoolSpecs");
+    if (!json_is_array(pools)) {
+        pools = json_array();
+        json_object_set_new(spec, "workerPoolSpecs", pools);
+    }
+    while ((int) json_array_size(pools) <= pool)
+        json_array_append_new(pools, json_object());
+    json_t *ps = json_array_get(pools, pool);
+    char *pp = zt_strdupf("%s%sworkerPoolSpecs[%d]", prefix, *prefix ? "." : "", pool);
+    if (!json_is_object(ps)) {
+        ps = json_object();
+        json_array_set_new(pools, pool, ps);
+    }
+    char *dup = strdup(val), *save = NULL;
+    for (char *kv = strtok_r(dup, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(kv, '=');
+        const char *field = NULL;
+        if (eq) {
+            *eq = 0;
+            for (size_t k = 0; k < sizeof s_vertex_keys / sizeof *s_vertex_keys; k++)
+                if (!strcmp(kv, s_vertex_keys[k][0]))
+                    field = s_vertex_keys[k][1];
+        }
+        if (!field) {
+            zt_diag_add(c->diag, true, "command line", 0, 0, flag, NULL,
+                        "'%s' is not KEY=VALUE with a known key (machine-type, "
+                        "replica-count, accelerator-type, accelerator-count, "
+                        "container-image-uri, executor-image-uri, python-module, "
+                        "local-package-path, disk-type, disk-size)", kv);
+            continue;
+        }
+        json_t *jv;
+        if (!strcmp(kv, "replica-count") || !strcmp(kv, "accelerator-count") || !strcmp(kv, "disk-size"))
+            jv = s_flag_int_or_string(eq + 1);
+        else if (!strcmp(kv, "local-package-path"))
+            jv = json_pack("[s]", eq + 1);
+        else
+            jv = json_string(eq + 1);
+        char flagkey[96];
+        snprintf(flagkey, sizeof flagkey, "%s %s", flag, kv);
+        s_set_path(c->doc, ps, pp, field, jv, flagkey);
+    }
+    free(dup);
+    free(pp);
+}
+
+/* A legacy flag's value as its field takes it, by the flag's kind (the
+ * third column of s_legacy_flags): i an integer, l a list of one, b a
+ * boolean, u upper case, a an accelerator (count=N,type=TYPE), else text. */
+static json_t *s_legacy_flag_value(zt_spec_ctx_t *c, char kind, const char *name, const char *val)
+{
+    if (kind == 'i')
+        return s_flag_int_or_string(val);
+    if (kind == 'l')
+        return json_pack("[s]", val);
+    if (kind == 'b')
+        return !strcasecmp(val, "true") || !strcmp(val, "1")    ? json_true()
+               : !strcasecmp(val, "false") || !strcmp(val, "0") ? json_false()
+                                                                 : json_string(val);
+    if (kind == 'u') {
+        char up[64];
+        snprintf(up, sizeof up, "%s", val);
+        for (char *p = up; *p; p++)
+            *p = (char) toupper((unsigned char) *p);
+        return json_string(up);
+    }
+    if (kind != 'a')
+        return json_string(val);
+    json_t *jv = json_object();
+    char *dup = strdup(val), *save = NULL;
+    for (char *kv = strtok_r(dup, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(kv, '=');
+        if (eq && !strncmp(kv, "count", 5) && eq == kv + 5)
+            json_object_set_new(jv, "count", s_flag_int_or_string(eq + 1));
+        else if (eq && !strncmp(kv, "type", 4) && eq == kv + 4)
+            json_object_set_new(jv, "type", json_string(eq + 1));
+        else
+            zt_diag_add(c->diag, true, "command line", 0, 0, name, val, "expected count=N,type=TYPE");
+    }
+    free(dup);
+    return jv;
+}
+
+/* Applies the override flags to the document; legacy selects the format. */
 static void s_apply_flags(zt_spec_ctx_t *c, json_t *spec, const char *prefix, bool legacy,
                           json_t *flags)
 {
@@ -126,8 +213,6 @@ static void s_apply_flags(zt_spec_ctx_t *c, json_t *spec, const char *prefix, bo
             continue;
         }
         if (!strcmp(name, "--worker-pool-spec")) {
-            char flag[64];
-            snprintf(flag, sizeof flag, "--worker-pool-spec #%d", pool + 1);
             if (legacy) {
                 zt_diag_add(c->diag, true, "command line", 0, 0, NULL, NULL,
                             "--worker-pool-spec applies to a Vertex CustomJobSpec; %s is a legacy "
@@ -135,52 +220,7 @@ static void s_apply_flags(zt_spec_ctx_t *c, json_t *spec, const char *prefix, bo
                             c->doc->source);
                 return;
             }
-            json_t *pools = json_object_get(spec, "workerPoolSpecs");
-            if (!json_is_array(pools)) {
-                pools = json_array();
-                json_object_set_new(spec, "workerPoolSpecs", pools);
-            }
-            while ((int) json_array_size(pools) <= pool)
-                json_array_append_new(pools, json_object());
-            json_t *ps = json_array_get(pools, pool);
-            char *pp = zt_strdupf("%s%sworkerPoolSpecs[%d]", prefix, *prefix ? "." : "", pool);
-            if (!json_is_object(ps)) {
-                ps = json_object();
-                json_array_set_new(pools, pool, ps);
-            }
-            char *dup = strdup(val), *save = NULL;
-            for (char *kv = strtok_r(dup, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
-                char *eq = strchr(kv, '=');
-                const char *field = NULL;
-                if (eq) {
-                    *eq = 0;
-                    for (size_t k = 0; k < sizeof s_vertex_keys / sizeof *s_vertex_keys; k++)
-                        if (!strcmp(kv, s_vertex_keys[k][0]))
-                            field = s_vertex_keys[k][1];
-                }
-                if (!field) {
-                    zt_diag_add(c->diag, true, "command line", 0, 0, flag, NULL,
-                                "'%s' is not KEY=VALUE with a known key (machine-type, "
-                                "replica-count, accelerator-type, accelerator-count, "
-                                "container-image-uri, executor-image-uri, python-module, "
-                                "local-package-path, disk-type, disk-size)", kv);
-                    continue;
-                }
-                json_t *jv;
-                if (!strcmp(kv, "replica-count") || !strcmp(kv, "accelerator-count") ||
-                    !strcmp(kv, "disk-size"))
-                    jv = s_flag_int_or_string(eq + 1);
-                else if (!strcmp(kv, "local-package-path"))
-                    jv = json_pack("[s]", eq + 1);
-                else
-                    jv = json_string(eq + 1);
-                char flagkey[96];
-                snprintf(flagkey, sizeof flagkey, "%s %s", flag, kv);
-                s_set_path(c->doc, ps, pp, field, jv, flagkey);
-            }
-            free(dup);
-            free(pp);
-            pool++;
+            s_apply_pool_flag(c, spec, prefix, pool++, val);
             continue;
         }
         size_t k;
@@ -195,39 +235,7 @@ static void s_apply_flags(zt_spec_ctx_t *c, json_t *spec, const char *prefix, bo
                         "CustomJobSpec (use --worker-pool-spec)", name, c->doc->source);
             continue;
         }
-        const char kind = s_legacy_flags[k][2][0];
-        json_t *jv = NULL;
-        if (kind == 'i')
-            jv = s_flag_int_or_string(val);
-        else if (kind == 'l')
-            jv = json_pack("[s]", val);
-        else if (kind == 'b')
-            jv = !strcasecmp(val, "true") || !strcmp(val, "1") ? json_true()
-                 : !strcasecmp(val, "false") || !strcmp(val, "0") ? json_false() : json_string(val);
-        else if (kind == 'u') {
-            char up[64];
-            snprintf(up, sizeof up, "%s", val);
-            for (char *p = up; *p; p++)
-                *p = (char) toupper((unsigned char) *p);
-            jv = json_string(up);
-        }
-        else if (kind == 'a') {
-            jv = json_object();
-            char *dup = strdup(val), *save = NULL;
-            for (char *kv = strtok_r(dup, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
-                char *eq = strchr(kv, '=');
-                if (eq && !strncmp(kv, "count", 5) && eq == kv + 5)
-                    json_object_set_new(jv, "count", s_flag_int_or_string(eq + 1));
-                else if (eq && !strncmp(kv, "type", 4) && eq == kv + 4)
-                    json_object_set_new(jv, "type", json_string(eq + 1));
-                else
-                    zt_diag_add(c->diag, true, "command line", 0, 0, name, json_string_value(
-                                json_array_get(f, 1)), "expected count=N,type=TYPE");
-            }
-            free(dup);
-        }
-        else
-            jv = json_string(val);
+        json_t *jv = s_legacy_flag_value(c, s_legacy_flags[k][2][0], name, val);
         char *pp = zt_strdupf("%s", prefix);
         s_set_path(c->doc, spec, pp, s_legacy_flags[k][1], jv, name);
         free(pp);

@@ -82,5 +82,9 @@ void zt_spec_vertex(zt_spec_ctx_t *c, json_t *spec, const char *prefix);
 void zt_spec_legacy(zt_spec_ctx_t *c, json_t *ti);
 /* SageMaker's CreateTrainingJob request, into c->plan (and c->plan->sagemaker). */
 void zt_spec_sagemaker(zt_spec_ctx_t *c, json_t *root);
+/* Its data (zt_spec_sm_data.c): InputDataConfig's channels into sm's
+ * "channels"; OutputDataConfig, CheckpointConfig and StoppingCondition. */
+void zt_spec_sm_channels(zt_spec_ctx_t *c, json_t *root, json_t *sm);
+void zt_spec_sm_outputs(zt_spec_ctx_t *c, json_t *root, json_t *sm);
 
 #endif

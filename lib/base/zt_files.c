@@ -77,114 +77,145 @@ static bool s_path_join(char *cur, const char *name, size_t n)
     return true;
 }
 
-/* Long on purpose: one walk from the root, each step's check, make and
- * link case in the order the kernel sees them, with nothing between a
- * check and the descriptor it checked. */
+/* Folder path cur (as s_path_join keeps it) up to its parent. */
+static void s_path_up(char *cur)
+{
+    char *slash = strrchr(cur, '/');
+    if (slash == cur)
+        cur[1] = '\0';
+    else if (slash)
+        *slash = '\0';
+}
+
+/* A walk from the root: what is left to walk (todo, from at), the folder
+ * reached (fd) and its real path (cur), the links followed so far. */
+typedef struct {
+    char todo[PATH_MAX], cur[PATH_MAX];
+    const char *at;
+    int fd, links;
+} s_walk_t;
+
+/* Entry name (n bytes) of the folder w reached, which is not a folder: when
+ * it is a link made by this user (me) or root (no one else can change where
+ * it points), the walk goes on from its target (1); another's link is
+ * refused (-1, why said). 0 when it is no link (errno as it was). */
+static int s_follow_link(s_walk_t *w, const char *name, size_t n, uid_t me, char *why, size_t why_size)
+{
+    int err = errno;
+    struct stat lst;
+    if (fstatat(w->fd, name, &lst, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISLNK(lst.st_mode)) {
+        errno = err;
+        return 0;
+    }
+    char target[PATH_MAX], next_todo[PATH_MAX];
+    ssize_t tn = readlinkat(w->fd, name, target, sizeof target - 1);
+    s_path_join(w->cur, name, n);
+    if (lst.st_uid != me && lst.st_uid != 0) {
+        char owner[160];
+        s_owner(lst.st_uid, owner, sizeof owner);
+        snprintf(why, why_size, "%s is a link made by %s: ztrain follows no other user's link to a job's "
+                 "folder", w->cur, owner);
+        return -1;
+    }
+    if (tn <= 0 || ++w->links > 40 ||
+        snprintf(next_todo, sizeof next_todo, "%.*s%s", (int) tn, target, w->at) >= (int) sizeof next_todo) {
+        snprintf(why, why_size, "%s: %s", w->cur, tn <= 0 ? strerror(errno) : "too many links");
+        return -1;
+    }
+    s_path_up(w->cur);
+    memcpy(w->todo, next_todo, sizeof w->todo);
+    w->at = w->todo;
+    if (target[0] == '/') { /* from the root again */
+        close(w->fd);
+        w->fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+        snprintf(w->cur, sizeof w->cur, "/");
+    }
+    return 1;
+}
+
+/* One walk from the root, each step's check, make and link case in the
+ * order the kernel sees them, with nothing between a check and the
+ * descriptor it checked. */
 int zt_dir_open_trusted(const char *path, zt_dir_mode_t mode, char *why, size_t why_size)
 {
-    /* todo: what is left to walk; cur: the real path of fd */
-    char todo[PATH_MAX], cur[PATH_MAX] = "/", next_todo[PATH_MAX], name[NAME_MAX + 1];
-    char cwd[PATH_MAX] = "";
+    s_walk_t w = { .cur = "/", .links = 0 };
+    char name[NAME_MAX + 1], cwd[PATH_MAX] = "";
     if (!*path || (path[0] != '/' && !getcwd(cwd, sizeof cwd)) ||
-        snprintf(todo, sizeof todo, "%s/%s", cwd, path) >= (int) sizeof todo) {
+        snprintf(w.todo, sizeof w.todo, "%s/%s", cwd, path) >= (int) sizeof w.todo) {
         snprintf(why, why_size, "%s: %s", path, *path ? "the path is too long" : "an empty path");
         return -1;
     }
-    int fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC), links = 0;
-    const char *at = todo;
+    w.fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    w.at = w.todo;
     uid_t me = geteuid();
     struct stat st;
     for (;;) {
-        while (*at == '/')
-            at++;
-        if (fd < 0 || fstat(fd, &st) != 0) {
-            snprintf(why, why_size, "%s: %s", cur, strerror(errno));
+        while (*w.at == '/')
+            w.at++;
+        if (w.fd < 0 || fstat(w.fd, &st) != 0) {
+            snprintf(why, why_size, "%s: %s", w.cur, strerror(errno));
             break;
         }
         if (!S_ISDIR(st.st_mode)) {
-            snprintf(why, why_size, "%s: not a folder", cur);
+            snprintf(why, why_size, "%s: not a folder", w.cur);
             break;
         }
         /* each folder held to the rule before anything below it is opened or made */
-        if (!s_dir_fits(cur, &st, !*at, why, why_size))
+        if (!s_dir_fits(w.cur, &st, !*w.at, why, why_size))
             break;
-        if (!*at)
-            return fd;
-        size_t n = strcspn(at, "/");
+        if (!*w.at)
+            return w.fd;
+        size_t n = strcspn(w.at, "/");
         if (n > NAME_MAX) {
             snprintf(why, why_size, "%s: a name too long", path);
             break;
         }
-        memcpy(name, at, n);
+        memcpy(name, w.at, n);
         name[n] = '\0';
-        at += n;
+        w.at += n;
         if (!strcmp(name, "."))
             continue;
         int next;
         if (!strcmp(name, "..")) {
-            next = openat(fd, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
-            char *slash = strrchr(cur, '/');
-            slash == cur ? (void) (cur[1] = '\0') : (void) (*slash = '\0');
-            close(fd);
-            fd = next;
+            next = openat(w.fd, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
+            s_path_up(w.cur);
+            close(w.fd);
+            w.fd = next;
             continue;
         }
-        next = openat(fd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        next = openat(w.fd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (next < 0 && errno == ENOENT && mode == ZT_DIR_CHECK) { /* the rest would be made here */
-            close(fd);
+            close(w.fd);
             return ZT_DIR_CHECKED;
         }
         if (next < 0 && errno == ENOENT && mode == ZT_DIR_MAKE) {
-            if (mkdirat(fd, name, 0700) != 0 && errno != EEXIST) {
-                snprintf(why, why_size, "cannot make %s%s%s: %s", cur, cur[1] ? "/" : "", name, strerror(errno));
+            if (mkdirat(w.fd, name, 0700) != 0 && errno != EEXIST) {
+                snprintf(why, why_size, "cannot make %s%s%s: %s", w.cur, w.cur[1] ? "/" : "", name,
+                         strerror(errno));
                 break;
             }
-            next = openat(fd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            next = openat(w.fd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         }
-        struct stat lst;
-        if (next < 0 && (errno == ELOOP || errno == ENOTDIR) && fstatat(fd, name, &lst, AT_SYMLINK_NOFOLLOW) == 0 &&
-            S_ISLNK(lst.st_mode)) {
-            /* a link in a folder that passed: followed when it is this
-             * user's or root's (no one else can change where it points) */
-            char target[PATH_MAX];
-            ssize_t tn = readlinkat(fd, name, target, sizeof target - 1);
-            s_path_join(cur, name, n);
-            if (lst.st_uid != me && lst.st_uid != 0) {
-                char owner[160];
-                s_owner(lst.st_uid, owner, sizeof owner);
-                snprintf(why, why_size, "%s is a link made by %s: ztrain follows no other user's link to a job's "
-                         "folder", cur, owner);
+        if (next < 0 && (errno == ELOOP || errno == ENOTDIR)) {
+            int followed = s_follow_link(&w, name, n, me, why, why_size);
+            if (followed > 0)
+                continue;
+            if (followed < 0)
                 break;
-            }
-            if (tn <= 0 || ++links > 40 ||
-                snprintf(next_todo, sizeof next_todo, "%.*s%s", (int) tn, target, at) >= (int) sizeof next_todo) {
-                snprintf(why, why_size, "%s: %s", cur, tn <= 0 ? strerror(errno) : "too many links");
-                break;
-            }
-            char *slash = strrchr(cur, '/');
-            slash == cur ? (void) (cur[1] = '\0') : (void) (*slash = '\0');
-            memcpy(todo, next_todo, sizeof todo);
-            at = todo;
-            if (target[0] == '/') { /* from the root again */
-                close(fd);
-                fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
-                snprintf(cur, sizeof cur, "/");
-            }
-            continue;
         }
-        if (next < 0 || !s_path_join(cur, name, n)) {
-            snprintf(why, why_size, "%s%s%s: %s", cur, cur[1] ? "/" : "", name,
+        if (next < 0 || !s_path_join(w.cur, name, n)) {
+            snprintf(why, why_size, "%s%s%s: %s", w.cur, w.cur[1] ? "/" : "", name,
                      next >= 0 ? "the path is too long" : errno == ENOTDIR || errno == ELOOP ? "not a folder"
                                                                                              : strerror(errno));
             if (next >= 0)
                 close(next);
             break;
         }
-        close(fd);
-        fd = next;
+        close(w.fd);
+        w.fd = next;
     }
-    if (fd >= 0)
-        close(fd);
+    if (w.fd >= 0)
+        close(w.fd);
     return -1;
 }
 

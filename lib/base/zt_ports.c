@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,4 +85,14 @@ int zt_reserve_port(int *fd_p)
         close(fd);
     }
     return -1;
+}
+
+int zt_wait_fd(int fd, short events, int ms)
+{
+    struct pollfd p = { fd, events, 0 };
+    int rc;
+    do
+        rc = poll(&p, 1, ms);
+    while (rc < 0 && errno == EINTR);
+    return rc > 0 ? p.revents : rc;
 }

@@ -58,6 +58,8 @@ void zt_guard_release(zt_hold_t **hold_p);
 bool zt_guard_admit(const char *addr, char *why, size_t len);
 int zt_guard_connections(const char *addr);
 int64_t zt_guard_connection_limit(void);
+/* The limit where ZT_PEER_CONNECTIONS is unset (a server outside a job). */
+#define ZT_PEER_CONNECTIONS_DEFAULT 256
 /* Connections refused by this process's guards so far: by address, or a
  * handshake that failed before the ZAP handler was asked. */
 uint64_t zt_guard_refused(void);
@@ -72,5 +74,7 @@ void zt_guard_source(int port, char *out, size_t len);
  * /proc/net/tcp{,6}), or -1 when it is not this host's or not seen. */
 long zt_guard_owner(const struct sockaddr *peer, int port);
 void zt_guard_selftest(void);
+/* Its part against real sockets and another process (zt_guard_test.c). */
+void zt_guard_selftest_live(void);
 
 #endif

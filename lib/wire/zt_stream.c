@@ -13,64 +13,6 @@
 
 /* ------------------------------------------------------------ helpers */
 
-/* The proof of an opening (what is "open") or of its acceptance. */
-static void s_proof(const zt_stream_cfg_t *cfg, const char *what, const char *client, const char *server,
-                    const char *csalt, const char *ssalt, uint8_t mac[32])
-{
-    char text[1024];
-    int n = snprintf(text, sizeof text, "%s|%s|%lld|%s|%s|%s|%s", what, cfg->job, (long long) cfg->incarnation, client,
-                     server, csalt, ssalt);
-    zt_seal_mac(cfg->secret, text, n > 0 && (size_t) n < sizeof text ? (size_t) n : 0, mac);
-}
-
-/* Both keys of a stream, into *tx and *rx (what they held let go); the
- * client seals c2s, the server s2c. */
-static int s_agree(const zt_stream_cfg_t *cfg, bool client, const char *cname, const char *sname,
-                   const uint8_t *csalt, const uint8_t *ssalt, zt_seal_t **tx, zt_seal_t **rx)
-{
-    char binding[512];
-    uint8_t c2s[ZT_SEAL_KEY_BYTES], s2c[ZT_SEAL_KEY_BYTES];
-    snprintf(binding, sizeof binding, "%s|%lld|%s|%s", cfg->job, (long long) cfg->incarnation, cname, sname);
-    int rc = zt_seal_derive(cfg->secret, csalt, ssalt, binding, c2s, s2c);
-    zt_seal_destroy(tx);
-    zt_seal_destroy(rx);
-    if (rc == ZT_OK) {
-        *tx = zt_seal_new(client ? c2s : s2c, client ? ZT_SEAL_C2S : ZT_SEAL_S2C);
-        *rx = zt_seal_new(client ? s2c : c2s, client ? ZT_SEAL_S2C : ZT_SEAL_C2S);
-        rc = *tx && *rx ? ZT_OK : ZT_ENOMEM;
-    }
-    memset(c2s, 0, sizeof c2s);
-    memset(s2c, 0, sizeof s2c);
-    return rc;
-}
-
-/* The one-to-many key of server sname under salt: its sealer or opener. */
-static zt_seal_t *s_shared_key(const zt_stream_cfg_t *cfg, const char *sname, const uint8_t *salt)
-{
-    char binding[512];
-    uint8_t k[ZT_SEAL_KEY_BYTES], unused[ZT_SEAL_KEY_BYTES];
-    snprintf(binding, sizeof binding, "one-to-many|%s|%lld|%s", cfg->job, (long long) cfg->incarnation, sname);
-    zt_seal_t *s = zt_seal_derive(cfg->secret, salt, salt, binding, k, unused) == ZT_OK
-                       ? zt_seal_new(k, ZT_SEAL_BCAST) : NULL;
-    memset(k, 0, sizeof k);
-    memset(unused, 0, sizeof unused);
-    return s;
-}
-
-/* What the acceptance's proof covers besides the salts' pair: the
- * one-to-many key's salt and its last frame. */
-static void s_accept_extra(const char *ssalt, const char *bsalt, int64_t blast, char *out, size_t size)
-{
-    snprintf(out, size, "%s|%s|%lld", ssalt, bsalt, (long long) blast);
-}
-
-/* The id of a stream's keys: from the server's salt (the server draws
- * another while it equals the id of the keys it holds). */
-static uint32_t s_kid(const uint8_t *ssalt)
-{
-    return ((uint32_t) ssalt[0] << 16 | (uint32_t) ssalt[1] << 8 | ssalt[2]) & KID_MASK;
-}
-
 static int s_send_plain(void *sock, const uint8_t *id, size_t id_len, const zt_msg_t *m)
 {
     zframe_t *h = zt_msg_encode(m);
@@ -313,7 +255,7 @@ int zt_stream_reopen(zt_stream_t *self)
     char salt[2 * ZT_SEAL_SALT_BYTES + 1], mac[65];
     uint8_t proof[32];
     zt_seal_hex(self->salt, sizeof self->salt, salt);
-    s_proof(&self->cfg, "open", self->cfg.self, self->expect, salt, "", proof);
+    zt_stream_proof(&self->cfg, "open", self->cfg.self, self->expect, salt, "", proof);
     zt_seal_hex(proof, sizeof proof, mac);
     zt_msg_set_str(m.u.SEAL_OPEN.name, self->cfg.self);
     zt_msg_set_str(m.u.SEAL_OPEN.server, self->expect);
@@ -444,17 +386,17 @@ static int s_accepted(zt_stream_t *self, const zt_msg_SEAL_ACCEPT_t *a)
         self->drops.malformed++;
         return ZT_EPROTO;
     }
-    s_accept_extra(a->salt, a->bsalt, a->blast, extra, sizeof extra);
-    s_proof(&self->cfg, "accept", self->cfg.self, a->name, csalt, extra, want);
+    zt_stream_accept_extra(a->salt, a->bsalt, a->blast, extra, sizeof extra);
+    zt_stream_proof(&self->cfg, "accept", self->cfg.self, a->name, csalt, extra, want);
     if (!zt_seal_mac_equal(mac, want) || (self->expect[0] && strcmp(a->name, self->expect))) {
         self->drops.bad_open++; /* forged, or another server of the job than the one asked for */
         return ZT_EPROTO;
     }
     snprintf(self->peer, sizeof self->peer, "%s", a->name);
-    self->kid = s_kid(ssalt);
+    self->kid = zt_stream_kid(ssalt);
     self->heard_ms = zt_now_ms();
-    int rc = s_agree(&self->cfg, true, self->cfg.self, a->name, self->salt, ssalt, &self->tx, &self->rx);
-    if (rc == ZT_OK && (!(self->brx = s_shared_key(&self->cfg, a->name, bsalt)) ||
+    int rc = zt_stream_agree(&self->cfg, true, self->cfg.self, a->name, self->salt, ssalt, &self->tx, &self->rx);
+    if (rc == ZT_OK && (!(self->brx = zt_stream_shared_key(&self->cfg, a->name, bsalt)) ||
                         zt_seal_start_after(self->brx, (uint64_t) a->blast) != ZT_OK)) {
         zt_seal_destroy(&self->tx); /* not ready */
         zt_seal_destroy(&self->rx);
@@ -504,7 +446,7 @@ zt_streams_t *zt_streams_new(const zt_stream_cfg_t *cfg, void *router)
     self->cfg = *cfg;
     self->router = router;
     if (zt_seal_random(self->bsalt, sizeof self->bsalt) != ZT_OK ||
-        !(self->btx = s_shared_key(cfg, cfg->self, self->bsalt)) || !(self->pool = zt_bufpool_new()))
+        !(self->btx = zt_stream_shared_key(cfg, cfg->self, self->bsalt)) || !(self->pool = zt_bufpool_new()))
         zt_streams_destroy(&self);
     return self;
 }
@@ -582,7 +524,7 @@ static int s_on_open(zt_streams_t *self, zmq_msg_t *id, const zt_msg_t *m)
         self->drops.malformed++;
         return ZT_EPROTO;
     }
-    s_proof(&self->cfg, "open", o->name, o->server, o->salt, "", want);
+    zt_stream_proof(&self->cfg, "open", o->name, o->server, o->salt, "", want);
     if (m->incarnation != self->cfg.incarnation || !zt_seal_mac_equal(mac, want) ||
         (o->server[0] && strcmp(o->server, self->cfg.self))) {
         self->drops.bad_open++; /* forged, or meant for another server of the job */
@@ -597,16 +539,16 @@ static int s_on_open(zt_streams_t *self, zmq_msg_t *id, const zt_msg_t *m)
     do {
         if (zt_seal_random(ssalt, sizeof ssalt) != ZT_OK)
             return ZT_EIO;
-    } while (s->tx && s_kid(ssalt) == s->kid);
+    } while (s->tx && zt_stream_kid(ssalt) == s->kid);
     zt_seal_hex(ssalt, sizeof ssalt, shex);
     char bhex[2 * ZT_SEAL_SALT_BYTES + 1], extra[256];
     zt_seal_hex(self->bsalt, sizeof self->bsalt, bhex);
     int64_t blast = (int64_t) zt_seal_last(self->btx);
-    s_accept_extra(shex, bhex, blast, extra, sizeof extra);
-    s_proof(&self->cfg, "accept", o->name, self->cfg.self, o->salt, extra, proof);
+    zt_stream_accept_extra(shex, bhex, blast, extra, sizeof extra);
+    zt_stream_proof(&self->cfg, "accept", o->name, self->cfg.self, o->salt, extra, proof);
     zt_seal_hex(proof, sizeof proof, phex);
-    int rc = s_agree(&self->cfg, false, o->name, self->cfg.self, csalt, ssalt, &s->ptx, &s->prx);
-    s->pkid = s_kid(ssalt);
+    int rc = zt_stream_agree(&self->cfg, false, o->name, self->cfg.self, csalt, ssalt, &s->ptx, &s->prx);
+    s->pkid = zt_stream_kid(ssalt);
     snprintf(s->ppeer, sizeof s->ppeer, "%s", o->name);
     if (!s->tx) /* a new stream: named now (its messages still wait for the confirmation) */
         snprintf(s->peer, sizeof s->peer, "%s", o->name);
@@ -727,14 +669,4 @@ void zt_stream_shared_close(zt_stream_shared_t *sh)
     for (int i = 0; i < 3; i++)
         zmq_msg_close(&sh->f[i]);
     sh->made = false;
-}
-
-bool zt_stream_cfg_load(zt_stream_cfg_t *cfg)
-{
-    memset(cfg, 0, sizeof *cfg);
-    if (strcmp(zt_knob_str(ZT_KNOB_BULK_SEAL), "on") || !zt_auth_seal_secret(cfg->secret, cfg->self, sizeof cfg->self))
-        return false;
-    snprintf(cfg->job, sizeof cfg->job, "ztrain");
-    cfg->incarnation = zt_env_int_or(ZT_ENV_INCARNATION, 0);
-    return true;
 }

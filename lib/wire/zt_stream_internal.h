@@ -57,4 +57,21 @@ struct zt_streams_t {
     zt_bufpool_t *pool;          /* what it seals goes from here */
 };
 
+/* zt_stream_keys.c. The proof of an opening (what is "open") or of its
+ * acceptance. */
+void zt_stream_proof(const zt_stream_cfg_t *cfg, const char *what, const char *client, const char *server,
+                     const char *csalt, const char *ssalt, uint8_t mac[32]);
+/* Both keys of a stream, into *tx and *rx (what they held let go); the
+ * client seals c2s, the server s2c. */
+int zt_stream_agree(const zt_stream_cfg_t *cfg, bool client, const char *cname, const char *sname,
+                    const uint8_t *csalt, const uint8_t *ssalt, zt_seal_t **tx, zt_seal_t **rx);
+/* The one-to-many key of server sname under salt: its sealer or opener. */
+zt_seal_t *zt_stream_shared_key(const zt_stream_cfg_t *cfg, const char *sname, const uint8_t *salt);
+/* What the acceptance's proof covers besides the salts' pair: the
+ * one-to-many key's salt and its last frame. */
+void zt_stream_accept_extra(const char *ssalt, const char *bsalt, int64_t blast, char *out, size_t size);
+/* The id of a stream's keys: from the server's salt (the server draws
+ * another while it equals the id of the keys it holds). */
+uint32_t zt_stream_kid(const uint8_t *ssalt);
+
 #endif

