@@ -27,14 +27,6 @@
 #include <unistd.h>
 #include <zlib.h>
 
-
-static void s_free_areas(zt_ps_server_t *self)
-{
-    for (int i = 0; i < self->nareas; i++)
-        zt_shm_destroy(&self->areas[i].region);
-    self->nareas = 0;
-}
-
 /* The area of the worker with this identity (made on first use), or NULL. */
 static zt_shm_region_t *s_area(zt_ps_server_t *self, zmq_msg_t *identity)
 {
@@ -67,20 +59,6 @@ static zt_shm_region_t *s_area(zt_ps_server_t *self, zmq_msg_t *identity)
     a->region = r;
     a->used = ++self->area_clock;
     return r;
-}
-
-void zt_ps_free_state(zt_ps_server_t *self)
-{
-    free(self->values);
-    for (int a = 0; a < ZT_OPT_MAX_STATE; a++)
-        free(self->state[a]);
-    free(self->accum);
-    free(self->config_text);
-    self->values = self->accum = NULL;
-    self->config_text = NULL;
-    s_free_areas(self);
-    memset(self->state, 0, sizeof self->state);
-    self->configured = false;
 }
 
 zt_ps_server_t *zt_ps_server_new(const zt_ps_server_opts_t *opts)

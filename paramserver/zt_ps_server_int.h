@@ -78,7 +78,7 @@ void zt_ps_restore(zt_ps_server_t *self);
 /* The snapshot file: written (atomically), and read back at a start. */
 void zt_ps_snapshot_write(zt_ps_server_t *self);
 void zt_ps_snapshot_restore(zt_ps_server_t *self);
-/* zt_ps_server.c: lets the range, the state and the areas go. */
+/* Lets the range, the state and the areas go. */
 void zt_ps_free_state(zt_ps_server_t *self);
 
 #endif

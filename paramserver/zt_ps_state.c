@@ -30,6 +30,27 @@
 #include <unistd.h>
 #include <zlib.h>
 
+static void s_free_areas(zt_ps_server_t *self)
+{
+    for (int i = 0; i < self->nareas; i++)
+        zt_shm_destroy(&self->areas[i].region);
+    self->nareas = 0;
+}
+
+void zt_ps_free_state(zt_ps_server_t *self)
+{
+    free(self->values);
+    for (int a = 0; a < ZT_OPT_MAX_STATE; a++)
+        free(self->state[a]);
+    free(self->accum);
+    free(self->config_text);
+    self->values = self->accum = NULL;
+    self->config_text = NULL;
+    s_free_areas(self);
+    memset(self->state, 0, sizeof self->state);
+    self->configured = false;
+}
+
 static uint64_t s_fnv(const char *s)
 {
     uint64_t h = 1469598103934665603ull;

@@ -19,16 +19,10 @@
 
 extern char **environ;
 
-
 /* ------------------------------------------------------------ running */
 
 static volatile sig_atomic_t s_interrupted;
 static void s_on_signal(int sig) { (void) sig; s_interrupted = 1; }
-
-bool zt_study_better(zt_study_t *s, double a, double b)
-{
-    return s->maximize ? a > b : a < b;
-}
 
 static void s_add_meas(s_trial_t *t, double step, double value)
 {
@@ -142,13 +136,6 @@ static bool s_select(zt_study_t *s, s_trial_t *t, double max_step, double *out)
     if (have)
         *out = best;
     return have;
-}
-
-/* A parameter's value as text: a string as it is, a number in 8 digits. */
-char *zt_study_value_text(json_t *v)
-{
-    return !v ? strdup("") : json_is_string(v) ? strdup(json_string_value(v))
-                                               : json_dumps(v, JSON_ENCODE_ANY | JSON_REAL_PRECISION(8));
 }
 
 static void s_param_args(s_trial_t *t, char **argv, int *argc)

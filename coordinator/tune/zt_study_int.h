@@ -170,12 +170,12 @@ bool zt_study_done(zt_study_t *s, int64_t now_ms, char *why, size_t len);
 bool zt_study_is_sagemaker(json_t *root);
 json_t *zt_study_from_sagemaker(zt_doc_t *doc, zt_diag_t *diag, bool allow, zt_study_t *s);
 
-/* zt_study.c. Whether a is better than b for the study's goal. */
+/* zt_study_record.c. Whether a is better than b for the study's goal. */
 bool zt_study_better(zt_study_t *s, double a, double b);
 /* A parameter's value as text: a string as it is, a number in 8 digits
  * (heap). */
 char *zt_study_value_text(json_t *v);
-/* zt_study_record.c. study.json and trials.csv written (atomically) from
+/* study.json and trials.csv written (atomically) from
  * the study as it stands. */
 void zt_study_write(zt_study_t *s);
 

@@ -16,6 +16,18 @@
 #include <string.h>
 #include <unistd.h>
 
+bool zt_study_better(zt_study_t *s, double a, double b)
+{
+    return s->maximize ? a > b : a < b;
+}
+
+/* A parameter's value as text: a string as it is, a number in 8 digits. */
+char *zt_study_value_text(json_t *v)
+{
+    return !v ? strdup("") : json_is_string(v) ? strdup(json_string_value(v))
+                                               : json_dumps(v, JSON_ENCODE_ANY | JSON_REAL_PRECISION(8));
+}
+
 /* One CSV field, RFC 4180: quoted when it holds a comma, a quote or a line
  * break, with its quotes doubled. */
 static void s_csv_field(FILE *f, const char *text, bool first)

@@ -74,7 +74,7 @@ void zt_guard_source(int port, char *out, size_t len);
  * /proc/net/tcp{,6}), or -1 when it is not this host's or not seen. */
 long zt_guard_owner(const struct sockaddr *peer, int port);
 void zt_guard_selftest(void);
-/* Its part against real sockets and another process (zt_guard_test.c). */
-void zt_guard_selftest_live(void);
+/* Its part on the reader of the kernel's socket rows (zt_guard.c). */
+void zt_guard_selftest_rows(void);
 
 #endif

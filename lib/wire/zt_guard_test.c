@@ -1,6 +1,6 @@
-/* zt_guard's selftest against real sockets and another process: the
- * filter, the refusal count, a connection's source, the per-address
- * limit. (Its /proc rows are tested beside their reader, zt_guard.c.) */
+/* zt_guard's selftest: its /proc rows' reader (zt_guard_selftest_rows,
+ * beside it), then real sockets and another process: the filter, the
+ * refusal count, a connection's source, the per-address limit. */
 #include "wire/zt_guard.h"
 #include "base/zt_util.h"
 #include <arpa/inet.h>
@@ -106,8 +106,9 @@ static void s_selftest_counts(void)
     zsock_destroy(&r);
 }
 
-void zt_guard_selftest_live(void)
+void zt_guard_selftest(void)
 {
+    zt_guard_selftest_rows();
     /* a router that accepts nobody: a connection from here is closed at
      * once, counted, and its source is this user's socket */
     zsock_t *r = zsock_new(ZMQ_ROUTER);
