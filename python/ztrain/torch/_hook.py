@@ -6,6 +6,7 @@ import collections
 import torch
 
 import ztrain as _zt
+from ztrain import _core
 from ztrain import _native
 
 
@@ -34,7 +35,7 @@ class _Stream:
         self.regions = 0
 
     def _coll(self):
-        return _zt._collective()
+        return _core.collective()
 
     def _hand(self, t):
         if t.dtype != torch.float32:
@@ -42,8 +43,8 @@ class _Stream:
         if not t.is_contiguous():
             raise ValueError("ztrain.torch: a gradient that is not contiguous")
         c = self._coll()
-        with _zt._lock:
-            _zt._check(_native.zt_coll_add(c, t.data_ptr(), t.numel(), self.average, -1), "all-reduce")
+        with _core.lock:
+            _core.check(_native.zt_coll_add(c, t.data_ptr(), t.numel(), self.average, -1), "all-reduce")
         self.regions += 1
 
     def _drain(self, block):
@@ -72,8 +73,8 @@ class _Stream:
         try:
             self._drain(block=True)
             c = self._coll()
-            with _zt._lock:
-                _zt._check(_native.zt_coll_finish(c, -1), "all-reduce")
+            with _core.lock:
+                _core.check(_native.zt_coll_finish(c, -1), "all-reduce")
             for dev, host in self.back:
                 dev.copy_(host.view_as(dev), non_blocking=True)
         finally:

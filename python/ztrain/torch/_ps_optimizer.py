@@ -8,6 +8,7 @@ import weakref
 import torch
 
 import ztrain as _zt
+from ztrain import _native
 from ztrain import ZtrainTimeout
 
 
@@ -184,7 +185,7 @@ class ParameterServerOptimizer(torch.optim.Optimizer):
             sys.stderr.write("ztrain: checkpoint at step %d skipped: %s\n" % (self.steps, e))
             return None
         self._zt_saved = max(self._zt_saved, self.steps)
-        if not _zt.announce_checkpoint(self.steps, path) and _zt._native.env("COORDINATOR"):
+        if not _zt.announce_checkpoint(self.steps, path) and _native.env("COORDINATOR"):
             sys.stderr.write("ztrain: checkpoint at step %d written but not announced\n" % self.steps)
         return path
 
@@ -192,7 +193,7 @@ class ParameterServerOptimizer(torch.optim.Optimizer):
         if self.steps <= self._zt_saved:
             return
         sys.stderr.write("ztrain: stopping at step %d: saving it to resume from\n" % self.steps)
-        grace = _zt._native.knob_int("ZT_STOP_GRACE_MS") // 2  # the save fits the grace before SIGKILL
+        grace = _native.knob_int("ZT_STOP_GRACE_MS") // 2  # the save fits the grace before SIGKILL
         self.checkpoint(_timeout_ms=min(grace, self._zt_client.timeout_ms))
 
     def close(self):

@@ -36,6 +36,8 @@ import sys
 import torch
 
 import ztrain as _zt
+from ztrain import _native
+from ztrain import _core
 from . import _collectives, _hook
 
 __all__ = ["State", "TorchState", "MembershipChanged", "run", "local_process_group"]
@@ -161,7 +163,7 @@ def _changes():
         return False
     if j.group < 0:
         return False
-    m = _zt._membership(0)
+    m = _core.membership(0)
     known = torch.tensor([float(m[0] if m else j.group)], dtype=torch.float32)
     _zt.allreduce(known, average=True)
     return (known.item() - j.group) * j.size > 0.5
@@ -174,23 +176,23 @@ def run(fn):
     @functools.wraps(fn)
     def wrapper(state, *args, **kwargs):
         _zt.init()
-        _zt._replica()  # registered: the coordinator tells this trainer of changes
+        _core.replica()  # registered: the coordinator tells this trainer of changes
         state.sync()
-        _zt._regrouped(state.progress())
-        timeout = _zt._native.knob_int("ZT_ALLREDUCE_TIMEOUT_MS")
+        _core.regrouped(state.progress())
+        timeout = _native.knob_int("ZT_ALLREDUCE_TIMEOUT_MS")
         while True:
             try:
                 return fn(state, *args, **kwargs)
             except MembershipChanged:
                 pass
             except _zt.ZtrainError as e:
-                if e.code != _zt._native.ZT_ECANCELLED:
+                if e.code != _native.ZT_ECANCELLED:
                     raise
                 # the group lost a member in mid-round: back to the last commit
                 print("ztrain: the group lost a member: going on without it from the last commit", flush=True)
                 state.restore()
             _hook._default()._reset()
-            if _zt._regroup(state.progress(), timeout) < 0:
+            if _core.regroup(state.progress(), timeout) < 0:
                 print("ztrain: left the group: its workers' pool was scaled down", flush=True)
                 sys.exit(0)
             state.sync()
