@@ -62,6 +62,9 @@ def find_library():
 
 class BuildWithLibrary(build_py):
     def run(self):
+        # the staging folder afresh: what an earlier build copied there (a
+        # package that has since left the source) would ride in the wheel
+        shutil.rmtree(self.build_lib, ignore_errors=True)
         super().run()
         src = os.path.realpath(find_library())
         dest = os.path.join(self.build_lib, "ztrain", "_lib")

@@ -364,12 +364,16 @@ static void s_env_ztrain(json_t *env, const zt_layout_t *self, int pool, int ind
     zt_layout_put(env, zt_env_name(r2 == ZT_ROLE_REDUCER ? ZT_ENV_REDUCERS : ZT_ENV_PARAMSERVERS), list);
 }
 
-/* The pool's PYTHONPATH, then its own env[] last: it replaces what ztrain set. */
-static void s_env_pool(json_t *env, const zt_pool_t *pp)
+/* The pool's PYTHONPATH (smdistributed's stand-in first, for the hosts of
+ * a SageMaker job that asks for it; then the pool's packages; then what
+ * was set), then its own env[] last: it replaces what ztrain set. */
+static void s_env_pool(json_t *env, const zt_layout_t *self, int pool)
 {
-    if (pp->python_path) {
-        const char *old = zt_env_get(ZT_ENV_PYTHONPATH);
-        char *d = old && *old ? zt_strdupf("%s:%s", pp->python_path, old) : strdup(pp->python_path);
+    const zt_pool_t *pp = &self->plan->pools[pool];
+    const char *shim = zt_sm_shim_dir(self, pool), *old = zt_env_get(ZT_ENV_PYTHONPATH);
+    if (shim || pp->python_path) {
+        char *d = zt_strdupf("%s%s%s%s%s", shim ? shim : "", shim && pp->python_path ? ":" : "",
+                             pp->python_path ? pp->python_path : "", old && *old ? ":" : "", old ? old : "");
         zt_layout_put(env, zt_env_name(ZT_ENV_PYTHONPATH), d);
         free(d);
     }
@@ -406,7 +410,7 @@ json_t *zt_layout_env(const zt_layout_t *self, int pool, int index)
         free(d);
     }
     s_env_ztrain(env, self, pool, index);
-    s_env_pool(env, &self->plan->pools[pool]);
+    s_env_pool(env, self, pool);
     return env;
 }
 

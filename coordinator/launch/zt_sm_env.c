@@ -5,6 +5,8 @@
 #include "launch/zt_sm_env.h"
 #include "launch/zt_layout.h"
 #include "launch/zt_sagemaker.h"
+#include "launch/zt_slurm.h"
+#include "ztrain/zt_log.h"
 #include "base/zt_env.h"
 #include "wire/zt_auth.h"
 #include "wire/zt_transport.h"
@@ -322,3 +324,39 @@ json_t *zt_sm_config_files(const zt_layout_t *self, int pool, int index)
     return files;
 }
 
+/* The interpreter pool's program runs under: its first word when that is
+ * a Python (s_distribution's torchrun launch keeps it there), else the
+ * python3 on PATH. */
+static const char *s_python(const zt_pool_t *pp)
+{
+    const char *first = json_string_value(json_array_get(pp->argv, 0)), *base = first ? strrchr(first, '/') : NULL;
+    base = base ? base + 1 : first;
+    return base && !strncmp(base, "python", 6) ? first : "python3";
+}
+
+const char *zt_sm_shim_dir(const zt_layout_t *self, int pool)
+{
+    static char dir[1024];
+    static bool looked;
+    const zt_plan_t *plan = self->plan;
+    if (!plan->sagemaker || !json_is_true(json_object_get(plan->sagemaker, "dataParallel")) ||
+        !zt_sm_is_host(plan, pool))
+        return NULL;
+    if (!looked) {
+        looked = true;
+        /* found, not imported: ztrain's package need not load its library here */
+        char *argv[] = { (char *) s_python(&plan->pools[pool]), "-c",
+                         "import importlib.util as u, os; s = u.find_spec('ztrain'); "
+                         "print(os.path.join(os.path.dirname(s.origin), '_shim') if s else '')", NULL };
+        char out[1024];
+        int rc = zt_slurm_command(argv, out, sizeof out);
+        struct stat st;
+        if (rc == 0 && *out && stat(out, &st) == 0 && S_ISDIR(st.st_mode))
+            snprintf(dir, sizeof dir, "%s", out);
+        else
+            zt_warn("distribution smdistributed: %s finds no ztrain Python package (%s), so the hosts' "
+                    "`import smdistributed` has nothing to import: install it there (pip install ztrain's "
+                    "python/ folder)", argv[0], rc == 0 ? "no ztrain" : out);
+    }
+    return *dir ? dir : NULL;
+}

@@ -15,4 +15,13 @@ void zt_sm_env(json_t *env, const zt_layout_t *layout, int pool, int index);
  *  "inputdataconfig.json": {...}}. */
 json_t *zt_sm_config_files(const zt_layout_t *layout, int pool, int index);
 
+/* For a job that asks for smdistributed's data parallelism and a pool of
+ * its hosts: the folder that holds ztrain's stand-in for smdistributed's
+ * package (ztrain's own Python package's _shim), which their PYTHONPATH
+ * takes first, so that the program's `import smdistributed...` finds it.
+ * Found once, with the interpreter the hosts' program runs under, without
+ * importing ztrain; NULL for other jobs and pools, or when that Python has
+ * no ztrain (said once in the log). No other job's program sees it. */
+const char *zt_sm_shim_dir(const zt_layout_t *layout, int pool);
+
 #endif

@@ -398,6 +398,9 @@ class Contract(unittest.TestCase):
         f = self.rec["workerpool0-0"]["files"]
         self.assertEqual(f["hyperparameters.json"], {"lr": "0.25", "name": "abc", "extra": "7"})
         self.assertEqual(f["resourceconfig.json"]["current_host"], "algo-1")
+        # smdistributed's stand-in is only on the path of a SageMaker job that asks for it
+        for n in self.rec:
+            self.assertNotIn("_shim", self.rec[n]["env"].get("PYTHONPATH", ""), n)
         self.assertEqual(f["resourceconfig.json"]["hosts"], te["hosts"])
         self.assertEqual(sorted(f["inputdataconfig.json"]), ["eval", "training"])
         self.assertEqual(f["inputdataconfig.json"]["training"]["TrainingInputMode"], "File")

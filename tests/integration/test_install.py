@@ -182,6 +182,16 @@ class PythonPackage(unittest.TestCase):
         self.assertIn("refused -8 ztrain.init(): not a replica of a ztrain job", r.stdout)
         libs = [os.path.join(dp, f) for dp, _, fs in os.walk(d) for f in fs if f == "libztrain.so"]
         self.assertEqual(len(libs), 1, libs)
+        # smdistributed's stand-in ships inside ztrain's package (the
+        # coordinator puts it on the path of the jobs that ask for it), never
+        # as a package of that name that would shadow AWS's own
+        r = subprocess.run([py, "-c", "import smdistributed"], capture_output=True, text=True, timeout=60, cwd=d,
+                           env=env)
+        self.assertNotEqual(r.returncode, 0, r.stdout)
+        self.assertIn("No module named 'smdistributed'", r.stderr)
+        shims = [os.path.join(dp, f) for dp, _, fs in os.walk(d) for f in fs if f == "torch_smddp.py"]
+        self.assertEqual([os.path.relpath(p, d).split(os.sep)[-6:] for p in shims],
+                         [["ztrain", "_shim", "smdistributed", "dataparallel", "torch", "torch_smddp.py"]])
 
 
 if __name__ == "__main__":
