@@ -5,7 +5,7 @@
 #include "launch/zt_cuda_probe.h"
 #include "launch/zt_sagemaker.h"
 #include "launch/zt_slurm.h"
-#include "spec/zt_doc.h"
+#include "plan/zt_doc.h"
 #include "tune/zt_study.h"
 #include "base/zt_text.h"
 #include "base/zt_util.h"

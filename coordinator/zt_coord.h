@@ -8,7 +8,7 @@
 #include <czmq.h>
 #include <stdbool.h>
 #include "launch/zt_backend.h"
-#include "spec/zt_jobspec.h"
+#include "plan/zt_jobspec.h"
 #include "zt_state.h"
 
 typedef struct {

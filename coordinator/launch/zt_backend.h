@@ -10,7 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include "spec/zt_jobspec.h"
+#include "plan/zt_jobspec.h"
 
 /* Where one replica runs. */
 typedef struct {

@@ -9,7 +9,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include "launch/zt_backend.h"
-#include "spec/zt_jobspec.h"
+#include "plan/zt_jobspec.h"
 
 typedef struct {
     const zt_plan_t *plan;            /* the job */

@@ -7,7 +7,7 @@
  * every node sees. */
 #ifndef ZT_SLURM_H
 #define ZT_SLURM_H
-#include "spec/zt_jobspec.h"
+#include "plan/zt_jobspec.h"
 #include <stdbool.h>
 #include <stddef.h>
 

@@ -13,7 +13,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>
-#include "spec/zt_diag.h"
+#include "plan/zt_diag.h"
 
 typedef struct zt_study_t zt_study_t;
 

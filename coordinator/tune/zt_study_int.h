@@ -6,7 +6,7 @@
 #include "tune/zt_study.h"
 #include "launch/zt_backend.h"
 #include "zt_state.h"
-#include "spec/zt_doc.h"
+#include "plan/zt_doc.h"
 #include <jansson.h>
 #include <regex.h>
 

@@ -4,7 +4,7 @@
  * HyperparameterTuningJob the study runner reads, every problem named at
  * the legacy field the user wrote. */
 #include "tune/zt_study_int.h"
-#include "spec/zt_doc.h"
+#include "plan/zt_doc.h"
 #include "base/zt_util.h"
 #include <stdlib.h>
 #include <string.h>

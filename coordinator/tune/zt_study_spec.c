@@ -8,8 +8,8 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include "spec/zt_doc.h"
-#include "spec/zt_jobspec.h"
+#include "plan/zt_doc.h"
+#include "plan/zt_jobspec.h"
 #include "launch/zt_sagemaker.h"
 #include <unistd.h>
 

@@ -14,7 +14,7 @@
  *   make fuzz   (clang), then build-fuzz/bin/fuzz_coord -max_total_time=600
  * Input: records, as fuzz_input.h reads them. */
 #include "zt_coord.h"
-#include "spec/zt_diag.h"
+#include "plan/zt_diag.h"
 #include "fuzz_input.h"
 #include "ztrain/zt_log.h"
 #include <stdio.h>

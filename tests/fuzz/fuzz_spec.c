@@ -1,8 +1,8 @@
 /* libFuzzer target: any text as a job spec, JSON and YAML. Validation must
  * report errors, never crash, hang or leak. */
-#include "spec/zt_diag.h"
-#include "spec/zt_doc.h"
-#include "spec/zt_jobspec.h"
+#include "plan/zt_diag.h"
+#include "plan/zt_doc.h"
+#include "plan/zt_jobspec.h"
 #include "ztrain/zt_log.h"
 #include <stdint.h>
 #include <stdio.h>

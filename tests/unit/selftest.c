@@ -3,8 +3,8 @@
  * named; `zt_selftest --list` names them. Exit 0 when all ran (a failing
  * assertion aborts). */
 #include "launch/zt_layout.h"
-#include "spec/zt_diag.h"
-#include "spec/zt_machines.h"
+#include "plan/zt_diag.h"
+#include "plan/zt_machines.h"
 #include "wire/zt_msg.h"
 #include "wire/zt_transport.h"
 #include "wire/zt_auth.h"

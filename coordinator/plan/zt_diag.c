@@ -1,4 +1,4 @@
-#include "spec/zt_diag.h"
+#include "plan/zt_diag.h"
 #include <assert.h>
 #include <stdarg.h>
 #include <stdlib.h>

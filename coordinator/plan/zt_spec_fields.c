@@ -1,5 +1,5 @@
 /* Typed field readers for job specs, and the pool helpers both formats use. */
-#include "spec/zt_spec_int.h"
+#include "plan/zt_spec_int.h"
 #include "base/zt_util.h"
 #include "ztrain/zt_error.h"
 #include "ztrain/zt_knobs.h"

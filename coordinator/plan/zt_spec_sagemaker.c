@@ -5,7 +5,7 @@
  * channels from local folders, the output path, the checkpoint folder and
  * the stopping condition. The hosts are pool 0 (algo-1, the primary) and
  * pool 1 (algo-2..N), all running the one program. */
-#include "spec/zt_spec_int.h"
+#include "plan/zt_spec_int.h"
 #include "base/zt_util.h"
 #include "ztrain/zt_error.h"
 #include "ztrain/zt_knobs.h"

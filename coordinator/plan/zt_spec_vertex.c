@@ -1,6 +1,6 @@
 /* The Vertex CustomJob format: jobSpec.workerPoolSpecs, each a containerSpec or
  * pythonPackageSpec on a machineSpec. */
-#include "spec/zt_spec_int.h"
+#include "plan/zt_spec_int.h"
 #include "base/zt_util.h"
 #include "ztrain/zt_error.h"
 #include "ztrain/zt_knobs.h"

@@ -1,7 +1,7 @@
 /* A SageMaker CreateTrainingJob's data: InputDataConfig's channels (local
  * folders or files, each host's share), OutputDataConfig's path and
  * CheckpointConfig's folder. */
-#include "spec/zt_spec_int.h"
+#include "plan/zt_spec_int.h"
 #include "base/zt_util.h"
 #include "ztrain/zt_error.h"
 #include "ztrain/zt_knobs.h"

@@ -1,4 +1,4 @@
-#include "spec/zt_spec_int.h"
+#include "plan/zt_spec_int.h"
 #include "base/zt_util.h"
 #include "ztrain/zt_error.h"
 #include "ztrain/zt_knobs.h"

@@ -4,8 +4,8 @@
  * legacy TrainingInput parser (zt_spec_legacy.c). Private to spec/. */
 #ifndef ZT_SPEC_INT_H
 #define ZT_SPEC_INT_H
-#include "spec/zt_jobspec.h"
-#include "spec/zt_doc.h"
+#include "plan/zt_jobspec.h"
+#include "plan/zt_doc.h"
 #include <jansson.h>
 #include <stdbool.h>
 

@@ -1,4 +1,4 @@
-#include "spec/zt_doc.h"
+#include "plan/zt_doc.h"
 #include "base/zt_util.h"
 #include "ztrain/zt_error.h"
 #include <errno.h>

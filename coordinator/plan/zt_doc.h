@@ -4,7 +4,7 @@
 #ifndef ZT_DOC_H
 #define ZT_DOC_H
 #include <jansson.h>
-#include "spec/zt_diag.h"
+#include "plan/zt_diag.h"
 
 typedef struct {
     json_t *root;       /* the document */

@@ -1,4 +1,4 @@
-#include "spec/zt_machines.h"
+#include "plan/zt_machines.h"
 #include <assert.h>
 #include <ctype.h>
 #include <stdio.h>

@@ -7,8 +7,8 @@
 #define ZT_JOBSPEC_H
 #include <jansson.h>
 #include <stdbool.h>
-#include "spec/zt_diag.h"
-#include "spec/zt_machines.h"
+#include "plan/zt_diag.h"
+#include "plan/zt_machines.h"
 
 #define ZT_POOLS 4
 

@@ -1,6 +1,6 @@
 /* The legacy AI Platform format: trainingInput with masterConfig,
  * workerCount/workerConfig, parameterServerCount/..., evaluatorCount/... */
-#include "spec/zt_spec_int.h"
+#include "plan/zt_spec_int.h"
 #include "base/zt_util.h"
 #include "ztrain/zt_error.h"
 #include "ztrain/zt_knobs.h"
