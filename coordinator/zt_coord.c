@@ -250,6 +250,7 @@ static bool s_bind_control(zt_coord_t *self)
 zt_coord_t *zt_coord_new(zt_plan_t **plan_p, zt_backend_t **backend_p, const zt_coord_opts_t *opts)
 {
     zt_coord_t *self = calloc(1, sizeof *self);
+    self->el = zt_coord_elastic_new();
     self->log_fd = -1;
     self->latency = json_object();
     self->plan = *plan_p;
@@ -276,7 +277,7 @@ zt_coord_t *zt_coord_new(zt_plan_t **plan_p, zt_backend_t **backend_p, const zt_
     self->max_job_retries = (int) zt_knob_int(ZT_KNOB_MAX_JOB_RETRIES);
     /* an elastic pool: a slot (a place, ports) for each replica it may grow to */
     zt_pool_t *p1 = &self->plan->pools[1];
-    self->elastic_start = p1->replicas;
+    int elastic_start = p1->replicas;
     if (p1->present && p1->elastic_min && p1->elastic_max > p1->replicas)
         p1->replicas = p1->elastic_max;
     zt_placement_t placement;
@@ -312,7 +313,7 @@ zt_coord_t *zt_coord_new(zt_plan_t **plan_p, zt_backend_t **backend_p, const zt_
             r->last_status = -1;
             zt_layout_name(p, i, r->name, sizeof r->name);
         }
-    zt_coord_elastic_init(self);
+    zt_coord_elastic_init(self, elastic_start);
     zt_coord_open_logs(self);
     if (opts->metrics_port >= 0 && s_start_metrics(self, opts->metrics_port) != ZT_OK) {
         zt_coord_destroy(&self);
@@ -366,10 +367,7 @@ void zt_coord_destroy(zt_coord_t **self_p)
     json_decref(self->lost_nodes);
     json_decref(self->events);
     json_decref(self->error);
-    json_decref(self->scale_changes);
-    json_decref(self->scale_answers);
-    free(self->member);
-    free(self->slot_gone);
+    zt_coord_elastic_destroy(&self->el);
     s_sig_fd = -1;
     if (self->sig_pipe[0] >= 0) {
         close(self->sig_pipe[0]);

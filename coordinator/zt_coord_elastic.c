@@ -34,32 +34,66 @@
 #define S_ANSWERS 32        /* answers kept in job.json */
 #define S_REQUESTS 16       /* request files taken at a time */
 
-void zt_coord_elastic_init(zt_coord_t *self)
+/* The controller's state: pool 1's members and slots, the change under
+ * way, the scale requests and what they were answered. member is NULL
+ * without an elastic pool. */
+struct zt_coord_elastic_t {
+    bool *member;               /* its replicas in the current membership generation (layout.group) */
+    bool *slot_gone;            /* its slots whose node was lost: nobody joins there again */
+    int scale_target;           /* the members asked for */
+    int awaiting;               /* members lost with their nodes, wanted back when capacity returns */
+    int64_t regain_next_ms;     /* when the backend is next asked for capacity */
+    bool changing;              /* a change of membership is under way */
+    int change_from;            /* the members before it */
+    int64_t change_t0, change_deadline, change_step; /* when it began, must end, and the step it took effect */
+    int64_t scale_polled_ms;    /* the request file was last looked for */
+    json_t *scale_changes;      /* [{time, from, to, group, step, ms}] */
+    json_t *scale_answers;      /* the newest requests' answers, oldest first */
+};
+
+zt_coord_elastic_t *zt_coord_elastic_new(void) { return calloc(1, sizeof(zt_coord_elastic_t)); }
+
+void zt_coord_elastic_destroy(zt_coord_elastic_t **self_p)
+{
+    zt_coord_elastic_t *self = self_p ? *self_p : NULL;
+    if (!self)
+        return;
+    json_decref(self->scale_changes);
+    json_decref(self->scale_answers);
+    free(self->member);
+    free(self->slot_gone);
+    free(self);
+    *self_p = NULL;
+}
+
+bool zt_coord_elastic_changing(const zt_coord_t *self) { return self->el->changing; }
+
+void zt_coord_elastic_init(zt_coord_t *self, int start)
 {
     const zt_pool_t *p = &self->plan->pools[1];
     if (!p->present || !p->elastic_min)
         return;
-    self->member = calloc((size_t) p->replicas, sizeof *self->member);
-    self->slot_gone = calloc((size_t) p->replicas, sizeof *self->slot_gone);
+    self->el->member = calloc((size_t) p->replicas, sizeof *self->el->member);
+    self->el->slot_gone = calloc((size_t) p->replicas, sizeof *self->el->slot_gone);
     for (int i = 0; i < p->replicas; i++)
-        self->member[i] = i < self->elastic_start;
-    self->scale_target = self->elastic_start;
-    self->layout.member = self->member;
+        self->el->member[i] = i < start;
+    self->el->scale_target = start;
+    self->layout.member = self->el->member;
     self->layout.group = 0;
-    self->layout.epoch_world = 1 + self->elastic_start;
-    self->scale_changes = json_array();
+    self->layout.epoch_world = 1 + start;
+    self->el->scale_changes = json_array();
 }
 
 bool zt_coord_is_member(const zt_coord_t *self, const zt_crep_t *r)
 {
-    return r->pool != 1 || !self->member || self->member[r->index];
+    return r->pool != 1 || !self->el->member || self->el->member[r->index];
 }
 
 static int s_members(const zt_coord_t *self)
 {
     int n = 0;
     for (int i = 0; i < self->plan->pools[1].replicas; i++)
-        n += self->member[i];
+        n += self->el->member[i];
     return n;
 }
 
@@ -68,7 +102,7 @@ static int s_rank(const zt_coord_t *self, const zt_crep_t *r)
 {
     if (r->pool == 0)
         return 0;
-    return self->member[r->index] ? 1 + zt_layout_dense(&self->layout, 1, r->index) : -1;
+    return self->el->member[r->index] ? 1 + zt_layout_dense(&self->layout, 1, r->index) : -1;
 }
 
 static void s_tell(zt_coord_t *self, zt_crep_t *r, int rank, int world, bool abandon)
@@ -111,30 +145,30 @@ static void s_begin(zt_coord_t *self, zt_crep_t *lost)
 {
     int n = self->plan->pools[1].replicas;
     bool *was = calloc((size_t) (n > 0 ? n : 1), sizeof *was);
-    memcpy(was, self->member, (size_t) n * sizeof *was);
+    memcpy(was, self->el->member, (size_t) n * sizeof *was);
     if (lost)
-        self->member[lost->index] = false;
+        self->el->member[lost->index] = false;
     int have = s_members(self);
-    for (int i = n - 1; i >= 0 && have > self->scale_target; i--)
-        if (self->member[i]) {
-            self->member[i] = false;
+    for (int i = n - 1; i >= 0 && have > self->el->scale_target; i--)
+        if (self->el->member[i]) {
+            self->el->member[i] = false;
             have--;
         }
-    for (int i = 0; i < n && have < self->scale_target; i++)
-        if (!self->member[i] && !self->slot_gone[i]) {
-            self->member[i] = true;
+    for (int i = 0; i < n && have < self->el->scale_target; i++)
+        if (!self->el->member[i] && !self->el->slot_gone[i]) {
+            self->el->member[i] = true;
             have++;
         }
     self->layout.group++;
-    self->changing = true;
-    self->change_from = 0;
+    self->el->changing = true;
+    self->el->change_from = 0;
     for (int i = 0; i < n; i++)
-        self->change_from += was[i];
-    self->change_t0 = zt_now_ms();
-    self->change_deadline = self->change_t0 + zt_knob_int(ZT_KNOB_SCALE_TIMEOUT_MS);
+        self->el->change_from += was[i];
+    self->el->change_t0 = zt_now_ms();
+    self->el->change_deadline = self->el->change_t0 + zt_knob_int(ZT_KNOB_SCALE_TIMEOUT_MS);
     int world = 1 + have;
     zt_info("scaling workerpool1 from %d to %d replicas: membership generation %lld, %d trainers",
-            self->change_from, have, (long long) self->layout.group, world);
+            self->el->change_from, have, (long long) self->layout.group, world);
     for (int i = 0; i < self->nreps; i++) {
         zt_crep_t *r = &self->reps[i];
         if (r->pool > 1)
@@ -190,14 +224,14 @@ static void s_record_change(zt_coord_t *self, const char *cut)
 {
     char when[40];
     zt_wall_iso(when, sizeof when);
-    if (json_array_size(self->scale_changes) >= ZT_COORD_MAX_RECORDS)
-        json_array_remove(self->scale_changes, 0);
-    json_t *c = json_pack("{s:s, s:i, s:i, s:I, s:I, s:I}", "time", when, "from", self->change_from, "to",
+    if (json_array_size(self->el->scale_changes) >= ZT_COORD_MAX_RECORDS)
+        json_array_remove(self->el->scale_changes, 0);
+    json_t *c = json_pack("{s:s, s:i, s:i, s:I, s:I, s:I}", "time", when, "from", self->el->change_from, "to",
                           s_members(self), "group", (json_int_t) self->layout.group, "step",
-                          (json_int_t) self->change_step, "ms", (json_int_t) (zt_now_ms() - self->change_t0));
+                          (json_int_t) self->el->change_step, "ms", (json_int_t) (zt_now_ms() - self->el->change_t0));
     if (cut)
         json_object_set_new(c, "cutShort", json_string(cut));
-    json_array_append_new(self->scale_changes, c);
+    json_array_append_new(self->el->scale_changes, c);
     zt_coord_write_state(self);
 }
 
@@ -205,15 +239,15 @@ static void s_record_change(zt_coord_t *self, const char *cut)
  * every leaver is gone. */
 static void s_check_done(zt_coord_t *self)
 {
-    if (!self->changing)
+    if (!self->el->changing)
         return;
     for (int i = 0; i < self->nreps; i++) {
         const zt_crep_t *r = &self->reps[i];
         if (r->pool <= 1 && ((zt_coord_is_member(self, r) && !r->regrouped) || (r->leaving && r->handle)))
             return;
     }
-    self->changing = false;
-    int64_t ms = zt_now_ms() - self->change_t0;
+    self->el->changing = false;
+    int64_t ms = zt_now_ms() - self->el->change_t0;
     zt_info("workerpool1 runs %d replicas now (membership generation %lld), %lld ms after the change began",
             s_members(self), (long long) self->layout.group, (long long) ms);
     s_record_change(self, NULL);
@@ -221,7 +255,7 @@ static void s_check_done(zt_coord_t *self)
 
 void zt_coord_elastic_regrouped(zt_coord_t *self, zt_crep_t *r, int64_t group, int64_t step, bool said_regrouped)
 {
-    if (!self->member || !self->changing || group != self->layout.group || !zt_coord_is_member(self, r))
+    if (!self->el->member || !self->el->changing || group != self->layout.group || !zt_coord_is_member(self, r))
         return;
     if (said_regrouped && r->rejoining) {
         r->rejoining = false;
@@ -231,8 +265,8 @@ void zt_coord_elastic_regrouped(zt_coord_t *self, zt_crep_t *r, int64_t group, i
         zt_info("%s trains in membership generation %lld as rank %d from step %lld", r->name, (long long) group,
                 s_rank(self, r), (long long) step);
     r->regrouped = true;
-    if (step > self->change_step)
-        self->change_step = step;
+    if (step > self->el->change_step)
+        self->el->change_step = step;
     s_start_joiners(self);
     s_check_done(self);
 }
@@ -251,9 +285,9 @@ bool zt_coord_elastic_left(zt_coord_t *self, zt_crep_t *r, const char *how)
 
 void zt_coord_elastic_restart(zt_coord_t *self)
 {
-    if (self->changing) /* a change a failure cut short: its group restarts together, in the new membership */
+    if (self->el->changing) /* a change a failure cut short: its group restarts together, in the new membership */
         s_record_change(self, "the group restarted together from the newest checkpoint");
-    self->changing = false;
+    self->el->changing = false;
     for (int i = 0; i < self->nreps; i++) {
         self->reps[i].leaving = self->reps[i].joining = false;
         if (!zt_coord_is_member(self, &self->reps[i]) && self->reps[i].state != ZT_REP_PENDING &&
@@ -277,11 +311,11 @@ static void s_answer(zt_coord_t *self, const char *id, int replicas, bool accept
         zt_info("ztrain scale: %s", msg);
     else
         zt_warn("ztrain scale: %s", msg);
-    if (!self->scale_answers)
-        self->scale_answers = json_array();
-    if (json_array_size(self->scale_answers) >= S_ANSWERS)
-        json_array_remove(self->scale_answers, 0);
-    json_array_append_new(self->scale_answers, json_pack("{s:s, s:s, s:i, s:b, s:s}", "id", id, "time", when,
+    if (!self->el->scale_answers)
+        self->el->scale_answers = json_array();
+    if (json_array_size(self->el->scale_answers) >= S_ANSWERS)
+        json_array_remove(self->el->scale_answers, 0);
+    json_array_append_new(self->el->scale_answers, json_pack("{s:s, s:s, s:i, s:b, s:s}", "id", id, "time", when,
                                                          "replicas", replicas, "accepted", accepted, "message", msg));
     zt_coord_write_state(self);
 }
@@ -311,9 +345,9 @@ static void s_take_requests(zt_coord_t *self)
     qsort(names, (size_t) n, sizeof *names, s_by_name);
     /* one change at a time: a request waits (its file stays) while a
      * change is under way, or one was accepted in this round */
-    int target = self->scale_target;
+    int target = self->el->scale_target;
     for (int i = 0; i < n; i++) {
-        if (!self->changing && self->scale_target == target)
+        if (!self->el->changing && self->el->scale_target == target)
             s_take_request(self, names[i]);
         free(names[i]);
     }
@@ -351,7 +385,7 @@ static void s_take_request(zt_coord_t *self, const char *name)
     snprintf(idc, sizeof idc, "%s", id ? id : "");
     if (!json_is_integer(pj) || !json_is_integer(kj))
         s_answer(self, idc, -1, false, "a request without an integer pool and replicas: ignored");
-    else if (json_integer_value(pj) != 1 || !self->member)
+    else if (json_integer_value(pj) != 1 || !self->el->member)
         s_answer(self, idc, (int) json_integer_value(kj), false, "workerpool%lld is not elastic (only "
                  "workerPoolSpecs[1] with an elasticPolicy is)", (long long) json_integer_value(pj));
     else if (json_integer_value(kj) < p->elastic_min || json_integer_value(kj) > p->elastic_max)
@@ -364,10 +398,10 @@ static void s_take_request(zt_coord_t *self, const char *name)
                  "so it cannot be told of a new membership (its program must link libztrain: the built-in "
                  "trainer, or ztrain.torch.elastic.run)", s_silent(self)->name);
     else {
-        self->scale_target = (int) json_integer_value(kj);
-        self->awaiting = 0; /* the user's count replaces the one capacity returning would restore */
-        s_answer(self, idc, self->scale_target, true, "workerpool1 to %d replicas (now %d%s)", self->scale_target,
-                 s_members(self), self->changing ? ", after the change under way" : "");
+        self->el->scale_target = (int) json_integer_value(kj);
+        self->el->awaiting = 0; /* the user's count replaces the one capacity returning would restore */
+        s_answer(self, idc, self->el->scale_target, true, "workerpool1 to %d replicas (now %d%s)", self->el->scale_target,
+                 s_members(self), self->el->changing ? ", after the change under way" : "");
     }
     json_decref(req);
 }
@@ -376,12 +410,12 @@ static void s_take_request(zt_coord_t *self, const char *name)
  * whose node was lost gets a place again and the pool grows back by it. */
 static void s_regain(zt_coord_t *self, int64_t now)
 {
-    self->regain_next_ms = now + zt_knob_int(ZT_KNOB_REGAIN_MS);
+    self->el->regain_next_ms = now + zt_knob_int(ZT_KNOB_REGAIN_MS);
     int n = self->plan->pools[1].replicas, i = 0;
-    while (i < n && !self->slot_gone[i])
+    while (i < n && !self->el->slot_gone[i])
         i++;
     if (i == n || !self->backend->regain) {
-        self->awaiting = 0;
+        self->el->awaiting = 0;
         return;
     }
     zt_place_t pl = *zt_layout_place(&self->layout, 1, i);
@@ -391,26 +425,26 @@ static void s_regain(zt_coord_t *self, int64_t now)
         return;
     }
     zt_layout_move(&self->layout, 1, i, &pl);
-    self->slot_gone[i] = false;
-    self->awaiting--;
-    self->scale_target = s_members(self) + 1;
+    self->el->slot_gone[i] = false;
+    self->el->awaiting--;
+    self->el->scale_target = s_members(self) + 1;
     zt_info("capacity returned: workerpool1-%d gets a place on %s; workerpool1 grows back to %d replicas", i,
-            pl.host, self->scale_target);
+            pl.host, self->el->scale_target);
     s_begin(self, NULL);
 }
 
 void zt_coord_elastic_tick(zt_coord_t *self)
 {
-    if (!self->member)
+    if (!self->el->member)
         return;
     int64_t now = zt_now_ms();
-    if (now - self->scale_polled_ms >= 200) {
-        self->scale_polled_ms = now;
+    if (now - self->el->scale_polled_ms >= 200) {
+        self->el->scale_polled_ms = now;
         s_take_requests(self);
     }
     if (self->stopping || self->state != ZT_JOB_RUNNING)
         return;
-    if (self->changing && now >= self->change_deadline) {
+    if (self->el->changing && now >= self->el->change_deadline) {
         zt_warn("the change to membership generation %lld did not finish within %lld ms (ZT_SCALE_TIMEOUT_MS): "
                 "the group restarts together in it, from the newest checkpoint", (long long) self->layout.group,
                 (long long) zt_knob_int(ZT_KNOB_SCALE_TIMEOUT_MS));
@@ -418,9 +452,9 @@ void zt_coord_elastic_tick(zt_coord_t *self)
         zt_coord_stop_all(self, ZT_AFTER_RESPAWN, ZT_JOB_FAILED);
         return;
     }
-    if (!self->changing && self->scale_target != s_members(self) && s_settled(self))
+    if (!self->el->changing && self->el->scale_target != s_members(self) && s_settled(self))
         s_begin(self, NULL);
-    else if (!self->changing && self->awaiting > 0 && now >= self->regain_next_ms && s_settled(self))
+    else if (!self->el->changing && self->el->awaiting > 0 && now >= self->el->regain_next_ms && s_settled(self))
         s_regain(self, now);
 }
 
@@ -429,7 +463,7 @@ void zt_coord_elastic_tick(zt_coord_t *self)
  * minReplicaCount stay, and every other member trains. */
 static bool s_can_go_on_without(zt_coord_t *self, zt_crep_t *r, const char *why)
 {
-    if (!self->member || r->pool != 1 || !self->member[r->index] || self->changing || self->stopping ||
+    if (!self->el->member || r->pool != 1 || !self->el->member[r->index] || self->el->changing || self->stopping ||
         self->state != ZT_JOB_RUNNING)
         return false;
     int lo = self->plan->pools[1].elastic_min;
@@ -438,9 +472,9 @@ static bool s_can_go_on_without(zt_coord_t *self, zt_crep_t *r, const char *why)
                 r->name, why, lo);
         return false;
     }
-    self->member[r->index] = false; /* is every other member training? */
+    self->el->member[r->index] = false; /* is every other member training? */
     bool settled = s_settled(self);
-    self->member[r->index] = true;
+    self->el->member[r->index] = true;
     return settled;
 }
 
@@ -452,9 +486,9 @@ bool zt_coord_elastic_preempted(zt_coord_t *self, zt_crep_t *r, const char *how)
     zt_info("%s was preempted: workerpool1 goes on with the %d others (the round in progress is given up and "
             "trained again without it), and it joins again as soon as that change is done", r->name, left);
     r->state = ZT_REP_RESTARTING;
-    self->scale_target = left;
+    self->el->scale_target = left;
     s_begin(self, r);
-    self->scale_target = left + 1; /* the next change: it comes back */
+    self->el->scale_target = left + 1; /* the next change: it comes back */
     return true;
 }
 
@@ -466,7 +500,7 @@ bool zt_coord_elastic_lose(zt_coord_t *self, zt_crep_t *r, const char *why, bool
     zt_warn("%s is lost for good (%s): workerpool1 goes on with the %d others; the round in progress is given up "
             "and trained again without it", r->name, why, left);
     r->state = ZT_REP_FAILED;
-    self->slot_gone[r->index] = node_gone;
+    self->el->slot_gone[r->index] = node_gone;
     char err[512];
     const char *host = zt_layout_place(&self->layout, r->pool, r->index)->host;
     if (node_gone && self->backend->drop_node && self->backend->drop_node(self->backend, host, err, sizeof err))
@@ -479,10 +513,10 @@ bool zt_coord_elastic_lose(zt_coord_t *self, zt_crep_t *r, const char *why, bool
                                                    r->name, why));
         json_array_append_new(self->lost_nodes, e);
     }
-    self->scale_target = left;
+    self->el->scale_target = left;
     if (node_gone && self->backend->regain) {
-        self->awaiting++; /* back when capacity returns */
-        self->regain_next_ms = zt_now_ms() + zt_knob_int(ZT_KNOB_REGAIN_MS);
+        self->el->awaiting++; /* back when capacity returns */
+        self->el->regain_next_ms = zt_now_ms() + zt_knob_int(ZT_KNOB_REGAIN_MS);
     }
     s_begin(self, r);
     return true;
@@ -490,18 +524,18 @@ bool zt_coord_elastic_lose(zt_coord_t *self, zt_crep_t *r, const char *why, bool
 
 json_t *zt_coord_elastic_json(const zt_coord_t *self)
 {
-    if (!self->member)
+    if (!self->el->member)
         return NULL;
     const zt_pool_t *p = &self->plan->pools[1];
     json_t *o = json_pack("{s:i, s:i, s:i, s:i, s:i, s:I, s:b, s:O}", "pool", 1, "minReplicaCount", p->elastic_min,
                           "maxReplicaCount", p->elastic_max, "replicas", s_members(self), "target",
-                          self->scale_target, "group", (json_int_t) self->layout.group, "changing", self->changing,
-                          "changes", self->scale_changes);
-    json_object_set_new(o, "awaitingCapacity", json_integer(self->awaiting));
-    size_t n = json_array_size(self->scale_answers);
+                          self->el->scale_target, "group", (json_int_t) self->layout.group, "changing", self->el->changing,
+                          "changes", self->el->scale_changes);
+    json_object_set_new(o, "awaitingCapacity", json_integer(self->el->awaiting));
+    size_t n = json_array_size(self->el->scale_answers);
     if (n) {
-        json_object_set(o, "requests", self->scale_answers);
-        json_object_set(o, "lastRequest", json_array_get(self->scale_answers, n - 1));
+        json_object_set(o, "requests", self->el->scale_answers);
+        json_object_set(o, "lastRequest", json_array_get(self->el->scale_answers, n - 1));
     }
     return o;
 }

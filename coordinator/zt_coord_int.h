@@ -84,6 +84,8 @@ typedef enum {
     ZT_DROP_REASONS
 } zt_drop_t;
 
+typedef struct zt_coord_elastic_t zt_coord_elastic_t;
+
 struct zt_coord_t {
     zt_plan_t *plan;            /* the job */
     zt_layout_t layout;         /* placement, dirs */
@@ -134,19 +136,7 @@ struct zt_coord_t {
     json_t *lost_nodes;         /* [{time, why}]: nodes lost under the job */
     bool requeue, give_up;      /* at the end: the allocation runs the job again, or not */
     bool preempted;             /* the allocation was preempted (requeued) under the job */
-    /* an elastic pool 1 (zt_coord_elastic.c); member NULL when there is none */
-    bool *member;               /* its replicas in the current membership generation (layout.group) */
-    bool *slot_gone;            /* its slots whose node was lost: nobody joins there again */
-    int elastic_start;          /* its replicaCount: the members it starts with */
-    int scale_target;           /* the members asked for */
-    int awaiting;               /* members lost with their nodes, wanted back when capacity returns */
-    int64_t regain_next_ms;     /* when the backend is next asked for capacity */
-    bool changing;              /* a change of membership is under way */
-    int change_from;            /* the members before it */
-    int64_t change_t0, change_deadline, change_step; /* when it began, must end, and the step it took effect */
-    int64_t scale_polled_ms;    /* the request file was last looked for */
-    json_t *scale_changes;      /* [{time, from, to, group, step, ms}] */
-    json_t *scale_answers;      /* the newest requests' answers, oldest first */
+    zt_coord_elastic_t *el;     /* an elastic pool 1's controller (zt_coord_elastic.c), its state its own */
 };
 
 /* A SageMaker CreateTrainingJob's end: a success writes model.tar.gz and
@@ -199,7 +189,13 @@ void zt_coord_settle_reducers(zt_coord_t *self, int64_t step);
 
 /* zt_coord_elastic.c */
 /* After the replicas are made: the members of generation 0. */
-void zt_coord_elastic_init(zt_coord_t *self);
+zt_coord_elastic_t *zt_coord_elastic_new(void);
+void zt_coord_elastic_destroy(zt_coord_elastic_t **self_p);
+/* start: pool 1's replicaCount, the members it starts with (its slots are
+ * as many as it may grow to). */
+void zt_coord_elastic_init(zt_coord_t *self, int start);
+/* Whether a change of membership is under way. */
+bool zt_coord_elastic_changing(const zt_coord_t *self);
 /* Whether r is a member of the current generation (every replica of a job
  * without an elastic pool, and of pools other than 1, is). */
 bool zt_coord_is_member(const zt_coord_t *self, const zt_crep_t *r);

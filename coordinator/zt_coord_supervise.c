@@ -240,7 +240,7 @@ static bool s_can_rejoin(const zt_coord_t *self, const zt_crep_t *r, char *why, 
         snprintf(why, size, "its gradients go round a ring between the trainers, which a lost one breaks");
         return false;
     }
-    if (self->changing) {
+    if (zt_coord_elastic_changing(self)) {
         snprintf(why, size, "the group is changing its membership");
         return false;
     }
