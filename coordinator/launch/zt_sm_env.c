@@ -324,16 +324,6 @@ json_t *zt_sm_config_files(const zt_layout_t *self, int pool, int index)
     return files;
 }
 
-/* The interpreter pool's program runs under: its first word when that is
- * a Python (s_distribution's torchrun launch keeps it there), else the
- * python3 on PATH. */
-static const char *s_python(const zt_pool_t *pp)
-{
-    const char *first = json_string_value(json_array_get(pp->argv, 0)), *base = first ? strrchr(first, '/') : NULL;
-    base = base ? base + 1 : first;
-    return base && !strncmp(base, "python", 6) ? first : "python3";
-}
-
 const char *zt_sm_shim_dir(const zt_layout_t *self, int pool)
 {
     static char dir[1024];
@@ -345,7 +335,9 @@ const char *zt_sm_shim_dir(const zt_layout_t *self, int pool)
     if (!looked) {
         looked = true;
         /* found, not imported: ztrain's package need not load its library here */
-        char *argv[] = { (char *) s_python(&plan->pools[pool]), "-c",
+        const char *py;
+        zt_pool_python(&plan->pools[pool], &py);
+        char *argv[] = { (char *) py, "-c",
                          "import importlib.util as u, os; s = u.find_spec('ztrain'); "
                          "print(os.path.join(os.path.dirname(s.origin), '_shim') if s else '')", NULL };
         char out[1024];

@@ -77,6 +77,10 @@ int zt_plan_check_gpus(zt_plan_t *self, int gpus_found, bool cpu_only, zt_diag_t
 int zt_plan_replicas(const zt_plan_t *self);
 /* Role names: the pool's role in TF_CONFIG terms and the binary name. */
 const char *zt_role_binary(zt_role_t role);
+/* Whether pool's program is a Python interpreter's (its first word's name
+ * starts with "python"); *interp (may be NULL): that word, else python3
+ * from PATH: the interpreter the pool's Python runs under. */
+bool zt_pool_python(const zt_pool_t *pool, const char **interp);
 /* The resolved plan as JSON (what `ztrain validate --json` prints). */
 json_t *zt_plan_to_json(const zt_plan_t *self);
 void zt_plan_print(const zt_plan_t *self, FILE *out);

@@ -225,6 +225,16 @@ zt_role_t zt_sf_image_role(const char *uri, int pool)
     return ZT_ROLE_NONE;
 }
 
+bool zt_pool_python(const zt_pool_t *pool, const char **interp)
+{
+    const char *first = json_string_value(json_array_get(pool->argv, 0)), *base = first ? strrchr(first, '/') : NULL;
+    base = base ? base + 1 : first;
+    bool python = base && !strncmp(base, "python", 6);
+    if (interp)
+        *interp = python ? first : "python3";
+    return python;
+}
+
 const char *zt_role_binary(zt_role_t role)
 {
     switch (role) {

@@ -166,11 +166,10 @@ static void s_distribution(zt_spec_ctx_t *c, zt_pool_t *pool, json_t *hps, json_
     json_object_set_new(sm, "torchDistributed", json_true());
     if (pool->accel_count <= 1 || json_array_size(pool->argv) == 0)
         return;
-    json_t *argv = json_array(), *a0 = json_array_get(pool->argv, 0);
-    const char *first = json_string_value(a0), *base = first ? strrchr(first, '/') : NULL;
-    base = base ? base + 1 : first;
-    bool python = base && !strncmp(base, "python", 6);
-    json_array_append_new(argv, json_string(python ? first : "python3"));
+    json_t *argv = json_array();
+    const char *interp;
+    bool python = zt_pool_python(pool, &interp);
+    json_array_append_new(argv, json_string(interp));
     json_array_append_new(argv, json_string("-m"));
     json_array_append_new(argv, json_string("torch.distributed.run"));
     if (!python)

@@ -7,6 +7,7 @@ past its bound without saying why, and each decision that has one home
 nowhere else."""
 import ast
 import collections
+import functools
 import glob
 import os
 import re
@@ -140,6 +141,7 @@ KNOWN_FILE_CIRCLES = {
 KNOWN_COORDINATOR_FOLDER_CIRCLES = [frozenset({".", "launch", "plan", "tune"})]
 
 
+@functools.lru_cache(maxsize=None)
 def call_graph(objdir):
     """{file: {files it calls}} from the objects under objdir (names
     relative to it, as the sources'), and why each edge: a symbol."""
@@ -164,6 +166,19 @@ def call_graph(objdir):
     return graph, why
 
 
+def folder_graph(graph, why, folder_of):
+    """The graph of the folders (folder_of a file) that graph's files lie in,
+    and why each edge: one of its files' calls."""
+    folders, fwhy = collections.defaultdict(set), {}
+    for f, calls in graph.items():
+        for g in calls:
+            a, b = folder_of(f), folder_of(g)
+            if a != b:
+                folders[a].add(b)
+                fwhy.setdefault((a, b), why[(f, g)])
+    return folders, fwhy
+
+
 def circle_report(found, known):
     """The circles found that are not known, and the known ones not found."""
     found = {frozenset(c) for c in found}
@@ -178,26 +193,8 @@ class Layers(unittest.TestCase):
         return objs
 
     def test_no_circle_of_calls_spans_two_lib_folders(self):
-        defined, undefined = {}, {}
-        for obj in self.objects():
-            folder = os.path.basename(os.path.dirname(obj))
-            name = "%s/%s" % (folder, os.path.basename(obj).replace(".c.o", ".c"))
-            out = subprocess.run(["nm", obj], capture_output=True, text=True, check=True).stdout
-            undefined[name] = set()
-            for line in out.splitlines():
-                parts = line.split()
-                if len(parts) == 2 and parts[0] == "U":
-                    undefined[name].add(parts[1])
-                elif len(parts) == 3 and parts[1] in "TDBR":
-                    defined[parts[2]] = name
-        graph, why = collections.defaultdict(set), {}
-        for f, syms in undefined.items():
-            for s in syms:
-                g = defined.get(s)
-                if g and g.split("/")[0] != f.split("/")[0]:
-                    a, b = f.split("/")[0], g.split("/")[0]
-                    graph[a].add(b)
-                    why.setdefault((a, b), "%s calls %s (%s)" % (f, s, g))
+        self.objects()
+        graph, why = folder_graph(*call_graph(os.path.join(BUILD, OBJECT_DIRS["lib"])), lambda f: f.split("/")[0])
         self.assertEqual(set(graph) - set(LIB_FOLDERS), set(), "a lib/ folder this test does not know")
         circles = strongly_connected(graph)
         detail = [why[(a, b)] for c in circles for a in c for b in c if (a, b) in why]
@@ -244,12 +241,8 @@ class Layers(unittest.TestCase):
         self.assertEqual(gone, [], "known circles that are gone: strike them off KNOWN_FILE_CIRCLES")
 
     def test_no_new_circle_of_calls_between_coordinator_folders(self):
-        graph, why = call_graph(os.path.join(BUILD, OBJECT_DIRS["coordinator"]))
-        folders = collections.defaultdict(set)
-        for f, calls in graph.items():
-            for g in calls:
-                if os.path.dirname(f) != os.path.dirname(g):
-                    folders[os.path.dirname(f) or "."].add(os.path.dirname(g) or ".")
+        folders, _ = folder_graph(*call_graph(os.path.join(BUILD, OBJECT_DIRS["coordinator"])),
+                                  lambda f: os.path.dirname(f) or ".")
         new, gone = circle_report(strongly_connected(folders), set(KNOWN_COORDINATOR_FOLDER_CIRCLES))
         self.assertEqual((new, gone), ([], []), "coordinator/'s folders: circles new, and known ones gone")
 
