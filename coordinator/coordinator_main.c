@@ -1,5 +1,5 @@
 /* ztrain-coordinator: the chief; the same as `ztrain run`. */
-#include "zt_cli.h"
+#include "cli/zt_cli.h"
 
 int main(int argc, char **argv)
 {

@@ -1,5 +1,5 @@
 /* ztrain: the command-line interface (run, validate, env, status). */
-#include "zt_cli.h"
+#include "cli/zt_cli.h"
 #include <stddef.h>
 
 int main(int argc, char **argv)

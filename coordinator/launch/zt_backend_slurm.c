@@ -14,7 +14,7 @@
  * and to srun. */
 #include "launch/zt_backend_slurm_int.h"
 #include "launch/zt_slurm.h"
-#include "zt_state.h"
+#include "plan/zt_state.h"
 #include "base/zt_util.h"
 #include "ztrain/zt_error.h"
 #include "ztrain/zt_log.h"

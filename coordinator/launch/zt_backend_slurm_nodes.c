@@ -3,7 +3,7 @@
  * requeued or given up, and why the allocation ends. */
 #include "launch/zt_backend_slurm_int.h"
 #include "launch/zt_slurm.h"
-#include "zt_state.h"
+#include "plan/zt_state.h"
 #include "base/zt_util.h"
 #include "ztrain/zt_error.h"
 #include "ztrain/zt_log.h"

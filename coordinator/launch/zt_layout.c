@@ -1,6 +1,4 @@
 #include "launch/zt_layout.h"
-#include "launch/zt_sagemaker.h"
-#include "launch/zt_sm_env.h"
 #include "base/zt_env.h"
 #include "wire/zt_auth.h"
 #include "wire/zt_transport.h"
@@ -27,10 +25,11 @@ void zt_layout_name(int pool, int index, char *buf, size_t size)
 }
 
 int zt_layout_init(zt_layout_t *self, const zt_plan_t *plan, zt_placement_t *placement_p,
-                   const char *job_dir, const char *trial)
+                   const char *job_dir, const char *trial, const zt_layout_view_t *const *views)
 {
     memset(self, 0, sizeof *self);
     self->plan = plan;
+    self->views = views;
     self->placement = *placement_p;
     memset(placement_p, 0, sizeof *placement_p);
     self->job_dir = strdup(job_dir);
@@ -199,13 +198,6 @@ static void s_put_int(json_t *env, zt_env_t var, long long v)
     zt_layout_put(env, zt_env_name(var), buf);
 }
 
-static void s_put_dir(json_t *env, zt_env_t var, const char *base, const char *sub)
-{
-    char *d = zt_strdupf("%s/%s/", base, sub);
-    zt_layout_put(env, zt_env_name(var), d);
-    free(d);
-}
-
 /* torchrun's view of where rank r runs: the node is the host. Nodes are
  * numbered in order of their first rank, processes on a node in rank order,
  * so RANK = the ranks of earlier nodes + LOCAL_RANK when ranks are placed
@@ -255,7 +247,7 @@ static void s_env_frameworks(json_t *env, const zt_layout_t *self, int pool, int
     json_t *tf = zt_layout_tf_config(self, pool, index);
     if (tf)
         zt_layout_put_json(env, zt_env_name(ZT_ENV_TF_CONFIG), tf);
-    if (pool > 1 || zt_sm_mpi(plan)) /* mpi: each rank's are Open MPI's (OMPI_COMM_WORLD_*) */
+    if (pool > 1 || plan->launcher == ZT_LAUNCH_MPI) /* mpi: each rank's are Open MPI's (OMPI_COMM_WORLD_*) */
         return;
     int world = 1;
     for (int i = 0; plan->pools[1].present && i < plan->pools[1].replicas; i++)
@@ -271,8 +263,7 @@ static void s_env_frameworks(json_t *env, const zt_layout_t *self, int pool, int
     s_put_int(env, ZT_ENV_GROUP_RANK, node.node_rank);
     s_put_int(env, ZT_ENV_NODE_RANK, node.node_rank);
     s_put_int(env, ZT_ENV_GROUP_WORLD_SIZE, node.nodes);
-    if (plan->sagemaker && json_is_true(json_object_get(plan->sagemaker, "torchDistributed"))) {
-        /* the program runs under torchrun (zt_spec_sagemaker.c): one node per SageMaker host */
+    if (plan->launcher == ZT_LAUNCH_TORCHRUN) { /* torchrun's own: one node per host */
         const zt_place_t *me = zt_layout_place(self, pool, index);
         s_put_int(env, ZT_ENV_PET_NNODES, world);
         s_put_int(env, ZT_ENV_PET_NODE_RANK, rank);
@@ -364,15 +355,21 @@ static void s_env_ztrain(json_t *env, const zt_layout_t *self, int pool, int ind
     zt_layout_put(env, zt_env_name(r2 == ZT_ROLE_REDUCER ? ZT_ENV_REDUCERS : ZT_ENV_PARAMSERVERS), list);
 }
 
-/* The pool's PYTHONPATH (smdistributed's stand-in first, for the hosts of
- * a SageMaker job that asks for it; then the pool's packages; then what
- * was set), then its own env[] last: it replaces what ztrain set. */
+/* The pool's PYTHONPATH (the folders the views put first; then the pool's
+ * packages; then what was set), then its own env[] last: it replaces what
+ * ztrain set. */
 static void s_env_pool(json_t *env, const zt_layout_t *self, int pool)
 {
     const zt_pool_t *pp = &self->plan->pools[pool];
-    const char *shim = zt_sm_shim_dir(self, pool), *old = zt_env_get(ZT_ENV_PYTHONPATH);
-    if (shim || pp->python_path) {
-        char *d = zt_strdupf("%s%s%s%s%s", shim ? shim : "", shim && pp->python_path ? ":" : "",
+    const char *old = zt_env_get(ZT_ENV_PYTHONPATH);
+    char first[4096] = "";
+    for (int v = 0; self->views && self->views[v]; v++) {
+        const char *d = self->views[v]->python_first ? self->views[v]->python_first(self, pool) : NULL;
+        if (d)
+            snprintf(first + strlen(first), sizeof first - strlen(first), "%s%s", first[0] ? ":" : "", d);
+    }
+    if (first[0] || pp->python_path) {
+        char *d = zt_strdupf("%s%s%s%s%s", first, first[0] && pp->python_path ? ":" : "",
                              pp->python_path ? pp->python_path : "", old && *old ? ":" : "", old ? old : "");
         zt_layout_put(env, zt_env_name(ZT_ENV_PYTHONPATH), d);
         free(d);
@@ -392,11 +389,9 @@ json_t *zt_layout_env(const zt_layout_t *self, int pool, int index)
 {
     json_t *env = json_array();
     s_env_frameworks(env, self, pool, index);
-    /* Vertex's output directories under the job's base output directory. */
-    s_put_dir(env, ZT_ENV_AIP_MODEL_DIR, self->base_dir, "model");
-    s_put_dir(env, ZT_ENV_AIP_CHECKPOINT_DIR, self->base_dir, "checkpoints");
-    s_put_dir(env, ZT_ENV_AIP_TENSORBOARD_LOG_DIR, self->base_dir, "logs");
-    zt_sm_env(env, self, pool, index);
+    for (int v = 0; self->views && self->views[v]; v++) /* the services' */
+        if (self->views[v]->env)
+            self->views[v]->env(env, self, pool, index);
     /* GPUs: each replica sees only its own; none when it asked for none. */
     char buf[256] = "";
     const zt_place_t *me = zt_layout_place(self, pool, index);
@@ -448,7 +443,7 @@ void zt_layout_selftest(void)
         pl.replicas[i].port = 6000 + i;
     }
     zt_layout_t lay;
-    assert(zt_layout_init(&lay, &plan, &pl, "/tmp/zt-selftest-job", NULL) == ZT_OK);
+    assert(zt_layout_init(&lay, &plan, &pl, "/tmp/zt-selftest-job", NULL, NULL) == ZT_OK);
     /* rank: local rank, local world, node */
     const int want[4][3] = { { 0, 2, 0 }, { 1, 2, 0 }, { 0, 2, 1 }, { 1, 2, 1 } };
     for (int rank = 0; rank < 4; rank++) {
@@ -463,12 +458,10 @@ void zt_layout_selftest(void)
         assert(!strcmp(s_env_value(env, "GROUP_WORLD_SIZE"), "2"));
         assert(!strcmp(s_env_value(env, "MASTER_ADDR"), "10.0.0.0"));
         assert(!strcmp(s_env_value(env, "MASTER_PORT"), "7000"));
-        assert(!strcmp(s_env_value(env, "SM_HP_LR"), "0.5"));
         json_decref(env);
     }
     json_t *ps = zt_layout_env(&lay, 2, 0); /* not a rank: no torch variables */
     assert(!s_env_value(ps, "LOCAL_RANK") && !s_env_value(ps, "RANK"));
-    assert(!strcmp(s_env_value(ps, "SM_CURRENT_HOST"), "algo-5"));
     json_decref(ps);
     zt_layout_fini(&lay);
     for (int p = 0; p < 3; p++) {

@@ -1,8 +1,8 @@
 /* zt_layout: where every replica of a job is (its host, address, ports,
- * GPUs, folders), and from that the environment every replica gets, in exactly the formats
- * of the managed services: CLUSTER_SPEC and TF_CONFIG, PyTorch's
- * MASTER_ADDR/MASTER_PORT/WORLD_SIZE/RANK, AIP_*_DIR, SageMaker's SM_HOSTS,
- * SM_CURRENT_HOST and resourceconfig.json, CUDA_VISIBLE_DEVICES, then the
+ * GPUs, folders), and from that the environment every replica gets, in exactly the forms
+ * the frameworks and the managed services set: CLUSTER_SPEC and TF_CONFIG, PyTorch's
+ * MASTER_ADDR/MASTER_PORT/WORLD_SIZE/RANK (and torchrun's), each service's view
+ * (the views the job formats give: zt_layout_view_t), CUDA_VISIBLE_DEVICES, then the
  * pool's own env[] last; plus ZT_* for programs that link libztrain. */
 #ifndef ZT_LAYOUT_H
 #define ZT_LAYOUT_H
@@ -11,8 +11,20 @@
 #include "launch/zt_backend.h"
 #include "plan/zt_jobspec.h"
 
+typedef struct zt_layout_s zt_layout_t;
+
+/* A managed service's view of a replica, which every job's replicas get
+ * (a program written for the service runs unchanged): its variables,
+ * appended to env, and the folder the pool's PYTHONPATH takes first (NULL:
+ * none). The job formats give them (zt_format_views); either may be NULL. */
 typedef struct {
+    void (*env)(json_t *env, const zt_layout_t *layout, int pool, int index);
+    const char *(*python_first)(const zt_layout_t *layout, int pool);
+} zt_layout_view_t;
+
+struct zt_layout_s {
     const zt_plan_t *plan;            /* the job */
+    const zt_layout_view_t *const *views; /* the services' views, in order (NULL-terminated; NULL: none) */
     char *job_dir;                    /* logs, job.json, config */
     char *base_dir;                   /* base output directory (plan's, or job_dir) */
     char *trial;                      /* trial id, or NULL outside a study */
@@ -28,12 +40,13 @@ typedef struct {
     const bool *member;
     int64_t group;
     int epoch_world;                  /* the trainers an epoch is counted for: the chief and pool 1's start */
-} zt_layout_t;
+};
 
-/* Lays out the job on the backend's placement (taken over). base_dir
- * defaults to job_dir. */
+/* Lays out the job on the backend's placement (taken over), each
+ * replica's environment with views (NULL-terminated, kept; may be NULL).
+ * base_dir defaults to job_dir. */
 int zt_layout_init(zt_layout_t *self, const zt_plan_t *plan, zt_placement_t *placement_p,
-                   const char *job_dir, const char *trial);
+                   const char *job_dir, const char *trial, const zt_layout_view_t *const *views);
 void zt_layout_fini(zt_layout_t *self);
 /* The place of replica (pool, index), and its ordinal in the placement. */
 const zt_place_t *zt_layout_place(const zt_layout_t *self, int pool, int index);

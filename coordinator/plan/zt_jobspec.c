@@ -2,7 +2,7 @@
 #include "base/zt_util.h"
 #include "ztrain/zt_error.h"
 #include "ztrain/zt_knobs.h"
-#include "launch/zt_cuda_probe.h"
+#include "plan/zt_cuda_probe.h"
 #include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,7 +11,7 @@
 
 /* -------------------------------------------------------------- overrides */
 
-static const char *const s_vertex_keys[][2] = {
+static const char *const s_pool_spec_keys[][2] = {
     { "machine-type", "machineSpec.machineType" },
     { "replica-count", "replicaCount" },
     { "accelerator-type", "machineSpec.acceleratorType" },
@@ -26,7 +26,7 @@ static const char *const s_vertex_keys[][2] = {
 
 /* Legacy flags: flag, trainingInput field path, kind (s string, i integer,
  * a accelerator "count=N,type=T", l list of one string, u upper-case string). */
-static const char *const s_legacy_flags[][3] = {
+static const char *const s_training_input_flags[][3] = {
     { "--scale-tier", "scaleTier", "u" },
     { "--master-machine-type", "masterType", "s" },
     { "--master-accelerator", "masterConfig.acceleratorConfig", "a" },
@@ -50,12 +50,12 @@ static const char *const s_legacy_flags[][3] = {
 
 const char *zt_plan_override_flag(int i)
 {
-    int n = (int) (sizeof s_legacy_flags / sizeof *s_legacy_flags);
+    int n = (int) (sizeof s_training_input_flags / sizeof *s_training_input_flags);
     if (i == 0)
         return "--worker-pool-spec";
     if (i == 1)
         return "--display-name";
-    return i - 2 < n && i >= 2 ? s_legacy_flags[i - 2][0] : NULL;
+    return i - 2 < n && i >= 2 ? s_training_input_flags[i - 2][0] : NULL;
 }
 
 const char *zt_plan_override_help(void)
@@ -132,9 +132,9 @@ static void s_apply_pool_flag(zt_spec_ctx_t *c, json_t *spec, const char *prefix
         const char *field = NULL;
         if (eq) {
             *eq = 0;
-            for (size_t k = 0; k < sizeof s_vertex_keys / sizeof *s_vertex_keys; k++)
-                if (!strcmp(kv, s_vertex_keys[k][0]))
-                    field = s_vertex_keys[k][1];
+            for (size_t k = 0; k < sizeof s_pool_spec_keys / sizeof *s_pool_spec_keys; k++)
+                if (!strcmp(kv, s_pool_spec_keys[k][0]))
+                    field = s_pool_spec_keys[k][1];
         }
         if (!field) {
             zt_diag_add(c->diag, true, "command line", 0, 0, flag, NULL,
@@ -160,9 +160,9 @@ static void s_apply_pool_flag(zt_spec_ctx_t *c, json_t *spec, const char *prefix
 }
 
 /* A legacy flag's value as its field takes it, by the flag's kind (the
- * third column of s_legacy_flags): i an integer, l a list of one, b a
+ * third column of s_training_input_flags): i an integer, l a list of one, b a
  * boolean, u upper case, a an accelerator (count=N,type=TYPE), else text. */
-static json_t *s_legacy_flag_value(zt_spec_ctx_t *c, char kind, const char *name, const char *val)
+static json_t *s_training_input_flag_value(zt_spec_ctx_t *c, char kind, const char *name, const char *val)
 {
     if (kind == 'i')
         return s_flag_int_or_string(val);
@@ -196,8 +196,7 @@ static json_t *s_legacy_flag_value(zt_spec_ctx_t *c, char kind, const char *name
     return jv;
 }
 
-/* Applies the override flags to the document; legacy selects the format. */
-static void s_apply_flags(zt_spec_ctx_t *c, json_t *spec, const char *prefix, bool legacy,
+void zt_sf_apply_flags(zt_spec_ctx_t *c, json_t *spec, const char *prefix, bool training_input,
                           json_t *flags)
 {
     size_t i;
@@ -213,7 +212,7 @@ static void s_apply_flags(zt_spec_ctx_t *c, json_t *spec, const char *prefix, bo
             continue;
         }
         if (!strcmp(name, "--worker-pool-spec")) {
-            if (legacy) {
+            if (training_input) {
                 zt_diag_add(c->diag, true, "command line", 0, 0, NULL, NULL,
                             "--worker-pool-spec applies to a Vertex CustomJobSpec; %s is a legacy "
                             "trainingInput config (use --worker-count, --worker-machine-type...)",
@@ -224,162 +223,49 @@ static void s_apply_flags(zt_spec_ctx_t *c, json_t *spec, const char *prefix, bo
             continue;
         }
         size_t k;
-        for (k = 0; k < sizeof s_legacy_flags / sizeof *s_legacy_flags; k++)
-            if (!strcmp(name, s_legacy_flags[k][0]))
+        for (k = 0; k < sizeof s_training_input_flags / sizeof *s_training_input_flags; k++)
+            if (!strcmp(name, s_training_input_flags[k][0]))
                 break;
-        if (k == sizeof s_legacy_flags / sizeof *s_legacy_flags)
+        if (k == sizeof s_training_input_flags / sizeof *s_training_input_flags)
             continue;
-        if (!legacy) {
+        if (!training_input) {
             zt_diag_add(c->diag, true, "command line", 0, 0, NULL, NULL,
                         "%s applies to a legacy trainingInput config; %s is a Vertex "
                         "CustomJobSpec (use --worker-pool-spec)", name, c->doc->source);
             continue;
         }
-        json_t *jv = s_legacy_flag_value(c, s_legacy_flags[k][2][0], name, val);
+        json_t *jv = s_training_input_flag_value(c, s_training_input_flags[k][2][0], name, val);
         char *pp = zt_strdupf("%s", prefix);
-        s_set_path(c->doc, spec, pp, s_legacy_flags[k][1], jv, name);
+        s_set_path(c->doc, spec, pp, s_training_input_flags[k][1], jv, name);
         free(pp);
     }
 }
 
-/* ------------------------------------------------------------------- load */
+/* ------------------------------------------------------------------- plan */
 
-/* The legacy format: a trainingInput document, or no file and a legacy override flag. */
-static void s_load_legacy(zt_spec_ctx_t *c, json_t *root, json_t *ti, const zt_plan_opts_t *opts)
+bool zt_sf_training_input_flags(json_t *flags)
 {
-    zt_plan_t *plan = c->plan;
-    static const char *const known[] = { "trainingInput", "jobId", "labels", NULL };
-    zt_sf_unknown_fields(c, root, "", known);
-    plan->format = strdup("trainingInput");
-    if (!ti) {
-        ti = json_object();
-        json_object_set_new(root, "trainingInput", ti);
-    }
-    if (!json_is_object(ti))
-        ERR(c, "trainingInput", ti, "expected an object");
-    else {
-        s_apply_flags(c, ti, "trainingInput", true, opts->flags);
-        zt_spec_legacy(c, ti);
-        if (json_object_get(ti, "hyperparameters") && !opts->spec_key)
-            WARN(c, "trainingInput.hyperparameters", NULL, "a study: `ztrain run` and `ztrain tune` run this "
-                 "config's trials (maxTrials), each this job with its parameters; this checks the job");
-    }
-    const char *id = json_string_value(json_object_get(root, "jobId"));
-    if (!plan->display_name)
-        plan->display_name = strdup(id ? id : "job");
-    plan->job = json_deep_copy(ti);
-}
-
-/* SageMaker's CreateTrainingJob request; the override flags are gcloud's,
- * so none applies to it. */
-static void s_load_sagemaker(zt_spec_ctx_t *c, json_t *root, const zt_plan_opts_t *opts)
-{
-    c->plan->format = strdup("CreateTrainingJob");
     size_t i;
     json_t *f;
-    json_array_foreach(opts->flags, i, f) {
+    json_array_foreach(flags, i, f) {
         const char *n = json_string_value(json_array_get(f, 0));
-        if (strcmp(n, "--display-name"))
-            ERR(c, n, NULL, "applies to Vertex and AI Platform jobs; %s is a SageMaker CreateTrainingJob "
-                "request", c->plan->source);
+        if (strcmp(n, "--worker-pool-spec") && strcmp(n, "--display-name"))
+            return true;
     }
-    zt_spec_sagemaker(c, root);
-    json_array_foreach(opts->flags, i, f)
-        if (!strcmp(json_string_value(json_array_get(f, 0)), "--display-name")) {
-            free(c->plan->display_name);
-            c->plan->display_name = strdup(json_string_value(json_array_get(f, 1)));
-        }
+    return false;
 }
 
-/* The Vertex formats: a study's trial job (opts->spec_key), a CustomJob
- * ({displayName, jobSpec}), or a bare CustomJobSpec. */
-static void s_load_vertex(zt_spec_ctx_t *c, json_t *root, const zt_plan_opts_t *opts)
+zt_plan_t *zt_plan_new(const char *source)
 {
-    zt_plan_t *plan = c->plan;
-    json_t *spec = root;
-    const char *prefix = "";
-    json_t *js = json_object_get(root, opts->spec_key ? opts->spec_key : "jobSpec");
-    if (opts->spec_key) { /* a study: only the trial job is ours to check */
-        plan->format = strdup("CustomJobSpec");
-        if (!json_is_object(js)) {
-            ERR(c, opts->spec_key, js, js ? "expected a CustomJobSpec object" : "required: the job every trial runs");
-            js = json_object();
-            json_object_set_new(root, opts->spec_key, js);
-        }
-        spec = js;
-        prefix = opts->spec_key;
-    }
-    else if (js) {
-        static const char *const known[] = { "displayName", "jobSpec", "labels", "name", "encryptionSpec",
-            "state", "createTime", "startTime", "endTime", "updateTime", "error", "webAccessUris", NULL };
-        zt_sf_unknown_fields(c, root, "", known);
-        plan->format = strdup("CustomJob");
-        if (!json_is_object(js)) {
-            ERR(c, "jobSpec", js, "expected a CustomJobSpec object");
-            js = json_object();
-            json_object_set_new(root, "jobSpec", js);
-        }
-        spec = js;
-        prefix = "jobSpec";
-        const char *dn = zt_sf_str(c, root, "", "displayName", NULL);
-        if (dn && !plan->display_name)
-            plan->display_name = strdup(dn);
-    }
-    else {
-        plan->format = strdup("CustomJobSpec");
-        /* A bare spec may still carry a displayName; it is not an error. */
-        const char *dn = json_string_value(json_object_get(root, "displayName"));
-        if (dn) {
-            plan->display_name = strdup(dn);
-            json_object_del(root, "displayName");
-        }
-    }
-    s_apply_flags(c, spec, prefix, false, opts->flags);
-    zt_spec_vertex(c, spec, prefix);
-    if (!plan->display_name)
-        plan->display_name = strdup("job");
-    plan->job = json_deep_copy(spec);
-}
-
-int zt_plan_load(const zt_plan_opts_t *opts, zt_plan_t **plan_p, zt_diag_t *diag)
-{
-    *plan_p = NULL;
-    zt_doc_t *doc = NULL;
-    int rc = ZT_OK;
-    if (opts->text) {
-        if ((rc = zt_doc_parse(opts->file ? opts->file : "study", opts->text, 0, &doc, diag)) != ZT_OK)
-            return rc;
-    }
-    else if (opts->file) {
-        if ((rc = zt_doc_load(opts->file, &doc, diag)) != ZT_OK)
-            return rc;
-    }
-    else
-        doc = zt_doc_new_empty("command line");
     zt_plan_t *plan = calloc(1, sizeof *plan);
     for (int i = 0; i < ZT_POOLS; i++)
         zt_sf_pool_init(&plan->pools[i]);
-    plan->source = strdup(doc->source);
-    zt_spec_ctx_t ctx = { doc, diag, plan, opts->allow_unknown_fields };
-    bool has_legacy_flag = false;
-    size_t i;
-    json_t *f;
-    json_array_foreach(opts->flags, i, f) {
-        const char *n = json_string_value(json_array_get(f, 0));
-        if (strcmp(n, "--worker-pool-spec") && strcmp(n, "--display-name"))
-            has_legacy_flag = true;
-    }
-    /* a study's trial job: its trialJobSpec, or a legacy tuning config itself */
-    json_t *holder = opts->spec_key ? json_object_get(doc->root, opts->spec_key) : doc->root;
-    if (opts->spec_key && !holder && json_object_get(doc->root, "trainingInput"))
-        holder = doc->root;
-    json_t *ti = json_is_object(holder) ? json_object_get(holder, "trainingInput") : NULL;
-    if (ti || (!opts->file && has_legacy_flag))
-        s_load_legacy(&ctx, holder ? holder : doc->root, ti, opts);
-    else if (json_is_object(holder) && json_object_get(holder, "AlgorithmSpecification"))
-        s_load_sagemaker(&ctx, holder, opts);
-    else
-        s_load_vertex(&ctx, doc->root, opts);
+    plan->source = strdup(source);
+    return plan;
+}
+
+void zt_plan_finish(zt_plan_t *plan, const zt_plan_opts_t *opts, zt_diag_t *diag)
+{
     if (opts->tf_chief_name) {
         if (!strcmp(opts->tf_chief_name, "master"))
             plan->tf_master = true;
@@ -396,13 +282,6 @@ int zt_plan_load(const zt_plan_opts_t *opts, zt_plan_t **plan_p, zt_diag_t *diag
         if (plan->pools[p].present && (p < 2 || plan->pools[p].role == ZT_ROLE_NONE))
             for (int a = 0; a < opts->n_user_args; a++)
                 json_array_append_new(plan->pools[p].argv, json_string(opts->user_args[a]));
-    zt_doc_destroy(&doc);
-    if (zt_diag_errors(diag) > 0) {
-        zt_plan_destroy(&plan);
-        return ZT_ESPEC;
-    }
-    *plan_p = plan;
-    return ZT_OK;
 }
 
 void zt_plan_destroy(zt_plan_t **self_p)
@@ -422,7 +301,8 @@ void zt_plan_destroy(zt_plan_t **self_p)
     free(self->scale_tier);
     free(self->base_output_dir);
     json_decref(self->job);
-    json_decref(self->sagemaker);
+    if (self->own && self->own_ops)
+        self->own_ops->destroy(self->own);
     free(self);
     *self_p = NULL;
 }
@@ -506,8 +386,8 @@ json_t *zt_plan_to_json(const zt_plan_t *self)
                           self->restart_job_on_worker_restart, "disableRetries", self->disable_retries,
                           "spot", self->spot, "tfConfigChief", self->tf_master ? "master" : "chief", "replicas",
                           zt_plan_replicas(self));
-    if (self->sagemaker)
-        json_object_set(o, "sagemaker", self->sagemaker);
+    if (self->own && self->own_ops)
+        json_object_set_new(o, self->own_ops->key, self->own_ops->to_json(self->own));
     return o;
 }
 
@@ -541,15 +421,8 @@ void zt_plan_print(const zt_plan_t *self, FILE *out)
             fprintf(out, "    PYTHONPATH+: %s\n", p->python_path);
     }
     fprintf(out, "  output: %s\n", self->base_output_dir ? self->base_output_dir : "(the job directory)");
-    const char *sm_out = self->sagemaker ? json_string_value(json_object_get(self->sagemaker, "outputPath")) : NULL;
-    if (sm_out)
-        fprintf(out, "  model.tar.gz and output.tar.gz: %s/%s/output/\n", sm_out,
-                json_string_value(json_object_get(self->sagemaker, "jobName")));
-    size_t ci;
-    json_t *ch;
-    json_array_foreach(self->sagemaker ? json_object_get(self->sagemaker, "channels") : NULL, ci, ch)
-        fprintf(out, "  channel %s: %s (%s)\n", json_string_value(json_object_get(ch, "name")),
-                json_string_value(json_object_get(ch, "path")), json_string_value(json_object_get(ch, "distribution")));
+    if (self->own && self->own_ops && self->own_ops->print)
+        self->own_ops->print(self->own, out);
     fprintf(out, "  scheduling: timeout %s, restartJobOnWorkerRestart %s, retries %s%s; "
             "TF_CONFIG names pool 0 \"%s\"\n",
             self->timeout_s > 0 ? "set" : "none",

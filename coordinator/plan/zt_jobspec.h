@@ -1,12 +1,16 @@
-/* zt_jobspec: a job (Vertex CustomJobSpec / CustomJob JSON, or legacy AI
- * Platform trainingInput YAML, plus gcloud-style overrides) resolved into one
- * plan: four positional pools, each with its machine, accelerators, replica
- * count, program and environment. Every problem is reported to a zt_diag
- * with the file or flag, the field path, the value and the rule. */
+/* zt_jobspec: the plan a job file resolves into, whatever its format (the
+ * formats read their files into it: formats/zt_format.h): four positional
+ * pools, each with its machine, accelerators, replica count, program and
+ * environment, the job's scheduling, and the format's own part, typed and
+ * its own to read. Also the parts the formats share: the gcloud-style
+ * override flags, and (zt_spec_int.h) the field readers that report every
+ * problem to a zt_diag with the file or flag, the field path, the value and
+ * the rule. */
 #ifndef ZT_JOBSPEC_H
 #define ZT_JOBSPEC_H
 #include <jansson.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include "plan/zt_diag.h"
 #include "plan/zt_machines.h"
 
@@ -33,8 +37,25 @@ typedef struct {
     int elastic_max;         /* elasticPolicy.maxReplicaCount */
 } zt_pool_t;
 
+/* How the programs of pools 0 and 1 start on each host. */
+typedef enum {
+    ZT_LAUNCH_DIRECT = 0,    /* one process per replica, the program itself */
+    ZT_LAUNCH_TORCHRUN,      /* under torchrun, one node per replica (it sets torchrun's PET_*) */
+    ZT_LAUNCH_MPI            /* the primary's mpirun starts every host's ranks (OMPI_COMM_WORLD_*) */
+} zt_launcher_t;
+
+/* A format's own part of its plans: how the plan writes it (its object under
+ * key in zt_plan_to_json, its lines in zt_plan_print) and frees it. */
+typedef struct {
+    const char *key;
+    json_t *(*to_json)(const void *own);
+    void (*print)(const void *own, FILE *out);
+    void (*destroy)(void *own);
+} zt_plan_own_ops_t;
+
 typedef struct {
     char *source;            /* the file, or "command line" */
+    const char *service;     /* the format that made it (its folder under formats/; static) */
     char *format;            /* "CustomJobSpec", "CustomJob", "trainingInput" or "CreateTrainingJob" */
     char *display_name;      /* job name */
     char *scale_tier;        /* legacy only */
@@ -46,9 +67,9 @@ typedef struct {
     bool spot;               /* scheduling.strategy SPOT or LOW_COST: preemptible capacity */
     bool tf_master;          /* TF_CONFIG says "master" instead of "chief" */
     json_t *job;             /* the job spec as given, for CLUSTER_SPEC "job" */
-    json_t *sagemaker;       /* a CreateTrainingJob's own parts, or NULL: {jobName, channels
-                                [{name, path, distribution, contentType, recordWrapperType}],
-                                outputPath, compress, checkpointPath, hyperparameters} */
+    zt_launcher_t launcher;  /* how pools 0 and 1 start */
+    void *own;               /* the format's own part (its type), or NULL */
+    const zt_plan_own_ops_t *own_ops;
 } zt_plan_t;
 
 typedef struct {
@@ -68,7 +89,11 @@ const char *zt_plan_override_flag(int i);
 /* The list of override flags for --help. */
 const char *zt_plan_override_help(void);
 
-int zt_plan_load(const zt_plan_opts_t *opts, zt_plan_t **plan_p, zt_diag_t *diag);
+/* A plan with its pools' defaults, from the document doc (its source). */
+zt_plan_t *zt_plan_new(const char *source);
+/* What every format's plan takes last: --tf-chief-name, and the arguments
+ * after "--" appended to the programs that take them. */
+void zt_plan_finish(zt_plan_t *self, const zt_plan_opts_t *opts, zt_diag_t *diag);
 void zt_plan_destroy(zt_plan_t **self_p);
 /* Accelerators asked for against those found (gpus_found); an error unless
  * cpu_only. Returns the total asked. */

@@ -18,7 +18,7 @@ static const char *s_accel[N_ACCEL] = {
 #define C1248 (C(1) | C(2) | C(4) | C(8))
 #define C248 (C(2) | C(4) | C(8))
 typedef struct { const char *machines; unsigned counts[N_ACCEL]; } s_row_t;
-/* Seed 002's table ("valid GPU counts per machine type"); columns K80, P4,
+/* AI Platform's table of the GPU counts valid per machine type; columns K80, P4,
  * P100, T4, V100, A100; then the newer a2-ultra, a3 and g2 families. */
 static const s_row_t s_table[] = {
     { "n1-standard-4 n1-standard-8 n1-highmem-2 n1-highmem-4 n1-highmem-8",
@@ -76,9 +76,9 @@ static const s_gpu_machine_t s_gpu_machines[] = {
     { "a3-highgpu-8g", 208, 1872 },
 };
 
-/* AI Platform's legacy machine names (seeds 002/003). */
-typedef struct { const char *name, *compute; int accel; int count; } s_legacy_t;
-static const s_legacy_t s_legacy[] = {
+/* AI Platform Training's machine names. */
+typedef struct { const char *name, *compute; int accel; int count; } s_ai_platform_t;
+static const s_ai_platform_t s_ai_platform[] = {
     { "standard", "n1-standard-4", -1, 0 },        { "large_model", "n1-highmem-8", -1, 0 },
     { "complex_model_s", "n1-highcpu-8", -1, 0 },  { "complex_model_m", "n1-highcpu-16", -1, 0 },
     { "complex_model_l", "n1-highcpu-32", -1, 0 }, { "standard_gpu", "n1-standard-8", K80, 1 },
@@ -179,15 +179,14 @@ bool zt_machine_lookup(const char *name, zt_machine_t *out)
             out->builtin_count = s_ml[i].gpus;
             return true;
         }
-    for (size_t i = 0; i < sizeof s_legacy / sizeof *s_legacy; i++)
-        if (!strcmp(name, s_legacy[i].name)) {
-            snprintf(out->compute, sizeof out->compute, "%s", s_legacy[i].compute);
-            out->legacy = true;
-            if (s_legacy[i].accel >= 0) {
-                out->builtin_accel = s_accel[s_legacy[i].accel];
-                out->builtin_count = s_legacy[i].count;
+    for (size_t i = 0; i < sizeof s_ai_platform / sizeof *s_ai_platform; i++)
+        if (!strcmp(name, s_ai_platform[i].name)) {
+            snprintf(out->compute, sizeof out->compute, "%s", s_ai_platform[i].compute);
+            if (s_ai_platform[i].accel >= 0) {
+                out->builtin_accel = s_accel[s_ai_platform[i].accel];
+                out->builtin_count = s_ai_platform[i].count;
             }
-            return s_compute_lookup(s_legacy[i].compute, out);
+            return s_compute_lookup(s_ai_platform[i].compute, out);
         }
     snprintf(out->compute, sizeof out->compute, "%s", name);
     return s_compute_lookup(name, out);

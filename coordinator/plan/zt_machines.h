@@ -1,5 +1,5 @@
 /* zt_machines: machine types, accelerator types, the accelerator count
- * compatibility table (seed 002) and the legacy scale tiers (seed 003). */
+ * compatibility table of AI Platform Training, and its scale tiers. */
 #ifndef ZT_MACHINES_H
 #define ZT_MACHINES_H
 #include <stdbool.h>
@@ -10,9 +10,8 @@ typedef struct {
     char compute[48];           /* the Compute Engine type behind it */
     int vcpus;                  /* virtual CPUs */
     double memory_gb;           /* memory */
-    const char *builtin_accel;  /* legacy GPU types carry their GPUs, else NULL */
+    const char *builtin_accel;  /* AI Platform's GPU types carry their GPUs, else NULL */
     int builtin_count;          /* how many */
-    bool legacy;                /* an AI Platform legacy name */
 } zt_machine_t;
 
 typedef struct {

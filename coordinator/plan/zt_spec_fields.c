@@ -3,7 +3,7 @@
 #include "base/zt_util.h"
 #include "ztrain/zt_error.h"
 #include "ztrain/zt_knobs.h"
-#include "launch/zt_cuda_probe.h"
+#include "plan/zt_cuda_probe.h"
 #include <ctype.h>
 #include <stdlib.h>
 #include <string.h>

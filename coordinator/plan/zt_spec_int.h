@@ -1,7 +1,7 @@
-/* zt_spec_int: what the job-spec loader's parts share: the context, the
- * typed field readers that report a problem with its path and value
- * (zt_spec_fields.c), the Vertex CustomJob parser (zt_spec_vertex.c) and the
- * legacy TrainingInput parser (zt_spec_legacy.c). Private to spec/. */
+/* zt_spec_int: what the formats' parsers share: the context, the typed
+ * field readers that report a problem with its path and value
+ * (zt_spec_fields.c), and gcloud's override flags (zt_jobspec.c). For
+ * plan/ and the parsers under formats/. */
 #ifndef ZT_SPEC_INT_H
 #define ZT_SPEC_INT_H
 #include "plan/zt_jobspec.h"
@@ -76,15 +76,12 @@ void zt_sf_python_module(zt_pool_t *pool, const char *module);
 void zt_sf_package_uris(zt_spec_ctx_t *c, zt_pool_t *pool, json_t *parent, const char *path,
                         const char *key);
 
-/* Vertex CustomJob (jobSpec.workerPoolSpecs) under prefix, into c->plan. */
-void zt_spec_vertex(zt_spec_ctx_t *c, json_t *spec, const char *prefix);
-/* Legacy AI Platform TrainingInput (masterConfig, workerCount, ...), into c->plan. */
-void zt_spec_legacy(zt_spec_ctx_t *c, json_t *ti);
-/* SageMaker's CreateTrainingJob request, into c->plan (and c->plan->sagemaker). */
-void zt_spec_sagemaker(zt_spec_ctx_t *c, json_t *root);
-/* Its data (zt_spec_sm_data.c): InputDataConfig's channels into sm's
- * "channels"; OutputDataConfig, CheckpointConfig and StoppingCondition. */
-void zt_spec_sm_channels(zt_spec_ctx_t *c, json_t *root, json_t *sm);
-void zt_spec_sm_outputs(zt_spec_ctx_t *c, json_t *root, json_t *sm);
+/* gcloud's override flags (opts->flags) applied to the document spec (its
+ * fields under prefix): --worker-pool-spec and --display-name (a CustomJob's),
+ * or, training_input, the flags of a trainingInput config (each flag of the
+ * other kind is an error). */
+void zt_sf_apply_flags(zt_spec_ctx_t *c, json_t *spec, const char *prefix, bool training_input, json_t *flags);
+/* Whether flags hold one of a trainingInput config's (beyond --worker-pool-spec and --display-name). */
+bool zt_sf_training_input_flags(json_t *flags);
 
 #endif

@@ -28,10 +28,6 @@ typedef struct {
     bool overwrite;            /* start over in a study directory that holds results */
 } zt_study_opts_t;
 
-/* Whether file is a legacy AI Platform config with a hyperparameters
- * block: `ztrain run` runs it as a study (zt_study_new reads it as one). */
-bool zt_study_is_legacy_file(const char *file);
-
 /* Loads and validates; NULL with the problems in diag. */
 zt_study_t *zt_study_new(const zt_study_opts_t *opts, zt_diag_t *diag);
 void zt_study_destroy(zt_study_t **self_p);

@@ -5,7 +5,7 @@
 #define ZT_STUDY_INT_H
 #include "tune/zt_study.h"
 #include "launch/zt_backend.h"
-#include "zt_state.h"
+#include "plan/zt_state.h"
 #include "plan/zt_doc.h"
 #include <jansson.h>
 #include <regex.h>
@@ -151,24 +151,11 @@ void zt_study_tb_start(zt_study_t *s, s_trial_t *t);
 void zt_study_tb_measure(zt_study_t *s, s_trial_t *t);
 void zt_study_tb_end(zt_study_t *s, s_trial_t *t);
 
-/* zt_study_legacy.c: a legacy trainingInput config with a hyperparameters
- * block (root has trainingInput.hyperparameters and no studySpec), and that
- * block as the Vertex study document the runner reads (a new reference;
- * problems reported at the legacy fields; allow: unknown fields warn). */
-bool zt_study_is_legacy(json_t *root);
-json_t *zt_study_from_legacy(zt_doc_t *doc, zt_diag_t *diag, bool allow);
-
 /* zt_study_stop.c: whether running trial t is to stop by its learning
  * curve (decay curve, convex), why in why; and whether the study is done by
  * its studyStoppingConfig (no new trials; why in why). */
 bool zt_study_curve_stop(zt_study_t *s, s_trial_t *t, char *why, size_t len);
 bool zt_study_done(zt_study_t *s, int64_t now_ms, char *why, size_t len);
-
-/* zt_study_sagemaker.c: a CreateHyperParameterTuningJob request (root has
- * HyperParameterTuningJobConfig), as the Vertex study the runner reads; it
- * sets s's metric regex and Hyperband rungs (a new reference). */
-bool zt_study_is_sagemaker(json_t *root);
-json_t *zt_study_from_sagemaker(zt_doc_t *doc, zt_diag_t *diag, bool allow, zt_study_t *s);
 
 /* zt_study_record.c. Whether a is better than b for the study's goal. */
 bool zt_study_better(zt_study_t *s, double a, double b);

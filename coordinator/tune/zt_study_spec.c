@@ -10,7 +10,7 @@
 #include <string.h>
 #include "plan/zt_doc.h"
 #include "plan/zt_jobspec.h"
-#include "launch/zt_sagemaker.h"
+#include "formats/zt_format.h"
 #include <unistd.h>
 
 /* ------------------------------------------------------------ parsing */
@@ -437,13 +437,13 @@ static void s_trial_job(zt_study_t *s, json_t *root, zt_diag_t *diag)
     zt_plan_opts_t po = { s->opts.file, json_array(), NULL, 0, NULL, "trialJobSpec",
                           s->opts.allow_unknown_fields, s->job_text };
     zt_plan_t *plan = NULL;
-    zt_plan_load(&po, &plan, diag);
+    zt_format_load(&po, &plan, diag);
     json_decref(po.flags);
     char why[1024];
     if (plan) {
         if (plan->base_output_dir)
             s->base_output = strdup(plan->base_output_dir);
-        if (zt_sm_folders(plan, ZT_DIR_CHECK, why, sizeof why) != 0) /* every trial's, before any starts */
+        if (zt_format_folders(plan, ZT_DIR_CHECK, why, sizeof why) != 0) /* every trial's, before any starts */
             zt_diag_add(diag, true, s->opts.file, 0, 0, NULL, NULL, "%s", why);
         zt_plan_destroy(&plan);
     }
@@ -481,10 +481,9 @@ zt_study_t *zt_study_new(const zt_study_opts_t *opts, zt_diag_t *diag)
     s->state = "RUNNING";
     s_ctx_t ctx = { doc, diag, s, s->opts.allow_unknown_fields }, *c = &ctx;
     json_t *root = doc->root;
-    if (zt_study_is_legacy(root) || zt_study_is_sagemaker(root)) {
-        /* AI Platform's hyperparameters block, or SageMaker's tuning job: the study it describes */
-        root = zt_study_is_legacy(root) ? zt_study_from_legacy(doc, diag, s->opts.allow_unknown_fields)
-                                        : zt_study_from_sagemaker(doc, diag, s->opts.allow_unknown_fields, s);
+    const zt_format_t *f = zt_format_study_of(root);
+    if (f) { /* another service's tuning job (AI Platform's hyperparameters block, SageMaker's): the study it is */
+        root = f->study(doc, diag, s->opts.allow_unknown_fields, s);
         json_decref(doc->root);
         doc->root = root;
         s->job_text = json_dumps(root, JSON_COMPACT);

@@ -13,8 +13,9 @@
  * the handler's escaping and JSON paths see hostile text that decodes.
  *   make fuzz   (clang), then build-fuzz/bin/fuzz_coord -max_total_time=600
  * Input: records, as fuzz_input.h reads them. */
-#include "zt_coord.h"
+#include "chief/zt_coord.h"
 #include "plan/zt_diag.h"
+#include "formats/zt_format.h"
 #include "fuzz_input.h"
 #include "ztrain/zt_log.h"
 #include <stdio.h>
@@ -46,7 +47,7 @@ static void s_setup(void)
     zt_plan_t *plan = NULL;
     char why[256];
     zt_backend_t *backend = zt_backend_new("local", why, sizeof why);
-    if (zt_plan_load(&o, &plan, diag) != 0 || !plan || !backend)
+    if (zt_format_load(&o, &plan, diag) != 0 || !plan || !backend)
         abort();
     zt_coord_opts_t co = { dir, NULL, true, false };
     s_coord = zt_coord_new(&plan, &backend, &co);

@@ -2,7 +2,7 @@
  * report errors, never crash, hang or leak. */
 #include "plan/zt_diag.h"
 #include "plan/zt_doc.h"
-#include "plan/zt_jobspec.h"
+#include "formats/zt_format.h"
 #include "ztrain/zt_log.h"
 #include <stdint.h>
 #include <stdio.h>
@@ -28,7 +28,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         json_t *flags = json_array();
         zt_plan_opts_t o = { path[k], flags, NULL, 0, NULL, NULL };
         zt_plan_t *plan = NULL;
-        zt_plan_load(&o, &plan, diag);
+        zt_format_load(&o, &plan, diag);
         zt_plan_destroy(&plan);
         json_decref(flags);
         zt_diag_destroy(&diag);

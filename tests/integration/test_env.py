@@ -1,4 +1,4 @@
-"""The environment of every replica, field by field against seed 000's
+"""The environment of every replica, field by field against the managed services'
 formats (CLUSTER_SPEC, TF_CONFIG), PyTorch, AIP_*, SageMaker, GPUs."""
 import json
 import os

@@ -1,10 +1,11 @@
 """The shape of the code, checked so that it cannot drift back: libztrain's
 folders call each other in one direction only (read from the built objects'
-symbols), no new circle of calls between files of any library or between
-coordinator/'s folders, wire/ includes nothing above it, no source file or function grows
-past its bound without saying why, and each decision that has one home
-(Slurm's job id, the final job states, the exit status of a state) is made
-nowhere else."""
+symbols), and so do coordinator/'s (cli -> chief and tune -> formats ->
+launch -> plan); no new circle of calls between files of any library; a job
+format's name appears in its own folder only; wire/ includes nothing above
+it; no source file or function grows past its bound without saying why; and
+each decision that has one home (Slurm's job id, the final job states, the
+exit status of a state) is made nowhere else."""
 import ast
 import collections
 import functools
@@ -117,15 +118,12 @@ OBJECT_DIRS = {"lib": "lib/CMakeFiles/ztrain_objs.dir", "coordinator": "coordina
 KNOWN_FILE_CIRCLES = {
     # the chief's controllers share one struct and call each other: to go
     # when each owns its state behind a small API
-    ("coordinator", frozenset({"zt_coord_ctl.c", "zt_coord_doc.c", "zt_coord_elastic.c",
-                               "zt_coord_supervise.c"})),
+    ("coordinator", frozenset({"chief/zt_coord_ctl.c", "chief/zt_coord_doc.c", "chief/zt_coord_elastic.c",
+                               "chief/zt_coord_supervise.c"})),
     # the backend registry names its backends, which call back into it: to
     # go with a registration seam
     ("coordinator", frozenset({"launch/zt_backend.c", "launch/zt_backend_local.c", "launch/zt_backend_slurm.c",
                                "launch/zt_backend_slurm_nodes.c"})),
-    # the replica environment calls SageMaker's view, which asks the layout:
-    # to go with the job-format seam
-    ("coordinator", frozenset({"launch/zt_layout.c", "launch/zt_sagemaker.c", "launch/zt_sm_env.c"})),
     # the log reads its knobs, the knobs log a bad value
     ("lib", frozenset({"base/zt_knobs.c", "base/zt_log.c"})),
     # the ZAP handler is started by the first socket made, and asks it back
@@ -136,9 +134,16 @@ KNOWN_FILE_CIRCLES = {
     # the replica's link, its file server and the role process's refusals
     ("lib", frozenset({"runtime/zt_fileserver.c", "runtime/zt_process.c", "runtime/zt_replica.c"})),
 }
-# coordinator/'s folders in one circle: to go when they take the one-way
-# order cli -> chief -> formats -> launch -> plan
-KNOWN_COORDINATOR_FOLDER_CIRCLES = [frozenset({".", "launch", "plan", "tune"})]
+# coordinator/'s folders, top down: each calls only folders below its own.
+# The study runner (tune/) stands beside the chief: it runs each trial as a
+# job of its own. A format's folder (formats/NAME) is formats/ here, and
+# calls no other format's; formats/zt_formats.c registers them all.
+COORDINATOR_ORDER = (("cli",), ("chief", "tune"), ("formats",), ("launch",), ("plan",))
+# Each job format's names: they appear in code (comments and strings aside)
+# only in its folder and in the registration file.
+FORMAT_NAMES = {"vertex": ("vertex",), "legacy": ("legacy",),
+                "sagemaker": ("sagemaker", "zt_sm_", "smdistributed", "smddp")}
+FORMATS_REGISTRY = "coordinator/formats/zt_formats.c"
 
 
 @functools.lru_cache(maxsize=None)
@@ -183,6 +188,49 @@ def circle_report(found, known):
     """The circles found that are not known, and the known ones not found."""
     found = {frozenset(c) for c in found}
     return sorted(sorted(c) for c in found - known), sorted(sorted(c) for c in known - found)
+
+
+def against_the_order(graph, why, order):
+    """The calls of graph ({folder: folders it calls}) that go up or across
+    order (a tuple of levels, top first, each a tuple of folders; formats/X
+    is formats, and calls no other format), and the folders it does not
+    place."""
+    def level(f):
+        top = f.split("/")[0]
+        return next((i for i, names in enumerate(order) if top in names), None)
+    bad = ["a folder the order does not place: %s" % f for f in sorted(set(graph) | {g for v in graph.values()
+                                                                                    for g in v})
+           if level(f) is None]
+    for a in sorted(graph):
+        for b in sorted(graph[a]):
+            if level(a) is None or level(b) is None:
+                continue
+            across = a.startswith("formats/") and b.startswith("formats/")
+            if level(b) < level(a) or (level(b) == level(a) and (across or a.split("/")[0] != b.split("/")[0])):
+                bad.append(why[(a, b)])
+    return bad
+
+
+def code_of(text):
+    """C text with its comments and its string and character literals
+    emptied, lines kept."""
+    text = re.sub(r"/\*.*?\*/", lambda m: "\n" * m.group(0).count("\n"), text, flags=re.S)
+    text = re.sub(r"//[^\n]*", "", text)
+    text = re.sub(r'"(\\.|[^"\\\n])*"', '""', text)
+    return re.sub(r"'(\\.|[^'\\\n])'", "''", text)
+
+
+def format_names_outside(path, text):
+    """Each identifier of path's code that names a job format outside that
+    format's folder (and the registration file)."""
+    bad = []
+    for n, line in enumerate(code_of(text).split("\n"), 1):
+        for ident in re.findall(r"[A-Za-z_]\w*", line):
+            for fmt, names in FORMAT_NAMES.items():
+                if (any(x in ident.lower() for x in names) and path != FORMATS_REGISTRY and
+                        not path.startswith("coordinator/formats/%s/" % fmt)):
+                    bad.append("%s:%d: %s (%s's)" % (path, n, ident, fmt))
+    return bad
 
 
 class Layers(unittest.TestCase):
@@ -240,11 +288,35 @@ class Layers(unittest.TestCase):
         self.assertEqual(new, [], "files calling each other in a circle (a new one)")
         self.assertEqual(gone, [], "known circles that are gone: strike them off KNOWN_FILE_CIRCLES")
 
-    def test_no_new_circle_of_calls_between_coordinator_folders(self):
-        folders, _ = folder_graph(*call_graph(os.path.join(BUILD, OBJECT_DIRS["coordinator"])),
-                                  lambda f: os.path.dirname(f) or ".")
-        new, gone = circle_report(strongly_connected(folders), set(KNOWN_COORDINATOR_FOLDER_CIRCLES))
-        self.assertEqual((new, gone), ([], []), "coordinator/'s folders: circles new, and known ones gone")
+    def test_coordinator_folders_call_down_only(self):
+        folders, why = folder_graph(*call_graph(os.path.join(BUILD, OBJECT_DIRS["coordinator"])),
+                                    lambda f: os.path.dirname(f) or ".")
+        self.assertIn(("cli", "chief"), why, "the check reads no calls: build first")
+        self.assertEqual(against_the_order(folders, why, COORDINATOR_ORDER), [])
+
+    def test_the_order_check(self):
+        graph = {"cli": {"chief", "plan"}, "chief": {"formats"}, "formats/a": {"launch", "formats/b"},
+                 "formats": {"formats/a"}, "launch": {"chief"}, "tune": {"chief"}, "misc": {"plan"}}
+        why = {(a, b): "%s calls %s" % (a, b) for a, bs in graph.items() for b in bs}
+        self.assertEqual(against_the_order(graph, why, COORDINATOR_ORDER),
+                         ["a folder the order does not place: misc", "formats/a calls formats/b",
+                          "launch calls chief", "tune calls chief"])
+
+    def test_a_format_is_named_in_its_folder_only(self):
+        bad = []
+        for path in sources("coordinator/*.c", "coordinator/*.h"):
+            bad += format_names_outside(path, "\n".join(lines_of(path)))
+        self.assertEqual(bad, [], "a job format's names outside formats/NAME/ (reach it through zt_format_t)")
+
+    def test_the_format_name_check(self):
+        text = ('/* SageMaker, in a comment */\nstatic int s_x(void)\n{\n    puts("sagemaker");\n'
+                '    return zt_sm_host(1) + s_vertex_keys;\n}\n')
+        self.assertEqual(format_names_outside("coordinator/chief/x.c", text),
+                         ["coordinator/chief/x.c:5: zt_sm_host (sagemaker's)",
+                          "coordinator/chief/x.c:5: s_vertex_keys (vertex's)"])
+        self.assertEqual(format_names_outside("coordinator/formats/sagemaker/x.c", text),
+                         ["coordinator/formats/sagemaker/x.c:5: s_vertex_keys (vertex's)"])
+        self.assertEqual(format_names_outside(FORMATS_REGISTRY, text), [])
 
     def test_the_circle_report(self):
         graph = {"a.c": {"b.c"}, "b.c": {"a.c"}, "c.c": {"d.c"}, "d.c": {"c.c"}, "e.c": {"a.c"}}
@@ -274,7 +346,7 @@ class Sizes(unittest.TestCase):
         for path in sources("*.c", "*.cu"):
             with open(os.path.join(ROOT, path), errors="replace") as f:
                 n = sum(1 for _ in f)
-            limit = (MAX_COORD_LINES if path == "coordinator/zt_coord.c"
+            limit = (MAX_COORD_LINES if path == "coordinator/chief/zt_coord.c"
                      else MAX_TEST_FILE_LINES if path.startswith("tests/") or path.endswith(".cu")
                      else MAX_FILE_LINES)
             if n > limit:
@@ -324,7 +396,7 @@ class OneHome(unittest.TestCase):
     def test_final_states_and_exit_codes_are_decided_in_zt_state(self):
         bad = []
         for path in self.product_c():
-            if path.startswith("coordinator/zt_state."):
+            if path.startswith("coordinator/plan/zt_state."):
                 continue
             for n, line in enumerate(lines_of(path), 1):
                 named = [s for s in FINAL_STATES if re.search(r'strcmp\([^)]*"%s"\)' % s, line)]

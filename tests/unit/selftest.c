@@ -3,6 +3,7 @@
  * named; `zt_selftest --list` names them. Exit 0 when all ran (a failing
  * assertion aborts). */
 #include "launch/zt_layout.h"
+#include "formats/zt_format.h"
 #include "plan/zt_diag.h"
 #include "plan/zt_machines.h"
 #include "wire/zt_msg.h"
@@ -22,8 +23,8 @@
 #include "wire/zt_spin.h"
 #include "wire/zt_shm.h"
 #include "tboard/zt_tb.h"
-#include "zt_prom.h"
-#include "zt_tar.h"
+#include "chief/zt_prom.h"
+#include "formats/sagemaker/zt_tar.h"
 #include "base/zt_hist.h"
 #include "ztrain/ztrain.h"
 #include "zt_held.h"
@@ -121,6 +122,7 @@ static const struct {
     TEST_ENTRY("json", zt_json_selftest)
     TEST_ENTRY("machines", zt_machines_selftest)
     TEST_ENTRY("layout", zt_layout_selftest)
+    TEST_ENTRY("formats", zt_format_selftest)
     TEST_ENTRY("msg", zt_msg_selftest)
     TEST_ENTRY("transport", zt_transport_selftest)
     TEST_ENTRY("guard", zt_guard_selftest)

@@ -1,0 +1,225 @@
+/* The coordinator's insides, shared by the files it is split into by
+ * concern; nothing outside coordinator/zt_coord*.c includes this.
+ *   zt_coord.c            the loop: signals, reaping, timers, set-up and tear-down
+ *   zt_coord_supervise.c  what a replica's start or end does to the job
+ *   zt_coord_spawn.c      starting one replica: its argv, environment and config files
+ *   zt_coord_output.c     the replicas' output, to their logs and the console
+ *   zt_coord_ctl.c        the control plane's messages
+ *   zt_coord_doc.c        the job document (job.json) and the job's state
+ *   zt_coord_elastic.c    an elastic pool's membership changes (ztrain scale) */
+#ifndef ZT_COORD_INT_H
+#define ZT_COORD_INT_H
+#include "chief/zt_coord.h"
+#include "chief/zt_prom.h"
+#include "launch/zt_layout.h"
+#include "base/zt_refusals.h"
+#include "wire/zt_msg.h"
+#include <jansson.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* What one replica's messages can make job.json hold: metric names per
+ * replica, and the newest checkpoints and evaluations kept. */
+#define ZT_COORD_MAX_METRIC_NAMES 256
+#define ZT_COORD_MAX_RECORDS 10000
+/* A replica's failing exit this soon after another's loss is that loss's
+ * consequence (a peer's connection reset), not a user error (ms). */
+#define ZT_INCIDENT_MS 10000
+/* A failing exit (1-127) while peers run is judged this long after it, so
+ * that a peer's loss reaped just after it is seen as its cause (ms). */
+#define ZT_VERDICT_MS 1000
+
+/* One replica, as the coordinator supervises it. */
+typedef struct {
+    int pool;                  /* workerPoolSpecs index */
+    int index;                 /* replica index in the pool */
+    char name[32];             /* workerpoolN-I */
+    zt_handle_t *handle;       /* the backend's, NULL when not running */
+    int out_fd;                /* its stdout+stderr, -1 when closed */
+    char line[4096];           /* partial output line */
+    size_t line_len;           /* bytes in line */
+    FILE *log;                 /* <job-dir>/replica-logs/workerpoolN-I.log */
+    char *log_path;            /* its path */
+    zt_rep_state_t state;      /* replica state */
+    int restarts;              /* in-place restarts in this incarnation */
+    int total_restarts;        /* over the whole job */
+    int preemptions;           /* stopped by signals ztrain did not send, restarted uncounted */
+    int last_status;           /* wait status of the last exit, -1 none */
+    bool expect_register;      /* a ztrain role binary: it must register */
+    bool registered;           /* registered in this run */
+    bool killed_by_us;         /* we killed it (missed heartbeats or registration) */
+    char killed_why[96];       /* why ("sent no heartbeat for 3000 ms") */
+    bool stop_held;            /* a parameter server whose stop waits for the chief's last save */
+    int64_t held_until;        /* a failing exit's verdict held until then (a peer's loss may follow it) */
+    int64_t held_exit_ms;      /* when it exited */
+    int held_status;
+    char held_how[64];
+    zframe_t *identity;        /* ROUTER identity once registered */
+    int64_t started_ms;        /* when spawned */
+    int64_t last_hb_ms;        /* last heartbeat */
+    bool rejoining;            /* a sync trainer restarted into its running group, not yet back */
+    int rejoins;               /* times it rejoined, over the whole job */
+    int64_t lost_ms;           /* when it was lost (for the recovery time) */
+    int64_t hb_step;           /* the step its last heartbeat named */
+    bool fresh;                /* a reducer restarted in place that no round has yet gone through */
+    int64_t settle_step;       /* fresh: the trainers' step that shows a round has (-1: not yet known) */
+    bool leaving;              /* elastic: told to leave the group, not yet exited */
+    bool regrouped;            /* elastic: trains in the membership generation being changed to */
+    bool joining;              /* elastic: joins once the members that stay have switched */
+} zt_crep_t;
+
+/* What the coordinator does once every replica has stopped. */
+typedef enum { ZT_AFTER_NOTHING, ZT_AFTER_FINISH, ZT_AFTER_RESPAWN } zt_after_t;
+
+/* Why a control message was dropped: each reason is logged apart, at most
+ * once per 5 s (zt_refusals). */
+typedef enum {
+    ZT_DROP_UNKNOWN_SENDER,   /* well-formed, from no replica of the job */
+    ZT_DROP_UNREGISTERED,     /* from a replica not registered, or from another identity */
+    ZT_DROP_MALFORMED,        /* not a message: bad shape, magic, version, type or field */
+    ZT_DROP_BAD_CHECKPOINT,   /* a CHECKPOINT whose name is not a checkpoint's */
+    ZT_DROP_WRONG_IDENTITY,   /* a replica's keys, claiming to be another replica */
+    ZT_DROP_METRIC_LIMIT,     /* a new metric name beyond ZT_COORD_MAX_METRIC_NAMES */
+    ZT_DROP_BAD_LATENCY,      /* a LATENCY histogram that does not parse */
+    ZT_DROP_REASONS
+} zt_drop_t;
+
+typedef struct zt_coord_elastic_t zt_coord_elastic_t;
+
+struct zt_coord_t {
+    zt_plan_t *plan;            /* the job */
+    zt_layout_t layout;         /* placement, dirs */
+    zt_backend_t *backend;      /* launches replicas */
+    zt_coord_opts_t opts;       /* as given */
+    zt_crep_t *reps;            /* every replica, pool order */
+    int nreps;                  /* how many */
+    zsock_t *router;            /* control plane */
+    int log_fd;                 /* <job-dir>/replica-logs/coordinator.log: this log's copy, or -1 */
+    zt_prom_t *prom;            /* the Prometheus endpoint (--metrics-port), or NULL */
+    char *metrics_token_file;   /* its bearer token's file (security on), or NULL */
+    json_t *latency;            /* {kind: {replica: {le, counts, sum}}}: the replicas' histograms */
+    zt_job_state_t state;       /* job state */
+    json_t *transitions;        /* [{state, time}] */
+    json_t *metrics;            /* latest metric per name */
+    json_t *checkpoints;        /* [{step, name, time}] */
+    json_t *evaluations;        /* [{step, name, value, replica, time}] from evaluators */
+    zt_msg_t last_ckpt;         /* the newest CHECKPOINT notice, for late evaluators */
+    json_t *error;              /* why the job failed or was cancelled */
+    int job_retries;            /* whole-job retries so far */
+    zt_refusals_t drop_log[ZT_DROP_REASONS]; /* dropped messages by reason: logged at most once per 5 s each */
+    bool stopping;              /* stopping every replica */
+    zt_after_t after_stop;      /* what to do once all are down */
+    zt_job_state_t final_state; /* for ZT_AFTER_FINISH */
+    int64_t kill_deadline;      /* SIGKILL whoever is left at this time */
+    int64_t incident_ms;        /* when a replica was last lost (a signal, a crash), 0: never */
+    char incident[192];         /* which, and how ("workerpool1-0 (algo-2) was killed by signal 9 (Killed)") */
+    int64_t echo_ms;            /* when a peer's failure was last taken as an incident's consequence, 0: never */
+    char echo[64];              /* that peer's name: its restart breaks the others' collectives in turn */
+    int64_t job_deadline;       /* scheduling.timeout, 0 none */
+    int64_t hb_ms, hb_timeout_ms, register_timeout_ms, grace_ms;
+    int max_restarts, max_job_retries, max_preemptions;
+    int64_t final_eval_deadline; /* the primary finished: evaluators score its final model until then (0: no wait) */
+    int64_t final_eval_step;
+    int preemptions;           /* every replica's, and the whole job's (a Slurm preemption) */
+    json_t *events;            /* what a replica could not do, at once (a checkpoint not written) */
+    zt_msg_drops_t drops;       /* malformed control messages */
+    bool control_backlog;       /* control messages are still queued: heartbeats may be among them */
+    bool metrics_dirty;         /* metrics or checkpoint notices arrived since job.json was last written */
+    int64_t state_writes;       /* job.json writes so far */
+    int64_t state_written_ms;   /* when job.json was last written */
+    uint64_t unknown_senders;   /* well-formed but from no replica of ours */
+    uint64_t wrong_identity;    /* from a replica's connection, claiming to be another replica */
+    uint64_t refusals_written;  /* the refusals job.json was last written with */
+    uint64_t seq;               /* our message sequence */
+    int sig_pipe[2];            /* signal handler -> loop */
+    char *created;              /* createTime */
+    json_t *lost_nodes;         /* [{time, why}]: nodes lost under the job */
+    bool requeue, give_up;      /* at the end: the allocation runs the job again, or not */
+    bool preempted;             /* the allocation was preempted (requeued) under the job */
+    zt_coord_elastic_t *el;     /* an elastic pool 1's controller (zt_coord_elastic.c), its state its own */
+};
+
+/* A SageMaker CreateTrainingJob's end: a success writes model.tar.gz and
+ * output.tar.gz (a failure to is the job's failure); a failure carries
+ * the program's output/failure text in the job's error (failureReason). */
+void zt_coord_format_end(zt_coord_t *self);
+
+/* zt_coord_doc.c: job.json, written atomically; the state, told to every
+ * registered replica; the job's error, with the replica's log tail. */
+void zt_coord_write_state(zt_coord_t *self);
+void zt_coord_set_state(zt_coord_t *self, zt_job_state_t state);
+void zt_coord_set_error(zt_coord_t *self, zt_crep_t *r, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* A run of the same allocation again (Slurm requeued it after a lost node):
+ * the job goes on as its next retry, with its history. false (logged) when
+ * that job has ended already, so there is nothing to run. */
+bool zt_coord_continue_requeued(zt_coord_t *self);
+void zt_coord_continue_earlier(zt_coord_t *self);
+/* Ends the wait for the final model's evaluation when it came, its
+ * evaluators are gone, or ZT_EVAL_FINAL_MS passed (s_timers). */
+void zt_coord_check_final_evaluation(zt_coord_t *self);
+
+/* zt_coord_output.c */
+/* Opens <job-dir>/replica-logs/: the coordinator's own log's copy and every
+ * replica's log (a failure is a warning: the job runs without it). */
+void zt_coord_open_logs(zt_coord_t *self);
+/* Reads what the replica wrote; on EOF or error closes its fd. */
+void zt_coord_read_output(zt_coord_t *self, zt_crep_t *r);
+
+/* zt_coord_spawn.c: starts (or restarts) a replica through the backend. */
+int zt_coord_spawn(zt_coord_t *self, zt_crep_t *r);
+
+/* zt_coord_supervise.c */
+void zt_coord_spawn_all(zt_coord_t *self);
+void zt_coord_check_all_up(zt_coord_t *self);
+void zt_coord_stop_all(zt_coord_t *self, zt_after_t after, zt_job_state_t final_state);
+/* Sends the parameter servers' stop that zt_coord_stop_all held for the
+ * chief's last save, once no chief runs or a quarter of the grace is left. */
+void zt_coord_release_held_stops(zt_coord_t *self);
+/* Judges the failing exits whose verdict was held (zt_coord_replica_exited):
+ * those due, or every one when all. */
+void zt_coord_judge_held(zt_coord_t *self, bool all);
+void zt_coord_cancel(zt_coord_t *self, const char *why);
+void zt_coord_node_lost(zt_coord_t *self, const char *why);
+void zt_coord_preempted(zt_coord_t *self, const char *why);
+void zt_coord_replica_exited(zt_coord_t *self, zt_crep_t *r, int status);
+/* A trainer's heartbeat named step: a reducer restarted in place is no
+ * longer fresh once the trainers' steps go past the first they named after
+ * its restart (a round has gone through it). */
+void zt_coord_settle_reducers(zt_coord_t *self, int64_t step);
+
+/* zt_coord_elastic.c */
+/* After the replicas are made: the members of generation 0. */
+zt_coord_elastic_t *zt_coord_elastic_new(void);
+void zt_coord_elastic_destroy(zt_coord_elastic_t **self_p);
+/* start: pool 1's replicaCount, the members it starts with (its slots are
+ * as many as it may grow to). */
+void zt_coord_elastic_init(zt_coord_t *self, int start);
+/* Whether a change of membership is under way. */
+bool zt_coord_elastic_changing(const zt_coord_t *self);
+/* Whether r is a member of the current generation (every replica of a job
+ * without an elastic pool, and of pools other than 1, is). */
+bool zt_coord_is_member(const zt_coord_t *self, const zt_crep_t *r);
+/* From s_timers: a scale request, the change's deadline, the next change. */
+void zt_coord_elastic_tick(zt_coord_t *self);
+/* REGROUPED (or a joiner's REJOINED) from r: it trains in generation group
+ * from step. said_regrouped: REGROUPED, which also ends a joiner's rejoin
+ * (a program that took the state its own way, a Python program's sync). */
+void zt_coord_elastic_regrouped(zt_coord_t *self, zt_crep_t *r, int64_t group, int64_t step, bool said_regrouped);
+/* r, told to leave the group, exited (how): true, and it counts as gone. */
+bool zt_coord_elastic_left(zt_coord_t *self, zt_crep_t *r, const char *how);
+/* r, a member, is lost for good (why; node_gone: its node with it): when
+ * the pool keeps its minReplicaCount and the others all train, the group
+ * forms again without it, giving up the round in progress (true). */
+bool zt_coord_elastic_lose(zt_coord_t *self, zt_crep_t *r, const char *why, bool node_gone);
+/* r, a member, was preempted (how): the group goes on without it as above,
+ * and it joins again by the next change (true). */
+bool zt_coord_elastic_preempted(zt_coord_t *self, zt_crep_t *r, const char *how);
+/* The group restarts together: no change is under way any more. */
+void zt_coord_elastic_restart(zt_coord_t *self);
+/* job.json's "elastic" (NULL without an elastic pool). */
+json_t *zt_coord_elastic_json(const zt_coord_t *self);
+
+/* zt_coord_ctl.c: serves the control messages waiting on the router. */
+void zt_coord_on_control(zt_coord_t *self);
+
+#endif

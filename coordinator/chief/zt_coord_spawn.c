@@ -1,0 +1,157 @@
+/* Starting one replica: its argv (a role binary found next to ztrain),
+ * its environment (ours under the replica's variables), SageMaker's config
+ * files, and the backend's start. */
+#include "chief/zt_coord_int.h"
+#include "formats/zt_format.h"
+#include "base/zt_env.h"
+#include "base/zt_util.h"
+#include "ztrain/zt_error.h"
+#include "ztrain/zt_log.h"
+#include <czmq.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* argv: the pool's command; a role binary, or another ztrain binary named
+ * bare (ztrain-mpi), is found next to ztrain itself. */
+static char **s_argv(const zt_pool_t *pool)
+{
+    size_t argc = json_array_size(pool->argv);
+    char **argv = calloc(argc + 1, sizeof *argv);
+    for (size_t i = 0; i < argc; i++)
+        argv[i] = strdup(json_string_value(json_array_get(pool->argv, i)));
+    char *ours = NULL;
+    if (pool->role != ZT_ROLE_NONE)
+        ours = zt_strdupf("%s/%s", zt_exe_dir(), zt_role_binary(pool->role));
+    else if (argc && !strncmp(argv[0], "ztrain-", 7) && !strchr(argv[0], '/')) {
+        ours = zt_strdupf("%s/%s", zt_exe_dir(), argv[0]);
+        if (access(ours, X_OK) != 0) { /* a program of the user's, on PATH */
+            free(ours);
+            ours = NULL;
+        }
+    }
+    if (ours) {
+        free(argv[0]);
+        argv[0] = ours;
+    }
+    return argv;
+}
+
+/* env: ours, with the replica's variables over it. */
+static char **s_envp(json_t *vars)
+{
+    size_t n_inherit = 0;
+    while (environ[n_inherit])
+        n_inherit++;
+    char **envp = calloc(n_inherit + json_array_size(vars) + 1, sizeof *envp);
+    size_t ne = 0, k;
+    json_t *v;
+    for (size_t i = 0; i < n_inherit; i++) {
+        bool overridden = false;
+        json_array_foreach(vars, k, v) {
+            const char *name = json_string_value(json_array_get(v, 0));
+            size_t len = strlen(name);
+            if (!strncmp(environ[i], name, len) && environ[i][len] == '=')
+                overridden = true;
+        }
+        if (!overridden)
+            envp[ne++] = strdup(environ[i]);
+    }
+    json_array_foreach(vars, k, v)
+        envp[ne++] = zt_strdupf("%s=%s", json_string_value(json_array_get(v, 0)),
+                                json_string_value(json_array_get(v, 1)));
+    return envp;
+}
+
+/* The job format's data for the replica's host (SageMaker's channels:
+ * ZT_EINVAL, said in its log, when they cannot be made), and every
+ * format's config files (SageMaker's hyperparameters.json,
+ * resourceconfig.json, inputdataconfig.json) in the replica's config dir. */
+static int s_write_config_files(zt_coord_t *self, zt_crep_t *r)
+{
+    char why[1024];
+    const zt_format_t *f = zt_format_of(self->plan);
+    if (f && f->prepare && f->prepare(&self->layout, r->pool, r->index, why, sizeof why) != 0) {
+        zt_error("%s: its %s folders: %s", r->name, f->name, why);
+        if (r->log)
+            fprintf(r->log, "=== ztrain: %s not started: its %s folders: %s\n", r->name, f->name, why);
+        return ZT_EINVAL;
+    }
+    char *cfg = zt_layout_config_dir(&self->layout, r->pool, r->index);
+    zt_mkdir_p(cfg);
+    json_t *files = json_object(), *doc;
+    for (int i = 0; zt_formats[i]; i++) {
+        json_t *its = zt_formats[i]->config_files ? zt_formats[i]->config_files(&self->layout, r->pool, r->index)
+                                                  : NULL;
+        json_object_update(files, its);
+        json_decref(its);
+    }
+    const char *name;
+    json_object_foreach(files, name, doc) {
+        char *path = zt_strdupf("%s/%s", cfg, name);
+        char *text = json_dumps(doc, JSON_COMPACT);
+        if (zt_write_file_atomic(path, text, strlen(text)) != ZT_OK)
+            zt_warn("%s: cannot write %s: %s", r->name, path, strerror(errno));
+        free(text);
+        free(path);
+    }
+    json_decref(files);
+    free(cfg);
+    return ZT_OK;
+}
+
+/* Starts (or restarts) a replica through the backend. */
+int zt_coord_spawn(zt_coord_t *self, zt_crep_t *r)
+{
+    const zt_pool_t *pool = &self->plan->pools[r->pool];
+    if (r->out_fd >= 0) { /* whatever the previous run left in the pipe */
+        zt_coord_read_output(self, r);
+        if (r->out_fd >= 0)
+            close(r->out_fd);
+        r->out_fd = -1;
+    }
+    r->line_len = 0;
+    char **argv = s_argv(pool);
+    json_t *vars = zt_layout_env(&self->layout, r->pool, r->index);
+    if (r->rejoining)
+        json_array_append_new(vars, json_pack("[ss]", zt_env_name(ZT_ENV_REJOIN), "1"));
+    char **envp = s_envp(vars);
+    json_decref(vars);
+    if (s_write_config_files(self, r) != ZT_OK) {
+        zt_strv_free(argv);
+        zt_strv_free(envp);
+        return ZT_EINVAL;
+    }
+    if (r->log) { /* the command, each argument as one word (quoted when it has a space) */
+        fprintf(r->log, "=== ztrain: starting %s (incarnation %d, restart %d):", r->name,
+                self->layout.incarnation, r->restarts);
+        for (int i = 0; argv[i]; i++)
+            fprintf(r->log, strpbrk(argv[i], " \t'") || !argv[i][0] ? " '%s'" : " %s", argv[i]);
+        fputc('\n', r->log);
+    }
+    zt_launch_t req = { r->pool, r->index, zt_layout_ordinal(&self->layout, r->pool, r->index),
+                        argv, envp, NULL, 0 };
+    zt_handle_t *h = NULL;
+    int fd = -1;
+    int rc = self->backend->start(self->backend, &req, &h, &fd);
+    zt_strv_free(argv);
+    zt_strv_free(envp);
+    if (rc != ZT_OK) {
+        zt_error("%s: cannot start: %s", r->name, strerror(errno));
+        return rc;
+    }
+    r->handle = h;
+    r->out_fd = fd;
+    r->registered = false;
+    r->killed_by_us = false;
+    r->stop_held = false;
+    r->held_until = 0;
+    zframe_destroy(&r->identity);
+    r->started_ms = zt_now_ms();
+    r->expect_register = pool->role != ZT_ROLE_NONE;
+    r->state = r->expect_register ? ZT_REP_STARTING : ZT_REP_RUNNING;
+    zt_info("%s: started pid %lld on %s", r->name, (long long) self->backend->pid(self->backend, h),
+            zt_layout_place(&self->layout, r->pool, r->index)->host);
+    return ZT_OK;
+}

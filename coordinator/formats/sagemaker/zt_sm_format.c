@@ -1,0 +1,62 @@
+/* The SageMaker format behind the seam (formats/zt_format.h): a
+ * CreateTrainingJob request read into the plan, its own part, SageMaker's
+ * view of every job's replicas, and its own jobs' folders, hosts and end. */
+#include "formats/zt_format.h"
+#include "formats/sagemaker/zt_sm_int.h"
+#include "formats/sagemaker/zt_sm_env.h"
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------ the request */
+
+static bool s_claims(json_t *root, const zt_plan_opts_t *opts)
+{
+    json_t *holder = opts->spec_key ? json_object_get(root, opts->spec_key) : root;
+    return json_is_object(holder) && json_object_get(holder, "AlgorithmSpecification");
+}
+
+/* The override flags are gcloud's: none but --display-name applies. */
+static void s_parse(zt_spec_ctx_t *c, json_t *root, const zt_plan_opts_t *opts)
+{
+    json_t *holder = opts->spec_key ? json_object_get(root, opts->spec_key) : root;
+    c->plan->format = strdup("CreateTrainingJob");
+    c->plan->service = "sagemaker";
+    size_t i;
+    json_t *f;
+    json_array_foreach(opts->flags, i, f) {
+        const char *n = json_string_value(json_array_get(f, 0));
+        if (strcmp(n, "--display-name"))
+            ERR(c, n, NULL, "applies to Vertex and AI Platform jobs; %s is a SageMaker CreateTrainingJob "
+                "request", c->plan->source);
+    }
+    zt_sm_parse_request(c, holder);
+    json_array_foreach(opts->flags, i, f)
+        if (!strcmp(json_string_value(json_array_get(f, 0)), "--display-name")) {
+            free(c->plan->display_name);
+            c->plan->display_name = strdup(json_string_value(json_array_get(f, 1)));
+        }
+}
+
+/* ------------------------------------------------------------ its jobs */
+
+static int s_finish(const zt_layout_t *layout, bool succeeded, char **failure, char *why, size_t len)
+{
+    int rc = succeeded ? zt_sm_upload(layout, why, len) : 0;
+    *failure = !succeeded || rc != 0 ? zt_sm_failure(layout) : NULL;
+    return rc;
+}
+
+const zt_format_t zt_sagemaker_format = {
+    .name = "sagemaker",
+    .claims = s_claims,
+    .parse = s_parse,
+    .view = { zt_sm_env, zt_sm_shim_dir },
+    .config_files = zt_sm_config_files,
+    .folders = zt_sm_folders,
+    .prepare = zt_sm_prepare_host,
+    .host_name = zt_sm_host,
+    .awaited = zt_sm_awaited,
+    .finish = s_finish,
+    .is_study = zt_study_is_sagemaker,
+    .study = zt_study_from_sagemaker,
+};
