@@ -1,5 +1,5 @@
 /* The coordinator's insides, shared by the files it is split into by
- * concern; nothing outside coordinator/zt_coord*.c includes this.
+ * concern; nothing outside chief/zt_coord*.c includes this.
  *   zt_coord.c            the loop: signals, reaping, timers, set-up and tear-down
  *   zt_coord_supervise.c  what a replica's start or end does to the job
  *   zt_coord_spawn.c      starting one replica: its argv, environment and config files

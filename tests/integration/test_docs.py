@@ -2,6 +2,7 @@
 reference is `ztrain --help`'s synopsis, every option and knob --help names
 is documented, every binary answers --help and --version, and every path of
 the repository the README names exists."""
+import glob
 import os
 import re
 import subprocess
@@ -77,8 +78,13 @@ class Readme(unittest.TestCase):
             self.assertIn(binary, self.readme)
 
     def test_every_path_named_exists(self):
-        named = set(re.findall(r"`((?:tests|bench|scripts|examples|docs|lib|coordinator|worker|python|cuda|include)"
-                               r"/[\w./-]+)`", self.readme))
+        """In the README and every document under docs/."""
+        texts = [self.readme]
+        for p in glob.glob(os.path.join(ROOT, "docs", "*.md")):
+            with open(p) as f:
+                texts.append(f.read())
+        named = set(re.findall(r"`((?:tests|bench|scripts|examples|docs|lib|coordinator|worker|python|cuda|include|"
+                               r"model|paramserver|reducer|evaluator|mpi)/[\w./-]+)`(?! under the output folder)", "\n".join(texts)))
         self.assertGreater(len(named), 10)
         gone = sorted(p for p in named if not os.path.exists(os.path.join(ROOT, p.rstrip("/"))))
         self.assertEqual(gone, [])

@@ -186,7 +186,7 @@ static void s_training_input(zt_spec_ctx_t *c, json_t *ti)
             plan->timeout_s = 0;
         }
     }
-    /* hyperparameters: a study's own, read by zt_study (s_load_legacy says so) */
+    /* hyperparameters: a study's own, read by zt_study (s_load says so) */
     /* AI Platform: "master" unless useChiefInTfConfig, or runtime 2.1 and later. */
     const char *rv = zt_sf_str(c, ti, tp, "runtimeVersion", NULL);
     bool modern = rv && strtod(rv, NULL) >= 2.1;
