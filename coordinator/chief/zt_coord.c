@@ -89,9 +89,9 @@ static void s_timers(zt_coord_t *self)
     uint64_t refused = zt_auth_refused() + self->wrong_identity + self->unknown_senders + self->drops.malformed;
     if (refused != self->refusals_written) { /* job.json counts them, within a second */
         self->refusals_written = refused;
-        self->metrics_dirty = true;
+        zt_coord_record_changed(self->rec);
     }
-    if (self->metrics_dirty && now - self->state_written_ms >= 1000)
+    if (zt_coord_record_due(self->rec, now, 1000))
         zt_coord_write_state(self);
     zt_coord_check_final_evaluation(self);
     zt_coord_elastic_tick(self);
@@ -253,22 +253,13 @@ zt_coord_t *zt_coord_new(zt_plan_t **plan_p, zt_backend_t **backend_p, const zt_
     zt_coord_t *self = calloc(1, sizeof *self);
     self->el = zt_coord_elastic_new();
     self->log_fd = -1;
-    self->latency = json_object();
     self->plan = *plan_p;
     *plan_p = NULL;
     self->backend = *backend_p;
     *backend_p = NULL;
     self->opts = *opts;
     self->sig_pipe[0] = self->sig_pipe[1] = -1;
-    self->transitions = json_array();
-    self->metrics = json_object();
-    self->checkpoints = json_array();
-    self->evaluations = json_array();
-    self->lost_nodes = json_array();
-    self->events = json_array();
-    char now[40];
-    zt_wall_iso(now, sizeof now);
-    self->created = strdup(now);
+    self->rec = zt_coord_record_new();
     self->hb_ms = zt_knob_int(ZT_KNOB_HEARTBEAT_MS);
     self->hb_timeout_ms = zt_knob_int(ZT_KNOB_HEARTBEAT_TIMEOUT_MS);
     self->register_timeout_ms = zt_knob_int(ZT_KNOB_REGISTER_TIMEOUT_MS);
@@ -360,13 +351,7 @@ void zt_coord_destroy(zt_coord_t **self_p)
     zt_ipc_sweep(); /* what replicas killed with SIGKILL left behind */
     zt_layout_fini(&self->layout);
     zt_plan_destroy(&self->plan);
-    json_decref(self->transitions);
-    json_decref(self->metrics);
-    json_decref(self->checkpoints);
-    json_decref(self->evaluations);
-    json_decref(self->latency);
-    json_decref(self->lost_nodes);
-    json_decref(self->events);
+    zt_coord_record_destroy(&self->rec);
     json_decref(self->error);
     zt_coord_elastic_destroy(&self->el);
     s_sig_fd = -1;
@@ -374,7 +359,6 @@ void zt_coord_destroy(zt_coord_t **self_p)
         close(self->sig_pipe[0]);
         close(self->sig_pipe[1]);
     }
-    free(self->created);
     free(self->metrics_token_file);
     free(self);
     *self_p = NULL;
@@ -470,7 +454,7 @@ zt_job_state_t zt_coord_run(zt_coord_t *self)
             self->reps[i].out_fd = -1;
         }
     }
-    if (self->metrics_dirty)
+    if (zt_coord_record_due(self->rec, zt_now_ms(), 0))
         zt_coord_write_state(self);
     zt_coord_format_end(self);
     zt_coord_set_state(self, self->final_state);

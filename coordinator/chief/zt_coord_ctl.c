@@ -24,20 +24,6 @@ static void s_refuse(zt_coord_t *self, zt_drop_t why, const char *what)
     zt_refusals_count(&self->drop_log[why], what, zt_now_ms());
 }
 
-/* Whether evaluator `name` has scored the checkpoint of this step. */
-static bool s_evaluated(const zt_coord_t *self, const char *name, int64_t step)
-{
-    size_t i;
-    json_t *e;
-    json_array_foreach(self->evaluations, i, e)
-    {
-        const char *who = json_string_value(json_object_get(e, "replica"));
-        if (json_integer_value(json_object_get(e, "step")) == step && who && !strcmp(who, name))
-            return true;
-    }
-    return false;
-}
-
 static zt_crep_t *s_find_at(zt_coord_t *self, int pool, int index)
 {
     for (int i = 0; i < self->nreps; i++)
@@ -87,7 +73,7 @@ static void s_on_register(zt_coord_t *self, zt_crep_t *r, zframe_t *id, const zt
     s.u.STATUS.running = self->state == ZT_JOB_RUNNING;
     zt_msg_send(self->router, id, &s);
     if (r->pool == 3 && self->last_ckpt.type == ZT_MSG_CHECKPOINT &&
-        !s_evaluated(self, r->name, self->last_ckpt.u.CHECKPOINT.step)) { /* (not again after its restart) */
+        !zt_coord_record_evaluated(self->rec, self->last_ckpt.u.CHECKPOINT.step, r->name)) { /* (not again after its restart) */
         self->last_ckpt.seq = self->seq++;
         zt_msg_send(self->router, id, &self->last_ckpt);
     }
@@ -106,15 +92,10 @@ static void s_on_checkpoint(zt_coord_t *self, zt_crep_t *r, zt_msg_t *m, bool te
         s_refuse(self, ZT_DROP_BAD_CHECKPOINT, what);
         return;
     }
-    char now[40];
-    zt_wall_iso(now, sizeof now);
     zt_info("checkpoint %s at step %lld (from %s)", m->u.CHECKPOINT.name, (long long) m->u.CHECKPOINT.step,
             r->name);
-    if (json_array_size(self->checkpoints) >= ZT_COORD_MAX_RECORDS) /* the newest are kept */
-        json_array_remove(self->checkpoints, 0);
-    json_array_append_new(self->checkpoints, json_pack("{s:I, s:s, s:s}", "step",
-                          (json_int_t) m->u.CHECKPOINT.step, "name", m->u.CHECKPOINT.name, "time", now));
-    self->metrics_dirty = true; /* written within a second (s_timers): a flood costs no fsync each */
+    /* written within a second (s_timers): a flood costs no fsync each */
+    zt_coord_record_checkpoint(self->rec, m->u.CHECKPOINT.step, m->u.CHECKPOINT.name);
     if (!tell_evaluators)
         return;
     self->last_ckpt = *m;
@@ -125,54 +106,28 @@ static void s_on_checkpoint(zt_coord_t *self, zt_crep_t *r, zt_msg_t *m, bool te
         }
 }
 
-/* job.json's metrics: per replica, per name, the latest value and the
- * series of the newest ZT_METRIC_HISTORY [step, value] pairs. */
+/* job.json's metrics (zt_coord_record_metric), what is refused said. */
 static void s_record_metric(zt_coord_t *self, zt_crep_t *r, const char *name, double value, int64_t step)
 {
-    json_t *mine = json_object_get(self->metrics, r->name);
-    if (!mine && json_object_set_new(self->metrics, r->name, mine = json_object()) != 0)
-        return; /* out of memory: jansson freed it */
-    json_t *entry = json_object_get(mine, name);
-    if (!entry && json_object_size(mine) >= ZT_COORD_MAX_METRIC_NAMES) { /* a per-replica bound */
-        char what[200];
+    int rc = zt_coord_record_metric(self->rec, r->name, name, value, step);
+    char what[200];
+    if (rc == ZT_DROP_METRIC_LIMIT)
         snprintf(what, sizeof what, "a metric '%.64s' from %s: it already reports %d metrics, the most "
                  "job.json keeps per replica", name, r->name, ZT_COORD_MAX_METRIC_NAMES);
-        s_refuse(self, ZT_DROP_METRIC_LIMIT, what);
-        return;
-    }
-    /* jansson frees what it refuses (a key that is not UTF-8, say), so an
-     * entry is used only once it is in */
-    if (!entry && json_object_set_new(mine, name, entry = json_pack("{s:[]}", "series")) != 0) {
-        char what[200];
+    else if (rc == ZT_DROP_MALFORMED)
         snprintf(what, sizeof what, "a metric from %s whose name is not a JSON key", r->name);
-        s_refuse(self, ZT_DROP_MALFORMED, what);
-        return;
-    }
-    char now[40];
-    zt_wall_iso(now, sizeof now);
-    json_object_set_new(entry, "value", json_real(value));
-    json_object_set_new(entry, "step", json_integer((json_int_t) step));
-    json_object_set_new(entry, "time", json_string(now));
-    json_t *series = json_object_get(entry, "series");
-    json_array_append_new(series, json_pack("[I, f]", (json_int_t) step, value));
-    size_t keep = (size_t) zt_knob_int(ZT_KNOB_METRIC_HISTORY);
-    while (json_array_size(series) > keep)
-        json_array_remove(series, 0);
+    if (rc > 0)
+        s_refuse(self, (zt_drop_t) rc, what);
 }
 
 /* A checkpoint a replica could not write: said at once, and kept as an
  * event of job.json (the newest ZT_COORD_MAX_RECORDS) for `ztrain status`. */
 static void s_record_checkpoint_error(zt_coord_t *self, zt_crep_t *r, int code, int64_t step)
 {
-    char now[40];
-    zt_wall_iso(now, sizeof now);
     const char *why = zt_error_name(code) ? zt_strerror(code) : "an unknown error";
     zt_warn("%s cannot write checkpoints: the checkpoint of step %lld failed: %s", r->name, (long long) step, why);
-    if (json_array_size(self->events) >= ZT_COORD_MAX_RECORDS)
-        json_array_remove(self->events, 0);
-    json_array_append_new(self->events, json_pack("{s:s, s:s, s:s, s:I, s:s}", "time", now, "replica", r->name,
-                                                  "kind", "checkpointFailed", "step", (json_int_t) step,
-                                                  "error", why));
+    zt_coord_record_event(self->rec, "checkpointFailed", json_pack("{s:s, s:I, s:s}", "replica", r->name, "step",
+                                                                   (json_int_t) step, "error", why));
 }
 
 /* METRIC: an evaluator's result is an evaluation; anyone else's a metric
@@ -180,15 +135,9 @@ static void s_record_checkpoint_error(zt_coord_t *self, zt_crep_t *r, int code, 
 static void s_on_metric(zt_coord_t *self, zt_crep_t *r, const zt_msg_t *m)
 {
     if (r->pool == 3) {
-        char now[40];
-        zt_wall_iso(now, sizeof now);
         zt_info("evaluation by %s: %s = %.4f at step %lld", r->name, m->u.METRIC.name, m->u.METRIC.value,
                 (long long) m->u.METRIC.step);
-        if (json_array_size(self->evaluations) >= ZT_COORD_MAX_RECORDS)
-            json_array_remove(self->evaluations, 0);
-        json_array_append_new(self->evaluations, json_pack("{s:I, s:s, s:f, s:s, s:s}", "step",
-                              (json_int_t) m->u.METRIC.step, "name", m->u.METRIC.name, "value",
-                              m->u.METRIC.value, "replica", r->name, "time", now));
+        zt_coord_record_evaluation(self->rec, r->name, m->u.METRIC.name, m->u.METRIC.value, m->u.METRIC.step);
     }
     else if (!strcmp(m->u.METRIC.name, ZT_METRIC_CHECKPOINT_ERROR)) {
         r->last_hb_ms = zt_now_ms();
@@ -203,7 +152,6 @@ static void s_on_metric(zt_coord_t *self, zt_crep_t *r, const zt_msg_t *m)
     }
     /* job.json holds every replica's series and every evaluation: rewritten
      * once a second (s_timers), not once per report, whoever sends them */
-    self->metrics_dirty = true;
 }
 
 /* A replica's latency histogram (zt_hist): kept as job.json's
@@ -227,14 +175,8 @@ static void s_on_latency(zt_coord_t *self, zt_crep_t *r, const zt_msg_t *m)
         json_array_append_new(le, json_real(zt_hist_bounds[b]));
     for (int b = 0; b <= ZT_HIST_NB; b++)
         json_array_append_new(c, json_integer((json_int_t) (counts[b] > INT64_MAX ? INT64_MAX : counts[b])));
-    json_t *byrep = json_object_get(self->latency, zt_hist_name(kind));
-    if (!byrep && json_object_set_new(self->latency, zt_hist_name(kind), byrep = json_object()) != 0) {
-        json_decref(le); /* out of memory: jansson freed byrep */
-        json_decref(c);
-        return;
-    }
-    json_object_set_new(byrep, r->name, json_pack("{s:o, s:o, s:f}", "le", le, "counts", c, "sum", sum));
-    self->metrics_dirty = true;
+    zt_coord_record_latency(self->rec, zt_hist_name(kind), r->name,
+                            json_pack("{s:o, s:o, s:f}", "le", le, "counts", c, "sum", sum));
 }
 
 /* One decoded control message from identity id, whose connection

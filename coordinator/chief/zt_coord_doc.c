@@ -46,13 +46,12 @@ void zt_coord_write_state(zt_coord_t *self)
         json_array_append_new(reps, o);
     }
     json_t *doc = json_pack(
-        "{s:s, s:s, s:i, s:s?, s:s, s:i, s:i, s:s, s:O, s:O, s:o, s:O, s:o, s:{s:I, s:I, s:I, s:I, s:I, s:I}}",
+        "{s:s, s:s, s:i, s:s?, s:s, s:i, s:i, s:O, s:o, s:o, s:{s:I, s:I, s:I, s:I, s:I, s:I}}",
         "name", self->plan->display_name, "jobDir", self->layout.job_dir,
         "coordinatorPid", (int) getpid(), "coordinator", self->layout.coordinator,
         "state", zt_job_state_name(self->state), "incarnation", self->layout.incarnation,
-        "jobRetries", self->job_retries, "createTime", self->created,
-        "transitions", self->transitions, "error", self->error ? self->error : json_null(),
-        "replicas", reps, "metrics", self->metrics, "plan", zt_plan_to_json(self->plan),
+        "jobRetries", self->job_retries, "error", self->error ? self->error : json_null(),
+        "replicas", reps, "plan", zt_plan_to_json(self->plan),
         "controlPlaneDrops", "malformed", (json_int_t) self->drops.malformed,
         "badMagic", (json_int_t) self->drops.bad_magic,
         "badVersion", (json_int_t) self->drops.bad_version,
@@ -60,7 +59,6 @@ void zt_coord_write_state(zt_coord_t *self)
         "tooLong", (json_int_t) self->drops.too_long,
         "unknownSender", (json_int_t) self->unknown_senders);
     json_object_set_new(doc, "preemptions", json_integer(self->preemptions));
-    json_object_set(doc, "events", self->events);
     json_t *drops = json_object_get(doc, "controlPlaneDrops");
     json_object_set_new(drops, "wrongIdentity", json_integer((json_int_t) self->wrong_identity));
     json_object_set_new(drops, "unauthenticated", json_integer((json_int_t) zt_auth_refused()));
@@ -71,15 +69,7 @@ void zt_coord_write_state(zt_coord_t *self)
     json_t *elastic = zt_coord_elastic_json(self);
     if (elastic)
         json_object_set_new(doc, "elastic", elastic);
-    if (json_array_size(self->lost_nodes))
-        json_object_set(doc, "lostNodes", self->lost_nodes);
-    self->metrics_dirty = false;
-    self->state_written_ms = zt_now_ms();
-    json_object_set_new(doc, "stateWrites", json_integer(++self->state_writes)); /* this one included */
-    json_object_set(doc, "checkpoints", self->checkpoints);
-    json_object_set(doc, "evaluations", self->evaluations);
-    if (json_object_size(self->latency))
-        json_object_set(doc, "latency", self->latency);
+    zt_coord_record_into(self->rec, doc);
     if (self->prom) {
         if (self->metrics_token_file)
             json_object_set_new(doc, "metricsTokenFile", json_string(self->metrics_token_file));
@@ -98,13 +88,10 @@ void zt_coord_write_state(zt_coord_t *self)
 
 void zt_coord_set_state(zt_coord_t *self, zt_job_state_t state)
 {
-    if (self->state == state && json_array_size(self->transitions) > 0)
+    if (self->state == state && zt_coord_record_transitions(self->rec) > 0)
         return;
     self->state = state;
-    char now[40];
-    zt_wall_iso(now, sizeof now);
-    json_array_append_new(self->transitions, json_pack("{s:s, s:s}", "state", zt_job_state_name(state),
-                                                       "time", now));
+    zt_coord_record_transition(self->rec, zt_job_state_name(state));
     zt_info("job %s: %s", self->plan->display_name, zt_job_state_name(state));
     zt_coord_write_state(self);
     /* Tell every registered replica. */
@@ -175,34 +162,7 @@ static void s_take_history(zt_coord_t *self, json_t *doc)
     zt_job_state_t was; /* where the record left off: QUEUED after it is a transition again */
     if (zt_job_state_parse(json_string_value(json_object_get(doc, "state")), &was))
         self->state = was;
-    const char *keep[] = { "transitions", "checkpoints", "evaluations", "lostNodes", "metrics", "events" };
-    json_t **into[] = { &self->transitions, &self->checkpoints, &self->evaluations, &self->lost_nodes, &self->metrics,
-                        &self->events };
-    for (int i = 0; i < 6; i++) {
-        json_t *v = json_object_get(doc, keep[i]);
-        if (v && json_typeof(v) == json_typeof(*into[i])) {
-            json_decref(*into[i]);
-            *into[i] = json_incref(v);
-        }
-    }
-    const char *created = json_string_value(json_object_get(doc, "createTime"));
-    if (created) {
-        free(self->created);
-        self->created = strdup(created);
-    }
-}
-
-/* The newest step the chief reported (its metrics'), -1 for none. */
-static int64_t s_chief_step(const json_t *doc)
-{
-    int64_t best = -1;
-    const char *k;
-    json_t *v;
-    json_object_foreach(json_object_get(json_object_get(doc, "metrics"), "workerpool0-0"), k, v) {
-        int64_t st = json_integer_value(json_object_get(v, "step"));
-        best = st > best ? st : best;
-    }
-    return best;
+    zt_coord_record_take(self->rec, doc);
 }
 
 /* The resume in the job's history: how the earlier run ended (its own end,
@@ -217,22 +177,18 @@ static void s_note_resume(zt_coord_t *self, const json_t *doc)
     else
         snprintf(how, sizeof how, "its coordinator was lost while the job was %s (killed, or its machine went "
                  "down)", was ? was : "starting");
-    size_t n = json_array_size(self->checkpoints);
-    int64_t from = n ? json_integer_value(json_object_get(json_array_get(self->checkpoints, n - 1), "step")) : 0;
-    int64_t reached = s_chief_step(doc), again = reached > from ? reached - from : 0;
+    int64_t from = zt_coord_record_last_checkpoint(self->rec);
+    /* the newest step the chief reported (its metrics') */
+    int64_t reached = zt_coord_record_step_of(self->rec, "workerpool0-0"), again = reached > from ? reached - from : 0;
     if (zt_state_final(was))
         zt_info("the earlier run: %s; going on from step %lld", how, (long long) from);
     else
         zt_warn("the earlier run: %s, at step %lld; going on from the checkpoint of step %lld: %lld steps are "
                 "trained again", how, (long long) reached, (long long) from, (long long) again);
-    char now[40];
-    zt_wall_iso(now, sizeof now);
-    if (json_array_size(self->events) >= ZT_COORD_MAX_RECORDS)
-        json_array_remove(self->events, 0);
-    json_array_append_new(self->events, json_pack("{s:s, s:s, s:s, s:s, s:I, s:I, s:I}", "time", now, "kind",
-                                                  "resumed", "earlierState", was ? was : "", "earlierEnd", how,
-                                                  "earlierStep", (json_int_t) reached, "fromStep", (json_int_t) from,
-                                                  "stepsTrainedAgain", (json_int_t) again));
+    zt_coord_record_event(self->rec, "resumed", json_pack("{s:s, s:s, s:I, s:I, s:I}", "earlierState", was ? was : "",
+                                                          "earlierEnd", how, "earlierStep", (json_int_t) reached,
+                                                          "fromStep", (json_int_t) from, "stepsTrainedAgain",
+                                                          (json_int_t) again));
 }
 
 /* A job folder holding this job's earlier run (the same spec resumed, or
@@ -256,7 +212,7 @@ void zt_coord_continue_earlier(zt_coord_t *self)
     s_take_history(self, doc);
     self->layout.incarnation++;
     zt_info("continuing the job's record from its earlier run (created %s): incarnation %d, %d job retr%s so far",
-            self->created, self->layout.incarnation, self->job_retries, self->job_retries == 1 ? "y" : "ies");
+            zt_coord_record_created(self->rec), self->layout.incarnation, self->job_retries, self->job_retries == 1 ? "y" : "ies");
     s_note_resume(self, doc);
     json_decref(doc);
 }
@@ -290,10 +246,9 @@ bool zt_coord_continue_requeued(zt_coord_t *self)
     if (st && strcmp(st, "QUEUED")) {
         /* the earlier run could not record a retry: its allocation was taken
          * from under it (the coordinator's own node lost) */
-        char now[40], *why = zt_strdupf("the allocation ended under the job while it was %s (the coordinator's "
-                                        "node lost?), and Slurm requeued it", st);
-        zt_wall_iso(now, sizeof now);
-        json_array_append_new(self->lost_nodes, json_pack("{s:s, s:s}", "time", now, "why", why));
+        char *why = zt_strdupf("the allocation ended under the job while it was %s (the coordinator's "
+                               "node lost?), and Slurm requeued it", st);
+        zt_coord_record_lost_node(self->rec, why);
         if (!self->plan->disable_retries && self->job_retries < self->max_job_retries) {
             self->job_retries++;
             self->layout.incarnation++;

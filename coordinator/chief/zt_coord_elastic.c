@@ -506,12 +506,9 @@ bool zt_coord_elastic_lose(zt_coord_t *self, zt_crep_t *r, const char *why, bool
     if (node_gone && self->backend->drop_node && self->backend->drop_node(self->backend, host, err, sizeof err))
         zt_warn("cannot let node %s go from the allocation: %s", host, err);
     if (node_gone) { /* job.json's lostNodes, as a node lost under any job */
-        char now[40];
-        zt_wall_iso(now, sizeof now);
-        json_t *e = json_pack("{s:s}", "time", now);
-        json_object_set_new(e, "why", json_sprintf("node %s, with %s: %s; workerpool1 went on without it", host,
-                                                   r->name, why));
-        json_array_append_new(self->lost_nodes, e);
+        char *lost = zt_strdupf("node %s, with %s: %s; workerpool1 went on without it", host, r->name, why);
+        zt_coord_record_lost_node(self->rec, lost);
+        free(lost);
     }
     self->el->scale_target = left;
     if (node_gone && self->backend->regain) {

@@ -6,6 +6,7 @@
  *   zt_coord_output.c     the replicas' output, to their logs and the console
  *   zt_coord_ctl.c        the control plane's messages
  *   zt_coord_doc.c        the job document (job.json) and the job's state
+ *   zt_coord_record.c     the job's history job.json keeps (its own state, behind its API)
  *   zt_coord_elastic.c    an elastic pool's membership changes (ztrain scale) */
 #ifndef ZT_COORD_INT_H
 #define ZT_COORD_INT_H
@@ -86,6 +87,45 @@ typedef enum {
 
 typedef struct zt_coord_elastic_t zt_coord_elastic_t;
 
+/* zt_coord_record.c: the job's record, what job.json keeps of its history
+ * beside the replicas' states; bounded (the newest ZT_COORD_MAX_RECORDS of
+ * each list, ZT_COORD_MAX_METRIC_NAMES per replica). */
+typedef struct zt_coord_record_t zt_coord_record_t;
+zt_coord_record_t *zt_coord_record_new(void);
+void zt_coord_record_destroy(zt_coord_record_t **self_p);
+/* An earlier run's record (its job.json, doc) carried on: transitions,
+ * checkpoints, evaluations, lost nodes, metrics, events, the creation time. */
+void zt_coord_record_take(zt_coord_record_t *self, json_t *doc);
+const char *zt_coord_record_created(const zt_coord_record_t *self);
+void zt_coord_record_transition(zt_coord_record_t *self, const char *state);
+size_t zt_coord_record_transitions(const zt_coord_record_t *self);
+/* An event of kind, now, with fields (taken: {replica, why...}). */
+void zt_coord_record_event(zt_coord_record_t *self, const char *kind, json_t *fields);
+void zt_coord_record_lost_node(zt_coord_record_t *self, const char *why);
+void zt_coord_record_checkpoint(zt_coord_record_t *self, int64_t step, const char *name);
+/* The newest checkpoint's step, 0 for none. */
+int64_t zt_coord_record_last_checkpoint(const zt_coord_record_t *self);
+void zt_coord_record_evaluation(zt_coord_record_t *self, const char *replica, const char *name, double value,
+                                int64_t step);
+/* Whether replica (NULL: any evaluator) scored the checkpoint of step. */
+bool zt_coord_record_evaluated(const zt_coord_record_t *self, int64_t step, const char *replica);
+/* The replica's metric name: its latest value and the series of the
+ * newest ZT_METRIC_HISTORY [step, value] pairs. 0; ZT_DROP_METRIC_LIMIT (a
+ * new name past the bound) or ZT_DROP_MALFORMED (a name that is no JSON
+ * key), not kept; -1 out of memory. */
+int zt_coord_record_metric(zt_coord_record_t *self, const char *replica, const char *name, double value,
+                           int64_t step);
+/* The newest step among replica's metrics, -1 for none. */
+int64_t zt_coord_record_step_of(const zt_coord_record_t *self, const char *replica);
+/* The replica's latency histogram of kind (hist taken: {le, counts, sum}). */
+void zt_coord_record_latency(zt_coord_record_t *self, const char *kind, const char *replica, json_t *hist);
+/* Something job.json shows changed (the refusals' counts). */
+void zt_coord_record_changed(zt_coord_record_t *self);
+/* Whether it changed and every_ms passed since it was last written. */
+bool zt_coord_record_due(const zt_coord_record_t *self, int64_t now_ms, int64_t every_ms);
+/* Its keys into job.json's doc, as written now. */
+void zt_coord_record_into(zt_coord_record_t *self, json_t *doc);
+
 struct zt_coord_t {
     zt_plan_t *plan;            /* the job */
     zt_layout_t layout;         /* placement, dirs */
@@ -97,13 +137,9 @@ struct zt_coord_t {
     int log_fd;                 /* <job-dir>/replica-logs/coordinator.log: this log's copy, or -1 */
     zt_prom_t *prom;            /* the Prometheus endpoint (--metrics-port), or NULL */
     char *metrics_token_file;   /* its bearer token's file (security on), or NULL */
-    json_t *latency;            /* {kind: {replica: {le, counts, sum}}}: the replicas' histograms */
     zt_job_state_t state;       /* job state */
-    json_t *transitions;        /* [{state, time}] */
-    json_t *metrics;            /* latest metric per name */
-    json_t *checkpoints;        /* [{step, name, time}] */
-    json_t *evaluations;        /* [{step, name, value, replica, time}] from evaluators */
     zt_msg_t last_ckpt;         /* the newest CHECKPOINT notice, for late evaluators */
+    zt_coord_record_t *rec;     /* the job's record (zt_coord_record.c), its state its own */
     json_t *error;              /* why the job failed or was cancelled */
     int job_retries;            /* whole-job retries so far */
     zt_refusals_t drop_log[ZT_DROP_REASONS]; /* dropped messages by reason: logged at most once per 5 s each */
@@ -121,19 +157,13 @@ struct zt_coord_t {
     int64_t final_eval_deadline; /* the primary finished: evaluators score its final model until then (0: no wait) */
     int64_t final_eval_step;
     int preemptions;           /* every replica's, and the whole job's (a Slurm preemption) */
-    json_t *events;            /* what a replica could not do, at once (a checkpoint not written) */
     zt_msg_drops_t drops;       /* malformed control messages */
     bool control_backlog;       /* control messages are still queued: heartbeats may be among them */
-    bool metrics_dirty;         /* metrics or checkpoint notices arrived since job.json was last written */
-    int64_t state_writes;       /* job.json writes so far */
-    int64_t state_written_ms;   /* when job.json was last written */
     uint64_t unknown_senders;   /* well-formed but from no replica of ours */
     uint64_t wrong_identity;    /* from a replica's connection, claiming to be another replica */
     uint64_t refusals_written;  /* the refusals job.json was last written with */
     uint64_t seq;               /* our message sequence */
     int sig_pipe[2];            /* signal handler -> loop */
-    char *created;              /* createTime */
-    json_t *lost_nodes;         /* [{time, why}]: nodes lost under the job */
     bool requeue, give_up;      /* at the end: the allocation runs the job again, or not */
     bool preempted;             /* the allocation was preempted (requeued) under the job */
     zt_coord_elastic_t *el;     /* an elastic pool 1's controller (zt_coord_elastic.c), its state its own */

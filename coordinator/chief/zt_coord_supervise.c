@@ -156,9 +156,7 @@ void zt_coord_node_lost(zt_coord_t *self, const char *why)
         self->kill_deadline = 0; /* a second notice: now */
         return;
     }
-    char now[40];
-    zt_wall_iso(now, sizeof now);
-    json_array_append_new(self->lost_nodes, json_pack("{s:s, s:s}", "time", now, "why", why));
+    zt_coord_record_lost_node(self->rec, why);
     bool retry = !self->plan->disable_retries && self->job_retries < self->max_job_retries;
     char *msg;
     if (retry) {
@@ -199,13 +197,9 @@ void zt_coord_preempted(zt_coord_t *self, const char *why)
         self->error = NULL;
         self->final_state = ZT_JOB_QUEUED;
     }
-    char now[40];
-    zt_wall_iso(now, sizeof now);
     zt_warn("%s: the job is preempted (not a failure, no job retry used): every replica saves, and the job "
             "resumes when Slurm runs it again", why);
-    if (json_array_size(self->events) >= ZT_COORD_MAX_RECORDS)
-        json_array_remove(self->events, 0);
-    json_array_append_new(self->events, json_pack("{s:s, s:s, s:s}", "time", now, "kind", "preempted", "why", why));
+    zt_coord_record_event(self->rec, "preempted", json_pack("{s:s}", "why", why));
     self->stopping = false; /* whatever was under way (a respawn) gives way */
     zt_coord_stop_all(self, ZT_AFTER_FINISH, ZT_JOB_QUEUED);
 }
@@ -367,17 +361,14 @@ static void s_who(const zt_coord_t *self, const zt_crep_t *r, char *out, size_t 
  * event in job.json naming it (a SageMaker job's host by its name). */
 static void s_note_loss(zt_coord_t *self, const zt_crep_t *r, const char *how)
 {
-    char host[32], who[80], now[40];
+    char host[32], who[80];
     s_who(self, r, who, sizeof who, host, sizeof host);
     snprintf(self->incident, sizeof self->incident, "%s %s", who, how);
     self->incident_ms = zt_now_ms();
-    zt_wall_iso(now, sizeof now);
-    if (json_array_size(self->events) >= ZT_COORD_MAX_RECORDS)
-        json_array_remove(self->events, 0);
-    json_t *e = json_pack("{s:s, s:s, s:s, s:s}", "time", now, "kind", "replicaLost", "replica", r->name, "how", how);
+    json_t *e = json_pack("{s:s, s:s}", "replica", r->name, "how", how);
     if (host[0])
         json_object_set_new(e, "host", json_string(host));
-    json_array_append_new(self->events, e);
+    zt_coord_record_event(self->rec, "replicaLost", e);
 }
 
 /* Whether any replica but r is running. */
@@ -478,18 +469,7 @@ static void s_on_failure(zt_coord_t *self, zt_crep_t *r, int status, const char 
     zt_coord_stop_all(self, ZT_AFTER_FINISH, ZT_JOB_FAILED);
 }
 
-/* Whether an evaluator reported a score of checkpoint step `step`, and
- * whether any evaluator is running. */
-static bool s_evaluated(const zt_coord_t *self, int64_t step)
-{
-    size_t i;
-    json_t *e;
-    json_array_foreach(self->evaluations, i, e)
-        if (json_integer_value(json_object_get(e, "step")) == step)
-            return true;
-    return false;
-}
-
+/* Whether any evaluator is running. */
 static bool s_evaluator_running(const zt_coord_t *self)
 {
     for (int i = 0; i < self->nreps; i++)
@@ -505,7 +485,7 @@ static bool s_await_final_evaluation(zt_coord_t *self)
 {
     int64_t wait = zt_knob_int(ZT_KNOB_EVAL_FINAL_MS), step = self->last_ckpt.u.CHECKPOINT.step;
     if (wait <= 0 || strncmp(self->last_ckpt.u.CHECKPOINT.name, "model/", 6) || !s_evaluator_running(self) ||
-        s_evaluated(self, step))
+        zt_coord_record_evaluated(self->rec, step, NULL))
         return false;
     self->final_eval_step = step;
     self->final_eval_deadline = zt_now_ms() + wait;
@@ -519,7 +499,7 @@ void zt_coord_check_final_evaluation(zt_coord_t *self)
     if (!self->final_eval_deadline || self->stopping)
         return;
     bool late = zt_now_ms() >= self->final_eval_deadline;
-    if (!late && s_evaluator_running(self) && !s_evaluated(self, self->final_eval_step))
+    if (!late && s_evaluator_running(self) && !zt_coord_record_evaluated(self->rec, self->final_eval_step, NULL))
         return;
     self->final_eval_deadline = 0;
     if (late)

@@ -571,7 +571,7 @@ class Impostors(unittest.TestCase):
           reports accuracy 0.999: refused (its keys name it), counted, and
           the chief is neither displaced nor killed for "no heartbeat";
         - nobody finds a key in a replica's environment or command line."""
-        args = ["--hidden=64", "--epochs=20", "--log_every=100"]
+        args = ["--hidden=64", "--epochs=60", "--log_every=100"]  # outlasts the attacks on a fast machine too
         d = tmpdir("sec-")
         job_dir = os.path.join(d, "job")
         job = Job(self, job_file(d, "impostor", [pool("ztrain-worker", 1, args), pool("ztrain-worker", 1, args),

@@ -511,7 +511,10 @@ class CancelSaves(unittest.TestCase):
         `--resume` starts from there and trains to the end."""
         d = tmpdir("cancel-")
         job_dir = os.path.join(d, "job")
-        args = ["--hidden=64", "--epochs=4", "--checkpoint_steps=100000", "--log_every=100"]
+        # long enough (about 18,000 steps) that the stop, sent once job.json
+        # shows step 500 (it is written once a second), comes mid-training
+        # on a fast machine too
+        args = ["--hidden=64", "--epochs=40", "--checkpoint_steps=100000", "--log_every=100"]
         path = spec(d, "cancelled", args, workers=1, reducers=1)
         job = Job(self, path, job_dir, env=FAST)
         wait_for(lambda: chief_step(job_dir) >= 500, timeout=300, what="step 500")

@@ -19,12 +19,12 @@ void zt_sm_host(const zt_layout_t *layout, int pool, int index, char *out, size_
 
 bool zt_sm_is_host(const zt_plan_t *plan, int pool)
 {
-    return !(zt_sm_plan(plan) && pool == 2 && json_is_true(json_object_get(zt_sm_plan(plan), "dataParallel")));
+    return !(zt_sm_plan(plan) && pool == 2 && zt_sm_plan(plan)->data_parallel);
 }
 
 bool zt_sm_mpi(const zt_plan_t *plan)
 {
-    return zt_sm_plan(plan) && json_object_get(zt_sm_plan(plan), "mpi");
+    return zt_sm_plan(plan) && zt_sm_plan(plan)->mpi;
 }
 
 bool zt_sm_awaited(const zt_plan_t *plan, int pool)
@@ -43,57 +43,50 @@ zt_sm_ref_t *zt_sm_hosts(const zt_plan_t *plan, int *n)
 }
 
 /* The group index of a host of pool: 0 for pools 0 and 1. */
-static int s_group_of(const json_t *groups, int pool)
+static int s_group_of(const zt_sm_plan_t *sm, int pool)
 {
-    size_t i;
-    json_t *g;
-    json_array_foreach(groups, i, g)
-        if (json_integer_value(json_object_get(g, "pool")) == pool)
-            return (int) i;
+    for (int i = 0; sm && i < sm->ngroups; i++)
+        if (sm->groups[i].pool == pool)
+            return i;
     return 0;
 }
 
 json_t *zt_sm_groups(const zt_layout_t *layout, int pool, int *mine)
 {
     const zt_plan_t *plan = layout->plan;
-    const json_t *given = zt_sm_plan(plan) ? json_object_get(zt_sm_plan(plan), "instanceGroups") : NULL;
+    const zt_sm_plan_t *sm = zt_sm_plan(plan);
+    bool given = sm && sm->ngroups;
     json_t *out = json_array();
     if (!given)
         json_array_append_new(out, json_pack("{s:s, s:s, s:[]}", "instance_group_name", "homogeneousCluster",
                                              "instance_type", plan->pools[0].machine.name, "hosts"));
-    size_t i;
-    json_t *g;
-    json_array_foreach(given, i, g)
-        json_array_append_new(out, json_pack("{s:O, s:O, s:[]}", "instance_group_name", json_object_get(g, "name"),
-                                             "instance_type", json_object_get(g, "type"), "hosts"));
+    for (int i = 0; given && i < sm->ngroups; i++)
+        json_array_append_new(out, json_pack("{s:s, s:s, s:[]}", "instance_group_name", sm->groups[i].name,
+                                             "instance_type", sm->groups[i].type, "hosts"));
     int n;
     zt_sm_ref_t *h = zt_sm_hosts(plan, &n);
     for (int k = 0; k < n; k++) {
         char host[32];
         zt_sm_host(layout, h[k].pool, h[k].index, host, sizeof host);
-        json_t *grp = json_array_get(out, given ? (size_t) s_group_of(given, h[k].pool) : 0);
+        json_t *grp = json_array_get(out, (size_t) s_group_of(sm, h[k].pool));
         json_array_append_new(json_object_get(grp, "hosts"), json_string(host));
     }
     free(h);
     if (mine)
-        *mine = given ? s_group_of(given, pool) : 0;
+        *mine = s_group_of(sm, pool);
     return out;
 }
 
 /* Whether hosts of pool get channel ch: every host, or those of the
  * groups it names (InstanceGroupNames). */
-static bool s_gets(const zt_layout_t *layout, int pool, const json_t *ch)
+static bool s_gets(const zt_layout_t *layout, int pool, const zt_sm_channel_t *ch)
 {
-    const json_t *only = json_object_get(ch, "groups"), *given = json_object_get(zt_sm_plan(layout->plan),
-                                                                                 "instanceGroups");
-    if (!only)
+    const zt_sm_plan_t *sm = zt_sm_plan(layout->plan);
+    if (!ch->groups)
         return true;
-    const char *mine = json_string_value(json_object_get(json_array_get(given, (size_t) s_group_of(given, pool)),
-                                                         "name"));
-    size_t i;
-    json_t *v;
-    json_array_foreach(only, i, v)
-        if (mine && !strcmp(json_string_value(v), mine))
+    const char *mine = sm->ngroups ? sm->groups[s_group_of(sm, pool)].name : NULL;
+    for (int i = 0; i < ch->ngroups; i++)
+        if (mine && !strcmp(ch->groups[i], mine))
             return true;
     return false;
 }
@@ -107,7 +100,7 @@ char *zt_sm_host_root(const zt_layout_t *layout, int pool, int index)
 
 void zt_sm_training_env(const zt_layout_t *layout, int pool, int index, json_t *e)
 {
-    const json_t *sm = zt_sm_plan(layout->plan);
+    const zt_sm_plan_t *sm = zt_sm_plan(layout->plan);
     if (!sm)
         return;
     char *root = zt_sm_host_root(layout, pool, index);
@@ -116,25 +109,22 @@ void zt_sm_training_env(const zt_layout_t *layout, int pool, int index, json_t *
         { "output_intermediate_dir", "output/intermediate" } };
     for (size_t i = 0; i < sizeof dirs / sizeof *dirs; i++)
         json_object_set_new(e, dirs[i][0], json_sprintf("%s/%s", root, dirs[i][1]));
-    json_t *channels = json_object(), *config = json_object(), *ch;
-    size_t i;
-    json_array_foreach(json_object_get(sm, "channels"), i, ch) {
-        const char *name = json_string_value(json_object_get(ch, "name"));
+    json_t *channels = json_object(), *config = json_object();
+    for (int i = 0; i < sm->nchannels; i++) {
+        const zt_sm_channel_t *ch = &sm->channels[i];
         if (!s_gets(layout, pool, ch)) /* not for this host's instance group */
             continue;
-        json_object_set_new(channels, name, json_sprintf("%s/input/data/%s", root, name));
-        json_t *c = json_pack("{s:s, s:O, s:O}", "TrainingInputMode", "File", "S3DistributionType",
-                              json_object_get(ch, "distribution"), "RecordWrapperType",
-                              json_object_get(ch, "recordWrapperType"));
-        const char *ct = json_string_value(json_object_get(ch, "contentType"));
-        if (ct && *ct)
-            json_object_set_new(c, "ContentType", json_string(ct));
-        json_object_set_new(config, name, c);
+        json_object_set_new(channels, ch->name, json_sprintf("%s/input/data/%s", root, ch->name));
+        json_t *c = json_pack("{s:s, s:s, s:s}", "TrainingInputMode", "File", "S3DistributionType",
+                              ch->distribution, "RecordWrapperType", ch->record_wrapper);
+        if (*ch->content_type)
+            json_object_set_new(c, "ContentType", json_string(ch->content_type));
+        json_object_set_new(config, ch->name, c);
     }
     json_object_set_new(e, "channel_input_dirs", channels);
     json_object_set_new(e, "input_data_config", config);
-    if (json_object_get(sm, "checkpointPath")) /* CheckpointConfig.S3Uri: one folder every host shares */
-        json_object_set(e, "checkpoint_dir", json_object_get(sm, "checkpointPath"));
+    if (sm->checkpoint_path) /* CheckpointConfig.S3Uri: one folder every host shares */
+        json_object_set_new(e, "checkpoint_dir", json_string(sm->checkpoint_path));
     free(root);
 }
 
@@ -287,7 +277,7 @@ static int s_link(const char *root, const char *rel, const char *target, char *w
 
 int zt_sm_prepare_host(const zt_layout_t *layout, int pool, int index, char *why, size_t len)
 {
-    const json_t *sm = zt_sm_plan(layout->plan);
+    const zt_sm_plan_t *sm = zt_sm_plan(layout->plan);
     if (!sm || !zt_sm_is_host(layout->plan, pool))
         return 0;
     char *root = zt_sm_host_root(layout, pool, index);
@@ -300,11 +290,9 @@ int zt_sm_prepare_host(const zt_layout_t *layout, int pool, int index, char *why
             snprintf(why, len, "cannot make %s: %s", p, strerror(errno));
         free(p);
     }
-    size_t i;
-    json_t *ch;
-    json_array_foreach(json_object_get(sm, "channels"), i, ch) {
-        const char *name = json_string_value(json_object_get(ch, "name"));
-        const char *src = json_string_value(json_object_get(ch, "path"));
+    for (int i = 0; i < sm->nchannels; i++) {
+        const zt_sm_channel_t *ch = &sm->channels[i];
+        const char *name = ch->name, *src = ch->path;
         if (!s_gets(layout, pool, ch))
             continue;
         /* a share among the hosts that get the channel: this one's place among them */
@@ -314,7 +302,7 @@ int zt_sm_prepare_host(const zt_layout_t *layout, int pool, int index, char *why
                 k += zt_layout_ordinal(layout, h[x].pool, h[x].index) < zt_layout_ordinal(layout, pool, index);
                 hosts++;
             }
-        bool sharded = !strcmp(json_string_value(json_object_get(ch, "distribution")), "ShardedByS3Key");
+        bool sharded = !strcmp(ch->distribution, "ShardedByS3Key");
         char *dir = zt_strdupf("%s/input/data/%s", root, name);
         if (rc == 0 && (rc = zt_mkdir_p(dir)) != 0)
             snprintf(why, len, "cannot make %s: %s", dir, strerror(errno));
@@ -340,17 +328,15 @@ int zt_sm_prepare_host(const zt_layout_t *layout, int pool, int index, char *why
 /* S3OutputPath/<TrainingJobName>/output (heap), or NULL. */
 static char *s_output_dir(const zt_plan_t *plan)
 {
-    const json_t *sm = zt_sm_plan(plan);
-    const char *out = sm ? json_string_value(json_object_get(sm, "outputPath")) : NULL;
-    return out ? zt_strdupf("%s/%s/output", out, json_string_value(json_object_get(sm, "jobName"))) : NULL;
+    const zt_sm_plan_t *sm = zt_sm_plan(plan);
+    return sm && sm->output_path ? zt_strdupf("%s/%s/output", sm->output_path, sm->job_name) : NULL;
 }
 
 int zt_sm_folders(const zt_plan_t *plan, zt_dir_mode_t mode, char *why, size_t len)
 {
     char *out = s_output_dir(plan), sub[1024];
-    const json_t *sm = zt_sm_plan(plan);
-    const char *ck = sm ? json_string_value(json_object_get(sm, "checkpointPath")) : NULL;
-    const char *local = sm ? json_string_value(json_object_get(sm, "checkpointLocalPath")) : NULL;
+    const zt_sm_plan_t *sm = zt_sm_plan(plan);
+    const char *ck = sm ? sm->checkpoint_path : NULL, *local = sm ? sm->checkpoint_local_path : NULL;
     const char *dirs[3] = { out, ck, local };
     const char *fields[3] = { "OutputDataConfig.S3OutputPath", "CheckpointConfig.S3Uri", "CheckpointConfig.LocalPath" };
     int rc = 0;
@@ -370,11 +356,10 @@ int zt_sm_folders(const zt_plan_t *plan, zt_dir_mode_t mode, char *why, size_t l
 
 int zt_sm_upload(const zt_layout_t *layout, char *why, size_t len)
 {
-    const json_t *sm = zt_sm_plan(layout->plan);
     char *out = s_output_dir(layout->plan), sub[1024];
     if (!out)
         return 0;
-    bool gz = json_is_true(json_object_get(sm, "compress"));
+    bool gz = zt_sm_plan(layout->plan)->compress;
     /* held to the rule again, and written through this descriptor alone */
     int at = zt_dir_open_trusted(out, ZT_DIR_MAKE, sub, sizeof sub);
     free(out);

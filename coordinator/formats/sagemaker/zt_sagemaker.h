@@ -11,13 +11,48 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-/* A CreateTrainingJob's own part of its plan, or NULL for another
- * format's: {jobName, channels [{name, path, distribution, contentType,
- * recordWrapperType, groups}], outputPath, compress, checkpointPath,
- * checkpointLocalPath, hyperparameters, instanceGroups, mpi
- * {processesPerHost, options}, dataParallel, torchDistributed}. */
-json_t *zt_sm_plan(const zt_plan_t *plan);
-extern const zt_plan_own_ops_t zt_sm_own_ops;
+/* An instance group of ResourceConfig.InstanceGroups. */
+typedef struct {
+    char *name;              /* InstanceGroupName ("" when it was not one) */
+    char *type;              /* InstanceType ("" when missing) */
+    long long count;         /* InstanceCount */
+    int pool;                /* its hosts' pool: 0 (and 1) for the first group, then 2, then 3 */
+} zt_sm_group_t;
+
+/* An InputDataConfig channel. */
+typedef struct {
+    char *name;              /* ChannelName */
+    char *path;              /* its folder on this machine (a real path) */
+    char *distribution;      /* FullyReplicated or ShardedByS3Key */
+    char *content_type;      /* ContentType, "" when not given */
+    char *record_wrapper;    /* RecordWrapperType */
+    char **groups;           /* InstanceGroupNames: the groups whose hosts get it; NULL: every host */
+    int ngroups;
+} zt_sm_channel_t;
+
+/* A CreateTrainingJob's own part of its plan (plan->own), typed. */
+typedef struct {
+    char *job_name;          /* TrainingJobName */
+    zt_sm_group_t *groups;   /* ResourceConfig.InstanceGroups; none: one homogeneous cluster */
+    int ngroups;
+    bool mpi;                /* distribution mpi: the primary's mpirun runs every host's ranks */
+    int mpi_processes_per_host;
+    char *mpi_options;       /* sagemaker_mpi_custom_mpi_options, "" for none */
+    bool data_parallel;      /* smdistributed's data parallelism: reducers in pool 2 */
+    bool torch_distributed;  /* torchrun's variables (and, with GPUs, torchrun) */
+    zt_sm_channel_t *channels;
+    int nchannels;
+    char *output_path;       /* OutputDataConfig.S3OutputPath, absolute; NULL when missing */
+    bool compress;           /* CompressionType GZIP */
+    char *checkpoint_path;   /* CheckpointConfig.S3Uri, absolute, or NULL */
+    char *checkpoint_local_path; /* CheckpointConfig.LocalPath, or NULL */
+    json_t *hyperparameters; /* HyperParameters: {name: "value"} */
+} zt_sm_plan_t;
+
+/* The plan's own part, or NULL for another format's plan. */
+const zt_sm_plan_t *zt_sm_plan(const zt_plan_t *plan);
+/* A new one, empty, made plan's own part. */
+zt_sm_plan_t *zt_sm_plan_new(zt_plan_t *plan);
 
 /* algo-K of replica (pool, index): K is its place in the placement (pool
  * order), as SM_HOSTS numbers them. */

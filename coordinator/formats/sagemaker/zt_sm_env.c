@@ -178,7 +178,7 @@ static void s_sm_groups(const zt_layout_t *self, int pool, json_t *e)
     json_object_set(e, "current_instance_group_hosts", json_object_get(me, "hosts"));
     json_object_set_new(e, "instance_groups", names);
     json_object_set_new(e, "instance_groups_dict", dict);
-    json_object_set_new(e, "is_hetero", json_boolean(json_object_get(zt_sm_plan(self->plan), "instanceGroups") != NULL));
+    json_object_set_new(e, "is_hetero", json_boolean(zt_sm_plan(self->plan) && zt_sm_plan(self->plan)->ngroups));
     json_object_set_new(rc, "current_instance_type", json_string(type));
     json_object_set(rc, "current_group_name", json_object_get(me, "instance_group_name"));
     json_object_set_new(rc, "instance_groups", groups);
@@ -315,7 +315,7 @@ void zt_sm_env(json_t *env, const zt_layout_t *self, int pool, int index)
 json_t *zt_sm_config_files(const zt_layout_t *self, int pool, int index)
 {
     json_t *e = s_sm_training_env(self, pool, index);
-    json_t *sm_hps = zt_sm_plan(self->plan) ? json_object_get(zt_sm_plan(self->plan), "hyperparameters") : NULL;
+    json_t *sm_hps = zt_sm_plan(self->plan) ? zt_sm_plan(self->plan)->hyperparameters : NULL;
     json_t *files = json_pack("{s:o, s:O, s:O}", "hyperparameters.json",
                               sm_hps ? json_deep_copy(sm_hps) : s_hyperparameters(self, pool), "resourceconfig.json",
                               json_object_get(e, "resource_config"), "inputdataconfig.json",
@@ -329,7 +329,7 @@ const char *zt_sm_shim_dir(const zt_layout_t *self, int pool)
     static char dir[1024];
     static bool looked;
     const zt_plan_t *plan = self->plan;
-    if (!zt_sm_plan(plan) || !json_is_true(json_object_get(zt_sm_plan(plan), "dataParallel")) ||
+    if (!zt_sm_plan(plan) || !zt_sm_plan(plan)->data_parallel ||
         !zt_sm_is_host(plan, pool))
         return NULL;
     if (!looked) {

@@ -14,10 +14,10 @@ struct zt_study_t;
 
 /* A CreateTrainingJob request, into c->plan and its own part. */
 void zt_sm_parse_request(zt_spec_ctx_t *c, json_t *root);
-/* Its data: InputDataConfig's channels into sm's "channels";
+/* Its data: InputDataConfig's channels into sm's channels;
  * OutputDataConfig, CheckpointConfig and StoppingCondition. */
-void zt_spec_sm_channels(zt_spec_ctx_t *c, json_t *root, json_t *sm);
-void zt_spec_sm_outputs(zt_spec_ctx_t *c, json_t *root, json_t *sm);
+void zt_spec_sm_channels(zt_spec_ctx_t *c, json_t *root, zt_sm_plan_t *sm);
+void zt_spec_sm_outputs(zt_spec_ctx_t *c, json_t *root, zt_sm_plan_t *sm);
 
 /* A CreateHyperParameterTuningJob request (root has
  * HyperParameterTuningJobConfig), as the Vertex study the runner reads; it

@@ -136,7 +136,7 @@ static bool s_hp_true(json_t *hps, const char *name)
  * PET_* variables: zt_layout.c); a host with one GPU or none runs the
  * program itself, with the variables torchrun would give its one process
  * (every replica has them). mpi is recorded here and laid out by s_mpi. */
-static void s_distribution(zt_spec_ctx_t *c, zt_pool_t *pool, json_t *hps, json_t *sm)
+static void s_distribution(zt_spec_ctx_t *c, zt_pool_t *pool, json_t *hps, zt_sm_plan_t *sm)
 {
     if (s_hp_true(hps, "sagemaker_mpi_enabled")) {
         if (s_hp_true(hps, "sagemaker_torch_distributed_enabled") ||
@@ -153,18 +153,18 @@ static void s_distribution(zt_spec_ctx_t *c, zt_pool_t *pool, json_t *hps, json_
         }
         const char *opts = json_string_value(json_object_get(hps, "sagemaker_mpi_custom_mpi_options"));
         char *ot = opts ? s_hp_text(opts) : strdup("");
-        json_object_set_new(sm, "mpi", json_pack("{s:i, s:s}", "processesPerHost", (int) n, "options", ot));
+        sm->mpi = true;
+        sm->mpi_processes_per_host = (int) n;
+        sm->mpi_options = ot;
         c->plan->launcher = ZT_LAUNCH_MPI;
         free(pt);
-        free(ot);
         return;
     }
     bool smddp = s_hp_true(hps, "sagemaker_distributed_dataparallel_enabled");
-    if (smddp) /* reducers in pool 2 once the hosts are known: s_data_parallel */
-        json_object_set_new(sm, "dataParallel", json_true());
+    sm->data_parallel = smddp; /* reducers in pool 2 once the hosts are known: s_data_parallel */
     if (!smddp && !s_hp_true(hps, "sagemaker_torch_distributed_enabled"))
         return;
-    json_object_set_new(sm, "torchDistributed", json_true());
+    sm->torch_distributed = true;
     c->plan->launcher = ZT_LAUNCH_TORCHRUN;
     if (pool->accel_count <= 1 || json_array_size(pool->argv) == 0)
         return;
@@ -202,9 +202,8 @@ static void s_copy_pool(zt_pool_t *pool, const zt_pool_t *primary, int replicas)
  * its own instance type, the hosts algo-1..N in group order. The first
  * group is pools 0 and 1 (its first host the primary), the second pool 2,
  * the third pool 3: a job's pools have one machine type each. sm's
- * "instanceGroups" lists them ({name, type, pool}); returns the first
- * group's type, its count in *count. */
-static const char *s_instance_groups(zt_spec_ctx_t *c, json_t *groups, json_t *sm, long long *count)
+ * groups list them; returns the first group's type, its count in *count. */
+static const char *s_instance_groups(zt_spec_ctx_t *c, json_t *groups, zt_sm_plan_t *sm, long long *count)
 {
     const char *gp = "ResourceConfig.InstanceGroups";
     size_t n = json_array_size(groups), i;
@@ -213,8 +212,9 @@ static const char *s_instance_groups(zt_spec_ctx_t *c, json_t *groups, json_t *s
             "the others one each)");
         return NULL;
     }
-    json_t *list = json_array(), *g;
+    json_t *g;
     const char *first = NULL;
+    sm->groups = calloc(n, sizeof *sm->groups);
     json_array_foreach(groups, i, g) {
         char path[64];
         snprintf(path, sizeof path, "%s[%zu]", gp, i);
@@ -227,10 +227,8 @@ static const char *s_instance_groups(zt_spec_ctx_t *c, json_t *groups, json_t *s
         bool ok = name && *name && strlen(name) <= 64; /* SageMaker's: any 1 to 64 characters */
         for (const char *p = name; ok && *p; p++)
             ok = (unsigned char) *p >= 0x20 && *p != 0x7f;
-        size_t j;
-        json_t *o;
-        json_array_foreach(list, j, o)
-            if (ok && !strcmp(json_string_value(json_object_get(o, "name")), name)) {
+        for (int j = 0; j < sm->ngroups; j++)
+            if (ok && !strcmp(sm->groups[j].name, name)) {
                 char *np = zt_sf_path(path, "InstanceGroupName");
                 json_t *v = json_string(name);
                 ERR(c, np, v, "a second group of this name");
@@ -248,14 +246,13 @@ static const char *s_instance_groups(zt_spec_ctx_t *c, json_t *groups, json_t *s
             ERR(c, ip, NULL, "required: a SageMaker instance type such as ml.m5.xlarge");
             free(ip);
         }
-        json_array_append_new(list, json_pack("{s:s, s:s, s:I, s:i}", "name", ok ? name : "", "type", type ? type : "",
-                                              "count", (json_int_t) k, "pool", i == 0 ? 0 : (int) i + 1));
+        sm->groups[sm->ngroups++] = (zt_sm_group_t) { strdup(ok ? name : ""), strdup(type ? type : ""), k,
+                                                      i == 0 ? 0 : (int) i + 1 };
         if (i == 0) {
             first = type;
             *count = k;
         }
     }
-    json_object_set_new(sm, "instanceGroups", list);
     return first;
 }
 
@@ -264,14 +261,13 @@ static const char *s_instance_groups(zt_spec_ctx_t *c, json_t *groups, json_t *s
 static void s_group_pools(zt_spec_ctx_t *c, json_t *groups, zt_plan_t *plan)
 {
     zt_pool_t *primary = &plan->pools[0];
-    json_t *list = json_object_get(zt_sm_plan(plan), "instanceGroups");
-    for (size_t i = 1; groups && i < json_array_size(list); i++) {
-        json_t *g = json_array_get(list, i);
-        const char *type = json_string_value(json_object_get(g, "type"));
+    const zt_sm_plan_t *sm = zt_sm_plan(plan);
+    for (int i = 1; groups && i < sm->ngroups; i++) {
+        const char *type = sm->groups[i].type;
         zt_pool_t *pool = &plan->pools[i + 1];
-        s_copy_pool(pool, primary, (int) json_integer_value(json_object_get(g, "count")));
+        s_copy_pool(pool, primary, (int) sm->groups[i].count);
         char path[80];
-        snprintf(path, sizeof path, "ResourceConfig.InstanceGroups[%zu].InstanceType", i);
+        snprintf(path, sizeof path, "ResourceConfig.InstanceGroups[%d].InstanceType", i);
         json_t *tv = json_string(type);
         if (!*type)
             ; /* named at the group already */
@@ -290,13 +286,13 @@ static void s_group_pools(zt_spec_ctx_t *c, json_t *groups, zt_plan_t *plan)
  * primary's mpirun. */
 static void s_mpi(zt_plan_t *plan)
 {
-    json_t *mpi = json_object_get(zt_sm_plan(plan), "mpi");
-    if (!mpi)
+    const zt_sm_plan_t *sm = zt_sm_plan(plan);
+    if (!sm->mpi)
         return;
     zt_pool_t *primary = &plan->pools[0];
     json_t *argv = json_pack("[s, s, s, o]", "ztrain-mpi", "launch", "--processes-per-host",
-                             json_sprintf("%d", (int) json_integer_value(json_object_get(mpi, "processesPerHost"))));
-    const char *opts = json_string_value(json_object_get(mpi, "options"));
+                             json_sprintf("%d", sm->mpi_processes_per_host));
+    const char *opts = sm->mpi_options;
     if (opts && *opts) {
         json_array_append_new(argv, json_string("--mpi-options"));
         json_array_append_new(argv, json_string(opts));
@@ -321,7 +317,7 @@ static void s_mpi(zt_plan_t *plan)
  * package's: the "smddp" backend, DDP's gradients through the reducers. */
 static void s_data_parallel(zt_spec_ctx_t *c, zt_plan_t *plan)
 {
-    if (!json_is_true(json_object_get(zt_sm_plan(plan), "dataParallel")))
+    if (!zt_sm_plan(plan)->data_parallel)
         return;
     zt_pool_t *red = &plan->pools[2];
     if (red->present) {
@@ -387,7 +383,7 @@ static json_t *s_algorithm(zt_spec_ctx_t *c, json_t *root)
 /* ResourceConfig: the primary pool's volume, the hosts' count (*count)
  * and their instance type (returned; NULL when missing), or their
  * InstanceGroups (*groups). *rc_p: the object, NULL when missing. */
-static const char *s_resources(zt_spec_ctx_t *c, json_t *root, zt_plan_t *plan, json_t *sm, json_t **rc_p,
+static const char *s_resources(zt_spec_ctx_t *c, json_t *root, zt_plan_t *plan, zt_sm_plan_t *sm, json_t **rc_p,
                                long long *count, json_t **groups)
 {
     const char *type = NULL;
@@ -432,10 +428,7 @@ void zt_sm_parse_request(zt_spec_ctx_t *c, json_t *root)
         "RetryStrategy", "RemoteDebugConfig", "InfraCheckConfig", "SessionChainingConfig", NULL };
     zt_sf_unknown_fields(c, root, "", known);
     zt_plan_t *plan = c->plan;
-    json_t *sm = json_object();
-    plan->own = sm;
-    plan->own_ops = &zt_sm_own_ops;
-    plan->service = "sagemaker";
+    zt_sm_plan_t *sm = zt_sm_plan_new(plan);
     const char *name = zt_sf_str(c, root, "", "TrainingJobName", NULL);
     bool ok = name && isalnum((unsigned char) name[0]) && strlen(name) <= 63;
     for (const char *p = name; ok && *p; p++)
@@ -445,7 +438,8 @@ void zt_sm_parse_request(zt_spec_ctx_t *c, json_t *root)
         ERR(c, "TrainingJobName", nv, name ? "1 to 63 letters, digits and inner hyphens" : "required");
     json_decref(nv);
     plan->display_name = strdup(name ? name : "training-job");
-    json_object_set_new(sm, "jobName", json_string(plan->display_name));
+    free(sm->job_name);
+    sm->job_name = strdup(plan->display_name);
     for (size_t i = 0; i < sizeof s_not_here / sizeof *s_not_here; i++)
         if (json_object_get(root, s_not_here[i][0]))
             WARN(c, s_not_here[i][0], NULL, "ignored: %s", s_not_here[i][1]);
@@ -488,7 +482,8 @@ void zt_sm_parse_request(zt_spec_ctx_t *c, json_t *root)
     zt_spec_sm_channels(c, root, sm);
     zt_spec_sm_outputs(c, root, sm);
     plan->spot = zt_sf_bool(c, root, "", "EnableManagedSpotTraining", false);
-    json_object_set_new(sm, "hyperparameters", hps ? json_deep_copy(hps) : json_object());
+    if (hps)
+        json_object_update(sm->hyperparameters, hps);
     plan->tf_master = false;
     plan->job = json_deep_copy(root);
 }

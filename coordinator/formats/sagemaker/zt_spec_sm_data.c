@@ -24,38 +24,45 @@ static char *s_absolute(char *path)
     return abs;
 }
 
-/* S3DataSource.InstanceGroupNames: the groups whose hosts get the channel
- * (each one of ResourceConfig.InstanceGroups), as a new array; NULL: every
- * host. */
-static json_t *s_channel_groups(zt_spec_ctx_t *c, json_t *s3, const char *sp)
+/* S3DataSource.InstanceGroupNames: the groups whose hosts get channel ch
+ * (each one of ResourceConfig.InstanceGroups) in its groups; none given:
+ * every host (groups NULL). */
+static void s_channel_groups(zt_spec_ctx_t *c, json_t *s3, const char *sp, zt_sm_channel_t *ch)
 {
-    json_t *names = json_object_get(s3, "InstanceGroupNames"), *v, *g, *out = json_array();
+    json_t *names = json_object_get(s3, "InstanceGroupNames"), *v;
     if (!names)
-        return json_decref(out), NULL;
+        return;
     char *path = zt_sf_path(sp, "InstanceGroupNames");
-    json_t *groups = json_object_get(zt_sm_plan(c->plan), "instanceGroups");
-    size_t i, j;
+    const zt_sm_plan_t *sm = zt_sm_plan(c->plan);
+    size_t i;
     if (!json_is_array(names) || json_array_size(names) == 0)
         ERR(c, path, names, "a list of the instance groups whose hosts get the channel");
+    ch->groups = calloc(json_array_size(names) + 1, sizeof *ch->groups);
     json_array_foreach(names, i, v) {
         bool known = false;
-        json_array_foreach(groups, j, g)
-            known = known || (json_is_string(v) && !strcmp(json_string_value(v),
-                                                          json_string_value(json_object_get(g, "name"))));
+        for (int j = 0; j < sm->ngroups; j++)
+            known = known || (json_is_string(v) && !strcmp(json_string_value(v), sm->groups[j].name));
         if (!known)
-            ERR(c, path, v, "not a group of ResourceConfig.InstanceGroups%s", groups ? "" : " (there are none)");
+            ERR(c, path, v, "not a group of ResourceConfig.InstanceGroups%s", sm->ngroups ? "" : " (there are none)");
         else
-            json_array_append(out, v);
+            ch->groups[ch->ngroups++] = strdup(json_string_value(v));
     }
     free(path);
-    return out;
+}
+
+static void s_channel_free(zt_sm_channel_t *ch)
+{
+    for (int k = 0; k < ch->ngroups; k++)
+        free(ch->groups[k]);
+    free(ch->groups);
+    memset(ch, 0, sizeof *ch);
 }
 
 /* Long on purpose: its fields in order, each checked where it is read.
  * One InputDataConfig channel: its name, its local folder (S3Uri as a
  * local path or file://, or a FileSystemDataSource's DirectoryPath) and
- * how it is spread over the hosts. */
-static json_t *s_channel(zt_spec_ctx_t *c, json_t *ch, const char *cp, json_t *seen)
+ * how it is spread over the hosts, into out; whether it is one. */
+static bool s_channel(zt_spec_ctx_t *c, json_t *ch, const char *cp, json_t *seen, zt_sm_channel_t *out)
 {
     static const char *const known[] = { "ChannelName", "DataSource", "ContentType", "CompressionType",
         "RecordWrapperType", "InputMode", "ShuffleConfig", NULL };
@@ -93,7 +100,6 @@ static json_t *s_channel(zt_spec_ctx_t *c, json_t *ch, const char *cp, json_t *s
     json_t *s3 = ds ? zt_sf_obj(c, ds, dp, "S3DataSource") : NULL, *fs = ds ? zt_sf_obj(c, ds, dp, "FileSystemDataSource") : NULL;
     const char *uri = NULL, *dist = "FullyReplicated", *up = NULL;
     char *upath = NULL;
-    json_t *only = NULL; /* InstanceGroupNames */
     if (s3) {
         static const char *const sknown[] = { "S3Uri", "S3DataType", "S3DataDistributionType", "AttributeNames",
             "InstanceGroupNames", "ModelAccessConfig", "HubAccessConfig", NULL };
@@ -108,7 +114,7 @@ static json_t *s_channel(zt_spec_ctx_t *c, json_t *ch, const char *cp, json_t *s
             json_decref(tv);
             free(tp);
         }
-        only = s_channel_groups(c, s3, sp);
+        s_channel_groups(c, s3, sp, out);
         dist = zt_sf_str(c, s3, sp, "S3DataDistributionType", "FullyReplicated");
         if (strcmp(dist, "FullyReplicated") && strcmp(dist, "ShardedByS3Key")) {
             char *tp = zt_sf_path(sp, "S3DataDistributionType");
@@ -127,7 +133,7 @@ static json_t *s_channel(zt_spec_ctx_t *c, json_t *ch, const char *cp, json_t *s
         ERR(c, dp, NULL, "required: S3DataSource (S3Uri: a local folder or file:// here) or FileSystemDataSource");
     char *local = uri ? zt_sf_local_path(c, up, uri) : NULL, real[PATH_MAX];
     struct stat st;
-    json_t *out = NULL;
+    bool made = false;
     if ((s3 || fs) && !uri)
         ERR(c, up, NULL, "required: the channel's folder (a local path or file:// here)");
     else if (local && (stat(local, &st) != 0 || !S_ISDIR(st.st_mode))) {
@@ -142,46 +148,48 @@ static json_t *s_channel(zt_spec_ctx_t *c, json_t *ch, const char *cp, json_t *s
                  "(links out of it are not followed)", (unsigned) (st.st_mode & 07777));
             json_decref(v);
         }
-        out = json_pack("{s:s, s:s, s:s, s:s, s:s}", "name", name, "path", realpath(local, real) ? real : local,
-                        "distribution", dist, "contentType", zt_sf_str(c, ch, cp, "ContentType", ""),
-                        "recordWrapperType", zt_sf_str(c, ch, cp, "RecordWrapperType", "None"));
+        out->name = strdup(name);
+        out->path = strdup(realpath(local, real) ? real : local);
+        out->distribution = strdup(dist);
+        out->content_type = strdup(zt_sf_str(c, ch, cp, "ContentType", ""));
+        out->record_wrapper = strdup(zt_sf_str(c, ch, cp, "RecordWrapperType", "None"));
+        made = true;
     }
-    if (out && only)
-        json_object_set(out, "groups", only);
-    json_decref(only);
+    if (!made)
+        s_channel_free(out);
     free(local);
     free(upath);
     free(sp);
     free(fp);
     free(dp);
-    return out;
+    return made;
 }
 
-/* InputDataConfig: every channel, into sm's "channels". */
-void zt_spec_sm_channels(zt_spec_ctx_t *c, json_t *root, json_t *sm)
+/* InputDataConfig: every channel, into sm's channels. */
+void zt_spec_sm_channels(zt_spec_ctx_t *c, json_t *root, zt_sm_plan_t *sm)
 {
-    json_t *channels = json_array(), *seen = json_object(), *idc = json_object_get(root, "InputDataConfig");
+    json_t *seen = json_object(), *idc = json_object_get(root, "InputDataConfig");
+    sm->channels = calloc(json_array_size(idc) + 1, sizeof *sm->channels);
     if (idc && !json_is_array(idc))
         ERR(c, "InputDataConfig", idc, "expected an array of channels");
     size_t i;
     json_t *ch;
     json_array_foreach(json_is_array(idc) ? idc : NULL, i, ch) {
         char *cp = zt_strdupf("InputDataConfig[%zu]", i);
-        json_t *one = json_is_object(ch) ? s_channel(c, ch, cp, seen) : NULL;
+        zt_sm_channel_t *one = &sm->channels[sm->nchannels];
         if (!json_is_object(ch))
             ERR(c, cp, ch, "expected a channel object");
-        if (one) {
-            json_object_set_new(seen, json_string_value(json_object_get(one, "name")), json_true());
-            json_array_append_new(channels, one);
+        else if (s_channel(c, ch, cp, seen, one)) {
+            json_object_set_new(seen, one->name, json_true());
+            sm->nchannels++;
         }
         free(cp);
     }
     json_decref(seen);
-    json_object_set_new(sm, "channels", channels);
 }
 
 /* OutputDataConfig, CheckpointConfig and StoppingCondition. */
-void zt_spec_sm_outputs(zt_spec_ctx_t *c, json_t *root, json_t *sm)
+void zt_spec_sm_outputs(zt_spec_ctx_t *c, json_t *root, zt_sm_plan_t *sm)
 {
     zt_plan_t *plan = c->plan;
     json_t *odc = zt_sf_obj(c, root, "", "OutputDataConfig");
@@ -190,28 +198,23 @@ void zt_spec_sm_outputs(zt_spec_ctx_t *c, json_t *root, json_t *sm)
         ERR(c, odc ? "OutputDataConfig.S3OutputPath" : "OutputDataConfig", NULL,
             "required: where model.tar.gz goes (a local folder or file:// here)");
     char *outp = out ? s_absolute(zt_sf_local_path(c, "OutputDataConfig.S3OutputPath", out)) : NULL;
-    if (outp)
-        json_object_set_new(sm, "outputPath", json_string(outp));
+    sm->output_path = outp;
     const char *gz = odc ? zt_sf_str(c, odc, "OutputDataConfig", "CompressionType", "GZIP") : "GZIP";
     if (strcmp(gz, "GZIP") && strcmp(gz, "NONE"))
         ERR(c, "OutputDataConfig.CompressionType", json_object_get(odc, "CompressionType"), "GZIP or NONE");
-    json_object_set_new(sm, "compress", json_boolean(!strcmp(gz, "GZIP")));
+    sm->compress = !strcmp(gz, "GZIP");
     if (odc && json_object_get(odc, "KmsKeyId"))
         WARN(c, "OutputDataConfig.KmsKeyId", NULL, "ignored: the output is written as a file of yours (0600)");
-    free(outp);
     json_t *ck = zt_sf_obj(c, root, "", "CheckpointConfig");
     const char *cku = ck ? zt_sf_str(c, ck, "CheckpointConfig", "S3Uri", NULL) : NULL;
     if (ck && !cku)
         ERR(c, "CheckpointConfig.S3Uri", NULL, "required: the folder the checkpoints are kept in");
-    char *ckp = cku ? s_absolute(zt_sf_local_path(c, "CheckpointConfig.S3Uri", cku)) : NULL;
-    if (ckp)
-        json_object_set_new(sm, "checkpointPath", json_string(ckp));
-    free(ckp);
+    sm->checkpoint_path = cku ? s_absolute(zt_sf_local_path(c, "CheckpointConfig.S3Uri", cku)) : NULL;
     const char *ckl = ck ? zt_sf_str(c, ck, "CheckpointConfig", "LocalPath", NULL) : NULL;
     if (ckl && ckl[0] != '/')
         ERR(c, "CheckpointConfig.LocalPath", json_object_get(ck, "LocalPath"), "an absolute path");
     else if (ckl) { /* held to the trusted-folder rule where it is (zt_sm_folders), never made */
-        json_object_set_new(sm, "checkpointLocalPath", json_string(ckl));
+        sm->checkpoint_local_path = strdup(ckl);
         WARN(c, "CheckpointConfig.LocalPath", NULL, "not synced to S3Uri: the program's checkpoint folder is "
              "CheckpointConfig.S3Uri itself (SM_CHECKPOINT_DIR); a program that writes to LocalPath keeps its "
              "files there only");
