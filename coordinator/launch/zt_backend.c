@@ -7,13 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-void zt_placement_fini(zt_placement_t *self)
-{
-    free(self->replicas);
-    free(self->spare_hosts);
-    memset(self, 0, sizeof *self);
-}
-
 const char *zt_backend_names(void)
 {
     return "local, slurm";

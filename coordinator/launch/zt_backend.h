@@ -10,6 +10,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 #include "plan/zt_jobspec.h"
 
 /* Where one replica runs. */
@@ -36,7 +38,14 @@ typedef struct {
                                   accept them too */
 } zt_placement_t;
 
-void zt_placement_fini(zt_placement_t *self);
+/* Frees what the placement holds (the placement's own: the registry and
+ * every backend use it, so it is here, not in a file of theirs). */
+static inline void zt_placement_fini(zt_placement_t *self)
+{
+    free(self->replicas);
+    free(self->spare_hosts);
+    memset(self, 0, sizeof *self);
+}
 
 /* One replica to start. */
 typedef struct {

@@ -1,6 +1,7 @@
 /* The Slurm backend's insides, shared by its replicas' steps
  * (zt_backend_slurm.c) and its nodes over the job's life
- * (zt_backend_slurm_nodes.c). */
+ * (zt_backend_slurm_nodes.c), and what both read of the allocation
+ * (zt_backend_slurm_alloc.c). */
 #ifndef ZT_BACKEND_SLURM_INT_H
 #define ZT_BACKEND_SLURM_INT_H
 #include "launch/zt_backend.h"
@@ -43,7 +44,7 @@ typedef struct {
     char dropped[1024];         /* nodes let go from the allocation ("n3,n7"): never asked for again */
 } zt_slurm_be_t;
 
-/* zt_backend_slurm.c. The value of Slurm's variable name for component c
+/* zt_backend_slurm_alloc.c. The value of Slurm's variable name for component c
  * (NAME_HET_GROUP_C in a heterogeneous allocation, else name), the name
  * used left in buf; NULL when unset. */
 const char *zt_slurm_be_env_component(const char *name, bool het, int c, char *buf, size_t size);

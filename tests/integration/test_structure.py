@@ -120,10 +120,6 @@ KNOWN_FILE_CIRCLES = {
     # when each owns its state behind a small API
     ("coordinator", frozenset({"chief/zt_coord_ctl.c", "chief/zt_coord_doc.c", "chief/zt_coord_elastic.c",
                                "chief/zt_coord_supervise.c"})),
-    # the backend registry names its backends, which call back into it: to
-    # go with a registration seam
-    ("coordinator", frozenset({"launch/zt_backend.c", "launch/zt_backend_local.c", "launch/zt_backend_slurm.c",
-                               "launch/zt_backend_slurm_nodes.c"})),
     # the log reads its knobs, the knobs log a bad value
     ("lib", frozenset({"base/zt_knobs.c", "base/zt_log.c"})),
     # the ZAP handler is started by the first socket made, and asks it back
