@@ -94,7 +94,8 @@ static void s_timers(zt_coord_t *self)
     if (zt_coord_record_due(self->rec, now, 1000))
         zt_coord_write_state(self);
     zt_coord_check_final_evaluation(self);
-    zt_coord_elastic_tick(self);
+    if (zt_coord_elastic_tick(self))
+        zt_coord_stop_all(self, ZT_AFTER_RESPAWN, ZT_JOB_FAILED);
     zt_coord_release_held_stops(self);
     zt_coord_judge_held(self, false);
     if (self->stopping && self->kill_deadline <= now)
@@ -407,7 +408,7 @@ zt_job_state_t zt_coord_run(zt_coord_t *self)
     if (self->plan->timeout_s > 0)
         self->job_deadline = zt_now_ms() + (int64_t) (self->plan->timeout_s * 1000);
     zt_info("control plane on %s; job directory %s", self->layout.coordinator, self->layout.job_dir);
-    zt_coord_spawn_all(self);
+    zt_coord_spawn_all(self, zt_coord_on_control);
     zmq_pollitem_t *items = calloc((size_t) self->nreps + 2, sizeof *items);
     zt_crep_t **owners = calloc((size_t) self->nreps + 2, sizeof *owners);
     for (;;) {
@@ -438,7 +439,7 @@ zt_job_state_t zt_coord_run(zt_coord_t *self)
             if (self->after_stop == ZT_AFTER_RESPAWN) {
                 self->backend->cleanup(self->backend);
                 zt_info("starting the job again (incarnation %d)", self->layout.incarnation);
-                zt_coord_spawn_all(self);
+                zt_coord_spawn_all(self, zt_coord_on_control);
                 continue;
             }
             break;

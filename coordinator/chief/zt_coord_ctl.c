@@ -154,6 +154,15 @@ static void s_on_metric(zt_coord_t *self, zt_crep_t *r, const zt_msg_t *m)
      * once a second (s_timers), not once per report, whoever sends them */
 }
 
+/* A joiner the group's change could not start (NULL: none): the job fails. */
+static void s_joiner_failed(zt_coord_t *self, zt_crep_t *r)
+{
+    if (!r)
+        return;
+    zt_coord_set_error(self, r, "%s could not be started to join the group", r->name);
+    zt_coord_stop_all(self, ZT_AFTER_FINISH, ZT_JOB_FAILED);
+}
+
 /* A replica's latency histogram (zt_hist): kept as job.json's
  * latency.<kind>.<replica>, which /metrics serves. A kind not known, counts
  * that do not parse or a sum that is not a finite number >= 0 are malformed. */
@@ -250,10 +259,10 @@ static void s_on_message(zt_coord_t *self, zframe_t *id, const char *who, zt_msg
         zt_info("%s done: %s", r->name, m->u.DONE.reason);
         break;
     case ZT_MSG_REGROUPED:
-        zt_coord_elastic_regrouped(self, r, m->u.REGROUPED.group, m->u.REGROUPED.step, true);
+        s_joiner_failed(self, zt_coord_elastic_regrouped(self, r, m->u.REGROUPED.group, m->u.REGROUPED.step, true));
         break;
-    case ZT_MSG_REJOINED:
-        zt_coord_elastic_regrouped(self, r, self->layout.group, m->u.REJOINED.step, false); /* a joiner */
+    case ZT_MSG_REJOINED: /* a joiner */
+        s_joiner_failed(self, zt_coord_elastic_regrouped(self, r, self->layout.group, m->u.REJOINED.step, false));
         if (r->rejoining) {
             r->rejoining = false;
             r->rejoins++;
@@ -311,7 +320,7 @@ void zt_coord_on_control(zt_coord_t *self)
     }
 }
 
-void zt_coord_start(zt_coord_t *self) { zt_coord_spawn_all(self); }
+void zt_coord_start(zt_coord_t *self) { zt_coord_spawn_all(self, zt_coord_on_control); }
 
 void zt_coord_handle(zt_coord_t *self, zframe_t *id, const void *body, size_t len, const char *who)
 {

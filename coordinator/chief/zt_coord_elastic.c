@@ -185,18 +185,18 @@ static void s_begin(zt_coord_t *self, zt_crep_t *lost)
         r->joining = now; /* started once the members have switched (s_start_joiners) */
     }
     free(was);
-    zt_coord_write_state(self);
+    zt_coord_record_changed(self->rec); /* job.json within a second */
 }
 
 /* The joiners start once every member that stays has switched to the new
  * generation: the first hello of a generation resets the reducers, so a
  * joiner's must not come while members still train in the earlier one. */
-static void s_start_joiners(zt_coord_t *self)
+static zt_crep_t *s_start_joiners(zt_coord_t *self)
 {
     for (int i = 0; i < self->nreps; i++) {
         const zt_crep_t *r = &self->reps[i];
         if (r->pool <= 1 && zt_coord_is_member(self, r) && !r->joining && !r->regrouped)
-            return;
+            return NULL;
     }
     int world = 1 + s_members(self);
     for (int i = 0; i < self->nreps; i++) {
@@ -210,12 +210,11 @@ static void s_start_joiners(zt_coord_t *self)
         zt_info("%s joins the group as rank %d of %d", r->name, s_rank(self, r), world);
         if (zt_coord_spawn(self, r) != ZT_OK) {
             r->state = ZT_REP_FAILED;
-            zt_coord_set_error(self, r, "%s could not be started to join the group", r->name);
-            zt_coord_stop_all(self, ZT_AFTER_FINISH, ZT_JOB_FAILED);
-            return;
+            return r;
         }
     }
-    zt_coord_write_state(self);
+    zt_coord_record_changed(self->rec); /* job.json within a second */
+    return NULL;
 }
 
 /* A change in elastic.changes: done (cut NULL), or cut short (how: the
@@ -232,7 +231,7 @@ static void s_record_change(zt_coord_t *self, const char *cut)
     if (cut)
         json_object_set_new(c, "cutShort", json_string(cut));
     json_array_append_new(self->el->scale_changes, c);
-    zt_coord_write_state(self);
+    zt_coord_record_changed(self->rec); /* job.json within a second */
 }
 
 /* The change is done once every member trains in the new generation and
@@ -253,10 +252,11 @@ static void s_check_done(zt_coord_t *self)
     s_record_change(self, NULL);
 }
 
-void zt_coord_elastic_regrouped(zt_coord_t *self, zt_crep_t *r, int64_t group, int64_t step, bool said_regrouped)
+zt_crep_t *zt_coord_elastic_regrouped(zt_coord_t *self, zt_crep_t *r, int64_t group, int64_t step,
+                                      bool said_regrouped)
 {
     if (!self->el->member || !self->el->changing || group != self->layout.group || !zt_coord_is_member(self, r))
-        return;
+        return NULL;
     if (said_regrouped && r->rejoining) {
         r->rejoining = false;
         r->rejoins++;
@@ -267,8 +267,10 @@ void zt_coord_elastic_regrouped(zt_coord_t *self, zt_crep_t *r, int64_t group, i
     r->regrouped = true;
     if (step > self->el->change_step)
         self->el->change_step = step;
-    s_start_joiners(self);
-    s_check_done(self);
+    zt_crep_t *failed = s_start_joiners(self);
+    if (!failed)
+        s_check_done(self);
+    return failed;
 }
 
 bool zt_coord_elastic_left(zt_coord_t *self, zt_crep_t *r, const char *how)
@@ -279,7 +281,7 @@ bool zt_coord_elastic_left(zt_coord_t *self, zt_crep_t *r, const char *how)
     r->state = ZT_REP_STOPPED;
     zt_info("%s left the group (%s)", r->name, how);
     s_check_done(self);
-    zt_coord_write_state(self);
+    zt_coord_record_changed(self->rec); /* job.json within a second */
     return true;
 }
 
@@ -317,7 +319,7 @@ static void s_answer(zt_coord_t *self, const char *id, int replicas, bool accept
         json_array_remove(self->el->scale_answers, 0);
     json_array_append_new(self->el->scale_answers, json_pack("{s:s, s:s, s:i, s:b, s:s}", "id", id, "time", when,
                                                          "replicas", replicas, "accepted", accepted, "message", msg));
-    zt_coord_write_state(self);
+    zt_coord_record_changed(self->rec); /* job.json within a second */
 }
 
 static int s_by_name(const void *a, const void *b) { return strcmp(*(char *const *) a, *(char *const *) b); }
@@ -433,29 +435,29 @@ static void s_regain(zt_coord_t *self, int64_t now)
     s_begin(self, NULL);
 }
 
-void zt_coord_elastic_tick(zt_coord_t *self)
+bool zt_coord_elastic_tick(zt_coord_t *self)
 {
     if (!self->el->member)
-        return;
+        return false;
     int64_t now = zt_now_ms();
     if (now - self->el->scale_polled_ms >= 200) {
         self->el->scale_polled_ms = now;
         s_take_requests(self);
     }
     if (self->stopping || self->state != ZT_JOB_RUNNING)
-        return;
+        return false;
     if (self->el->changing && now >= self->el->change_deadline) {
         zt_warn("the change to membership generation %lld did not finish within %lld ms (ZT_SCALE_TIMEOUT_MS): "
                 "the group restarts together in it, from the newest checkpoint", (long long) self->layout.group,
                 (long long) zt_knob_int(ZT_KNOB_SCALE_TIMEOUT_MS));
         self->layout.incarnation++;
-        zt_coord_stop_all(self, ZT_AFTER_RESPAWN, ZT_JOB_FAILED);
-        return;
+        return true;
     }
     if (!self->el->changing && self->el->scale_target != s_members(self) && s_settled(self))
         s_begin(self, NULL);
     else if (!self->el->changing && self->el->awaiting > 0 && now >= self->el->regain_next_ms && s_settled(self))
         s_regain(self, now);
+    return false;
 }
 
 /* Whether the group can go on without member r (why it is gone): it is a

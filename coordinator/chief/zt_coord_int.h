@@ -199,7 +199,10 @@ void zt_coord_read_output(zt_coord_t *self, zt_crep_t *r);
 int zt_coord_spawn(zt_coord_t *self, zt_crep_t *r);
 
 /* zt_coord_supervise.c */
-void zt_coord_spawn_all(zt_coord_t *self);
+/* Starts every replica, calling serve (the control plane's handler) now and
+ * then between starts, so that the first replicas of a large job are not
+ * taken for silent while the last are still being started. */
+void zt_coord_spawn_all(zt_coord_t *self, void (*serve)(zt_coord_t *self));
 void zt_coord_check_all_up(zt_coord_t *self);
 void zt_coord_stop_all(zt_coord_t *self, zt_after_t after, zt_job_state_t final_state);
 /* Sends the parameter servers' stop that zt_coord_stop_all held for the
@@ -229,12 +232,16 @@ bool zt_coord_elastic_changing(const zt_coord_t *self);
 /* Whether r is a member of the current generation (every replica of a job
  * without an elastic pool, and of pools other than 1, is). */
 bool zt_coord_is_member(const zt_coord_t *self, const zt_crep_t *r);
-/* From s_timers: a scale request, the change's deadline, the next change. */
-void zt_coord_elastic_tick(zt_coord_t *self);
+/* From s_timers: a scale request, the change's deadline, the next change.
+ * true: the change did not finish in time, and the group is to restart
+ * together in its new membership (the caller stops every replica for it). */
+bool zt_coord_elastic_tick(zt_coord_t *self);
 /* REGROUPED (or a joiner's REJOINED) from r: it trains in generation group
  * from step. said_regrouped: REGROUPED, which also ends a joiner's rejoin
- * (a program that took the state its own way, a Python program's sync). */
-void zt_coord_elastic_regrouped(zt_coord_t *self, zt_crep_t *r, int64_t group, int64_t step, bool said_regrouped);
+ * (a program that took the state its own way, a Python program's sync).
+ * Returns the joiner that could not be started (the job fails), or NULL. */
+zt_crep_t *zt_coord_elastic_regrouped(zt_coord_t *self, zt_crep_t *r, int64_t group, int64_t step,
+                                      bool said_regrouped);
 /* r, told to leave the group, exited (how): true, and it counts as gone. */
 bool zt_coord_elastic_left(zt_coord_t *self, zt_crep_t *r, const char *how);
 /* r, a member, is lost for good (why; node_gone: its node with it): when

@@ -26,10 +26,7 @@ void zt_coord_check_all_up(zt_coord_t *self)
     zt_coord_set_state(self, ZT_JOB_RUNNING);
 }
 
-/* Starts every replica. Registrations and heartbeats are served between
- * starts, so that the first replicas of a large job are not taken for
- * silent while the last are still being started. */
-void zt_coord_spawn_all(zt_coord_t *self)
+void zt_coord_spawn_all(zt_coord_t *self, void (*serve)(zt_coord_t *self))
 {
     zt_coord_set_state(self, ZT_JOB_PENDING);
     zt_coord_elastic_restart(self);
@@ -38,7 +35,7 @@ void zt_coord_spawn_all(zt_coord_t *self)
         if (!zt_coord_is_member(self, &self->reps[i]))
             continue; /* an elastic pool's free slot */
         if (zt_now_ms() - served >= 20) {
-            zt_coord_on_control(self);
+            serve(self);
             served = zt_now_ms();
         }
         self->reps[i].restarts = 0;
@@ -46,13 +43,7 @@ void zt_coord_spawn_all(zt_coord_t *self)
         if (zt_coord_spawn(self, &self->reps[i]) != ZT_OK) {
             self->reps[i].state = ZT_REP_FAILED;
             zt_coord_set_error(self, &self->reps[i], "%s could not be started", self->reps[i].name);
-            self->final_state = ZT_JOB_FAILED;
-            self->after_stop = ZT_AFTER_FINISH;
-            self->stopping = true;
-            self->kill_deadline = zt_now_ms() + self->grace_ms;
-            for (int j = 0; j < i; j++)
-                if (self->reps[j].handle)
-                    self->backend->signal(self->backend, self->reps[j].handle, SIGTERM);
+            zt_coord_stop_all(self, ZT_AFTER_FINISH, ZT_JOB_FAILED);
             return;
         }
     }

@@ -116,10 +116,6 @@ OBJECT_DIRS = {"lib": "lib/CMakeFiles/ztrain_objs.dir", "coordinator": "coordina
 # removes it; the list only shrinks (an entry that no longer holds fails
 # too, so that it is struck off).
 KNOWN_FILE_CIRCLES = {
-    # the chief's controllers share one struct and call each other: to go
-    # when each owns its state behind a small API
-    ("coordinator", frozenset({"chief/zt_coord_ctl.c", "chief/zt_coord_doc.c", "chief/zt_coord_elastic.c",
-                               "chief/zt_coord_supervise.c"})),
     # the log reads its knobs, the knobs log a bad value
     ("lib", frozenset({"base/zt_knobs.c", "base/zt_log.c"})),
     # the ZAP handler is started by the first socket made, and asks it back
