@@ -109,15 +109,17 @@ static void s_on_checkpoint(zt_coord_t *self, zt_crep_t *r, zt_msg_t *m, bool te
 /* job.json's metrics (zt_coord_record_metric), what is refused said. */
 static void s_record_metric(zt_coord_t *self, zt_crep_t *r, const char *name, double value, int64_t step)
 {
-    int rc = zt_coord_record_metric(self->rec, r->name, name, value, step);
+    zt_record_rc_t rc = zt_coord_record_metric(self->rec, r->name, name, value, step);
     char what[200];
-    if (rc == ZT_DROP_METRIC_LIMIT)
+    if (rc == ZT_RECORD_TOO_MANY) {
         snprintf(what, sizeof what, "a metric '%.64s' from %s: it already reports %d metrics, the most "
                  "job.json keeps per replica", name, r->name, ZT_COORD_MAX_METRIC_NAMES);
-    else if (rc == ZT_DROP_MALFORMED)
+        s_refuse(self, ZT_DROP_METRIC_LIMIT, what);
+    }
+    else if (rc == ZT_RECORD_NOT_A_KEY) {
         snprintf(what, sizeof what, "a metric from %s whose name is not a JSON key", r->name);
-    if (rc > 0)
-        s_refuse(self, (zt_drop_t) rc, what);
+        s_refuse(self, ZT_DROP_MALFORMED, what);
+    }
 }
 
 /* A checkpoint a replica could not write: said at once, and kept as an

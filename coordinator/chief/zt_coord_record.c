@@ -1,9 +1,5 @@
-/* The job's record: what job.json keeps of the job's history beside the
- * replicas' states (transitions, metrics, checkpoints, evaluations, events,
- * latency, lost nodes, the creation time), bounded against what replicas
- * send, and when it is next due to be written. Its own state: the chief
- * records into it and the job document (zt_coord_doc.c) writes it out. */
-#include "chief/zt_coord_int.h"
+/* The job's record (zt_coord_record.h). */
+#include "chief/zt_coord_record.h"
 #include "base/zt_util.h"
 #include "ztrain/zt_knobs.h"
 #include <stdlib.h>
@@ -155,19 +151,19 @@ bool zt_coord_record_evaluated(const zt_coord_record_t *self, int64_t step, cons
     return false;
 }
 
-int zt_coord_record_metric(zt_coord_record_t *self, const char *replica, const char *name, double value,
-                           int64_t step)
+zt_record_rc_t zt_coord_record_metric(zt_coord_record_t *self, const char *replica, const char *name, double value,
+                                      int64_t step)
 {
     json_t *mine = json_object_get(self->metrics, replica);
     if (!mine && json_object_set_new(self->metrics, replica, mine = json_object()) != 0)
-        return -1; /* out of memory: jansson freed it */
+        return ZT_RECORD_NO_MEMORY; /* jansson freed it */
     json_t *entry = json_object_get(mine, name);
     if (!entry && json_object_size(mine) >= ZT_COORD_MAX_METRIC_NAMES) /* a per-replica bound */
-        return ZT_DROP_METRIC_LIMIT;
+        return ZT_RECORD_TOO_MANY;
     /* jansson frees what it refuses (a key that is not UTF-8, say), so an
      * entry is used only once it is in */
     if (!entry && json_object_set_new(mine, name, entry = json_pack("{s:[]}", "series")) != 0)
-        return ZT_DROP_MALFORMED;
+        return ZT_RECORD_NOT_A_KEY;
     char now[40];
     zt_wall_iso(now, sizeof now);
     json_object_set_new(entry, "value", json_real(value));
@@ -179,7 +175,7 @@ int zt_coord_record_metric(zt_coord_record_t *self, const char *replica, const c
     while (json_array_size(series) > keep)
         json_array_remove(series, 0);
     self->dirty = true;
-    return 0;
+    return ZT_RECORD_KEPT;
 }
 
 int64_t zt_coord_record_step_of(const zt_coord_record_t *self, const char *replica)

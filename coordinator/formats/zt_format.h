@@ -16,9 +16,20 @@
 #include "plan/zt_doc.h"
 #include "base/zt_files.h"
 #include <jansson.h>
+#include <regex.h>
 #include <stdbool.h>
 
-struct zt_study_t;
+/* What a service's tuning job says beyond the study document the runner
+ * reads (Vertex's HyperparameterTuningJob form). */
+typedef struct {
+    regex_t metric_re;       /* the objective in the primary's output (has_metric_re; its group 1 the value) */
+    bool has_metric_re;
+    bool hyperband;          /* Hyperband: trials stopped at rungs of hb_min x 3^i, up to hb_max (epochs) */
+    long long hb_min, hb_max;
+    char *warm[5];           /* a warm start's parents, as named (earlier studies' folders or names) */
+    int nwarm;
+    bool warm_transfer;      /* their data or algorithm differs (TransferLearning) */
+} zt_study_extras_t;
 
 typedef struct {
     const char *name;   /* its folder, and plan->service of the plans it makes */
@@ -49,9 +60,10 @@ typedef struct {
     int (*finish)(const zt_layout_t *layout, bool succeeded, char **failure, char *why, size_t len);
 
     /* Studies: whether root is the service's tuning job, and that job as the Vertex study
-     * document the runner reads (a new reference; problems reported at its own fields). */
+     * document the runner reads (a new reference; problems reported at its own fields), what
+     * that form cannot say in x (zeroed by the caller). */
     bool (*is_study)(json_t *root);
-    json_t *(*study)(zt_doc_t *doc, zt_diag_t *diag, bool allow, struct zt_study_t *s);
+    json_t *(*study)(zt_doc_t *doc, zt_diag_t *diag, bool allow, zt_study_extras_t *x);
     /* Whether `ztrain run FILE` runs FILE (its root) as a study of its trials: NULL, or why
      * (static text: the field that makes it one, and who ran it so). */
     const char *(*runs_as_study)(json_t *root);

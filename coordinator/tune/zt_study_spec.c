@@ -470,6 +470,21 @@ static void s_trial_job(zt_study_t *s, json_t *root, zt_diag_t *diag)
     }
 }
 
+/* What another service's tuning job said beyond the study document (its
+ * format's x), taken over. */
+static void s_take_extras(zt_study_t *s, zt_study_extras_t *x)
+{
+    s->metric_re = x->metric_re; /* moved: freed (regfree) as the study's */
+    s->has_metric_re = x->has_metric_re;
+    s->hyperband = x->hyperband;
+    s->hb_min = x->hb_min;
+    s->hb_max = x->hb_max;
+    for (int i = 0; i < x->nwarm; i++)
+        s->warm[i] = x->warm[i];
+    s->nwarm = x->nwarm;
+    s->warm_transfer = x->warm_transfer;
+}
+
 zt_study_t *zt_study_new(const zt_study_opts_t *opts, zt_diag_t *diag)
 {
     zt_doc_t *doc = NULL;
@@ -483,7 +498,9 @@ zt_study_t *zt_study_new(const zt_study_opts_t *opts, zt_diag_t *diag)
     json_t *root = doc->root;
     const zt_format_t *f = zt_format_study_of(root);
     if (f) { /* another service's tuning job (AI Platform's hyperparameters block, SageMaker's): the study it is */
-        root = f->study(doc, diag, s->opts.allow_unknown_fields, s);
+        zt_study_extras_t x = { 0 };
+        root = f->study(doc, diag, s->opts.allow_unknown_fields, &x);
+        s_take_extras(s, &x);
         json_decref(doc->root);
         doc->root = root;
         s->job_text = json_dumps(root, JSON_COMPACT);

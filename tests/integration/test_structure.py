@@ -203,6 +203,22 @@ def against_the_order(graph, why, order):
     return bad
 
 
+def include_graph(texts):
+    """{folder: folders it includes from} among coordinator/'s folders (a
+    format's folder by its own name, formats/NAME), and why each edge: an
+    include line, from {path: text}."""
+    graph, why = collections.defaultdict(set), {}
+    folders = {f for level in COORDINATOR_ORDER for f in level}
+    for path, text in sorted(texts.items()):
+        me = os.path.dirname(path)[len("coordinator/"):]
+        for n, line in enumerate(text.split("\n"), 1):
+            m = re.match(r'\s*#\s*include\s+"((\w+)(/\w+)?)/[\w.]+"', line)
+            if m and m.group(2) in folders and m.group(1) != me:
+                graph[me].add(m.group(1))
+                why.setdefault((me, m.group(1)), "%s:%d: %s" % (path, n, line.strip()))
+    return graph, why
+
+
 def code_of(text):
     """C text with its comments and its string and character literals
     emptied, lines kept."""
@@ -285,6 +301,21 @@ class Layers(unittest.TestCase):
                                     lambda f: os.path.dirname(f) or ".")
         self.assertIn(("cli", "chief"), why, "the check reads no calls: build first")
         self.assertEqual(against_the_order(folders, why, COORDINATOR_ORDER), [])
+
+    def test_coordinator_folders_include_down_only(self):
+        """The includes follow the calls' order: a folder sees no header of a
+        folder above it, nor a format another format's."""
+        paths = sources("coordinator/*/*.c", "coordinator/*/*.h", "coordinator/*/*/*.c", "coordinator/*/*/*.h")
+        graph, why = include_graph({p: "\n".join(lines_of(p)) for p in paths})
+        self.assertIn("chief", graph, "the check reads no includes")
+        self.assertEqual(against_the_order(graph, why, COORDINATOR_ORDER), [])
+
+    def test_the_include_check(self):
+        graph, why = include_graph({"coordinator/launch/x.c": '#include "chief/zt_coord.h"\n#include "plan/a.h"\n',
+                                    "coordinator/formats/a/y.h": '#include "formats/b/z.h"\n#include "base/q.h"\n'})
+        self.assertEqual(against_the_order(graph, why, COORDINATOR_ORDER),
+                         ['coordinator/formats/a/y.h:1: #include "formats/b/z.h"',
+                          'coordinator/launch/x.c:1: #include "chief/zt_coord.h"'])
 
     def test_the_order_check(self):
         graph = {"cli": {"chief", "plan"}, "chief": {"formats"}, "formats/a": {"launch", "formats/b"},

@@ -250,9 +250,9 @@ static const char *s_runs_as_study(json_t *root)
                                       "ran it so" : NULL;
 }
 
-static json_t *s_study(zt_doc_t *doc, zt_diag_t *diag, bool allow, struct zt_study_t *s)
+static json_t *s_study(zt_doc_t *doc, zt_diag_t *diag, bool allow, zt_study_extras_t *x)
 {
-    (void) s;
+    (void) x;
     return zt_study_from_legacy(doc, diag, allow);
 }
 

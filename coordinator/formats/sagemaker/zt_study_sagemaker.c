@@ -5,7 +5,6 @@
  * read from the primary host's output by its MetricDefinitions regex, as
  * SageMaker reads it from the job's log. */
 #include "formats/sagemaker/zt_sm_int.h"
-#include "tune/zt_study_int.h"
 #include "base/zt_util.h"
 #include <ctype.h>
 #include <stdlib.h>
@@ -103,7 +102,7 @@ static json_t *s_trial_job(json_t *root)
 
 /* WarmStartConfig: the parents' names (resolved and read once the study's
  * parameters are known: zt_study_warm.c) and the type. */
-static void s_warm_start_config(zt_doc_t *doc, zt_diag_t *diag, bool allow, json_t *w, zt_study_t *s)
+static void s_warm_start_config(zt_doc_t *doc, zt_diag_t *diag, bool allow, json_t *w, zt_study_extras_t *s)
 {
     if (!w)
         return;
@@ -134,7 +133,7 @@ static void s_warm_start_config(zt_doc_t *doc, zt_diag_t *diag, bool allow, json
 
 /* Long on purpose: the request's fields in order, each mapped (or named as
  * not acted on) where it is read. */
-json_t *zt_study_from_sagemaker(zt_doc_t *doc, zt_diag_t *diag, bool allow, zt_study_t *s)
+json_t *zt_study_from_sagemaker(zt_doc_t *doc, zt_diag_t *diag, bool allow, zt_study_extras_t *s)
 {
     json_t *root = doc->root, *cfg = json_object_get(root, s_cfg);
     static const char *const rk[] = { "HyperParameterTuningJobName", "HyperParameterTuningJobConfig",
