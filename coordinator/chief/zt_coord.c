@@ -307,7 +307,7 @@ zt_coord_t *zt_coord_new(zt_plan_t **plan_p, zt_backend_t **backend_p, const zt_
             zt_layout_name(p, i, r->name, sizeof r->name);
         }
     zt_coord_elastic_init(self, elastic_start);
-    zt_coord_open_logs(self);
+    self->log_fd = zt_crep_open_logs(self->opts.job_dir, self->reps, self->nreps);
     if (opts->metrics_port >= 0 && s_start_metrics(self, opts->metrics_port) != ZT_OK) {
         zt_coord_destroy(&self);
         return NULL;
@@ -427,7 +427,7 @@ zt_job_state_t zt_coord_run(zt_coord_t *self)
             s_on_signals(self);
         for (int i = 2; i < n; i++)
             if (items[i].revents & (ZMQ_POLLIN | ZMQ_POLLERR))
-                zt_coord_read_output(self, owners[i]);
+                zt_crep_read_output(owners[i], self->opts.echo);
         /* what a replica said before it ended is read before its end is:
          * its last metrics (the chief's accuracy) are its, not a stranger's
          * words after its identity went (the queue is read without waiting) */
@@ -449,7 +449,7 @@ zt_job_state_t zt_coord_run(zt_coord_t *self)
     free(owners);
     self->backend->cleanup(self->backend);
     for (int i = 0; i < self->nreps; i++) {
-        zt_coord_read_output(self, &self->reps[i]);
+        zt_crep_read_output(&self->reps[i], self->opts.echo);
         if (self->reps[i].out_fd >= 0) { /* a left-over process held the pipe */
             close(self->reps[i].out_fd);
             self->reps[i].out_fd = -1;

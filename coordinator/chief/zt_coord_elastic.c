@@ -208,7 +208,7 @@ static zt_crep_t *s_start_joiners(zt_coord_t *self)
         r->lost_ms = zt_now_ms();
         r->restarts = 0;
         zt_info("%s joins the group as rank %d of %d", r->name, s_rank(self, r), world);
-        if (zt_coord_spawn(self, r) != ZT_OK) {
+        if (zt_crep_spawn(r, &self->layout, self->backend, self->opts.echo) != ZT_OK) {
             r->state = ZT_REP_FAILED;
             return r;
         }

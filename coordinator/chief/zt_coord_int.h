@@ -2,17 +2,17 @@
  * concern; nothing outside chief/zt_coord*.c includes this.
  *   zt_coord.c            the loop: signals, reaping, timers, set-up and tear-down
  *   zt_coord_supervise.c  what a replica's start or end does to the job
- *   zt_coord_spawn.c      starting one replica: its argv, environment and config files
- *   zt_coord_output.c     the replicas' output, to their logs and the console
  *   zt_coord_ctl.c        the control plane's messages
  *   zt_coord_doc.c        the job document (job.json) and the job's state
- *   zt_coord_record.c     the job's history job.json keeps (its own state, behind its API)
- *   zt_coord_elastic.c    an elastic pool's membership changes (ztrain scale) */
+ *   zt_coord_elastic.c    an elastic pool's membership changes (ztrain scale)
+ * The record (zt_coord_record.h), one replica's start and its output
+ * (zt_crep.h: zt_coord_spawn.c, zt_coord_output.c) see none of it. */
 #ifndef ZT_COORD_INT_H
 #define ZT_COORD_INT_H
 #include "chief/zt_coord.h"
 #include "chief/zt_prom.h"
 #include "chief/zt_coord_record.h"
+#include "chief/zt_crep.h"
 #include "launch/zt_layout.h"
 #include "base/zt_refusals.h"
 #include "wire/zt_msg.h"
@@ -27,44 +27,6 @@
  * that a peer's loss reaped just after it is seen as its cause (ms). */
 #define ZT_VERDICT_MS 1000
 
-/* One replica, as the coordinator supervises it. */
-typedef struct {
-    int pool;                  /* workerPoolSpecs index */
-    int index;                 /* replica index in the pool */
-    char name[32];             /* workerpoolN-I */
-    zt_handle_t *handle;       /* the backend's, NULL when not running */
-    int out_fd;                /* its stdout+stderr, -1 when closed */
-    char line[4096];           /* partial output line */
-    size_t line_len;           /* bytes in line */
-    FILE *log;                 /* <job-dir>/replica-logs/workerpoolN-I.log */
-    char *log_path;            /* its path */
-    zt_rep_state_t state;      /* replica state */
-    int restarts;              /* in-place restarts in this incarnation */
-    int total_restarts;        /* over the whole job */
-    int preemptions;           /* stopped by signals ztrain did not send, restarted uncounted */
-    int last_status;           /* wait status of the last exit, -1 none */
-    bool expect_register;      /* a ztrain role binary: it must register */
-    bool registered;           /* registered in this run */
-    bool killed_by_us;         /* we killed it (missed heartbeats or registration) */
-    char killed_why[96];       /* why ("sent no heartbeat for 3000 ms") */
-    bool stop_held;            /* a parameter server whose stop waits for the chief's last save */
-    int64_t held_until;        /* a failing exit's verdict held until then (a peer's loss may follow it) */
-    int64_t held_exit_ms;      /* when it exited */
-    int held_status;
-    char held_how[64];
-    zframe_t *identity;        /* ROUTER identity once registered */
-    int64_t started_ms;        /* when spawned */
-    int64_t last_hb_ms;        /* last heartbeat */
-    bool rejoining;            /* a sync trainer restarted into its running group, not yet back */
-    int rejoins;               /* times it rejoined, over the whole job */
-    int64_t lost_ms;           /* when it was lost (for the recovery time) */
-    int64_t hb_step;           /* the step its last heartbeat named */
-    bool fresh;                /* a reducer restarted in place that no round has yet gone through */
-    int64_t settle_step;       /* fresh: the trainers' step that shows a round has (-1: not yet known) */
-    bool leaving;              /* elastic: told to leave the group, not yet exited */
-    bool regrouped;            /* elastic: trains in the membership generation being changed to */
-    bool joining;              /* elastic: joins once the members that stay have switched */
-} zt_crep_t;
 
 /* What the coordinator does once every replica has stopped. */
 typedef enum { ZT_AFTER_NOTHING, ZT_AFTER_FINISH, ZT_AFTER_RESPAWN } zt_after_t;
@@ -146,16 +108,6 @@ void zt_coord_continue_earlier(zt_coord_t *self);
 /* Ends the wait for the final model's evaluation when it came, its
  * evaluators are gone, or ZT_EVAL_FINAL_MS passed (s_timers). */
 void zt_coord_check_final_evaluation(zt_coord_t *self);
-
-/* zt_coord_output.c */
-/* Opens <job-dir>/replica-logs/: the coordinator's own log's copy and every
- * replica's log (a failure is a warning: the job runs without it). */
-void zt_coord_open_logs(zt_coord_t *self);
-/* Reads what the replica wrote; on EOF or error closes its fd. */
-void zt_coord_read_output(zt_coord_t *self, zt_crep_t *r);
-
-/* zt_coord_spawn.c: starts (or restarts) a replica through the backend. */
-int zt_coord_spawn(zt_coord_t *self, zt_crep_t *r);
 
 /* zt_coord_supervise.c */
 /* Starts every replica, calling serve (the control plane's handler) now and

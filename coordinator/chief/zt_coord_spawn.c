@@ -1,7 +1,7 @@
 /* Starting one replica: its argv (a role binary found next to ztrain),
  * its environment (ours under the replica's variables), SageMaker's config
  * files, and the backend's start. */
-#include "chief/zt_coord_int.h"
+#include "chief/zt_crep.h"
 #include "formats/zt_format.h"
 #include "base/zt_env.h"
 #include "base/zt_util.h"
@@ -68,21 +68,21 @@ static char **s_envp(json_t *vars)
  * ZT_EINVAL, said in its log, when they cannot be made), and every
  * format's config files (SageMaker's hyperparameters.json,
  * resourceconfig.json, inputdataconfig.json) in the replica's config dir. */
-static int s_write_config_files(zt_coord_t *self, zt_crep_t *r)
+static int s_write_config_files(const zt_layout_t *layout, zt_crep_t *r)
 {
     char why[1024];
-    const zt_format_t *f = zt_format_of(self->plan);
-    if (f && f->prepare && f->prepare(&self->layout, r->pool, r->index, why, sizeof why) != 0) {
+    const zt_format_t *f = zt_format_of(layout->plan);
+    if (f && f->prepare && f->prepare(layout, r->pool, r->index, why, sizeof why) != 0) {
         zt_error("%s: its %s folders: %s", r->name, f->name, why);
         if (r->log)
             fprintf(r->log, "=== ztrain: %s not started: its %s folders: %s\n", r->name, f->name, why);
         return ZT_EINVAL;
     }
-    char *cfg = zt_layout_config_dir(&self->layout, r->pool, r->index);
+    char *cfg = zt_layout_config_dir(layout, r->pool, r->index);
     zt_mkdir_p(cfg);
     json_t *files = json_object(), *doc;
     for (int i = 0; zt_formats[i]; i++) {
-        json_t *its = zt_formats[i]->config_files ? zt_formats[i]->config_files(&self->layout, r->pool, r->index)
+        json_t *its = zt_formats[i]->config_files ? zt_formats[i]->config_files(layout, r->pool, r->index)
                                                   : NULL;
         json_object_update(files, its);
         json_decref(its);
@@ -102,39 +102,39 @@ static int s_write_config_files(zt_coord_t *self, zt_crep_t *r)
 }
 
 /* Starts (or restarts) a replica through the backend. */
-int zt_coord_spawn(zt_coord_t *self, zt_crep_t *r)
+int zt_crep_spawn(zt_crep_t *r, const zt_layout_t *layout, zt_backend_t *backend, bool echo)
 {
-    const zt_pool_t *pool = &self->plan->pools[r->pool];
+    const zt_pool_t *pool = &layout->plan->pools[r->pool];
     if (r->out_fd >= 0) { /* whatever the previous run left in the pipe */
-        zt_coord_read_output(self, r);
+        zt_crep_read_output(r, echo);
         if (r->out_fd >= 0)
             close(r->out_fd);
         r->out_fd = -1;
     }
     r->line_len = 0;
     char **argv = s_argv(pool);
-    json_t *vars = zt_layout_env(&self->layout, r->pool, r->index);
+    json_t *vars = zt_layout_env(layout, r->pool, r->index);
     if (r->rejoining)
         json_array_append_new(vars, json_pack("[ss]", zt_env_name(ZT_ENV_REJOIN), "1"));
     char **envp = s_envp(vars);
     json_decref(vars);
-    if (s_write_config_files(self, r) != ZT_OK) {
+    if (s_write_config_files(layout, r) != ZT_OK) {
         zt_strv_free(argv);
         zt_strv_free(envp);
         return ZT_EINVAL;
     }
     if (r->log) { /* the command, each argument as one word (quoted when it has a space) */
         fprintf(r->log, "=== ztrain: starting %s (incarnation %d, restart %d):", r->name,
-                self->layout.incarnation, r->restarts);
+                layout->incarnation, r->restarts);
         for (int i = 0; argv[i]; i++)
             fprintf(r->log, strpbrk(argv[i], " \t'") || !argv[i][0] ? " '%s'" : " %s", argv[i]);
         fputc('\n', r->log);
     }
-    zt_launch_t req = { r->pool, r->index, zt_layout_ordinal(&self->layout, r->pool, r->index),
+    zt_launch_t req = { r->pool, r->index, zt_layout_ordinal(layout, r->pool, r->index),
                         argv, envp, NULL, 0 };
     zt_handle_t *h = NULL;
     int fd = -1;
-    int rc = self->backend->start(self->backend, &req, &h, &fd);
+    int rc = backend->start(backend, &req, &h, &fd);
     zt_strv_free(argv);
     zt_strv_free(envp);
     if (rc != ZT_OK) {
@@ -142,6 +142,7 @@ int zt_coord_spawn(zt_coord_t *self, zt_crep_t *r)
         return rc;
     }
     r->handle = h;
+    r->pid = (long) backend->pid(backend, h);
     r->out_fd = fd;
     r->registered = false;
     r->killed_by_us = false;
@@ -151,7 +152,7 @@ int zt_coord_spawn(zt_coord_t *self, zt_crep_t *r)
     r->started_ms = zt_now_ms();
     r->expect_register = pool->role != ZT_ROLE_NONE;
     r->state = r->expect_register ? ZT_REP_STARTING : ZT_REP_RUNNING;
-    zt_info("%s: started pid %lld on %s", r->name, (long long) self->backend->pid(self->backend, h),
-            zt_layout_place(&self->layout, r->pool, r->index)->host);
+    zt_info("%s: started pid %ld on %s", r->name, r->pid,
+            zt_layout_place(layout, r->pool, r->index)->host);
     return ZT_OK;
 }

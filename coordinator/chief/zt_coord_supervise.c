@@ -40,7 +40,7 @@ void zt_coord_spawn_all(zt_coord_t *self, void (*serve)(zt_coord_t *self))
         }
         self->reps[i].restarts = 0;
         self->reps[i].rejoining = false;
-        if (zt_coord_spawn(self, &self->reps[i]) != ZT_OK) {
+        if (zt_crep_spawn(&self->reps[i], &self->layout, self->backend, self->opts.echo) != ZT_OK) {
             self->reps[i].state = ZT_REP_FAILED;
             zt_coord_set_error(self, &self->reps[i], "%s could not be started", self->reps[i].name);
             zt_coord_stop_all(self, ZT_AFTER_FINISH, ZT_JOB_FAILED);
@@ -328,7 +328,7 @@ static void s_restart(zt_coord_t *self, zt_crep_t *r, bool counted)
         zt_info("%s: restart %d of %d, in place", r->name, r->restarts, self->max_restarts);
     else
         zt_info("%s: restarted in place after its preemption (%d so far)", r->name, r->preemptions);
-    if (zt_coord_spawn(self, r) != ZT_OK) {
+    if (zt_crep_spawn(r, &self->layout, self->backend, self->opts.echo) != ZT_OK) {
         r->state = ZT_REP_FAILED;
         zt_coord_set_error(self, r, "%s could not be restarted", r->name);
         zt_coord_stop_all(self, ZT_AFTER_FINISH, ZT_JOB_FAILED);
@@ -517,7 +517,7 @@ void zt_coord_replica_exited(zt_coord_t *self, zt_crep_t *r, int status)
     r->registered = false;
     zframe_destroy(&r->identity);
     r->last_status = status;
-    zt_coord_read_output(self, r);
+    zt_crep_read_output(r, self->opts.echo);
     if (node_lost && zt_coord_elastic_lose(self, r, lost, true)) /* an elastic pool goes on without it */
         return;
     if (node_lost) {
