@@ -265,8 +265,7 @@ zt_coord_t *zt_coord_new(zt_plan_t **plan_p, zt_backend_t **backend_p, const zt_
     self->hb_timeout_ms = zt_knob_int(ZT_KNOB_HEARTBEAT_TIMEOUT_MS);
     self->register_timeout_ms = zt_knob_int(ZT_KNOB_REGISTER_TIMEOUT_MS);
     self->grace_ms = zt_knob_int(ZT_KNOB_STOP_GRACE_MS);
-    self->max_restarts = (int) zt_knob_int(ZT_KNOB_MAX_RESTARTS);
-    self->max_preemptions = (int) zt_knob_int(ZT_KNOB_MAX_PREEMPTIONS);
+    self->sv = zt_coord_supervisor_new();
     self->max_job_retries = (int) zt_knob_int(ZT_KNOB_MAX_JOB_RETRIES);
     /* an elastic pool: a slot (a place, ports) for each replica it may grow to */
     zt_pool_t *p1 = &self->plan->pools[1];
@@ -312,14 +311,7 @@ zt_coord_t *zt_coord_new(zt_plan_t **plan_p, zt_backend_t **backend_p, const zt_
         zt_coord_destroy(&self);
         return NULL;
     }
-    /* The output folders, and in a trial the metric file's (a program may
-     * write CLOUD_ML_HP_METRIC_FILE without making its folder). */
-    const char *sub[] = { "model", "checkpoints", "logs", "sagemaker-checkpoints", "hypertune" };
-    for (int i = 0; i < (self->layout.trial ? 5 : 4); i++) {
-        char *d = zt_strdupf("%s/%s", self->layout.base_dir, sub[i]);
-        zt_mkdir_p(d);
-        free(d);
-    }
+    zt_layout_make_folders(&self->layout); /* the output folders */
     s_install_signals(self);
     return self;
 }
@@ -355,6 +347,7 @@ void zt_coord_destroy(zt_coord_t **self_p)
     zt_coord_record_destroy(&self->rec);
     json_decref(self->error);
     zt_coord_elastic_destroy(&self->el);
+    zt_coord_supervisor_destroy(&self->sv);
     s_sig_fd = -1;
     if (self->sig_pipe[0] >= 0) {
         close(self->sig_pipe[0]);
@@ -373,13 +366,13 @@ static void s_on_signals(zt_coord_t *self)
     unsigned char sigs[64];
     ssize_t got = read(self->sig_pipe[0], sigs, sizeof sigs);
     for (ssize_t i = 0; i < got; i++)
-        if (sigs[i] == SIGTERM && (self->state == ZT_JOB_CANCELLING || self->preempted)) {
+        if (sigs[i] == SIGTERM && (self->state == ZT_JOB_CANCELLING || zt_coord_preempting(self))) {
             /* the stop under way, told again (Slurm signals the job
              * as its backend notices the end): the grace holds (a
              * second Ctrl-C is what kills at once), unless Slurm now
              * says that the cancel was a preemption */
             char why[1024];
-            if (!self->preempted && self->backend->ending &&
+            if (!zt_coord_preempting(self) && self->backend->ending &&
                 self->backend->ending(self->backend, why, sizeof why) == ZT_END_REQUEUED)
                 zt_coord_preempted(self, why);
             else
@@ -459,9 +452,6 @@ zt_job_state_t zt_coord_run(zt_coord_t *self)
         zt_coord_write_state(self);
     zt_coord_format_end(self);
     zt_coord_set_state(self, self->final_state);
-    if (self->requeue && self->backend->requeue)
-        self->backend->requeue(self->backend);
-    if (self->give_up && self->backend->give_up)
-        self->backend->give_up(self->backend);
+    zt_coord_supervise_end(self);
     return self->state;
 }

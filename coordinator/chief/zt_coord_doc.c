@@ -139,14 +139,14 @@ void zt_coord_format_end(zt_coord_t *self)
         zt_coord_set_error(self, NULL, "the job's output could not be written: %s", why);
         self->final_state = ZT_JOB_FAILED;
     }
-    if (failure) { /* the service's failure reason: what the program wrote (SageMaker's output/failure) */
+    if (failure) { /* the service's failure reason: what the program wrote where its format says */
         if (!self->error)
             self->error = json_pack("{s:s}", "message", "the job failed");
         const char *was = json_string_value(json_object_get(self->error, "message"));
-        json_object_set_new(self->error, "message", json_sprintf("%s; the program's output/failure says: %s",
-                                                                 was ? was : "", failure));
+        json_object_set_new(self->error, "message", json_sprintf("%s; %s says: %s", was ? was : "",
+                                                                 f->failure_from, failure));
         json_object_set_new(self->error, "failureReason", json_string(failure));
-        zt_error("the program's output/failure says: %s", failure);
+        zt_error("%s says: %s", f->failure_from, failure);
         free(failure);
     }
 }

@@ -45,6 +45,7 @@ typedef enum {
 } zt_drop_t;
 
 typedef struct zt_coord_elastic_t zt_coord_elastic_t;
+typedef struct zt_coord_supervisor_t zt_coord_supervisor_t;
 
 
 struct zt_coord_t {
@@ -68,15 +69,9 @@ struct zt_coord_t {
     zt_after_t after_stop;      /* what to do once all are down */
     zt_job_state_t final_state; /* for ZT_AFTER_FINISH */
     int64_t kill_deadline;      /* SIGKILL whoever is left at this time */
-    int64_t incident_ms;        /* when a replica was last lost (a signal, a crash), 0: never */
-    char incident[192];         /* which, and how ("workerpool1-0 (algo-2) was killed by signal 9 (Killed)") */
-    int64_t echo_ms;            /* when a peer's failure was last taken as an incident's consequence, 0: never */
-    char echo[64];              /* that peer's name: its restart breaks the others' collectives in turn */
     int64_t job_deadline;       /* scheduling.timeout, 0 none */
     int64_t hb_ms, hb_timeout_ms, register_timeout_ms, grace_ms;
-    int max_restarts, max_job_retries, max_preemptions;
-    int64_t final_eval_deadline; /* the primary finished: evaluators score its final model until then (0: no wait) */
-    int64_t final_eval_step;
+    int max_job_retries;
     int preemptions;           /* every replica's, and the whole job's (a Slurm preemption) */
     zt_msg_drops_t drops;       /* malformed control messages */
     bool control_backlog;       /* control messages are still queued: heartbeats may be among them */
@@ -85,14 +80,14 @@ struct zt_coord_t {
     uint64_t refusals_written;  /* the refusals job.json was last written with */
     uint64_t seq;               /* our message sequence */
     int sig_pipe[2];            /* signal handler -> loop */
-    bool requeue, give_up;      /* at the end: the allocation runs the job again, or not */
-    bool preempted;             /* the allocation was preempted (requeued) under the job */
+    zt_coord_supervisor_t *sv;  /* supervision's own state (zt_coord_supervise.c) */
     zt_coord_elastic_t *el;     /* an elastic pool 1's controller (zt_coord_elastic.c), its state its own */
 };
 
-/* A SageMaker CreateTrainingJob's end: a success writes model.tar.gz and
- * output.tar.gz (a failure to is the job's failure); a failure carries
- * the program's output/failure text in the job's error (failureReason). */
+/* The job format's end (zt_format_t's finish): a success writes its
+ * outputs (SageMaker's model.tar.gz and output.tar.gz; a failure to is the
+ * job's failure); a failure carries the program's own account of it in the
+ * job's error (failureReason). */
 void zt_coord_format_end(zt_coord_t *self);
 
 /* zt_coord_doc.c: job.json, written atomically; the state, told to every
@@ -110,6 +105,16 @@ void zt_coord_continue_earlier(zt_coord_t *self);
 void zt_coord_check_final_evaluation(zt_coord_t *self);
 
 /* zt_coord_supervise.c */
+/* Supervision's own state: its limits (ZT_MAX_RESTARTS, ZT_MAX_PREEMPTIONS),
+ * the last incident and its echo, the wait for the final evaluation, and
+ * how the allocation is to end. */
+zt_coord_supervisor_t *zt_coord_supervisor_new(void);
+void zt_coord_supervisor_destroy(zt_coord_supervisor_t **self_p);
+/* Whether the allocation was preempted under the job (its stop is under way). */
+bool zt_coord_preempting(const zt_coord_t *self);
+/* At the job's very end: the allocation is given back to run the job again
+ * (requeued after a lost node), or given up. */
+void zt_coord_supervise_end(zt_coord_t *self);
 /* Starts every replica, calling serve (the control plane's handler) now and
  * then between starts, so that the first replicas of a large job are not
  * taken for silent while the last are still being started. */

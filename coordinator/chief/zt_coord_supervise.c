@@ -15,6 +15,45 @@
 #include <string.h>
 #include <sys/wait.h>
 
+struct zt_coord_supervisor_t {
+    int max_restarts, max_preemptions; /* a replica's in-place restarts and uncounted preemptions */
+    int64_t incident_ms;        /* when a replica was last lost (a signal, a crash), 0: never */
+    char incident[192];         /* which, and how ("workerpool1-0 (algo-2) was killed by signal 9 (Killed)") */
+    int64_t echo_ms;            /* when a peer's failure was last taken as an incident's consequence, 0: never */
+    char echo[64];              /* that peer's name: its restart breaks the others' collectives in turn */
+    int64_t final_eval_deadline; /* the primary finished: evaluators score its final model until then (0: no wait) */
+    int64_t final_eval_step;
+    bool requeue, give_up;      /* at the end: the allocation runs the job again, or not */
+    bool preempted;             /* the allocation was preempted (requeued) under the job */
+};
+
+zt_coord_supervisor_t *zt_coord_supervisor_new(void)
+{
+    zt_coord_supervisor_t *self = calloc(1, sizeof *self);
+    self->max_restarts = (int) zt_knob_int(ZT_KNOB_MAX_RESTARTS);
+    self->max_preemptions = (int) zt_knob_int(ZT_KNOB_MAX_PREEMPTIONS);
+    return self;
+}
+
+void zt_coord_supervisor_destroy(zt_coord_supervisor_t **self_p)
+{
+    free(*self_p);
+    *self_p = NULL;
+}
+
+bool zt_coord_preempting(const zt_coord_t *self)
+{
+    return self->sv->preempted;
+}
+
+void zt_coord_supervise_end(zt_coord_t *self)
+{
+    if (self->sv->requeue && self->backend->requeue)
+        self->backend->requeue(self->backend);
+    if (self->sv->give_up && self->backend->give_up)
+        self->backend->give_up(self->backend);
+}
+
 void zt_coord_check_all_up(zt_coord_t *self)
 {
     if (self->state != ZT_JOB_PENDING || self->stopping)
@@ -143,7 +182,7 @@ void zt_coord_cancel(zt_coord_t *self, const char *why)
  * with no job retry left, fails naming the node. */
 void zt_coord_node_lost(zt_coord_t *self, const char *why)
 {
-    if (self->requeue || self->give_up) {
+    if (self->sv->requeue || self->sv->give_up) {
         self->kill_deadline = 0; /* a second notice: now */
         return;
     }
@@ -153,12 +192,12 @@ void zt_coord_node_lost(zt_coord_t *self, const char *why)
     if (retry) {
         self->job_retries++;
         self->layout.incarnation++;
-        self->requeue = true;
+        self->sv->requeue = true;
         msg = zt_strdupf("%s: the job is retried on other nodes (job retry %d of %d) once its allocation "
                          "runs again (Slurm requeues it)", why, self->job_retries, self->max_job_retries);
     }
     else {
-        self->give_up = true;
+        self->sv->give_up = true;
         msg = zt_strdupf("%s, and %s: the job fails", why, self->plan->disable_retries ? "retries are disabled"
                                                                                         : "every job retry was used");
     }
@@ -176,11 +215,11 @@ void zt_coord_node_lost(zt_coord_t *self, const char *why)
  * resumes from what was saved now. */
 void zt_coord_preempted(zt_coord_t *self, const char *why)
 {
-    if (self->preempted) {
+    if (self->sv->preempted) {
         self->kill_deadline = 0; /* a second notice: now */
         return;
     }
-    self->preempted = true;
+    self->sv->preempted = true;
     self->preemptions++;
     self->layout.incarnation++;
     if (self->state == ZT_JOB_CANCELLING) { /* an earlier notice of this stop was taken for a cancel */
@@ -325,7 +364,7 @@ static void s_restart(zt_coord_t *self, zt_crep_t *r, bool counted)
                 "from a live peer while the others wait", r->name);
     }
     if (counted)
-        zt_info("%s: restart %d of %d, in place", r->name, r->restarts, self->max_restarts);
+        zt_info("%s: restart %d of %d, in place", r->name, r->restarts, self->sv->max_restarts);
     else
         zt_info("%s: restarted in place after its preemption (%d so far)", r->name, r->preemptions);
     if (zt_crep_spawn(r, &self->layout, self->backend, self->opts.echo) != ZT_OK) {
@@ -354,8 +393,8 @@ static void s_note_loss(zt_coord_t *self, const zt_crep_t *r, const char *how)
 {
     char host[32], who[80];
     s_who(self, r, who, sizeof who, host, sizeof host);
-    snprintf(self->incident, sizeof self->incident, "%s %s", who, how);
-    self->incident_ms = zt_now_ms();
+    snprintf(self->sv->incident, sizeof self->sv->incident, "%s %s", who, how);
+    self->sv->incident_ms = zt_now_ms();
     json_t *e = json_pack("{s:s, s:s}", "replica", r->name, "how", how);
     if (host[0])
         json_object_set_new(e, "host", json_string(host));
@@ -388,31 +427,31 @@ static void s_on_failure(zt_coord_t *self, zt_crep_t *r, int status, const char 
 {
     bool system = WIFEXITED(status) && WEXITSTATUS(status) == ZT_EXIT_RETRY;
     bool crash = r->killed_by_us || WIFSIGNALED(status) || WEXITSTATUS(status) >= 128 || system;
-    int64_t since = exit_ms - self->incident_ms; /* negative: the loss came after (seen while held) */
+    int64_t since = exit_ms - self->sv->incident_ms; /* negative: the loss came after (seen while held) */
     size_t nl = strlen(r->name);
-    bool itself = !strncmp(self->incident, r->name, nl) && self->incident[nl] == ' ';
-    bool followed = s_near(self->incident_ms, exit_ms) && !itself;
+    bool itself = !strncmp(self->sv->incident, r->name, nl) && self->sv->incident[nl] == ' ';
+    bool followed = s_near(self->sv->incident_ms, exit_ms) && !itself;
     /* A peer that failed as the loss's consequence is restarting: the lost
      * replica's own new run, reaching for it, fails in turn (a refused
      * connection) and is that echo's consequence, not a user error. */
-    int64_t echo_since = exit_ms - self->echo_ms;
-    bool echoed = !followed && s_near(self->echo_ms, exit_ms) && strcmp(self->echo, r->name) != 0;
-    char who[80], host[32], after[sizeof self->incident + 32] = "";
+    int64_t echo_since = exit_ms - self->sv->echo_ms;
+    bool echoed = !followed && s_near(self->sv->echo_ms, exit_ms) && strcmp(self->sv->echo, r->name) != 0;
+    char who[80], host[32], after[sizeof self->sv->incident + 32] = "";
     s_who(self, r, who, sizeof who, host, sizeof host);
     if (followed)
-        snprintf(after, sizeof after, ", following the loss of %s", self->incident);
+        snprintf(after, sizeof after, ", following the loss of %s", self->sv->incident);
     if (!crash && followed && WEXITSTATUS(status) != ZT_EXIT_DISK) {
         /* a peer's loss about then (a connection reset under its
          * collective): that loss's consequence, handled as a crash */
         zt_warn("%s %s %lld ms %s %s: taken as that loss's consequence, not a user error", r->name, how,
-                (long long) (since >= 0 ? since : -since), since >= 0 ? "after" : "before", self->incident);
+                (long long) (since >= 0 ? since : -since), since >= 0 ? "after" : "before", self->sv->incident);
         crash = true;
-        snprintf(self->echo, sizeof self->echo, "%s", r->name);
-        self->echo_ms = exit_ms;
+        snprintf(self->sv->echo, sizeof self->sv->echo, "%s", r->name);
+        self->sv->echo_ms = exit_ms;
     }
     else if (!crash && echoed && WEXITSTATUS(status) != ZT_EXIT_DISK) {
         zt_warn("%s %s %lld ms after %s failed following %s: taken as a consequence too, not a user error",
-                r->name, how, (long long) (echo_since >= 0 ? echo_since : -echo_since), self->echo, self->incident);
+                r->name, how, (long long) (echo_since >= 0 ? echo_since : -echo_since), self->sv->echo, self->sv->incident);
         crash = true;
     }
     if (!crash && !held && s_peers_up(self, r) && WEXITSTATUS(status) != ZT_EXIT_DISK) {
@@ -439,7 +478,7 @@ static void s_on_failure(zt_coord_t *self, zt_crep_t *r, int status, const char 
         zt_warn("%s %s: ztrain's own kill, as it %s (handled as a crash)", r->name, how, r->killed_why);
     else
         zt_warn("%s %s (%s)", r->name, how, system ? "a failure of the system, not the program" : "a crash");
-    if (r->restarts < self->max_restarts) {
+    if (r->restarts < self->sv->max_restarts) {
         s_restart(self, r, true);
         return;
     }
@@ -478,8 +517,8 @@ static bool s_await_final_evaluation(zt_coord_t *self)
     if (wait <= 0 || strncmp(self->last_ckpt.u.CHECKPOINT.name, "model/", 6) || !s_evaluator_running(self) ||
         zt_coord_record_evaluated(self->rec, step, NULL))
         return false;
-    self->final_eval_step = step;
-    self->final_eval_deadline = zt_now_ms() + wait;
+    self->sv->final_eval_step = step;
+    self->sv->final_eval_deadline = zt_now_ms() + wait;
     zt_info("the primary replica finished: the evaluators have up to %lld ms to score its final model (%s, "
             "step %lld)", (long long) wait, self->last_ckpt.u.CHECKPOINT.name, (long long) step);
     return true;
@@ -487,12 +526,12 @@ static bool s_await_final_evaluation(zt_coord_t *self)
 
 void zt_coord_check_final_evaluation(zt_coord_t *self)
 {
-    if (!self->final_eval_deadline || self->stopping)
+    if (!self->sv->final_eval_deadline || self->stopping)
         return;
-    bool late = zt_now_ms() >= self->final_eval_deadline;
-    if (!late && s_evaluator_running(self) && !zt_coord_record_evaluated(self->rec, self->final_eval_step, NULL))
+    bool late = zt_now_ms() >= self->sv->final_eval_deadline;
+    if (!late && s_evaluator_running(self) && !zt_coord_record_evaluated(self->rec, self->sv->final_eval_step, NULL))
         return;
-    self->final_eval_deadline = 0;
+    self->sv->final_eval_deadline = 0;
     if (late)
         zt_warn("the final model was not scored within ZT_EVAL_FINAL_MS: ending the job without its score");
     zt_info("stopping the others");
@@ -505,7 +544,7 @@ void zt_coord_check_final_evaluation(zt_coord_t *self)
  * to ZT_MAX_PREEMPTIONS times per replica. */
 static bool s_preempted(const zt_coord_t *self, const zt_crep_t *r, int status)
 {
-    return zt_wait_status_stopped(status) && !r->killed_by_us && r->preemptions < self->max_preemptions;
+    return zt_wait_status_stopped(status) && !r->killed_by_us && r->preemptions < self->sv->max_preemptions;
 }
 
 void zt_coord_replica_exited(zt_coord_t *self, zt_crep_t *r, int status)

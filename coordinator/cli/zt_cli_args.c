@@ -5,7 +5,6 @@
 #include "launch/zt_layout.h"
 #include "chief/zt_coord.h"
 #include "plan/zt_cuda_probe.h"
-#include "formats/sagemaker/zt_sagemaker.h"
 #include "launch/zt_slurm.h"
 #include "plan/zt_doc.h"
 #include "tune/zt_study.h"

@@ -56,8 +56,10 @@ typedef struct {
     /* Whether the job ends when pool's replicas have all succeeded (NULL: when the primary has). */
     bool (*awaited)(const zt_plan_t *plan, int pool);
     /* The job's end: its outputs written (succeeded), or the program's own account of its failure
-     * (*failure, heap, or NULL). 0, or -1 with why when the outputs could not be written. */
+     * (*failure, heap, or NULL), which failure_from names. 0, or -1 with why when the outputs
+     * could not be written. */
     int (*finish)(const zt_layout_t *layout, bool succeeded, char **failure, char *why, size_t len);
+    const char *failure_from;
 
     /* Studies: whether root is the service's tuning job, and that job as the Vertex study
      * document the runner reads (a new reference; problems reported at its own fields), what

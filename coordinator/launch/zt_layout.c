@@ -144,6 +144,21 @@ json_t *zt_layout_tf_config(const zt_layout_t *self, int pool, int index)
                      self->plan->job);
 }
 
+void zt_layout_make_folders(const zt_layout_t *self)
+{
+    for (int v = 0; self->views && self->views[v]; v++)
+        for (int f = 0; self->views[v]->folders && self->views[v]->folders[f]; f++) {
+            char *d = zt_strdupf("%s/%s", self->base_dir, self->views[v]->folders[f]);
+            zt_mkdir_p(d);
+            free(d);
+        }
+    if (self->trial) {
+        char *d = zt_strdupf("%s/hypertune", self->base_dir);
+        zt_mkdir_p(d);
+        free(d);
+    }
+}
+
 char *zt_layout_hp_metric_file(const char *base_dir, int pool, int index)
 {
     return zt_strdupf("%s/hypertune/%s-%d.metric", base_dir, pool == 0 ? "chief" : "worker", index);

@@ -15,11 +15,13 @@ typedef struct zt_layout_s zt_layout_t;
 
 /* A managed service's view of a replica, which every job's replicas get
  * (a program written for the service runs unchanged): its variables,
- * appended to env, and the folder the pool's PYTHONPATH takes first (NULL:
- * none). The job formats give them (zt_format_views); either may be NULL. */
+ * appended to env, the folder the pool's PYTHONPATH takes first (NULL:
+ * none), and the folders under the base output folder its programs find
+ * made. The job formats give them (zt_format_views); any may be NULL. */
 typedef struct {
     void (*env)(json_t *env, const zt_layout_t *layout, int pool, int index);
     const char *(*python_first)(const zt_layout_t *layout, int pool);
+    const char *const *folders;       /* NULL-terminated */
 } zt_layout_view_t;
 
 struct zt_layout_s {
@@ -73,6 +75,10 @@ json_t *zt_layout_env(const zt_layout_t *self, int pool, int index);
  * _json form writes value compact and takes its reference. */
 void zt_layout_put(json_t *env, const char *name, const char *value);
 void zt_layout_put_json(json_t *env, const char *name, json_t *value);
+/* Makes the folders every view names under the base output folder, and in
+ * a trial the hypertune metric file's (a program may write
+ * CLOUD_ML_HP_METRIC_FILE without making its folder). */
+void zt_layout_make_folders(const zt_layout_t *self);
 /* The replica's config directory (SageMaker's config files live there). */
 char *zt_layout_config_dir(const zt_layout_t *self, int pool, int index);
 /* The hypertune metric file of replica (pool, index) of a trial whose base

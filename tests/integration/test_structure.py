@@ -239,6 +239,10 @@ def format_names_outside(path, text):
     """Each identifier of path's code that names a job format outside that
     format's folder (and the registration file)."""
     bad = []
+    for n, line in enumerate(text.split("\n"), 1):  # a format's own headers, included elsewhere
+        m = re.match(r'\s*#\s*include\s+"formats/(\w+)/', line)
+        if m and path != FORMATS_REGISTRY and not path.startswith("coordinator/formats/%s/" % m.group(1)):
+            bad.append("%s:%d: %s" % (path, n, line.strip()))
     for n, line in enumerate(code_of(text).split("\n"), 1):
         for ident in re.findall(r"[A-Za-z_]\w*", line):
             for fmt, names in FORMAT_NAMES.items():
@@ -352,6 +356,8 @@ class Layers(unittest.TestCase):
         self.assertEqual(format_names_outside("coordinator/chief/x.c", text),
                          ["coordinator/chief/x.c:5: zt_sm_host (sagemaker's)",
                           "coordinator/chief/x.c:5: s_vertex_keys (vertex's)"])
+        self.assertEqual(format_names_outside("coordinator/cli/x.c", '#include "formats/legacy/a.h"\n'),
+                         ['coordinator/cli/x.c:1: #include "formats/legacy/a.h"'])
         self.assertEqual(format_names_outside("coordinator/formats/sagemaker/x.c", text),
                          ["coordinator/formats/sagemaker/x.c:5: s_vertex_keys (vertex's)"])
         self.assertEqual(format_names_outside(FORMATS_REGISTRY, text), [])

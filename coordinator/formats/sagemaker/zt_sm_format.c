@@ -46,17 +46,21 @@ static int s_finish(const zt_layout_t *layout, bool succeeded, char **failure, c
     return rc;
 }
 
+/* SM_CHECKPOINT_DIR's, made before any replica starts (zt_sm_env.c) */
+static const char *const s_folders[] = { "sagemaker-checkpoints", NULL };
+
 const zt_format_t zt_sagemaker_format = {
     .name = "sagemaker",
     .claims = s_claims,
     .parse = s_parse,
-    .view = { zt_sm_env, zt_sm_shim_dir },
+    .view = { zt_sm_env, zt_sm_shim_dir, s_folders },
     .config_files = zt_sm_config_files,
     .folders = zt_sm_folders,
     .prepare = zt_sm_prepare_host,
     .host_name = zt_sm_host,
     .awaited = zt_sm_awaited,
     .finish = s_finish,
+    .failure_from = "the program's output/failure",
     .is_study = zt_study_is_sagemaker,
     .study = zt_study_from_sagemaker,
 };

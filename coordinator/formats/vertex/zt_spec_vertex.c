@@ -393,9 +393,11 @@ static void s_env(json_t *env, const zt_layout_t *layout, int pool, int index)
     s_put_dir(env, ZT_ENV_AIP_TENSORBOARD_LOG_DIR, layout->base_dir, "logs");
 }
 
+static const char *const s_folders[] = { "model", "checkpoints", "logs", NULL };
+
 const zt_format_t zt_vertex_format = {
     .name = "vertex",
     .claims = NULL, /* a document no other format claims is a CustomJobSpec */
     .parse = s_parse,
-    .view = { s_env, NULL },
+    .view = { s_env, NULL, s_folders },
 };
