@@ -94,16 +94,6 @@ const char *zt_format_runs_as_study(const char *file)
 
 /* ------------------------------------------------------------ selftest */
 
-static const char *s_value(json_t *env, const char *name)
-{
-    size_t i;
-    json_t *e;
-    json_array_foreach(env, i, e)
-        if (!strcmp(json_string_value(json_array_get(e, 0)), name))
-            return json_string_value(json_array_get(e, 1));
-    return NULL;
-}
-
 /* Every job's replicas get every format's view, in registration order:
  * Vertex's folders, then SageMaker's variables (its hosts, a
  * hyperparameter from the program's arguments). */
@@ -126,9 +116,9 @@ void zt_format_selftest(void)
     zt_layout_t lay;
     assert(zt_layout_init(&lay, plan, &pl, "/tmp/zt-selftest-job", NULL, zt_format_views()) == ZT_OK);
     json_t *env = zt_layout_env(&lay, 2, 0);
-    assert(!strcmp(s_value(env, "AIP_MODEL_DIR"), "/tmp/zt-selftest-job/model/"));
-    assert(!strcmp(s_value(env, "SM_HP_LR"), "0.5"));
-    assert(!strcmp(s_value(env, "SM_CURRENT_HOST"), "algo-3"));
+    assert(!strcmp(zt_layout_env_value(env, "AIP_MODEL_DIR"), "/tmp/zt-selftest-job/model/"));
+    assert(!strcmp(zt_layout_env_value(env, "SM_HP_LR"), "0.5"));
+    assert(!strcmp(zt_layout_env_value(env, "SM_CURRENT_HOST"), "algo-3"));
     size_t aip = 0, sm = 0, i;
     json_t *e;
     json_array_foreach(env, i, e) {

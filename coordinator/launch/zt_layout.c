@@ -424,9 +424,7 @@ json_t *zt_layout_env(const zt_layout_t *self, int pool, int index)
     return env;
 }
 
-/* ------------------------------------------------------------ selftest */
-
-static const char *s_env_value(json_t *env, const char *name)
+const char *zt_layout_env_value(json_t *env, const char *name)
 {
     size_t i;
     json_t *e;
@@ -435,6 +433,8 @@ static const char *s_env_value(json_t *env, const char *name)
             return json_string_value(json_array_get(e, 1));
     return NULL;
 }
+
+/* ------------------------------------------------------------ selftest */
 
 /* torchrun's per-node variables on a placement over two hosts: the chief
  * and worker 0 on host a, workers 1 and 2 on host b. */
@@ -466,17 +466,17 @@ void zt_layout_selftest(void)
         char buf[3][16];
         for (int k = 0; k < 3; k++)
             snprintf(buf[k], sizeof buf[k], "%d", want[rank][k]);
-        assert(!strcmp(s_env_value(env, "LOCAL_RANK"), buf[0]));
-        assert(!strcmp(s_env_value(env, "LOCAL_WORLD_SIZE"), buf[1]));
-        assert(!strcmp(s_env_value(env, "GROUP_RANK"), buf[2]));
-        assert(!strcmp(s_env_value(env, "NODE_RANK"), buf[2]));
-        assert(!strcmp(s_env_value(env, "GROUP_WORLD_SIZE"), "2"));
-        assert(!strcmp(s_env_value(env, "MASTER_ADDR"), "10.0.0.0"));
-        assert(!strcmp(s_env_value(env, "MASTER_PORT"), "7000"));
+        assert(!strcmp(zt_layout_env_value(env, "LOCAL_RANK"), buf[0]));
+        assert(!strcmp(zt_layout_env_value(env, "LOCAL_WORLD_SIZE"), buf[1]));
+        assert(!strcmp(zt_layout_env_value(env, "GROUP_RANK"), buf[2]));
+        assert(!strcmp(zt_layout_env_value(env, "NODE_RANK"), buf[2]));
+        assert(!strcmp(zt_layout_env_value(env, "GROUP_WORLD_SIZE"), "2"));
+        assert(!strcmp(zt_layout_env_value(env, "MASTER_ADDR"), "10.0.0.0"));
+        assert(!strcmp(zt_layout_env_value(env, "MASTER_PORT"), "7000"));
         json_decref(env);
     }
     json_t *ps = zt_layout_env(&lay, 2, 0); /* not a rank: no torch variables */
-    assert(!s_env_value(ps, "LOCAL_RANK") && !s_env_value(ps, "RANK"));
+    assert(!zt_layout_env_value(ps, "LOCAL_RANK") && !zt_layout_env_value(ps, "RANK"));
     json_decref(ps);
     zt_layout_fini(&lay);
     for (int p = 0; p < 3; p++) {

@@ -71,6 +71,9 @@ json_t *zt_layout_cluster_spec(const zt_layout_t *self, int pool, int index);
 json_t *zt_layout_tf_config(const zt_layout_t *self, int pool, int index);
 /* The variables ztrain sets for one replica, in order: [[name, value], ...]. */
 json_t *zt_layout_env(const zt_layout_t *self, int pool, int index);
+/* The value of name in a replica's environment (env: [name, value]
+ * pairs), or NULL. */
+const char *zt_layout_env_value(json_t *env, const char *name);
 /* Appends [name, value] to a replica's environment (env: such pairs); the
  * _json form writes value compact and takes its reference. */
 void zt_layout_put(json_t *env, const char *name, const char *value);
