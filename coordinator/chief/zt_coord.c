@@ -86,7 +86,7 @@ static void s_reap_all(zt_coord_t *self)
 static void s_timers(zt_coord_t *self)
 {
     int64_t now = zt_now_ms();
-    uint64_t refused = zt_auth_refused() + self->wrong_identity + self->unknown_senders + self->drops.malformed;
+    uint64_t refused = zt_auth_refused() + zt_coord_record_refusals(self->rec);
     if (refused != self->refusals_written) { /* job.json counts them, within a second */
         self->refusals_written = refused;
         zt_coord_record_changed(self->rec);
@@ -111,30 +111,8 @@ static void s_timers(zt_coord_t *self)
         self->job_deadline = 0;
         zt_coord_cancel(self, why);
     }
-    /* silence is judged only with the control queue read to its end: a
-     * heartbeat may still be waiting in it */
-    if (self->stopping || self->control_backlog)
-        return;
-    for (int i = 0; i < self->nreps; i++) {
-        zt_crep_t *r = &self->reps[i];
-        if (!r->handle || r->killed_by_us)
-            continue;
-        if (r->registered && now - r->last_hb_ms > self->hb_timeout_ms) {
-            snprintf(r->killed_why, sizeof r->killed_why, "sent no heartbeat for %lld ms",
-                     (long long) (now - r->last_hb_ms));
-            zt_warn("%s %s: killing it, to be handled as a crash", r->name, r->killed_why);
-            r->killed_by_us = true;
-            self->backend->signal(self->backend, r->handle, SIGKILL);
-        }
-        else if (!r->registered && r->expect_register &&
-                 now - r->started_ms > self->register_timeout_ms) {
-            snprintf(r->killed_why, sizeof r->killed_why, "did not register within %lld ms",
-                     (long long) self->register_timeout_ms);
-            zt_warn("%s %s: killing it, to be handled as a crash", r->name, r->killed_why);
-            r->killed_by_us = true;
-            self->backend->signal(self->backend, r->handle, SIGKILL);
-        }
-    }
+    if (!self->stopping)
+        zt_coord_check_silent(self);
 }
 
 /* The job's keys, made afresh for every run of the coordinator (before its
@@ -261,9 +239,7 @@ zt_coord_t *zt_coord_new(zt_plan_t **plan_p, zt_backend_t **backend_p, const zt_
     self->opts = *opts;
     self->sig_pipe[0] = self->sig_pipe[1] = -1;
     self->rec = zt_coord_record_new();
-    self->hb_ms = zt_knob_int(ZT_KNOB_HEARTBEAT_MS);
-    self->hb_timeout_ms = zt_knob_int(ZT_KNOB_HEARTBEAT_TIMEOUT_MS);
-    self->register_timeout_ms = zt_knob_int(ZT_KNOB_REGISTER_TIMEOUT_MS);
+    self->ctl = zt_coord_ctl_new();
     self->grace_ms = zt_knob_int(ZT_KNOB_STOP_GRACE_MS);
     self->sv = zt_coord_supervisor_new();
     self->max_job_retries = (int) zt_knob_int(ZT_KNOB_MAX_JOB_RETRIES);
@@ -348,6 +324,7 @@ void zt_coord_destroy(zt_coord_t **self_p)
     json_decref(self->error);
     zt_coord_elastic_destroy(&self->el);
     zt_coord_supervisor_destroy(&self->sv);
+    zt_coord_ctl_destroy(&self->ctl);
     s_sig_fd = -1;
     if (self->sig_pipe[0] >= 0) {
         close(self->sig_pipe[0]);

@@ -18,10 +18,60 @@
 #include <stdio.h>
 #include <string.h>
 
+struct zt_coord_ctl_t {
+    zt_refusals_t drop_log[ZT_DROP_REASONS]; /* dropped messages by reason: logged at most once per 5 s each */
+    bool backlog;               /* control messages are still queued: heartbeats may be among them */
+    int64_t hb_ms, hb_timeout_ms, register_timeout_ms;
+};
+
+zt_coord_ctl_t *zt_coord_ctl_new(void)
+{
+    zt_coord_ctl_t *self = calloc(1, sizeof *self);
+    self->hb_ms = zt_knob_int(ZT_KNOB_HEARTBEAT_MS);
+    self->hb_timeout_ms = zt_knob_int(ZT_KNOB_HEARTBEAT_TIMEOUT_MS);
+    self->register_timeout_ms = zt_knob_int(ZT_KNOB_REGISTER_TIMEOUT_MS);
+    return self;
+}
+
+void zt_coord_ctl_destroy(zt_coord_ctl_t **self_p)
+{
+    free(*self_p);
+    *self_p = NULL;
+}
+
+static void s_kill_silent(zt_coord_t *self, zt_crep_t *r)
+{
+    zt_warn("%s %s: killing it, to be handled as a crash", r->name, r->killed_why);
+    r->killed_by_us = true;
+    self->backend->signal(self->backend, r->handle, SIGKILL);
+}
+
+void zt_coord_check_silent(zt_coord_t *self)
+{
+    if (self->ctl->backlog)
+        return;
+    int64_t now = zt_now_ms();
+    for (int i = 0; i < self->nreps; i++) {
+        zt_crep_t *r = &self->reps[i];
+        if (!r->handle || r->killed_by_us)
+            continue;
+        if (r->registered && now - r->last_hb_ms > self->ctl->hb_timeout_ms) {
+            snprintf(r->killed_why, sizeof r->killed_why, "sent no heartbeat for %lld ms",
+                     (long long) (now - r->last_hb_ms));
+            s_kill_silent(self, r);
+        }
+        else if (!r->registered && r->expect_register && now - r->started_ms > self->ctl->register_timeout_ms) {
+            snprintf(r->killed_why, sizeof r->killed_why, "did not register within %lld ms",
+                     (long long) self->ctl->register_timeout_ms);
+            s_kill_silent(self, r);
+        }
+    }
+}
+
 /* A dropped message, logged at most once per 5 s per reason. */
 static void s_refuse(zt_coord_t *self, zt_drop_t why, const char *what)
 {
-    zt_refusals_count(&self->drop_log[why], what, zt_now_ms());
+    zt_refusals_count(&self->ctl->drop_log[why], what, zt_now_ms());
 }
 
 static zt_crep_t *s_find_at(zt_coord_t *self, int pool, int index)
@@ -48,9 +98,9 @@ static void s_on_register(zt_coord_t *self, zt_crep_t *r, zframe_t *id, const zt
      * keys (taking the slot would get the real one killed as silent) */
     int64_t silent = zt_now_ms() - r->last_hb_ms;
     pid_t pid = r->handle ? (pid_t) self->backend->pid(self->backend, r->handle) : 0;
-    if (r->registered && r->identity && !zframe_eq(r->identity, id) && silent < self->hb_timeout_ms && pid > 0 &&
+    if (r->registered && r->identity && !zframe_eq(r->identity, id) && silent < self->ctl->hb_timeout_ms && pid > 0 &&
         kill(pid, 0) == 0) {
-        self->unknown_senders++;
+        zt_coord_record_refused(self->rec, ZT_RECORD_UNKNOWN_SENDER);
         char what[200];
         snprintf(what, sizeof what, "REGISTER as %s from a new connection while %s runs (pid %lld, its heartbeat "
                  "%lld ms ago)", r->name, r->name, (long long) pid, (long long) silent);
@@ -65,7 +115,7 @@ static void s_on_register(zt_coord_t *self, zt_crep_t *r, zframe_t *id, const zt
         r->state = ZT_REP_RUNNING;
     zt_info("%s registered (%s, pid %lld)", r->name, m->u.REGISTER.role, (long long) m->u.REGISTER.pid);
     zt_msg_t w = { .type = ZT_MSG_WELCOME, .incarnation = self->layout.incarnation, .seq = self->seq++ };
-    w.u.WELCOME.heartbeat_ms = self->hb_ms;
+    w.u.WELCOME.heartbeat_ms = self->ctl->hb_ms;
     w.u.WELCOME.replicas = self->nreps;
     zt_msg_send(self->router, id, &w);
     zt_msg_t s = { .type = ZT_MSG_STATUS, .incarnation = self->layout.incarnation, .seq = self->seq++ };
@@ -174,7 +224,7 @@ static void s_on_latency(zt_coord_t *self, zt_crep_t *r, const zt_msg_t *m)
     double sum = m->u.LATENCY.sum;
     int kind = zt_hist_kind(m->u.LATENCY.kind);
     if (kind < 0 || zt_hist_parse(m->u.LATENCY.counts, counts) != 0 || !isfinite(sum) || sum < 0) {
-        self->drops.malformed++;
+        zt_coord_record_refused(self->rec, ZT_RECORD_MALFORMED);
         char what[200];
         snprintf(what, sizeof what, "latency histogram from %s: kind '%.32s', counts '%.64s'", r->name,
                  m->u.LATENCY.kind, m->u.LATENCY.counts);
@@ -199,7 +249,7 @@ static void s_on_message(zt_coord_t *self, zframe_t *id, const char *who, zt_msg
 {
     zt_crep_t *r = s_find_at(self, m->pool, m->index);
     if (!r) {
-        self->unknown_senders++;
+        zt_coord_record_refused(self->rec, ZT_RECORD_UNKNOWN_SENDER);
         char what[160];
         snprintf(what, sizeof what, "%s from workerpool%d-%d: no such replica", zt_msg_type_name(m->type), m->pool,
                  m->index);
@@ -218,7 +268,7 @@ static void s_on_message(zt_coord_t *self, zframe_t *id, const char *who, zt_msg
         return;
     }
     if (zt_auth_on() && (!who || strcmp(who, r->name))) { /* its keys are another replica's */
-        self->wrong_identity++;
+        zt_coord_record_refused(self->rec, ZT_RECORD_WRONG_IDENTITY);
         char what[200];
         snprintf(what, sizeof what, "%s claiming to be %s from a connection that authenticated as %s",
                  zt_msg_type_name(m->type), r->name, who && *who ? who : "no replica");
@@ -234,7 +284,7 @@ static void s_on_message(zt_coord_t *self, zframe_t *id, const char *who, zt_msg
         return;
     }
     if (!r->registered || !zframe_eq(r->identity, id)) {
-        self->unknown_senders++;
+        zt_coord_record_refused(self->rec, ZT_RECORD_UNKNOWN_SENDER);
         char what[160];
         snprintf(what, sizeof what, "%s from %s: not registered (or from another identity)",
                  zt_msg_type_name(m->type), r->name);
@@ -286,17 +336,17 @@ static void s_on_body(zt_coord_t *self, zframe_t *id, const void *data, size_t s
                       const char *who)
 {
     zt_msg_t m;
-    int rc = well_formed ? zt_msg_decode(data, size, &m, &self->drops) : ZT_EPROTO;
+    int rc = well_formed ? zt_msg_decode(data, size, &m, zt_coord_record_drops(self->rec)) : ZT_EPROTO;
     if (rc == ZT_OK) {
         s_on_message(self, id, who, &m);
         return;
     }
     if (!well_formed)
-        self->drops.malformed++;
+        zt_coord_record_refused(self->rec, ZT_RECORD_MALFORMED);
     char what[200];
     snprintf(what, sizeof what, "a malformed control message (%s); drops so far: %llu malformed, "
-             "%llu wrong version", zt_strerror(rc), (unsigned long long) self->drops.malformed,
-             (unsigned long long) self->drops.bad_version);
+             "%llu wrong version", zt_strerror(rc), (unsigned long long) zt_coord_record_drops(self->rec)->malformed,
+             (unsigned long long) zt_coord_record_drops(self->rec)->bad_version);
     s_refuse(self, ZT_DROP_MALFORMED, what);
 }
 
@@ -304,11 +354,11 @@ static void s_on_body(zt_coord_t *self, zframe_t *id, const void *data, size_t s
  * else, or a body that does not decode, is counted and dropped. */
 void zt_coord_on_control(zt_coord_t *self)
 {
-    self->control_backlog = true; /* until the queue is seen empty */
+    self->ctl->backlog = true; /* until the queue is seen empty */
     for (int budget = 0; budget < 256; budget++) {
         zmsg_t *zm = zmsg_recv_nowait(self->router);
         if (!zm) {
-            self->control_backlog = false;
+            self->ctl->backlog = false;
             return;
         }
         zframe_t *id = zmsg_pop(zm);

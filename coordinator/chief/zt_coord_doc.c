@@ -46,22 +46,13 @@ void zt_coord_write_state(zt_coord_t *self)
         json_array_append_new(reps, o);
     }
     json_t *doc = json_pack(
-        "{s:s, s:s, s:i, s:s?, s:s, s:i, s:i, s:O, s:o, s:o, s:{s:I, s:I, s:I, s:I, s:I, s:I}}",
+        "{s:s, s:s, s:i, s:s?, s:s, s:i, s:i, s:O, s:o, s:o}",
         "name", self->plan->display_name, "jobDir", self->layout.job_dir,
         "coordinatorPid", (int) getpid(), "coordinator", self->layout.coordinator,
         "state", zt_job_state_name(self->state), "incarnation", self->layout.incarnation,
         "jobRetries", self->job_retries, "error", self->error ? self->error : json_null(),
-        "replicas", reps, "plan", zt_plan_to_json(self->plan),
-        "controlPlaneDrops", "malformed", (json_int_t) self->drops.malformed,
-        "badMagic", (json_int_t) self->drops.bad_magic,
-        "badVersion", (json_int_t) self->drops.bad_version,
-        "unknownType", (json_int_t) self->drops.unknown_type,
-        "tooLong", (json_int_t) self->drops.too_long,
-        "unknownSender", (json_int_t) self->unknown_senders);
+        "replicas", reps, "plan", zt_plan_to_json(self->plan));
     json_object_set_new(doc, "preemptions", json_integer(self->preemptions));
-    json_t *drops = json_object_get(doc, "controlPlaneDrops");
-    json_object_set_new(drops, "wrongIdentity", json_integer((json_int_t) self->wrong_identity));
-    json_object_set_new(drops, "unauthenticated", json_integer((json_int_t) zt_auth_refused()));
     json_object_set_new(doc, "security", json_string(zt_auth_on() ? "curve" : "off"));
     json_object_set_new(doc, "coordinatorProcess", zt_json_this_process());
     if (self->backend->allocation)
@@ -70,6 +61,8 @@ void zt_coord_write_state(zt_coord_t *self)
     if (elastic)
         json_object_set_new(doc, "elastic", elastic);
     zt_coord_record_into(self->rec, doc);
+    json_object_set_new(json_object_get(doc, "controlPlaneDrops"), "unauthenticated",
+                        json_integer((json_int_t) zt_auth_refused()));
     if (self->prom) {
         if (self->metrics_token_file)
             json_object_set_new(doc, "metricsTokenFile", json_string(self->metrics_token_file));

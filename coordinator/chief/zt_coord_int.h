@@ -46,6 +46,7 @@ typedef enum {
 
 typedef struct zt_coord_elastic_t zt_coord_elastic_t;
 typedef struct zt_coord_supervisor_t zt_coord_supervisor_t;
+typedef struct zt_coord_ctl_t zt_coord_ctl_t;
 
 
 struct zt_coord_t {
@@ -64,23 +65,19 @@ struct zt_coord_t {
     zt_coord_record_t *rec;     /* the job's record (zt_coord_record.c), its state its own */
     json_t *error;              /* why the job failed or was cancelled */
     int job_retries;            /* whole-job retries so far */
-    zt_refusals_t drop_log[ZT_DROP_REASONS]; /* dropped messages by reason: logged at most once per 5 s each */
     bool stopping;              /* stopping every replica */
     zt_after_t after_stop;      /* what to do once all are down */
     zt_job_state_t final_state; /* for ZT_AFTER_FINISH */
     int64_t kill_deadline;      /* SIGKILL whoever is left at this time */
     int64_t job_deadline;       /* scheduling.timeout, 0 none */
-    int64_t hb_ms, hb_timeout_ms, register_timeout_ms, grace_ms;
     int max_job_retries;
     int preemptions;           /* every replica's, and the whole job's (a Slurm preemption) */
-    zt_msg_drops_t drops;       /* malformed control messages */
-    bool control_backlog;       /* control messages are still queued: heartbeats may be among them */
-    uint64_t unknown_senders;   /* well-formed but from no replica of ours */
-    uint64_t wrong_identity;    /* from a replica's connection, claiming to be another replica */
     uint64_t refusals_written;  /* the refusals job.json was last written with */
     uint64_t seq;               /* our message sequence */
     int sig_pipe[2];            /* signal handler -> loop */
     zt_coord_supervisor_t *sv;  /* supervision's own state (zt_coord_supervise.c) */
+    zt_coord_ctl_t *ctl;        /* the control plane's own state (zt_coord_ctl.c) */
+    int64_t grace_ms;           /* ZT_STOP_GRACE_MS */
     zt_coord_elastic_t *el;     /* an elastic pool 1's controller (zt_coord_elastic.c), its state its own */
 };
 
@@ -172,7 +169,18 @@ void zt_coord_elastic_restart(zt_coord_t *self);
 /* job.json's "elastic" (NULL without an elastic pool). */
 json_t *zt_coord_elastic_json(const zt_coord_t *self);
 
-/* zt_coord_ctl.c: serves the control messages waiting on the router. */
+/* zt_coord_ctl.c: the control plane's own state: each reason's refusals
+ * (logged at most once per 5 s), whether messages are still queued, the
+ * heartbeat and registration times (ZT_HEARTBEAT_MS,
+ * ZT_HEARTBEAT_TIMEOUT_MS, ZT_REGISTER_TIMEOUT_MS, read as it is made). */
+zt_coord_ctl_t *zt_coord_ctl_new(void);
+void zt_coord_ctl_destroy(zt_coord_ctl_t **self_p);
+/* Every running replica silent past its time (no heartbeat since
+ * ZT_HEARTBEAT_TIMEOUT_MS, or no registration within
+ * ZT_REGISTER_TIMEOUT_MS) is killed, to be handled as a crash; judged only
+ * with the control queue read to its end (a heartbeat may wait in it). */
+void zt_coord_check_silent(zt_coord_t *self);
+/* Serves the control messages waiting on the router. */
 void zt_coord_on_control(zt_coord_t *self);
 
 #endif

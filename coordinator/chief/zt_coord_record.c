@@ -14,6 +14,9 @@ struct zt_coord_record_t {
     json_t *events;       /* what a replica could not do, at once; losses, preemptions, resumes */
     json_t *latency;      /* {kind: {replica: {le, counts, sum}}} */
     json_t *lost_nodes;   /* [{time, why}] */
+    zt_msg_drops_t drops; /* malformed control messages, by kind */
+    uint64_t unknown_senders; /* well-formed but from no replica of the job */
+    uint64_t wrong_identity;  /* from a replica's connection, claiming to be another replica */
     bool dirty;           /* changed since job.json was last written */
     int64_t writes;       /* job.json writes so far */
     int64_t written_ms;   /* when it was last written */
@@ -201,6 +204,26 @@ void zt_coord_record_latency(zt_coord_record_t *self, const char *kind, const ch
     self->dirty = true;
 }
 
+void zt_coord_record_refused(zt_coord_record_t *self, zt_record_refusal_t what)
+{
+    if (what == ZT_RECORD_UNKNOWN_SENDER)
+        self->unknown_senders++;
+    else if (what == ZT_RECORD_WRONG_IDENTITY)
+        self->wrong_identity++;
+    else
+        self->drops.malformed++;
+}
+
+zt_msg_drops_t *zt_coord_record_drops(zt_coord_record_t *self)
+{
+    return &self->drops;
+}
+
+uint64_t zt_coord_record_refusals(const zt_coord_record_t *self)
+{
+    return self->wrong_identity + self->unknown_senders + self->drops.malformed;
+}
+
 void zt_coord_record_changed(zt_coord_record_t *self)
 {
     self->dirty = true;
@@ -214,6 +237,11 @@ bool zt_coord_record_due(const zt_coord_record_t *self, int64_t now_ms, int64_t 
 void zt_coord_record_into(zt_coord_record_t *self, json_t *doc)
 {
     json_object_set_new(doc, "createTime", json_string(self->created));
+    json_object_set_new(doc, "controlPlaneDrops", json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "malformed",
+        (json_int_t) self->drops.malformed, "badMagic", (json_int_t) self->drops.bad_magic, "badVersion",
+        (json_int_t) self->drops.bad_version, "unknownType", (json_int_t) self->drops.unknown_type, "tooLong",
+        (json_int_t) self->drops.too_long, "unknownSender", (json_int_t) self->unknown_senders, "wrongIdentity",
+        (json_int_t) self->wrong_identity));
     json_object_set(doc, "transitions", self->transitions);
     json_object_set(doc, "metrics", self->metrics);
     json_object_set(doc, "events", self->events);

@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include "wire/zt_msg.h"
 
 /* What one replica's messages can make job.json hold: metric names per
  * replica, and the newest checkpoints and evaluations kept. */
@@ -46,6 +47,14 @@ zt_record_rc_t zt_coord_record_metric(zt_coord_record_t *self, const char *repli
 int64_t zt_coord_record_step_of(const zt_coord_record_t *self, const char *replica);
 /* The replica's latency histogram of kind (hist taken: {le, counts, sum}). */
 void zt_coord_record_latency(zt_coord_record_t *self, const char *kind, const char *replica, json_t *hist);
+/* The control plane's refusals, job.json's controlPlaneDrops: malformed
+ * messages by kind (the decoder counts into zt_coord_record_drops), and
+ * well-formed ones from no replica of the job or under another replica's
+ * name. zt_coord_record_refusals: their sum, to tell a change. */
+typedef enum { ZT_RECORD_UNKNOWN_SENDER, ZT_RECORD_WRONG_IDENTITY, ZT_RECORD_MALFORMED } zt_record_refusal_t;
+void zt_coord_record_refused(zt_coord_record_t *self, zt_record_refusal_t what);
+zt_msg_drops_t *zt_coord_record_drops(zt_coord_record_t *self);
+uint64_t zt_coord_record_refusals(const zt_coord_record_t *self);
 /* Something job.json shows changed (the refusals' counts). */
 void zt_coord_record_changed(zt_coord_record_t *self);
 /* Whether it changed and every_ms passed since it was last written. */
