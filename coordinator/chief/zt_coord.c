@@ -250,7 +250,7 @@ zt_coord_t *zt_coord_new(zt_plan_t **plan_p, zt_backend_t **backend_p, const zt_
         p1->replicas = p1->elastic_max;
     zt_placement_t placement;
     if (self->backend->place(self->backend, self->plan, opts->cpu_only, &placement) != ZT_OK ||
-        zt_layout_init(&self->layout, self->plan, &placement, opts->job_dir, opts->trial, zt_format_views()) != ZT_OK) {
+        zt_layout_init(&self->layout, self->plan, &placement, opts->job_dir, opts->trial) != ZT_OK) {
         zt_error("the %s backend cannot place the job", self->backend->name);
         zt_coord_destroy(&self);
         return NULL;
@@ -287,7 +287,7 @@ zt_coord_t *zt_coord_new(zt_plan_t **plan_p, zt_backend_t **backend_p, const zt_
         zt_coord_destroy(&self);
         return NULL;
     }
-    zt_layout_make_folders(&self->layout); /* the output folders */
+    zt_format_make_folders(&self->layout); /* the output folders */
     s_install_signals(self);
     return self;
 }

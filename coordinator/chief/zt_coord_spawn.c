@@ -113,7 +113,7 @@ int zt_crep_spawn(zt_crep_t *r, const zt_layout_t *layout, zt_backend_t *backend
     }
     r->line_len = 0;
     char **argv = s_argv(pool);
-    json_t *vars = zt_layout_env(layout, r->pool, r->index);
+    json_t *vars = zt_format_env(layout, r->pool, r->index);
     if (r->rejoining)
         json_array_append_new(vars, json_pack("[ss]", zt_env_name(ZT_ENV_REJOIN), "1"));
     char **envp = s_envp(vars);

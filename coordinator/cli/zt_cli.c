@@ -467,8 +467,8 @@ static int s_cmd_env(zt_cli_args_t *a)
         if (!backend)
             fprintf(stderr, "ztrain env: --backend: %s\n", why);
         else if (backend->place(backend, plan, a->cpu_only, &placement) == ZT_OK &&
-                 zt_layout_init(&layout, plan, &placement, dir ? dir : ".", a->trial, zt_format_views()) == ZT_OK) {
-            json_t *env = zt_layout_env(&layout, a->pool, a->index);
+                 zt_layout_init(&layout, plan, &placement, dir ? dir : ".", a->trial) == ZT_OK) {
+            json_t *env = zt_format_env(&layout, a->pool, a->index);
             size_t i;
             json_t *v;
             json_array_foreach(env, i, v)

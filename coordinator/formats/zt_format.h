@@ -31,6 +31,17 @@ typedef struct {
     bool warm_transfer;      /* their data or algorithm differs (TransferLearning) */
 } zt_study_extras_t;
 
+/* A managed service's view of a replica, which every job's replicas get
+ * (a program written for the service runs unchanged): its variables,
+ * appended to env, the folder the pool's PYTHONPATH takes first (NULL:
+ * none), and the folders under the base output folder its programs find
+ * made. Any may be NULL. */
+typedef struct {
+    void (*env)(json_t *env, const zt_layout_t *layout, int pool, int index);
+    const char *(*python_first)(const zt_layout_t *layout, int pool);
+    const char *const *folders;       /* NULL-terminated */
+} zt_format_view_t;
+
 typedef struct {
     const char *name;   /* its folder, and plan->service of the plans it makes */
     /* Whether the document (root; a study's: its trial job, opts->spec_key) is one of its jobs.
@@ -41,7 +52,7 @@ typedef struct {
     void (*parse)(zt_spec_ctx_t *c, json_t *root, const zt_plan_opts_t *opts);
 
     /* Every job's replicas: the service's view (fields may be NULL). */
-    zt_layout_view_t view;
+    zt_format_view_t view;
     /* The files its programs read in a replica's config folder: {name: JSON document}, or NULL. */
     json_t *(*config_files)(const zt_layout_t *layout, int pool, int index);
 
@@ -80,8 +91,14 @@ const zt_format_t *zt_format_of(const zt_plan_t *plan);
  * format that claims it parses it. ZT_OK, or ZT_ESPEC/ZT_EIO with every
  * problem in diag. */
 int zt_format_load(const zt_plan_opts_t *opts, zt_plan_t **plan_p, zt_diag_t *diag);
-/* Every format's view, for zt_layout_init (NULL-terminated). */
-const zt_layout_view_t *const *zt_format_views(void);
+/* Replica (pool, index)'s whole environment, in order: the frameworks'
+ * (zt_layout_env), every format's view in registration order, then the rest
+ * (zt_layout_env_finish: GPUs, hypertune, ZT_*, PYTHONPATH with the views'
+ * folders first, the pool's env[] last). [[name, value], ...]. */
+json_t *zt_format_env(const zt_layout_t *layout, int pool, int index);
+/* The folders every view names under the base output folder, and a trial's
+ * hypertune folder (zt_layout_make_folders). */
+void zt_format_make_folders(const zt_layout_t *layout);
 /* The format's folders of plan (see folders above): 0, or -1 with why. */
 int zt_format_folders(const zt_plan_t *plan, zt_dir_mode_t mode, char *why, size_t len);
 /* The format whose tuning job root is, or NULL. */

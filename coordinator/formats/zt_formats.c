@@ -2,6 +2,8 @@
  * chief and the study runner ask of them through the seam. */
 #include "formats/zt_format.h"
 #include "ztrain/zt_error.h"
+#include "base/zt_util.h"
+#include <stdio.h>
 #include <assert.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,12 +59,31 @@ int zt_format_load(const zt_plan_opts_t *opts, zt_plan_t **plan_p, zt_diag_t *di
     return ZT_OK;
 }
 
-const zt_layout_view_t *const *zt_format_views(void)
+json_t *zt_format_env(const zt_layout_t *layout, int pool, int index)
 {
-    static const zt_layout_view_t *views[sizeof zt_formats / sizeof *zt_formats];
+    json_t *env = zt_layout_env(layout, pool, index);
+    char first[4096] = "";
+    for (int i = 0; zt_formats[i]; i++) {
+        const zt_format_view_t *v = &zt_formats[i]->view;
+        if (v->env)
+            v->env(env, layout, pool, index);
+        const char *d = v->python_first ? v->python_first(layout, pool) : NULL;
+        if (d)
+            snprintf(first + strlen(first), sizeof first - strlen(first), "%s%s", first[0] ? ":" : "", d);
+    }
+    zt_layout_env_finish(env, layout, pool, index, first);
+    return env;
+}
+
+void zt_format_make_folders(const zt_layout_t *layout)
+{
     for (int i = 0; zt_formats[i]; i++)
-        views[i] = &zt_formats[i]->view;
-    return views;
+        for (const char *const *f = zt_formats[i]->view.folders; f && *f; f++) {
+            char *d = zt_strdupf("%s/%s", layout->base_dir, *f);
+            zt_mkdir_p(d);
+            free(d);
+        }
+    zt_layout_make_folders(layout);
 }
 
 int zt_format_folders(const zt_plan_t *plan, zt_dir_mode_t mode, char *why, size_t len)
@@ -114,8 +135,8 @@ void zt_format_selftest(void)
         pl.replicas[i].port = 6000 + i;
     }
     zt_layout_t lay;
-    assert(zt_layout_init(&lay, plan, &pl, "/tmp/zt-selftest-job", NULL, zt_format_views()) == ZT_OK);
-    json_t *env = zt_layout_env(&lay, 2, 0);
+    assert(zt_layout_init(&lay, plan, &pl, "/tmp/zt-selftest-job", NULL) == ZT_OK);
+    json_t *env = zt_format_env(&lay, 2, 0);
     assert(!strcmp(zt_layout_env_value(env, "AIP_MODEL_DIR"), "/tmp/zt-selftest-job/model/"));
     assert(!strcmp(zt_layout_env_value(env, "SM_HP_LR"), "0.5"));
     assert(!strcmp(zt_layout_env_value(env, "SM_CURRENT_HOST"), "algo-3"));

@@ -25,11 +25,10 @@ void zt_layout_name(int pool, int index, char *buf, size_t size)
 }
 
 int zt_layout_init(zt_layout_t *self, const zt_plan_t *plan, zt_placement_t *placement_p,
-                   const char *job_dir, const char *trial, const zt_layout_view_t *const *views)
+                   const char *job_dir, const char *trial)
 {
     memset(self, 0, sizeof *self);
     self->plan = plan;
-    self->views = views;
     self->placement = *placement_p;
     memset(placement_p, 0, sizeof *placement_p);
     self->job_dir = strdup(job_dir);
@@ -146,12 +145,6 @@ json_t *zt_layout_tf_config(const zt_layout_t *self, int pool, int index)
 
 void zt_layout_make_folders(const zt_layout_t *self)
 {
-    for (int v = 0; self->views && self->views[v]; v++)
-        for (int f = 0; self->views[v]->folders && self->views[v]->folders[f]; f++) {
-            char *d = zt_strdupf("%s/%s", self->base_dir, self->views[v]->folders[f]);
-            zt_mkdir_p(d);
-            free(d);
-        }
     if (self->trial) {
         char *d = zt_strdupf("%s/hypertune", self->base_dir);
         zt_mkdir_p(d);
@@ -370,19 +363,13 @@ static void s_env_ztrain(json_t *env, const zt_layout_t *self, int pool, int ind
     zt_layout_put(env, zt_env_name(r2 == ZT_ROLE_REDUCER ? ZT_ENV_REDUCERS : ZT_ENV_PARAMSERVERS), list);
 }
 
-/* The pool's PYTHONPATH (the folders the views put first; then the pool's
- * packages; then what was set), then its own env[] last: it replaces what
- * ztrain set. */
-static void s_env_pool(json_t *env, const zt_layout_t *self, int pool)
+/* The pool's PYTHONPATH (first; then the pool's packages; then what was
+ * set), then its own env[] last: it replaces what ztrain set. */
+static void s_env_pool(json_t *env, const zt_layout_t *self, int pool, const char *first)
 {
     const zt_pool_t *pp = &self->plan->pools[pool];
     const char *old = zt_env_get(ZT_ENV_PYTHONPATH);
-    char first[4096] = "";
-    for (int v = 0; self->views && self->views[v]; v++) {
-        const char *d = self->views[v]->python_first ? self->views[v]->python_first(self, pool) : NULL;
-        if (d)
-            snprintf(first + strlen(first), sizeof first - strlen(first), "%s%s", first[0] ? ":" : "", d);
-    }
+    first = first ? first : "";
     if (first[0] || pp->python_path) {
         char *d = zt_strdupf("%s%s%s%s%s", first, first[0] && pp->python_path ? ":" : "",
                              pp->python_path ? pp->python_path : "", old && *old ? ":" : "", old ? old : "");
@@ -404,9 +391,11 @@ json_t *zt_layout_env(const zt_layout_t *self, int pool, int index)
 {
     json_t *env = json_array();
     s_env_frameworks(env, self, pool, index);
-    for (int v = 0; self->views && self->views[v]; v++) /* the services' */
-        if (self->views[v]->env)
-            self->views[v]->env(env, self, pool, index);
+    return env;
+}
+
+void zt_layout_env_finish(json_t *env, const zt_layout_t *self, int pool, int index, const char *python_first)
+{
     /* GPUs: each replica sees only its own; none when it asked for none. */
     char buf[256] = "";
     const zt_place_t *me = zt_layout_place(self, pool, index);
@@ -420,8 +409,7 @@ json_t *zt_layout_env(const zt_layout_t *self, int pool, int index)
         free(d);
     }
     s_env_ztrain(env, self, pool, index);
-    s_env_pool(env, self, pool);
-    return env;
+    s_env_pool(env, self, pool, python_first);
 }
 
 const char *zt_layout_env_value(json_t *env, const char *name)
@@ -458,7 +446,7 @@ void zt_layout_selftest(void)
         pl.replicas[i].port = 6000 + i;
     }
     zt_layout_t lay;
-    assert(zt_layout_init(&lay, &plan, &pl, "/tmp/zt-selftest-job", NULL, NULL) == ZT_OK);
+    assert(zt_layout_init(&lay, &plan, &pl, "/tmp/zt-selftest-job", NULL) == ZT_OK);
     /* rank: local rank, local world, node */
     const int want[4][3] = { { 0, 2, 0 }, { 1, 2, 0 }, { 0, 2, 1 }, { 1, 2, 1 } };
     for (int rank = 0; rank < 4; rank++) {

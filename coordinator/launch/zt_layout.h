@@ -1,9 +1,10 @@
 /* zt_layout: where every replica of a job is (its host, address, ports,
  * GPUs, folders), and from that the environment every replica gets, in exactly the forms
- * the frameworks and the managed services set: CLUSTER_SPEC and TF_CONFIG, PyTorch's
- * MASTER_ADDR/MASTER_PORT/WORLD_SIZE/RANK (and torchrun's), each service's view
- * (the views the job formats give: zt_layout_view_t), CUDA_VISIBLE_DEVICES, then the
- * pool's own env[] last; plus ZT_* for programs that link libztrain. */
+ * the frameworks set: CLUSTER_SPEC and TF_CONFIG, PyTorch's
+ * MASTER_ADDR/MASTER_PORT/WORLD_SIZE/RANK (and torchrun's); then, after the
+ * services' views (the job formats': zt_format_env puts them between),
+ * CUDA_VISIBLE_DEVICES, the hypertune metric file, ZT_* for programs that link
+ * libztrain, and the pool's own env[] last. */
 #ifndef ZT_LAYOUT_H
 #define ZT_LAYOUT_H
 #include <jansson.h>
@@ -13,20 +14,8 @@
 
 typedef struct zt_layout_s zt_layout_t;
 
-/* A managed service's view of a replica, which every job's replicas get
- * (a program written for the service runs unchanged): its variables,
- * appended to env, the folder the pool's PYTHONPATH takes first (NULL:
- * none), and the folders under the base output folder its programs find
- * made. The job formats give them (zt_format_views); any may be NULL. */
-typedef struct {
-    void (*env)(json_t *env, const zt_layout_t *layout, int pool, int index);
-    const char *(*python_first)(const zt_layout_t *layout, int pool);
-    const char *const *folders;       /* NULL-terminated */
-} zt_layout_view_t;
-
 struct zt_layout_s {
     const zt_plan_t *plan;            /* the job */
-    const zt_layout_view_t *const *views; /* the services' views, in order (NULL-terminated; NULL: none) */
     char *job_dir;                    /* logs, job.json, config */
     char *base_dir;                   /* base output directory (plan's, or job_dir) */
     char *trial;                      /* trial id, or NULL outside a study */
@@ -44,11 +33,10 @@ struct zt_layout_s {
     int epoch_world;                  /* the trainers an epoch is counted for: the chief and pool 1's start */
 };
 
-/* Lays out the job on the backend's placement (taken over), each
- * replica's environment with views (NULL-terminated, kept; may be NULL).
- * base_dir defaults to job_dir. */
+/* Lays out the job on the backend's placement (taken over). base_dir
+ * defaults to job_dir. */
 int zt_layout_init(zt_layout_t *self, const zt_plan_t *plan, zt_placement_t *placement_p,
-                   const char *job_dir, const char *trial, const zt_layout_view_t *const *views);
+                   const char *job_dir, const char *trial);
 void zt_layout_fini(zt_layout_t *self);
 /* The place of replica (pool, index), and its ordinal in the placement. */
 const zt_place_t *zt_layout_place(const zt_layout_t *self, int pool, int index);
@@ -69,8 +57,12 @@ json_t *zt_layout_pool_addresses(const zt_layout_t *self, int pool);
 json_t *zt_layout_cluster_spec(const zt_layout_t *self, int pool, int index);
 /* NULL when the job has a single replica (the service sets none then). */
 json_t *zt_layout_tf_config(const zt_layout_t *self, int pool, int index);
-/* The variables ztrain sets for one replica, in order: [[name, value], ...]. */
+/* The frameworks' variables of one replica, in order: [[name, value], ...]. */
 json_t *zt_layout_env(const zt_layout_t *self, int pool, int index);
+/* The rest of its environment, after the services' views: its GPUs, the
+ * hypertune metric file, ZT_*, PYTHONPATH (python_first, when not NULL,
+ * first), and the pool's own env[] last. */
+void zt_layout_env_finish(json_t *env, const zt_layout_t *self, int pool, int index, const char *python_first);
 /* The value of name in a replica's environment (env: [name, value]
  * pairs), or NULL. */
 const char *zt_layout_env_value(json_t *env, const char *name);
@@ -78,8 +70,7 @@ const char *zt_layout_env_value(json_t *env, const char *name);
  * _json form writes value compact and takes its reference. */
 void zt_layout_put(json_t *env, const char *name, const char *value);
 void zt_layout_put_json(json_t *env, const char *name, json_t *value);
-/* Makes the folders every view names under the base output folder, and in
- * a trial the hypertune metric file's (a program may write
+/* In a trial, makes the hypertune metric file's folder (a program may write
  * CLOUD_ML_HP_METRIC_FILE without making its folder). */
 void zt_layout_make_folders(const zt_layout_t *self);
 /* The replica's config directory (SageMaker's config files live there). */
