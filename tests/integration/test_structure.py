@@ -13,7 +13,6 @@ import glob
 import os
 import re
 import subprocess
-import sys
 import unittest
 
 import ztest  # noqa: E402

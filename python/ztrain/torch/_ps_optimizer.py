@@ -9,7 +9,6 @@ import torch
 
 import ztrain as _zt
 from ztrain import _native
-from ztrain import ZtrainTimeout
 
 
 def _init_scale(shape):
