@@ -98,13 +98,7 @@ static void s_timers(zt_coord_t *self)
         zt_coord_stop_all(self, ZT_AFTER_RESPAWN, ZT_JOB_FAILED);
     zt_coord_release_held_stops(self);
     zt_coord_judge_held(self, false);
-    if (self->stopping && self->kill_deadline <= now)
-        for (int i = 0; i < self->nreps; i++)
-            if (self->reps[i].handle) {
-                zt_warn("%s did not stop within the grace period: SIGKILL", self->reps[i].name);
-                self->backend->signal(self->backend, self->reps[i].handle, SIGKILL);
-                self->kill_deadline = now + 1000;
-            }
+    zt_coord_stop_tick(self, now);
     if (self->job_deadline && now >= self->job_deadline && self->state < ZT_JOB_SUCCEEDED) {
         char why[128];
         snprintf(why, sizeof why, "scheduling.timeout of %.0fs reached", self->plan->timeout_s);
@@ -240,7 +234,6 @@ zt_coord_t *zt_coord_new(zt_plan_t **plan_p, zt_backend_t **backend_p, const zt_
     self->sig_pipe[0] = self->sig_pipe[1] = -1;
     self->rec = zt_coord_record_new();
     self->ctl = zt_coord_ctl_new();
-    self->grace_ms = zt_knob_int(ZT_KNOB_STOP_GRACE_MS);
     self->sv = zt_coord_supervisor_new();
     self->max_job_retries = (int) zt_knob_int(ZT_KNOB_MAX_JOB_RETRIES);
     /* an elastic pool: a slot (a place, ports) for each replica it may grow to */
@@ -406,7 +399,7 @@ zt_job_state_t zt_coord_run(zt_coord_t *self)
         s_timers(self);
         if (self->stopping && s_live(self) == 0) {
             self->stopping = false;
-            if (self->after_stop == ZT_AFTER_RESPAWN) {
+            if (zt_coord_after_stop(self) == ZT_AFTER_RESPAWN) {
                 self->backend->cleanup(self->backend);
                 zt_info("starting the job again (incarnation %d)", self->layout.incarnation);
                 zt_coord_spawn_all(self, zt_coord_on_control);
@@ -427,8 +420,7 @@ zt_job_state_t zt_coord_run(zt_coord_t *self)
     }
     if (zt_coord_record_due(self->rec, zt_now_ms(), 0))
         zt_coord_write_state(self);
-    zt_coord_format_end(self);
-    zt_coord_set_state(self, self->final_state);
+    zt_coord_set_state(self, zt_coord_format_end(self, zt_coord_final_state(self)));
     zt_coord_supervise_end(self);
     return self->state;
 }

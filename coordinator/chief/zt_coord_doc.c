@@ -122,15 +122,15 @@ void zt_coord_set_error(zt_coord_t *self, zt_crep_t *r, const char *fmt, ...)
         zt_error("%s", msg);
 }
 
-void zt_coord_format_end(zt_coord_t *self)
+zt_job_state_t zt_coord_format_end(zt_coord_t *self, zt_job_state_t final)
 {
     const zt_format_t *f = zt_format_of(self->plan);
-    if (!f || !f->finish || (self->final_state != ZT_JOB_SUCCEEDED && self->final_state != ZT_JOB_FAILED))
-        return;
+    if (!f || !f->finish || (final != ZT_JOB_SUCCEEDED && final != ZT_JOB_FAILED))
+        return final;
     char why[512], *failure = NULL;
-    if (f->finish(&self->layout, self->final_state == ZT_JOB_SUCCEEDED, &failure, why, sizeof why) != 0) {
+    if (f->finish(&self->layout, final == ZT_JOB_SUCCEEDED, &failure, why, sizeof why) != 0) {
         zt_coord_set_error(self, NULL, "the job's output could not be written: %s", why);
-        self->final_state = ZT_JOB_FAILED;
+        final = ZT_JOB_FAILED;
     }
     if (failure) { /* the service's failure reason: what the program wrote where its format says */
         if (!self->error)
@@ -142,6 +142,7 @@ void zt_coord_format_end(zt_coord_t *self)
         zt_error("%s says: %s", f->failure_from, failure);
         free(failure);
     }
+    return final;
 }
 
 /* The earlier run's record (its job.json) carried on: retries, incarnation,

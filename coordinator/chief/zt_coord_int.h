@@ -65,10 +65,7 @@ struct zt_coord_t {
     zt_coord_record_t *rec;     /* the job's record (zt_coord_record.c), its state its own */
     json_t *error;              /* why the job failed or was cancelled */
     int job_retries;            /* whole-job retries so far */
-    bool stopping;              /* stopping every replica */
-    zt_after_t after_stop;      /* what to do once all are down */
-    zt_job_state_t final_state; /* for ZT_AFTER_FINISH */
-    int64_t kill_deadline;      /* SIGKILL whoever is left at this time */
+    bool stopping;              /* stopping every replica (how, and until when: supervision's) */
     int64_t job_deadline;       /* scheduling.timeout, 0 none */
     int max_job_retries;
     int preemptions;           /* every replica's, and the whole job's (a Slurm preemption) */
@@ -77,7 +74,6 @@ struct zt_coord_t {
     int sig_pipe[2];            /* signal handler -> loop */
     zt_coord_supervisor_t *sv;  /* supervision's own state (zt_coord_supervise.c) */
     zt_coord_ctl_t *ctl;        /* the control plane's own state (zt_coord_ctl.c) */
-    int64_t grace_ms;           /* ZT_STOP_GRACE_MS */
     zt_coord_elastic_t *el;     /* an elastic pool 1's controller (zt_coord_elastic.c), its state its own */
 };
 
@@ -85,7 +81,7 @@ struct zt_coord_t {
  * outputs (SageMaker's model.tar.gz and output.tar.gz; a failure to is the
  * job's failure); a failure carries the program's own account of it in the
  * job's error (failureReason). */
-void zt_coord_format_end(zt_coord_t *self);
+zt_job_state_t zt_coord_format_end(zt_coord_t *self, zt_job_state_t final);
 
 /* zt_coord_doc.c: job.json, written atomically; the state, told to every
  * registered replica; the job's error, with the replica's log tail. */
@@ -112,6 +108,12 @@ bool zt_coord_preempting(const zt_coord_t *self);
 /* At the job's very end: the allocation is given back to run the job again
  * (requeued after a lost node), or given up. */
 void zt_coord_supervise_end(zt_coord_t *self);
+/* The stop under way (zt_coord_stop_all): what follows once every replica
+ * is down, and the job's state then; zt_coord_stop_tick kills whoever is
+ * left past the grace (ZT_STOP_GRACE_MS). */
+zt_after_t zt_coord_after_stop(const zt_coord_t *self);
+zt_job_state_t zt_coord_final_state(const zt_coord_t *self);
+void zt_coord_stop_tick(zt_coord_t *self, int64_t now);
 /* Starts every replica, calling serve (the control plane's handler) now and
  * then between starts, so that the first replicas of a large job are not
  * taken for silent while the last are still being started. */

@@ -25,6 +25,11 @@ struct zt_coord_supervisor_t {
     int64_t final_eval_step;
     bool requeue, give_up;      /* at the end: the allocation runs the job again, or not */
     bool preempted;             /* the allocation was preempted (requeued) under the job */
+    /* the stop under way (zt_coord_t's stopping) */
+    zt_after_t after_stop;      /* what to do once all are down */
+    zt_job_state_t final_state; /* for ZT_AFTER_FINISH */
+    int64_t kill_deadline;      /* SIGKILL whoever is left at this time */
+    int64_t grace_ms;           /* ZT_STOP_GRACE_MS */
 };
 
 zt_coord_supervisor_t *zt_coord_supervisor_new(void)
@@ -32,6 +37,7 @@ zt_coord_supervisor_t *zt_coord_supervisor_new(void)
     zt_coord_supervisor_t *self = calloc(1, sizeof *self);
     self->max_restarts = (int) zt_knob_int(ZT_KNOB_MAX_RESTARTS);
     self->max_preemptions = (int) zt_knob_int(ZT_KNOB_MAX_PREEMPTIONS);
+    self->grace_ms = zt_knob_int(ZT_KNOB_STOP_GRACE_MS);
     return self;
 }
 
@@ -44,6 +50,28 @@ void zt_coord_supervisor_destroy(zt_coord_supervisor_t **self_p)
 bool zt_coord_preempting(const zt_coord_t *self)
 {
     return self->sv->preempted;
+}
+
+zt_after_t zt_coord_after_stop(const zt_coord_t *self)
+{
+    return self->sv->after_stop;
+}
+
+zt_job_state_t zt_coord_final_state(const zt_coord_t *self)
+{
+    return self->sv->final_state;
+}
+
+void zt_coord_stop_tick(zt_coord_t *self, int64_t now)
+{
+    if (!self->stopping || self->sv->kill_deadline > now)
+        return;
+    for (int i = 0; i < self->nreps; i++)
+        if (self->reps[i].handle) {
+            zt_warn("%s did not stop within the grace period: SIGKILL", self->reps[i].name);
+            self->backend->signal(self->backend, self->reps[i].handle, SIGKILL);
+            self->sv->kill_deadline = now + 1000;
+        }
 }
 
 void zt_coord_supervise_end(zt_coord_t *self)
@@ -94,7 +122,7 @@ void zt_coord_spawn_all(zt_coord_t *self, void (*serve)(zt_coord_t *self))
 static void s_stop_one(zt_coord_t *self, zt_crep_t *r)
 {
     zt_msg_t m = { .type = ZT_MSG_SHUTDOWN, .incarnation = self->layout.incarnation, .seq = self->seq++ };
-    zt_msg_set_str(m.u.SHUTDOWN.reason, self->after_stop == ZT_AFTER_RESPAWN ? "restarting the job"
+    zt_msg_set_str(m.u.SHUTDOWN.reason, self->sv->after_stop == ZT_AFTER_RESPAWN ? "restarting the job"
                                                                              : "the job is ending");
     if (r->registered)
         zt_msg_send(self->router, r->identity, &m);
@@ -116,15 +144,15 @@ void zt_coord_stop_all(zt_coord_t *self, zt_after_t after, zt_job_state_t final_
     if (self->stopping) {
         /* Already stopping: a finish wins over a respawn. */
         if (after == ZT_AFTER_FINISH) {
-            self->after_stop = ZT_AFTER_FINISH;
-            self->final_state = final_state;
+            self->sv->after_stop = ZT_AFTER_FINISH;
+            self->sv->final_state = final_state;
         }
         return;
     }
     self->stopping = true;
-    self->after_stop = after;
-    self->final_state = final_state;
-    self->kill_deadline = zt_now_ms() + self->grace_ms;
+    self->sv->after_stop = after;
+    self->sv->final_state = final_state;
+    self->sv->kill_deadline = zt_now_ms() + self->sv->grace_ms;
     /* the chief saves the model at its step as it stops, gathering it from
      * the parameter servers: they stop once it has ended (or late in the
      * grace), so that it finds them serving */
@@ -150,7 +178,7 @@ void zt_coord_release_held_stops(zt_coord_t *self)
     bool held = false;
     for (int i = 0; i < self->nreps; i++)
         held |= self->reps[i].stop_held;
-    if (!held || (s_chief_up(self) && zt_now_ms() < self->kill_deadline - self->grace_ms / 4))
+    if (!held || (s_chief_up(self) && zt_now_ms() < self->sv->kill_deadline - self->sv->grace_ms / 4))
         return;
     for (int i = 0; i < self->nreps; i++)
         if (self->reps[i].stop_held) {
@@ -164,10 +192,10 @@ void zt_coord_cancel(zt_coord_t *self, const char *why)
 {
     if (self->state == ZT_JOB_CANCELLING) {
         zt_warn("%s again: killing every replica now", why);
-        self->kill_deadline = 0;
+        self->sv->kill_deadline = 0;
         return;
     }
-    if (self->stopping && self->after_stop == ZT_AFTER_FINISH)
+    if (self->stopping && self->sv->after_stop == ZT_AFTER_FINISH)
         return; /* already ending with a result */
     zt_info("%s: cancelling the job", why);
     json_decref(self->error);
@@ -183,7 +211,7 @@ void zt_coord_cancel(zt_coord_t *self, const char *why)
 void zt_coord_node_lost(zt_coord_t *self, const char *why)
 {
     if (self->sv->requeue || self->sv->give_up) {
-        self->kill_deadline = 0; /* a second notice: now */
+        self->sv->kill_deadline = 0; /* a second notice: now */
         return;
     }
     zt_coord_record_lost_node(self->rec, why);
@@ -216,7 +244,7 @@ void zt_coord_node_lost(zt_coord_t *self, const char *why)
 void zt_coord_preempted(zt_coord_t *self, const char *why)
 {
     if (self->sv->preempted) {
-        self->kill_deadline = 0; /* a second notice: now */
+        self->sv->kill_deadline = 0; /* a second notice: now */
         return;
     }
     self->sv->preempted = true;
@@ -225,7 +253,7 @@ void zt_coord_preempted(zt_coord_t *self, const char *why)
     if (self->state == ZT_JOB_CANCELLING) { /* an earlier notice of this stop was taken for a cancel */
         json_decref(self->error);
         self->error = NULL;
-        self->final_state = ZT_JOB_QUEUED;
+        self->sv->final_state = ZT_JOB_QUEUED;
     }
     zt_warn("%s: the job is preempted (not a failure, no job retry used): every replica saves, and the job "
             "resumes when Slurm runs it again", why);
@@ -575,7 +603,7 @@ void zt_coord_replica_exited(zt_coord_t *self, zt_crep_t *r, int status)
     if (self->stopping) {
         zt_info("%s %s", r->name, how);
         /* stopped by the job's end: a cancel's replicas are CANCELLED, as the job */
-        r->state = self->final_state == ZT_JOB_CANCELLED             ? ZT_REP_CANCELLED
+        r->state = self->sv->final_state == ZT_JOB_CANCELLED             ? ZT_REP_CANCELLED
                    : WIFEXITED(status) && WEXITSTATUS(status) == 0 ? ZT_REP_SUCCEEDED
                                                                     : ZT_REP_STOPPED;
         zt_coord_write_state(self);
