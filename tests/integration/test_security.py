@@ -304,7 +304,8 @@ class SealedBulk(unittest.TestCase):
         # and its configuration get nothing: refused, counted, never applied.
         # The evaluator fetches the chief's checkpoints from its file server
         # over a sealed stream too
-        args = ["--hidden=64", "--epochs=16", "--log_every=100", "--checkpoint_steps=200"]
+        # long enough to outlast the attacks on a fast machine too
+        args = ["--hidden=64", "--epochs=48", "--log_every=100", "--checkpoint_steps=200"]
         d = tmpdir("sec-")
         job_dir = os.path.join(d, "job")
         job = Job(self, job_file(d, "sealed", [pool("ztrain-worker", 1, args), pool("ztrain-worker", 1, args),

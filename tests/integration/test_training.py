@@ -170,8 +170,9 @@ class Training(unittest.TestCase):
 
     def test_evaluator_preempted_scores_nothing_twice(self):
         # the evaluator stopped (SIGTERM) after a score: its successor is
-        # not handed the checkpoint it scored, only newer ones
-        path = job_spec(self.d, "evalstop", SHORT + ["--epochs=2", "--checkpoint_steps=300"], workers=1,
+        # not handed the checkpoint it scored, only newer ones (6 epochs: the
+        # training goes on well past the second score on a fast machine too)
+        path = job_spec(self.d, "evalstop", SHORT + ["--epochs=6", "--checkpoint_steps=300"], workers=1,
                         evaluators=1)
         job = Job(self, path, self.job_dir, env=FAST)
         wait_for(lambda: len((load_job(self.job_dir) or {}).get("evaluations", [])) >= 2, timeout=200,
