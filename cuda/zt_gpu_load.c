@@ -21,6 +21,7 @@ static const zt_gpu_api_t *s_api;
 static char s_why[2048];
 static pthread_once_t s_once = PTHREAD_ONCE_INIT;
 
+#ifdef ZT_HAVE_CUDA
 static void *s_open(const char *path, char *err, size_t len)
 {
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
@@ -30,6 +31,7 @@ static void *s_open(const char *path, char *err, size_t len)
     }
     return h;
 }
+#endif
 
 static void s_load(void)
 {
