@@ -86,11 +86,7 @@ static void s_reap_all(zt_coord_t *self)
 static void s_timers(zt_coord_t *self)
 {
     int64_t now = zt_now_ms();
-    uint64_t refused = zt_auth_refused() + zt_coord_record_refusals(self->rec);
-    if (refused != self->refusals_written) { /* job.json counts them, within a second */
-        self->refusals_written = refused;
-        zt_coord_record_changed(self->rec);
-    }
+    zt_coord_record_refusals_seen(self->rec, zt_auth_refused());
     if (zt_coord_record_due(self->rec, now, 1000))
         zt_coord_write_state(self);
     zt_coord_check_final_evaluation(self);
@@ -235,7 +231,6 @@ zt_coord_t *zt_coord_new(zt_plan_t **plan_p, zt_backend_t **backend_p, const zt_
     self->rec = zt_coord_record_new();
     self->ctl = zt_coord_ctl_new();
     self->sv = zt_coord_supervisor_new();
-    self->max_job_retries = (int) zt_knob_int(ZT_KNOB_MAX_JOB_RETRIES);
     /* an elastic pool: a slot (a place, ports) for each replica it may grow to */
     zt_pool_t *p1 = &self->plan->pools[1];
     int elastic_start = p1->replicas;
@@ -314,7 +309,6 @@ void zt_coord_destroy(zt_coord_t **self_p)
     zt_layout_fini(&self->layout);
     zt_plan_destroy(&self->plan);
     zt_coord_record_destroy(&self->rec);
-    json_decref(self->error);
     zt_coord_elastic_destroy(&self->el);
     zt_coord_supervisor_destroy(&self->sv);
     zt_coord_ctl_destroy(&self->ctl);

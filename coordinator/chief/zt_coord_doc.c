@@ -46,13 +46,11 @@ void zt_coord_write_state(zt_coord_t *self)
         json_array_append_new(reps, o);
     }
     json_t *doc = json_pack(
-        "{s:s, s:s, s:i, s:s?, s:s, s:i, s:i, s:O, s:o, s:o}",
+        "{s:s, s:s, s:i, s:s?, s:s, s:i, s:o, s:o}",
         "name", self->plan->display_name, "jobDir", self->layout.job_dir,
         "coordinatorPid", (int) getpid(), "coordinator", self->layout.coordinator,
         "state", zt_job_state_name(self->state), "incarnation", self->layout.incarnation,
-        "jobRetries", self->job_retries, "error", self->error ? self->error : json_null(),
         "replicas", reps, "plan", zt_plan_to_json(self->plan));
-    json_object_set_new(doc, "preemptions", json_integer(self->preemptions));
     json_object_set_new(doc, "security", json_string(zt_auth_on() ? "curve" : "off"));
     json_object_set_new(doc, "coordinatorProcess", zt_json_this_process());
     if (self->backend->allocation)
@@ -107,14 +105,14 @@ void zt_coord_set_error(zt_coord_t *self, zt_crep_t *r, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    json_decref(self->error);
-    self->error = json_pack("{s:s}", "message", msg);
+    json_t *error = json_pack("{s:s}", "message", msg);
+    zt_coord_record_set_error(self->rec, error);
     if (r) {
         if (r->log)
             fflush(r->log);
         char *tail = zt_file_tail(r->log_path, 2000);
-        json_object_set_new(self->error, "replica", json_string(r->name));
-        json_object_set_new(self->error, "logTail", json_string(tail ? tail : ""));
+        json_object_set_new(error, "replica", json_string(r->name));
+        json_object_set_new(error, "logTail", json_string(tail ? tail : ""));
         zt_error("%s; last lines of %s:\n%s", msg, r->log_path, tail ? tail : "");
         free(tail);
     }
@@ -133,12 +131,15 @@ zt_job_state_t zt_coord_format_end(zt_coord_t *self, zt_job_state_t final)
         final = ZT_JOB_FAILED;
     }
     if (failure) { /* the service's failure reason: what the program wrote where its format says */
-        if (!self->error)
-            self->error = json_pack("{s:s}", "message", "the job failed");
-        const char *was = json_string_value(json_object_get(self->error, "message"));
-        json_object_set_new(self->error, "message", json_sprintf("%s; %s says: %s", was ? was : "",
-                                                                 f->failure_from, failure));
-        json_object_set_new(self->error, "failureReason", json_string(failure));
+        json_t *error = zt_coord_record_error(self->rec);
+        if (!error) {
+            error = json_pack("{s:s}", "message", "the job failed");
+            zt_coord_record_set_error(self->rec, error);
+        }
+        const char *was = json_string_value(json_object_get(error, "message"));
+        json_object_set_new(error, "message", json_sprintf("%s; %s says: %s", was ? was : "",
+                                                           f->failure_from, failure));
+        json_object_set_new(error, "failureReason", json_string(failure));
         zt_error("%s says: %s", f->failure_from, failure);
         free(failure);
     }
@@ -150,9 +151,7 @@ zt_job_state_t zt_coord_format_end(zt_coord_t *self, zt_job_state_t final)
  * and the creation time. */
 static void s_take_history(zt_coord_t *self, json_t *doc)
 {
-    self->job_retries = (int) json_integer_value(json_object_get(doc, "jobRetries"));
     self->layout.incarnation = (int) json_integer_value(json_object_get(doc, "incarnation"));
-    self->preemptions = (int) json_integer_value(json_object_get(doc, "preemptions"));
     zt_job_state_t was; /* where the record left off: QUEUED after it is a transition again */
     if (zt_job_state_parse(json_string_value(json_object_get(doc, "state")), &was))
         self->state = was;
@@ -206,7 +205,7 @@ void zt_coord_continue_earlier(zt_coord_t *self)
     s_take_history(self, doc);
     self->layout.incarnation++;
     zt_info("continuing the job's record from its earlier run (created %s): incarnation %d, %d job retr%s so far",
-            zt_coord_record_created(self->rec), self->layout.incarnation, self->job_retries, self->job_retries == 1 ? "y" : "ies");
+            zt_coord_record_created(self->rec), self->layout.incarnation, zt_coord_record_retries(self->rec), zt_coord_record_retries(self->rec) == 1 ? "y" : "ies");
     s_note_resume(self, doc);
     json_decref(doc);
 }
@@ -243,15 +242,14 @@ bool zt_coord_continue_requeued(zt_coord_t *self)
         char *why = zt_strdupf("the allocation ended under the job while it was %s (the coordinator's "
                                "node lost?), and Slurm requeued it", st);
         zt_coord_record_lost_node(self->rec, why);
-        if (!self->plan->disable_retries && self->job_retries < self->max_job_retries) {
-            self->job_retries++;
+        if (zt_coord_record_retry(self->rec, self->plan->disable_retries)) {
             self->layout.incarnation++;
             zt_warn("%s", why);
         }
         else {
             char *msg = zt_strdupf("%s, but no job retry is left: the job fails", why);
             zt_error("%s", msg);
-            self->error = json_pack("{s:s, s:s}", "message", msg, "lostNode", why);
+            zt_coord_record_set_error(self->rec, json_pack("{s:s, s:s}", "message", msg, "lostNode", why));
             free(msg);
             zt_coord_set_state(self, ZT_JOB_FAILED);
             ok = false;
@@ -260,8 +258,9 @@ bool zt_coord_continue_requeued(zt_coord_t *self)
     }
     if (ok)
         zt_info("Slurm ran job %s again (requeue %ld): job retry %d of %d, incarnation %d, %d preemption%s so far",
-                id, requeues, self->job_retries, self->max_job_retries, self->layout.incarnation, self->preemptions,
-                self->preemptions == 1 ? "" : "s");
+                id, requeues, zt_coord_record_retries(self->rec), zt_coord_record_max_retries(self->rec),
+                self->layout.incarnation, zt_coord_record_preemptions(self->rec),
+                zt_coord_record_preemptions(self->rec) == 1 ? "" : "s");
     json_decref(doc);
     return ok;
 }

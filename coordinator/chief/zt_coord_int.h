@@ -62,14 +62,9 @@ struct zt_coord_t {
     char *metrics_token_file;   /* its bearer token's file (security on), or NULL */
     zt_job_state_t state;       /* job state */
     zt_msg_t last_ckpt;         /* the newest CHECKPOINT notice, for late evaluators */
-    zt_coord_record_t *rec;     /* the job's record (zt_coord_record.c), its state its own */
-    json_t *error;              /* why the job failed or was cancelled */
-    int job_retries;            /* whole-job retries so far */
+    zt_coord_record_t *rec;     /* the job's record (zt_coord_record.c): its history, error, retries, preemptions */
     bool stopping;              /* stopping every replica (how, and until when: supervision's) */
     int64_t job_deadline;       /* scheduling.timeout, 0 none */
-    int max_job_retries;
-    int preemptions;           /* every replica's, and the whole job's (a Slurm preemption) */
-    uint64_t refusals_written;  /* the refusals job.json was last written with */
     uint64_t seq;               /* our message sequence */
     int sig_pipe[2];            /* signal handler -> loop */
     zt_coord_supervisor_t *sv;  /* supervision's own state (zt_coord_supervise.c) */

@@ -17,6 +17,11 @@ struct zt_coord_record_t {
     zt_msg_drops_t drops; /* malformed control messages, by kind */
     uint64_t unknown_senders; /* well-formed but from no replica of the job */
     uint64_t wrong_identity;  /* from a replica's connection, claiming to be another replica */
+    uint64_t refusals_written; /* every refusal's count, as job.json was last written */
+    json_t *error;        /* why the job failed or was cancelled, or NULL */
+    int retries;          /* whole-job retries so far */
+    int max_retries;      /* ZT_MAX_JOB_RETRIES */
+    int preemptions;      /* every replica's, and the whole job's */
     bool dirty;           /* changed since job.json was last written */
     int64_t writes;       /* job.json writes so far */
     int64_t written_ms;   /* when it was last written */
@@ -35,6 +40,7 @@ zt_coord_record_t *zt_coord_record_new(void)
     self->events = json_array();
     self->latency = json_object();
     self->lost_nodes = json_array();
+    self->max_retries = (int) zt_knob_int(ZT_KNOB_MAX_JOB_RETRIES);
     return self;
 }
 
@@ -50,6 +56,7 @@ void zt_coord_record_destroy(zt_coord_record_t **self_p)
     json_decref(self->events);
     json_decref(self->latency);
     json_decref(self->lost_nodes);
+    json_decref(self->error);
     free(self->created);
     free(self);
     *self_p = NULL;
@@ -72,6 +79,8 @@ void zt_coord_record_take(zt_coord_record_t *self, json_t *doc)
         free(self->created);
         self->created = strdup(created);
     }
+    self->retries = (int) json_integer_value(json_object_get(doc, "jobRetries"));
+    self->preemptions = (int) json_integer_value(json_object_get(doc, "preemptions"));
 }
 
 const char *zt_coord_record_created(const zt_coord_record_t *self)
@@ -229,6 +238,54 @@ void zt_coord_record_changed(zt_coord_record_t *self)
     self->dirty = true;
 }
 
+void zt_coord_record_refusals_seen(zt_coord_record_t *self, uint64_t elsewhere)
+{
+    uint64_t now = elsewhere + zt_coord_record_refusals(self);
+    if (now != self->refusals_written) { /* job.json counts them, within a second */
+        self->refusals_written = now;
+        self->dirty = true;
+    }
+}
+
+void zt_coord_record_set_error(zt_coord_record_t *self, json_t *error)
+{
+    json_decref(self->error);
+    self->error = error;
+}
+
+json_t *zt_coord_record_error(zt_coord_record_t *self)
+{
+    return self->error;
+}
+
+bool zt_coord_record_retry(zt_coord_record_t *self, bool disabled)
+{
+    if (disabled || self->retries >= self->max_retries)
+        return false;
+    self->retries++;
+    return true;
+}
+
+int zt_coord_record_retries(const zt_coord_record_t *self)
+{
+    return self->retries;
+}
+
+int zt_coord_record_max_retries(const zt_coord_record_t *self)
+{
+    return self->max_retries;
+}
+
+void zt_coord_record_preempted(zt_coord_record_t *self)
+{
+    self->preemptions++;
+}
+
+int zt_coord_record_preemptions(const zt_coord_record_t *self)
+{
+    return self->preemptions;
+}
+
 bool zt_coord_record_due(const zt_coord_record_t *self, int64_t now_ms, int64_t every_ms)
 {
     return self->dirty && now_ms - self->written_ms >= every_ms;
@@ -237,6 +294,9 @@ bool zt_coord_record_due(const zt_coord_record_t *self, int64_t now_ms, int64_t 
 void zt_coord_record_into(zt_coord_record_t *self, json_t *doc)
 {
     json_object_set_new(doc, "createTime", json_string(self->created));
+    json_object_set_new(doc, "jobRetries", json_integer(self->retries));
+    json_object_set(doc, "error", self->error ? self->error : json_null());
+    json_object_set_new(doc, "preemptions", json_integer(self->preemptions));
     json_object_set_new(doc, "controlPlaneDrops", json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "malformed",
         (json_int_t) self->drops.malformed, "badMagic", (json_int_t) self->drops.bad_magic, "badVersion",
         (json_int_t) self->drops.bad_version, "unknownType", (json_int_t) self->drops.unknown_type, "tooLong",

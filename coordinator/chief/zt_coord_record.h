@@ -21,7 +21,8 @@ typedef struct zt_coord_record_t zt_coord_record_t;
 zt_coord_record_t *zt_coord_record_new(void);
 void zt_coord_record_destroy(zt_coord_record_t **self_p);
 /* An earlier run's record (its job.json, doc) carried on: transitions,
- * checkpoints, evaluations, lost nodes, metrics, events, the creation time. */
+ * checkpoints, evaluations, lost nodes, metrics, events, the creation
+ * time, the job retries and preemptions. */
 void zt_coord_record_take(zt_coord_record_t *self, json_t *doc);
 const char *zt_coord_record_created(const zt_coord_record_t *self);
 void zt_coord_record_transition(zt_coord_record_t *self, const char *state);
@@ -55,10 +56,28 @@ typedef enum { ZT_RECORD_UNKNOWN_SENDER, ZT_RECORD_WRONG_IDENTITY, ZT_RECORD_MAL
 void zt_coord_record_refused(zt_coord_record_t *self, zt_record_refusal_t what);
 zt_msg_drops_t *zt_coord_record_drops(zt_coord_record_t *self);
 uint64_t zt_coord_record_refusals(const zt_coord_record_t *self);
-/* Something job.json shows changed (the refusals' counts). */
+/* Something job.json shows changed (an elastic membership). */
 void zt_coord_record_changed(zt_coord_record_t *self);
+/* The refusals counted elsewhere (the CURVE handshakes') beside the
+ * record's own: a change of their sum makes job.json due. */
+void zt_coord_record_refusals_seen(zt_coord_record_t *self, uint64_t elsewhere);
 /* Whether it changed and every_ms passed since it was last written. */
 bool zt_coord_record_due(const zt_coord_record_t *self, int64_t now_ms, int64_t every_ms);
+/* The job's error, job.json's "error" (why it failed or was cancelled):
+ * error taken, NULL clearing it; zt_coord_record_error: borrowed, to add
+ * to, or NULL. */
+void zt_coord_record_set_error(zt_coord_record_t *self, json_t *error);
+json_t *zt_coord_record_error(zt_coord_record_t *self);
+/* Whole-job retries, at most ZT_MAX_JOB_RETRIES (read as the record is
+ * made): zt_coord_record_retry uses one when retries are not disabled and
+ * one is left (true). */
+bool zt_coord_record_retry(zt_coord_record_t *self, bool disabled);
+int zt_coord_record_retries(const zt_coord_record_t *self);
+int zt_coord_record_max_retries(const zt_coord_record_t *self);
+/* The job's preemptions, every replica's and the whole job's (a Slurm
+ * preemption): one more, and how many so far. */
+void zt_coord_record_preempted(zt_coord_record_t *self);
+int zt_coord_record_preemptions(const zt_coord_record_t *self);
 /* Its keys into job.json's doc, as written now. */
 void zt_coord_record_into(zt_coord_record_t *self, json_t *doc);
 

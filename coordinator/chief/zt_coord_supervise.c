@@ -198,8 +198,7 @@ void zt_coord_cancel(zt_coord_t *self, const char *why)
     if (self->stopping && self->sv->after_stop == ZT_AFTER_FINISH)
         return; /* already ending with a result */
     zt_info("%s: cancelling the job", why);
-    json_decref(self->error);
-    self->error = json_pack("{s:s}", "message", why);
+    zt_coord_record_set_error(self->rec, json_pack("{s:s}", "message", why));
     zt_coord_set_state(self, ZT_JOB_CANCELLING);
     self->stopping = false; /* a pending respawn is dropped */
     zt_coord_stop_all(self, ZT_AFTER_FINISH, ZT_JOB_CANCELLED);
@@ -215,14 +214,14 @@ void zt_coord_node_lost(zt_coord_t *self, const char *why)
         return;
     }
     zt_coord_record_lost_node(self->rec, why);
-    bool retry = !self->plan->disable_retries && self->job_retries < self->max_job_retries;
+    bool retry = zt_coord_record_retry(self->rec, self->plan->disable_retries);
     char *msg;
     if (retry) {
-        self->job_retries++;
         self->layout.incarnation++;
         self->sv->requeue = true;
         msg = zt_strdupf("%s: the job is retried on other nodes (job retry %d of %d) once its allocation "
-                         "runs again (Slurm requeues it)", why, self->job_retries, self->max_job_retries);
+                         "runs again (Slurm requeues it)", why, zt_coord_record_retries(self->rec),
+                         zt_coord_record_max_retries(self->rec));
     }
     else {
         self->sv->give_up = true;
@@ -230,8 +229,7 @@ void zt_coord_node_lost(zt_coord_t *self, const char *why)
                                                                                         : "every job retry was used");
     }
     zt_error("lost a node: %s", msg);
-    json_decref(self->error);
-    self->error = json_pack("{s:s, s:s}", "message", msg, "lostNode", why);
+    zt_coord_record_set_error(self->rec, json_pack("{s:s, s:s}", "message", msg, "lostNode", why));
     free(msg);
     self->stopping = false; /* whatever was under way (a respawn) gives way */
     zt_coord_stop_all(self, ZT_AFTER_FINISH, retry ? ZT_JOB_QUEUED : ZT_JOB_FAILED);
@@ -248,11 +246,10 @@ void zt_coord_preempted(zt_coord_t *self, const char *why)
         return;
     }
     self->sv->preempted = true;
-    self->preemptions++;
+    zt_coord_record_preempted(self->rec);
     self->layout.incarnation++;
     if (self->state == ZT_JOB_CANCELLING) { /* an earlier notice of this stop was taken for a cancel */
-        json_decref(self->error);
-        self->error = NULL;
+        zt_coord_record_set_error(self->rec, NULL);
         self->sv->final_state = ZT_JOB_QUEUED;
     }
     zt_warn("%s: the job is preempted (not a failure, no job retry used): every replica saves, and the job "
@@ -512,12 +509,11 @@ static void s_on_failure(zt_coord_t *self, zt_crep_t *r, int status, const char 
     }
     if (zt_coord_elastic_lose(self, r, "its restarts are used up", false))
         return;
-    if (!self->plan->disable_retries && self->job_retries < self->max_job_retries) {
-        self->job_retries++;
+    if (zt_coord_record_retry(self->rec, self->plan->disable_retries)) {
         self->layout.incarnation++;
         r->state = ZT_REP_RESTARTING;
         zt_warn("%s crashed %d times: retrying the whole job (retry %d of %d)", r->name,
-                r->restarts + 1, self->job_retries, self->max_job_retries);
+                r->restarts + 1, zt_coord_record_retries(self->rec), zt_coord_record_max_retries(self->rec));
         zt_coord_stop_all(self, ZT_AFTER_RESPAWN, ZT_JOB_FAILED);
         return;
     }
@@ -615,7 +611,7 @@ void zt_coord_replica_exited(zt_coord_t *self, zt_crep_t *r, int status)
         s_note_loss(self, r, how);
     if (s_preempted(self, r, status)) {
         r->preemptions++;
-        self->preemptions++;
+        zt_coord_record_preempted(self->rec);
         zt_warn("%s %s: a signal ztrain did not send, so a preemption (not a crash, not the end of its work)",
                 r->name, how);
         if (!zt_coord_elastic_preempted(self, r, how))
