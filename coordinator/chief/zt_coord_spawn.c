@@ -14,26 +14,42 @@
 #include <unistd.h>
 
 /* argv: the pool's command; a role binary, or another ztrain binary named
- * bare (ztrain-mpi), is found next to ztrain itself. */
-static char **s_argv(const zt_pool_t *pool)
+ * bare (ztrain-mpi), is found next to ztrain itself. When the job's format
+ * names its hosts (SageMaker's algo-K), the command runs under
+ * ztrain-hosts, which gives it its own /etc/hosts with those names. */
+static char **s_argv(const zt_layout_t *layout, const zt_pool_t *pool)
 {
-    size_t argc = json_array_size(pool->argv);
-    char **argv = calloc(argc + 1, sizeof *argv);
+    const zt_format_t *f = zt_format_of(layout->plan);
+    json_t *names = f && f->host_names ? f->host_names(layout) : NULL;
+    size_t nn = json_object_size(names), argc = json_array_size(pool->argv), k = 0;
+    char **argv = calloc(argc + 2 * nn + 3, sizeof *argv);
+    if (nn) {
+        const char *name;
+        json_t *addr;
+        argv[k++] = zt_strdupf("%s/ztrain-hosts", zt_exe_dir());
+        json_object_foreach(names, name, addr) {
+            argv[k++] = strdup("--host");
+            argv[k++] = zt_strdupf("%s=%s", name, json_string_value(addr));
+        }
+        argv[k++] = strdup("--");
+    }
+    json_decref(names);
+    char **cmd = argv + k; /* the command's own part */
     for (size_t i = 0; i < argc; i++)
-        argv[i] = strdup(json_string_value(json_array_get(pool->argv, i)));
+        cmd[i] = strdup(json_string_value(json_array_get(pool->argv, i)));
     char *ours = NULL;
     if (pool->role != ZT_ROLE_NONE)
         ours = zt_strdupf("%s/%s", zt_exe_dir(), zt_role_binary(pool->role));
-    else if (argc && !strncmp(argv[0], "ztrain-", 7) && !strchr(argv[0], '/')) {
-        ours = zt_strdupf("%s/%s", zt_exe_dir(), argv[0]);
+    else if (argc && !strncmp(cmd[0], "ztrain-", 7) && !strchr(cmd[0], '/')) {
+        ours = zt_strdupf("%s/%s", zt_exe_dir(), cmd[0]);
         if (access(ours, X_OK) != 0) { /* a program of the user's, on PATH */
             free(ours);
             ours = NULL;
         }
     }
     if (ours) {
-        free(argv[0]);
-        argv[0] = ours;
+        free(cmd[0]);
+        cmd[0] = ours;
     }
     return argv;
 }
@@ -112,7 +128,7 @@ int zt_crep_spawn(zt_crep_t *r, const zt_layout_t *layout, zt_backend_t *backend
         r->out_fd = -1;
     }
     r->line_len = 0;
-    char **argv = s_argv(pool);
+    char **argv = s_argv(layout, pool);
     json_t *vars = zt_format_env(layout, r->pool, r->index);
     if (r->rejoining)
         json_array_append_new(vars, json_pack("[ss]", zt_env_name(ZT_ENV_REJOIN), "1"));

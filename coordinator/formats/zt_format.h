@@ -64,6 +64,9 @@ typedef struct {
     int (*prepare)(const zt_layout_t *layout, int pool, int index, char *why, size_t len);
     /* The service's name for the replica's host ("algo-2"), in out. */
     void (*host_name)(const zt_layout_t *layout, int pool, int index, char *out, size_t size);
+    /* The names the service's hosts resolve to within the job ({name: address}; NULL: none),
+     * which every replica finds in its own /etc/hosts (the chief starts it under ztrain-hosts). */
+    json_t *(*host_names)(const zt_layout_t *layout);
     /* Whether the job ends when pool's replicas have all succeeded (NULL: when the primary has). */
     bool (*awaited)(const zt_plan_t *plan, int pool);
     /* The job's end: its outputs written (succeeded), or the program's own account of its failure

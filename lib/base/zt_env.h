@@ -26,6 +26,7 @@
     X(PET_NPROC_PER_NODE, "PET_NPROC_PER_NODE", "SageMaker torch_distributed: torchrun's --nproc-per-node, the host's GPUs (1 without)") \
     X(PET_MASTER_ADDR,  "PET_MASTER_ADDR",  "SageMaker torch_distributed: torchrun's --master-addr, algo-1's") \
     X(PET_MASTER_PORT,  "PET_MASTER_PORT",  "SageMaker torch_distributed: torchrun's --master-port") \
+    X(JOB_ID,           "CLOUD_ML_JOB_ID",  "the job's ID: its directory's name (a trial's: the study folder's name, then trial-N)") \
     X(AIP_MODEL_DIR,    "AIP_MODEL_DIR",    "where the final model goes")                 \
     X(AIP_CHECKPOINT_DIR, "AIP_CHECKPOINT_DIR", "where checkpoints go")                   \
     X(AIP_TENSORBOARD_LOG_DIR, "AIP_TENSORBOARD_LOG_DIR", "TensorBoard's log folder (the program's; the built-in roles write their scalars there)")                \
@@ -57,6 +58,7 @@
     X(SM_USER_ARGS,     "SM_USER_ARGS",     "SageMaker: the hyperparameters as arguments (JSON list)") \
     X(SM_USER_ENTRY_POINT, "SM_USER_ENTRY_POINT", "SageMaker: the program")              \
     X(SM_TRAINING_ENV,  "SM_TRAINING_ENV",  "SageMaker: all of the above as one JSON object") \
+    X(SAGEMAKER_BASE_DIR, "SAGEMAKER_BASE_DIR", "SageMaker (a CreateTrainingJob's hosts): the host's /opt/ml, <job-dir>/opt-ml/algo-K, where the training toolkit finds input/config/*.json and writes output/") \
     X(CUDA_VISIBLE_DEVICES, "CUDA_VISIBLE_DEVICES", "this replica's GPUs")                \
     X(TRIAL_ID,         "CLOUD_ML_TRIAL_ID", "the trial of a study")                      \
     X(HP_METRIC_FILE,   "CLOUD_ML_HP_METRIC_FILE", "where cloudml-hypertune writes the trial's metric") \

@@ -44,6 +44,37 @@ static void s_owner(uid_t uid, char *out, size_t size)
         snprintf(out, size, "uid %u", (unsigned) uid);
 }
 
+/* Whether uid is root's: 0, or, in a user namespace that leaves root
+ * unmapped (ztrain-hosts' for a SageMaker host run by a user who is not
+ * root, a rootless container), the overflow uid the kernel shows there for
+ * every owner outside the namespace: root's folders above a job's (/,
+ * /tmp, /home) look so. Another unmapped owner looks the same, and the
+ * rule cannot tell them apart there. */
+static bool s_is_root(uid_t uid)
+{
+    static int unmapped = -1; /* whether root is unmapped here: -1 not read yet */
+    static uid_t overflow = 65534;
+    if (uid == 0)
+        return true;
+    if (unmapped < 0) {
+        bool mapped = false;
+        FILE *f = fopen("/proc/self/uid_map", "re");
+        unsigned long inside, outside, count;
+        while (f && fscanf(f, "%lu %lu %lu", &inside, &outside, &count) == 3)
+            mapped = mapped || inside == 0;
+        if (f)
+            fclose(f);
+        if ((f = fopen("/proc/sys/kernel/overflowuid", "re"))) {
+            unsigned long v;
+            if (fscanf(f, "%lu", &v) == 1)
+                overflow = (uid_t) v;
+            fclose(f);
+        }
+        unmapped = !mapped;
+    }
+    return unmapped && uid == overflow;
+}
+
 /* Whether folder st (at path) passes the trusted-folder rule: the leaf
  * must be this user's and closed to others; a folder above it this user's
  * or root's, and sticky when others can write to it. */
@@ -52,7 +83,7 @@ static bool s_dir_fits(const char *path, const struct stat *st, bool leaf, char 
     uid_t me = geteuid();
     bool others_write = (st->st_mode & (S_IWGRP | S_IWOTH)) != 0;
     bool bad = leaf ? st->st_uid != me || others_write
-                    : (st->st_uid != me && st->st_uid != 0) || (others_write && !(st->st_mode & S_ISVTX));
+                    : (st->st_uid != me && !s_is_root(st->st_uid)) || (others_write && !(st->st_mode & S_ISVTX));
     if (!bad)
         return true;
     char owner[160];
@@ -110,7 +141,7 @@ static int s_follow_link(s_walk_t *w, const char *name, size_t n, uid_t me, char
     char target[PATH_MAX], next_todo[PATH_MAX];
     ssize_t tn = readlinkat(w->fd, name, target, sizeof target - 1);
     s_path_join(w->cur, name, n);
-    if (lst.st_uid != me && lst.st_uid != 0) {
+    if (lst.st_uid != me && !s_is_root(lst.st_uid)) {
         char owner[160];
         s_owner(lst.st_uid, owner, sizeof owner);
         snprintf(why, why_size, "%s is a link made by %s: ztrain follows no other user's link to a job's "

@@ -13,7 +13,7 @@ from ztest import BIN, ztrain
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 BINARIES = ("ztrain", "ztrain-coordinator", "ztrain-worker", "ztrain-paramserver", "ztrain-reducer",
-            "ztrain-evaluator", "ztrain-mpi", "zt_selftest")
+            "ztrain-evaluator", "ztrain-mpi", "ztrain-hosts", "zt_selftest")
 
 
 def readme():

@@ -12,12 +12,17 @@ its own replica (its channel share, its folders), a host refusing a
 command from any replica but the primary; a host killed with SIGKILL
 mid-run restarts the MPI run, which then succeeds (garbage sent to the new
 host's socket changes nothing); a failing rank fails the job; nothing of
-the job's is left running after it."""
+the job's is left running after it. TrainingToolkit: SageMaker's own
+training toolkit from PyPI as the entry point, unchanged: each host's tree
+under SAGEMAKER_BASE_DIR, algo-K resolving in every replica (ztrain-hosts,
+tested alone in HostsLauncher), its output/failure the job's error."""
 import json
 import os
+import shutil
 import signal
 import subprocess
 import tarfile
+import tempfile
 import unittest
 
 import ztest  # noqa: E402
@@ -272,6 +277,190 @@ def running(marker):
         except (OSError, ValueError):
             pass
     return out
+
+TOOLKIT_SCRIPT = r"""
+import argparse, json, os, socket, sys
+ap = argparse.ArgumentParser()
+ap.add_argument("--epochs", type=int, required=True)
+ap.add_argument("--lr", type=float, required=True)
+ap.add_argument("--fail", default="")
+a = ap.parse_args()
+me, hosts = os.environ["SM_CURRENT_HOST"], json.loads(os.environ["SM_HOSTS"])
+if a.fail and me == "algo-2":
+    raise RuntimeError(a.fail)
+d = os.environ["SM_CHANNEL_TRAINING"]
+record = {"host": me, "args": sys.argv[1:], "hps": json.loads(os.environ["SM_HPS"]),
+          "files": sorted(os.listdir(d)), "base": os.environ["SAGEMAKER_BASE_DIR"],
+          "resolved": {h: socket.gethostbyname(h) for h in hosts},
+          "address": socket.gethostbyname(os.environ["ZT_ADDRESS"].rsplit(":", 1)[0]), "node": socket.gethostname()}
+with open(os.path.join(os.environ["SM_OUTPUT_DATA_DIR"], "seen.json"), "w") as f:
+    json.dump(record, f)
+if me == "algo-1":
+    with open(os.path.join(os.environ["SM_MODEL_DIR"], "model.json"), "w") as f:
+        json.dump({"lr": a.lr, "epochs": a.epochs}, f)
+"""
+
+
+class TrainingToolkit(unittest.TestCase):
+    """SageMaker's own training toolkit (sagemaker-training from PyPI, the
+    `train` entry point of SageMaker's framework containers), unchanged, as
+    a CreateTrainingJob's ContainerEntrypoint: it finds each host's tree
+    under SAGEMAKER_BASE_DIR, waits for algo-1 and algo-2 to resolve (each
+    replica's own /etc/hosts; the machine's is untouched), runs the script
+    of sagemaker_program once per host with its shard and the decoded
+    hyperparameters, and writes output/success; a failing script's
+    output/failure is the job's error."""
+
+    @classmethod
+    def setUpClass(cls):
+        import toolvenv
+        try:
+            py = toolvenv.python(toolvenv.TOOLKIT, "sagemaker-toolkit-venv")
+        except SystemExit:
+            raise unittest.SkipTest("PyPI cannot be reached for " + " ".join(toolvenv.TOOLKIT))
+        cls.entry = os.path.join(os.path.dirname(py), "train")
+
+    def setUp(self):
+        self.d = tmpdir("sagemaker-toolkit-")
+        put(os.path.join(self.d, "code", "train.py"), TOOLKIT_SCRIPT)
+        self.files = ["part-%d.csv" % i for i in range(5)]
+        for f in self.files:
+            put(os.path.join(self.d, "data", "train", f), f + "\n")
+
+    def request(self, **hps):
+        r = request(self.d, TrainingJobName="toolkit-1")
+        r["AlgorithmSpecification"]["ContainerEntrypoint"] = [self.entry]
+        r["HyperParameters"] = {"epochs": "3", "lr": "0.05", "sagemaker_program": "\"train.py\"",
+                                "sagemaker_submit_directory": json.dumps(os.path.join(self.d, "code"))}
+        r["HyperParameters"].update({k: json.dumps(v) for k, v in hps.items()})
+        del r["InputDataConfig"][1], r["CheckpointConfig"]
+        return r
+
+    def run_job(self, req):
+        job = Job(self, write(self.d, "job.json", json.dumps(req)), os.path.join(self.d, "job"))
+        return job, job.wait(timeout=120)
+
+    def test_the_toolkit_runs_the_script_on_every_host(self):
+        with open("/etc/hosts") as f:
+            machine = f.read()
+        job, rc = self.run_job(self.request())
+        self.assertEqual(rc, 0, job.err[-3000:])
+        self.assertEqual(load_job(job.job_dir)["state"], "SUCCEEDED")
+        with tarfile.open(os.path.join(self.d, "out", "toolkit-1", "output", "output.tar.gz")) as t:
+            recs = {m.name.split("/")[0]: json.load(t.extractfile(m)) for m in t.getmembers()
+                    if m.name.endswith("seen.json")}
+        self.assertEqual(sorted(recs), ["algo-1", "algo-2"])
+        shares = [set(recs[h]["files"]) for h in ("algo-1", "algo-2")]
+        self.assertEqual((shares[0] & shares[1], shares[0] | shares[1]), (set(), set(self.files)))
+        for h, rec in recs.items():
+            base = os.path.join(job.job_dir, "opt-ml", h)
+            self.assertEqual(rec["base"], base)
+            self.assertEqual(rec["args"], ["--epochs", "3", "--lr", "0.05"])  # the toolkit's, as given
+            self.assertEqual(rec["hps"], {"epochs": 3, "lr": 0.05})
+            # every host's name resolves, to where that host's replica runs
+            self.assertEqual(rec["resolved"], {k: recs[k]["address"] for k in recs})
+            self.assertTrue(os.path.exists(os.path.join(base, "output", "success")), h)
+            with open(os.path.join(base, "input", "config", "hyperparameters.json")) as f:
+                self.assertEqual(json.load(f)["lr"], "0.05")  # as SageMaker writes it: the request's text
+            with open(os.path.join(base, "input", "config", "resourceconfig.json")) as f:
+                self.assertEqual(json.load(f)["current_host"], h)
+        with tarfile.open(os.path.join(self.d, "out", "toolkit-1", "output", "model.tar.gz")) as t:
+            self.assertEqual(json.load(t.extractfile("model.json")), {"lr": 0.05, "epochs": 3})
+        # the entry point got no arguments of ztrain's: the toolkit passed the hyperparameters
+        with open(os.path.join(job.job_dir, "replica-logs", "workerpool0-0.log")) as f:
+            start = [l for l in f if l.startswith("=== ztrain: starting")][0]
+        self.assertTrue(start.rstrip().endswith(" -- " + self.entry), start)
+        with open("/etc/hosts") as f:
+            self.assertEqual(f.read(), machine)  # the machine's own file: untouched
+        self.assertNotEqual(subprocess.run(["getent", "hosts", "algo-1"], capture_output=True).returncode, 0)
+
+    def test_a_failing_script_is_the_jobs_error(self):
+        job, rc = self.run_job(self.request(fail="the loss is nan at step 7"))
+        self.assertEqual(rc, 1, job.err[-3000:])
+        j = load_job(job.job_dir)
+        self.assertEqual(j["state"], "FAILED")
+        self.assertIn("ExecuteUserScriptError", j["error"]["failureReason"])  # the toolkit's output/failure
+        self.assertIn("RuntimeError: the loss is nan at step 7", j["error"]["logTail"])
+        self.assertTrue(os.path.exists(os.path.join(job.job_dir, "opt-ml", "algo-2", "output", "failure")))
+        self.assertFalse(os.path.exists(os.path.join(self.d, "out", "toolkit-1", "output", "model.tar.gz")))
+
+class HostsLauncher(unittest.TestCase):
+    """ztrain-hosts alone: the names resolve inside, as root and as another
+    user (a user namespace of that user only), the machine's /etc/hosts and
+    /tmp are left as they were, and bad names or addresses are refused
+    naming them."""
+
+    def run_hosts(self, *args, user=None):
+        cmd = [os.path.join(BIN, "ztrain-hosts"), *args]
+        if user:
+            cmd = ["setpriv", "--reuid=%d" % user, "--regid=%d" % user, "--clear-groups", *cmd]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=30, cwd="/")
+
+    def leftovers(self):
+        return sorted(f for f in os.listdir("/tmp") if f.startswith("ztrain-hosts-"))
+
+    def test_names_resolve_inside_only(self):
+        if os.geteuid() != 0:
+            self.skipTest("needs root (and setpriv) to run as another user too")
+        with open("/etc/hosts") as f:
+            machine = f.read()
+        before = self.leftovers()
+        probe = ("import os, socket; print(os.getuid(), socket.gethostbyname('algo-1'), "
+                 "socket.getaddrinfo('algo-2', 1)[0][4][0])")
+        for user in (None, 65534):
+            r = self.run_hosts("--host", "algo-1=127.0.0.1", "--host", "algo-2=::1", "--", "python3", "-c", probe,
+                               user=user)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(r.stdout.split(), [str(user or 0), "127.0.0.1", "::1"], r.stderr)
+            self.assertEqual(r.stderr, "")
+        with open("/etc/hosts") as f:
+            self.assertEqual(f.read(), machine)
+        self.assertEqual(self.leftovers(), before)
+        self.assertNotEqual(subprocess.run(["getent", "hosts", "algo-1"], capture_output=True).returncode, 0)
+        # the program's exit status and a missing program
+        self.assertEqual(self.run_hosts("--host", "a=127.0.0.1", "sh", "-c", "exit 7").returncode, 7)
+        r = self.run_hosts("--host", "a=127.0.0.1", "/nonexistent/prog")
+        self.assertEqual(r.returncode, 127)
+        self.assertIn("cannot execute '/nonexistent/prog'", r.stderr)
+
+    def test_a_user_not_root_keeps_the_trusted_folder_rule(self):
+        """Not root, the names take a user namespace, where root's folders
+        (/, /tmp) show the kernel's overflow uid: ztrain's trusted-folder
+        rule takes them for root's there, so a job runs under such a host,
+        and an open folder is still refused."""
+        if os.geteuid() != 0:
+            self.skipTest("needs root to run as another user")
+        uid = 50000 + os.getpid() % 10000  # no such user: nothing to make or remove
+        d = tempfile.mkdtemp(prefix="hosts-user-", dir="/tmp")
+        self.addCleanup(shutil.rmtree, d, True)
+        spec = write(d, "job.json", json.dumps({"displayName": "as-user", "jobSpec": {"workerPoolSpecs": [{
+            "machineSpec": {"machineType": "n1-standard-4"}, "replicaCount": 1,
+            "containerSpec": {"imageUri": "x", "command": ["true"]}}]}}))
+        os.chown(spec, uid, uid)
+        os.chown(d, uid, uid)
+        os.chmod(d, 0o700)
+        run = ["--host", "a=127.0.0.1", "--", os.path.join(BIN, "ztrain"), "run", spec, "--job-dir"]
+        r = self.run_hosts(*run, os.path.join(d, "job"), user=uid)
+        self.assertEqual(r.returncode, 0, r.stderr[-2000:])
+        self.assertIn("SUCCEEDED", r.stdout + r.stderr)
+        os.chmod(d, 0o777)  # now a folder anyone can write to: its job folder is refused
+        r = self.run_hosts(*run, os.path.join(d, "job2"), user=uid)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("has mode 0777", r.stderr)
+
+    def test_bad_names_and_addresses_are_refused(self):
+        for bad, says in (("algo 1=127.0.0.1", "NAME=ADDRESS with NAME a host name"),
+                          ("algo-1", "NAME=ADDRESS with NAME a host name"),
+                          ("=127.0.0.1", "NAME=ADDRESS with NAME a host name"),
+                          ("algo-1=no-such-host.invalid", "'no-such-host.invalid' is no address")):
+            r = self.run_hosts("--host", bad, "true")
+            self.assertEqual(r.returncode, 2, bad)
+            self.assertIn(says, r.stderr)
+            self.assertIn(bad.split("=")[-1] if "invalid" in bad else bad, r.stderr)
+        r = self.run_hosts("--frobnicate", "true")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("unknown option '--frobnicate'", r.stderr)
+        self.assertEqual(self.run_hosts().returncode, 2)  # no program
 
 
 class DistributionMpi(unittest.TestCase):

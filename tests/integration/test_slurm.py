@@ -302,6 +302,56 @@ class SlurmBackend(unittest.TestCase):
         self.assertNotEqual(nodes["algo-1"], nodes["algo-2"])  # algo-2's ranks ran on algo-2's node
         self.assertEqual(sorted(r[0] for r in m["rows"]), [0, 1, 2, 3])
 
+    def test_sagemaker_toolkit_across_hosts(self):
+        """SageMaker's training toolkit as the ContainerEntrypoint, its hosts
+        on two nodes: on each, algo-1 and algo-2 resolve to the nodes their
+        replicas run on, and the toolkit runs the script there."""
+        import toolvenv
+        try:
+            entry = os.path.join(os.path.dirname(toolvenv.python(toolvenv.TOOLKIT, "sagemaker-toolkit-venv")),
+                                 "train")
+        except SystemExit:
+            self.skipTest("PyPI cannot be reached for " + " ".join(toolvenv.TOOLKIT))
+        import test_sagemaker
+        d = tmpdir("sm-toolkit-")
+        os.makedirs(os.path.join(d, "code"))
+        os.makedirs(os.path.join(d, "data"))
+        with open(os.path.join(d, "code", "train.py"), "w") as f:
+            f.write(test_sagemaker.TOOLKIT_SCRIPT)
+        for i in range(4):
+            with open(os.path.join(d, "data", "part-%d.csv" % i), "w") as f:
+                f.write("%d\n" % i)
+        doc = {"TrainingJobName": "toolkit-on-slurm",
+               "AlgorithmSpecification": {"TrainingImage": "pytorch-training:2.1", "TrainingInputMode": "File",
+                                          "ContainerEntrypoint": [entry]},
+               "HyperParameters": {"epochs": "2", "lr": "0.5", "sagemaker_program": "\"train.py\"",
+                                   "sagemaker_submit_directory": json.dumps(os.path.join(d, "code"))},
+               "InputDataConfig": [{"ChannelName": "training", "DataSource": {"S3DataSource": {
+                   "S3Uri": os.path.join(d, "data"), "S3DataDistributionType": "ShardedByS3Key"}}}],
+               "ResourceConfig": {"InstanceType": "ml.m5.large", "InstanceCount": 2},
+               "OutputDataConfig": {"S3OutputPath": os.path.join(d, "out"), "CompressionType": "NONE"}}
+        spec = os.path.join(d, "validate.json")
+        with open(spec, "w") as f:
+            json.dump(doc, f)
+        r = subprocess.run([os.path.join(BIN, "ztrain"), "validate", spec, "--backend", "slurm",
+                            "--partition", "main"], capture_output=True, text=True, timeout=30)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        rc, out, job_dir = self.run_job(None, header=r.stdout[r.stdout.index("#SBATCH --job-name"):], doc=doc)
+        self.assertEqual(rc, 0, out[-3000:])
+        recs = {}
+        for h in ("algo-1", "algo-2"):
+            base = os.path.join(job_dir, "opt-ml", h)
+            with open(os.path.join(base, "output", "data", "seen.json")) as f:
+                recs[h] = json.load(f)
+            self.assertTrue(os.path.exists(os.path.join(base, "output", "success")), h)
+        self.assertNotEqual(recs["algo-1"]["node"], recs["algo-2"]["node"])  # two nodes
+        self.assertNotEqual(recs["algo-1"]["address"], recs["algo-2"]["address"])
+        for h, rec in recs.items():  # on each node, each name is where its host runs
+            self.assertEqual(rec["resolved"], {k: recs[k]["address"] for k in recs}, h)
+            self.assertEqual(rec["args"], ["--epochs", "2", "--lr", "0.5"])
+        self.assertEqual(sorted(recs["algo-1"]["files"] + recs["algo-2"]["files"]),
+                         ["part-%d.csv" % i for i in range(4)])
+
     def test_async_example_across_hosts(self):
         root = os.path.join(HERE, "..", "..")
         ex = json.load(open(os.path.join(root, "examples", "fashion-mnist-async.json")))

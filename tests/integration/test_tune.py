@@ -264,10 +264,9 @@ class Tune(unittest.TestCase):
                        {"Name": "y", "MinValue": "0.0001", "MaxValue": "1", "ScalingType": "Logarithmic"}]}}, **cfg),
                "TrainingJobDefinition": {
                    "AlgorithmSpecification": {"TrainingImage": "local", "TrainingInputMode": "File",
-                                              "ContainerEntrypoint": ["python3", os.path.join(ROOT, "examples",
-                                                                                              "epoch_objective.py")],
                                               "MetricDefinitions": [{"Name": "score", "Regex": "score=(-?[0-9.]+)"}]},
-                   "StaticHyperParameters": {"epochs": "27"},
+                   "StaticHyperParameters": {"epochs": "27", "sagemaker_program": "\"epoch_objective.py\"",
+                                             "sagemaker_submit_directory": json.dumps(os.path.join(ROOT, "examples"))},
                    "ResourceConfig": {"InstanceType": "ml.m5.large", "InstanceCount": 1},
                    "OutputDataConfig": {"S3OutputPath": os.path.join(self.d, "out")},
                    "StoppingCondition": {"MaxRuntimeInSeconds": 600}}}

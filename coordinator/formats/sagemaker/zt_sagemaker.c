@@ -42,6 +42,22 @@ zt_sm_ref_t *zt_sm_hosts(const zt_plan_t *plan, int *n)
     return out;
 }
 
+json_t *zt_sm_host_names(const zt_layout_t *layout)
+{
+    if (zt_sm_mpi(layout->plan)) /* mpirun would take a name of this machine for itself (see the header) */
+        return NULL;
+    json_t *out = json_object();
+    int n;
+    zt_sm_ref_t *h = zt_sm_hosts(layout->plan, &n);
+    for (int k = 0; k < n; k++) {
+        char host[32];
+        zt_sm_host(layout, h[k].pool, h[k].index, host, sizeof host);
+        json_object_set_new(out, host, json_string(zt_layout_place(layout, h[k].pool, h[k].index)->addr));
+    }
+    free(h);
+    return out;
+}
+
 /* The group index of a host of pool: 0 for pools 0 and 1. */
 static int s_group_of(const zt_sm_plan_t *sm, int pool)
 {
@@ -104,7 +120,8 @@ void zt_sm_training_env(const zt_layout_t *layout, int pool, int index, json_t *
     if (!sm)
         return;
     char *root = zt_sm_host_root(layout, pool, index);
-    static const char *const dirs[][2] = { { "input_dir", "input" }, { "model_dir", "model" },
+    static const char *const dirs[][2] = { { "input_dir", "input" }, { "input_config_dir", "input/config" },
+        { "model_dir", "model" },
         { "output_dir", "output" }, { "output_data_dir", "output/data" },
         { "output_intermediate_dir", "output/intermediate" } };
     for (size_t i = 0; i < sizeof dirs / sizeof *dirs; i++)
@@ -283,7 +300,8 @@ int zt_sm_prepare_host(const zt_layout_t *layout, int pool, int index, char *why
     char *root = zt_sm_host_root(layout, pool, index);
     int rc = 0, n;
     zt_sm_ref_t *h = zt_sm_hosts(layout->plan, &n);
-    static const char *const dirs[] = { "model", "output/data", "output/intermediate", "input/data" };
+    static const char *const dirs[] = { "model", "output/data", "output/intermediate", "input/data",
+                                        "input/config" };
     for (size_t d = 0; d < sizeof dirs / sizeof *dirs && rc == 0; d++) {
         char *p = zt_strdupf("%s/%s", root, dirs[d]);
         if ((rc = zt_mkdir_p(p)) != 0)

@@ -57,6 +57,12 @@ zt_sm_plan_t *zt_sm_plan_new(zt_plan_t *plan);
 /* algo-K of replica (pool, index): K is its place in the placement (pool
  * order), as SM_HOSTS numbers them. */
 void zt_sm_host(const zt_layout_t *layout, int pool, int index, char *out, size_t size);
+/* Every host's name and the address its replica runs at: {"algo-1": addr,
+ * ...}; NULL for the distribution mpi, whose hosts reach each other
+ * through ztrain-mpi (ZT_MPI_HOSTS): Open MPI's mpirun takes a host whose
+ * name resolves to an address of this machine for itself, and would start
+ * every rank of a one-machine job on the primary. */
+json_t *zt_sm_host_names(const zt_layout_t *layout);
 /* The instance groups, SageMaker's way: [{instance_group_name,
  * instance_type, hosts}], ResourceConfig.InstanceGroups' in order (the
  * first is pools 0 and 1, the second pool 2, the third pool 3), or one

@@ -297,6 +297,11 @@ void zt_sm_env(json_t *env, const zt_layout_t *self, int pool, int index)
         free(text);
     }
     s_put_sm(env, zt_env_name(ZT_ENV_SM_TRAINING_ENV), e);
+    if (zt_sm_plan(self->plan) && zt_sm_is_host(self->plan, pool)) { /* the training toolkit's /opt/ml */
+        char *root = zt_sm_host_root(self, pool, index);
+        zt_layout_put(env, zt_env_name(ZT_ENV_SAGEMAKER_BASE_DIR), root);
+        free(root);
+    }
     if (zt_sm_mpi(self->plan)) { /* where each host's ztrain-mpi listens */
         json_t *where = json_object();
         int n;

@@ -4,6 +4,10 @@
 #include "formats/zt_format.h"
 #include "formats/sagemaker/zt_sm_int.h"
 #include "formats/sagemaker/zt_sm_env.h"
+#include "base/zt_util.h"
+#include "ztrain/zt_error.h"
+#include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -39,6 +43,33 @@ static void s_parse(zt_spec_ctx_t *c, json_t *root, const zt_plan_opts_t *opts)
 
 /* ------------------------------------------------------------ its jobs */
 
+/* A host's data (its channels' folders), and its config files in its own
+ * <base>/input/config, where SageMaker writes them and its training
+ * toolkit reads them (SAGEMAKER_BASE_DIR is the host's base). */
+static int s_prepare(const zt_layout_t *layout, int pool, int index, char *why, size_t len)
+{
+    if (zt_sm_prepare_host(layout, pool, index, why, len) != 0)
+        return -1;
+    if (!zt_sm_is_host(layout->plan, pool))
+        return 0;
+    char *root = zt_sm_host_root(layout, pool, index);
+    json_t *files = zt_sm_config_files(layout, pool, index), *doc;
+    const char *name;
+    int rc = 0;
+    json_object_foreach(files, name, doc) {
+        char *path = zt_strdupf("%s/input/config/%s", root, name), *text = json_dumps(doc, JSON_COMPACT);
+        if (rc == 0 && zt_write_file_atomic(path, text, strlen(text)) != ZT_OK) {
+            snprintf(why, len, "cannot write %s: %s", path, strerror(errno));
+            rc = -1;
+        }
+        free(text);
+        free(path);
+    }
+    json_decref(files);
+    free(root);
+    return rc;
+}
+
 static int s_finish(const zt_layout_t *layout, bool succeeded, char **failure, char *why, size_t len)
 {
     int rc = succeeded ? zt_sm_upload(layout, why, len) : 0;
@@ -56,8 +87,9 @@ const zt_format_t zt_sagemaker_format = {
     .view = { zt_sm_env, zt_sm_shim_dir, s_folders },
     .config_files = zt_sm_config_files,
     .folders = zt_sm_folders,
-    .prepare = zt_sm_prepare_host,
+    .prepare = s_prepare,
     .host_name = zt_sm_host,
+    .host_names = zt_sm_host_names,
     .awaited = zt_sm_awaited,
     .finish = s_finish,
     .failure_from = "the program's output/failure",

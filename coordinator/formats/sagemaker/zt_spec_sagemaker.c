@@ -56,14 +56,43 @@ static int s_strcmp_p(const void *a, const void *b)
     return strcmp(*(const char *const *) a, *(const char *const *) b);
 }
 
-/* The program: ContainerEntrypoint and ContainerArguments, else the
- * framework containers' sagemaker_program (in sagemaker_submit_directory,
- * or SAGEMAKER_PROGRAM in Environment), else an image naming a ztrain
- * role; then the hyperparameters but sagemaker_*, sorted, as --name value. */
+/* A hyperparameter's value as the framework containers' training toolkit
+ * passes it to the script as an argument: the request's text decoded as
+ * JSON, a string as it is, true and false as Python prints them, a number
+ * as the request wrote it. */
+static char *s_hp_arg(const char *v)
+{
+    json_t *d = json_loads(v, JSON_DECODE_ANY, NULL);
+    char *out;
+    if (json_is_string(d))
+        out = strdup(json_string_value(d));
+    else if (json_is_boolean(d))
+        out = strdup(json_is_true(d) ? "True" : "False");
+    else if (json_is_null(d))
+        out = strdup("");
+    else { /* a number, or text that is no JSON: the request's own text */
+        while (*v == ' ' || *v == '\t')
+            v++;
+        size_t n = strlen(v);
+        while (n && (v[n - 1] == ' ' || v[n - 1] == '\t' || v[n - 1] == '\n'))
+            n--;
+        out = strndup(v, n);
+    }
+    json_decref(d);
+    return out;
+}
+
+/* The program: ContainerEntrypoint and ContainerArguments (only those, as
+ * SageMaker runs them), else the framework containers' sagemaker_program
+ * (in sagemaker_submit_directory, or SAGEMAKER_PROGRAM in Environment) or
+ * an image naming a ztrain role, then ContainerArguments and the
+ * hyperparameters but sagemaker_*, sorted, as the training toolkit passes
+ * them: --name value (-n value for a one-letter name). */
 static void s_program(zt_spec_ctx_t *c, zt_pool_t *pool, json_t *alg, json_t *hps, json_t *envmap)
 {
     const char *ap = "AlgorithmSpecification";
     zt_sf_str_array(c, alg, ap, "ContainerEntrypoint", pool->argv);
+    bool entrypoint = json_array_size(pool->argv) > 0;
     const char *image = zt_sf_str(c, alg, ap, "TrainingImage", NULL);
     if (image)
         pool->image_uri = strdup(image);
@@ -103,6 +132,8 @@ static void s_program(zt_spec_ctx_t *c, zt_pool_t *pool, json_t *alg, json_t *hp
             "containers run)", image ? " '" : "", image ? image : "", image ? "'" : "");
     free(prog);
     zt_sf_str_array(c, alg, ap, "ContainerArguments", pool->argv);
+    if (entrypoint) /* the program reads its hyperparameters from hyperparameters.json */
+        return;
     const char **keys = calloc(json_object_size(hps) + 1, sizeof *keys);
     size_t nk = 0;
     const char *k;
@@ -112,8 +143,8 @@ static void s_program(zt_spec_ctx_t *c, zt_pool_t *pool, json_t *alg, json_t *hp
             keys[nk++] = k;
     qsort(keys, nk, sizeof *keys, s_strcmp_p);
     for (size_t i = 0; i < nk; i++) {
-        char *text = s_hp_text(json_string_value(json_object_get(hps, keys[i])));
-        json_array_append_new(pool->argv, json_sprintf("--%s", keys[i]));
+        char *text = s_hp_arg(json_string_value(json_object_get(hps, keys[i])));
+        json_array_append_new(pool->argv, json_sprintf(strlen(keys[i]) > 1 ? "--%s" : "-%s", keys[i]));
         json_array_append_new(pool->argv, json_string(text));
         free(text);
     }

@@ -7,6 +7,7 @@
 #include "ztrain/zt_knobs.h"
 #include "plan/zt_cuda_probe.h"
 #include <ctype.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -383,11 +384,51 @@ static void s_put_dir(json_t *env, zt_env_t var, const char *base, const char *s
     free(d);
 }
 
-/* Vertex's view: the output folders under the job's base output folder. */
+/* The last name of path (trailing slashes ignored) into out. */
+static void s_last_name(const char *path, char *out, size_t size)
+{
+    size_t n = strlen(path);
+    while (n > 1 && path[n - 1] == '/')
+        n--;
+    size_t b = n;
+    while (b > 0 && path[b - 1] != '/')
+        b--;
+    snprintf(out, size, "%.*s", (int) (n - b), path + b);
+}
+
+/* CLOUD_ML_JOB_ID: the job's ID, the name of its directory (unique: a
+ * job's directory is its own). A trial runs as a job of its own, as on
+ * Vertex; its ID is the study folder's name and the trial's folder's
+ * ("mystudy-trial-3"). */
+static void s_put_job_id(json_t *env, const zt_layout_t *layout)
+{
+    char real[PATH_MAX], id[512], own[256], study[256];
+    if (!realpath(layout->job_dir, real))
+        snprintf(real, sizeof real, "%s", layout->job_dir);
+    size_t len = strlen(real);
+    while (len > 1 && real[len - 1] == '/')
+        real[--len] = 0;
+    const char *dir = real;
+    s_last_name(dir, own, sizeof own);
+    snprintf(id, sizeof id, "%s", own);
+    size_t n = strlen(dir) - strlen(own);
+    while (n > 1 && dir[n - 1] == '/')
+        n--;
+    char *parent = strndup(dir, n);
+    s_last_name(parent, study, sizeof study);
+    if (layout->trial && *study && strcmp(study, "/") && strcmp(study, "."))
+        snprintf(id, sizeof id, "%s-%s", study, own);
+    free(parent);
+    zt_layout_put(env, zt_env_name(ZT_ENV_JOB_ID), id);
+}
+
+/* Vertex's view: the job's ID, and the output folders under the job's
+ * base output folder. */
 static void s_env(json_t *env, const zt_layout_t *layout, int pool, int index)
 {
     (void) pool;
     (void) index;
+    s_put_job_id(env, layout);
     s_put_dir(env, ZT_ENV_AIP_MODEL_DIR, layout->base_dir, "model");
     s_put_dir(env, ZT_ENV_AIP_CHECKPOINT_DIR, layout->base_dir, "checkpoints");
     s_put_dir(env, ZT_ENV_AIP_TENSORBOARD_LOG_DIR, layout->base_dir, "logs");
