@@ -1,5 +1,6 @@
 """The environment of every replica, field by field against the managed services'
-formats (CLUSTER_SPEC, TF_CONFIG), PyTorch, AIP_*, SageMaker, GPUs."""
+formats (CLUSTER_SPEC, TF_CONFIG), PyTorch, AIP_*, CLOUD_ML_JOB_ID, SageMaker, GPUs;
+Vertex's own SDK reading it in a real job."""
 import json
 import os
 import unittest
@@ -131,6 +132,16 @@ class ReplicaEnv(unittest.TestCase):
 
     def test_chief(self):
         self.check(self.path)
+
+    def test_job_id(self):
+        """CLOUD_ML_JOB_ID, as Vertex sets it on every job: the job
+        directory's name; a trial's, its study folder's and its own."""
+        for pool, n in enumerate(COUNTS):
+            for index in range(n):
+                e = env_of(self.path, pool, index, "--job-dir", os.path.join(self.d, "my-job-7"))
+                self.assertEqual(e["CLOUD_ML_JOB_ID"], "my-job-7")
+        e = env_of(self.path, 1, 1, "--trial", "3", "--job-dir", os.path.join(self.d, "study-a", "trial-3"))
+        self.assertEqual(e["CLOUD_ML_JOB_ID"], "study-a-trial-3")
 
     def test_trial(self):
         self.check(self.path, trial="3")
@@ -405,6 +416,54 @@ class Contract(unittest.TestCase):
         self.assertEqual(sorted(f["inputdataconfig.json"]), ["eval", "training"])
         self.assertEqual(f["inputdataconfig.json"]["training"]["TrainingInputMode"], "File")
         self.assertEqual(self.rec["workerpool2-0"]["files"]["resourceconfig.json"]["current_host"], "algo-4")
+
+
+VERTEX_READER = r"""
+import json, os, time
+from google.cloud.aiplatform.training_utils import environment_variables as v
+seen = {k: getattr(v, k) for k in ("cloud_ml_job_id", "cluster_spec", "tf_config", "model_dir",
+                                   "checkpoint_dir", "tensorboard_log_dir")}
+name = "%s-%s" % (v.cluster_spec["task"]["type"], v.cluster_spec["task"]["index"])
+with open(os.path.join(v.model_dir, name + ".tmp"), "w") as f:
+    json.dump(seen, f)
+os.rename(os.path.join(v.model_dir, name + ".tmp"), os.path.join(v.model_dir, name + ".json"))
+others = ["workerpool1-0", "workerpool1-1"]
+while name == "workerpool0-0" and not all(os.path.exists(os.path.join(v.model_dir, o + ".json")) for o in others):
+    time.sleep(0.1)  # the job ends with its chief: the workers' records first
+"""
+
+
+class VertexSdk(unittest.TestCase):
+    """Vertex's own SDK (google-cloud-aiplatform from PyPI, in a venv of the
+    test tools), its reader of the training environment
+    (training_utils.environment_variables), in every replica of a real job:
+    it finds the job's ID, its cluster, TF_CONFIG and the output folders."""
+
+    def test_the_sdks_reader_finds_every_variable(self):
+        import toolvenv
+        try:
+            py = toolvenv.python(["google-cloud-aiplatform==2.7.0"], "vertex-sdk-venv")
+        except SystemExit:
+            self.skipTest("PyPI cannot be reached for google-cloud-aiplatform")
+        d = tmpdir("vertex-sdk-")
+        prog = write(d, "reader.py", VERTEX_READER)
+        pool = lambda n: {"machineSpec": {"machineType": "n1-standard-4"}, "replicaCount": n,
+                          "containerSpec": {"imageUri": "python", "command": [py, prog]}}
+        base = os.path.join(d, "out")
+        spec = {"displayName": "sdk", "jobSpec": {"workerPoolSpecs": [pool(1), pool(2)],
+                                                  "baseOutputDirectory": {"outputUriPrefix": base}}}
+        job = Job(self, write(d, "job.json", json.dumps(spec)), os.path.join(d, "sdk-job-1"))
+        self.assertEqual(job.wait(timeout=120), 0, job.err[-3000:])
+        names = sorted(os.listdir(os.path.join(base, "model")))
+        self.assertEqual(names, ["workerpool0-0.json", "workerpool1-0.json", "workerpool1-1.json"])
+        for n in names:
+            with open(os.path.join(base, "model", n)) as f:
+                seen = json.load(f)
+            self.assertEqual(seen["cloud_ml_job_id"], "sdk-job-1", n)
+            self.assertEqual(sorted(seen["cluster_spec"]["cluster"]), ["workerpool0", "workerpool1"])
+            self.assertEqual(sorted(seen["tf_config"]["cluster"]), ["chief", "worker"])
+            self.assertEqual((seen["model_dir"], seen["checkpoint_dir"], seen["tensorboard_log_dir"]),
+                             (base + "/model/", base + "/checkpoints/", base + "/logs/"))
 
 
 class LegacyJobDir(unittest.TestCase):
