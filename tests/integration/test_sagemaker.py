@@ -216,6 +216,12 @@ class CreateTrainingJob(unittest.TestCase):
                      "RoleArn: ignored"]:
             self.assertIn(want, r.stderr)
         self.assertIn("bad.json:", r.stderr)  # the file and line of each
+        mpi = request(self.d)  # an entry point (the toolkit) would start mpi's ranks over SSH
+        mpi["AlgorithmSpecification"]["ContainerEntrypoint"] = ["train"]
+        mpi["HyperParameters"]["sagemaker_mpi_enabled"] = "true"
+        r = ztrain("validate", write(self.d, "mpi.json", json.dumps(mpi)))
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("AlgorithmSpecification.ContainerEntrypoint: with distribution mpi", r.stderr)
         ok = ztrain("validate", write(self.d, "ok.json", json.dumps(request(self.d))), "--json")
         self.assertEqual(ok.returncode, 0, ok.stderr)
         plan = json.loads(ok.stdout)

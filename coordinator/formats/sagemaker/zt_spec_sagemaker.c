@@ -166,9 +166,16 @@ static bool s_hp_true(json_t *hps, const char *name)
  * host under torchrun, as SageMaker's launcher does (its options from the
  * PET_* variables: zt_layout.c); a host with one GPU or none runs the
  * program itself, with the variables torchrun would give its one process
- * (every replica has them). mpi is recorded here and laid out by s_mpi. */
-static void s_distribution(zt_spec_ctx_t *c, zt_pool_t *pool, json_t *hps, zt_sm_plan_t *sm)
+ * (every replica has them). mpi is recorded here and laid out by s_mpi.
+ * A ContainerEntrypoint (SageMaker's training toolkit) launches torchrun
+ * itself; with mpi it would reach the other hosts over SSH: refused. */
+static void s_distribution(zt_spec_ctx_t *c, zt_pool_t *pool, json_t *hps, zt_sm_plan_t *sm, bool entrypoint)
 {
+    if (s_hp_true(hps, "sagemaker_mpi_enabled") && entrypoint)
+        ERR(c, "AlgorithmSpecification.ContainerEntrypoint", NULL, "with distribution mpi "
+            "(sagemaker_mpi_enabled) an entry point starts the other hosts' ranks over SSH, which ztrain's "
+            "hosts do not run: name the script with the hyperparameter sagemaker_program instead, and "
+            "ztrain-mpi starts every host's ranks");
     if (s_hp_true(hps, "sagemaker_mpi_enabled")) {
         if (s_hp_true(hps, "sagemaker_torch_distributed_enabled") ||
             s_hp_true(hps, "sagemaker_distributed_dataparallel_enabled"))
@@ -197,8 +204,8 @@ static void s_distribution(zt_spec_ctx_t *c, zt_pool_t *pool, json_t *hps, zt_sm
         return;
     sm->torch_distributed = true;
     c->plan->launcher = ZT_LAUNCH_TORCHRUN;
-    if (pool->accel_count <= 1 || json_array_size(pool->argv) == 0)
-        return;
+    if (entrypoint || pool->accel_count <= 1 || json_array_size(pool->argv) == 0)
+        return; /* an entry point (the training toolkit) starts torchrun itself, as in SageMaker's containers */
     json_t *argv = json_array();
     const char *interp;
     bool python = zt_pool_python(pool, &interp);
@@ -494,7 +501,7 @@ void zt_sm_parse_request(zt_spec_ctx_t *c, json_t *root)
     json_decref(tv);
     free(tp);
     s_program(c, primary, alg, hps, envmap);
-    s_distribution(c, primary, hps, sm);
+    s_distribution(c, primary, hps, sm, json_array_size(json_object_get(alg, "ContainerEntrypoint")) > 0);
     const char *k;
     json_t *v;
     json_object_foreach(envmap, k, v) {
