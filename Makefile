@@ -3,7 +3,7 @@ BUILD   ?= build
 JOBS    ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_ARGS ?=
 
-.PHONY: all deps configure build demo test bench bench-gpu fuzz clean
+.PHONY: all deps configure build demo test wheel bench bench-gpu fuzz clean
 
 all: build
 
@@ -24,6 +24,13 @@ demo: build
 test: build
 	@./scripts/deps.sh --test
 	cd $(BUILD) && ctest --output-on-failure --timeout 300 -j $(JOBS)
+
+# One self-contained wheel (and the same tree as a tarball) in dist/:
+# every binary and library it needs beyond glibc inside. WHEEL_CUDA=1 adds
+# the GPU module and CUDA's libraries.
+wheel: build
+	@./scripts/deps.sh --wheel
+	python3 scripts/wheel.py $(BUILD) dist $(if $(WHEEL_CUDA),--cuda,)
 
 # Benchmarks (figures in the README). BENCH_PEERS=1 also installs the peers
 # they compare against: Open MPI and PyTorch (gloo) from Debian.

@@ -9,8 +9,14 @@ PKGS="build-essential cmake pkg-config libzmq3-dev libczmq-dev libmsgpack-dev
       python3-venv python3-setuptools python3-wheel python3-pip python3-numpy python3-torch"
 # --test: also the real tools the tests watch jobs with, valgrind, which
 # the security tests run the coordinator under, and Open MPI with mpi4py,
-# which SageMaker's distribution mpi runs (make test).
-[ "${1:-}" = "--test" ] && PKGS="$PKGS prometheus chromium valgrind openmpi-bin python3-mpi4py"
+# which SageMaker's distribution mpi runs, man (the manual pages read back),
+# Python's headers (SageMaker's training toolkit from PyPI builds a C
+# extension), and patchelf and debootstrap, which make the self-contained
+# wheel and the minimal Debian root it is tested in (make test).
+[ "${1:-}" = "--test" ] && PKGS="$PKGS prometheus chromium valgrind openmpi-bin python3-mpi4py man-db python3-dev
+      patchelf debootstrap"
+# --wheel: patchelf, which gives the wheel's files their relative run paths.
+[ "${1:-}" = "--wheel" ] && PKGS="$PKGS patchelf"
 # --bench: also the peers the benchmarks compare against.
 [ "${1:-}" = "--bench" ] && PKGS="$PKGS openmpi-bin libopenmpi-dev"
 missing=""

@@ -55,8 +55,8 @@ const char *const zt_cli_commands[] = { "run", "validate", "env", "status", "can
 static void s_usage(FILE *out, const char *prog)
 {
     fprintf(out, "usage: %s COMMAND [options]\n\n"
-                 "Runs training jobs written for Vertex AI / AI Platform on this machine, or on a\n"
-                 "Slurm cluster.\n\nSynopsis:\n", prog);
+                 "Runs training jobs written for Vertex AI, AI Platform or SageMaker on this\n"
+                 "machine, or on a Slurm cluster.\n\nSynopsis:\n", prog);
     for (int i = 0; s_synopsis[i]; i++)
         fprintf(out, "  %s\n", s_synopsis[i]);
     fprintf(out,
@@ -91,9 +91,11 @@ static void s_usage(FILE *out, const char *prog)
         "            cancelled; a study directory holding the same study resumes it\n"
         "            (--overwrite: start over); --suggest N prints the next N parameter sets\n"
         "            (after the trials the study directory holds) and starts no trial\n\n"
-        "FILE is a Vertex CustomJobSpec or CustomJob (JSON) or a legacy AI Platform\n"
-        "config with trainingInput (YAML). It may be left out when --worker-pool-spec\n"
-        "or legacy flags describe the job.\n\n"
+        "FILE is a Vertex CustomJobSpec or CustomJob (JSON), a legacy AI Platform\n"
+        "config with trainingInput (YAML), or a SageMaker CreateTrainingJob request\n"
+        "(JSON); tune also takes a Vertex HyperparameterTuningJob or a SageMaker\n"
+        "CreateHyperParameterTuningJob request. It may be left out when\n"
+        "--worker-pool-spec or legacy flags describe the job.\n\n"
         "Options:\n"
         "  --job-dir DIR        logs, job.json, outputs (run: default $ZT_JOBS_DIR/NAME-TIME-PID;\n"
         "                       env: default the current directory)\n"

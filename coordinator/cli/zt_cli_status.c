@@ -352,6 +352,15 @@ int zt_cli_status(const char *job_dir, const char *study_dir, bool json)
         fprintf(stderr, "ztrain status: give --job-dir DIR or --study-dir DIR\n");
         return ZT_CLI_USAGE;
     }
+    if (!study_dir) { /* a study's folder given as DIR: its study.json, as wait and logs read it */
+        char *job = zt_strdupf("%s/job.json", job_dir), *st = zt_strdupf("%s/study.json", job_dir);
+        if (access(job, F_OK) != 0 && access(st, F_OK) == 0) {
+            study_dir = job_dir;
+            job_dir = NULL;
+        }
+        free(job);
+        free(st);
+    }
     bool study = study_dir != NULL;
     char *path = zt_strdupf("%s/%s", study ? study_dir : job_dir, study ? "study.json" : "job.json");
     json_error_t err;

@@ -27,7 +27,10 @@ class ZtrainStopped(ZtrainError):
 
 
 def _load():
-    path = os.environ.get("ZTRAIN_LIBRARY") or os.path.join(os.path.dirname(__file__), "_lib", "libztrain.so")
+    here = os.path.dirname(__file__)
+    carried = os.path.join(here, "_dist", "lib", "libztrain.so")  # a wheel of `make wheel`
+    path = os.environ.get("ZTRAIN_LIBRARY") or (carried if os.path.exists(carried) else
+                                                os.path.join(here, "_lib", "libztrain.so"))
     try:
         return ctypes.CDLL(path)
     except OSError as e:

@@ -2,7 +2,8 @@
 small C program and a small C++ program built with nothing but
 `pkg-config --cflags --libs ztrain` run against it: two processes doing a
 ring all-reduce (C with C, C++ with C++, and C with C++), and a push and
-pull against the installed ztrain-paramserver. And the Python package as a
+pull against the installed ztrain-paramserver; `man ztrain run` and every
+other manual page from the installed prefix. And the Python package as a
 newcomer installs it: `pip install ./python` into a fresh venv, which
 builds libztrain by itself."""
 import os
@@ -52,9 +53,21 @@ class Install(unittest.TestCase):
     def tearDownClass(cls):
         shutil.rmtree(cls.prefix, ignore_errors=True)
 
+    def test_man_pages(self):
+        """`man ztrain run` (and every page) from the installed share/man."""
+        env = dict(os.environ, MANPATH=os.path.join(self.prefix, "share", "man"), MANWIDTH="100", MANPAGER="cat",
+                   PAGER="cat")
+        for words, says in ((["ztrain", "run"], "ztrain run FILE"), (["ztrain"], "ztrain tune STUDY.json"),
+                            (["ztrain", "tune"], "--study-dir DIR"), (["ztrain-worker"], "--learning_rate"),
+                            (["ztrain-hosts"], "--host NAME=ADDRESS")):
+            r = subprocess.run(["man", *words], capture_output=True, text=True, env=env, timeout=60)
+            self.assertEqual(r.returncode, 0, " ".join(words) + ": " + r.stderr)
+            self.assertIn(says, r.stdout.replace("\u2010", "-"), " ".join(words))
+
     def test_layout(self):
         p = self.prefix
         for f in ("bin/ztrain", "bin/ztrain-worker", "bin/ztrain-paramserver", "bin/ztrain-reducer",
+                  "bin/ztrain-hosts", "share/man/man1/ztrain-run.1",
                   "bin/ztrain-evaluator", "bin/ztrain-coordinator", "lib/libztrain.a",
                   "lib/libztrain.so", "lib/pkgconfig/ztrain.pc", "include/ztrain/ztrain.h"):
             self.assertTrue(os.path.exists(os.path.join(p, f)), f)

@@ -4,7 +4,7 @@ name, /dev/shm and /tmp, nothing added to this machine's own network, and
 everything gone after `down`.
 
 - SlurmCluster: the cluster itself, ordinary and heterogeneous jobs.
-- Walkthrough: the README's walkthrough, line by line as written.
+- Walkthrough: the Slurm guide's walkthrough, line by line as written.
 - SlurmBackend: `ztrain run --backend slurm` inside an allocation: the
   environment names the nodes, the async and sync examples across hosts,
   a worker killed and restarted in place, scancel.
@@ -569,7 +569,7 @@ FAST_ENV = {"ZT_HEARTBEAT_MS": "300", "ZT_STOP_GRACE_MS": "3000"}
 
 
 class Walkthrough(unittest.TestCase):
-    """The README's walkthrough, line by line as written, on a cluster of
+    """docs/slurm.md's walkthrough, line by line as written, on a cluster of
     its own (its folder swapped for a fresh one): the cluster comes up with
     the checkout shared, the sync example runs from the submit host across
     the nodes with bitwise-identical weights on every trainer, and `down`
@@ -577,7 +577,7 @@ class Walkthrough(unittest.TestCase):
     FOLDER = "/var/tmp/zt-cluster"
 
     def commands(self):
-        with open(os.path.join(ROOT, "README.md")) as f:
+        with open(os.path.join(ROOT, "docs", "slurm.md")) as f:
             text = f.read()
         block = text.split("<!-- slurm-walkthrough", 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
         lines = [l for l in block.split("\n") if l.strip()]

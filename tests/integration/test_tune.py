@@ -166,6 +166,7 @@ class Tune(unittest.TestCase):
         self.assertEqual(len(csv), 6)
         s = ztrain("status", "--study-dir", sd)
         self.assertIn("best: trial %s" % best["id"], s.stdout)
+        self.assertEqual(ztrain("status", sd).stdout, s.stdout)  # a study's folder as DIR: its study
 
     def test_legacy_hyperparameters_run_as_a_study(self):
         # AI Platform's config with a hyperparameters block: `ztrain run`
