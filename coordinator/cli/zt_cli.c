@@ -178,9 +178,11 @@ static bool s_dir_ok(zt_cli_args_t *a, const char *dir, const zt_plan_t *plan)
     }
     else if (ok && a->overwrite)
         s_clear_job(dir, plan);
-    else if (ok)
-        zt_info("resuming job '%s' in %s: the same spec (its checkpoints are restored)", plan->display_name,
-                dir);
+    else if (ok) {
+        const char *state = json_string_value(json_object_get(doc, "state"));
+        zt_info("resuming job '%s' in %s (recorded %s there): the same spec, so its checkpoints are restored; "
+                "--overwrite starts afresh", plan->display_name, dir, state ? state : "started");
+    }
     json_decref(mine);
     json_decref(doc);
     return ok;

@@ -292,7 +292,8 @@ class Examples(unittest.TestCase):
             k = int(event.split()[1])
             r = ztrain("scale", jd, "--pool", "1", "--replicas", str(k))
             self.assertEqual(r.returncode, 0, r.stderr)
-            wait_for(lambda: elastic().get("replicas") == k and not elastic()["changing"], timeout=60,
+            # a joiner starts Python and torch, then takes the model: slow on 2 loaded cores
+            wait_for(lambda: elastic().get("replicas") == k and not elastic()["changing"], timeout=150,
                      what="workerpool1 at %d replicas" % k)
         self.assertEqual(job.wait(timeout=400), 0, job.out[-3000:] + job.err[-3000:])
         self.assertEqual(job.out.count("left the group: its workers' pool was scaled down"), leavers)
