@@ -380,6 +380,38 @@ class TrainingToolkit(unittest.TestCase):
             self.assertEqual(f.read(), machine)  # the machine's own file: untouched
         self.assertNotEqual(subprocess.run(["getent", "hosts", "algo-1"], capture_output=True).returncode, 0)
 
+    def test_a_tuning_job_gives_each_trial_its_values(self):
+        """A CreateHyperParameterTuningJob whose trials run the toolkit: each
+        trial's tuned value is in its hosts' hyperparameters.json, where the
+        toolkit reads it, so the script gets it and the scores differ."""
+        put(os.path.join(self.d, "code", "obj.py"), "import argparse\nap = argparse.ArgumentParser()\n"
+            "ap.add_argument('-x', type=float, default=0.5)\nap.add_argument('--epochs', type=int)\n"
+            "a, _ = ap.parse_known_args()\nprint('score=%.6f' % (1 - (a.x - 0.3) ** 2), flush=True)\n")
+        training = self.request()
+        del training["TrainingJobName"], training["RoleArn"], training["InputDataConfig"]
+        training["StaticHyperParameters"] = dict(training.pop("HyperParameters"), sagemaker_program="\"obj.py\"")
+        training["AlgorithmSpecification"]["MetricDefinitions"] = [{"Name": "score", "Regex": "score=([0-9.]+)"}]
+        training["ResourceConfig"]["InstanceCount"] = 1
+        del training["StaticHyperParameters"]["lr"]
+        req = {"HyperParameterTuningJobName": "toolkit-tune", "TrainingJobDefinition": training,
+               "HyperParameterTuningJobConfig": {
+                   "Strategy": "Random", "HyperParameterTuningJobObjective": {"Type": "Maximize", "MetricName": "score"},
+                   "ResourceLimits": {"MaxNumberOfTrainingJobs": 2, "MaxParallelTrainingJobs": 1},
+                   "ParameterRanges": {"ContinuousParameterRanges": [
+                       {"Name": "x", "MinValue": "0", "MaxValue": "1", "ScalingType": "Linear"}]}}}
+        sd = os.path.join(self.d, "study")
+        r = ztrain("tune", write(self.d, "tune.json", json.dumps(req)), "--study-dir", sd, timeout=240)
+        self.assertEqual(r.returncode, 0, r.stdout[-2000:] + r.stderr[-2000:])
+        with open(os.path.join(sd, "study.json")) as f:
+            trials = json.load(f)["trials"]
+        self.assertEqual(len(trials), 2)
+        for t in trials:
+            x = t["parameters"]["x"]
+            with open(os.path.join(sd, "trial-%s" % t["id"], "opt-ml", "algo-1", "input", "config",
+                                   "hyperparameters.json")) as f:
+                self.assertAlmostEqual(float(json.load(f)["x"]), x, places=5)
+            self.assertAlmostEqual(t["finalMeasurement"], 1 - (x - 0.3) ** 2, places=4)
+
     def test_a_failing_script_is_the_jobs_error(self):
         job, rc = self.run_job(self.request(fail="the loss is nan at step 7"))
         self.assertEqual(rc, 1, job.err[-3000:])

@@ -25,12 +25,22 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-/* The program's hyperparameters, SageMaker's way round: its "--name=value"
- * and "--name value" arguments, {name: "value"} (hyperparameters.json's
- * form: every value a string). A bare "--flag" is not one. */
+/* The program's hyperparameters, {name: "value"} (hyperparameters.json's
+ * form: every value a string): a CreateTrainingJob's own (and a trial's
+ * tuned values), but sagemaker_*; another job's program's "--name=value"
+ * and "--name value" arguments (a bare "--flag" is not one). */
 static json_t *s_hyperparameters(const zt_layout_t *self, int pool)
 {
+    const zt_sm_plan_t *sm = zt_sm_plan(self->plan);
     json_t *hps = json_object();
+    if (sm) {
+        const char *k;
+        json_t *v;
+        json_object_foreach(sm->hyperparameters, k, v)
+            if (strncmp(k, "sagemaker_", 10) && json_is_string(v))
+                json_object_set(hps, k, v);
+        return hps;
+    }
     json_t *argv = self->plan->pools[pool].argv;
     size_t n = json_array_size(argv);
     for (size_t i = 1; i < n; i++) {
