@@ -82,6 +82,8 @@ void zt_coord_set_state(zt_coord_t *self, zt_job_state_t state)
     if (self->state == state && zt_coord_record_transitions(self->rec) > 0)
         return;
     self->state = state;
+    if (state >= ZT_JOB_SUCCEEDED)
+        zt_coord_elastic_end(self);
     zt_coord_record_transition(self->rec, zt_job_state_name(state));
     zt_info("job %s: %s", self->plan->display_name, zt_job_state_name(state));
     zt_coord_write_state(self);

@@ -285,6 +285,14 @@ bool zt_coord_elastic_left(zt_coord_t *self, zt_crep_t *r, const char *how)
     return true;
 }
 
+void zt_coord_elastic_end(zt_coord_t *self)
+{
+    if (!self->el->changing)
+        return;
+    s_record_change(self, "the job ended first");
+    self->el->changing = false;
+}
+
 void zt_coord_elastic_restart(zt_coord_t *self)
 {
     if (self->el->changing) /* a change a failure cut short: its group restarts together, in the new membership */

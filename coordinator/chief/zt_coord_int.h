@@ -161,6 +161,9 @@ bool zt_coord_elastic_lose(zt_coord_t *self, zt_crep_t *r, const char *why, bool
 /* r, a member, was preempted (how): the group goes on without it as above,
  * and it joins again by the next change (true). */
 bool zt_coord_elastic_preempted(zt_coord_t *self, zt_crep_t *r, const char *how);
+/* The job ends: a change still under way is recorded cut short, and none
+ * is under way any more. */
+void zt_coord_elastic_end(zt_coord_t *self);
 /* The group restarts together: no change is under way any more. */
 void zt_coord_elastic_restart(zt_coord_t *self);
 /* job.json's "elastic" (NULL without an elastic pool). */

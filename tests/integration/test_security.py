@@ -263,16 +263,22 @@ class StrangerAttacks(unittest.TestCase):
                 except OSError:
                     pass
         self.assertGreaterEqual(len(regions), 3, regions)  # both workers' and the servers'
+        checked = 0
         for path in regions[:4]:
             res = STRANGER.sh("cat %s > /dev/null" % path)
             self.assertNotEqual(res.returncode, 0, path)
-            self.assertIn("Permission denied", res.stderr)
-            fd = os.open(path, os.O_RDWR)
             try:
+                fd = os.open(path, os.O_RDWR)
+            except FileNotFoundError:  # its process let the region go meanwhile (a step's end)
+                continue
+            try:
+                self.assertIn("Permission denied", res.stderr)
                 with self.assertRaises(PermissionError):
                     os.ftruncate(fd, 0)
+                checked += 1
             finally:
                 os.close(fd)
+        self.assertGreater(checked, 0, regions)
         self.assertEqual(job.wait(timeout=300), 0, job.err[-3000:])
 
     def test_reducer_layout_too_large(self):

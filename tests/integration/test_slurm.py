@@ -663,6 +663,36 @@ class SlurmSubmit(ClusterCase):
         out, err = p.communicate(timeout=timeout)
         return p.returncode, out, err
 
+    def test_the_relocatable_tarball_submits_and_runs(self):
+        """`make wheel`'s tarball, unpacked in a folder every host sees:
+        its ztrain submits the job, and the coordinator and the ztrain roles
+        on the nodes are the tarball's (its own libraries, no build tree's)."""
+        if not shutil.which("patchelf"):
+            self.skipTest("patchelf is missing (scripts/deps.sh --test installs it)")
+        d = tempfile.mkdtemp(prefix="tarball-", dir=self.c.dir)
+        build = os.path.abspath(os.path.join(BIN, ".."))
+        r = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "wheel.py"), build, d + "/dist"],
+                           capture_output=True, text=True, timeout=300)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        tarball = [f for f in os.listdir(d + "/dist") if f.endswith(".tar.gz")][0]
+        subprocess.run(["tar", "-xzf", os.path.join(d, "dist", tarball), "-C", d], check=True)
+        zt = os.path.join(d, tarball[:-len("-linux-x86_64.tar.gz")], "bin", "ztrain")
+        pool = lambda n, args: {"machineSpec": {"machineType": "n1-standard-4"}, "replicaCount": n,
+                                "containerSpec": {"imageUri": "ztrain-worker", "args": args}}
+        spec = job_spec(d, [pool(1, ["--run-seconds=2"]), pool(1, ["--idle"])])
+        e = dict(self.c.env(), **FAST_ENV)
+        e.pop("LD_LIBRARY_PATH", None)
+        p = self.c.popen("ctl", [zt, "run", spec, "--backend", "slurm", "--job-dir", d + "/job"], env=e, text=True,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.addCleanup(lambda: p.poll() is None and p.kill())
+        rc, out, err = self.finish(p)
+        self.assertEqual(rc, 0, err[-3000:])
+        self.assertEqual(read_job(d + "/job")["state"], "SUCCEEDED")
+        with open(d + "/job/slurm/batch.sh") as f:
+            self.assertIn(zt, f.read())  # the coordinator on its node: the tarball's
+        with open(d + "/job/replica-logs/workerpool1-0.log") as f:
+            self.assertIn(os.path.dirname(zt) + "/ztrain-worker", f.read())
+
     def test_accelerators_are_the_nodes_gpus(self):
         """A pool with 2 accelerators: one replica per node, each step given
         the node's 2 GPUs by Slurm (which sets CUDA_VISIBLE_DEVICES); a pool
