@@ -28,14 +28,18 @@ import unittest
 import ztest  # noqa: E402
 from ztest import BIN, Job, load_job, tmpdir, wait_for, write, ztrain
 
-SCRIPT = r'''
-import argparse, json, os, sys
+# Both scripts' start: SageMaker's shape of arguments and hosts.
+SCRIPT_HEAD = r'''
+import argparse, json, os, socket, sys
 ap = argparse.ArgumentParser()
 ap.add_argument("--epochs", type=int, required=True)
 ap.add_argument("--lr", type=float, required=True)
 ap.add_argument("--fail", default="")
 a = ap.parse_args()
 me, hosts = os.environ["SM_CURRENT_HOST"], json.loads(os.environ["SM_HOSTS"])
+'''
+
+SCRIPT = SCRIPT_HEAD + r'''
 seen = {}
 for ch in json.loads(os.environ["SM_CHANNELS"]):
     d = os.environ["SM_CHANNEL_" + ch.upper()]
@@ -284,14 +288,8 @@ def running(marker):
             pass
     return out
 
-TOOLKIT_SCRIPT = r"""
-import argparse, json, os, socket, sys
-ap = argparse.ArgumentParser()
-ap.add_argument("--epochs", type=int, required=True)
-ap.add_argument("--lr", type=float, required=True)
-ap.add_argument("--fail", default="")
-a = ap.parse_args()
-me, hosts = os.environ["SM_CURRENT_HOST"], json.loads(os.environ["SM_HOSTS"])
+
+TOOLKIT_SCRIPT = SCRIPT_HEAD + r"""
 if a.fail and me == "algo-2":
     raise RuntimeError(a.fail)
 d = os.environ["SM_CHANNEL_TRAINING"]

@@ -226,6 +226,17 @@ class SlurmBackend(unittest.TestCase):
         with open(out) if os.path.exists(out) else open(os.devnull) as f:
             return rc, f.read(), job_dir
 
+    def run_as_validated(self, d, doc):
+        """doc (a whole job file) under the allocation `ztrain validate
+        --backend slurm` prints for it, to its end: as run_job."""
+        spec = os.path.join(d, "validate.json")
+        with open(spec, "w") as f:
+            json.dump(doc, f)
+        r = subprocess.run([os.path.join(BIN, "ztrain"), "validate", spec, "--backend", "slurm",
+                            "--partition", "main"], capture_output=True, text=True, timeout=30)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return self.run_job(None, header=r.stdout[r.stdout.index("#SBATCH --job-name"):], doc=doc)
+
     def test_environment_names_the_nodes(self):
         pools = [sh_pool(DUMP + WAIT, 1), sh_pool(DUMP + "sleep 30", 2), sh_pool(DUMP + "sleep 30", 1)]
         # the allocation `ztrain validate --backend slurm` prints for the job
@@ -286,13 +297,7 @@ class SlurmBackend(unittest.TestCase):
                "ResourceConfig": {"InstanceType": "ml.m5.large", "InstanceCount": 2},
                "Environment": {"PATH": "/usr/bin:/bin"},  # Debian's python3, which has mpi4py
                "OutputDataConfig": {"S3OutputPath": os.path.join(d, "out"), "CompressionType": "NONE"}}
-        spec = os.path.join(d, "validate.json")
-        with open(spec, "w") as f:
-            json.dump(doc, f)
-        r = subprocess.run([os.path.join(BIN, "ztrain"), "validate", spec, "--backend", "slurm",
-                            "--partition", "main"], capture_output=True, text=True, timeout=30)
-        self.assertEqual(r.returncode, 0, r.stderr)
-        rc, out, job_dir = self.run_job(None, header=r.stdout[r.stdout.index("#SBATCH --job-name"):], doc=doc)
+        rc, out, job_dir = self.run_as_validated(d, doc)
         self.assertEqual(rc, 0, out[-3000:])
         with open(os.path.join(job_dir, "opt-ml", "algo-1", "model", "m.json")) as f:
             m = json.load(f)
@@ -330,13 +335,7 @@ class SlurmBackend(unittest.TestCase):
                    "S3Uri": os.path.join(d, "data"), "S3DataDistributionType": "ShardedByS3Key"}}}],
                "ResourceConfig": {"InstanceType": "ml.m5.large", "InstanceCount": 2},
                "OutputDataConfig": {"S3OutputPath": os.path.join(d, "out"), "CompressionType": "NONE"}}
-        spec = os.path.join(d, "validate.json")
-        with open(spec, "w") as f:
-            json.dump(doc, f)
-        r = subprocess.run([os.path.join(BIN, "ztrain"), "validate", spec, "--backend", "slurm",
-                            "--partition", "main"], capture_output=True, text=True, timeout=30)
-        self.assertEqual(r.returncode, 0, r.stderr)
-        rc, out, job_dir = self.run_job(None, header=r.stdout[r.stdout.index("#SBATCH --job-name"):], doc=doc)
+        rc, out, job_dir = self.run_as_validated(d, doc)
         self.assertEqual(rc, 0, out[-3000:])
         recs = {}
         for h in ("algo-1", "algo-2"):

@@ -42,20 +42,26 @@ zt_sm_ref_t *zt_sm_hosts(const zt_plan_t *plan, int *n)
     return out;
 }
 
-json_t *zt_sm_host_names(const zt_layout_t *layout)
+json_t *zt_sm_host_places(const zt_layout_t *layout, bool ports)
 {
-    if (zt_sm_mpi(layout->plan)) /* mpirun would take a name of this machine for itself (see the header) */
-        return NULL;
     json_t *out = json_object();
     int n;
     zt_sm_ref_t *h = zt_sm_hosts(layout->plan, &n);
     for (int k = 0; k < n; k++) {
         char host[32];
         zt_sm_host(layout, h[k].pool, h[k].index, host, sizeof host);
-        json_object_set_new(out, host, json_string(zt_layout_place(layout, h[k].pool, h[k].index)->addr));
+        const zt_place_t *at = zt_layout_place(layout, h[k].pool, h[k].index);
+        json_object_set_new(out, host, ports ? json_sprintf("%s:%d", at->addr, at->port) : json_string(at->addr));
     }
     free(h);
     return out;
+}
+
+json_t *zt_sm_host_names(const zt_layout_t *layout)
+{
+    if (zt_sm_mpi(layout->plan)) /* mpirun would take a name of this machine for itself (see the header) */
+        return NULL;
+    return zt_sm_host_places(layout, false);
 }
 
 /* The group index of a host of pool: 0 for pools 0 and 1. */

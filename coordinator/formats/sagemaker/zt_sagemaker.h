@@ -57,6 +57,9 @@ zt_sm_plan_t *zt_sm_plan_new(zt_plan_t *plan);
 /* algo-K of replica (pool, index): K is its place in the placement (pool
  * order), as SM_HOSTS numbers them. */
 void zt_sm_host(const zt_layout_t *layout, int pool, int index, char *out, size_t size);
+/* Every host's name and where its replica runs: {"algo-1": "addr"}, or
+ * with ports {"algo-1": "addr:port"}. */
+json_t *zt_sm_host_places(const zt_layout_t *layout, bool ports);
 /* Every host's name and the address its replica runs at: {"algo-1": addr,
  * ...}; NULL for the distribution mpi, whose hosts reach each other
  * through ztrain-mpi (ZT_MPI_HOSTS): Open MPI's mpirun takes a host whose

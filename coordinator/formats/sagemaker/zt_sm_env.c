@@ -312,19 +312,8 @@ void zt_sm_env(json_t *env, const zt_layout_t *self, int pool, int index)
         zt_layout_put(env, zt_env_name(ZT_ENV_SAGEMAKER_BASE_DIR), root);
         free(root);
     }
-    if (zt_sm_mpi(self->plan)) { /* where each host's ztrain-mpi listens */
-        json_t *where = json_object();
-        int n;
-        zt_sm_ref_t *h = zt_sm_hosts(self->plan, &n);
-        for (int i = 0; i < n; i++) {
-            char host[32];
-            zt_sm_host(self, h[i].pool, h[i].index, host, sizeof host);
-            const zt_place_t *at = zt_layout_place(self, h[i].pool, h[i].index);
-            json_object_set_new(where, host, json_sprintf("%s:%d", at->addr, at->port));
-        }
-        free(h);
-        zt_layout_put_json(env, zt_env_name(ZT_ENV_MPI_HOSTS), where);
-    }
+    if (zt_sm_mpi(self->plan)) /* where each host's ztrain-mpi listens */
+        zt_layout_put_json(env, zt_env_name(ZT_ENV_MPI_HOSTS), zt_sm_host_places(self, true));
 }
 
 json_t *zt_sm_config_files(const zt_layout_t *self, int pool, int index)
