@@ -87,8 +87,15 @@ def page(name, summary, synopsis, desc, sections, see_also):
 
 
 def first_sentence(paragraph):
+    """A page's one-line summary: the description's first sentence, cut
+    before its first parenthesis or comma when it is long."""
     s = re.split(r"(?<=[.:;])\s", paragraph, maxsplit=1)[0].rstrip(".:;")
-    return s[0].lower() + s[1:] if s[:1].isupper() and not s[1:2].isupper() else s
+    if len(s) > 70:
+        s = re.sub(r" \([^)]*\)", "", s)
+    if len(s) > 100 and ", " in s[20:100]:
+        s = s[:s.rindex(", ", 20, 100)]
+    first = s.split(" ", 1)[0]
+    return s[0].lower() + s[1:] if first[:1].isupper() and first[1:] == first[1:].lower() else s
 
 
 def entries(body):
