@@ -232,8 +232,9 @@ class StrangerAttacks(unittest.TestCase):
         # link to /etc/shadow (which the root-run server could read) and a
         # plain file of its own; pushes that say their bytes lie there are
         # refused (a region is a live process's sealed memfd, never a file
-        # anyone can plant), and the server maps neither
-        args = ["--hidden=64", "--epochs=6", "--log_every=100"]
+        # anyone can plant), and the server maps neither. 24 epochs: the
+        # job must still run while its regions are listed (6 ended first once)
+        args = ["--hidden=64", "--epochs=24", "--log_every=100"]
         job, job_dir = self.start([pool("ztrain-worker", 1, args), pool("ztrain-worker", 1, args),
                                    pool("ztrain-paramserver", 2)], "shmattack")
         self.wait_training(job_dir)
