@@ -1,9 +1,12 @@
 #include "plan/zt_cuda_probe.h"
 #include "ztrain/zt_knobs.h"
 #include "base/zt_util.h"
-#include <dirent.h>
-#include <string.h>
 #include <ctype.h>
+#include <dirent.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
 
 int zt_gpu_count(void)
 {
@@ -32,7 +35,19 @@ int zt_gpu_count(void)
 bool zt_have_cuda_build(void)
 {
 #ifdef ZT_HAVE_CUDA
-    return true;
+    /* and its module where the trainer looks for it (a build, an install;
+     * a wheel made without WHEEL_CUDA=1 carries none) */
+    const char *given = zt_knob_str(ZT_KNOB_GPU_MODULE);
+    if (given && *given)
+        return true;
+    const char *dirs[] = { "lib", "lib64", "lib/x86_64-linux-gnu", "lib/aarch64-linux-gnu" };
+    for (size_t i = 0; i < sizeof dirs / sizeof *dirs; i++) {
+        char path[PATH_MAX];
+        snprintf(path, sizeof path, "%s/../%s/ztrain/libztgpu.so", zt_exe_dir(), dirs[i]);
+        if (access(path, F_OK) == 0)
+            return true;
+    }
+    return false;
 #else
     return false;
 #endif

@@ -4,6 +4,7 @@
 #define ZT_CUDA_PROBE_H
 #include <stdbool.h>
 int zt_gpu_count(void);
-/* Whether this build has the CUDA/NCCL backend. */
+/* Whether this ztrain has the CUDA/NCCL backend: built with it, and its
+ * module (libztgpu.so) where the trainer finds it, or ZT_GPU_MODULE set. */
 bool zt_have_cuda_build(void);
 #endif

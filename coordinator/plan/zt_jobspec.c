@@ -331,7 +331,8 @@ int zt_plan_check_gpus(zt_plan_t *self, int gpus_found, bool cpu_only, zt_diag_t
     if (asked > 0 && !cpu_only && !zt_have_cuda_build())
         zt_diag_add(diag, true, self->source, 0, 0, NULL, NULL,
                     "%d GPU%s asked for (%s) but this ztrain was built without CUDA (the toolkit was "
-                    "not found at build time); rebuild with the CUDA toolkit, or pass --cpu-only",
+                    "not found at build time), or installed without its CUDA module (make wheel "
+                    "WHEEL_CUDA=1 carries it); rebuild with the CUDA toolkit, or pass --cpu-only",
                     asked, asked == 1 ? "" : "s", detail);
     else if (asked > gpus_found && !cpu_only)
         zt_diag_add(diag, true, self->source, 0, 0, NULL, NULL,

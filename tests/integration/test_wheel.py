@@ -75,7 +75,7 @@ python3 -m venv venv
 venv/bin/pip install -q --no-index --disable-pip-version-check /in/ztrain-*.whl
 dist=$(echo venv/lib/python3*/site-packages/ztrain/_dist)
 python3 /in/check_libs.py "$dist"
-venv/bin/ztrain --version
+venv/bin/ztrain --version | grep -q "CUDA backend: no"    # made without WHEEL_CUDA=1: no module, and it says so
 PATH=/home/builder/venv/bin:$PATH ZT_DATA_DIR=/in/data ztrain run /in/examples/fashion-mnist-sync.json \
     --job-dir /home/builder/job -- --epochs=1 --train_examples=6000 --test_examples=1000
 grep -q '"state": *"SUCCEEDED"' /home/builder/job/job.json
