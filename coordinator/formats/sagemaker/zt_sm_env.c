@@ -25,6 +25,22 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+void zt_sm_args_hps(json_t *into, const char *const *args, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        const char *a = args[i];
+        if (strncmp(a, "--", 2) || !a[2] || a[2] == '=')
+            continue;
+        const char *eq = strchr(a, '=');
+        char *name = eq ? strndup(a + 2, (size_t) (eq - a - 2)) : strdup(a + 2);
+        if (eq)
+            json_object_set_new(into, name, json_string(eq + 1));
+        else if (i + 1 < n && strncmp(args[i + 1], "--", 2))
+            json_object_set_new(into, name, json_string(args[++i]));
+        free(name);
+    }
+}
+
 /* The program's hyperparameters, {name: "value"} (hyperparameters.json's
  * form: every value a string): a CreateTrainingJob's own (and a trial's
  * tuned values), but sagemaker_*; another job's program's "--name=value"
@@ -43,21 +59,11 @@ static json_t *s_hyperparameters(const zt_layout_t *self, int pool)
     }
     json_t *argv = self->plan->pools[pool].argv;
     size_t n = json_array_size(argv);
-    for (size_t i = 1; i < n; i++) {
-        const char *a = json_string_value(json_array_get(argv, i));
-        if (strncmp(a, "--", 2) || !a[2] || a[2] == '=')
-            continue;
-        const char *eq = strchr(a, '=');
-        const char *next = i + 1 < n ? json_string_value(json_array_get(argv, i + 1)) : NULL;
-        char *name = eq ? strndup(a + 2, (size_t) (eq - a - 2)) : strdup(a + 2);
-        if (eq)
-            json_object_set_new(hps, name, json_string(eq + 1));
-        else if (next && strncmp(next, "--", 2)) {
-            json_object_set_new(hps, name, json_string(next));
-            i++;
-        }
-        free(name);
-    }
+    const char **args = calloc(n + 1, sizeof *args);
+    for (size_t i = 1; i < n; i++) /* the program's arguments, not the program */
+        args[i - 1] = json_string_value(json_array_get(argv, i));
+    zt_sm_args_hps(hps, args, n ? n - 1 : 0);
+    free(args);
     return hps;
 }
 

@@ -15,6 +15,11 @@ void zt_sm_env(json_t *env, const zt_layout_t *layout, int pool, int index);
  *  "inputdataconfig.json": {...}}. */
 json_t *zt_sm_config_files(const zt_layout_t *layout, int pool, int index);
 
+/* The "--name=value" and "--name value" arguments among args (a bare
+ * "--flag" is not one) into into, {name: "value"}: hyperparameters, as
+ * SageMaker's hyperparameters.json holds them. */
+void zt_sm_args_hps(json_t *into, const char *const *args, size_t n);
+
 /* For a job that asks for smdistributed's data parallelism and a pool of
  * its hosts: the folder that holds ztrain's stand-in for smdistributed's
  * package (ztrain's own Python package's _shim), which their PYTHONPATH

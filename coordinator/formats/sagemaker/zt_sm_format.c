@@ -38,17 +38,8 @@ static void s_parse(zt_spec_ctx_t *c, json_t *root, const zt_plan_opts_t *opts)
      * hyperparameters of the job, in hyperparameters.json as SageMaker's
      * tuning jobs give them, and still arguments of the program */
     zt_sm_plan_t *sm = (zt_sm_plan_t *) zt_sm_plan(c->plan);
-    for (int a = 0; sm && a < opts->n_user_args; a++) {
-        const char *arg = opts->user_args[a], *eq = strchr(arg, '=');
-        if (strncmp(arg, "--", 2) || !arg[2] || arg[2] == '=')
-            continue;
-        char *name = eq ? strndup(arg + 2, (size_t) (eq - arg - 2)) : strdup(arg + 2);
-        if (eq)
-            json_object_set_new(sm->hyperparameters, name, json_string(eq + 1));
-        else if (a + 1 < opts->n_user_args && strncmp(opts->user_args[a + 1], "--", 2))
-            json_object_set_new(sm->hyperparameters, name, json_string(opts->user_args[++a]));
-        free(name);
-    }
+    if (sm)
+        zt_sm_args_hps(sm->hyperparameters, (const char *const *) opts->user_args, (size_t) opts->n_user_args);
     json_array_foreach(opts->flags, i, f)
         if (!strcmp(json_string_value(json_array_get(f, 0)), "--display-name")) {
             free(c->plan->display_name);
