@@ -1,8 +1,9 @@
 /* A study's search: parameter values from scaled coordinates, grid and
- * random search, and Bayesian optimisation (Gaussian-process regression
- * with expected improvement), seeded. */
+ * random search, and Bayesian optimisation (zt_bo: Gaussian processes with
+ * the expected improvement, or the expected hypervolume improvement over
+ * several metrics), seeded. */
 #include "tune/zt_study_int.h"
-#include "base/zt_gp.h"
+#include "tune/zt_bo.h"
 #include "base/zt_util.h"
 #include "ztrain/zt_error.h"
 #include "ztrain/zt_log.h"
@@ -13,13 +14,35 @@
 
 /* ------------------------------------------------------------ values */
 
+/* A discrete parameter's value i in [0, 1]: where the number lies between
+ * the least and the greatest (on a log scale when asked and all are
+ * positive), so that neighbours are near. */
+static double s_disc_unit(const s_param_t *p, size_t i)
+{
+    size_t n = json_array_size(p->values);
+    double a = json_number_value(json_array_get(p->values, 0)), b = json_number_value(json_array_get(p->values, n - 1));
+    double v = json_number_value(json_array_get(p->values, i));
+    if (n < 2 || b <= a)
+        return 0.5;
+    if (p->scale == SC_LOG && a > 0)
+        return (log(v) - log(a)) / (log(b) - log(a));
+    return (v - a) / (b - a);
+}
+
 static double s_to_value(const s_param_t *p, double u)
 {
     u = u < 0 ? 0 : u > 1 ? 1 : u;
-    if (p->kind == P_CAT || p->kind == P_DISC) {
+    if (p->kind == P_CAT) {
         size_t n = json_array_size(p->values);
         size_t i = (size_t) (u * (double) n);
         return (double) (i >= n ? n - 1 : i);
+    }
+    if (p->kind == P_DISC) { /* the nearest value */
+        size_t best = 0, n = json_array_size(p->values);
+        for (size_t i = 1; i < n; i++)
+            if (fabs(s_disc_unit(p, i) - u) < fabs(s_disc_unit(p, best) - u))
+                best = i;
+        return (double) best;
     }
     double v;
     if (p->scale == SC_LOG)
@@ -83,6 +106,18 @@ static json_t *s_params_from_u(zt_study_t *s, double *u)
     return params;
 }
 
+/* A number's coordinate in a double or integer parameter's range. */
+static double s_unit_num(const s_param_t *p, double x)
+{
+    if (p->max <= p->min)
+        return 0.5;
+    if (p->scale == SC_LOG)
+        return (log(x) - log(p->min)) / (log(p->max) - log(p->min));
+    if (p->scale == SC_RLOG)
+        return 1 - (log(p->max + p->min - x) - log(p->min)) / (log(p->max) - log(p->min));
+    return (x - p->min) / (p->max - p->min);
+}
+
 static double s_unit_of(const s_param_t *p, json_t *v)
 {
     if (p->kind == P_CAT || p->kind == P_DISC) {
@@ -91,15 +126,10 @@ static double s_unit_of(const s_param_t *p, json_t *v)
         json_array_foreach(p->values, i, x)
             if (json_equal(x, v) || (json_is_number(x) && json_is_number(v) &&
                                      json_number_value(x) == json_number_value(v)))
-                return ((double) i + 0.5) / (double) n;
+                return p->kind == P_CAT ? ((double) i + 0.5) / (double) n : s_disc_unit(p, i);
         return 0.5;
     }
-    double x = json_number_value(v);
-    if (p->scale == SC_LOG)
-        return (log(x) - log(p->min)) / (log(p->max) - log(p->min));
-    if (p->scale == SC_RLOG)
-        return 1 - (log(p->max + p->min - x) - log(p->min)) / (log(p->max) - log(p->min));
-    return (x - p->min) / (p->max - p->min);
+    return s_unit_num(p, json_number_value(v));
 }
 
 bool zt_search_unit(const s_param_t *p, json_t *v, double *u)
@@ -152,34 +182,96 @@ void zt_search_grid(zt_study_t *s, int i, json_t *params, json_t *out)
 
 /* ------------------------------------------------------------ Bayesian */
 
-/* Bayesian optimisation (zt_gp): a Gaussian process over a warm start's
- * priors and the finished trials' scaled coordinates and (sign-corrected)
- * results, with the active trials pending. false with fewer than two
- * results, or when the kernel matrix cannot be factored. */
-static double s_rand01_arg(void *s) { return s_rand01(s); }
+/* A random coordinate for p: uniform over a range, every value of a list
+ * as likely as any other. */
+static double s_random_unit(zt_study_t *s, const s_param_t *p)
+{
+    if (p->kind != P_CAT && p->kind != P_DISC)
+        return s_rand01(s);
+    size_t n = json_array_size(p->values), i = (size_t) (s_rand01(s) * (double) n);
+    i = i >= n ? n - 1 : i;
+    return p->kind == P_CAT ? ((double) i + 0.5) / (double) n : s_disc_unit(p, i);
+}
 
+/* The parameters as zt_bo's dimensions: a double is continuous, an
+ * integer (of up to 256 values) or a discrete list discrete at its values'
+ * coordinates (in at, which the caller frees), a category categorical. */
+static void s_dims(zt_study_t *s, zt_bo_dim_t *dims, double **at)
+{
+    size_t total = 0;
+    for (int i = 0; i < s->np; i++)
+        total += s->p[i].kind == P_INT ? (size_t) (s->p[i].max - s->p[i].min) + 1 : json_array_size(s->p[i].values);
+    double *a = *at = malloc(sizeof(double) * (total + 1));
+    for (int i = 0; i < s->np; i++) {
+        const s_param_t *p = &s->p[i];
+        int n = p->kind == P_INT ? (int) (p->max - p->min) + 1 : (int) json_array_size(p->values);
+        dims[i] = (zt_bo_dim_t) { ZT_BO_CONT, 0, NULL };
+        if (p->kind == P_CAT)
+            dims[i] = (zt_bo_dim_t) { ZT_BO_CAT, n, NULL };
+        else if (p->kind == P_DISC || (p->kind == P_INT && n <= 256)) {
+            for (int k = 0; k < n; k++)
+                a[k] = p->kind == P_DISC ? s_disc_unit(p, (size_t) k) : s_unit_num(p, p->min + k);
+            dims[i] = (zt_bo_dim_t) { ZT_BO_DISC, n, a };
+            a += n;
+        }
+    }
+}
+
+/* A trial's coordinates as zt_bo's: a category by its index. */
+static void s_bo_point(zt_study_t *s, const zt_bo_dim_t *dims, const double *u, double *x)
+{
+    for (int i = 0; i < s->np; i++) {
+        int c = (int) (u[i] * dims[i].n);
+        x[i] = dims[i].kind == ZT_BO_CAT ? (c >= dims[i].n ? dims[i].n - 1 : c) : u[i];
+    }
+}
+
+/* Whether trial t has a value for every metric the search steers by
+ * (into y, higher is better). */
+static bool s_observed(zt_study_t *s, const s_trial_t *t, int m, double *y)
+{
+    if (!t->has_final || !zt_state_succeeded(t->state))
+        return false;
+    y[0] = s->maximize ? t->final : -t->final;
+    for (int k = 0; k + 1 < m; k++) {
+        if (!t->extra_has[k])
+            return false;
+        y[k + 1] = s->extra_max[k] ? t->extra_final[k] : -t->extra_final[k];
+    }
+    return true;
+}
+
+/* Bayesian optimisation (zt_bo): the GPs over a warm start's priors and
+ * the finished trials (every metric), the running ones pending. false with
+ * fewer than two results, or when no model can be fitted. */
 static bool s_bayes(zt_study_t *s, double *u_out)
 {
-    int d = s->np, n = 0;
-    double *X = malloc(sizeof(double) * (size_t) (s->nt + s->nprior + 1) * (size_t) d);
-    double *y = malloc(sizeof(double) * (size_t) (s->nt + s->nprior + 1));
-    for (int i = 0; i < s->nprior; i++) {
-        memcpy(X + n * d, s->prior_u + (size_t) i * MAX_PARAMS, sizeof(double) * (size_t) d);
-        y[n++] = s->maximize ? s->prior_y[i] : -s->prior_y[i];
+    int d = s->np, m = 1 + s->nextra, n = 0, np = 0, rows = s->nt + s->nprior + 1;
+    zt_bo_dim_t dims[MAX_PARAMS];
+    double *at, x[MAX_PARAMS];
+    s_dims(s, dims, &at);
+    double *X = malloc(sizeof(double) * (size_t) rows * (size_t) d), *Y = malloc(sizeof(double) * (size_t) rows * (size_t) m);
+    double *P = malloc(sizeof(double) * (size_t) rows * (size_t) d);
+    for (int i = 0; i < s->nprior && m == 1; i++) { /* a warm start's: the first metric only */
+        s_bo_point(s, dims, s->prior_u + (size_t) i * MAX_PARAMS, X + (size_t) n * d);
+        Y[n++] = s->maximize ? s->prior_y[i] : -s->prior_y[i];
     }
-    for (int i = 0; i < s->nt; i++)
-        if (s->t[i].has_final && zt_state_succeeded(s->t[i].state)) {
-            memcpy(X + n * d, s->t[i].u, sizeof(double) * (size_t) d);
-            y[n++] = s->maximize ? s->t[i].final : -s->t[i].final;
-        }
-    int nobs = n;
-    for (int i = 0; i < s->nt; i++)
-        if (!strcmp(s->t[i].state, "ACTIVE"))
-            memcpy(X + n++ * d, s->t[i].u, sizeof(double) * (size_t) d);
-    zt_gp_t gp = { d, nobs, n, X, y, s->gp_noise };
-    bool ok = zt_gp_suggest(&gp, s_rand01_arg, s, u_out);
+    for (int i = 0; i < s->nt; i++) {
+        if (s_observed(s, &s->t[i], m, Y + (size_t) n * m))
+            s_bo_point(s, dims, s->t[i].u, X + (size_t) n++ * d);
+        else if (!strcmp(s->t[i].state, "ACTIVE"))
+            s_bo_point(s, dims, s->t[i].u, P + (size_t) np++ * d);
+    }
+    if (!s->bo_rng)
+        s->bo_rng = (uint64_t) rand_r(&s->rng) << 32 | (uint64_t) rand_r(&s->rng);
+    zt_bo_problem_t bp = { d, dims, n, X, Y, m, np, P, s->gp_noise, &s->bo_rng, s->bo_hyper };
+    bool ok = zt_bo_suggest(&bp, x);
+    for (int i = 0; i < d && ok; i++)
+        u_out[i] = dims[i].kind == ZT_BO_CAT ? (x[i] + 0.5) / dims[i].n : x[i];
     free(X);
-    free(y);
+    free(Y);
+    free(P);
+    free(at);
     return ok;
 }
 
@@ -206,10 +298,16 @@ json_t *zt_search_suggest(zt_study_t *s, double *u)
     int done = s->nprior; /* a warm start's observations count */
     for (int i = 0; i < s->nt; i++)
         done += s->t[i].has_final;
-    if (s->algo == A_BAYES && done >= n_init && s_bayes(s, u))
-        return s_params_from_u(s, u);
+    if (s->algo == A_BAYES && done >= n_init && s_bayes(s, u)) {
+        json_t *params = s_params_from_u(s, u);
+        for (int i = 0; i < s->np; i++) { /* the coordinates of the values it names (an integer's, rounded) */
+            json_t *v = json_object_get(params, s->p[i].name);
+            u[i] = v ? s_unit_of(&s->p[i], v) : u[i];
+        }
+        return params;
+    }
     for (int i = 0; i < s->np; i++)
-        u[i] = s_rand01(s);
+        u[i] = s_random_unit(s, &s->p[i]);
     return s_params_from_u(s, u);
 }
 

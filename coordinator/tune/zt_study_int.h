@@ -7,6 +7,7 @@
 #include "launch/zt_backend.h"
 #include "plan/zt_state.h"
 #include "plan/zt_doc.h"
+#include "tune/zt_bo.h"
 #include <jansson.h>
 #include <regex.h>
 
@@ -71,7 +72,9 @@ struct zt_study_t {
     bool convex_stop;          /* convexAutomatedStoppingSpec, with: */
     int convex_min_meas;       /*   minMeasurementCount */
     double convex_min_step, convex_max_step; /* minStepCount, maxStepCount (0: the longest completed trial's) */
-    double gp_noise;           /* observationNoise: the GP's noise variance (1e-4 LOW, 0.05 HIGH) */
+    double gp_noise;           /* observationNoise: the GPs' least noise variance (1e-6 LOW, 1e-2 HIGH) */
+    zt_bo_hyper_t bo_hyper[ZT_BO_MAX_OBJ]; /* the GPs' last fits: the next fit's starts */
+    uint64_t bo_rng;           /* the search's generator (seeded from rng) */
     /* studyStoppingConfig: no stop before stop_min_trials ended and
      * stop_min_ms passed; a stop at stop_max_ms, after
      * stop_no_progress_trials trials or stop_no_progress_ms without a
@@ -162,6 +165,10 @@ bool zt_study_better(zt_study_t *s, double a, double b);
 /* A parameter's value as text: a string as it is, a number in 8 digits
  * (heap). */
 char *zt_study_value_text(json_t *v);
+/* The hypervolume of the finished trials' metrics (every one minimised,
+ * the worst value of each the reference point, written to ref in each
+ * metric's own terms); NaN with no such trial. */
+double zt_study_hypervolume(zt_study_t *s, double *ref);
 /* study.json and trials.csv written (atomically) from
  * the study as it stands. */
 void zt_study_write(zt_study_t *s);

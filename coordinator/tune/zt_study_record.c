@@ -130,26 +130,63 @@ static bool s_dominates(zt_study_t *s, const s_trial_t *a, const s_trial_t *b)
     return strictly;
 }
 
+/* Whether t succeeded with a value for every metric. */
+static bool s_full(const zt_study_t *s, const s_trial_t *t)
+{
+    bool full = t->has_final && zt_state_succeeded(t->state);
+    for (int k = 0; full && k < s->nextra; k++)
+        full = t->extra_has[k];
+    return full;
+}
+
 /* The ids of the trials with every metric that no other such trial dominates. */
 static json_t *s_pareto(zt_study_t *s)
 {
     json_t *front = json_array();
     for (int i = 0; i < s->nt; i++) {
         const s_trial_t *t = &s->t[i];
-        bool full = t->has_final && zt_state_succeeded(t->state), beaten = false;
-        for (int k = 0; full && k < s->nextra; k++)
-            full = t->extra_has[k];
-        for (int j = 0; full && !beaten && j < s->nt; j++) {
-            const s_trial_t *u = &s->t[j];
-            bool ufull = u != t && u->has_final && zt_state_succeeded(u->state);
-            for (int k = 0; ufull && k < s->nextra; k++)
-                ufull = u->extra_has[k];
-            beaten = ufull && s_dominates(s, u, t);
-        }
+        bool full = s_full(s, t), beaten = false;
+        for (int j = 0; full && !beaten && j < s->nt; j++)
+            beaten = &s->t[j] != t && s_full(s, &s->t[j]) && s_dominates(s, &s->t[j], t);
         if (full && !beaten)
             json_array_append_new(front, json_sprintf("%d", t->id));
     }
     return front;
+}
+
+double zt_study_hypervolume(zt_study_t *s, double *ref)
+{
+    int m = 1 + s->nextra, n = 0;
+    double *F = malloc(sizeof(double) * (size_t) (s->nt + 1) * (size_t) m);
+    for (int j = 0; j < m; j++)
+        ref[j] = -INFINITY;
+    for (int i = 0; i < s->nt; i++) {
+        if (!s_full(s, &s->t[i]))
+            continue;
+        for (int j = 0; j < m; j++) { /* every metric minimised */
+            double v = j == 0 ? s->t[i].final : s->t[i].extra_final[j - 1];
+            bool max = j == 0 ? s->maximize : s->extra_max[j - 1];
+            F[n * m + j] = max ? -v : v;
+            ref[j] = F[n * m + j] > ref[j] ? F[n * m + j] : ref[j];
+        }
+        n++;
+    }
+    double hv = n ? zt_bo_hypervolume(F, n, m, ref) : NAN;
+    for (int j = 0; j < m; j++) /* back to each metric's own sign */
+        ref[j] = (j == 0 ? s->maximize : s->extra_max[j - 1]) ? -ref[j] : ref[j];
+    free(F);
+    return hv;
+}
+
+/* study.json's hypervolume: its value and the reference point. */
+static json_t *s_hypervolume_json(zt_study_t *s)
+{
+    double ref[1 + ZT_STUDY_MAX_METRICS];
+    double hv = zt_study_hypervolume(s, ref);
+    json_t *r = json_object();
+    for (int j = 0; j <= s->nextra && isfinite(hv); j++)
+        json_object_set_new(r, j == 0 ? s->metric : s->extra[j - 1], json_real(ref[j]));
+    return json_pack("{s:o, s:o}", "value", isfinite(hv) ? json_real(hv) : json_null(), "reference", r);
 }
 
 void zt_study_write(zt_study_t *s)
@@ -175,8 +212,10 @@ void zt_study_write(zt_study_t *s)
         json_object_set(doc, "bestTrial", json_array_get(trials, (size_t) best));
     else
         json_object_set_new(doc, "bestTrial", json_null());
-    if (s->nextra)
+    if (s->nextra) {
         json_object_set_new(doc, "paretoFront", s_pareto(s));
+        json_object_set_new(doc, "hypervolume", s_hypervolume_json(s));
+    }
     if (s->warm_record)
         json_object_set(doc, "warmStart", s->warm_record);
     char *text = json_dumps(doc, JSON_INDENT(2));

@@ -213,9 +213,6 @@ static void s_parse_metric(s_ctx_t *c, json_t *ss)
         ERR(c, "studySpec.metrics", ms, "required: [{metricId, goal}]");
         return;
     }
-    if (json_array_size(ms) > 1)
-        WARN(c, "studySpec.metrics", NULL, "the search optimises the first metric; every metric is reported, and "
-             "study.json's paretoFront holds the trials no other trial betters in all of them");
     if (json_array_size(ms) > 1 + ZT_STUDY_MAX_METRICS)
         ERR(c, "studySpec.metrics", NULL, "at most %d metrics", 1 + ZT_STUDY_MAX_METRICS);
     json_t *m;
@@ -340,7 +337,7 @@ static void s_parse_stopping(s_ctx_t *c, json_t *ss)
                               : "studySpec.convexAutomatedStoppingSpec.useElapsedDuration", NULL,
              "ignored: the curve is over the measurements' steps");
     const char *noise = json_string_value(json_object_get(ss, "observationNoise"));
-    s->gp_noise = noise && !strcmp(noise, "HIGH") ? 0.05 : 1e-4;
+    s->gp_noise = noise && !strcmp(noise, "HIGH") ? 1e-2 : 1e-6;
     if (json_object_get(ss, "observationNoise") && (!noise || (strcmp(noise, "HIGH") && strcmp(noise, "LOW") &&
                                                                strcmp(noise, "OBSERVATION_NOISE_UNSPECIFIED"))))
         ERR(c, "studySpec.observationNoise", json_object_get(ss, "observationNoise"), "LOW or HIGH");

@@ -82,12 +82,14 @@ void zt_study_tb_experiment(zt_study_t *s)
                 hp[i].discrete_numbers = nums[i];
         }
     }
-    const char *metrics[1 + ZT_STUDY_MAX_METRICS] = { s->metric };
+    const char *metrics[2 + ZT_STUDY_MAX_METRICS] = { s->metric };
     for (int k = 0; k < s->nextra; k++)
         metrics[1 + k] = s->extra[k];
+    if (s->nextra) /* several: the study's hypervolume when each trial ended */
+        metrics[1 + s->nextra] = "hypervolume";
     zt_tb_t *tb = s_open(s, NULL);
     char *desc = zt_strdupf("ztrain study in %s: %s %s", s->dir, s->maximize ? "maximize" : "minimize", s->metric);
-    zt_tb_experiment(tb, s->dir, desc, hp, s->np, metrics, 1 + s->nextra, s_now());
+    zt_tb_experiment(tb, s->dir, desc, hp, s->np, metrics, 1 + s->nextra + (s->nextra > 0), s_now());
     free(desc);
     zt_tb_close(&tb);
     for (int i = 0; i < s->np; i++) {
@@ -137,6 +139,9 @@ void zt_study_tb_end(zt_study_t *s, s_trial_t *t)
     for (int k = 0; k < s->nextra; k++)
         if (t->extra_has[k])
             zt_tb_scalar(t->tb, s->extra[k], t->extra_final[k], last);
+    double ref[1 + ZT_STUDY_MAX_METRICS], hv = s->nextra ? zt_study_hypervolume(s, ref) : NAN;
+    if (isfinite(hv))
+        zt_tb_scalar(t->tb, "hypervolume", hv, last);
     zt_tb_status_t st = zt_state_succeeded(t->state) ? ZT_TB_STATUS_SUCCESS
                         : !strcmp(t->state, "CANCELLED") ? ZT_TB_STATUS_UNKNOWN : ZT_TB_STATUS_FAILURE;
     zt_tb_session_end(t->tb, st, s_now());

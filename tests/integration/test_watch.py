@@ -440,12 +440,14 @@ class StudyHParams(unittest.TestCase):
         self.assertEqual(infos["opt"]["domainDiscrete"], ["adam", "sgd"])
         self.assertEqual(infos["n"]["domainDiscrete"], [32, 64])
         self.assertEqual(infos["x"]["domainInterval"], {"minValue": 0, "maxValue": 1})
-        self.assertEqual([m["name"]["tag"] for m in exp["metricInfos"]], ["score", "cost"])  # every metric
+        # every metric, and the study's hypervolume as each trial ended
+        self.assertEqual([m["name"]["tag"] for m in exp["metricInfos"]], ["score", "cost", "hypervolume"])
         groups = post("session_groups", {
             "experimentName": "", "startIndex": 0, "sliceSize": 100, "colParams": [],
             "allowedStatuses": ["STATUS_UNKNOWN", "STATUS_SUCCESS", "STATUS_FAILURE", "STATUS_RUNNING"]})
         got = {g["name"]: g for g in groups["sessionGroups"]}
         self.assertEqual(sorted(got), ["trial-%s" % t["id"] for t in study["trials"]])
+        hvs = []
         for t in study["trials"]:
             g = got["trial-%s" % t["id"]]
             self.assertEqual(g["hparams"], t["parameters"])
@@ -453,6 +455,9 @@ class StudyHParams(unittest.TestCase):
             values = {v["name"]["tag"]: v["value"] for v in g["metricValues"]}
             self.assertAlmostEqual(values["score"], t["finalMeasurement"], places=5)
             self.assertAlmostEqual(values["cost"], t["finalMeasurements"]["cost"], places=5)
+            hvs.append(values["hypervolume"])
+        self.assertTrue(any(abs(v - study["hypervolume"]["value"]) < 1e-5 for v in hvs),  # the last trial's
+                        (hvs, study["hypervolume"]))
 
 
 def netlog_responses(path):

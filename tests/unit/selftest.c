@@ -29,6 +29,7 @@
 #include "ztrain/ztrain.h"
 #include "zt_held.h"
 #include "lib_suites.h"
+#include "bo_suite.h"
 #include <assert.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -135,6 +136,7 @@ static const struct {
     TEST_ENTRY("shm", s_shm)
     TEST_ENTRY("tensorboard", s_tb)
     TEST_ENTRY("hist", zt_hist_selftest)
+    TEST_ENTRY("bo", zt_suite_bo)
     TEST_ENTRY("error", zt_suite_error)
     TEST_ENTRY("half", zt_suite_half)
     TEST_ENTRY("log", zt_suite_log)

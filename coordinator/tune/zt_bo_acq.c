@@ -1,0 +1,356 @@
+/* zt_bo's next point (zt_bo.h): the models fitted to the standardised
+ * observations, the running trials added at the models' mean, and the
+ * acquisition (log EI, or log EHVI for two objectives) maximised over the
+ * mixed space from many starts. */
+#include "tune/zt_bo.h"
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define S_CANDIDATES 2048
+#define S_STARTS 10
+#define S_ENUM 64 /* a discrete dimension with up to this many choices is searched whole */
+
+typedef struct {
+    const zt_bo_problem_t *p;
+    int m;                     /* models: 1 (EI) or 2 (EHVI) */
+    zt_bo_gp_t *gp[2];
+    double best;               /* EI: the best standardised value */
+    int nbox;                  /* EHVI: the region no point dominates, as boxes (minimising -y) */
+    double *lo, *hi;           /* nbox x 2 */
+    int ncont, cont[ZT_BO_MAX_DIMS]; /* the continuous dimensions */
+    double *x;                 /* the point a continuous search moves */
+} s_acq_t;
+
+/* log(1 - exp(a)) for a < 0. */
+static double s_log1mexp(double a)
+{
+    return a > -M_LN2 ? log(-expm1(a)) : log1p(-exp(a));
+}
+
+static double s_log_ei(s_acq_t *a, const double *x, double *grad)
+{
+    double mu, var, dmu[ZT_BO_MAX_DIMS], dvar[ZT_BO_MAX_DIMS], dh;
+    zt_bo_gp_predict(a->gp[0], x, &mu, &var, grad ? dmu : NULL, grad ? dvar : NULL);
+    double sd = sqrt(var), z = (mu - a->best) / sd;
+    double v = log(sd) + zt_bo_log_h(z, grad ? &dh : NULL);
+    if (grad)
+        for (int j = 0; j < a->p->d; j++) {
+            double dsd = dvar[j] / (2 * sd);
+            grad[j] = dsd / sd + dh * (dmu[j] - z * dsd) / sd;
+        }
+    return v;
+}
+
+static double s_log_ehvi_at(s_acq_t *a, const double *x)
+{
+    double mu[2], sd[2];
+    for (int j = 0; j < 2; j++) {
+        double var;
+        zt_bo_gp_predict(a->gp[j], x, &mu[j], &var, NULL, NULL);
+        mu[j] = -mu[j]; /* minimising */
+        sd[j] = sqrt(var);
+    }
+    double terms[64], *t = a->nbox <= 64 ? terms : malloc(sizeof(double) * (size_t) a->nbox);
+    double top = -INFINITY;
+    for (int k = 0; k < a->nbox; k++) { /* E[(u - Y)+] - E[(l - Y)+] per objective, the product per box */
+        double s = 0;
+        for (int j = 0; j < 2 && isfinite(s); j++) {
+            double lu = zt_bo_log_h((a->hi[k * 2 + j] - mu[j]) / sd[j], NULL);
+            double e = lu;
+            if (isfinite(a->lo[k * 2 + j])) {
+                double ll = zt_bo_log_h((a->lo[k * 2 + j] - mu[j]) / sd[j], NULL);
+                e = ll < lu ? lu + s_log1mexp(ll - lu) : -INFINITY;
+            }
+            s += log(sd[j]) + e;
+        }
+        t[k] = s;
+        top = s > top ? s : top;
+    }
+    double sum = 0;
+    for (int k = 0; k < a->nbox && isfinite(top); k++)
+        sum += exp(t[k] - top);
+    if (t != terms)
+        free(t);
+    return isfinite(top) ? top + log(sum) : -1e300;
+}
+
+/* The acquisition at x; its gradient over the continuous dimensions in
+ * grad when not NULL (EHVI's by differences). */
+static double s_acq(s_acq_t *a, const double *x, double *grad)
+{
+    if (a->m == 1)
+        return s_log_ei(a, x, grad);
+    double v = s_log_ehvi_at(a, x);
+    if (grad) {
+        double xh[ZT_BO_MAX_DIMS];
+        memcpy(xh, x, sizeof(double) * (size_t) a->p->d);
+        for (int c = 0; c < a->ncont; c++) {
+            int j = a->cont[c];
+            double h = x[j] + 1e-6 <= 1 ? 1e-6 : -1e-6;
+            xh[j] = x[j] + h;
+            grad[j] = (s_log_ehvi_at(a, xh) - v) / h;
+            xh[j] = x[j];
+        }
+    }
+    return v;
+}
+
+/* -acq over the continuous dimensions (the others as a->x has them). */
+static double s_neg_acq_cont(void *ctx, const double *xc, double *gc)
+{
+    s_acq_t *a = ctx;
+    double g[ZT_BO_MAX_DIMS];
+    for (int c = 0; c < a->ncont; c++)
+        a->x[a->cont[c]] = xc[c];
+    double v = s_acq(a, a->x, g);
+    for (int c = 0; c < a->ncont; c++)
+        gc[c] = isfinite(v) ? -g[a->cont[c]] : 0;
+    return isfinite(v) ? -v : INFINITY;
+}
+
+/* A discrete or categorical dimension set to its best choice (all of
+ * them, or the nearest S_ENUM of a long list). */
+static bool s_best_choice(s_acq_t *a, double *x, int j, double *v)
+{
+    const zt_bo_dim_t *dm = &a->p->dims[j];
+    double keep = x[j], best = keep;
+    int from = 0, to = dm->n;
+    if (dm->kind == ZT_BO_DISC && dm->n > S_ENUM) {
+        int at = 0;
+        while (at + 1 < dm->n && dm->at[at + 1] <= keep)
+            at++;
+        from = at - S_ENUM / 2 > 0 ? at - S_ENUM / 2 : 0;
+        to = from + S_ENUM < dm->n ? from + S_ENUM : dm->n;
+    }
+    bool better = false;
+    for (int c = from; c < to; c++) {
+        x[j] = dm->kind == ZT_BO_CAT ? c : dm->at[c];
+        if (x[j] == keep)
+            continue;
+        double w = s_acq(a, x, NULL);
+        if (w > *v + 1e-12) {
+            *v = w;
+            best = x[j];
+            better = true;
+        }
+    }
+    x[j] = best;
+    return better;
+}
+
+/* From x: the continuous dimensions by L-BFGS, each other one by its best
+ * choice, in turns until neither moves. */
+static double s_local(s_acq_t *a, double *x, double v)
+{
+    double xc[ZT_BO_MAX_DIMS], lo[ZT_BO_MAX_DIMS], hi[ZT_BO_MAX_DIMS];
+    for (int round = 0; round < 4; round++) {
+        if (a->ncont > 0) {
+            a->x = x;
+            for (int c = 0; c < a->ncont; c++) {
+                xc[c] = x[a->cont[c]];
+                lo[c] = 0;
+                hi[c] = 1;
+            }
+            zt_bo_minimize(s_neg_acq_cont, a, xc, lo, hi, a->ncont, 60);
+            for (int c = 0; c < a->ncont; c++)
+                x[a->cont[c]] = xc[c];
+            v = s_acq(a, x, NULL);
+        }
+        bool moved = false;
+        for (int j = 0; j < a->p->d; j++)
+            if (a->p->dims[j].kind != ZT_BO_CONT)
+                moved |= s_best_choice(a, x, j, &v);
+        if (!moved || a->ncont == 0)
+            break;
+    }
+    return v;
+}
+
+static void s_random_point(const zt_bo_problem_t *p, double *x)
+{
+    for (int j = 0; j < p->d; j++) {
+        const zt_bo_dim_t *dm = &p->dims[j];
+        int c = (int) (zt_bo_rand(p->rng) * dm->n);
+        x[j] = dm->kind == ZT_BO_CONT ? zt_bo_rand(p->rng) : dm->kind == ZT_BO_CAT ? c : dm->at[c];
+    }
+}
+
+/* The acquisition's maximiser: the best of the candidates (random points,
+ * the observations, and points near the best ones) improved locally from
+ * the S_STARTS best. */
+static void s_maximise(s_acq_t *a, double *out)
+{
+    const zt_bo_problem_t *p = a->p;
+    int d = p->d, nc = S_CANDIDATES + p->n;
+    double *C = malloc(sizeof(double) * (size_t) nc * (size_t) d), *v = malloc(sizeof(double) * (size_t) nc);
+    for (int i = 0; i < nc; i++) {
+        double *x = C + (size_t) i * d;
+        if (i < S_CANDIDATES)
+            s_random_point(p, x);
+        else
+            memcpy(x, p->X + (size_t) (i - S_CANDIDATES) * d, sizeof(double) * (size_t) d);
+        v[i] = s_acq(a, x, NULL);
+    }
+    double best_v = -INFINITY;
+    for (int s = 0; s < S_STARTS; s++) {
+        int top = -1;
+        for (int i = 0; i < nc; i++)
+            top = v[i] > -INFINITY && (top < 0 || v[i] > v[top]) ? i : top;
+        if (top < 0)
+            break;
+        double x[ZT_BO_MAX_DIMS];
+        memcpy(x, C + (size_t) top * d, sizeof(double) * (size_t) d);
+        double w = s_local(a, x, v[top]);
+        v[top] = -INFINITY;
+        if (w > best_v || s == 0) {
+            best_v = w;
+            memcpy(out, x, sizeof(double) * (size_t) d);
+        }
+    }
+    free(C);
+    free(v);
+}
+
+/* ------------------------------------------------------------ models */
+
+/* Standardised column j of Y (n rows of m), signs kept (higher is better). */
+static void s_standardise(const double *Y, int n, int m, int j, double *y)
+{
+    double mean = 0, var = 0;
+    for (int i = 0; i < n; i++)
+        mean += Y[i * m + j] / n;
+    for (int i = 0; i < n; i++)
+        var += (Y[i * m + j] - mean) * (Y[i * m + j] - mean) / n;
+    double sd = var > 1e-24 ? sqrt(var) : 1;
+    for (int i = 0; i < n; i++)
+        y[i] = (Y[i * m + j] - mean) / sd;
+}
+
+/* Several objectives beyond two: one random Chebyshev scalarisation of
+ * them (each scaled to [0, 1], higher is better), as one objective. */
+static void s_scalarise(const zt_bo_problem_t *p, double *y)
+{
+    double w[ZT_BO_MAX_OBJ], sum = 0;
+    for (int j = 0; j < p->m; j++)
+        sum += w[j] = -log(1 - zt_bo_rand(p->rng)); /* a uniform point of the simplex */
+    for (int i = 0; i < p->n; i++)
+        y[i] = INFINITY;
+    for (int j = 0; j < p->m; j++) {
+        double lo = INFINITY, hi = -INFINITY;
+        for (int i = 0; i < p->n; i++) {
+            lo = p->Y[i * p->m + j] < lo ? p->Y[i * p->m + j] : lo;
+            hi = p->Y[i * p->m + j] > hi ? p->Y[i * p->m + j] : hi;
+        }
+        for (int i = 0; i < p->n; i++) {
+            double f = hi > lo ? (p->Y[i * p->m + j] - lo) / (hi - lo) : 0.5;
+            y[i] = w[j] / sum * f < y[i] ? w[j] / sum * f : y[i];
+        }
+    }
+}
+
+/* Model j fitted to y, with the running trials at its mean; their
+ * means in pend (npend). NULL when it cannot be fitted. */
+static zt_bo_gp_t *s_model(const zt_bo_problem_t *p, const double *y, int j, double *pend)
+{
+    if (!zt_bo_gp_fit(p->dims, p->d, p->X, y, p->n, p->noise_floor, p->rng, &p->hyper[j]))
+        return NULL;
+    zt_bo_gp_t *gp = zt_bo_gp_new(p->dims, p->d, p->X, y, p->n, &p->hyper[j]);
+    if (!gp || p->npend == 0)
+        return gp;
+    int n = p->n + p->npend;
+    double *X = malloc(sizeof(double) * (size_t) n * (size_t) p->d), *yy = malloc(sizeof(double) * (size_t) n);
+    memcpy(X, p->X, sizeof(double) * (size_t) p->n * (size_t) p->d);
+    memcpy(X + (size_t) p->n * p->d, p->P, sizeof(double) * (size_t) p->npend * (size_t) p->d);
+    memcpy(yy, y, sizeof(double) * (size_t) p->n);
+    for (int i = 0; i < p->npend; i++)
+        zt_bo_gp_predict(gp, p->P + (size_t) i * p->d, &yy[p->n + i], NULL, NULL, NULL);
+    memcpy(pend, yy + p->n, sizeof(double) * (size_t) p->npend);
+    zt_bo_gp_t *with = zt_bo_gp_new(p->dims, p->d, X, yy, n, &p->hyper[j]);
+    free(X);
+    free(yy);
+    zt_bo_gp_free(&gp);
+    return with;
+}
+
+/* EHVI's boxes: the region that none of the n points (minimising F, n x 2)
+ * dominates, below the reference point. */
+static void s_boxes(s_acq_t *a, const double *F, int n)
+{
+    double ref[2];
+    for (int j = 0; j < 2; j++) {
+        double lo = INFINITY, hi = -INFINITY;
+        for (int i = 0; i < n; i++) {
+            lo = F[i * 2 + j] < lo ? F[i * 2 + j] : lo;
+            hi = F[i * 2 + j] > hi ? F[i * 2 + j] : hi;
+        }
+        ref[j] = hi + 0.1 * (hi - lo > 0 ? hi - lo : 1);
+    }
+    int *front = malloc(sizeof(int) * (size_t) n), k = 0;
+    for (int i = 0; i < n; i++) {
+        bool dominated = false;
+        for (int o = 0; o < n && !dominated; o++)
+            dominated = o != i && F[o * 2] <= F[i * 2] && F[o * 2 + 1] <= F[i * 2 + 1] &&
+                        (F[o * 2] < F[i * 2] || F[o * 2 + 1] < F[i * 2 + 1] || o < i);
+        if (!dominated)
+            front[k++] = i;
+    }
+    for (int i = 1; i < k; i++) /* ascending in the first objective, so descending in the second */
+        for (int j = i; j > 0 && F[front[j] * 2] < F[front[j - 1] * 2]; j--) {
+            int t = front[j];
+            front[j] = front[j - 1];
+            front[j - 1] = t;
+        }
+    a->nbox = k + 1;
+    a->lo = malloc(sizeof(double) * 2 * (size_t) a->nbox);
+    a->hi = malloc(sizeof(double) * 2 * (size_t) a->nbox);
+    for (int b = 0; b <= k; b++) { /* between front points b-1 and b in the first objective */
+        a->lo[b * 2] = b == 0 ? -INFINITY : F[front[b - 1] * 2];
+        a->hi[b * 2] = b == k ? ref[0] : F[front[b] * 2];
+        a->lo[b * 2 + 1] = -INFINITY;
+        a->hi[b * 2 + 1] = b == 0 ? ref[1] : F[front[b - 1] * 2 + 1];
+    }
+    free(front);
+}
+
+bool zt_bo_suggest(const zt_bo_problem_t *p, double *x)
+{
+    if (p->n < 2 || p->d < 1 || p->d > ZT_BO_MAX_DIMS || p->m < 1 || p->m > ZT_BO_MAX_OBJ)
+        return false;
+    s_acq_t a = { .p = p, .m = p->m == 2 ? 2 : 1 };
+    for (int j = 0; j < p->d; j++)
+        if (p->dims[j].kind == ZT_BO_CONT)
+            a.cont[a.ncont++] = j;
+    int n = p->n, np = p->npend;
+    double *y = malloc(sizeof(double) * (size_t) n * 2), *pend = malloc(sizeof(double) * (size_t) (np + 1) * 2);
+    double *F = malloc(sizeof(double) * (size_t) (n + np) * 2);
+    bool ok = true;
+    if (a.m == 1) {
+        if (p->m > 2)
+            s_scalarise(p, y);
+        s_standardise(p->m > 2 ? y : p->Y, n, p->m > 2 ? 1 : p->m, 0, y);
+        ok = (a.gp[0] = s_model(p, y, 0, pend)) != NULL;
+        a.best = -INFINITY;
+        for (int i = 0; i < n + np; i++) /* the running trials count as their mean: no gain in repeating them */
+            a.best = (i < n ? y[i] : pend[i - n]) > a.best ? (i < n ? y[i] : pend[i - n]) : a.best;
+    } else {
+        for (int j = 0; j < 2 && ok; j++) {
+            s_standardise(p->Y, n, 2, j, y);
+            ok = (a.gp[j] = s_model(p, y, j, pend)) != NULL;
+            for (int i = 0; i < n + np && ok; i++) /* the observations, and the running trials at the mean */
+                F[i * 2 + j] = -(i < n ? y[i] : pend[i - n]);
+        }
+        if (ok)
+            s_boxes(&a, F, n + np);
+    }
+    if (ok)
+        s_maximise(&a, x);
+    for (int j = 0; j < 2; j++)
+        zt_bo_gp_free(&a.gp[j]);
+    free(a.lo);
+    free(a.hi);
+    free(y);
+    free(pend);
+    free(F);
+    return ok;
+}
