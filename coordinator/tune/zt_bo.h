@@ -2,6 +2,8 @@
  *
  * A Gaussian process per objective (zt_bo_gp.c): a Matern-5/2 kernel with
  * a length scale per dimension, categories compared by equality (no order),
+ * a constant mean by generalised least squares (a cluster of points near
+ * the best counts as few, so unexplored corners do not look promising),
  * its signal and noise variances, all fitted by the highest posterior
  * (the marginal likelihood times weak priors) from several starts with a
  * bounded L-BFGS (zt_bo_opt.c), Cholesky factors from LAPACK.
@@ -10,8 +12,8 @@
  * objective; the log expected hypervolume improvement for two; random
  * Chebyshev scalarisations for more), from many starts: L-BFGS over the
  * continuous dimensions, every choice of a discrete or categorical one.
- * Running trials count at the model's mean there (the kriging believer),
- * so a batch spreads out.
+ * Running trials count at the models' mean there (the kriging believer),
+ * the best so far among them, so a batch spreads out.
  *
  * Coordinates: a continuous or discrete dimension is in [0, 1] (a discrete
  * one only at its choices); a categorical one is the category's index. */
@@ -65,10 +67,12 @@ void zt_bo_gp_predict(const zt_bo_gp_t *gp, const double *x, double *mu, double 
 double zt_bo_log_h(double z, double *dz);
 
 /* Minimises f over the box [lo, hi] (d <= 64) from x (written with the
- * minimiser) by L-BFGS with projected steps; f returns the value and
- * writes the gradient. Returns the minimum. */
+ * minimiser) by L-BFGS with projected steps, none moving a coordinate by
+ * more than max_step; f returns the value and writes the gradient.
+ * Returns the minimum. */
 typedef double (*zt_bo_fn_t)(void *ctx, const double *x, double *grad);
-double zt_bo_minimize(zt_bo_fn_t f, void *ctx, double *x, const double *lo, const double *hi, int d, int max_iter);
+double zt_bo_minimize(zt_bo_fn_t f, void *ctx, double *x, const double *lo, const double *hi, int d, int max_iter,
+                      double max_step);
 
 /* A uniform double in [0, 1) from the generator's state. */
 double zt_bo_rand(uint64_t *state);

@@ -13,11 +13,12 @@
 
 typedef struct {
     const zt_bo_problem_t *p;
-    int m;                     /* models: 1 (EI) or 2 (EHVI) */
+    int m;                     /* objectives modelled: 1 (EI) or 2 (EHVI) */
     zt_bo_gp_t *gp[2];
     double best;               /* EI: the best standardised value */
     int nbox;                  /* EHVI: the region no point dominates, as boxes (minimising -y) */
     double *lo, *hi;           /* nbox x 2 */
+    int ibest;                 /* the best observation (EI), or -1 */
     int ncont, cont[ZT_BO_MAX_DIMS]; /* the continuous dimensions */
     double *x;                 /* the point a continuous search moves */
 } s_acq_t;
@@ -34,11 +35,10 @@ static double s_log_ei(s_acq_t *a, const double *x, double *grad)
     zt_bo_gp_predict(a->gp[0], x, &mu, &var, grad ? dmu : NULL, grad ? dvar : NULL);
     double sd = sqrt(var), z = (mu - a->best) / sd;
     double v = log(sd) + zt_bo_log_h(z, grad ? &dh : NULL);
-    if (grad)
-        for (int j = 0; j < a->p->d; j++) {
-            double dsd = dvar[j] / (2 * sd);
-            grad[j] = dsd / sd + dh * (dmu[j] - z * dsd) / sd;
-        }
+    for (int j = 0; j < a->p->d && grad; j++) {
+        double dsd = dvar[j] / (2 * sd);
+        grad[j] = dsd / sd + dh * (dmu[j] - z * dsd) / sd;
+    }
     return v;
 }
 
@@ -152,7 +152,7 @@ static double s_local(s_acq_t *a, double *x, double v)
                 lo[c] = 0;
                 hi[c] = 1;
             }
-            zt_bo_minimize(s_neg_acq_cont, a, xc, lo, hi, a->ncont, 60);
+            zt_bo_minimize(s_neg_acq_cont, a, xc, lo, hi, a->ncont, 60, 0.1);
             for (int c = 0; c < a->ncont; c++)
                 x[a->cont[c]] = xc[c];
             v = s_acq(a, x, NULL);
@@ -176,34 +176,31 @@ static void s_random_point(const zt_bo_problem_t *p, double *x)
     }
 }
 
-/* The acquisition's maximiser: the best of the candidates (random points,
- * the observations, and points near the best ones) improved locally from
- * the S_STARTS best. */
+/* The acquisition's maximiser: local searches from the S_STARTS best of
+ * the random candidates and from the best observation. */
 static void s_maximise(s_acq_t *a, double *out)
 {
     const zt_bo_problem_t *p = a->p;
-    int d = p->d, nc = S_CANDIDATES + p->n;
+    int d = p->d, nc = S_CANDIDATES;
     double *C = malloc(sizeof(double) * (size_t) nc * (size_t) d), *v = malloc(sizeof(double) * (size_t) nc);
     for (int i = 0; i < nc; i++) {
-        double *x = C + (size_t) i * d;
-        if (i < S_CANDIDATES)
-            s_random_point(p, x);
-        else
-            memcpy(x, p->X + (size_t) (i - S_CANDIDATES) * d, sizeof(double) * (size_t) d);
-        v[i] = s_acq(a, x, NULL);
+        s_random_point(p, C + (size_t) i * d);
+        v[i] = s_acq(a, C + (size_t) i * d, NULL);
     }
-    double best_v = -INFINITY;
-    for (int s = 0; s < S_STARTS; s++) {
-        int top = -1;
-        for (int i = 0; i < nc; i++)
-            top = v[i] > -INFINITY && (top < 0 || v[i] > v[top]) ? i : top;
-        if (top < 0)
-            break;
-        double x[ZT_BO_MAX_DIMS];
-        memcpy(x, C + (size_t) top * d, sizeof(double) * (size_t) d);
-        double w = s_local(a, x, v[top]);
-        v[top] = -INFINITY;
-        if (w > best_v || s == 0) {
+    double best_v = -INFINITY, x[ZT_BO_MAX_DIMS];
+    for (int s = 0; s <= S_STARTS; s++) {
+        int at = -1;
+        for (int i = 0; i < nc && s < S_STARTS; i++)
+            at = v[i] > -INFINITY && (at < 0 || v[i] > v[at]) ? i : at;
+        if (at >= 0) {
+            memcpy(x, C + (size_t) at * d, sizeof(double) * (size_t) d);
+            v[at] = -INFINITY;
+        } else if (s == S_STARTS && a->ibest >= 0) /* the best observation */
+            memcpy(x, p->X + (size_t) a->ibest * d, sizeof(double) * (size_t) d);
+        else
+            continue;
+        double w = s_local(a, x, s_acq(a, x, NULL));
+        if (w > best_v || best_v == -INFINITY) {
             best_v = w;
             memcpy(out, x, sizeof(double) * (size_t) d);
         }
@@ -249,28 +246,42 @@ static void s_scalarise(const zt_bo_problem_t *p, double *y)
     }
 }
 
-/* Model j fitted to y, with the running trials at its mean; their
- * means in pend (npend). NULL when it cannot be fitted. */
-static zt_bo_gp_t *s_model(const zt_bo_problem_t *p, const double *y, int j, double *pend)
+/* The GP over the observations and, when rows > 0, the running trials
+ * at the values vals (rows x npend). */
+static zt_bo_gp_t *s_with(const zt_bo_problem_t *p, const double *y, const double *vals, int j)
 {
-    if (!zt_bo_gp_fit(p->dims, p->d, p->X, y, p->n, p->noise_floor, p->rng, &p->hyper[j]))
-        return NULL;
-    zt_bo_gp_t *gp = zt_bo_gp_new(p->dims, p->d, p->X, y, p->n, &p->hyper[j]);
-    if (!gp || p->npend == 0)
-        return gp;
     int n = p->n + p->npend;
     double *X = malloc(sizeof(double) * (size_t) n * (size_t) p->d), *yy = malloc(sizeof(double) * (size_t) n);
     memcpy(X, p->X, sizeof(double) * (size_t) p->n * (size_t) p->d);
     memcpy(X + (size_t) p->n * p->d, p->P, sizeof(double) * (size_t) p->npend * (size_t) p->d);
     memcpy(yy, y, sizeof(double) * (size_t) p->n);
-    for (int i = 0; i < p->npend; i++)
-        zt_bo_gp_predict(gp, p->P + (size_t) i * p->d, &yy[p->n + i], NULL, NULL, NULL);
-    memcpy(pend, yy + p->n, sizeof(double) * (size_t) p->npend);
-    zt_bo_gp_t *with = zt_bo_gp_new(p->dims, p->d, X, yy, n, &p->hyper[j]);
+    memcpy(yy + p->n, vals, sizeof(double) * (size_t) p->npend);
+    zt_bo_gp_t *gp = zt_bo_gp_new(p->dims, p->d, X, yy, n, &p->hyper[j]);
     free(X);
     free(yy);
+    return gp;
+}
+
+/* Model j fitted to the observations y, with the running trials counted
+ * at its mean there (their means in pend), and the best value, theirs
+ * included: no gain is expected from repeating a running trial. NULL when
+ * it cannot be fitted. */
+static zt_bo_gp_t *s_model(const zt_bo_problem_t *p, const double *y, int j, double *pend, double *best)
+{
+    if (!zt_bo_gp_fit(p->dims, p->d, p->X, y, p->n, p->noise_floor, p->rng, &p->hyper[j]))
+        return NULL;
+    zt_bo_gp_t *gp = zt_bo_gp_new(p->dims, p->d, p->X, y, p->n, &p->hyper[j]);
+    *best = -INFINITY;
+    for (int i = 0; i < p->n; i++)
+        *best = y[i] > *best ? y[i] : *best;
+    if (!gp || p->npend == 0)
+        return gp;
+    for (int i = 0; i < p->npend; i++) {
+        zt_bo_gp_predict(gp, p->P + (size_t) i * p->d, &pend[i], NULL, NULL, NULL);
+        *best = pend[i] > *best ? pend[i] : *best;
+    }
     zt_bo_gp_free(&gp);
-    return with;
+    return s_with(p, y, pend, j);
 }
 
 /* EHVI's boxes: the region that none of the n points (minimising F, n x 2)
@@ -317,7 +328,7 @@ bool zt_bo_suggest(const zt_bo_problem_t *p, double *x)
 {
     if (p->n < 2 || p->d < 1 || p->d > ZT_BO_MAX_DIMS || p->m < 1 || p->m > ZT_BO_MAX_OBJ)
         return false;
-    s_acq_t a = { .p = p, .m = p->m == 2 ? 2 : 1 };
+    s_acq_t a = { .p = p, .m = p->m == 2 ? 2 : 1, .ibest = -1 };
     for (int j = 0; j < p->d; j++)
         if (p->dims[j].kind == ZT_BO_CONT)
             a.cont[a.ncont++] = j;
@@ -329,14 +340,14 @@ bool zt_bo_suggest(const zt_bo_problem_t *p, double *x)
         if (p->m > 2)
             s_scalarise(p, y);
         s_standardise(p->m > 2 ? y : p->Y, n, p->m > 2 ? 1 : p->m, 0, y);
-        ok = (a.gp[0] = s_model(p, y, 0, pend)) != NULL;
-        a.best = -INFINITY;
-        for (int i = 0; i < n + np; i++) /* the running trials count as their mean: no gain in repeating them */
-            a.best = (i < n ? y[i] : pend[i - n]) > a.best ? (i < n ? y[i] : pend[i - n]) : a.best;
+        for (int i = 0; i < n; i++)
+            a.ibest = a.ibest < 0 || y[i] > y[a.ibest] ? i : a.ibest;
+        ok = (a.gp[0] = s_model(p, y, 0, pend, &a.best)) != NULL;
     } else {
         for (int j = 0; j < 2 && ok; j++) {
             s_standardise(p->Y, n, 2, j, y);
-            ok = (a.gp[j] = s_model(p, y, j, pend)) != NULL;
+            double best;
+            ok = (a.gp[j] = s_model(p, y, j, pend, &best)) != NULL;
             for (int i = 0; i < n + np && ok; i++) /* the observations, and the running trials at the mean */
                 F[i * 2 + j] = -(i < n ? y[i] : pend[i - n]);
         }

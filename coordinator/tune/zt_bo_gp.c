@@ -22,7 +22,8 @@ struct zt_bo_gp {
     zt_bo_hyper_t h;
     double *X;                 /* n x d */
     double *L;                 /* n x n: K's Cholesky factor (lower, column-major) */
-    double *alpha;             /* K^-1 y */
+    double *alpha;             /* K^-1 (y - mean) */
+    double mean;               /* the constant mean */
     double *work;              /* 2n: the prediction's */
 };
 
@@ -101,6 +102,27 @@ static void s_kernel_matrix(const zt_bo_dim_t *dims, int d, const double *X, int
         }
 }
 
+/* alpha = K^-1 (y - m) with m the constant mean that fits y best given K
+ * (generalised least squares: points close together count as fewer);
+ * returns m. ones: n of scratch. */
+static double s_alpha(const double *L, int n, const double *y, double *alpha, double *ones)
+{
+    memcpy(alpha, y, sizeof(double) * (size_t) n);
+    s_solve(L, n, alpha);
+    double num = 0, den = 0;
+    for (int i = 0; i < n; i++)
+        ones[i] = 1;
+    s_solve(L, n, ones);
+    for (int i = 0; i < n; i++) {
+        num += alpha[i];
+        den += ones[i];
+    }
+    double m = den > 0 ? num / den : 0;
+    for (int i = 0; i < n; i++)
+        alpha[i] -= m * ones[i];
+    return m;
+}
+
 static void s_hyper(const double *theta, int d, zt_bo_hyper_t *h)
 {
     for (int j = 0; j < d; j++)
@@ -134,17 +156,16 @@ double zt_bo_gp_log_post(const zt_bo_dim_t *dims, int d, const double *X, const 
     zt_bo_hyper_t h;
     s_hyper(theta, d, &h);
     size_t nn = (size_t) n * (size_t) n;
-    double *K = malloc(sizeof(double) * nn * 3 + sizeof(double) * (size_t) n), *L = K + nn, *D = L + nn;
-    double *alpha = D + nn;
+    double *K = malloc(sizeof(double) * nn * 3 + sizeof(double) * 2 * (size_t) n), *L = K + nn, *D = L + nn;
+    double *alpha = D + nn, *ones = alpha + n;
     s_kernel_matrix(dims, d, X, n, &h, K, grad ? D : NULL);
     memcpy(L, K, sizeof(double) * nn);
     double lp = -INFINITY;
     if (s_chol(L, n)) {
-        memcpy(alpha, y, sizeof(double) * (size_t) n);
-        s_solve(L, n, alpha);
+        double m = s_alpha(L, n, y, alpha, ones); /* the gradient at the best mean is the gradient with it fixed */
         lp = -0.5 * n * log(2 * M_PI);
         for (int i = 0; i < n; i++)
-            lp -= 0.5 * y[i] * alpha[i] + log(L[i + (size_t) i * n]);
+            lp -= 0.5 * (y[i] - m) * alpha[i] + log(L[i + (size_t) i * n]);
         if (grad) {
             memset(grad, 0, sizeof(double) * (size_t) (d + 2));
             int info = 0;
@@ -200,7 +221,7 @@ bool zt_bo_gp_fit(const zt_bo_dim_t *dims, int d, const double *X, const double 
             theta[j] = start == 0 ? 0 : start == 1 ? log(h->lambda[j]) : log(0.1) + zt_bo_rand(rng) * log(100.0);
         theta[d] = start == 1 ? log(h->scale) : 0;
         theta[d + 1] = start == 1 ? log(h->noise) : log(noise_floor > 1e-2 ? noise_floor : 1e-2);
-        double v = zt_bo_minimize(s_neg_log_post, &f, theta, lo, hi, d + 2, 200);
+        double v = zt_bo_minimize(s_neg_log_post, &f, theta, lo, hi, d + 2, 200, 2.0);
         if (v < best_v) {
             best_v = v;
             memcpy(best, theta, sizeof best);
@@ -219,17 +240,16 @@ zt_bo_gp_t *zt_bo_gp_new(const zt_bo_dim_t *dims, int d, const double *X, const 
 {
     zt_bo_gp_t *gp = calloc(1, sizeof *gp);
     size_t nn = (size_t) n * (size_t) n;
-    *gp = (zt_bo_gp_t) { d, n, dims, *h, malloc(sizeof(double) * (size_t) n * (size_t) d),
-                         malloc(sizeof(double) * nn), malloc(sizeof(double) * (size_t) n),
-                         malloc(sizeof(double) * 2 * (size_t) n) };
+    *gp = (zt_bo_gp_t) { .d = d, .n = n, .dims = dims, .h = *h, .X = malloc(sizeof(double) * (size_t) n * (size_t) d),
+                         .L = malloc(sizeof(double) * nn), .alpha = malloc(sizeof(double) * (size_t) n),
+                         .work = malloc(sizeof(double) * 2 * (size_t) n) };
     memcpy(gp->X, X, sizeof(double) * (size_t) n * (size_t) d);
     s_kernel_matrix(dims, d, X, n, h, gp->L, NULL);
     if (!s_chol(gp->L, n)) {
         zt_bo_gp_free(&gp);
         return NULL;
     }
-    memcpy(gp->alpha, y, sizeof(double) * (size_t) n);
-    s_solve(gp->L, n, gp->alpha);
+    gp->mean = s_alpha(gp->L, n, y, gp->alpha, gp->work);
     return gp;
 }
 
@@ -249,7 +269,7 @@ void zt_bo_gp_predict(const zt_bo_gp_t *gp, const double *x, double *mu, double 
 {
     int n = gp->n, d = gp->d;
     double *k = gp->work, *dk = gp->work + n; /* dk: the kernel's derivative in r2 */
-    double m = 0;
+    double m = gp->mean;
     for (int i = 0; i < n; i++) {
         k[i] = s_matern(s_r2(gp->dims, d, gp->h.lambda, x, gp->X + i * d), gp->h.scale, &dk[i]);
         m += k[i] * gp->alpha[i];

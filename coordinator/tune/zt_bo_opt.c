@@ -108,7 +108,8 @@ static void s_direction(const double *g, const bool *free_, int d, double S[][S_
     }
 }
 
-double zt_bo_minimize(zt_bo_fn_t f, void *ctx, double *x, const double *lo, const double *hi, int d, int max_iter)
+double zt_bo_minimize(zt_bo_fn_t f, void *ctx, double *x, const double *lo, const double *hi, int d, int max_iter,
+                      double max_step)
 {
     if (d < 1 || d > S_MAXD)
         return f(ctx, x, (double[S_MAXD]) { 0 });
@@ -137,7 +138,11 @@ double zt_bo_minimize(zt_bo_fn_t f, void *ctx, double *x, const double *lo, cons
             for (int i = 0; i < d; i++)
                 p[i] = free_[i] ? -g[i] : 0;
         }
-        double t = 1, fn = fx;
+        double t = 1, fn = fx, longest = 0;
+        for (int i = 0; i < d; i++)
+            longest = fabs(p[i]) > longest ? fabs(p[i]) : longest;
+        if (longest > max_step) /* a local search: no leap across the box */
+            t = max_step / longest;
         bool moved = false;
         for (int ls = 0; ls < 30 && !moved; ls++, t /= 2) { /* backtracking along the projected path */
             double dec = 0;

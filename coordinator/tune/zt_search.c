@@ -11,6 +11,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* ------------------------------------------------------------ values */
 
@@ -265,7 +266,18 @@ static bool s_bayes(zt_study_t *s, double *u_out)
     if (!s->bo_rng)
         s->bo_rng = (uint64_t) rand_r(&s->rng) << 32 | (uint64_t) rand_r(&s->rng);
     zt_bo_problem_t bp = { d, dims, n, X, Y, m, np, P, s->gp_noise, &s->bo_rng, s->bo_hyper };
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     bool ok = zt_bo_suggest(&bp, x);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    if (ok && zt_log_level_ >= ZT_LOG_DEBUG) { /* what the model learned, and what it cost */
+        char ls[MAX_PARAMS * 12] = "";
+        for (int i = 0, o = 0; i < d && o < (int) sizeof ls - 12; i++)
+            o += snprintf(ls + o, sizeof ls - (size_t) o, " %.3g", 1 / sqrt(s->bo_hyper[0].lambda[i]));
+        zt_debug("search: %d observations, %d running: length scales%s, signal %.3g, noise %.3g; %.0f ms", n, np, ls,
+                 s->bo_hyper[0].scale, s->bo_hyper[0].noise,
+                 (double) (t1.tv_sec - t0.tv_sec) * 1e3 + (double) (t1.tv_nsec - t0.tv_nsec) / 1e6);
+    }
     for (int i = 0; i < d && ok; i++)
         u_out[i] = dims[i].kind == ZT_BO_CAT ? (x[i] + 0.5) / dims[i].n : x[i];
     free(X);
@@ -294,7 +306,8 @@ json_t *zt_search_suggest(zt_study_t *s, double *u)
         }
         return params;
     }
-    int n_init = s->np + 1 > 3 ? s->np + 1 : 3;
+    /* random trials first: twice the dimensions, 5 to 10 */
+    int n_init = 2 * s->np < 5 ? 5 : 2 * s->np > 10 ? 10 : 2 * s->np;
     int done = s->nprior; /* a warm start's observations count */
     for (int i = 0; i < s->nt; i++)
         done += s->t[i].has_final;

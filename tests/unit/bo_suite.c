@@ -64,10 +64,10 @@ static double s_bowl(void *ctx, const double *x, double *g)
 static void s_minimize(void)
 {
     double x[2] = { -1.2, 1 }, lo[2] = { -2, -2 }, hi[2] = { 2, 2 };
-    double v = zt_bo_minimize(s_rosen, NULL, x, lo, hi, 2, 500);
+    double v = zt_bo_minimize(s_rosen, NULL, x, lo, hi, 2, 500, 1e9);
     assert(v < 1e-8 && fabs(x[0] - 1) < 1e-3 && fabs(x[1] - 1) < 1e-3);
     double y[3] = { 0.5, 0.5, 0.5 }, lo3[3] = { -1, 0, 0 }, hi3[3] = { 1, 1, 1 };
-    zt_bo_minimize(s_bowl, NULL, y, lo3, hi3, 3, 100);
+    zt_bo_minimize(s_bowl, NULL, y, lo3, hi3, 3, 100, 0.1);
     assert(fabs(y[0]) < 1e-6 && y[1] == 1 && y[2] == 1);
 }
 
