@@ -90,10 +90,11 @@ static void s_time(int n, int d, int m, int np)
     free(P);
 }
 
-/* The search loop on a problem: init random trials, then batches of q
- * chosen together (each running while the next is chosen). */
 static int s_corners, s_suggested;
 
+/* The search loop on a problem as a study runs it: q trials at a time,
+ * each new one chosen when one ends (the oldest), with the other q - 1
+ * running; the first init random. */
 static double s_run(int problem, uint64_t seed, int trials, int q, int init)
 {
     int d = problem ? 6 : 2;
@@ -104,28 +105,23 @@ static double s_run(int problem, uint64_t seed, int trials, int q, int init)
     zt_bo_hyper_t hyper[1];
     memset(hyper, 0, sizeof hyper);
     uint64_t rng = seed * 7919 + 17;
-    int n = 0;
-    while (n < trials) {
-        int k = n < init ? 1 : (trials - n < q ? trials - n : q);
-        for (int b = 0; b < k; b++) {
-            double *x = X + (n + b) * d;
-            zt_bo_problem_t p = { d, dims, n, X, Y, 1, b, X + n * d, 1e-6, &rng, hyper };
-            if (n < init || !zt_bo_suggest(&p, x))
-                for (int j = 0; j < d; j++)
-                    x[j] = zt_bo_rand(&rng);
-            else {
-                int edges = 0;
-                for (int j = 0; j < d; j++)
-                    edges += x[j] == 0 || x[j] == 1;
-                s_corners += edges == d;
-                s_suggested++;
-            }
+    for (int n = 0; n < trials; n++) {
+        int ended = n - (q - 1) > 0 ? n - (q - 1) : 0;
+        double *x = X + n * d;
+        zt_bo_problem_t p = { d, dims, ended, X, Y, 1, n - ended, X + ended * d, 1e-6, &rng, hyper };
+        if (n < init || !zt_bo_suggest(&p, x))
+            for (int j = 0; j < d; j++)
+                x[j] = zt_bo_rand(&rng);
+        else {
+            int edges = 0;
+            for (int j = 0; j < d; j++)
+                edges += x[j] == 0 || x[j] == 1;
+            s_corners += edges == d;
+            s_suggested++;
         }
-        for (int b = 0; b < k; b++, n++) {
-            double v = problem ? s_hartmann6(X + n * d) : s_branin(X + n * d);
-            Y[n] = -v;
-            best = v < best ? v : best;
-        }
+        double v = problem ? s_hartmann6(x) : s_branin(x);
+        Y[n] = -v;
+        best = v < best ? v : best;
     }
     return best - (problem ? -3.32237 : 0.397887);
 }

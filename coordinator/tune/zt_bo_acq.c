@@ -15,7 +15,7 @@ typedef struct {
     const zt_bo_problem_t *p;
     int m;                     /* objectives modelled: 1 (EI) or 2 (EHVI) */
     zt_bo_gp_t *gp[2];
-    double best;               /* EI: the best standardised value */
+    double best;               /* EI: the best standardised value, the running trials' means among them */
     int nbox;                  /* EHVI: the region no point dominates, as boxes (minimising -y) */
     double *lo, *hi;           /* nbox x 2 */
     int ibest;                 /* the best observation (EI), or -1 */

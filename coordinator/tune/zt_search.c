@@ -308,9 +308,8 @@ json_t *zt_search_suggest(zt_study_t *s, double *u)
     }
     /* random trials first: twice the dimensions, 5 to 10 */
     int n_init = 2 * s->np < 5 ? 5 : 2 * s->np > 10 ? 10 : 2 * s->np;
-    int done = s->nprior; /* a warm start's observations count */
-    for (int i = 0; i < s->nt; i++)
-        done += s->t[i].has_final;
+    int done = s->nprior + s->nt; /* a warm start's observations count; running trials too (a parallel
+                                   * study's later ones are chosen knowing they run) */
     if (s->algo == A_BAYES && done >= n_init && s_bayes(s, u)) {
         json_t *params = s_params_from_u(s, u);
         for (int i = 0; i < s->np; i++) { /* the coordinates of the values it names (an integer's, rounded) */
