@@ -1,5 +1,6 @@
-/* zt_gp: one step of Bayesian optimisation, shared by the studies' search
- * and the all-reduce's autotune. A Gaussian process (squared-exponential
+/* zt_gp: one step of Bayesian optimisation for the all-reduce's autotune
+ * (two knobs, in libztrain, which links no BLAS; the studies' search is
+ * coordinator/tune/zt_bo.h). A Gaussian process (squared-exponential
  * kernel, the length scale of highest marginal likelihood among a few) is
  * fitted to points of the unit cube, and the candidate with the highest
  * expected improvement is suggested. */

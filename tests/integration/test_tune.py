@@ -8,6 +8,7 @@ import io
 import json
 import math
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -355,6 +356,40 @@ class Tune(unittest.TestCase):
             rows = list(csv.reader(f))
         self.assertEqual(rows[0], ["trial", "state", "x", "score", "cost", "measurements"])
         self.assertEqual(len(rows), 7)
+
+    def test_bayesian_two_metrics_parallel(self):
+        # the default search on two metrics (score up, cost = x + y down), a
+        # category among the parameters, two trials at a time: every trial
+        # distinct and valid, the front and its hypervolume recorded, and
+        # each choice logged (debug) with what the model learned
+        opt = {"parameterId": "opt", "categoricalValueSpec": {"values": ["adam", "sgd", "rmsprop"]}}
+        spec = json.loads(study([X, Y, opt], max_trials=14, parallel=2))
+        spec["studySpec"]["metrics"].append({"metricId": "cost", "goal": "MINIMIZE"})
+        r, doc, sd = self.tune(json.dumps(spec), "--seed", "3",
+                               env={"OBJECTIVE_COST": "1", "OBJECTIVE_STEPS": "1", "ZT_LOG_LEVEL": "debug"})
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertEqual(doc["algorithm"], "BAYESIAN")
+        trials = doc["trials"]
+        self.assertEqual([t["state"] for t in trials], ["SUCCEEDED"] * 14)
+        seen = set()
+        for t in trials:
+            p = t["parameters"]
+            self.assertIn(p["opt"], ("adam", "sgd", "rmsprop"))
+            self.assertTrue(0 <= p["x"] <= 1 and 0.0001 <= p["y"] <= 1, p)
+            key = (p["x"], p["y"], p["opt"])
+            self.assertNotIn(key, seen)
+            seen.add(key)
+        chosen = re.findall(r"search: (\d+) observations, (\d+) running: length scales (\S+) (\S+) (\S+),", r.stderr)
+        self.assertGreaterEqual(len(chosen), 14 - 6)  # all but the 6 random ones
+        self.assertTrue(any(int(running) == 1 for _, running, *_ in chosen), chosen)  # the other trial ran
+        self.assertTrue(doc["paretoFront"])
+        pts = sorted((-t["finalMeasurement"], t["finalMeasurements"]["cost"]) for t in trials)
+        ref = (max(p[0] for p in pts), max(p[1] for p in pts))
+        hv, low = 0.0, ref[1]
+        for f1, f2 in pts:
+            if f2 < low:
+                hv, low = hv + (ref[0] - f1) * (low - f2), f2
+        self.assertAlmostEqual(doc["hypervolume"]["value"], hv, places=9)
 
     def test_parameters_reach_every_user_program(self):
         # A single-program trial with a parameter-server pool: the program in
