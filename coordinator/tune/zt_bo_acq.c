@@ -224,13 +224,16 @@ static void s_standardise(const double *Y, int n, int m, int j, double *y)
         y[i] = (Y[i * m + j] - mean) / sd;
 }
 
-/* Several objectives beyond two: one random Chebyshev scalarisation of
- * them (each scaled to [0, 1], higher is better), as one objective. */
+/* Several objectives beyond two: one random augmented Chebyshev
+ * scalarisation of them (each scaled to [0, 1], higher is better; the
+ * weighted least, plus a twentieth of the weighted sum so that a point
+ * better in one and no worse in the others scores higher), as one. */
 static void s_scalarise(const zt_bo_problem_t *p, double *y)
 {
     double w[ZT_BO_MAX_OBJ], sum = 0;
     for (int j = 0; j < p->m; j++)
         sum += w[j] = -log(1 - zt_bo_rand(p->rng)); /* a uniform point of the simplex */
+    double *total = calloc((size_t) p->n, sizeof(double));
     for (int i = 0; i < p->n; i++)
         y[i] = INFINITY;
     for (int j = 0; j < p->m; j++) {
@@ -240,10 +243,14 @@ static void s_scalarise(const zt_bo_problem_t *p, double *y)
             hi = p->Y[i * p->m + j] > hi ? p->Y[i * p->m + j] : hi;
         }
         for (int i = 0; i < p->n; i++) {
-            double f = hi > lo ? (p->Y[i * p->m + j] - lo) / (hi - lo) : 0.5;
-            y[i] = w[j] / sum * f < y[i] ? w[j] / sum * f : y[i];
+            double f = w[j] / sum * (hi > lo ? (p->Y[i * p->m + j] - lo) / (hi - lo) : 0.5);
+            y[i] = f < y[i] ? f : y[i];
+            total[i] += f;
         }
     }
+    for (int i = 0; i < p->n; i++)
+        y[i] += 0.05 * total[i];
+    free(total);
 }
 
 /* The GP over the observations and, when rows > 0, the running trials

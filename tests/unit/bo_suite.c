@@ -228,10 +228,58 @@ static void s_hypervolume(void)
     assert(zt_bo_suggest(&p, x));
     assert(x[0] >= 0 && x[0] <= 1 && x[1] >= 0 && x[1] < 0.5);
     assert(hyper[0].scale > 0 && hyper[1].scale > 0);
+    double pend[2] = { x[0], x[1] }, x2[2]; /* that one running: the next goes elsewhere */
+    p.npend = 1;
+    p.P = pend;
+    assert(zt_bo_suggest(&p, x2));
+    assert(hypot(x2[0] - pend[0], x2[1] - pend[1]) > 0.02);
+}
+
+/* The constant mean by generalised least squares: a tight cluster of good
+ * points counts as about one, so far from every point the model expects
+ * the spread points' level, not the plain average. */
+static void s_mean(void)
+{
+    const zt_bo_dim_t dims[1] = { { ZT_BO_CONT, 0, NULL } };
+    double X[10] = { 0.5, 0.501, 0.502, 0.503, 0.504, 0.0, 0.1, 0.2, 0.8, 0.9 };
+    double y[10] = { 2, 2, 2, 2, 2, 0, 0, 0, 0, 0 }, mu, var;
+    zt_bo_hyper_t h = { { 1e4 }, 1, 1e-6 };
+    zt_bo_gp_t *gp = zt_bo_gp_new(dims, 1, X, y, 10, &h);
+    zt_bo_gp_predict(gp, (double[]) { 0.35 }, &mu, &var, NULL, NULL);
+    assert(mu > 0 && mu < 0.5); /* the plain average is 1 */
+    zt_bo_gp_predict(gp, (double[]) { 0.502 }, &mu, &var, NULL, NULL);
+    assert(fabs(mu - 2) < 1e-3);
+    zt_bo_gp_free(&gp);
+}
+
+/* Three objectives: a random scalarisation of them, searched as one. */
+static void s_three(void)
+{
+    const zt_bo_dim_t dims[2] = { { ZT_BO_CONT, 0, NULL }, { ZT_BO_CAT, 3, NULL } };
+    uint64_t rng = 9;
+    enum { N = 8 };
+    double X[N * 2], Y[N * 3], x[2];
+    for (int i = 0; i < N; i++) {
+        X[i * 2] = zt_bo_rand(&rng);
+        X[i * 2 + 1] = i % 3;
+        Y[i * 3] = -X[i * 2];
+        Y[i * 3 + 1] = X[i * 2] - X[i * 2 + 1];
+        Y[i * 3 + 2] = -(X[i * 2] - 0.5) * (X[i * 2] - 0.5);
+    }
+    zt_bo_hyper_t hyper[3];
+    memset(hyper, 0, sizeof hyper);
+    zt_bo_problem_t p = { 2, dims, N, X, Y, 3, 0, NULL, 1e-6, &rng, hyper };
+    assert(zt_bo_suggest(&p, x));
+    assert(x[0] >= 0 && x[0] <= 1 && (x[1] == 0 || x[1] == 1 || x[1] == 2));
+    assert(hyper[0].scale > 0 && hyper[1].scale == 0); /* one model, of the scalarisation */
+    p.n = 1; /* too few to fit */
+    assert(!zt_bo_suggest(&p, x));
 }
 
 void zt_suite_bo(void)
 {
+    s_mean();
+    s_three();
     s_log_h();
     s_minimize();
     s_gradients();
