@@ -239,7 +239,48 @@ static bool s_observed(zt_study_t *s, const s_trial_t *t, int m, double *y)
             return false;
         y[k + 1] = s->extra_max[k] ? t->extra_final[k] : -t->extra_final[k];
     }
+    for (int k = 0; k < m; k++) /* a metric of NaN or infinity tells the model nothing */
+        if (!isfinite(y[k]))
+            return false;
     return true;
+}
+
+/* Past S_MAX_OBS observations (rows of X and Y), the model keeps the
+ * S_MAX_OBS / 2 best by the first metric and the most recent of the
+ * rest: its cost grows with the cube of their number. Returns how many. */
+#define S_MAX_OBS 400
+static int s_thin(int n, int d, int m, double *X, double *Y)
+{
+    if (n <= S_MAX_OBS)
+        return n;
+    int *order = malloc(sizeof(int) * (size_t) n);
+    bool *keep = calloc((size_t) n, sizeof(bool));
+    for (int i = 0; i < n; i++)
+        order[i] = i;
+    for (int i = 0; i < S_MAX_OBS / 2; i++) /* a partial selection sort: the best half-quota first */
+        for (int j = i + 1; j < n; j++)
+            if (Y[(size_t) order[j] * m] > Y[(size_t) order[i] * m]) {
+                int t = order[i];
+                order[i] = order[j];
+                order[j] = t;
+            }
+    for (int i = 0; i < S_MAX_OBS / 2; i++)
+        keep[order[i]] = true;
+    for (int i = n - 1, kept = S_MAX_OBS / 2; i >= 0 && kept < S_MAX_OBS; i--) /* rows are oldest first */
+        if (!keep[i]) {
+            keep[i] = true;
+            kept++;
+        }
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        if (keep[i]) {
+            memmove(X + (size_t) k * d, X + (size_t) i * d, sizeof(double) * (size_t) d);
+            memmove(Y + (size_t) k * m, Y + (size_t) i * m, sizeof(double) * (size_t) m);
+            k++;
+        }
+    free(order);
+    free(keep);
+    return k;
 }
 
 /* Bayesian optimisation (zt_bo): the GPs over a warm start's priors and
@@ -263,6 +304,7 @@ static bool s_bayes(zt_study_t *s, double *u_out)
         else if (!strcmp(s->t[i].state, "ACTIVE"))
             s_bo_point(s, dims, s->t[i].u, P + (size_t) np++ * d);
     }
+    n = s_thin(n, d, m, X, Y);
     if (!s->bo_rng)
         s->bo_rng = (uint64_t) rand_r(&s->rng) << 32 | (uint64_t) rand_r(&s->rng);
     zt_bo_problem_t bp = { d, dims, n, X, Y, m, np, P, s->gp_noise, &s->bo_rng, s->bo_hyper };

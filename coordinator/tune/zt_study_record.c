@@ -290,9 +290,13 @@ static void s_clear_dir(zt_study_t *s)
 void zt_study_adopt_dir(zt_study_t *s, zt_diag_t *diag)
 {
     char *path = zt_strdupf("%s/study.json", s->dir);
-    json_t *doc = json_load_file(path, 0, NULL);
-    free(path);
+    json_error_t jerr;
+    json_t *doc = json_load_file(path, 0, &jerr);
     char diff[400];
+    if (!doc && access(path, F_OK) == 0) /* an earlier study's record that cannot be read: not to be overwritten */
+        zt_diag_add(diag, true, path, jerr.line, jerr.column, NULL, NULL, "cannot be read as a study's record (%s); "
+                    "give --overwrite to start over there, or another --study-dir", jerr.text);
+    free(path);
     if (!doc)
         return;
     if (zt_json_process_alive(json_object_get(doc, "process")) == 1)

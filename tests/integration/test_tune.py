@@ -391,6 +391,42 @@ class Tune(unittest.TestCase):
                 hv, low = hv + (ref[0] - f1) * (low - f2), f2
         self.assertAlmostEqual(doc["hypervolume"]["value"], hv, places=9)
 
+    def test_a_long_study_keeps_the_model_small(self):
+        # a study directory with 450 finished trials (one real, the rest
+        # copies of it at other points): the next suggestions model 400 of
+        # them (the best and the latest)
+        r, doc, sd = self.tune(study([X, Y], max_trials=1), env={"OBJECTIVE_STEPS": "1"})
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        one = doc["trials"][0]
+        doc["trials"] = []
+        for i in range(450):
+            t = json.loads(json.dumps(one))
+            x, y = (i * 0.618) % 1, 10 ** (-4 * ((i * 0.382) % 1))
+            t["id"], t["parameters"] = str(i + 1), {"x": round(x, 6), "y": float("%.6g" % y)}
+            t["scaledParameters"] = [round(x, 6), 1 + math.log10(y) / 4]
+            t["finalMeasurement"] = 1 - (x - 0.3) ** 2
+            doc["trials"].append(t)
+        spec = study([X, Y], max_trials=460)
+        doc["spec"] = json.loads(spec)  # as if this study had run them
+        with open(os.path.join(sd, "study.json"), "w") as f:
+            json.dump(doc, f)
+        r = ztrain("tune", write(self.d, "long.json", spec), "--study-dir", sd, "--suggest", "2",
+                   env={"ZT_LOG_LEVEL": "debug"}, timeout=120)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertRegex(r.stderr, r"search: 400 observations, 0 running")
+        got = json.loads(r.stdout)
+        self.assertEqual(len(got), 2)
+        for p in got:
+            self.assertTrue(0 <= p["x"] <= 1 and 0.0001 <= p["y"] <= 1, p)
+        # a record that is not JSON is not taken over (nor overwritten)
+        with open(os.path.join(sd, "study.json"), "a") as f:
+            f.write("garbage")
+        r = ztrain("tune", write(self.d, "long.json", spec), "--study-dir", sd, "--suggest", "1")
+        self.assertRefused(r, "%s:1:" % os.path.join(sd, "study.json"),
+                           "error: cannot be read as a study's record (end of file expected")
+        with open(os.path.join(sd, "study.json")) as f:
+            self.assertTrue(f.read().endswith("garbage"))
+
     def test_parameters_reach_every_user_program(self):
         # A single-program trial with a parameter-server pool: the program in
         # pool 2 declares the same required flag as the chief's.
