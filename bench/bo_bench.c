@@ -1,13 +1,13 @@
 /* The studies' search in one process (coordinator/tune/zt_bo.h), no job
  * launched: how long choosing the next trial takes with n finished trials
  * in d dimensions (one and two objectives, with and without running
- * trials), and the regret of the search loop on Branin and Hartmann-6 over
+ * trials), and the regret of the search loop on Branin, Hartmann-6 and the mixed problem over
  * many seeds, quickly (bench/tune_bench.py measures the real thing: every
  * trial a job, against Optuna).
  *
  *   bo_bench --time [N D]          (default 100 trials, 10 dimensions)
  *   bo_bench PROBLEM [--seeds S] [--trials T] [--batch Q] [--init K]
- *            PROBLEM: branin or hartmann6
+ *            PROBLEM: branin, hartmann6 or mixed
  */
 #include "tune/zt_bo.h"
 #include <math.h>
@@ -47,6 +47,17 @@ static double s_hartmann6(const double *x)
         v -= alpha[i] * exp(-e);
     }
     return v;
+}
+
+/* bench/tune_objectives.py's mixed problem: lr on a log scale (1e-4 to
+ * 0.1), dropout, 1 to 16 layers, one of four optimizers; minimum 0. */
+static double s_mixed(const double *x)
+{
+    static const double penalty[4] = { 0.25, 0.0, 0.4, 0.15 }, best_lr[4] = { -1.5, -3.0, -2.5, -2.0 };
+    int o = (int) x[3];
+    double lg = -4 + 3 * x[0], layers = 1 + floor(x[2] * 15 + 0.5);
+    return (lg - best_lr[o]) * (lg - best_lr[o]) / 2 + (x[1] - 0.3) * (x[1] - 0.3) +
+           (layers - 6) * (layers - 6) / 100 + penalty[o];
 }
 
 static int s_cmp(const void *a, const void *b)
@@ -97,10 +108,17 @@ static int s_corners, s_suggested;
  * running; the first init random. */
 static double s_run(int problem, uint64_t seed, int trials, int q, int init)
 {
-    int d = problem ? 6 : 2;
+    static double layers[16];
+    for (int k = 0; k < 16; k++)
+        layers[k] = k / 15.0;
+    int d = problem == 1 ? 6 : problem == 2 ? 4 : 2;
     zt_bo_dim_t dims[6];
     for (int j = 0; j < d; j++)
         dims[j] = (zt_bo_dim_t) { ZT_BO_CONT, 0, NULL };
+    if (problem == 2) {
+        dims[2] = (zt_bo_dim_t) { ZT_BO_DISC, 16, layers };
+        dims[3] = (zt_bo_dim_t) { ZT_BO_CAT, 4, NULL };
+    }
     double X[512 * 6], Y[512], best = INFINITY;
     zt_bo_hyper_t hyper[1];
     memset(hyper, 0, sizeof hyper);
@@ -110,8 +128,10 @@ static double s_run(int problem, uint64_t seed, int trials, int q, int init)
         double *x = X + n * d;
         zt_bo_problem_t p = { d, dims, ended, X, Y, 1, n - ended, X + ended * d, 1e-6, &rng, hyper };
         if (n < init || !zt_bo_suggest(&p, x))
-            for (int j = 0; j < d; j++)
-                x[j] = zt_bo_rand(&rng);
+            for (int j = 0; j < d; j++) {
+                int c = (int) (zt_bo_rand(&rng) * dims[j].n);
+                x[j] = dims[j].kind == ZT_BO_CONT ? zt_bo_rand(&rng) : dims[j].kind == ZT_BO_CAT ? c : dims[j].at[c];
+            }
         else {
             int edges = 0;
             for (int j = 0; j < d; j++)
@@ -119,17 +139,17 @@ static double s_run(int problem, uint64_t seed, int trials, int q, int init)
             s_corners += edges == d;
             s_suggested++;
         }
-        double v = problem ? s_hartmann6(x) : s_branin(x);
+        double v = problem == 1 ? s_hartmann6(x) : problem == 2 ? s_mixed(x) : s_branin(x);
         Y[n] = -v;
         best = v < best ? v : best;
     }
-    return best - (problem ? -3.32237 : 0.397887);
+    return best - (problem == 1 ? -3.32237 : problem == 2 ? 0 : 0.397887);
 }
 
 int main(int argc, char **argv)
 {
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-        printf("usage: bo_bench --time [N D] | bo_bench branin|hartmann6 [--seeds S] [--trials T] [--batch Q] "
+        printf("usage: bo_bench --time [N D] | bo_bench branin|hartmann6|mixed [--seeds S] [--trials T] [--batch Q] "
                "[--init K]\n");
         return argc < 2;
     }
@@ -141,12 +161,13 @@ int main(int argc, char **argv)
         s_time(n, d, 2, 0);
         return 0;
     }
-    int problem = !strcmp(argv[1], "hartmann6") ? 1 : !strcmp(argv[1], "branin") ? 0 : -1;
+    int problem = !strcmp(argv[1], "hartmann6") ? 1 : !strcmp(argv[1], "mixed") ? 2 : !strcmp(argv[1], "branin") ? 0 : -1;
     if (problem < 0) {
-        fprintf(stderr, "bo_bench: no problem named '%s' (branin, hartmann6)\n", argv[1]);
+        fprintf(stderr, "bo_bench: no problem named '%s' (branin, hartmann6, mixed)\n", argv[1]);
         return 2;
     }
-    int seeds = 10, trials = problem ? 40 : 25, q = 1, init = problem ? 10 : 5; /* as a study starts */
+    int seeds = 10, trials = problem == 1 ? 40 : problem == 2 ? 30 : 25, q = 1;
+    int init = problem == 1 ? 10 : problem == 2 ? 8 : 5; /* as a study starts: twice the dimensions, 5 to 10 */
     for (int a = 2; a + 1 < argc; a += 2) {
         int v = atoi(argv[a + 1]);
         if (!strcmp(argv[a], "--seeds"))
