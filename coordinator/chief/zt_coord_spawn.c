@@ -3,6 +3,7 @@
  * files, and the backend's start. */
 #include "chief/zt_crep.h"
 #include "formats/zt_format.h"
+#include "base/zt_json.h"
 #include "base/zt_env.h"
 #include "base/zt_util.h"
 #include "ztrain/zt_error.h"
@@ -96,22 +97,15 @@ static int s_write_config_files(const zt_layout_t *layout, zt_crep_t *r)
     }
     char *cfg = zt_layout_config_dir(layout, r->pool, r->index);
     zt_mkdir_p(cfg);
-    json_t *files = json_object(), *doc;
+    json_t *files = json_object();
     for (int i = 0; zt_formats[i]; i++) {
         json_t *its = zt_formats[i]->config_files ? zt_formats[i]->config_files(layout, r->pool, r->index)
                                                   : NULL;
         json_object_update(files, its);
         json_decref(its);
     }
-    const char *name;
-    json_object_foreach(files, name, doc) {
-        char *path = zt_strdupf("%s/%s", cfg, name);
-        char *text = json_dumps(doc, JSON_COMPACT);
-        if (zt_write_file_atomic(path, text, strlen(text)) != ZT_OK)
-            zt_warn("%s: cannot write %s: %s", r->name, path, strerror(errno));
-        free(text);
-        free(path);
-    }
+    if (zt_json_write_files(cfg, files, why, sizeof why) != 0)
+        zt_warn("%s: %s", r->name, why);
     json_decref(files);
     free(cfg);
     return ZT_OK;

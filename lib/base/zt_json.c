@@ -1,6 +1,8 @@
 #include "base/zt_json.h"
 #include "base/zt_util.h"
+#include "ztrain/zt_error.h"
 #include <assert.h>
+#include <errno.h>
 #include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -100,6 +102,23 @@ int zt_json_process_alive(const json_t *record)
     return zt_proc_alive((pid_t) pid, (uint64_t) json_integer_value(json_object_get(record, "startTime")));
 }
 
+int zt_json_write_files(const char *dir, json_t *files, char *why, size_t len)
+{
+    const char *name;
+    json_t *doc;
+    json_object_foreach(files, name, doc) {
+        char *path = zt_strdupf("%s/%s", dir, name), *text = json_dumps(doc, JSON_COMPACT);
+        int rc = zt_write_file_atomic(path, text, strlen(text));
+        if (rc != ZT_OK)
+            snprintf(why, len, "cannot write %s: %s", path, strerror(errno));
+        free(text);
+        free(path);
+        if (rc != ZT_OK)
+            return -1;
+    }
+    return 0;
+}
+
 void zt_json_selftest(void)
 {
     char why[256];
@@ -126,6 +145,21 @@ void zt_json_selftest(void)
     assert(zt_json_diff(a, b, why, sizeof why) && !strcmp(why, "(the whole document): 1 vs \"x\""));
     json_decref(a);
     json_decref(b);
+    json_t *files = json_pack("{s:{s:i}, s:[i]}", "a.json", "x", 1, "b.json", 2);
+    char dir[] = "/tmp/zt-json-files-XXXXXX";
+    assert(mkdtemp(dir));
+    assert(zt_json_write_files(dir, files, why, sizeof why) == 0);
+    char *pa = zt_strdupf("%s/a.json", dir), *pb = zt_strdupf("%s/b.json", dir);
+    json_t *back = json_load_file(pa, 0, NULL);
+    assert(back && json_integer_value(json_object_get(back, "x")) == 1);
+    json_decref(back);
+    unlink(pa);
+    unlink(pb);
+    rmdir(dir);
+    assert(zt_json_write_files(dir, files, why, sizeof why) == -1 && strstr(why, "cannot write /tmp/zt-json-files-"));
+    free(pa);
+    free(pb);
+    json_decref(files);
     json_t *me = zt_json_this_process();
     assert(zt_json_process_alive(me) == 1);
     json_object_set_new(me, "startTime", json_integer(1)); /* the pid reused by another process */

@@ -20,6 +20,11 @@ json_t *zt_json_this_process(void);
  * that cannot be known from here (another host, no record). */
 int zt_json_process_alive(const json_t *record);
 
+/* Writes each document of files ({name: JSON}) compact to dir/name,
+ * atomically. 0, or -1 at the first that cannot be written, with the
+ * path and the reason in why. */
+int zt_json_write_files(const char *dir, json_t *files, char *why, size_t len);
+
 /* Aborts unless zt_json_diff names the right field and values. */
 void zt_json_selftest(void);
 

@@ -4,6 +4,7 @@
 #include "formats/zt_format.h"
 #include "formats/sagemaker/zt_sm_int.h"
 #include "formats/sagemaker/zt_sm_env.h"
+#include "base/zt_json.h"
 #include "base/zt_util.h"
 #include "ztrain/zt_error.h"
 #include <errno.h>
@@ -58,20 +59,11 @@ static int s_prepare(const zt_layout_t *layout, int pool, int index, char *why, 
         return -1;
     if (!zt_sm_is_host(layout->plan, pool))
         return 0;
-    char *root = zt_sm_host_root(layout, pool, index);
-    json_t *files = zt_sm_config_files(layout, pool, index), *doc;
-    const char *name;
-    int rc = 0;
-    json_object_foreach(files, name, doc) {
-        char *path = zt_strdupf("%s/input/config/%s", root, name), *text = json_dumps(doc, JSON_COMPACT);
-        if (rc == 0 && zt_write_file_atomic(path, text, strlen(text)) != ZT_OK) {
-            snprintf(why, len, "cannot write %s: %s", path, strerror(errno));
-            rc = -1;
-        }
-        free(text);
-        free(path);
-    }
+    char *root = zt_sm_host_root(layout, pool, index), *dir = zt_strdupf("%s/input/config", root);
+    json_t *files = zt_sm_config_files(layout, pool, index);
+    int rc = zt_json_write_files(dir, files, why, len);
     json_decref(files);
+    free(dir);
     free(root);
     return rc;
 }
