@@ -88,6 +88,11 @@ typedef struct {
     double noise_floor;
     uint64_t *rng;
     zt_bo_hyper_t *hyper;      /* m: the last fits (in: starts, out: this fit) */
+    /* NULL, or makes x the point that would be recorded for it (a
+     * conditional parameter that x leaves inactive at its placeholder):
+     * the acquisition is judged there, and the suggestion is such a point. */
+    void (*fix)(const void *ctx, double *x);
+    const void *fix_ctx;
 } zt_bo_problem_t;
 
 /* The next point, in x (d). false with fewer than two observations or

@@ -77,7 +77,7 @@ static double s_log_ehvi_at(s_acq_t *a, const double *x)
 
 /* The acquisition at x; its gradient over the continuous dimensions in
  * grad when not NULL (EHVI's by differences). */
-static double s_acq(s_acq_t *a, const double *x, double *grad)
+static double s_acq_at(s_acq_t *a, const double *x, double *grad)
 {
     if (a->m == 1)
         return s_log_ei(a, x, grad);
@@ -93,6 +93,22 @@ static double s_acq(s_acq_t *a, const double *x, double *grad)
             xh[j] = x[j];
         }
     }
+    return v;
+}
+
+/* The acquisition at x as the study would record it (p->fix: a parameter
+ * its parent leaves inactive at its placeholder, which is where the model
+ * will see the trial); such a dimension's gradient is 0. */
+static double s_acq(s_acq_t *a, const double *x, double *grad)
+{
+    if (!a->p->fix)
+        return s_acq_at(a, x, grad);
+    double xf[ZT_BO_MAX_DIMS];
+    memcpy(xf, x, sizeof(double) * (size_t) a->p->d);
+    a->p->fix(a->p->fix_ctx, xf);
+    double v = s_acq_at(a, xf, grad);
+    for (int j = 0; j < a->p->d && grad; j++)
+        grad[j] = xf[j] == x[j] ? grad[j] : 0;
     return v;
 }
 
@@ -363,6 +379,8 @@ bool zt_bo_suggest(const zt_bo_problem_t *p, double *x)
     }
     if (ok)
         s_maximise(&a, x);
+    if (ok && p->fix)
+        p->fix(p->fix_ctx, x);
     for (int j = 0; j < 2; j++)
         zt_bo_gp_free(&a.gp[j]);
     free(a.lo);

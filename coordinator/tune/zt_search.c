@@ -227,6 +227,47 @@ static void s_bo_point(zt_study_t *s, const zt_bo_dim_t *dims, const double *u, 
     }
 }
 
+/* Whether parent value xp (in zt_bo's coordinates) is one that makes
+ * parameter i active. */
+static bool s_when_has(const zt_study_t *s, int i, double xp)
+{
+    const s_param_t *pp = &s->p[s->p[i].parent];
+    size_t n = json_array_size(pp->values), k = 0;
+    json_t *v = NULL;
+    double num = 0;
+    if (pp->kind == P_CAT)
+        v = json_array_get(pp->values, (size_t) xp < n ? (size_t) xp : n - 1);
+    else if (pp->kind == P_DISC) { /* the nearest value */
+        for (size_t j = 1; j < n; j++)
+            k = fabs(s_disc_unit(pp, j) - xp) < fabs(s_disc_unit(pp, k) - xp) ? j : k;
+        num = json_number_value(json_array_get(pp->values, k));
+    } else
+        num = s_to_value(pp, xp);
+    size_t w;
+    json_t *when;
+    json_array_foreach(s->p[i].when, w, when) {
+        double a;
+        if (v ? json_is_string(when) && !strcmp(json_string_value(when), json_string_value(v))
+              : zt_study_num(when, &a) && a == num)
+            return true;
+    }
+    return false;
+}
+
+/* zt_bo's fix: x as the study records it, every parameter that its
+ * parent's value leaves inactive at the placeholder (s_params_from_u's 0.5). */
+static void s_bo_fix(const void *ctx, double *x)
+{
+    const zt_study_t *s = ctx;
+    bool active[MAX_PARAMS];
+    for (int i = 0; i < s->np; i++) {
+        int par = s->p[i].parent;
+        active[i] = par < 0 || (active[par] && s_when_has(s, i, x[par]));
+        if (!active[i])
+            x[i] = s->p[i].kind == P_CAT ? (double) (size_t) (0.5 * (double) json_array_size(s->p[i].values)) : 0.5;
+    }
+}
+
 /* Whether trial t has a value for every metric the search steers by
  * (into y, higher is better). */
 static bool s_observed(zt_study_t *s, const s_trial_t *t, int m, double *y)
@@ -307,7 +348,9 @@ static bool s_bayes(zt_study_t *s, double *u_out)
     n = s_thin(n, d, m, X, Y);
     if (!s->bo_rng)
         s->bo_rng = (uint64_t) rand_r(&s->rng) << 32 | (uint64_t) rand_r(&s->rng);
-    zt_bo_problem_t bp = { d, dims, n, X, Y, m, np, P, s->gp_noise, &s->bo_rng, s->bo_hyper };
+    zt_bo_problem_t bp = { d, dims, n, X, Y, m, np, P, s->gp_noise, &s->bo_rng, s->bo_hyper, NULL, s };
+    for (int i = 0; i < d; i++)
+        bp.fix = s->p[i].parent >= 0 ? s_bo_fix : bp.fix;
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     bool ok = zt_bo_suggest(&bp, x);

@@ -182,7 +182,7 @@ static void s_suggest(void)
         Y[i] = -s_branin(X + i * D) - X[i * D + 2];
     }
     zt_bo_hyper_t hyper[1] = { { { 0 }, 0, 0 } };
-    zt_bo_problem_t p = { D, dims, N, X, Y, 1, 0, NULL, 1e-6, &rng, hyper };
+    zt_bo_problem_t p = { D, dims, N, X, Y, 1, 0, NULL, 1e-6, &rng, hyper, NULL, NULL };
     double x[D], P[4 * D];
     for (int k = 0; k < 4; k++) { /* a batch of four, each pending for the next */
         p.npend = k;
@@ -224,7 +224,7 @@ static void s_hypervolume(void)
         Y[i * 2 + 1] = -(1 - sqrt(X[i * 2])) - X[i * 2 + 1];
     }
     zt_bo_hyper_t hyper[2] = { { { 0 }, 0, 0 }, { { 0 }, 0, 0 } };
-    zt_bo_problem_t p = { 2, dims, N, X, Y, 2, 0, NULL, 1e-6, &rng, hyper };
+    zt_bo_problem_t p = { 2, dims, N, X, Y, 2, 0, NULL, 1e-6, &rng, hyper, NULL, NULL };
     assert(zt_bo_suggest(&p, x));
     assert(x[0] >= 0 && x[0] <= 1 && x[1] >= 0 && x[1] < 0.5);
     assert(hyper[0].scale > 0 && hyper[1].scale > 0);
@@ -268,7 +268,7 @@ static void s_three(void)
     }
     zt_bo_hyper_t hyper[3];
     memset(hyper, 0, sizeof hyper);
-    zt_bo_problem_t p = { 2, dims, N, X, Y, 3, 0, NULL, 1e-6, &rng, hyper };
+    zt_bo_problem_t p = { 2, dims, N, X, Y, 3, 0, NULL, 1e-6, &rng, hyper, NULL, NULL };
     assert(zt_bo_suggest(&p, x));
     assert(x[0] >= 0 && x[0] <= 1 && (x[1] == 0 || x[1] == 1 || x[1] == 2));
     assert(hyper[0].scale > 0 && hyper[1].scale == 0); /* one model, of the scalarisation */
@@ -276,8 +276,40 @@ static void s_three(void)
     assert(!zt_bo_suggest(&p, x));
 }
 
+/* A conditional parameter: dimension 1 counts only in category 0; in
+ * category 1 the study records it at 0.5. */
+static void s_fix_conditional(const void *ctx, double *x)
+{
+    (void) ctx;
+    if (x[0] == 1)
+        x[1] = 0.5;
+}
+
+/* The acquisition is judged where the trial would be recorded: category 1
+ * (seen, at its placeholder) is not proposed again at some other value of
+ * a parameter it ignores (where the model, taking the two categories for
+ * alike, would hope for category 0's peak); that peak itself is. */
+static void s_conditional(void)
+{
+    const zt_bo_dim_t dims[2] = { { ZT_BO_CAT, 2, NULL }, { ZT_BO_CONT, 0, NULL } };
+    enum { N = 10 };
+    double X[N * 2], Y[N], x[2];
+    for (int i = 0; i < N; i++) {
+        X[i * 2] = i < 6 ? 0 : 1;
+        X[i * 2 + 1] = i < 6 ? 0.05 + 0.18 * i : 0.5;
+        /* category 1 as good as 0 at 0.5: the two look alike to the model */
+        Y[i] = -(X[i * 2 + 1] - 0.3) * (X[i * 2 + 1] - 0.3) - (i < 6 ? 0 : 0.001 * (i - 5));
+    }
+    uint64_t rng = 4;
+    zt_bo_hyper_t hyper[1] = { { { 0 }, 0, 0 } };
+    zt_bo_problem_t p = { 2, dims, N, X, Y, 1, 0, NULL, 1e-6, &rng, hyper, s_fix_conditional, NULL };
+    assert(zt_bo_suggest(&p, x));
+    assert(x[0] == 0 && fabs(x[1] - 0.3) < 0.15);
+}
+
 void zt_suite_bo(void)
 {
+    s_conditional();
     s_mean();
     s_three();
     s_log_h();
