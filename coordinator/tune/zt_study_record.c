@@ -259,10 +259,11 @@ static bool s_restore_trial(zt_study_t *s, json_t *o, s_trial_t *t)
     }
     if (json_is_string(json_object_get(o, "message")))
         t->message = strdup(json_string_value(json_object_get(o, "message")));
-    json_t *u = json_object_get(o, "scaledParameters");
-    for (int p = 0; p < s->np; p++)
-        t->u[p] = json_is_number(json_array_get(u, (size_t) p)) ? json_number_value(json_array_get(u, (size_t) p))
-                                                               : 0.5;
+    for (int p = 0; p < s->np; p++) { /* from its values, as this version places them (an inactive one at 0.5) */
+        json_t *v = json_object_get(t->params, s->p[p].name);
+        if (!v || !zt_search_unit(&s->p[p], v, &t->u[p]))
+            t->u[p] = 0.5;
+    }
     return true;
 }
 
