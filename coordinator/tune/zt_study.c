@@ -506,6 +506,15 @@ void zt_study_print(const char *study_dir, json_t *doc)
     if (json_is_object(b))
         printf("  best: trial %s, %.6g\n", json_string_value(json_object_get(b, "id")),
                json_number_value(json_object_get(b, "finalMeasurement")));
+    json_t *front = json_object_get(doc, "paretoFront"), *hv = json_object_get(doc, "hypervolume"), *id;
+    if (json_array_size(front)) { /* several metrics: the trials no other betters in all */
+        printf("  Pareto front: trial%s", json_array_size(front) > 1 ? "s" : "");
+        json_array_foreach(front, i, id)
+            printf("%s %s", i ? "," : "", json_string_value(id));
+        if (json_is_number(json_object_get(hv, "value")))
+            printf("; hypervolume %.6g", json_number_value(json_object_get(hv, "value")));
+        printf("\n");
+    }
     json_t *e = json_object_get(doc, "error");
     if (json_is_object(e))
         printf("  error: %s\n", json_string_value(json_object_get(e, "message")));

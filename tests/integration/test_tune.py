@@ -390,6 +390,9 @@ class Tune(unittest.TestCase):
             if f2 < low:
                 hv, low = hv + (ref[0] - f1) * (low - f2), f2
         self.assertAlmostEqual(doc["hypervolume"]["value"], hv, places=9)
+        st = ztrain("status", sd)  # the front and its hypervolume, as status shows them
+        self.assertIn("Pareto front: trial%s %s; hypervolume %.6g" % (
+            "s" if len(doc["paretoFront"]) > 1 else "", ", ".join(doc["paretoFront"]), hv), st.stdout)
 
     def test_a_long_study_keeps_the_model_small(self):
         # a study directory with 450 finished trials (one real, the rest
