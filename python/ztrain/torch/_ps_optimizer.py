@@ -189,7 +189,9 @@ class ParameterServerOptimizer(torch.optim.Optimizer):
         return path
 
     def _zt_save_on_stop(self):
-        if self.steps <= self._zt_saved:
+        if self.steps <= self._zt_saved:  # the stop came just after a checkpoint of this step
+            if self.steps > self.resumed_step:
+                sys.stderr.write("ztrain: stopping at step %d: saved already, to resume from\n" % self.steps)
             return
         sys.stderr.write("ztrain: stopping at step %d: saving it to resume from\n" % self.steps)
         grace = _native.knob_int("ZT_STOP_GRACE_MS") // 2  # the save fits the grace before SIGKILL
