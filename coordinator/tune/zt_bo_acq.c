@@ -18,6 +18,7 @@ typedef struct {
     double best;               /* EI: the best standardised value, the running trials' means among them */
     int nbox;                  /* EHVI: the region no point dominates, as boxes (minimising -y) */
     double *lo, *hi;           /* nbox x 2 */
+    double *terms;             /* nbox: the log terms of one EHVI */
     int ibest;                 /* the best observation (EI), or -1 */
     int ncont, cont[ZT_BO_MAX_DIMS]; /* the continuous dimensions */
     double *x;                 /* the point a continuous search moves */
@@ -51,7 +52,7 @@ static double s_log_ehvi_at(s_acq_t *a, const double *x)
         mu[j] = -mu[j]; /* minimising */
         sd[j] = sqrt(var);
     }
-    double terms[64], *t = a->nbox <= 64 ? terms : malloc(sizeof(double) * (size_t) a->nbox);
+    double *t = a->terms;
     double top = -INFINITY;
     for (int k = 0; k < a->nbox; k++) { /* E[(u - Y)+] - E[(l - Y)+] per objective, the product per box */
         double s = 0;
@@ -70,8 +71,6 @@ static double s_log_ehvi_at(s_acq_t *a, const double *x)
     double sum = 0;
     for (int k = 0; k < a->nbox && isfinite(top); k++)
         sum += exp(t[k] - top);
-    if (t != terms)
-        free(t);
     return isfinite(top) ? top + log(sum) : -1e300;
 }
 
@@ -338,6 +337,7 @@ static void s_boxes(s_acq_t *a, const double *F, int n)
     a->nbox = k + 1;
     a->lo = malloc(sizeof(double) * 2 * (size_t) a->nbox);
     a->hi = malloc(sizeof(double) * 2 * (size_t) a->nbox);
+    a->terms = malloc(sizeof(double) * (size_t) a->nbox);
     for (int b = 0; b <= k; b++) { /* between front points b-1 and b in the first objective */
         a->lo[b * 2] = b == 0 ? -INFINITY : F[front[b - 1] * 2];
         a->hi[b * 2] = b == k ? ref[0] : F[front[b] * 2];
@@ -385,6 +385,7 @@ bool zt_bo_suggest(const zt_bo_problem_t *p, double *x)
         zt_bo_gp_free(&a.gp[j]);
     free(a.lo);
     free(a.hi);
+    free(a.terms);
     free(y);
     free(pend);
     free(F);

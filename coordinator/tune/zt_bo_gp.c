@@ -24,7 +24,7 @@ struct zt_bo_gp {
     double *L;                 /* n x n: K's Cholesky factor (lower, column-major) */
     double *alpha;             /* K^-1 (y - mean) */
     double mean;               /* the constant mean */
-    double *work;              /* 2n: the prediction's */
+    double *work;              /* 3n: the prediction's */
 };
 
 /* Priors (logs, up to constants): lambda's mode at 1 (a length scale the
@@ -242,7 +242,7 @@ zt_bo_gp_t *zt_bo_gp_new(const zt_bo_dim_t *dims, int d, const double *X, const 
     size_t nn = (size_t) n * (size_t) n;
     *gp = (zt_bo_gp_t) { .d = d, .n = n, .dims = dims, .h = *h, .X = malloc(sizeof(double) * (size_t) n * (size_t) d),
                          .L = malloc(sizeof(double) * nn), .alpha = malloc(sizeof(double) * (size_t) n),
-                         .work = malloc(sizeof(double) * 2 * (size_t) n) };
+                         .work = malloc(sizeof(double) * 3 * (size_t) n) };
     memcpy(gp->X, X, sizeof(double) * (size_t) n * (size_t) d);
     s_kernel_matrix(dims, d, X, n, h, gp->L, NULL);
     if (!s_chol(gp->L, n)) {
@@ -277,7 +277,7 @@ void zt_bo_gp_predict(const zt_bo_gp_t *gp, const double *x, double *mu, double 
     *mu = m;
     if (!var)
         return;
-    double kc = 0, *c = malloc(sizeof(double) * (size_t) n);
+    double kc = 0, *c = gp->work + 2 * n;
     memcpy(c, k, sizeof(double) * (size_t) n);
     s_solve(gp->L, n, c);
     for (int i = 0; i < n; i++)
@@ -296,5 +296,4 @@ void zt_bo_gp_predict(const zt_bo_gp_t *gp, const double *x, double *mu, double 
                 dvar[j] -= floor ? 0 : 2 * c[i] * g;
             }
         }
-    free(c);
 }

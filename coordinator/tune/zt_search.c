@@ -72,6 +72,29 @@ static json_t *s_json_value(const s_param_t *p, double v)
     return json_real(strtod(buf, NULL));
 }
 
+/* Whether a value (the string str, or else the number num) is one of the
+ * values that the list when names. */
+static bool s_when_lists(const json_t *when, const char *str, double num)
+{
+    size_t k;
+    json_t *w;
+    json_array_foreach(when, k, w) {
+        double a;
+        if (str ? json_is_string(w) && !strcmp(json_string_value(w), str) : zt_study_num(w, &a) && a == num)
+            return true;
+    }
+    return false;
+}
+
+/* Whether the list when names the value v. */
+static bool s_when_names(const json_t *when, json_t *v)
+{
+    double num;
+    if (json_is_string(v))
+        return s_when_lists(when, json_string_value(v), 0);
+    return zt_study_num(v, &num) && s_when_lists(when, NULL, num);
+}
+
 /* Whether p is active given the values chosen so far. */
 static bool s_active(zt_study_t *s, int i, json_t *params)
 {
@@ -79,18 +102,7 @@ static bool s_active(zt_study_t *s, int i, json_t *params)
     if (p->parent < 0)
         return true;
     json_t *pv = json_object_get(params, s->p[p->parent].name);
-    if (!pv || !s_active(s, p->parent, params))
-        return false;
-    size_t k;
-    json_t *w;
-    json_array_foreach(p->when, k, w) {
-        double a, b;
-        if (json_is_string(w) && json_is_string(pv) && !strcmp(json_string_value(w), json_string_value(pv)))
-            return true;
-        if (zt_study_num(w, &a) && zt_study_num(pv, &b) && a == b)
-            return true;
-    }
-    return false;
+    return pv && s_active(s, p->parent, params) && s_when_names(p->when, pv);
 }
 
 /* Parameters for coordinates u (in parameter order: parents first). */
@@ -233,25 +245,13 @@ static bool s_when_has(const zt_study_t *s, int i, double xp)
 {
     const s_param_t *pp = &s->p[s->p[i].parent];
     size_t n = json_array_size(pp->values), k = 0;
-    json_t *v = NULL;
-    double num = 0;
     if (pp->kind == P_CAT)
-        v = json_array_get(pp->values, (size_t) xp < n ? (size_t) xp : n - 1);
-    else if (pp->kind == P_DISC) { /* the nearest value */
-        for (size_t j = 1; j < n; j++)
-            k = fabs(s_disc_unit(pp, j) - xp) < fabs(s_disc_unit(pp, k) - xp) ? j : k;
-        num = json_number_value(json_array_get(pp->values, k));
-    } else
-        num = s_to_value(pp, xp);
-    size_t w;
-    json_t *when;
-    json_array_foreach(s->p[i].when, w, when) {
-        double a;
-        if (v ? json_is_string(when) && !strcmp(json_string_value(when), json_string_value(v))
-              : zt_study_num(when, &a) && a == num)
-            return true;
-    }
-    return false;
+        return s_when_names(s->p[i].when, json_array_get(pp->values, (size_t) xp < n ? (size_t) xp : n - 1));
+    if (pp->kind != P_DISC)
+        return s_when_lists(s->p[i].when, NULL, s_to_value(pp, xp));
+    for (size_t j = 1; j < n; j++) /* the nearest value */
+        k = fabs(s_disc_unit(pp, j) - xp) < fabs(s_disc_unit(pp, k) - xp) ? j : k;
+    return s_when_names(s->p[i].when, json_array_get(pp->values, k));
 }
 
 /* zt_bo's fix: x as the study records it, every parameter that its
