@@ -16,25 +16,33 @@
 
 /* argv: the pool's command; a role binary, or another ztrain binary named
  * bare (ztrain-mpi), is found next to ztrain itself. When the job's format
- * names its hosts (SageMaker's algo-K), the command runs under
- * ztrain-hosts, which gives it its own /etc/hosts with those names. */
-static char **s_argv(const zt_layout_t *layout, const zt_pool_t *pool)
+ * names its hosts (SageMaker's algo-K) or shows the replica folders at its
+ * service's paths (SageMaker Processing's /opt/ml), the command runs under
+ * ztrain-hosts, which gives it its own /etc/hosts with those names and
+ * those folders where its programs look. */
+static char **s_argv(const zt_layout_t *layout, const zt_pool_t *pool, int index)
 {
     const zt_format_t *f = zt_format_of(layout->plan);
     json_t *names = f && f->host_names ? f->host_names(layout) : NULL;
-    size_t nn = json_object_size(names), argc = json_array_size(pool->argv), k = 0;
-    char **argv = calloc(argc + 2 * nn + 3, sizeof *argv);
-    if (nn) {
+    json_t *binds = f && f->binds ? f->binds(layout, (int) (pool - layout->plan->pools), index) : NULL;
+    size_t nn = json_object_size(names), nb = json_object_size(binds), argc = json_array_size(pool->argv), k = 0;
+    char **argv = calloc(argc + 2 * (nn + nb) + 3, sizeof *argv);
+    if (nn + nb) {
         const char *name;
-        json_t *addr;
+        json_t *v;
         argv[k++] = zt_strdupf("%s/ztrain-hosts", zt_exe_dir());
-        json_object_foreach(names, name, addr) {
+        json_object_foreach(names, name, v) {
             argv[k++] = strdup("--host");
-            argv[k++] = zt_strdupf("%s=%s", name, json_string_value(addr));
+            argv[k++] = zt_strdupf("%s=%s", name, json_string_value(v));
+        }
+        json_object_foreach(binds, name, v) {
+            argv[k++] = strdup("--bind");
+            argv[k++] = zt_strdupf("%s=%s", name, json_string_value(v));
         }
         argv[k++] = strdup("--");
     }
     json_decref(names);
+    json_decref(binds);
     char **cmd = argv + k; /* the command's own part */
     for (size_t i = 0; i < argc; i++)
         cmd[i] = strdup(json_string_value(json_array_get(pool->argv, i)));
@@ -122,7 +130,7 @@ int zt_crep_spawn(zt_crep_t *r, const zt_layout_t *layout, zt_backend_t *backend
         r->out_fd = -1;
     }
     r->line_len = 0;
-    char **argv = s_argv(layout, pool);
+    char **argv = s_argv(layout, pool, r->index);
     json_t *vars = zt_format_env(layout, r->pool, r->index);
     if (r->rejoining)
         json_array_append_new(vars, json_pack("[ss]", zt_env_name(ZT_ENV_REJOIN), "1"));

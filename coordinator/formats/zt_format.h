@@ -67,6 +67,10 @@ typedef struct {
     /* The names the service's hosts resolve to within the job ({name: address}; NULL: none),
      * which every replica finds in its own /etc/hosts (the chief starts it under ztrain-hosts). */
     json_t *(*host_names)(const zt_layout_t *layout);
+    /* Folders replica (pool, index) sees at the paths its service's programs open ({path seen:
+     * folder here}; NULL: none), in its own mount namespace (the chief starts it under
+     * ztrain-hosts --bind): SageMaker Processing's /opt/ml. */
+    json_t *(*binds)(const zt_layout_t *layout, int pool, int index);
     /* Whether the job ends when pool's replicas have all succeeded (NULL: when the primary has). */
     bool (*awaited)(const zt_plan_t *plan, int pool);
     /* The job's end: its outputs written (succeeded), or the program's own account of its failure

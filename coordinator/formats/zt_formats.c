@@ -8,13 +8,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-extern const zt_format_t zt_vertex_format, zt_legacy_format, zt_sagemaker_format;
+extern const zt_format_t zt_vertex_format, zt_legacy_format, zt_sagemaker_format, zt_processing_format;
 
 /* In this order their views go into every replica's environment. */
 const zt_format_t *const zt_formats[] = {
     &zt_vertex_format,
     &zt_legacy_format,
     &zt_sagemaker_format,
+    &zt_processing_format,
     NULL
 };
 

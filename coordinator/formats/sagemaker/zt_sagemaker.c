@@ -306,10 +306,15 @@ int zt_sm_prepare_host(const zt_layout_t *layout, int pool, int index, char *why
     char *root = zt_sm_host_root(layout, pool, index);
     int rc = 0, n;
     zt_sm_ref_t *h = zt_sm_hosts(layout->plan, &n);
-    static const char *const dirs[] = { "model", "output/data", "output/intermediate", "input/data",
-                                        "input/config" };
-    for (size_t d = 0; d < sizeof dirs / sizeof *dirs && rc == 0; d++) {
-        char *p = zt_strdupf("%s/%s", root, dirs[d]);
+    static const char *const training[] = { "model", "output/data", "output/intermediate", "input/data",
+                                            "input/config", NULL },
+                             *const processing[] = { "config", "output", NULL };
+    const char *const *dirs = sm->processing ? processing : training;
+    int ndirs = 0, nout = sm->processing ? sm->noutputs : 0;
+    while (dirs[ndirs])
+        ndirs++;
+    for (int d = 0; rc == 0 && d < ndirs + nout; d++) { /* and each processing output's folder */
+        char *p = zt_strdupf("%s/%s", root, d < ndirs ? dirs[d] : sm->outputs[d - ndirs].local);
         if ((rc = zt_mkdir_p(p)) != 0)
             snprintf(why, len, "cannot make %s: %s", p, strerror(errno));
         free(p);
@@ -327,11 +332,13 @@ int zt_sm_prepare_host(const zt_layout_t *layout, int pool, int index, char *why
                 hosts++;
             }
         bool sharded = !strcmp(ch->distribution, "ShardedByS3Key");
-        char *dir = zt_strdupf("%s/input/data/%s", root, name);
+        char *dir = ch->local ? zt_strdupf("%s/%s", root, ch->local) : zt_strdupf("%s/input/data/%s", root, name);
         if (rc == 0 && (rc = zt_mkdir_p(dir)) != 0)
             snprintf(why, len, "cannot make %s: %s", dir, strerror(errno));
         why[0] = '\0';
-        json_t *files = rc == 0 ? s_channel_files(name, src, why, len) : NULL, *f;
+        struct stat st;
+        json_t *files = rc != 0 ? NULL : stat(src, &st) == 0 && !S_ISDIR(st.st_mode) /* one file */
+                        ? json_pack("[[s, s]]", strrchr(src, '/') + 1, src) : s_channel_files(name, src, why, len), *f;
         if (rc == 0 && !files)
             rc = -1;
         size_t j;
@@ -426,7 +433,8 @@ char *zt_sm_failure(const zt_layout_t *layout)
 {
     for (int p = 0; zt_sm_plan(layout->plan) && p < ZT_POOLS; p++)
         for (int i = 0; layout->plan->pools[p].present && i < layout->plan->pools[p].replicas; i++) {
-            char *root = zt_sm_host_root(layout, p, i), *path = zt_strdupf("%s/output/failure", root);
+            char *root = zt_sm_host_root(layout, p, i);
+            char *path = zt_strdupf("%s/output/%s", root, zt_sm_plan(layout->plan)->processing ? "message" : "failure");
             size_t n = 0;
             char *text = zt_read_file(path, &n);
             free(root);

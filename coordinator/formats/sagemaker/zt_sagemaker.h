@@ -28,7 +28,16 @@ typedef struct {
     char *record_wrapper;    /* RecordWrapperType */
     char **groups;           /* InstanceGroupNames: the groups whose hosts get it; NULL: every host */
     int ngroups;
+    char *local;             /* a processing input's folder under the host's /opt/ml (its LocalPath less
+                              * "/opt/ml/"); NULL: input/data/<name> */
 } zt_sm_channel_t;
+
+/* A processing job's output (ProcessingOutputConfig.Outputs[]). */
+typedef struct {
+    char *name;              /* OutputName */
+    char *local;             /* its folder under the host's /opt/ml (LocalPath less "/opt/ml/") */
+    char *dest;              /* S3Output.S3Uri: the folder here every host's files go to, absolute */
+} zt_sm_output_t;
 
 /* A CreateTrainingJob's own part of its plan (plan->own), typed. */
 typedef struct {
@@ -47,12 +56,20 @@ typedef struct {
     char *checkpoint_path;   /* CheckpointConfig.S3Uri, absolute, or NULL */
     char *checkpoint_local_path; /* CheckpointConfig.LocalPath, or NULL */
     json_t *hyperparameters; /* HyperParameters: {name: "value"} */
+    bool processing;         /* a CreateProcessingJob's (formats/processing): its inputs and outputs under
+                              * each host's /opt/ml/processing, its config files in /opt/ml/config */
+    zt_sm_output_t *outputs; /* ProcessingOutputConfig.Outputs */
+    int noutputs;
 } zt_sm_plan_t;
 
 /* The plan's own part, or NULL for another format's plan. */
 const zt_sm_plan_t *zt_sm_plan(const zt_plan_t *plan);
 /* A new one, empty, made plan's own part. */
 zt_sm_plan_t *zt_sm_plan_new(zt_plan_t *plan);
+
+/* pool as the primary's hosts (its program, environment and machine), with
+ * replicas of them; its own argv and env arrays are kept and filled. */
+void zt_sm_copy_pool(zt_pool_t *pool, const zt_pool_t *primary, int replicas);
 
 /* algo-K of replica (pool, index): K is its place in the placement (pool
  * order), as SM_HOSTS numbers them. */
@@ -102,7 +119,10 @@ void zt_sm_training_env(const zt_layout_t *layout, int pool, int index, json_t *
 /* Makes the host's folders and its channels: every file of a
  * FullyReplicated channel, and of a ShardedByS3Key one the files whose
  * place in the sorted list is K-1 modulo the hosts (the shares are
- * disjoint and together every file), as links under input/data/<channel>.
+ * disjoint and together every file), as links under input/data/<channel>
+ * (a processing input's: under its LocalPath; a file given as the input
+ * itself: a link of its name there). A processing job's hosts get
+ * config/, output/ and each output's folder instead of training's.
  * Again for a restarted host: the same share. 0, or -1 with why. */
 int zt_sm_prepare_host(const zt_layout_t *layout, int pool, int index, char *why, size_t len);
 /* The folders a CreateTrainingJob writes or reads as its own (its output
@@ -117,7 +137,8 @@ int zt_sm_folders(const zt_plan_t *plan, zt_dir_mode_t mode, char *why, size_t l
  * with why. */
 int zt_sm_upload(const zt_layout_t *layout, char *why, size_t len);
 /* The first host's output/failure text (what a failed program says of
- * its failure), trimmed, or NULL (heap). */
+ * its failure; a processing job's: output/message), trimmed, or NULL
+ * (heap). */
 char *zt_sm_failure(const zt_layout_t *layout);
 
 #endif

@@ -31,6 +31,8 @@ static json_t *s_channels_json(const zt_sm_plan_t *sm)
         json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s}", "name", ch->name, "path", ch->path, "distribution",
                               ch->distribution, "contentType", ch->content_type, "recordWrapperType",
                               ch->record_wrapper);
+        if (ch->local)
+            json_object_set_new(o, "localPath", json_sprintf("/opt/ml/%s", ch->local));
         if (ch->groups) {
             json_t *g = json_array();
             for (int k = 0; k < ch->ngroups; k++)
@@ -67,6 +69,13 @@ static json_t *s_json(const void *own)
     if (sm->checkpoint_local_path)
         json_object_set_new(o, "checkpointLocalPath", json_string(sm->checkpoint_local_path));
     json_object_set(o, "hyperparameters", sm->hyperparameters);
+    if (sm->processing) {
+        json_t *outs = json_array();
+        for (int i = 0; i < sm->noutputs; i++)
+            json_array_append_new(outs, json_pack("{s:s, s:s+, s:s}", "name", sm->outputs[i].name, "localPath",
+                                                  "/opt/ml/", sm->outputs[i].local, "destination", sm->outputs[i].dest));
+        json_object_set_new(o, "processing", json_pack("{s:o}", "outputs", outs));
+    }
     return o;
 }
 
@@ -76,8 +85,12 @@ static void s_print(const void *own, FILE *out)
     if (sm->output_path)
         fprintf(out, "  model.tar.gz and output.tar.gz: %s/%s/output/\n", sm->output_path, sm->job_name);
     for (int i = 0; i < sm->nchannels; i++)
-        fprintf(out, "  channel %s: %s (%s)\n", sm->channels[i].name, sm->channels[i].path,
-                sm->channels[i].distribution);
+        fprintf(out, "  %s %s: %s (%s)%s%s\n", sm->processing ? "input" : "channel", sm->channels[i].name,
+                sm->channels[i].path, sm->channels[i].distribution, sm->channels[i].local ? " at /opt/ml/" : "",
+                sm->channels[i].local ? sm->channels[i].local : "");
+    for (int i = 0; i < sm->noutputs; i++)
+        fprintf(out, "  output %s: /opt/ml/%s to %s\n", sm->outputs[i].name, sm->outputs[i].local,
+                sm->outputs[i].dest);
 }
 
 static void s_destroy(void *own)
@@ -97,7 +110,14 @@ static void s_destroy(void *own)
         for (int k = 0; k < ch->ngroups; k++)
             free(ch->groups[k]);
         free(ch->groups);
+        free(ch->local);
     }
+    for (int i = 0; i < sm->noutputs; i++) {
+        free(sm->outputs[i].name);
+        free(sm->outputs[i].local);
+        free(sm->outputs[i].dest);
+    }
+    free(sm->outputs);
     free(sm->groups);
     free(sm->channels);
     free(sm->job_name);

@@ -221,9 +221,7 @@ static void s_distribution(zt_spec_ctx_t *c, zt_pool_t *pool, json_t *hps, zt_sm
     json_decref(argv);
 }
 
-/* pool as the primary's hosts (its program, environment and machine), with
- * replicas of them; its own argv and env arrays are kept and filled. */
-static void s_copy_pool(zt_pool_t *pool, const zt_pool_t *primary, int replicas)
+void zt_sm_copy_pool(zt_pool_t *pool, const zt_pool_t *primary, int replicas)
 {
     json_t *argv = pool->argv, *env = pool->env;
     *pool = *primary;
@@ -303,7 +301,7 @@ static void s_group_pools(zt_spec_ctx_t *c, json_t *groups, zt_plan_t *plan)
     for (int i = 1; groups && i < sm->ngroups; i++) {
         const char *type = sm->groups[i].type;
         zt_pool_t *pool = &plan->pools[i + 1];
-        s_copy_pool(pool, primary, (int) sm->groups[i].count);
+        zt_sm_copy_pool(pool, primary, (int) sm->groups[i].count);
         char path[80];
         snprintf(path, sizeof path, "ResourceConfig.InstanceGroups[%d].InstanceType", i);
         json_t *tv = json_string(type);
@@ -513,7 +511,7 @@ void zt_sm_parse_request(zt_spec_ctx_t *c, json_t *root)
         free(ep);
     }
     if (count > 1) /* algo-2..N: the same hosts running the same program */
-        s_copy_pool(others, primary, (int) count - 1);
+        zt_sm_copy_pool(others, primary, (int) count - 1);
     s_group_pools(c, groups, plan);
     s_data_parallel(c, plan);
     s_mpi(plan);
