@@ -97,7 +97,8 @@ static void s_timers(zt_coord_t *self)
     zt_coord_stop_tick(self, now);
     if (self->job_deadline && now >= self->job_deadline && self->state < ZT_JOB_SUCCEEDED) {
         char why[128];
-        snprintf(why, sizeof why, "scheduling.timeout of %.0fs reached", self->plan->timeout_s);
+        snprintf(why, sizeof why, "%s of %.0fs reached",
+                 self->plan->timeout_field ? self->plan->timeout_field : "scheduling.timeout", self->plan->timeout_s);
         self->job_deadline = 0;
         zt_coord_cancel(self, why);
     }

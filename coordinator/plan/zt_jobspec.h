@@ -62,6 +62,7 @@ typedef struct {
     zt_pool_t pools[ZT_POOLS];
     char *base_output_dir;   /* NULL: the job directory */
     double timeout_s;        /* scheduling.timeout; 0 = none */
+    const char *timeout_field; /* the field that set it, as the format names it (static; NULL: scheduling.timeout) */
     bool restart_job_on_worker_restart;
     bool disable_retries;
     bool spot;               /* scheduling.strategy SPOT or LOW_COST: preemptible capacity */

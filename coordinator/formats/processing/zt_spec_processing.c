@@ -360,6 +360,7 @@ void zt_processing_parse(zt_spec_ctx_t *c, json_t *root)
     s_outputs(c, root, sm, locals);
     json_decref(locals);
     json_t *stop = zt_sf_obj(c, root, "", "StoppingCondition");
+    plan->timeout_field = "StoppingCondition.MaxRuntimeInSeconds";
     plan->timeout_s = stop ? (double) zt_sf_int(c, stop, "StoppingCondition", "MaxRuntimeInSeconds", 86400, 1, 604800,
                                                 "SageMaker's limit for processing, 7 days", NULL)
                            : 86400; /* SageMaker's default */

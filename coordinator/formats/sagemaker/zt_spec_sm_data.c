@@ -220,6 +220,7 @@ void zt_spec_sm_outputs(zt_spec_ctx_t *c, json_t *root, zt_sm_plan_t *sm)
              "files there only");
     }
     json_t *stop = zt_sf_obj(c, root, "", "StoppingCondition");
+    plan->timeout_field = "StoppingCondition.MaxRuntimeInSeconds";
     if (stop) {
         plan->timeout_s = (double) zt_sf_int(c, stop, "StoppingCondition", "MaxRuntimeInSeconds", 86400, 1,
                                              2419200, "SageMaker's limit, 28 days", NULL);
