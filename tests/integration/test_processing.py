@@ -22,6 +22,11 @@ EXAMPLE = os.path.join(ROOT, "examples", "sagemaker-processing.json")
 DATA = "/usr/share/datasets/fashion-mnist"
 
 
+def load(path):
+    with open(path) as f:
+        return json.load(f)
+
+
 def example(out):
     """The example, its code by absolute path and its output in out."""
     with open(EXAMPLE) as f:
@@ -121,7 +126,7 @@ class ProcessingJob(unittest.TestCase):
         job, rc = self.run_job(self.request())
         self.assertEqual(rc, 0, job.err[-3000:])
         out = os.path.join(self.d, "out")
-        recs = {h: json.load(open(os.path.join(out, h + ".json"))) for h in ("algo-1", "algo-2")}
+        recs = {h: load(os.path.join(out, h + ".json")) for h in ("algo-1", "algo-2")}
         self.assertEqual(recs["algo-1"]["files"], ["part-0.csv", "part-2.csv", "part-4.csv", "part-6.csv"])
         self.assertEqual(recs["algo-2"]["files"], ["part-1.csv", "part-3.csv", "part-5.csv"])
         for h, r in recs.items():

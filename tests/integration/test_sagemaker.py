@@ -484,6 +484,38 @@ class HostsLauncher(unittest.TestCase):
         self.assertNotEqual(r.returncode, 0)
         self.assertIn("has mode 0777", r.stderr)
 
+    def test_binds_show_a_folder_where_none_was(self):
+        """--bind DST=SRC: SRC's files at DST, which the machine lacks, as
+        root and as another user; the folder DST is made in keeps every
+        entry it had; the machine is left as it was; a bind that cannot be
+        made stops the program before it starts."""
+        if os.geteuid() != 0:
+            self.skipTest("needs root (and setpriv) to run as another user too")
+        d = tempfile.mkdtemp(prefix="hosts-bind-", dir="/tmp")
+        self.addCleanup(shutil.rmtree, d, True)
+        write(d, "x.txt", "seen\n")
+        os.chmod(d, 0o755)
+        opt = sorted(os.listdir("/opt"))
+        self.assertNotIn("ml", opt)
+        probe = "cat /opt/ml/data/x.txt; ls /opt | tr '\\n' ' '; echo; ls /usr/share/zt-bind-test/deep"
+        for user in (None, 65534):
+            r = self.run_hosts("--host", "algo-1=127.0.0.1", "--bind", "/opt/ml/data=" + d,
+                               "--bind", "/usr/share/zt-bind-test/deep=" + d, "--", "sh", "-c", probe, user=user)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            lines = r.stdout.splitlines()
+            self.assertEqual(lines[0], "seen")
+            self.assertEqual(lines[1].split(), sorted(opt + ["ml"]))  # /opt's own entries still there
+            self.assertEqual(lines[2], "x.txt")
+        self.assertEqual(sorted(os.listdir("/opt")), opt)
+        self.assertFalse(os.path.exists("/usr/share/zt-bind-test"))
+        for args, rc, says in ((["--bind", "opt/ml=" + d], 2, "DST an absolute path"),
+                               (["--bind", "/opt/ml=/nonexistent"], 126, "--bind /opt/ml=/nonexistent: No such file"),
+                               (["--bind", "/zt-top-level=" + d], 126, "no folder above it but /")):
+            r = self.run_hosts(*args, "--", "sh", "-c", "echo ran")
+            self.assertEqual(r.returncode, rc, r.stderr)
+            self.assertIn(says, r.stderr)
+            self.assertNotIn("ran", r.stdout)
+
     def test_bad_names_and_addresses_are_refused(self):
         for bad, says in (("algo 1=127.0.0.1", "NAME=ADDRESS with NAME a host name"),
                           ("algo-1", "NAME=ADDRESS with NAME a host name"),

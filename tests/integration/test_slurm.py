@@ -33,7 +33,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "scripts"))
 import slurm_cluster  # noqa: E402
 
 import ztest  # noqa: E402
-from ztest import BIN, alive, tmpdir as _tmpdir  # noqa: E402
+from ztest import BIN, alive, load_job, tmpdir as _tmpdir  # noqa: E402
 
 
 _MADE = []  # folders made outside the test tree, removed at exit
@@ -350,6 +350,29 @@ class SlurmBackend(unittest.TestCase):
             self.assertEqual(rec["args"], ["--epochs", "2", "--lr", "0.5"])
         self.assertEqual(sorted(recs["algo-1"]["files"] + recs["algo-2"]["files"]),
                          ["part-%d.csv" % i for i in range(4)])
+
+    def test_processing_example_across_hosts(self):
+        """The SageMaker Processing example on the cluster's nodes: each
+        host's share of the files at /opt/ml/processing/input/data on its
+        node, its resourceconfig.json naming it and every host, and every
+        host's results in the uploaded output."""
+        import test_processing
+        d = tmpdir("processing-slurm-")
+        out = os.path.join(d, "features")
+        doc = test_processing.example(out)
+        doc["ProcessingResources"]["ClusterConfig"]["InstanceType"] = "ml.m5.large"  # the nodes' size
+        rc, text, job_dir = self.run_as_validated(d, doc)
+        self.assertEqual(rc, 0, text[-3000:])
+        j = load_job(job_dir)
+        self.assertEqual(j["state"], "SUCCEEDED")
+        self.assertGreater(len({r["host"] for r in j["replicas"]}), 1, j["replicas"])  # more than one node
+        hosts = ["algo-1", "algo-2", "algo-3"]
+        recs = {h: test_processing.load(os.path.join(out, h + ".json")) for h in hosts}
+        for h in hosts:
+            self.assertEqual((recs[h]["host"], recs[h]["hosts"]), (h, hosts))
+        files = sorted(f for h in hosts for f in recs[h]["files"])
+        self.assertEqual(files, sorted(os.listdir(test_processing.DATA)))
+        self.assertEqual(sorted(os.listdir(out)), sorted([h + ".json" for h in hosts] + [f[:-3] + ".csv" for f in files]))
 
     def test_async_example_across_hosts(self):
         root = os.path.join(HERE, "..", "..")
