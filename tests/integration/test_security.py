@@ -1121,6 +1121,78 @@ class SageMakerFolders(unittest.TestCase):
                       j["error"]["logTail"])
 
 
+PROCESSING_PROGRAM = r"""
+import os
+src, out = "/opt/ml/processing/input/data", "/opt/ml/processing/output/copy"
+for root, _, files in os.walk(src):
+    for f in files:
+        rel = os.path.relpath(os.path.join(root, f), src).replace("/", "_")
+        with open(os.path.join(root, f)) as i, open(os.path.join(out, rel), "w") as o:
+            o.write(i.read())
+os.symlink(os.environ["VICTIM"], os.path.join(out, "victim-link"))  # a link in the output: left out
+"""
+
+
+class ProcessingFolders(unittest.TestCase):
+    """A CreateProcessingJob's output folders held to the trusted-folder rule
+    as a training job's are, its inputs walked without following a
+    stranger's links out of them, and links in a host's output left out of
+    the upload."""
+    ztrain = SageMakerFolders.ztrain
+    assertRefused = SageMakerFolders.assertRefused
+
+    def setUp(self):
+        SageMakerFolders.setUp(self)
+        write(self.d, "process.py", PROCESSING_PROGRAM)
+
+    def request(self, out, data=None):
+        data = data or os.path.join(self.d, "data")
+        os.makedirs(data, exist_ok=True)
+        r = {"ProcessingJobName": "pj-sec",
+             "AppSpecification": {"ImageUri": "local", "ContainerEntrypoint": ["python3", os.path.join(self.d, "process.py")]},
+             "Environment": {"VICTIM": self.victim},
+             "ProcessingResources": {"ClusterConfig": {"InstanceType": "ml.m5.large", "InstanceCount": 1}},
+             "ProcessingInputs": [{"InputName": "data", "S3Input": {"S3Uri": data,
+                                                                    "LocalPath": "/opt/ml/processing/input/data"}}],
+             "ProcessingOutputConfig": {"Outputs": [{"OutputName": "copy", "S3Output": {
+                 "S3Uri": out, "LocalPath": "/opt/ml/processing/output/copy", "S3UploadMode": "EndOfJob"}}]},
+             "StoppingCondition": {"MaxRuntimeInSeconds": 120}}
+        return write(self.d, "request.json", json.dumps(r))
+
+    def test_squatted_output_folder(self):
+        out = os.path.join(self.shared, "out")
+        res = STRANGER.sh("umask 0; mkdir -m 0777 %s && ln -s %s %s/part-0.csv" % (out, self.victim, out))
+        self.assertEqual(res.returncode, 0, res.stderr)
+        self.assertRefused(self.request(out), r"ProcessingOutputConfig.Outputs\[0\].S3Output.S3Uri: %s belongs to "
+                           r"user %s \(uid \d+\) and has mode 0777" % (re.escape(out), STRANGER.name))
+        self.assertEqual(os.listdir(out), ["part-0.csv"])
+
+    def test_strangers_link_as_output_folder(self):
+        out = os.path.join(self.shared, "out-link")
+        self.assertEqual(STRANGER.sh("ln -s %s %s" % (self.mine, out)).returncode, 0)
+        self.assertRefused(self.request(out), r"ProcessingOutputConfig.Outputs\[0\].S3Output.S3Uri: %s is a link "
+                           r"made by user %s " % (re.escape(out), STRANGER.name))
+
+    def test_input_links_and_output_links(self):
+        data = os.path.join(self.shared, "data")
+        os.makedirs(os.path.join(data, "sub"))
+        os.chmod(data, 0o1777)
+        write(data, "part-0.csv", "zero\n")
+        write(os.path.join(data, "sub"), "part-1.csv", "one\n")
+        res = STRANGER.sh("ln -s %s %s/leak.csv && ln -s %s %s/outside" % (self.victim, data, self.mine, data))
+        self.assertEqual(res.returncode, 0, res.stderr)
+        out = os.path.join(self.shared, "own-out")
+        job = Job(self, self.request(out, data=data), os.path.join(self.d, "job"), env=FAST)
+        self.assertEqual(job.wait(timeout=120), 0, job.err[-3000:])
+        self.assertEqual(sorted(os.listdir(out)), ["part-0.csv", "sub_part-1.csv"])
+        with open(os.path.join(job.job_dir, "replica-logs", "coordinator.log")) as f:
+            log = f.read() + job.err
+        self.assertIn("%s/leak.csv is a link to %s, outside the channel's folder" % (data, self.victim), log)
+        self.assertIn("victim-link: not a file (a link?): left out of the output", log)
+        self.assertEqual(os.stat(out).st_mode & 0o777, 0o700)
+        self.assertIn("Permission denied", STRANGER.sh("cat %s/part-0.csv" % out).stderr)
+
+
 class PrivateOutputs(unittest.TestCase):
     def test_stranger_reads_nothing(self):
         # a job under a folder anyone may enter: every folder it makes is
