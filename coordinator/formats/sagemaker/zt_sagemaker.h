@@ -56,7 +56,7 @@ typedef struct {
     char *checkpoint_path;   /* CheckpointConfig.S3Uri, absolute, or NULL */
     char *checkpoint_local_path; /* CheckpointConfig.LocalPath, or NULL */
     json_t *hyperparameters; /* HyperParameters: {name: "value"} */
-    bool processing;         /* a CreateProcessingJob's (formats/processing): its inputs and outputs under
+    bool processing;         /* a CreateProcessingJob's (zt_processing.c): its inputs and outputs under
                               * each host's /opt/ml/processing, its config files in /opt/ml/config */
     zt_sm_output_t *outputs; /* ProcessingOutputConfig.Outputs */
     int noutputs;

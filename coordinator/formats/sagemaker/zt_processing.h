@@ -1,5 +1,5 @@
 /* zt_processing: what the SageMaker Processing format's files share
- * (formats/processing/): its request's reader and its hosts' config files.
+ * (formats/sagemaker/): its request's reader and its hosts' config files.
  * The plan's own part is SageMaker's (zt_sm_plan_t, processing set): its
  * hosts, inputs and outputs are a CreateTrainingJob's hosts and channels
  * placed under /opt/ml/processing. */

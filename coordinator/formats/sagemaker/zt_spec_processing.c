@@ -4,7 +4,7 @@
  * ProcessingInputs from local folders or files (each host's share), and
  * ProcessingOutputConfig's folders. The hosts are pool 0 (algo-1) and pool 1
  * (algo-2..N), all running the one program; the job waits for every one. */
-#include "formats/processing/zt_processing.h"
+#include "formats/sagemaker/zt_processing.h"
 #include "formats/sagemaker/zt_sagemaker.h"
 #include "plan/zt_machines.h"
 #include "base/zt_util.h"

@@ -9,7 +9,7 @@
  * has; then every host's files of each output go to the output's S3Uri
  * folder, once, each file whole. */
 #include "formats/zt_format.h"
-#include "formats/processing/zt_processing.h"
+#include "formats/sagemaker/zt_processing.h"
 #include "formats/sagemaker/zt_sagemaker.h"
 #include "base/zt_json.h"
 #include "base/zt_util.h"
