@@ -15,7 +15,7 @@ import time
 import unittest
 
 import ztest  # noqa: F401,E402
-from ztest import Job, load_job, tmpdir, write, ztrain
+from ztest import Job, alive, load_job, tmpdir, wait_for, write, ztrain
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 EXAMPLE = os.path.join(ROOT, "examples", "sagemaker-processing.json")
@@ -156,6 +156,26 @@ class ProcessingJob(unittest.TestCase):
         self.assertEqual(j["state"], "CANCELLED", j)  # SageMaker's Stopped (MaxRuntimeExceeded)
         self.assertEqual(j["error"]["message"], "StoppingCondition.MaxRuntimeInSeconds of 2s reached")
         self.assertFalse(os.path.exists(os.path.join(self.d, "out", "algo-1.json")))
+
+    def test_status_logs_and_cancel(self):
+        """The hosts under `ztrain status`, `logs` and `cancel` as any job's:
+        cancelled, every host's program ends and nothing is uploaded."""
+        job = Job(self, write(self.d, "job.json", json.dumps(self.request(args=["--sleep", "300"]))),
+                  os.path.join(self.d, "job"))
+        wait_for(lambda: (load_job(job.job_dir) or {}).get("state") == "RUNNING", what="RUNNING")
+        pids = [r["pid"] for r in load_job(job.job_dir)["replicas"]]
+        st = ztrain("status", job.job_dir)
+        self.assertEqual(st.returncode, 0, st.stderr)
+        self.assertIn("job rows-1: RUNNING", st.stdout)
+        r = ztrain("cancel", job.job_dir, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(job.wait(timeout=60), 3, job.err[-2000:])
+        self.assertEqual(load_job(job.job_dir)["state"], "CANCELLED")
+        self.assertFalse([p for p in pids if alive(p)])
+        self.assertFalse(os.path.exists(os.path.join(self.d, "out")))
+        logs = ztrain("logs", job.job_dir)
+        self.assertEqual(logs.returncode, 0, logs.stderr)
+        self.assertIn("workerpool1-0", logs.stdout)
 
     def test_validate_names_field_line_and_reason(self):
         req = self.request()

@@ -10,7 +10,7 @@
  * folder, once, each file whole. */
 #include "formats/zt_format.h"
 #include "formats/sagemaker/zt_processing.h"
-#include "formats/sagemaker/zt_sagemaker.h"
+#include "formats/sagemaker/zt_sm_int.h"
 #include "base/zt_json.h"
 #include "base/zt_util.h"
 #include "ztrain/zt_log.h"
@@ -39,18 +39,7 @@ static void s_parse(zt_spec_ctx_t *c, json_t *root, const zt_plan_opts_t *opts)
     c->plan->format = strdup("CreateProcessingJob");
     c->plan->service = "sagemaker-processing";
     zt_processing_parse(c, holder);
-    size_t i;
-    json_t *f;
-    json_array_foreach(opts->flags, i, f) {
-        const char *n = json_string_value(json_array_get(f, 0));
-        if (strcmp(n, "--display-name"))
-            ERR(c, n, NULL, "applies to Vertex and AI Platform jobs; %s is a SageMaker CreateProcessingJob "
-                "request", c->plan->source);
-        else {
-            free(c->plan->display_name);
-            c->plan->display_name = strdup(json_string_value(json_array_get(f, 1)));
-        }
-    }
+    zt_sm_apply_flags(c, opts, "CreateProcessingJob");
 }
 
 json_t *zt_processing_config_files(const zt_layout_t *layout, int pool, int index)
@@ -79,13 +68,8 @@ static int s_prepare(const zt_layout_t *layout, int pool, int index, char *why, 
 {
     if (zt_sm_prepare_host(layout, pool, index, why, len) != 0)
         return -1;
-    char *root = zt_sm_host_root(layout, pool, index), *dir = zt_strdupf("%s/config", root);
-    json_t *files = zt_processing_config_files(layout, pool, index);
-    int rc = zt_json_write_files(dir, files, why, len);
-    json_decref(files);
-    free(dir);
-    free(root);
-    return rc;
+    return zt_sm_write_config(layout, pool, index, "config", zt_processing_config_files(layout, pool, index), why,
+                              len);
 }
 
 static json_t *s_binds(const zt_layout_t *layout, int pool, int index)

@@ -1,6 +1,7 @@
 #include "formats/sagemaker/zt_sagemaker.h"
 #include "formats/sagemaker/zt_tar.h"
 #include "base/zt_util.h"
+#include "base/zt_json.h"
 #include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -137,7 +138,8 @@ void zt_sm_training_env(const zt_layout_t *layout, int pool, int index, json_t *
         const zt_sm_channel_t *ch = &sm->channels[i];
         if (!s_gets(layout, pool, ch)) /* not for this host's instance group */
             continue;
-        json_object_set_new(channels, ch->name, json_sprintf("%s/input/data/%s", root, ch->name));
+        json_object_set_new(channels, ch->name, ch->local ? json_sprintf("/opt/ml/%s", ch->local) /* as the host sees it */
+                                                          : json_sprintf("%s/input/data/%s", root, ch->name));
         json_t *c = json_pack("{s:s, s:s, s:s}", "TrainingInputMode", "File", "S3DistributionType",
                               ch->distribution, "RecordWrapperType", ch->record_wrapper);
         if (*ch->content_type)
@@ -352,6 +354,17 @@ int zt_sm_prepare_host(const zt_layout_t *layout, int pool, int index, char *why
         free(dir);
     }
     free(h);
+    free(root);
+    return rc;
+}
+
+int zt_sm_write_config(const zt_layout_t *layout, int pool, int index, const char *sub, json_t *files, char *why,
+                       size_t len)
+{
+    char *root = zt_sm_host_root(layout, pool, index), *dir = zt_strdupf("%s/%s", root, sub);
+    int rc = zt_json_write_files(dir, files, why, len);
+    json_decref(files);
+    free(dir);
     free(root);
     return rc;
 }

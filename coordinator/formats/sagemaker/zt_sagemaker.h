@@ -8,6 +8,7 @@
 #define ZT_SAGEMAKER_H
 #include "launch/zt_layout.h"
 #include "base/zt_util.h"
+#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -125,6 +126,10 @@ void zt_sm_training_env(const zt_layout_t *layout, int pool, int index, json_t *
  * config/, output/ and each output's folder instead of training's.
  * Again for a restarted host: the same share. 0, or -1 with why. */
 int zt_sm_prepare_host(const zt_layout_t *layout, int pool, int index, char *why, size_t len);
+/* files ({name: JSON document}, taken) written into the host's
+ * <job-dir>/opt-ml/algo-K/sub (made). 0, or -1 with why. */
+int zt_sm_write_config(const zt_layout_t *layout, int pool, int index, const char *sub, json_t *files, char *why,
+                       size_t len);
 /* The folders a CreateTrainingJob writes or reads as its own (its output
  * folder S3OutputPath/<TrainingJobName>/output, CheckpointConfig.S3Uri, and
  * CheckpointConfig.LocalPath, which is only checked),

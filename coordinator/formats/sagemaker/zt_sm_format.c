@@ -26,14 +26,6 @@ static void s_parse(zt_spec_ctx_t *c, json_t *root, const zt_plan_opts_t *opts)
     json_t *holder = opts->spec_key ? json_object_get(root, opts->spec_key) : root;
     c->plan->format = strdup("CreateTrainingJob");
     c->plan->service = "sagemaker";
-    size_t i;
-    json_t *f;
-    json_array_foreach(opts->flags, i, f) {
-        const char *n = json_string_value(json_array_get(f, 0));
-        if (strcmp(n, "--display-name"))
-            ERR(c, n, NULL, "applies to Vertex and AI Platform jobs; %s is a SageMaker CreateTrainingJob "
-                "request", c->plan->source);
-    }
     zt_sm_parse_request(c, holder);
     /* "--name=value" or "--name value" after "--" (a trial's tuned values):
      * hyperparameters of the job, in hyperparameters.json as SageMaker's
@@ -41,11 +33,7 @@ static void s_parse(zt_spec_ctx_t *c, json_t *root, const zt_plan_opts_t *opts)
     zt_sm_plan_t *sm = (zt_sm_plan_t *) zt_sm_plan(c->plan);
     if (sm)
         zt_sm_args_hps(sm->hyperparameters, (const char *const *) opts->user_args, (size_t) opts->n_user_args);
-    json_array_foreach(opts->flags, i, f)
-        if (!strcmp(json_string_value(json_array_get(f, 0)), "--display-name")) {
-            free(c->plan->display_name);
-            c->plan->display_name = strdup(json_string_value(json_array_get(f, 1)));
-        }
+    zt_sm_apply_flags(c, opts, "CreateTrainingJob");
 }
 
 /* ------------------------------------------------------------ its jobs */
@@ -59,13 +47,8 @@ static int s_prepare(const zt_layout_t *layout, int pool, int index, char *why, 
         return -1;
     if (!zt_sm_is_host(layout->plan, pool))
         return 0;
-    char *root = zt_sm_host_root(layout, pool, index), *dir = zt_strdupf("%s/input/config", root);
-    json_t *files = zt_sm_config_files(layout, pool, index);
-    int rc = zt_json_write_files(dir, files, why, len);
-    json_decref(files);
-    free(dir);
-    free(root);
-    return rc;
+    return zt_sm_write_config(layout, pool, index, "input/config", zt_sm_config_files(layout, pool, index), why,
+                              len);
 }
 
 static int s_finish(const zt_layout_t *layout, bool succeeded, char **failure, char *why, size_t len)

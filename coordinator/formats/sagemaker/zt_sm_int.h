@@ -11,6 +11,18 @@
 #include <jansson.h>
 #include <stdbool.h>
 
+/* A SageMaker job's name (root's field key: TrainingJobName,
+ * ProcessingJobName; 1 to 63 letters, digits and inner hyphens, an error
+ * otherwise): the plan's display name and sm's job name (fallback when it
+ * is missing). */
+void zt_sm_job_name(zt_spec_ctx_t *c, json_t *root, const char *key, const char *fallback, zt_sm_plan_t *sm);
+/* gcloud's override flags on a SageMaker request (a request's name, for
+ * the message): --display-name applies, any other is an error. */
+void zt_sm_apply_flags(zt_spec_ctx_t *c, const zt_plan_opts_t *opts, const char *request);
+/* An S3 source's S3DataDistributionType (sp its path): FullyReplicated
+ * (the default) or ShardedByS3Key; an error otherwise. */
+const char *zt_sm_distribution(zt_spec_ctx_t *c, json_t *s3, const char *sp);
+
 /* A CreateTrainingJob request, into c->plan and its own part. */
 void zt_sm_parse_request(zt_spec_ctx_t *c, json_t *root);
 /* Its data: InputDataConfig's channels into sm's channels;

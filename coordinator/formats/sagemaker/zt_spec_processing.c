@@ -5,7 +5,7 @@
  * ProcessingOutputConfig's folders. The hosts are pool 0 (algo-1) and pool 1
  * (algo-2..N), all running the one program; the job waits for every one. */
 #include "formats/sagemaker/zt_processing.h"
-#include "formats/sagemaker/zt_sagemaker.h"
+#include "formats/sagemaker/zt_sm_int.h"
 #include "plan/zt_machines.h"
 #include "base/zt_util.h"
 #include "ztrain/zt_knobs.h"
@@ -138,14 +138,7 @@ static bool s_input(zt_spec_ctx_t *c, json_t *in, const char *ip, json_t *names,
         s_only(c, s3, sp, "S3DataType", "S3Prefix", "every file under the folder (a manifest lists S3 objects)");
         s_only(c, s3, sp, "S3InputMode", "File", "the input is on this machine's disk, so Pipe has nothing to stream");
         s_only(c, s3, sp, "S3CompressionType", "None", "SageMaker decompresses only in Pipe mode");
-        dist = zt_sf_str(c, s3, sp, "S3DataDistributionType", "FullyReplicated");
-        if (strcmp(dist, "FullyReplicated") && strcmp(dist, "ShardedByS3Key")) {
-            char *tp = zt_sf_path(sp, "S3DataDistributionType");
-            json_t *tv = json_string(dist);
-            ERR(c, tp, tv, "FullyReplicated (every host all files) or ShardedByS3Key (each host its share)");
-            json_decref(tv);
-            free(tp);
-        }
+        dist = zt_sm_distribution(c, s3, sp);
     }
     bool made = name && path && local;
     if (made)
@@ -333,17 +326,7 @@ void zt_processing_parse(zt_spec_ctx_t *c, json_t *root)
     zt_plan_t *plan = c->plan;
     zt_sm_plan_t *sm = zt_sm_plan_new(plan);
     sm->processing = true;
-    const char *name = zt_sf_str(c, root, "", "ProcessingJobName", NULL);
-    bool ok = name && isalnum((unsigned char) name[0]) && strlen(name) <= 63;
-    for (const char *p = name; ok && *p; p++)
-        ok = isalnum((unsigned char) *p) || (*p == '-' && p[1]);
-    json_t *nv = name ? json_string(name) : NULL;
-    if (!ok)
-        ERR(c, "ProcessingJobName", nv, name ? "1 to 63 letters, digits and inner hyphens" : "required");
-    json_decref(nv);
-    plan->display_name = strdup(name ? name : "processing-job");
-    free(sm->job_name);
-    sm->job_name = strdup(plan->display_name);
+    zt_sm_job_name(c, root, "ProcessingJobName", "processing-job", sm);
     for (size_t i = 0; i < sizeof s_not_here / sizeof *s_not_here; i++)
         if (json_object_get(root, s_not_here[i][0]))
             WARN(c, s_not_here[i][0], NULL, "ignored: %s", s_not_here[i][1]);

@@ -452,6 +452,37 @@ static const char *s_resources(zt_spec_ctx_t *c, json_t *root, zt_plan_t *plan, 
     return type;
 }
 
+void zt_sm_job_name(zt_spec_ctx_t *c, json_t *root, const char *key, const char *fallback, zt_sm_plan_t *sm)
+{
+    const char *name = zt_sf_str(c, root, "", key, NULL);
+    bool ok = name && isalnum((unsigned char) name[0]) && strlen(name) <= 63;
+    for (const char *p = name; ok && *p; p++)
+        ok = isalnum((unsigned char) *p) || (*p == '-' && p[1]);
+    json_t *nv = name ? json_string(name) : NULL;
+    if (!ok)
+        ERR(c, key, nv, name ? "1 to 63 letters, digits and inner hyphens" : "required");
+    json_decref(nv);
+    c->plan->display_name = strdup(name ? name : fallback);
+    free(sm->job_name);
+    sm->job_name = strdup(c->plan->display_name);
+}
+
+void zt_sm_apply_flags(zt_spec_ctx_t *c, const zt_plan_opts_t *opts, const char *request)
+{
+    size_t i;
+    json_t *f;
+    json_array_foreach(opts->flags, i, f) {
+        const char *n = json_string_value(json_array_get(f, 0));
+        if (strcmp(n, "--display-name"))
+            ERR(c, n, NULL, "applies to Vertex and AI Platform jobs; %s is a SageMaker %s request", c->plan->source,
+                request);
+        else {
+            free(c->plan->display_name);
+            c->plan->display_name = strdup(json_string_value(json_array_get(f, 1)));
+        }
+    }
+}
+
 /* One pass over the request's fields in its own order, each checked where
  * it is read. */
 void zt_sm_parse_request(zt_spec_ctx_t *c, json_t *root)
@@ -465,17 +496,7 @@ void zt_sm_parse_request(zt_spec_ctx_t *c, json_t *root)
     zt_sf_unknown_fields(c, root, "", known);
     zt_plan_t *plan = c->plan;
     zt_sm_plan_t *sm = zt_sm_plan_new(plan);
-    const char *name = zt_sf_str(c, root, "", "TrainingJobName", NULL);
-    bool ok = name && isalnum((unsigned char) name[0]) && strlen(name) <= 63;
-    for (const char *p = name; ok && *p; p++)
-        ok = isalnum((unsigned char) *p) || (*p == '-' && p[1]);
-    json_t *nv = name ? json_string(name) : NULL;
-    if (!ok)
-        ERR(c, "TrainingJobName", nv, name ? "1 to 63 letters, digits and inner hyphens" : "required");
-    json_decref(nv);
-    plan->display_name = strdup(name ? name : "training-job");
-    free(sm->job_name);
-    sm->job_name = strdup(plan->display_name);
+    zt_sm_job_name(c, root, "TrainingJobName", "training-job", sm);
     for (size_t i = 0; i < sizeof s_not_here / sizeof *s_not_here; i++)
         if (json_object_get(root, s_not_here[i][0]))
             WARN(c, s_not_here[i][0], NULL, "ignored: %s", s_not_here[i][1]);

@@ -24,6 +24,20 @@ static char *s_absolute(char *path)
     return abs;
 }
 
+const char *zt_sm_distribution(zt_spec_ctx_t *c, json_t *s3, const char *sp)
+{
+    const char *dist = zt_sf_str(c, s3, sp, "S3DataDistributionType", "FullyReplicated");
+    if (strcmp(dist, "FullyReplicated") && strcmp(dist, "ShardedByS3Key")) {
+        char *tp = zt_sf_path(sp, "S3DataDistributionType");
+        json_t *tv = json_string(dist);
+        ERR(c, tp, tv, "FullyReplicated (every host all files) or ShardedByS3Key (each host its share)");
+        json_decref(tv);
+        free(tp);
+        dist = "FullyReplicated";
+    }
+    return dist;
+}
+
 /* S3DataSource.InstanceGroupNames: the groups whose hosts get channel ch
  * (each one of ResourceConfig.InstanceGroups) in its groups; none given:
  * every host (groups NULL). */
@@ -115,15 +129,7 @@ static bool s_channel(zt_spec_ctx_t *c, json_t *ch, const char *cp, json_t *seen
             free(tp);
         }
         s_channel_groups(c, s3, sp, out);
-        dist = zt_sf_str(c, s3, sp, "S3DataDistributionType", "FullyReplicated");
-        if (strcmp(dist, "FullyReplicated") && strcmp(dist, "ShardedByS3Key")) {
-            char *tp = zt_sf_path(sp, "S3DataDistributionType");
-            json_t *tv = json_string(dist);
-            ERR(c, tp, tv, "FullyReplicated (every host all files) or ShardedByS3Key (each host its share)");
-            json_decref(tv);
-            free(tp);
-            dist = "FullyReplicated";
-        }
+        dist = zt_sm_distribution(c, s3, sp);
     }
     else if (fs) {
         uri = zt_sf_str(c, fs, fp, "DirectoryPath", NULL);
