@@ -172,7 +172,7 @@ class ProcessingJob(unittest.TestCase):
         self.assertEqual(job.wait(timeout=60), 3, job.err[-2000:])
         self.assertEqual(load_job(job.job_dir)["state"], "CANCELLED")
         self.assertFalse([p for p in pids if alive(p)])
-        self.assertFalse(os.path.exists(os.path.join(self.d, "out")))
+        self.assertEqual(os.listdir(os.path.join(self.d, "out")), [])  # made at the start, empty: nothing uploaded
         logs = ztrain("logs", job.job_dir)
         self.assertEqual(logs.returncode, 0, logs.stderr)
         self.assertIn("workerpool1-0", logs.stdout)
