@@ -11,11 +11,14 @@ with its field and line. (Strangers' folders: test_security's
 ProcessingFolders; across Slurm hosts: test_slurm.)"""
 import json
 import os
+import shutil
+import subprocess
+import tempfile
 import time
 import unittest
 
 import ztest  # noqa: F401,E402
-from ztest import Job, alive, load_job, tmpdir, wait_for, write, ztrain
+from ztest import BIN, Job, alive, load_job, tmpdir, wait_for, write, ztrain
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 EXAMPLE = os.path.join(ROOT, "examples", "sagemaker-processing.json")
@@ -176,6 +179,26 @@ class ProcessingJob(unittest.TestCase):
         logs = ztrain("logs", job.job_dir)
         self.assertEqual(logs.returncode, 0, logs.stderr)
         self.assertIn("workerpool1-0", logs.stdout)
+
+    def test_a_user_not_root_runs_it(self):
+        """Not root, each host's /opt/ml is made in a user namespace of that
+        user alone: the example runs the same."""
+        if os.geteuid() != 0:
+            self.skipTest("needs root to run as another user")
+        uid = 50000 + os.getpid() % 10000  # no such user: nothing to make or remove
+        d = tempfile.mkdtemp(prefix="processing-user-", dir="/tmp")
+        self.addCleanup(shutil.rmtree, d, True)
+        req = write(d, "req.json", json.dumps(example(os.path.join(d, "out"))))
+        os.chown(req, uid, uid)
+        os.chown(d, uid, uid)
+        os.chmod(d, 0o700)
+        r = subprocess.run(["setpriv", "--reuid=%d" % uid, "--regid=%d" % uid, "--clear-groups",
+                            os.path.join(BIN, "ztrain"), "run", req, "--job-dir", os.path.join(d, "job")],
+                           capture_output=True, text=True, timeout=120, cwd="/", env=dict(os.environ, HOME=d))
+        self.assertEqual(r.returncode, 0, r.stderr[-3000:])
+        self.assertEqual(sorted(f for f in os.listdir(os.path.join(d, "out")) if f.endswith(".json")),
+                         ["algo-1.json", "algo-2.json", "algo-3.json"])
+        self.assertEqual(os.stat(os.path.join(d, "out", "algo-1.json")).st_uid, uid)
 
     def test_validate_names_field_line_and_reason(self):
         req = self.request()
