@@ -15,7 +15,9 @@ host's socket changes nothing); a failing rank fails the job; nothing of
 the job's is left running after it. TrainingToolkit: SageMaker's own
 training toolkit from PyPI as the entry point, unchanged: each host's tree
 under SAGEMAKER_BASE_DIR, algo-K resolving in every replica (ztrain-hosts,
-tested alone in HostsLauncher), its output/failure the job's error."""
+tested alone in HostsLauncher), its output/failure the job's error.
+TorchDistributedToolkit: SageMaker's PyTorch container toolkit with
+torch_distributed, torchrun on two hosts (with a torch 2 from PyPI only)."""
 import json
 import os
 import shutil
@@ -419,6 +421,100 @@ class TrainingToolkit(unittest.TestCase):
         self.assertIn("RuntimeError: the loss is nan at step 7", j["error"]["logTail"])
         self.assertTrue(os.path.exists(os.path.join(job.job_dir, "opt-ml", "algo-2", "output", "failure")))
         self.assertFalse(os.path.exists(os.path.join(self.d, "out", "toolkit-1", "output", "model.tar.gz")))
+
+TORCHRUN_SCRIPT = r"""
+import argparse, json, os
+import torch, torch.distributed as dist
+ap = argparse.ArgumentParser()
+ap.add_argument("--epochs", type=int)
+ap.add_argument("--lr", type=float)
+a = ap.parse_args()
+dist.init_process_group("gloo")
+r, w = dist.get_rank(), dist.get_world_size()
+t = torch.tensor([float(r + 1)])
+dist.all_reduce(t)
+rec = {"rank": r, "world": w, "sum": t.item(), "host": os.environ["SM_CURRENT_HOST"], "master": os.environ["MASTER_ADDR"],
+       "args": [a.epochs, a.lr], "files": sorted(os.listdir(os.environ["SM_CHANNEL_TRAINING"]))}
+with open(os.path.join(os.environ["SM_OUTPUT_DATA_DIR"], "rank-%d.json" % r), "w") as f:
+    json.dump(rec, f)
+if r == 0:
+    torch.save({"sum": t}, os.path.join(os.environ["SM_MODEL_DIR"], "model.pt"))
+dist.destroy_process_group()
+"""
+
+
+def torch2_python():
+    """A python with torch 2 (Debian 12's torch 1.13 cannot start torchrun
+    under Python 3.11): ZT_TORCH2_PYTHON, or the venv bench/tune_bench.py
+    makes (build/optuna-venv, torch from PyPI); None when neither has it."""
+    for py in (os.environ.get("ZT_TORCH2_PYTHON"),
+               os.path.join(os.path.dirname(BIN), "optuna-venv", "bin", "python")):
+        if py and os.path.exists(py):
+            r = subprocess.run([py, "-c", "import os, torch; print(torch.__version__.split('.')[0], "
+                                "os.path.dirname(os.path.dirname(torch.__file__)))"],
+                               capture_output=True, text=True, timeout=120)
+            if r.returncode == 0 and int(r.stdout.split()[0]) >= 2:
+                return py, r.stdout.split()[1]
+    return None
+
+
+class TorchDistributedToolkit(unittest.TestCase):
+    """SageMaker's PyTorch container toolkit (sagemaker-pytorch-training
+    from PyPI) with distribution torch_distributed, unchanged, as a
+    two-host CreateTrainingJob's entry point: on each host it runs torchrun
+    with algo-1 as the master and the host's rank, the script's ranks
+    all-reduce across the hosts, each gets its shard, and model.tar holds
+    rank 0's model. Needs a torch 2 from PyPI (torch2_python); skipped
+    without one."""
+
+    def test_torchrun_on_every_host(self):
+        found = torch2_python()
+        if not found:
+            self.skipTest("no python with torch 2 (ZT_TORCH2_PYTHON, or build/optuna-venv from bench/tune_bench.py)")
+        import toolvenv
+        try:
+            py = toolvenv.python(toolvenv.TOOLKIT + ["sagemaker-pytorch-training==3.0.0"],
+                                 "sagemaker-pytorch-toolkit-venv")
+        except SystemExit:
+            self.skipTest("PyPI cannot be reached for sagemaker-pytorch-training")
+        site = subprocess.run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                              capture_output=True, text=True, timeout=60).stdout.strip()
+        with open(os.path.join(site, "zz-torch2.pth"), "w") as f:  # torch from the other venv, after its own
+            f.write(found[1] + "\n")
+        d = tmpdir("sagemaker-torchrun-")
+        put(os.path.join(d, "code", "ddp.py"), TORCHRUN_SCRIPT)
+        for i in range(4):
+            put(os.path.join(d, "data", "part-%d.csv" % i), "%d\n" % i)
+        req = {"TrainingJobName": "torchrun-toolkit",
+               "AlgorithmSpecification": {"TrainingImage": "pytorch-training:2.5-cpu", "TrainingInputMode": "File",
+                                          "ContainerEntrypoint": [os.path.join(os.path.dirname(py), "train")]},
+               "HyperParameters": {"epochs": "3", "lr": "0.05", "sagemaker_program": "\"ddp.py\"",
+                                   "sagemaker_submit_directory": json.dumps(os.path.join(d, "code")),
+                                   "sagemaker_torch_distributed_enabled": "true"},
+               "Environment": {"SAGEMAKER_TRAINING_MODULE": "sagemaker_pytorch_container.training:main",
+                               "PATH": os.path.dirname(found[0]) + ":" + os.environ["PATH"]},  # its torchrun
+               "ResourceConfig": {"InstanceType": "ml.m5.large", "InstanceCount": 2},
+               "InputDataConfig": [{"ChannelName": "training", "DataSource": {"S3DataSource": {
+                   "S3Uri": os.path.join(d, "data"), "S3DataDistributionType": "ShardedByS3Key"}}}],
+               "OutputDataConfig": {"S3OutputPath": os.path.join(d, "out"), "CompressionType": "NONE"},
+               "StoppingCondition": {"MaxRuntimeInSeconds": 300}}
+        job = Job(self, write(d, "job.json", json.dumps(req)), os.path.join(d, "job"))
+        self.assertEqual(job.wait(timeout=240), 0, job.err[-3000:])
+        recs = []
+        for k, h in enumerate(("algo-1", "algo-2")):
+            base = os.path.join(job.job_dir, "opt-ml", h)
+            with open(os.path.join(base, "output", "data", "rank-%d.json" % k)) as f:
+                recs.append(json.load(f))
+            self.assertTrue(os.path.exists(os.path.join(base, "output", "success")), h)
+        for k, rec in enumerate(recs):
+            self.assertEqual((rec["rank"], rec["world"], rec["sum"], rec["master"], rec["args"]),
+                             (k, 2, 3.0, "algo-1", [3, 0.05]))
+        self.assertEqual(sorted(recs[0]["files"] + recs[1]["files"]), ["part-%d.csv" % i for i in range(4)])
+        with open(os.path.join(job.job_dir, "replica-logs", "workerpool1-0.log")) as f:
+            self.assertIn("--master_addr algo-1 --master_port 7777 --node_rank 1 ddp.py --epochs 3", f.read())
+        with tarfile.open(os.path.join(d, "out", "torchrun-toolkit", "output", "model.tar")) as t:
+            self.assertEqual(t.getnames(), ["model.pt"])
+
 
 class HostsLauncher(unittest.TestCase):
     """ztrain-hosts alone: the names resolve inside, as root and as another
