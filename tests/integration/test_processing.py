@@ -160,6 +160,32 @@ class ProcessingJob(unittest.TestCase):
         self.assertEqual(j["error"]["message"], "StoppingCondition.MaxRuntimeInSeconds of 2s reached")
         self.assertFalse(os.path.exists(os.path.join(self.d, "out", "algo-1.json")))
 
+    def test_a_killed_host_restarts_afresh(self):
+        """A host killed mid-run (kill -9) is restarted in place, as a crashed
+        replica of any job is, on the same share and with its outputs'
+        folders emptied, as a fresh container's are: the upload holds the
+        second run's files only."""
+        write(self.d, "script.py", "import json, os, sys, time\n"
+              "me = json.load(open('/opt/ml/config/resourceconfig.json'))['current_host']\n"
+              "out = '/opt/ml/processing/output/seen'\n"
+              "open(os.path.join(out, me + '.runs'), 'a').write(str(os.getpid()) + '\\n')\n"
+              "time.sleep(float(sys.argv[2]) if me == 'algo-2' else 0)\n"
+              "json.dump(sorted(os.listdir('/opt/ml/processing/input/rows')), open(os.path.join(out, me + '.json'), 'w'))\n")
+        job = Job(self, write(self.d, "job.json", json.dumps(self.request(args=["--sleep", "3"]))),
+                  os.path.join(self.d, "job"))
+        wait_for(lambda: os.path.exists(os.path.join(job.job_dir, "opt-ml", "algo-2", "processing", "output", "seen",
+                                                     "algo-2.runs")), what="algo-2 running")
+        first = [r["pid"] for r in load_job(job.job_dir)["replicas"] if r["name"] == "workerpool1-0"][0]
+        os.kill(first, 9)
+        self.assertEqual(job.wait(timeout=60), 0, job.err[-3000:])
+        j = load_job(job.job_dir)
+        self.assertEqual(j["state"], "SUCCEEDED")
+        self.assertEqual([r["restarts"] for r in j["replicas"]], [0, 1])
+        out = os.path.join(self.d, "out")
+        with open(os.path.join(out, "algo-2.runs")) as f:
+            self.assertEqual(len(f.read().split()), 1)  # the run before left nothing
+        self.assertEqual(load(os.path.join(out, "algo-2.json")), ["part-1.csv", "part-3.csv", "part-5.csv"])
+
     def test_status_logs_and_cancel(self):
         """The hosts under `ztrain status`, `logs` and `cancel` as any job's:
         cancelled, every host's program ends and nothing is uploaded."""

@@ -63,9 +63,19 @@ json_t *zt_processing_config_files(const zt_layout_t *layout, int pool, int inde
 }
 
 /* A host's inputs and folders (zt_sm_prepare_host), and its config files
- * in its /opt/ml/config. */
+ * in its /opt/ml/config. A restarted host starts as a fresh container
+ * would: its outputs' folders and /opt/ml/output emptied of what the run
+ * before left. */
 static int s_prepare(const zt_layout_t *layout, int pool, int index, char *why, size_t len)
 {
+    const zt_sm_plan_t *sm = zt_sm_plan(layout->plan);
+    char *root = zt_sm_host_root(layout, pool, index);
+    for (int o = -1; o < sm->noutputs; o++) {
+        char *dir = zt_strdupf("%s/%s", root, o < 0 ? "output" : sm->outputs[o].local);
+        zt_rm_tree(dir);
+        free(dir);
+    }
+    free(root);
     if (zt_sm_prepare_host(layout, pool, index, why, len) != 0)
         return -1;
     return zt_sm_write_config(layout, pool, index, "config", zt_processing_config_files(layout, pool, index), why,
