@@ -338,21 +338,18 @@ static int s_args(int argc, char **argv, char **lines, int *n, char **binds, int
  * program runs without them. */
 static int s_setup(char **lines, int n, char **binds, int nb, const char *program)
 {
-    char file[4096], why[PATH_MAX + 512];
+    char file[4096], why[PATH_MAX + 512] = "";
     bool made = n > 0 && s_make_file(lines, n, file, sizeof file);
     if (n > 0 && !made)
         fprintf(stderr, "ztrain-hosts: cannot write the job's hosts file (%s): %s; %s runs without the "
                 "job's host names\n", file, strerror(errno), program);
     bool in = (made || nb > 0) && s_enter(why, sizeof why);
-    if (made && in && mount(file, "/etc/hosts", NULL, MS_BIND, NULL) != 0) {
+    bool named = made && in && mount(file, "/etc/hosts", NULL, MS_BIND, NULL) == 0;
+    if (made && in && !named)
         snprintf(why, sizeof why, "bind-mounting over /etc/hosts: %s", strerror(errno));
-        made = false;
-    }
-    else if (made && !in)
-        made = false;
-    if (n > 0 && !made && (in || nb == 0))
+    if (made && !named && (in || nb == 0)) /* with binds and no namespace, the binds' error says it */
         fprintf(stderr, "ztrain-hosts: %s; %s runs without the job's host names\n", why, program);
-    if (n > 0)
+    if (made)
         unlink(file); /* the mount holds it; nothing is left when the namespace ends */
     for (int i = 0; i < nb; i++) {
         char *eq = strchr(binds[i], '=');
