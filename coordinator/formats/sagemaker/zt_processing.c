@@ -42,19 +42,14 @@ static void s_parse(zt_spec_ctx_t *c, json_t *root, const zt_plan_opts_t *opts)
     zt_sm_apply_flags(c, opts, "CreateProcessingJob");
 }
 
-json_t *zt_processing_config_files(const zt_layout_t *layout, int pool, int index)
+/* Host (pool, index)'s /opt/ml/config files: {"resourceconfig.json":
+ * {current_host, hosts}, "processingjobconfig.json": the request with its
+ * ProcessingJobArn}. */
+static json_t *s_config_files(const zt_layout_t *layout, int pool, int index)
 {
     char host[32];
     zt_sm_host(layout, pool, index, host, sizeof host);
-    json_t *hosts = json_array();
-    int n;
-    zt_sm_ref_t *h = zt_sm_hosts(layout->plan, &n);
-    for (int k = 0; k < n; k++) {
-        char name[32];
-        zt_sm_host(layout, h[k].pool, h[k].index, name, sizeof name);
-        json_array_append_new(hosts, json_string(name));
-    }
-    free(h);
+    json_t *hosts = zt_sm_host_list(layout);
     json_t *job = json_deep_copy(layout->plan->job);
     json_object_set_new(job, "ProcessingJobArn", json_sprintf("arn:aws:sagemaker:local:000000000000:processing-job/%s",
                                                               zt_sm_plan(layout->plan)->job_name));
@@ -78,7 +73,7 @@ static int s_prepare(const zt_layout_t *layout, int pool, int index, char *why, 
     free(root);
     if (zt_sm_prepare_host(layout, pool, index, why, len) != 0)
         return -1;
-    return zt_sm_write_config(layout, pool, index, "config", zt_processing_config_files(layout, pool, index), why,
+    return zt_sm_write_config(layout, pool, index, "config", s_config_files(layout, pool, index), why,
                               len);
 }
 
@@ -215,10 +210,13 @@ static int s_upload_one(const zt_layout_t *layout, int o, char *why, size_t len)
     for (int k = 0; rc == 0 && k < n; k++) {
         char *root = zt_sm_host_root(layout, h[k].pool, h[k].index), *dir = zt_strdupf("%s/%s", root, out->local);
         int src = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        rc = src < 0 ? (snprintf(why, len, "output %s: %s: %s", out->name, dir, strerror(errno)), -1)
-                     : s_tree(src, stage, dir, false, 0, why, len);
-        if (src >= 0)
+        if (src < 0) {
+            snprintf(why, len, "output %s: %s: %s", out->name, dir, strerror(errno));
+            rc = -1;
+        } else {
+            rc = s_tree(src, stage, dir, false, 0, why, len);
             close(src);
+        }
         free(dir);
         free(root);
     }

@@ -1,5 +1,5 @@
 /* zt_processing: what the SageMaker Processing format's files share
- * (formats/sagemaker/): its request's reader and its hosts' config files.
+ * (formats/sagemaker/): its request's reader.
  * The plan's own part is SageMaker's (zt_sm_plan_t, processing set): its
  * hosts, inputs and outputs are a CreateTrainingJob's hosts and channels
  * placed under /opt/ml/processing. */
@@ -12,9 +12,5 @@
 /* A CreateProcessingJob request (root), into c->plan and its own part;
  * every problem in c's diag at its field. */
 void zt_processing_parse(zt_spec_ctx_t *c, json_t *root);
-/* Host (pool, index)'s /opt/ml/config files: {"resourceconfig.json":
- * {current_host, hosts}, "processingjobconfig.json": the request with its
- * ProcessingJobArn}. */
-json_t *zt_processing_config_files(const zt_layout_t *layout, int pool, int index);
 
 #endif

@@ -43,6 +43,20 @@ zt_sm_ref_t *zt_sm_hosts(const zt_plan_t *plan, int *n)
     return out;
 }
 
+json_t *zt_sm_host_list(const zt_layout_t *layout)
+{
+    json_t *hosts = json_array();
+    int n;
+    zt_sm_ref_t *h = zt_sm_hosts(layout->plan, &n);
+    for (int k = 0; k < n; k++) {
+        char name[32];
+        zt_sm_host(layout, h[k].pool, h[k].index, name, sizeof name);
+        json_array_append_new(hosts, json_string(name));
+    }
+    free(h);
+    return hosts;
+}
+
 json_t *zt_sm_host_places(const zt_layout_t *layout, bool ports)
 {
     json_t *out = json_object();
@@ -300,6 +314,17 @@ static int s_link(const char *root, const char *rel, const char *target, char *w
     return rc ? -1 : 0;
 }
 
+/* root/sub made; 0, or -1 with why. */
+static int s_mkdir_in(const char *root, const char *sub, char *why, size_t len)
+{
+    char *p = zt_strdupf("%s/%s", root, sub);
+    int rc = zt_mkdir_p(p);
+    if (rc != 0)
+        snprintf(why, len, "cannot make %s: %s", p, strerror(errno));
+    free(p);
+    return rc ? -1 : 0;
+}
+
 int zt_sm_prepare_host(const zt_layout_t *layout, int pool, int index, char *why, size_t len)
 {
     const zt_sm_plan_t *sm = zt_sm_plan(layout->plan);
@@ -312,15 +337,10 @@ int zt_sm_prepare_host(const zt_layout_t *layout, int pool, int index, char *why
                                             "input/config", NULL },
                              *const processing[] = { "config", "output", NULL };
     const char *const *dirs = sm->processing ? processing : training;
-    int ndirs = 0, nout = sm->processing ? sm->noutputs : 0;
-    while (dirs[ndirs])
-        ndirs++;
-    for (int d = 0; rc == 0 && d < ndirs + nout; d++) { /* and each processing output's folder */
-        char *p = zt_strdupf("%s/%s", root, d < ndirs ? dirs[d] : sm->outputs[d - ndirs].local);
-        if ((rc = zt_mkdir_p(p)) != 0)
-            snprintf(why, len, "cannot make %s: %s", p, strerror(errno));
-        free(p);
-    }
+    for (int d = 0; rc == 0 && dirs[d]; d++)
+        rc = s_mkdir_in(root, dirs[d], why, len);
+    for (int o = 0; rc == 0 && o < sm->noutputs; o++) /* a processing job's outputs */
+        rc = s_mkdir_in(root, sm->outputs[o].local, why, len);
     for (int i = 0; i < sm->nchannels; i++) {
         const zt_sm_channel_t *ch = &sm->channels[i];
         const char *name = ch->name, *src = ch->path;

@@ -75,6 +75,8 @@ void zt_sm_copy_pool(zt_pool_t *pool, const zt_pool_t *primary, int replicas);
 /* algo-K of replica (pool, index): K is its place in the placement (pool
  * order), as SM_HOSTS numbers them. */
 void zt_sm_host(const zt_layout_t *layout, int pool, int index, char *out, size_t size);
+/* Every host's name, algo-1 first: ["algo-1", ...] (SM_HOSTS). */
+json_t *zt_sm_host_list(const zt_layout_t *layout);
 /* Every host's name and where its replica runs: {"algo-1": "addr"}, or
  * with ports {"algo-1": "addr:port"}. */
 json_t *zt_sm_host_places(const zt_layout_t *layout, bool ports);

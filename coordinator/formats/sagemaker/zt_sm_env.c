@@ -205,15 +205,8 @@ static void s_sm_groups(const zt_layout_t *self, int pool, json_t *e)
 static json_t *s_sm_training_env(const zt_layout_t *self, int pool, int index)
 {
     const zt_plan_t *plan = self->plan;
-    json_t *hosts = json_array();
-    char current[64], name[64];
-    int n;
-    zt_sm_ref_t *h = zt_sm_hosts(plan, &n);
-    for (int k = 0; k < n; k++) {
-        zt_sm_host(self, h[k].pool, h[k].index, name, sizeof name);
-        json_array_append_new(hosts, json_string(name));
-    }
-    free(h);
+    json_t *hosts = zt_sm_host_list(self);
+    char current[64];
     zt_sm_host(self, pool, index, current, sizeof current);
     /* the input (channels) is the job's, a trial's study's; the model and
      * output folders are the trial's own, as AIP_MODEL_DIR is */

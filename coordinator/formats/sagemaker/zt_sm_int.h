@@ -19,6 +19,9 @@ void zt_sm_job_name(zt_spec_ctx_t *c, json_t *root, const char *key, const char 
 /* gcloud's override flags on a SageMaker request (a request's name, for
  * the message): --display-name applies, any other is an error. */
 void zt_sm_apply_flags(zt_spec_ctx_t *c, const zt_plan_opts_t *opts, const char *request);
+/* path (heap, taken) made absolute from the current folder (the chief
+ * writes there at the end, from wherever it runs); NULL stays NULL. */
+char *zt_sm_absolute(char *path);
 /* An S3 source's S3DataDistributionType (sp its path): FullyReplicated
  * (the default) or ShardedByS3Key; an error otherwise. */
 const char *zt_sm_distribution(zt_spec_ctx_t *c, json_t *s3, const char *sp);

@@ -174,18 +174,6 @@ static void s_inputs(zt_spec_ctx_t *c, json_t *root, zt_sm_plan_t *sm, json_t *l
     json_decref(names);
 }
 
-/* Absolute from the current folder (the chief writes there at the end,
- * from wherever it runs). */
-static char *s_absolute(char *path)
-{
-    char cwd[PATH_MAX];
-    if (path[0] == '/' || !getcwd(cwd, sizeof cwd))
-        return path;
-    char *abs = zt_strdupf("%s/%s", cwd, path);
-    free(path);
-    return abs;
-}
-
 /* ProcessingOutputConfig: every output, into sm's outputs. */
 static void s_outputs(zt_spec_ctx_t *c, json_t *root, zt_sm_plan_t *sm, json_t *locals)
 {
@@ -230,7 +218,7 @@ static void s_outputs(zt_spec_ctx_t *c, json_t *root, zt_sm_plan_t *sm, json_t *
         }
         char *dest = uri ? zt_sf_local_path(c, up, uri) : NULL;
         if (name && local && dest)
-            sm->outputs[sm->noutputs++] = (zt_sm_output_t) { strdup(name), local, s_absolute(dest) };
+            sm->outputs[sm->noutputs++] = (zt_sm_output_t) { strdup(name), local, zt_sm_absolute(dest) };
         else {
             free(local);
             free(dest);

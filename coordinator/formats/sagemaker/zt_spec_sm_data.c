@@ -12,9 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* path made absolute from the current folder (the coordinator writes
- * there at the end, from wherever it runs), heap; NULL stays NULL. */
-static char *s_absolute(char *path)
+char *zt_sm_absolute(char *path)
 {
     char cwd[PATH_MAX];
     if (!path || path[0] == '/' || !getcwd(cwd, sizeof cwd))
@@ -203,7 +201,7 @@ void zt_spec_sm_outputs(zt_spec_ctx_t *c, json_t *root, zt_sm_plan_t *sm)
     if (!out)
         ERR(c, odc ? "OutputDataConfig.S3OutputPath" : "OutputDataConfig", NULL,
             "required: where model.tar.gz goes (a local folder or file:// here)");
-    char *outp = out ? s_absolute(zt_sf_local_path(c, "OutputDataConfig.S3OutputPath", out)) : NULL;
+    char *outp = out ? zt_sm_absolute(zt_sf_local_path(c, "OutputDataConfig.S3OutputPath", out)) : NULL;
     sm->output_path = outp;
     const char *gz = odc ? zt_sf_str(c, odc, "OutputDataConfig", "CompressionType", "GZIP") : "GZIP";
     if (strcmp(gz, "GZIP") && strcmp(gz, "NONE"))
@@ -215,7 +213,7 @@ void zt_spec_sm_outputs(zt_spec_ctx_t *c, json_t *root, zt_sm_plan_t *sm)
     const char *cku = ck ? zt_sf_str(c, ck, "CheckpointConfig", "S3Uri", NULL) : NULL;
     if (ck && !cku)
         ERR(c, "CheckpointConfig.S3Uri", NULL, "required: the folder the checkpoints are kept in");
-    sm->checkpoint_path = cku ? s_absolute(zt_sf_local_path(c, "CheckpointConfig.S3Uri", cku)) : NULL;
+    sm->checkpoint_path = cku ? zt_sm_absolute(zt_sf_local_path(c, "CheckpointConfig.S3Uri", cku)) : NULL;
     const char *ckl = ck ? zt_sf_str(c, ck, "CheckpointConfig", "LocalPath", NULL) : NULL;
     if (ckl && ckl[0] != '/')
         ERR(c, "CheckpointConfig.LocalPath", json_object_get(ck, "LocalPath"), "an absolute path");
