@@ -32,9 +32,11 @@ submitted with `ztrain run --backend slurm`.
                                  [--ar-mib M] [--ar-reducers R] [--tcp] [--repeat N]
 
 --only runs a subset (comma-separated modes: gloo, hook, hvd, ar-gloo,
-ar-ztrain, ar-lean; the compute alone runs unless every mode named is an
-ar- one; ar-lean runs with ar-ztrain, on one machine, unless --only omits
-it while naming others).
+ar-ztrain, ar-lean, ar-lean-sealed; the compute alone runs unless every
+mode named is an ar- one; ar-lean runs with ar-ztrain, on one machine,
+unless --only omits it while naming others, and so does ar-lean-sealed
+when ztrain's security is on: lean_ar --seal, the same server with
+AES-GCM on every byte both ways, the limit of a sealed one).
 --ar-mib sets the all-reduce alone's size (default: the model's gradients),
 --ar-reducers its reducers (default 4). --tcp sends ztrain's bulk bytes over
 TCP on one machine too (ZT_DATA_IPC=off ZT_SHM=off), as between hosts. The
@@ -114,13 +116,15 @@ def run(mode, reducers):
     return int(m.group(1)), float(m.group(2)), float(m.group(3)), trainers, float(m.group(4))
 
 
-def run_lean(reducers):
+def run_lean(reducers, seal=False):
     """bench/lean_ar's all-reduce: 4 workers, the reducers and size of
-    ar-ztrain, STEPS timed rounds; shaped as run()'s result."""
+    ar-ztrain, STEPS timed rounds (sealed with seal); shaped as run()'s
+    result."""
     lean = os.path.realpath(os.path.join(BIN, "..", "bench", "lean_ar"))
     numel = AR_NUMEL or by_model_numel()
     r = subprocess.run([lean, "--workers", "4", "--reducers", str(reducers), "--bytes", str(numel * 4),
-                        "--iters", str(max(STEPS, 5))], capture_output=True, text=True, timeout=600)
+                        "--iters", str(max(STEPS, 5))] + (["--seal"] if seal else []),
+                       capture_output=True, text=True, timeout=600)
     m = re.search(r"ms ([0-9.]+) workers_cpu_s_per_gb ([0-9.]+) job_cpu_s_per_gb ([0-9.]+)", r.stdout)
     if r.returncode != 0 or not m:
         sys.exit("lean_ar failed (exit %d): %s" % (r.returncode, (r.stdout + r.stderr)[-2000:]))
@@ -169,20 +173,25 @@ def main():
              ("Horovod-style optimizer, 2 reducers", "hvd", 2),
              ("all-reduce alone: gloo", "ar-gloo", 0),
              ("all-reduce alone: ztrain, %d reducers" % AR_REDUCERS, "ar-ztrain", AR_REDUCERS),
-             ("all-reduce alone: lean_ar, %d reducers" % AR_REDUCERS, "ar-lean", AR_REDUCERS)]
+             ("all-reduce alone: lean_ar, %d reducers" % AR_REDUCERS, "ar-lean", AR_REDUCERS),
+             ("all-reduce alone: lean_ar --seal, %d r." % AR_REDUCERS, "ar-lean-sealed", AR_REDUCERS)]
     only = opt("--only", None)
+    sealing = os.environ.get("ZT_SECURITY") != "off"
     if CLUSTER:  # the lean reference runs on one machine only
-        cases = [c for c in cases if c[1] != "ar-lean"]
+        cases = [c for c in cases if not c[1].startswith("ar-lean")]
+    if not sealing:
+        cases = [c for c in cases if c[1] != "ar-lean-sealed"]
     if only:
         named = only.split(",")
-        if "ar-ztrain" in named and "ar-lean" not in named:
-            named.append("ar-lean")
+        for lean_mode in ("ar-lean", "ar-lean-sealed"):
+            if "ar-ztrain" in named and lean_mode not in named:
+                named.append(lean_mode)
         keep_local = any(not m.startswith("ar-") for m in named)
         cases = [c for c in cases if c[1] in named or (c[1] == "local" and keep_local)]
     rounds = []
     for _ in range(REPEAT):  # the cases take turns
-        rounds.append({label: run_lean(reducers) if mode == "ar-lean" else run(mode, reducers)
-                       for label, mode, reducers in cases})
+        rounds.append({label: run_lean(reducers, mode == "ar-lean-sealed") if mode.startswith("ar-lean")
+                       else run(mode, reducers) for label, mode, reducers in cases})
     res = {label: tuple(median([r[label][i] for r in rounds]) for i in range(5)) for label, _, _ in cases}
     by_mode = {m: res[l] for l, m, _ in cases}
     params = by_mode["local"][0] if "local" in by_mode else 0
@@ -201,7 +210,7 @@ def main():
         raw = mode.startswith("ar-")  # no model: the step is all communication
         peer = by_mode.get("ar-gloo" if raw else "gloo", (0, None))[1]
         comm, peer_comm = (s, peer) if raw else (max(s - compute, 0.0), max((peer or 0) - compute, 1e-9))
-        to_lean = "%10.2f" % (s / lean) if raw and lean and mode != "ar-lean" else ""
+        to_lean = "%10.2f" % (s / lean) if raw and lean and not mode.startswith("ar-lean") else ""
         if mode == "local" or not peer:
             print("%-38s %10.3f %12.3f %10s %10s %9s %s" % (label, s, comm, "", "", busy, to_lean))
         else:
@@ -229,9 +238,9 @@ def round_ratios(cases, rounds):
     by = lambda r, mode: next((r[l] for l, m, _ in cases if m == mode), None)
     print("\nround by round, CPU per GB against the same round's (median, lowest-highest of %d rounds)" % len(rounds))
     for label, mode, _ in cases:
-        if mode in ("local", "gloo", "ar-gloo", "ar-lean"):
+        if mode in ("local", "gloo", "ar-gloo", "ar-lean", "ar-lean-sealed"):
             continue
-        for peer_mode in (("ar-gloo", "ar-lean") if mode.startswith("ar-") else ("gloo",)):
+        for peer_mode in (("ar-gloo", "ar-lean", "ar-lean-sealed") if mode.startswith("ar-") else ("gloo",)):
             ratios = [[], []]
             for r in rounds:
                 peer, me, local = by(r, peer_mode), r[label], by(r, "local")
@@ -243,8 +252,8 @@ def round_ratios(cases, rounds):
                     peer_less = local[k] if local and not peer_mode.startswith("ar-") else 0.0
                     ratios[i].append(max(me[k] - less, 0.0) / mn / max(max(peer[k] - peer_less, 0.0) / pn, 1e-12))
             if ratios[0]:
-                print("%-38s / %-8s trainers %.2f (%.2f-%.2f)  whole job %.2f (%.2f-%.2f)" % (
-                    label, peer_mode.replace("ar-", ""), median(ratios[0]), min(ratios[0]), max(ratios[0]),
+                print("%-38s / %-11s trainers %.2f (%.2f-%.2f)  whole job %.2f (%.2f-%.2f)" % (
+                    label, peer_mode.replace("ar-", "").replace("lean-sealed", "lean --seal"), median(ratios[0]), min(ratios[0]), max(ratios[0]),
                     median(ratios[1]), min(ratios[1]), max(ratios[1])))
 
 
