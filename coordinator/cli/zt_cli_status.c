@@ -78,6 +78,9 @@ static void s_print_job(json_t *doc)
         printf("\n  Slurm job %s: %s%s%s%s", s_str(sl, "jobId", 0), s_str(sl, "state", 1), said ? " (" : "",
                said ? s_str(sl, "reason", 2) : "", said ? ")" : "");
     }
+    json_t *plan = json_object_get(doc, "plan");
+    if (json_string_value(json_object_get(plan, "format")))
+        printf("\n  from %s (%s)", s_str(plan, "source", 1), s_str(plan, "format", 0));
     printf("\n  incarnation %lld, job retries %lld, preemptions %lld\n",
            (long long) json_integer_value(json_object_get(doc, "incarnation")),
            (long long) json_integer_value(json_object_get(doc, "jobRetries")),

@@ -148,6 +148,7 @@ class ProcessingJob(unittest.TestCase):
         self.assertFalse(os.path.exists(os.path.join(self.d, "out", "algo-1.json")))  # nothing uploaded
         st = ztrain("status", job.job_dir)
         self.assertIn("no rows in algo-2's share", st.stdout + st.stderr)
+        self.assertRegex(st.stdout, r"\n  from \S+\.json \(CreateProcessingJob\)\n")  # which request, which format
 
     def test_max_runtime_stops_the_job(self):
         req = self.request(args=["--sleep", "60"], StoppingCondition={"MaxRuntimeInSeconds": 2})

@@ -195,6 +195,7 @@ class CreateTrainingJob(unittest.TestCase):
         self.assertEqual(j["error"]["failureReason"], "the training channel has no labels")
         st = ztrain("status", job.job_dir)
         self.assertIn("output/failure says: the training channel has no labels", st.stdout + st.stderr)
+        self.assertRegex(st.stdout, r"\n  from \S+\.json \(CreateTrainingJob\)\n")
         self.assertFalse(os.path.exists(os.path.join(self.d, "out", "sm-shape-1", "output", "model.tar.gz")))
 
     def test_validate_names_what_cannot_be_acted_on(self):
