@@ -13,11 +13,14 @@ tensor all-reduced, the workers and the reducers together). Over TCP, the
 all-reduce through reducers is also set against the limit: bench/lean_ar, a
 minimal plain-TCP reduction server with the same workers, reducers and size
 (no library, no security); "/ lean" is ztrain's time and CPU as a multiple
-of its. And over TCP, what sealing adds (sealed minus plain CPU per byte)
+of its; "/ sealed" the same against lean_ar --seal, that server with
+AES-GCM on every byte (the 3W+1 passes ztrain makes), the limit of a sealed
+one. And over TCP, what sealing adds (sealed minus plain CPU per byte)
 against what its AES-GCM passes cost at seal_bench's rate for 128 KiB
-frames ("seal / GCM": 1.00 is the cipher alone; passes per byte: 2 for a
-parameter server's push or pull, 3W+1 through reducers, 4(W-1) on the
-ring, W workers).
+frames ("seal / GCM": 1.00 is the cipher alone; lean_ar --seal's own,
+beside it, is what the passes cost a server that adds nothing else;
+passes per byte: 2 for a parameter server's push or pull, 3W+1 through
+reducers, 4(W-1) on the ring, W workers).
 
     python3 bench/auth_bench.py [build] [--quick]
 """
@@ -64,10 +67,10 @@ def ar_time(n, r, size, auth, env):
     sys.exit("ar_bench printed no result for %d %d %d" % (n, r, size))
 
 
-def lean_time(n, r, size):
+def lean_time(n, r, size, seal=False):
     """bench/lean_ar's seconds and CPU-seconds (workers and reducers) per all-reduce."""
     cmd = [os.path.join(BUILD, "bench", "lean_ar"), "--workers", str(n), "--reducers", str(r), "--bytes", str(size),
-           "--iters", "10" if QUICK else "40"]
+           "--iters", "10" if QUICK else "40"] + (["--seal"] if seal else [])
     m = re.search(r"ms ([0-9.]+) workers_cpu_s_per_gb [0-9.]+ job_cpu_s_per_gb ([0-9.]+)", run(cmd, {}))
     if not m:
         sys.exit("lean_ar printed no result for %d %d %d" % (n, r, size))
@@ -104,7 +107,8 @@ def main():
                                                         if tcp else ""))
         print("\n== all-reduce, 4 workers, %s ==" % label)
         print("reducers  bytes     | ms/op plain     job  | job / plain speed | CPU-ns/B plain    job" +
-              (" | seal / GCM | lean ms CPU-ns/B | job / lean: time  CPU" if tcp else ""))
+              (" | seal / GCM | lean ms CPU-ns/B | job / lean: time  CPU | sealed ms CPU-ns/B seal / GCM |"
+               " job / sealed: time  CPU" if tcp else ""))
         sizes = [1 << 20, 16 << 20] if QUICK else [64 << 10, 1 << 20, 16 << 20, 64 << 20]
         for r in (2, 0):
             for size in sizes:
@@ -117,6 +121,9 @@ def main():
                 if tcp and r:
                     lt, lc = lean_time(4, r, size)
                     line += " | %7.2f %8.2f |            %5.2f %5.2f" % (lt * 1e3, lc * 1e9 / size, b / lt, cb / lc)
+                    st, sc = lean_time(4, r, size, True)
+                    line += " |   %7.2f %8.2f       %4.2f |              %5.2f %5.2f" % (
+                        st * 1e3, sc * 1e9 / size, (sc - lc) * 1e9 / size / (passes * per_pass), b / st, cb / sc)
                 print(line)
         print()
 

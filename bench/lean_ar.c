@@ -61,8 +61,10 @@ static zt_gcm_key_t KEY;
 static size_t sealed_len(size_t n) { return n + (n + UNIT - 1) / UNIT * TAG; }
 
 /* Seals (enc) or opens units [u0, u1) of the n bytes at plain, whose
- * sealed form is at sealed; each unit's IV is (who, it, unit). Opening
- * checks every tag. */
+ * sealed form is at sealed; each unit's IV is (who, it, unit), who naming
+ * the sender and the chunk (a worker's rank << 8 | the reducer; a
+ * reducer's sum 0x10000 + its index), so no IV is used twice under the
+ * one key. Opening checks every tag. */
 static void seal_units(bool enc, uint32_t who, int it, void *plain, uint8_t *sealed, size_t n, size_t u0, size_t u1)
 {
     for (size_t u = u0; u < u1; u++) {
@@ -106,7 +108,8 @@ static void *red_thread(void *arg)
     for (int it = 0; it < WARMUP + ITERS; it++) {
         if (SEAL) {
             recv_all(t->fd, t->sealed_in[t->w], sealed_len(n));
-            seal_units(false, (uint32_t) t->w, it, t->slot[t->w], t->sealed_in[t->w], n, 0, units);
+            seal_units(false, (uint32_t) t->w << 8 | (uint32_t) t->r, it, t->slot[t->w], t->sealed_in[t->w], n, 0,
+                       units);
         }
         else
             recv_all(t->fd, t->slot[t->w], n);
@@ -192,7 +195,7 @@ static void *wk_thread(void *arg)
     for (int it = 0; it < WARMUP + ITERS; it++) {
         pthread_barrier_wait(t->start);
         if (SEAL) {
-            seal_units(true, (uint32_t) t->rank, it, t->x + lo, t->out, n, 0, units);
+            seal_units(true, (uint32_t) t->rank << 8 | (uint32_t) t->r, it, t->x + lo, t->out, n, 0, units);
             send_all(t->fd, t->out, sealed_len(n));
             recv_all(t->fd, t->in, sealed_len(n));
             seal_units(false, 0x10000u + (uint32_t) t->r, it, t->x + lo, t->in, n, 0, units);
