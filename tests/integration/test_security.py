@@ -980,6 +980,17 @@ with open(os.path.join(os.environ["SM_MODEL_DIR"], "model.json"), "w") as f:
 """
 
 
+def shared_dataset(shared):
+    """A dataset folder anyone may add to (mode 1777) under shared: part-0.csv
+    and sub/part-1.csv, the user's own. Its path."""
+    data = os.path.join(shared, "data")
+    os.makedirs(os.path.join(data, "sub"))
+    os.chmod(data, 0o1777)
+    write(data, "part-0.csv", "zero\n")
+    write(os.path.join(data, "sub"), "part-1.csv", "one\n")
+    return data
+
+
 class SageMakerFolders(unittest.TestCase):
     """A CreateTrainingJob's own folders (S3OutputPath, CheckpointConfig's S3Uri
     and LocalPath) held to the trusted-folder rule, and its channels walked without
@@ -1076,11 +1087,7 @@ class SageMakerFolders(unittest.TestCase):
         # a shared dataset folder (anyone may add to it): the stranger links
         # a file of the victim's into it, and an in-channel alias; the job's
         # own output and checkpoint folders are made in the same shared place
-        data = os.path.join(self.shared, "data")
-        os.makedirs(os.path.join(data, "sub"))
-        os.chmod(data, 0o1777)
-        write(data, "part-0.csv", "zero\n")
-        write(os.path.join(data, "sub"), "part-1.csv", "one\n")
+        data = shared_dataset(self.shared)
         res = STRANGER.sh("ln -s %s %s/leak.csv && ln -s part-0.csv %s/alias.csv && ln -s %s %s/outside"
                           % (self.victim, data, data, self.mine, data))
         self.assertEqual(res.returncode, 0, res.stderr)
@@ -1174,11 +1181,7 @@ class ProcessingFolders(unittest.TestCase):
                            r"made by user %s " % (re.escape(out), STRANGER.name))
 
     def test_input_links_and_output_links(self):
-        data = os.path.join(self.shared, "data")
-        os.makedirs(os.path.join(data, "sub"))
-        os.chmod(data, 0o1777)
-        write(data, "part-0.csv", "zero\n")
-        write(os.path.join(data, "sub"), "part-1.csv", "one\n")
+        data = shared_dataset(self.shared)
         res = STRANGER.sh("ln -s %s %s/leak.csv && ln -s %s %s/outside" % (self.victim, data, self.mine, data))
         self.assertEqual(res.returncode, 0, res.stderr)
         out = os.path.join(self.shared, "own-out")

@@ -43,20 +43,6 @@ zt_sm_ref_t *zt_sm_hosts(const zt_plan_t *plan, int *n)
     return out;
 }
 
-json_t *zt_sm_host_list(const zt_layout_t *layout)
-{
-    json_t *hosts = json_array();
-    int n;
-    zt_sm_ref_t *h = zt_sm_hosts(layout->plan, &n);
-    for (int k = 0; k < n; k++) {
-        char name[32];
-        zt_sm_host(layout, h[k].pool, h[k].index, name, sizeof name);
-        json_array_append_new(hosts, json_string(name));
-    }
-    free(h);
-    return hosts;
-}
-
 json_t *zt_sm_host_places(const zt_layout_t *layout, bool ports)
 {
     json_t *out = json_object();
@@ -70,6 +56,16 @@ json_t *zt_sm_host_places(const zt_layout_t *layout, bool ports)
     }
     free(h);
     return out;
+}
+
+json_t *zt_sm_host_list(const zt_layout_t *layout)
+{
+    json_t *places = zt_sm_host_places(layout, false), *hosts = json_array(), *v;
+    const char *name;
+    json_object_foreach(places, name, v) /* in the hosts' order: jansson keeps an object's keys in order */
+        json_array_append_new(hosts, json_string(name));
+    json_decref(places);
+    return hosts;
 }
 
 json_t *zt_sm_host_names(const zt_layout_t *layout)
