@@ -465,7 +465,7 @@ class SealedBulkTampering(unittest.TestCase):
         tampered and replayed frames and the plain messages are dropped and
         counted, the openings get no answer, the worker sends again what
         went unanswered, and the job ends SUCCEEDED with equal weights."""
-        args = ["--hidden=64", "--epochs=16", "--log_every=100"]
+        args = ["--hidden=64", "--epochs=24", "--log_every=100"]
         d = tmpdir("sec-")
         os.chmod(d, 0o755)
         job_dir = os.path.join(d, "job")
@@ -488,13 +488,19 @@ class SealedBulkTampering(unittest.TestCase):
         relay.stdin.write(red["address"] + "\n")
         relay.stdin.flush()
         StrangerAttacks.wait_training(self, job_dir)
-        for attack in (("reducer-nan", tcp(red["address"]), "3"), ("reducer-layout", tcp(red["address"]))):
-            res = STRANGER.run(*attack)
+        # every attack at once (a job on two busy cores must outlast them)
+        stranger, layout, foreign, other = StrangerAttacks.attack_all(
+            self,
+            lambda run, *a: run(*a),
+            (STRANGER.run, "reducer-nan", tcp(red["address"]), "3"),
+            (STRANGER.run, "reducer-layout", tcp(red["address"])),
+            (STRANGER.run, "seal-open", tcp(red["address"])),
+            (lambda *a: insider(job_dir, "workerpool1-0", *a, extra_env={"ZT_ATTACK_INCARNATION": "7",
+                                                                          "ZT_ATTACK_WAIT_MS": "2000"}),
+             "seal-open", tcp(red["address"])))
+        for res in (stranger, layout):
             self.assertRegex(res.stdout, r"accepted 0,", res.stdout[-2000:] + res.stderr[-1000:])
-        foreign = STRANGER.run("seal-open", tcp(red["address"]))
         self.assertRegex(foreign.stdout, r"accepted 0, unanswered 1", foreign.stdout + foreign.stderr)
-        other = insider(job_dir, "workerpool1-0", "seal-open", tcp(red["address"]),
-                        extra_env={"ZT_ATTACK_INCARNATION": "7", "ZT_ATTACK_WAIT_MS": "2000"})
         self.assertRegex(other.stdout, r"accepted 0, unanswered 1", other.stdout + other.stderr)
         self.assertIsNone(job.proc.poll(), "the job ended before the attacks did: make it longer")
         self.assertEqual(job.wait(timeout=300), 0, job.err[-3000:])
