@@ -148,7 +148,8 @@ void zt_allreduce_destroy(zt_allreduce_t **self_p)
     if (!self_p || !*self_p)
         return;
     zt_allreduce_t *self = *self_p;
-    zt_ar_idle_stop(self); /* before the sockets it may hold close */
+    zt_ar_lanes_stop(self); /* before the sockets they may hold close */
+    zt_ar_idle_stop(self);
     for (int r = 0; r < self->R; r++) {
         zt_bulk_destroy(&self->red[r], 0);
         free(self->reducer_addrs[r]);
@@ -201,6 +202,7 @@ static int s_set_generation(zt_allreduce_t *self, int64_t gen)
     for (int bi = 0; bi < self->layout.nbuckets; bi++)
         if (self->b[bi].active)
             return ZT_EINVAL;
+    zt_ar_lanes_forget(self);
     for (int bi = 0; bi < self->layout.nbuckets; bi++) {
         self->b[bi].gen = gen;
         self->b[bi].last_gen = -1; /* no earlier sum kept here */
@@ -251,7 +253,7 @@ int zt_allreduce_register(zt_allreduce_t *self, const char *name, const int64_t 
 int zt_ar_send(zt_allreduce_t *self, zt_bulk_t *to, zt_msg_t *m, void *payload, size_t bytes,
                zt_ar_state_t *lend)
 {
-    m->seq = self->seq++;
+    m->seq = __atomic_fetch_add(&self->seq, 1, __ATOMIC_RELAXED); /* lanes send too */
     m->pool = 1;
     m->index = self->rank;
     m->incarnation = self->group;
@@ -264,6 +266,7 @@ int zt_ar_send(zt_allreduce_t *self, zt_bulk_t *to, zt_msg_t *m, void *payload, 
 /* Long on purpose: the buffers, then each bucket's chunks and pieces. */
 static int s_form(zt_allreduce_t *self, int timeout_ms)
 {
+    zt_ar_lanes_forget(self); /* what they sent was of the layout before */
     int64_t piece = zt_ar_piece_bytes();
     json_t *doc = json_pack("{s:O, s:I, s:I}", "tensors", self->tensors_json, "threshold",
                             (json_int_t) self->threshold, "piece_bytes", (json_int_t) piece);
@@ -339,6 +342,8 @@ int zt_allreduce_commit(zt_allreduce_t *self, int timeout_ms)
     }
     int rc = s_form(self, timeout_ms);
     self->committed_once = rc == ZT_OK;
+    if (rc == ZT_OK && self->R > 1 && zt_ar_lanes_start(self) != ZT_OK)
+        zt_warn("all-reduce: no threads of its own to move the bytes (ZT_AR_THREADS): the caller's thread does");
     if (rc == ZT_OK && self->R > 0 && zt_ar_idle_start(self) != ZT_OK)
         zt_warn("all-reduce: no thread to serve the reducers between rounds: a reducer restarted in "
                 "mid-broadcast may wait for this worker until its next round");

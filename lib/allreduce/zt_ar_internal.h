@@ -28,6 +28,7 @@
  * again (a reducer that restarted drops what it holds no stream of). */
 #define UNHEARD_MS (3 * RESEND_MS)
 #define MAX_PENDING 4096
+#define ZT_AR_ERRLEN 1024
 
 typedef struct {
     char name[64];              /* tensor name */
@@ -60,6 +61,12 @@ typedef struct {
 } zt_ar_state_t;
 
 typedef struct zt_ar_idle_t zt_ar_idle_t;
+typedef struct zt_ar_lanes_t zt_ar_lanes_t;
+
+typedef struct {                /* elements [a, b) of bucket bi, handed out */
+    int bi;
+    int64_t a, b;
+} zt_ar_run_t;
 
 typedef struct {
     zt_msg_t msg;               /* a ring message received early */
@@ -105,6 +112,7 @@ struct zt_allreduce_t {
     bool (*abandon_fn)(void *);  /* zt_allreduce_abandon_when: the round in progress is given up */
     void *abandon_arg;
     zt_ar_idle_t *idle;         /* reducers: serves them between rounds (zt_ar_idle.c) */
+    zt_ar_lanes_t *lanes;       /* reducers: threads that move the bytes (zt_ar_lanes.c), or NULL */
     int64_t group_base;         /* the membership generation times ZT_AR_LAYOUTS; group is
                                  * it plus layout_no */
     int layout_no;              /* the layout in force (zt_allreduce_layout) */
@@ -115,7 +123,7 @@ struct zt_allreduce_t {
     int reform_timeout_ms;      /* the last wait's timeout, for that forming */
     int reform_rc;              /* a forming that failed: every call fails with it */
     bool committed_once;        /* the first layout formed: later ones serve the watch while forming */
-    char err[1024];
+    char err[ZT_AR_ERRLEN];
 };
 
 /* Each turn of a wait on the reducers (items[0..n) theirs): what waits to
@@ -189,6 +197,40 @@ int zt_ar_send(zt_allreduce_t *self, zt_bulk_t *to, zt_msg_t *m, void *payload, 
 int zt_ar_commit_reducers(zt_allreduce_t *self, int timeout_ms);
 void zt_ar_flush(zt_allreduce_t *self, int bi);
 int zt_ar_wait_reducers(zt_allreduce_t *self, int timeout_ms);
+/* Their parts, for the lanes: elements [a, b) of bucket bi to reducer r
+ * (only_reducer; -1: every reducer), in pieces; again: all of it now,
+ * else a windowed bucket's under its window. */
+void zt_ar_send_range(zt_allreduce_t *self, int bi, int64_t a, int64_t b, int only_reducer, bool again);
+/* Reducer r's replies while item says some wait: ZT_OK or the error that
+ * ends the wait (its text in zt_ar_errbuf); *moved when a bucket moved. */
+int zt_ar_serve_reducer(zt_allreduce_t *self, int r, const zmq_pollitem_t *item, bool *moved);
+/* What reducer r lacks of this round, sent again. */
+void zt_ar_resend(zt_allreduce_t *self, int r);
+/* Whether every sum of reducer r's chunks of this round's buckets came. */
+bool zt_ar_chunks_done(zt_allreduce_t *self, int r);
+/* ZT_ETIMEDOUT naming the first sum that did not come, or ZT_OK. */
+int zt_ar_timed_out(zt_allreduce_t *self, int timeout_ms);
+
+/* Lanes (zt_ar_lanes.c): ZT_AR_THREADS threads, each moving the bytes of
+ * every n-th reducer while a round is under way. zt_ar_lanes_start after
+ * the commit (none when fewer than 2 would serve); zt_ar_lanes_post hands a
+ * flushed range to them (false: no lanes, the caller sends it);
+ * zt_ar_lanes_wait is zt_ar_wait_reducers with lanes; zt_ar_lanes_forget
+ * parks them and drops what they sent (a round given up for good);
+ * zt_ar_lanes_stop before the ways close. */
+int zt_ar_lanes_start(zt_allreduce_t *self);
+bool zt_ar_lanes_post(zt_allreduce_t *self, int bi, int64_t a, int64_t b);
+int zt_ar_lanes_wait(zt_allreduce_t *self, int timeout_ms);
+void zt_ar_lanes_forget(zt_allreduce_t *self);
+void zt_ar_lanes_stop(zt_allreduce_t *self);
+/* On a lane's thread: what it sent this round (*n runs); else NULL. */
+const zt_ar_run_t *zt_ar_lane_runs(int *n);
+/* Whether a sum may be written on into its caller's tensor as it comes
+ * (s_land): not on a lane before the caller's wait, which brings the
+ * factor (an average or not) the sum is written on with. */
+bool zt_ar_may_land(void);
+/* Where this thread's error text goes: its lane's, else self->err. */
+char *zt_ar_errbuf(zt_allreduce_t *self);
 
 /* Between rounds (reducers only): zt_ar_idle_start after the commit; every
  * call into the library between zt_ar_idle_enter and zt_ar_idle_leave (the

@@ -24,7 +24,7 @@ static void s_send_piece(zt_allreduce_t *self, int r, zt_msg_t *m, char *src, si
 static int s_hello(zt_allreduce_t *self, int r)
 {
     zt_msg_t m = { .type = ZT_MSG_AR_HELLO };
-    m.u.AR_HELLO.req = ++self->req;
+    m.u.AR_HELLO.req = __atomic_add_fetch(&self->req, 1, __ATOMIC_RELAXED);
     m.u.AR_HELLO.workers = self->workers;
     m.u.AR_HELLO.shm_ok = self->shm && self->red_local[r];
     return zt_ar_send(self, self->red[r], &m, self->layout_text, strlen(self->layout_text),
@@ -58,8 +58,7 @@ static void s_pump(zt_allreduce_t *self, int bi, int r)
     }
 }
 
-/* Sends elements [a, b) of bucket bi to the reducers owning them, in pieces. */
-static void s_send_range(zt_allreduce_t *self, int bi, int64_t a, int64_t b, int only_reducer)
+void zt_ar_send_range(zt_allreduce_t *self, int bi, int64_t a, int64_t b, int only_reducer, bool again)
 {
     zt_ar_state_t *k = &self->b[bi];
     int64_t per = PIECE_BYTES / (int64_t) k->es;
@@ -69,7 +68,7 @@ static void s_send_range(zt_allreduce_t *self, int bi, int64_t a, int64_t b, int
         int64_t lo = a > k->lo[r] ? a : k->lo[r], hi = b < k->hi[r] ? b : k->hi[r];
         if (lo >= hi)
             continue;
-        if (k->windowed && only_reducer < 0) {
+        if (k->windowed && !again) {
             k->wnext[r] = lo;
             k->wend[r] = hi;
             s_pump(self, bi, r);
@@ -118,18 +117,18 @@ void zt_ar_flush(zt_allreduce_t *self, int bi)
             run_b = b;
         }
         else if (run_a >= 0) {
-            s_send_range(self, bi, run_a, run_b, -1);
+            if (!zt_ar_lanes_post(self, bi, run_a, run_b))
+                zt_ar_send_range(self, bi, run_a, run_b, -1, false);
             run_a = -1;
         }
     }
-    if (run_a >= 0)
-        s_send_range(self, bi, run_a, run_b, -1);
+    if (run_a >= 0 && !zt_ar_lanes_post(self, bi, run_a, run_b))
+        zt_ar_send_range(self, bi, run_a, run_b, -1, false);
     self->b[bi].oldest_ms = 0;
 }
 
 /* ------------------------------------------------------------ commit */
 
-static void s_resend(zt_allreduce_t *self, int r);
 
 /* Whether tensor t's sum is written into its caller's buffer as it comes
  * (s_land): a large tensor sent from there, whose sum is wanted as it is,
@@ -144,7 +143,7 @@ static bool s_lands(zt_allreduce_t *self, zt_ar_state_t *k, int t)
 {
     const zt_ar_tensor_t *x = &self->t[t];
     float scale = s_scale(self, t);
-    return x->submitted && zt_ar_direct(k, self->layout.numel[t]) &&
+    return x->submitted && zt_ar_direct(k, self->layout.numel[t]) && zt_ar_may_land() &&
            x->data != k->buf + self->layout.offset[t] * (int64_t) k->es && (scale == 1.0f || x->dtype == ZT_F32);
 }
 
@@ -212,12 +211,12 @@ static bool s_recv_reply(zt_allreduce_t *self, int r, zmq_msg_t *parts, int *np)
     bool was = zt_bulk_ready(b);
     void *into = *np == 3 && decoded && ours ? s_landing(self, r, &h, zmq_msg_size(&parts[2])) : NULL;
     if (zt_bulk_open(b, parts, np, into, into ? zmq_msg_size(&parts[2]) : 0) != ZT_OK &&
-        self->seal_drops++ % 100 == 0)
+        __atomic_fetch_add(&self->seal_drops, 1, __ATOMIC_RELAXED) % 100 == 0)
         zt_warn("reducer %d (%s): a message that is not sealed under this job's keys was dropped (%llu so far)", r,
                 self->reducer_addrs[r], (unsigned long long) self->seal_drops);
     if (!was && zt_bulk_ready(b)) {
         s_hello(self, r);
-        s_resend(self, r);
+        zt_ar_resend(self, r);
     }
     if (*np > 0 && !ours) { /* opened (the stream's count moves on), then dropped */
         zt_msg_close_parts(parts, *np);
@@ -293,78 +292,92 @@ int zt_ar_commit_reducers(zt_allreduce_t *self, int timeout_ms)
 
 /* ------------------------------------------------------------ reducers: wait */
 
-static bool s_bucket_done(zt_allreduce_t *self, zt_ar_state_t *k)
+/* What reducer r lacks of elements [a, b) of bucket bi (sent this round):
+ * a block whose sum came back holds the sum now, not our piece (the sums
+ * land where the pieces were), so the sum goes, which a restarted reducer
+ * takes as it is (once: sum_out); the pieces of the others again. */
+static void s_resend_range(zt_allreduce_t *self, int bi, int r, int64_t a, int64_t b, bool *sum_out)
 {
-    for (int r = 0; r < self->R; r++)
-        for (int p = 0; p < k->npieces[r]; p++)
-            if (!k->piece_done[r][p])
-                return false;
-    return true;
+    zt_ar_state_t *k = &self->b[bi];
+    zt_ar_bucket_t *lb = &self->layout.buckets[bi];
+    int64_t per = PIECE_BYTES / (int64_t) k->es;
+    if (a < k->lo[r])
+        a = k->lo[r];
+    if (b > k->hi[r])
+        b = k->hi[r];
+    for (int64_t at = a; at < b;) {
+        int p = (int) ((at - k->lo[r]) / per);
+        int64_t e = k->lo[r] + (int64_t) (p + 1) * per;
+        e = e < b ? e : b;
+        if (p < k->npieces[r] && k->piece_done[r][p]) {
+            if (!sum_out[p]) {
+                int64_t ba = k->lo[r] + (int64_t) p * per, be = ba + per < k->hi[r] ? ba + per : k->hi[r];
+                zt_msg_t m = { .type = ZT_MSG_AR_RESULT };
+                m.u.AR_RESULT = (zt_msg_AR_RESULT_t) { .bucket = bi, .gen = k->gen, .offset = ba,
+                                                       .count = be - ba, .dtype = lb->dtype };
+                zt_ar_send(self, self->red[r], &m, k->buf + ba * (int64_t) k->es, (size_t) (be - ba) * k->es,
+                           NULL);
+                sum_out[p] = true;
+            }
+        }
+        else
+            zt_ar_send_range(self, bi, at, e, r, true);
+        at = e;
+    }
 }
 
-static void s_resend(zt_allreduce_t *self, int r)
+/* What was sent this round: on a lane's thread the ranges it was handed,
+ * else every tensor sent. */
+void zt_ar_resend(zt_allreduce_t *self, int r)
 {
+    int nruns;
+    const zt_ar_run_t *runs = zt_ar_lane_runs(&nruns);
     for (int bi = 0; bi < self->layout.nbuckets; bi++) {
         zt_ar_state_t *k = &self->b[bi];
-        if (!k->active || s_bucket_done(self, k))
+        if (!k->active)
             continue;
         bool chunk_done = true;
         for (int p = 0; p < k->npieces[r]; p++)
             chunk_done = chunk_done && k->piece_done[r][p];
         if (chunk_done)
             continue;
-        /* A block whose sum came back holds the sum now, not our piece (the
-         * sums land where the pieces were): send the sum, which a restarted
-         * reducer takes as it is; the pieces of the others again. */
-        zt_ar_bucket_t *lb = &self->layout.buckets[bi];
-        int64_t per = PIECE_BYTES / (int64_t) k->es;
         bool *sum_out = calloc((size_t) k->npieces[r] + 1, sizeof(bool));
-        for (int t = lb->first; t <= lb->last; t++) {
-            if (!self->t[t].sent)
-                continue;
-            int64_t a = self->layout.offset[t], b = a + self->layout.numel[t];
-            if (a < k->lo[r])
-                a = k->lo[r];
-            if (b > k->hi[r])
-                b = k->hi[r];
-            if (a >= b) {
-                s_send_range(self, bi, self->layout.offset[t], self->layout.offset[t] + self->layout.numel[t], r);
-                continue;
-            }
-            for (int64_t at = a; at < b;) {
-                int p = (int) ((at - k->lo[r]) / per);
-                int64_t e = k->lo[r] + (int64_t) (p + 1) * per;
-                e = e < b ? e : b;
-                if (p < k->npieces[r] && k->piece_done[r][p]) {
-                    if (!sum_out[p]) {
-                        int64_t ba = k->lo[r] + (int64_t) p * per, be = ba + per < k->hi[r] ? ba + per : k->hi[r];
-                        zt_msg_t m = { .type = ZT_MSG_AR_RESULT };
-                        m.u.AR_RESULT = (zt_msg_AR_RESULT_t) { .bucket = bi, .gen = k->gen, .offset = ba,
-                                                               .count = be - ba, .dtype = lb->dtype };
-                        zt_ar_send(self, self->red[r], &m, k->buf + ba * (int64_t) k->es,
-                                   (size_t) (be - ba) * k->es, NULL);
-                        sum_out[p] = true;
-                    }
-                }
-                else
-                    s_send_range(self, bi, at, e, r);
-                at = e;
-            }
+        if (runs) {
+            for (int i = 0; i < nruns; i++)
+                if (runs[i].bi == bi)
+                    s_resend_range(self, bi, r, runs[i].a, runs[i].b, sum_out);
+        }
+        else {
+            zt_ar_bucket_t *lb = &self->layout.buckets[bi];
+            for (int t = lb->first; t <= lb->last; t++)
+                if (self->t[t].sent)
+                    s_resend_range(self, bi, r, self->layout.offset[t],
+                                   self->layout.offset[t] + self->layout.numel[t], sum_out);
         }
         free(sum_out);
     }
 }
 
+bool zt_ar_chunks_done(zt_allreduce_t *self, int r)
+{
+    for (int bi = 0; bi < self->layout.nbuckets; bi++) {
+        zt_ar_state_t *k = &self->b[bi];
+        for (int p = 0; k->active && p < k->npieces[r]; p++)
+            if (!k->piece_done[r][p])
+                return false;
+    }
+    return true;
+}
+
 static bool s_all_done(zt_allreduce_t *self)
 {
-    for (int bi = 0; bi < self->layout.nbuckets; bi++)
-        if (self->b[bi].active && !s_bucket_done(self, &self->b[bi]))
+    for (int r = 0; r < self->R; r++)
+        if (!zt_ar_chunks_done(self, r))
             return false;
     return true;
 }
 
-/* The error for the first sum that did not come back in time. */
-static int s_timed_out(zt_allreduce_t *self, int timeout_ms)
+int zt_ar_timed_out(zt_allreduce_t *self, int timeout_ms)
 {
     for (int bi = 0; bi < self->layout.nbuckets; bi++) {
         zt_ar_state_t *k = &self->b[bi];
@@ -413,7 +426,7 @@ static void s_land(zt_allreduce_t *self, int r, zt_ar_state_t *k, int bi, int64_
             zt_copy_cold(to, from, (size_t) (b - a) * k->es);
         else /* float32 (s_lands) */
             zt_copy_cold_scaled((float *) to, (const float *) from, (size_t) (b - a), scale);
-        x->landed += b - a;
+        __atomic_fetch_add(&x->landed, b - a, __ATOMIC_RELAXED); /* lanes share a tensor */
     }
 }
 
@@ -517,11 +530,11 @@ static int s_on_reply(zt_allreduce_t *self, int r, zmq_msg_t *parts, int np, boo
             zt_info("reducer %d (%s) lost its state: sending the layout and the pieces again", r,
                     self->reducer_addrs[r]);
             s_hello(self, r);
-            s_resend(self, r);
+            zt_ar_resend(self, r);
             *progress = true;
             return ZT_OK;
         }
-        snprintf(self->err, sizeof self->err, "reducer %d (%s): %s", r, self->reducer_addrs[r],
+        snprintf(zt_ar_errbuf(self), ZT_AR_ERRLEN, "reducer %d (%s): %s", r, self->reducer_addrs[r],
                  m.u.AR_ERROR.text);
         return m.u.AR_ERROR.code == ZT_PS_CONFIG_MISMATCH ? ZT_ESPEC : ZT_EIO;
     default:
@@ -529,10 +542,26 @@ static int s_on_reply(zt_allreduce_t *self, int r, zmq_msg_t *parts, int np, boo
     }
 }
 
+int zt_ar_serve_reducer(zt_allreduce_t *self, int r, const zmq_pollitem_t *item, bool *moved)
+{
+    zmq_msg_t parts[3];
+    int got;
+    for (int budget = 0; (item->revents & ZMQ_POLLIN) && budget < 1024 && s_recv_reply(self, r, parts, &got);
+         budget++) {
+        int rc = got > 0 ? s_on_reply(self, r, parts, got, moved) : ZT_OK;
+        zt_msg_close_parts(parts, got);
+        if (rc != ZT_OK)
+            return rc;
+    }
+    return ZT_OK;
+}
+
 /* Until every active bucket's sums are back: replies as they come, pieces
  * sent again to a reducer that made no progress for RESEND_MS. */
 int zt_ar_wait_reducers(zt_allreduce_t *self, int timeout_ms)
 {
+    if (self->lanes)
+        return zt_ar_lanes_wait(self, timeout_ms);
     for (int bi = 0; bi < self->layout.nbuckets; bi++)
         if (self->b[bi].active)
             zt_ar_flush(self, bi);
@@ -554,12 +583,12 @@ int zt_ar_wait_reducers(zt_allreduce_t *self, int timeout_ms)
                      "member it lost");
             return ZT_ECANCELLED;
         }
-        if (now >= deadline && s_timed_out(self, timeout_ms) != ZT_OK)
+        if (now >= deadline && zt_ar_timed_out(self, timeout_ms) != ZT_OK)
             return ZT_ETIMEDOUT;
         if (now - progress >= RESEND_MS) {
             for (int r = 0; r < self->R; r++) {
                 zt_bulk_revive(self->red[r], RESEND_MS, UNHEARD_MS);
-                s_resend(self, r);
+                zt_ar_resend(self, r);
             }
             progress = now;
         }
@@ -569,18 +598,12 @@ int zt_ar_wait_reducers(zt_allreduce_t *self, int timeout_ms)
         if (np > n && (items[n].revents & ZMQ_POLLIN))
             self->watch_fn(self->watch_arg);
         for (int r = 0; r < n; r++) {
-            zmq_msg_t parts[3];
-            int got;
-            for (int budget = 0; (items[r].revents & ZMQ_POLLIN) && budget < 1024 &&
-                                 s_recv_reply(self, r, parts, &got); budget++) {
-                bool moved = false;
-                int rc = got > 0 ? s_on_reply(self, r, parts, got, &moved) : ZT_OK;
-                zt_msg_close_parts(parts, got);
-                if (rc != ZT_OK)
-                    return rc;
-                if (moved)
-                    progress = zt_now_ms();
-            }
+            bool moved = false;
+            int rc = zt_ar_serve_reducer(self, r, &items[r], &moved);
+            if (rc != ZT_OK)
+                return rc;
+            if (moved)
+                progress = zt_now_ms();
         }
     }
     return ZT_OK;

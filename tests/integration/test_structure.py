@@ -120,8 +120,8 @@ KNOWN_FILE_CIRCLES = {
     # the ZAP handler is started by the first socket made, and asks it back
     ("lib", frozenset({"wire/zt_auth.c", "wire/zt_transport.c"})),
     # the all-reduce's files share its state (zt_ar_internal.h) both ways
-    ("lib", frozenset({"allreduce/zt_allreduce.c", "allreduce/zt_ar_idle.c", "allreduce/zt_ar_reducers.c",
-                       "allreduce/zt_ar_ring.c"})),
+    ("lib", frozenset({"allreduce/zt_allreduce.c", "allreduce/zt_ar_idle.c", "allreduce/zt_ar_lanes.c",
+                       "allreduce/zt_ar_reducers.c", "allreduce/zt_ar_ring.c"})),
     # the replica's link, its file server and the role process's refusals
     ("lib", frozenset({"runtime/zt_fileserver.c", "runtime/zt_process.c", "runtime/zt_replica.c"})),
 }

@@ -91,8 +91,14 @@ class Torch(unittest.TestCase):
     def test_ddp_hook_four_trainers_two_reducers(self):
         # as between hosts (no ipc sockets, no shared memory): sealed streams
         # to the reducers, each averaged sum written on into the gradients
-        # as it comes
-        self.check_ddp(self.results(self.job("ddp", 4, 2, env={"ZT_DATA_IPC": "off", "ZT_SHM": "off"}), 4), 4, 2)
+        # as it comes, each trainer's two reducers served by a thread each
+        # (ZT_AR_THREADS), sums that come before the hook's wait kept until
+        # it is known that they average
+        job = self.job("ddp", 4, 2, env={"ZT_DATA_IPC": "off", "ZT_SHM": "off", "ZT_AR_THREADS": "2"})
+        self.check_ddp(self.results(job, 4), 4, 2)
+        # every trainer
+        self.assertGreaterEqual(len(re.findall(r"workerpool[01]-\d\[\d+\]: all-reduce: 2 threads move the bytes to "
+                                               r"and from 2 reducers", job.out)), 4, job.out[-3000:])
 
     def test_ddp_hook_two_trainers_ring(self):
         self.check_ddp(self.results(self.job("ddp", 2, 0), 2), 2, 0)
