@@ -3,6 +3,10 @@
 #include "runtime/zt_process.h"
 #include "runtime/zt_server.h"
 #include "ztrain/ztrain.h"
+#include "ztrain/zt_knobs.h"
+#include <czmq.h>
+#include <stdlib.h>
+#include <unistd.h>
 
 static const char s_usage[] =
     "usage: ztrain-reducer [--bind ENDPOINT] [--index I] [--servers N]\n\n"
@@ -19,6 +23,13 @@ int main(int argc, char **argv)
     int rc = zt_server_place("ztrain-reducer", s_usage, ZT_FOR_REDUCER, false, argc, argv, &place);
     if (rc != 0)
         return rc == 1 ? 0 : 2;
+    /* before the first socket: a host with cores to spare moves the
+     * workers' bytes on several I/O threads */
+    int64_t io = zt_knob_int(ZT_KNOB_REDUCER_IO_THREADS), cores = sysconf(_SC_NPROCESSORS_ONLN) / 4;
+    if (io <= 0)
+        io = cores < 1 ? 1 : cores > 4 ? 4 : cores;
+    if (!getenv("ZSYS_IO_THREADS"))
+        zsys_set_io_threads((size_t) (io > 64 ? 64 : io));
     zt_replica_t *rep = NULL;
     if (zt_server_start("reducer", &place, &rep) != 0)
         return zt_exit_status(1);

@@ -101,6 +101,8 @@ extern "C" {
       "Horovod's name for ZT_AUTOTUNE_LOG")                                       \
     X(COLL_ROUND_BYTES,    "ZT_COLL_ROUND_BYTES",    "67108864", "int", ZT_FOR_WORKER,                   \
       "what one round of a collective (zt_coll: the Python package's allreduce, broadcast, DDP hook and DistributedOptimizer) stages, in buckets of the fusion threshold; more data takes more rounds (bytes)") \
+    X(REDUCER_IO_THREADS,  "ZT_REDUCER_IO_THREADS",  "0", "int", ZT_FOR_REDUCER,                        \
+      "ZeroMQ I/O threads of a reducer, among which its workers' connections are spread (0: one per 4 cores of the host, 1 to 4; ZSYS_IO_THREADS, when set, wins)") \
     X(COLLECTIVE_WARN_MS,  "ZT_COLLECTIVE_WARN_MS",  "10000", "int", ZT_FOR_REDUCER,                     \
       "a bucket waiting this long logs which workers have not contributed (ms)")  \
     X(AR_PIECE_BYTES,      "ZT_AR_PIECE_BYTES",      "131072", "int", ZT_FOR_WORKER,                    \

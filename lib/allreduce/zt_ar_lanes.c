@@ -42,6 +42,7 @@ typedef struct {
 
 struct zt_ar_lanes_t {
     zt_allreduce_t *ar;
+    zt_ar_lanes_t *next;        /* the process's lanes (s_at_exit) */
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int n;
@@ -54,6 +55,26 @@ struct zt_ar_lanes_t {
 };
 
 static __thread s_lane_t *tl_lane; /* the lane this thread is, if any */
+
+/* Lanes a program left running at its exit (it never destroyed its
+ * all-reduce) are called back before CZMQ's own exit handler (registered
+ * earlier, so run later) closes the sockets they may be polling. */
+static pthread_mutex_t s_all_mu = PTHREAD_MUTEX_INITIALIZER;
+static zt_ar_lanes_t *s_all;
+static void s_park(zt_ar_lanes_t *L, bool clear);
+
+static void s_at_exit(void)
+{
+    pthread_mutex_lock(&s_all_mu);
+    for (zt_ar_lanes_t *L = s_all; L; L = L->next) {
+        pthread_mutex_lock(&L->mu);
+        s_park(L, false);
+        pthread_mutex_unlock(&L->mu);
+    }
+    pthread_mutex_unlock(&s_all_mu);
+}
+
+static void s_register_exit(void) { atexit(s_at_exit); }
 
 const zt_ar_run_t *zt_ar_lane_runs(int *n)
 {
@@ -240,6 +261,14 @@ int zt_ar_lanes_start(zt_allreduce_t *self)
         if (!ln->started)
             rc = ZT_EIO;
     }
+    if (rc == ZT_OK) {
+        static pthread_once_t once = PTHREAD_ONCE_INIT;
+        pthread_once(&once, s_register_exit);
+        pthread_mutex_lock(&s_all_mu);
+        L->next = s_all;
+        s_all = L;
+        pthread_mutex_unlock(&s_all_mu);
+    }
     if (rc != ZT_OK)
         zt_ar_lanes_stop(self);
     else
@@ -278,6 +307,13 @@ void zt_ar_lanes_stop(zt_allreduce_t *self)
     zt_ar_lanes_t *L = self->lanes;
     if (!L)
         return;
+    pthread_mutex_lock(&s_all_mu);
+    for (zt_ar_lanes_t **p = &s_all; *p; p = &(*p)->next)
+        if (*p == L) {
+            *p = L->next;
+            break;
+        }
+    pthread_mutex_unlock(&s_all_mu);
     pthread_mutex_lock(&L->mu);
     s_park(L, true);
     L->quit = true;
