@@ -264,7 +264,7 @@ class Examples(unittest.TestCase):
         self.run_example("pytorch-horovod.json", 3, args=["--batch_size=128"])
 
     def test_elastic_script_scaled_down_and_up_and_a_member_lost(self):
-        self.check_elastic(6, ["scale 1", "scale 3", "kill"], [(3, 1), (1, 3), (3, 2)], leavers=2)
+        self.check_elastic(12, ["scale 1", "scale 3", "kill"], [(3, 1), (1, 3), (3, 2)], leavers=2)
 
     def test_elastic_ddp_a_member_lost_then_scaled_down_and_up(self):
         # DDP's first bucket layout (construction order) differs from the
@@ -286,7 +286,9 @@ class Examples(unittest.TestCase):
 
         for event in events:
             seen = len(progress())
-            wait_for(lambda: len(progress()) >= seen + 2, timeout=240, what="the chief training on")
+            wait_for(lambda: len(progress()) >= seen + 2 or job.proc.poll() is not None, timeout=240,
+                     what="the chief training on")
+            self.assertIsNone(job.proc.poll(), "the job ended before %s (its epochs too few for this machine)" % event)
             if event == "kill":
                 # a member lost for good (no restart left) in mid-step: the others
                 # give the step up, go back to their last commit and on without it
