@@ -88,7 +88,7 @@ static void s_time(int n, int d, int m, int np)
         P[i] = zt_bo_rand(&rng);
     zt_bo_hyper_t hyper[ZT_BO_MAX_OBJ];
     memset(hyper, 0, sizeof hyper);
-    zt_bo_problem_t p = { d, dims, n, X, Y, m, np, P, 1e-6, &rng, hyper, NULL, NULL };
+    zt_bo_problem_t p = { d, dims, n, X, Y, m, np, P, 1e-6, &rng, hyper, NULL, NULL, false };
     double t0 = s_now();
     zt_bo_suggest(&p, x); /* the first fit, from the default start */
     double t1 = s_now();
@@ -126,7 +126,8 @@ static double s_run(int problem, uint64_t seed, int trials, int q, int init)
     for (int n = 0; n < trials; n++) {
         int ended = n - (q - 1) > 0 ? n - (q - 1) : 0;
         double *x = X + n * d;
-        zt_bo_problem_t p = { d, dims, ended, X, Y, 1, n - ended, X + ended * d, 1e-6, &rng, hyper, NULL, NULL };
+        zt_bo_problem_t p = { d, dims, ended, X, Y, 1, n - ended, X + ended * d, 1e-6, &rng, hyper, NULL, NULL,
+                              n == trials - 1 /* the last trial, as a study has it */ };
         if (n < init || !zt_bo_suggest(&p, x))
             for (int j = 0; j < d; j++) {
                 int c = (int) (zt_bo_rand(&rng) * dims[j].n);

@@ -12,6 +12,8 @@
  * objective; the log expected hypervolume improvement for two; random
  * Chebyshev scalarisations for more), from many starts: L-BFGS over the
  * continuous dimensions, every choice of a discrete or categorical one.
+ * A study's last trial (one objective) goes where the model's mean is
+ * best instead: it is the study's final answer, not a probe.
  * Running trials count at the models' mean there (the kriging believer),
  * the best so far among them, so a batch spreads out.
  *
@@ -93,6 +95,9 @@ typedef struct {
      * the acquisition is judged there, and the suggestion is such a point. */
     void (*fix)(const void *ctx, double *x);
     const void *fix_ctx;
+    bool last;                 /* the study's last trial: with one objective it goes where
+                                * the model's mean is best (nothing after it can use what
+                                * a trial elsewhere would teach), not where EI is */
 } zt_bo_problem_t;
 
 /* The next point, in x (d). false with fewer than two observations or

@@ -1,7 +1,8 @@
 /* zt_bo's next point (zt_bo.h): the models fitted to the standardised
  * observations, the running trials added at the models' mean, and the
- * acquisition (log EI, or log EHVI for two objectives) maximised over the
- * mixed space from many starts. */
+ * acquisition (log EI, or log EHVI for two objectives; the model's mean
+ * for a study's last trial) maximised over the mixed space from many
+ * starts. */
 #include "tune/zt_bo.h"
 #include <math.h>
 #include <stdlib.h>
@@ -20,6 +21,7 @@ typedef struct {
     double *lo, *hi;           /* nbox x 2 */
     double *terms;             /* nbox: the log terms of one EHVI */
     int ibest;                 /* the best observation (EI), or -1 */
+    bool exploit;              /* the study's last trial: the mean, not EI (p->last) */
     int ncont, cont[ZT_BO_MAX_DIMS]; /* the continuous dimensions */
     double *x;                 /* the point a continuous search moves */
 } s_acq_t;
@@ -78,6 +80,11 @@ static double s_log_ehvi_at(s_acq_t *a, const double *x)
  * grad when not NULL (EHVI's by differences). */
 static double s_acq_at(s_acq_t *a, const double *x, double *grad)
 {
+    if (a->exploit) { /* the model's mean */
+        double mu, var, dvar[ZT_BO_MAX_DIMS];
+        zt_bo_gp_predict(a->gp[0], x, &mu, &var, grad, grad ? dvar : NULL);
+        return mu;
+    }
     if (a->m == 1)
         return s_log_ei(a, x, grad);
     double v = s_log_ehvi_at(a, x);
@@ -351,7 +358,7 @@ bool zt_bo_suggest(const zt_bo_problem_t *p, double *x)
 {
     if (p->n < 2 || p->d < 1 || p->d > ZT_BO_MAX_DIMS || p->m < 1 || p->m > ZT_BO_MAX_OBJ)
         return false;
-    s_acq_t a = { .p = p, .m = p->m == 2 ? 2 : 1, .ibest = -1 };
+    s_acq_t a = { .p = p, .m = p->m == 2 ? 2 : 1, .ibest = -1, .exploit = p->last && p->m == 1 };
     for (int j = 0; j < p->d; j++)
         if (p->dims[j].kind == ZT_BO_CONT)
             a.cont[a.ncont++] = j;

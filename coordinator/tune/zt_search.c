@@ -348,7 +348,8 @@ static bool s_bayes(zt_study_t *s, double *u_out)
     n = s_thin(n, d, m, X, Y);
     if (!s->bo_rng)
         s->bo_rng = (uint64_t) rand_r(&s->rng) << 32 | (uint64_t) rand_r(&s->rng);
-    zt_bo_problem_t bp = { d, dims, n, X, Y, m, np, P, s->gp_noise, &s->bo_rng, s->bo_hyper, NULL, s };
+    zt_bo_problem_t bp = { d, dims, n, X, Y, m, np, P, s->gp_noise, &s->bo_rng, s->bo_hyper, NULL, s,
+                           s->nt == s->max_trials - 1 /* the study's last trial */ };
     for (int i = 0; i < d; i++)
         bp.fix = s->p[i].parent >= 0 ? s_bo_fix : bp.fix;
     struct timespec t0, t1;

@@ -182,7 +182,7 @@ static void s_suggest(void)
         Y[i] = -s_branin(X + i * D) - X[i * D + 2];
     }
     zt_bo_hyper_t hyper[1] = { { { 0 }, 0, 0 } };
-    zt_bo_problem_t p = { D, dims, N, X, Y, 1, 0, NULL, 1e-6, &rng, hyper, NULL, NULL };
+    zt_bo_problem_t p = { D, dims, N, X, Y, 1, 0, NULL, 1e-6, &rng, hyper, NULL, NULL, false };
     double x[D], P[4 * D];
     for (int k = 0; k < 4; k++) { /* a batch of four, each pending for the next */
         p.npend = k;
@@ -224,7 +224,7 @@ static void s_hypervolume(void)
         Y[i * 2 + 1] = -(1 - sqrt(X[i * 2])) - X[i * 2 + 1];
     }
     zt_bo_hyper_t hyper[2] = { { { 0 }, 0, 0 }, { { 0 }, 0, 0 } };
-    zt_bo_problem_t p = { 2, dims, N, X, Y, 2, 0, NULL, 1e-6, &rng, hyper, NULL, NULL };
+    zt_bo_problem_t p = { 2, dims, N, X, Y, 2, 0, NULL, 1e-6, &rng, hyper, NULL, NULL, false };
     assert(zt_bo_suggest(&p, x));
     assert(x[0] >= 0 && x[0] <= 1 && x[1] >= 0 && x[1] < 0.5);
     assert(hyper[0].scale > 0 && hyper[1].scale > 0);
@@ -252,6 +252,38 @@ static void s_mean(void)
     zt_bo_gp_free(&gp);
 }
 
+/* A study's last trial goes where the model's mean is best (every point
+ * of a fine grid has a lower mean), where EI would have gone elsewhere:
+ * to the unexplored end of the line. */
+static void s_last(void)
+{
+    const zt_bo_dim_t dims[1] = { { ZT_BO_CONT, 0, NULL } };
+    double X[5] = { 0.05, 0.3, 0.45, 0.5, 0.6 }, Y[5], x[2][1];
+    for (int i = 0; i < 5; i++)
+        Y[i] = -(X[i] - 0.42) * (X[i] - 0.42);
+    double mean_at[2];
+    for (int last = 0; last < 2; last++) {
+        uint64_t rng = 5;
+        zt_bo_hyper_t hyper[1] = { { { 0 }, 0, 0 } };
+        zt_bo_problem_t p = { 1, dims, 5, X, Y, 1, 0, NULL, 1e-6, &rng, hyper, NULL, NULL, last };
+        assert(zt_bo_suggest(&p, x[last]));
+        /* the model fitted, over the raw values: its mean orders points as
+         * over the standardised ones */
+        zt_bo_gp_t *gp = zt_bo_gp_new(dims, 1, X, Y, 5, &hyper[0]);
+        double mu, var, top = -INFINITY;
+        for (int g = 0; g <= 1000; g++) {
+            zt_bo_gp_predict(gp, (double[]) { g / 1000.0 }, &mu, &var, NULL, NULL);
+            top = mu > top ? mu : top;
+        }
+        zt_bo_gp_predict(gp, x[last], &mean_at[last], &var, NULL, NULL);
+        zt_bo_gp_free(&gp);
+        if (last)
+            assert(mean_at[last] >= top - 1e-9 * fabs(top) - 1e-12);
+    }
+    assert(fabs(x[1][0] - 0.42) < 0.05);
+    assert(fabs(x[0][0] - x[1][0]) > 1e-3 && mean_at[0] < mean_at[1]);
+}
+
 /* Three objectives: a random scalarisation of them, searched as one. */
 static void s_three(void)
 {
@@ -268,7 +300,7 @@ static void s_three(void)
     }
     zt_bo_hyper_t hyper[3];
     memset(hyper, 0, sizeof hyper);
-    zt_bo_problem_t p = { 2, dims, N, X, Y, 3, 0, NULL, 1e-6, &rng, hyper, NULL, NULL };
+    zt_bo_problem_t p = { 2, dims, N, X, Y, 3, 0, NULL, 1e-6, &rng, hyper, NULL, NULL, false };
     assert(zt_bo_suggest(&p, x));
     assert(x[0] >= 0 && x[0] <= 1 && (x[1] == 0 || x[1] == 1 || x[1] == 2));
     assert(hyper[0].scale > 0 && hyper[1].scale == 0); /* one model, of the scalarisation */
@@ -302,7 +334,7 @@ static void s_conditional(void)
     }
     uint64_t rng = 4;
     zt_bo_hyper_t hyper[1] = { { { 0 }, 0, 0 } };
-    zt_bo_problem_t p = { 2, dims, N, X, Y, 1, 0, NULL, 1e-6, &rng, hyper, s_fix_conditional, NULL };
+    zt_bo_problem_t p = { 2, dims, N, X, Y, 1, 0, NULL, 1e-6, &rng, hyper, s_fix_conditional, NULL, false };
     assert(zt_bo_suggest(&p, x));
     assert(x[0] == 0 && fabs(x[1] - 0.3) < 0.15);
 }
@@ -311,6 +343,7 @@ void zt_suite_bo(void)
 {
     s_conditional();
     s_mean();
+    s_last();
     s_three();
     s_log_h();
     s_minimize();
