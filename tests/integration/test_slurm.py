@@ -501,11 +501,16 @@ class SlurmBackend(unittest.TestCase):
         """restartJobOnWorkerRestart: a worker's crash restarts every
         replica as a new step on its node; the primary, stopped with SIGTERM,
         says so, and its second start ends the job."""
-        worker = ('if [ ! -e "$ZT_JOB_DIR/crashed" ]; then touch "$ZT_JOB_DIR/crashed"; kill -9 $$; fi; '
-                  'sleep 300')
+        # the worker crashes once the primary's first start is under way
+        # (on two loaded cores the crash's restart could otherwise stop the
+        # primary before it wrote a line or set its trap)
+        worker = ('if [ ! -e "$ZT_JOB_DIR/crashed" ]; then '
+                  'while [ ! -e "$ZT_JOB_DIR/primary-ready" ]; do sleep 0.1; done; '
+                  'touch "$ZT_JOB_DIR/crashed"; kill -9 $$; fi; sleep 300')
         primary = ('echo "start on $(hostname)" >> "$ZT_JOB_DIR/primary-starts"; '
                    'if [ $(wc -l < "$ZT_JOB_DIR/primary-starts") -ge 2 ]; then sleep 1; exit 0; fi; '
-                   'trap \'echo "primary stopped by SIGTERM"; exit 0\' TERM; while :; do sleep 0.2; done')
+                   'trap \'echo "primary stopped by SIGTERM"; exit 0\' TERM; touch "$ZT_JOB_DIR/primary-ready"; '
+                   'while :; do sleep 0.2; done')
         rc, out, job_dir = self.run_job([sh_pool(primary, 1), sh_pool(worker, 1)],
                                         ["-n1 -c1 --mem=100", "-n1 -c1 --mem=100"],
                                         scheduling={"restartJobOnWorkerRestart": True})
