@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,11 +24,30 @@ bool zt_sockaddr_name(const struct sockaddr *a, char *out, size_t len)
                                     : inet_ntop(AF_INET6, v6, out, (socklen_t) len) != NULL;
 }
 
+/* The ports this process handed out last: a port released at once is free
+ * again, and two draws may land on the same one (two reducers of a test
+ * given one port), so none of these is handed out twice. */
+static pthread_mutex_t s_given_mu = PTHREAD_MUTEX_INITIALIZER;
+static int s_given[64], s_ngiven;
+
 int zt_ephemeral_port(void)
 {
-    int fd = -1, port = zt_reserve_port(&fd);
-    if (fd >= 0)
-        close(fd);
+    int port = -1;
+    pthread_mutex_lock(&s_given_mu);
+    for (int tries = 0; tries < 16; tries++) {
+        int fd = -1;
+        port = zt_reserve_port(&fd);
+        if (fd >= 0)
+            close(fd);
+        bool seen = false;
+        for (int i = 0; i < s_ngiven && i < 64 && port > 0; i++)
+            seen = seen || s_given[i] == port;
+        if (!seen)
+            break;
+    }
+    if (port > 0)
+        s_given[s_ngiven++ % 64] = port;
+    pthread_mutex_unlock(&s_given_mu);
     return port;
 }
 

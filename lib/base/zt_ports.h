@@ -9,7 +9,8 @@ struct sockaddr;
 /* A socket address's host as text (IPv4, IPv6; an IPv4-mapped IPv6 address
  * as IPv4) into out; false (out "") for another family. */
 bool zt_sockaddr_name(const struct sockaddr *a, char *out, size_t len);
-/* A free TCP port on 127.0.0.1 from the kernel (bound, then released). */
+/* A free TCP port on 127.0.0.1 (bound, then released), none of the last 64
+ * this process was given. */
 int zt_ephemeral_port(void);
 /* The same, but the bound socket is kept in *fd_p (close-on-exec) so that no
  * other bind(0) on this machine gets the port until it is closed. */
