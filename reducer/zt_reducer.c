@@ -606,17 +606,20 @@ int zt_reducer_run(zt_reducer_t *self, bool (*should_stop)(void *), void *arg)
         zt_process_refusals_flush(&self->stale, self->opts.replica, "earlier_group_dropped");
         if (zmq_poll(&item, 1, 100) <= 0)
             continue;
-        for (int k = 0; k < 256; k++) {
-            zmq_msg_t parts[4]; /* identity, header, seal, payload */
-            int n = zt_bulk_server_recv(self->srv, parts, 4);
-            if (n == ZT_ETIMEDOUT)
+        zt_bulk_in_t in[16]; /* sealed ones opened together (ZT_REDUCER_THREADS) */
+        for (int k = 0; k < 256;) {
+            int got = zt_bulk_server_recv_many(self->srv, in, 16);
+            if (got == 0)
                 break;
-            if (n == ZT_EPROTO)
-                zt_process_refused(&self->unsealed, self->opts.replica, "seal_refused", ZT_PROCESS_UNSEALED);
-            if (n <= 0)
-                continue;
-            zt_reducer_handle(self, parts, n);
-            zt_msg_close_parts(parts, n);
+            for (int i = 0; i < got; i++, k++) {
+                if (in[i].n == ZT_EPROTO)
+                    zt_process_refused(&self->unsealed, self->opts.replica, "seal_refused",
+                                       ZT_PROCESS_UNSEALED);
+                if (in[i].n <= 0)
+                    continue;
+                zt_reducer_handle(self, in[i].parts, in[i].n);
+                zt_msg_close_parts(in[i].parts, in[i].n);
+            }
         }
     }
     return ZT_OK;

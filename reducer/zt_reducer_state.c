@@ -166,6 +166,16 @@ zt_reducer_t *zt_reducer_new(const zt_reducer_opts_t *opts)
         free(self);
         return NULL;
     }
+    int64_t th = zt_knob_int(ZT_KNOB_REDUCER_THREADS), cores = sysconf(_SC_NPROCESSORS_ONLN) / 4;
+    if (th <= 0)
+        th = cores < 1 ? 1 : cores > 4 ? 4 : cores;
+    if (th > 1 && zt_bulk_server_seals(self->srv)) {
+        if (zt_bulk_server_threads(self->srv, (int) (th > 64 ? 64 : th)) != ZT_OK)
+            zt_warn("cannot start %lld threads to open sealed pieces: the reducer's own opens them",
+                    (long long) th);
+        else
+            zt_info("%lld threads open the workers' sealed pieces (ZT_REDUCER_THREADS)", (long long) th);
+    }
     self->warn_ms = zt_knob_int(ZT_KNOB_COLLECTIVE_WARN_MS);
     self->allow_nonfinite = zt_knob_int(ZT_KNOB_ALLOW_NONFINITE) != 0;
     return self;

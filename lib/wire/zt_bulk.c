@@ -20,6 +20,7 @@ struct zt_bulk_server_t {
     zsock_t *router;
     zt_streams_t *streams; /* a sealing job's TCP clients' streams, or NULL */
     zt_bufpool_t *pool;    /* plain copies (zt_bulk_server_pool_copies), or NULL: fresh ones */
+    zt_team_t *team;       /* opens sealed messages with the caller (zt_bulk_server_threads), or NULL */
 };
 
 /* ------------------------------------------------------------ client */
@@ -187,6 +188,7 @@ void zt_bulk_server_destroy(zt_bulk_server_t **self_p)
     if (!self_p || !*self_p)
         return;
     zt_bulk_server_t *self = *self_p;
+    zt_team_destroy(&self->team);
     zt_streams_destroy(&self->streams);
     zt_sock_destroy(&self->router);
     zt_bufpool_destroy(&self->pool);
@@ -222,6 +224,37 @@ int zt_bulk_server_recv_into(zt_bulk_server_t *self, zmq_msg_t *parts, int max,
     void *into = where && n == 4 ? where(arg, zmq_msg_data(&parts[1]), zmq_msg_size(&parts[1]), bytes) : NULL;
     zt_stream_t *from;
     return zt_streams_recv_into(self->streams, parts, &n, &from, into, into ? bytes : 0) == ZT_OK ? n : ZT_EPROTO;
+}
+
+int zt_bulk_server_threads(zt_bulk_server_t *self, int threads)
+{
+    zt_team_destroy(&self->team);
+    if (threads > 1 && self->streams && !(self->team = zt_team_new(threads - 1, zt_seal_thread_done)))
+        return ZT_ENOMEM;
+    return ZT_OK;
+}
+
+int zt_bulk_server_recv_many(zt_bulk_server_t *self, zt_bulk_in_t *in, int max)
+{
+    if (!self->team)
+        max = 1;
+    if (max > ZT_BULK_MANY)
+        max = ZT_BULK_MANY;
+    zt_streams_item_t items[ZT_BULK_MANY];
+    int got = 0, sealed = 0;
+    for (; got < max; got++) {
+        zt_bulk_in_t *m = &in[got];
+        if ((m->n = zt_msg_recv_parts(zsock_resolve(self->router), m->parts, 4)) == 0)
+            break;
+        if (self->streams && !(m->n >= 2 && zt_frame_over_ipc(&m->parts[1])))
+            items[sealed++] = (zt_streams_item_t) { m->parts, m->n };
+    }
+    if (sealed)
+        zt_streams_open_many(self->streams, items, sealed, self->team);
+    for (int i = 0, j = 0; i < got && j < sealed; i++)
+        if (in[i].parts == items[j].parts)
+            in[i].n = items[j++].n;
+    return got;
 }
 
 bool zt_bulk_server_sealed_to(zt_bulk_server_t *self, zmq_msg_t *id)

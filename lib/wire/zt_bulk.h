@@ -129,6 +129,21 @@ int zt_bulk_server_pool_copies(zt_bulk_server_t *self);
  * dropped (not sealed under this job's keys; parts closed, counted by the
  * caller); ZT_ETIMEDOUT when none waits. */
 int zt_bulk_server_recv(zt_bulk_server_t *self, zmq_msg_t *parts, int max);
+/* Messages received together (zt_bulk_server_recv_many). */
+typedef struct {
+    zmq_msg_t parts[4]; /* [identity][header][payload...] */
+    int n;              /* as zt_bulk_server_recv returns: parts, 0, or ZT_EPROTO */
+} zt_bulk_in_t;
+#define ZT_BULK_MANY ZT_STREAMS_MANY
+/* Threads that open a server's sealed messages (zt_bulk_server_recv_many):
+ * the caller's and threads - 1 more. ZT_OK, ZT_ENOMEM. */
+int zt_bulk_server_threads(zt_bulk_server_t *self, int threads);
+/* The messages waiting now, at most max (and ZT_BULK_MANY; one when the
+ * server opens on the caller's thread alone), each as zt_bulk_server_recv
+ * hands one on: their count, 0 when none waits. Sealed ones of different
+ * clients are opened at once on the server's threads, each client's in
+ * order; the caller closes every in[i].n > 0 parts. */
+int zt_bulk_server_recv_many(zt_bulk_server_t *self, zt_bulk_in_t *in, int max);
 /* The same, but a sealed message of one payload is opened straight into
  * the place where(arg, header, header's bytes, payload's bytes) names for
  * it (NULL: in place; the payload part then points there). The caller

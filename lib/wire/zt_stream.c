@@ -176,7 +176,8 @@ static int s_send_sealed(zt_stream_t *s, void *sock, const zt_msg_t *m, const vo
  * a failure is counted in drops (the stream's, or its server's). */
 /* into: where a message with one payload of exactly into_len bytes is
  * opened instead of in place (NULL: in place). */
-static int s_open(zt_stream_t *s, zt_stream_drops_t *drops, zmq_msg_t *parts, int *np, void *into, size_t into_len)
+int zt_stream_open_parts(zt_stream_t *s, zt_stream_drops_t *drops, zmq_msg_t *parts, int *np, void *into,
+                         size_t into_len)
 {
     int n = *np - 2;
     size_t hlen = zmq_msg_size(&parts[0]);
@@ -368,7 +369,7 @@ int zt_stream_send(zt_stream_t *self, const zt_msg_t *m, const void *payload, si
     return s_send_sealed(self, self->sock, m, p, &bytes, bytes || payload ? 1 : 0);
 }
 
-static void s_close(zmq_msg_t *parts, int *np)
+void zt_stream_close_parts(zmq_msg_t *parts, int *np)
 {
     for (int i = 0; i < *np; i++)
         zmq_msg_close(&parts[i]);
@@ -415,8 +416,8 @@ int zt_stream_recv_into(zt_stream_t *self, zmq_msg_t *parts, int *np, void *into
 {
     int rc = ZT_OK;
     if (*np >= 2) {
-        if ((rc = s_open(self, &self->drops, parts, np, into, into_len)) != ZT_OK)
-            s_close(parts, np);
+        if ((rc = zt_stream_open_parts(self, &self->drops, parts, np, into, into_len)) != ZT_OK)
+            zt_stream_close_parts(parts, np);
         else
             self->heard_ms = zt_now_ms();
         return rc;
@@ -432,7 +433,7 @@ int zt_stream_recv_into(zt_stream_t *self, zmq_msg_t *parts, int *np, void *into
         self->drops.malformed++; /* a plain message on a sealed stream */
         rc = ZT_EPROTO;
     }
-    s_close(parts, np);
+    zt_stream_close_parts(parts, np);
     return rc;
 }
 
@@ -472,7 +473,7 @@ int zt_streams_count(const zt_streams_t *self) { return self->n; }
 
 /* The stream of routing id id; confirmed: only one whose keys a message
  * of the client's confirmed. */
-static zt_stream_t *s_find(zt_streams_t *self, zmq_msg_t *id, bool confirmed)
+zt_stream_t *zt_streams_lookup(zt_streams_t *self, zmq_msg_t *id, bool confirmed)
 {
     for (int i = 0; i < self->n; i++)
         if (self->s[i]->id_len == zmq_msg_size(id) && !memcmp(self->s[i]->id, zmq_msg_data(id), self->s[i]->id_len))
@@ -485,7 +486,7 @@ static zt_stream_t *s_find(zt_streams_t *self, zmq_msg_t *id, bool confirmed)
  * used (so a stranger's replayed openings push out only each other). */
 static zt_stream_t *s_find_or_make(zt_streams_t *self, zmq_msg_t *id)
 {
-    zt_stream_t *s = s_find(self, id, false);
+    zt_stream_t *s = zt_streams_lookup(self, id, false);
     if (s)
         return s;
     if (self->n == MAX_STREAMS) {
@@ -573,7 +574,7 @@ int zt_streams_recv_into(zt_streams_t *self, zmq_msg_t *parts, int *np, zt_strea
     int rc = ZT_OK;
     if (*np < 2) {
         self->drops.malformed++;
-        s_close(parts, np);
+        zt_stream_close_parts(parts, np);
         return ZT_EPROTO;
     }
     if (*np == 2) { /* [id][opening] */
@@ -585,19 +586,19 @@ int zt_streams_recv_into(zt_streams_t *self, zmq_msg_t *parts, int *np, zt_strea
         }
         else
             rc = s_on_open(self, &parts[0], &m);
-        s_close(parts, np);
+        zt_stream_close_parts(parts, np);
         return rc;
     }
-    zt_stream_t *s = s_find(self, &parts[0], false);
+    zt_stream_t *s = zt_streams_lookup(self, &parts[0], false);
     if (!s) { /* not a word to whoever it is: a client that restarted us finds out by our silence */
         self->drops.no_stream++;
-        s_close(parts, np);
+        zt_stream_close_parts(parts, np);
         return ZT_EPROTO;
     }
     int left = *np - 1;
-    rc = s_open(s, &self->drops, parts + 1, &left, into, into_len);
+    rc = zt_stream_open_parts(s, &self->drops, parts + 1, &left, into, into_len);
     if (rc != ZT_OK) {
-        s_close(parts, np);
+        zt_stream_close_parts(parts, np);
         return rc;
     }
     *np = left + 1;
@@ -618,7 +619,7 @@ int zt_streams_sendv(zt_streams_t *self, zt_stream_t *to, const zt_msg_t *m, con
     return s_send_sealed(to, self->router, m, payloads, sizes, n);
 }
 
-zt_stream_t *zt_streams_find(zt_streams_t *self, zmq_msg_t *id) { return s_find(self, id, true); }
+zt_stream_t *zt_streams_find(zt_streams_t *self, zmq_msg_t *id) { return zt_streams_lookup(self, id, true); }
 
 int zt_streams_seal_shared(zt_streams_t *self, const zt_msg_t *m, const void *payload, size_t bytes,
                            zt_stream_shared_t *sh)

@@ -47,6 +47,7 @@
 #include "wire/zt_msg.h"
 #include "wire/zt_transport.h"
 #include "wire/zt_zmtp.h"
+#include "base/zt_team.h"
 #include <stdbool.h>
 #include <stdint.h>
 #include <zmq.h>
@@ -166,6 +167,18 @@ int zt_streams_seal_shared(zt_streams_t *self, const zt_msg_t *m, const void *pa
                            zt_stream_shared_t *sh);
 int zt_streams_send_shared(zt_streams_t *self, zt_stream_t *to, zt_stream_shared_t *sh);
 void zt_stream_shared_close(zt_stream_shared_t *sh);
+/* Messages a server received, to be opened together
+ * (zt_streams_open_many). */
+typedef struct {
+    zmq_msg_t *parts; /* [id][header][seal][payload...] as received */
+    int n;            /* their count; after: [id][header][payload...]'s, or ZT_EPROTO (closed) */
+} zt_streams_item_t;
+#define ZT_STREAMS_MANY 64 /* at most this many at once */
+/* Opens items as zt_streams_recv would one after another, those of
+ * different clients at once on team's threads (NULL: the caller's alone),
+ * each client's in the order they came; an opening (SEAL_OPEN) is taken
+ * once everything before it is open, by itself. */
+void zt_streams_open_many(zt_streams_t *self, zt_streams_item_t *items, int count, zt_team_t *team);
 /* The stream of a client by its routing id (a reply deferred); NULL when
  * it has none (any more), or none a message of the client's confirmed. */
 zt_stream_t *zt_streams_find(zt_streams_t *self, zmq_msg_t *id);

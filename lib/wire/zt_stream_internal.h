@@ -74,4 +74,16 @@ void zt_stream_accept_extra(const char *ssalt, const char *bsalt, int64_t blast,
  * another while it equals the id of the keys it holds). */
 uint32_t zt_stream_kid(const uint8_t *ssalt);
 
+/* zt_stream.c, for zt_stream_many.c. Opens [header][seal][payload...] in
+ * place (into: where a message of one payload of exactly into_len bytes
+ * opens instead, or NULL), then drops the seal frame; a failure is counted
+ * in *drops. */
+int zt_stream_open_parts(zt_stream_t *s, zt_stream_drops_t *drops, zmq_msg_t *parts, int *np, void *into,
+                         size_t into_len);
+/* The stream of routing id id; confirmed: only one whose keys a message of
+ * the client's confirmed. */
+zt_stream_t *zt_streams_lookup(zt_streams_t *self, zmq_msg_t *id, bool confirmed);
+/* Closes parts[0 .. *np-1]; *np = 0. */
+void zt_stream_close_parts(zmq_msg_t *parts, int *np);
+
 #endif

@@ -14,6 +14,7 @@
 #include "wire/zt_stream.h"
 #include "wire/zt_zmtp.h"
 #include "base/zt_copy.h"
+#include "base/zt_team.h"
 #include "wire/zt_guard.h"
 #include "base/zt_shard.h"
 #include "base/zt_json.h"
@@ -133,6 +134,7 @@ static const struct {
     TEST_ENTRY("mlp", zt_mlp_selftest)
     TEST_ENTRY("spin", zt_spin_selftest)
     TEST_ENTRY("copy", zt_copy_selftest)
+    TEST_ENTRY("team", zt_team_selftest)
     TEST_ENTRY("shm", s_shm)
     TEST_ENTRY("tensorboard", s_tb)
     TEST_ENTRY("hist", zt_hist_selftest)
