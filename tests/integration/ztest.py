@@ -2,6 +2,7 @@
 deadline, and always clean up what a test started."""
 import json
 import os
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -20,9 +21,27 @@ def ztrain(*args, env=None, timeout=60):
     return subprocess.run([ZTRAIN, *args], capture_output=True, text=True, env=e, timeout=timeout)
 
 
+_MADE = []  # this process's tmpdir()s, removed when every test passed (main)
+
+
 def tmpdir(prefix):
     os.makedirs(TMP_ROOT, exist_ok=True)
-    return tempfile.mkdtemp(prefix=prefix, dir=TMP_ROOT)
+    d = tempfile.mkdtemp(prefix=prefix, dir=TMP_ROOT)
+    _MADE.append(d)
+    return d
+
+
+def _remove_made(stream):
+    """Removes this process's tmpdir()s (none holding a mount point: a
+    test that failed to unmount keeps its folder, and says so)."""
+    with open("/proc/self/mounts") as f:
+        mounts = [line.split()[1] for line in f]
+    for d in _MADE:
+        inside = [m for m in mounts if m == d or m.startswith(d + "/")]
+        if inside:
+            stream.writeln("kept %s: %s is mounted there" % (d, inside[0]))
+            continue
+        shutil.rmtree(d, ignore_errors=True)
 
 
 def write(dirname, name, text):
@@ -153,6 +172,12 @@ class _TimedRunner(unittest.TextTestRunner):
         slow = sorted(result.times, reverse=True)[:5]
         if slow:
             self.stream.writeln("slowest: " + ", ".join("%s %.0f s" % (t.rsplit(".", 1)[-1], s) for s, t in slow))
+        # what the tests made goes when all passed; a failure's stays to be read
+        # (ZT_TEST_KEEP=1 keeps it always)
+        if result.wasSuccessful() and not os.environ.get("ZT_TEST_KEEP"):
+            _remove_made(self.stream)
+        elif _MADE:
+            self.stream.writeln("test folders kept under %s" % TMP_ROOT)
         return result
 
 
