@@ -356,6 +356,7 @@ class SealedBulk(unittest.TestCase):
         self.assertEqual(replica(j, "workerpool2-0")["restarts"], 0)
         self.assertGreater(j["metrics"]["workerpool0-0"]["accuracy"]["value"], 0.75)
         self.assertRegex(job.out, r"workerpool1-0\[\d+\]: data plane to \S+: this host, over loopback tcp, sealed")
+        self.assertRegex(job.out + job.err, r"workerpool2-0\[\d+\]: 2 threads open the workers' sealed pieces")
         self.assertTrue([e for e in j["evaluations"] if e["name"] == "eval_accuracy"], j["evaluations"])
         # fetched, sealed: every periodic checkpoint (the final model may be
         # asked for as the chief exits, and is then read from the job's folder)
@@ -464,7 +465,9 @@ class SealedBulkTampering(unittest.TestCase):
         another incarnation. None of it is ever summed or used: the
         tampered and replayed frames and the plain messages are dropped and
         counted, the openings get no answer, the worker sends again what
-        went unanswered, and the job ends SUCCEEDED with equal weights."""
+        went unanswered, and the job ends SUCCEEDED with equal weights.
+        The reducer opens its workers' pieces on 2 threads
+        (ZT_REDUCER_THREADS), as it does on a host of 8 cores or more."""
         args = ["--hidden=64", "--epochs=24", "--log_every=100"]
         d = tmpdir("sec-")
         os.chmod(d, 0o755)
@@ -482,7 +485,7 @@ class SealedBulkTampering(unittest.TestCase):
                                       {"machineSpec": {"machineType": "n1-standard-4"}, "replicaCount": 1,
                                        "containerSpec": through},
                                       pool("ztrain-reducer", 1)])
-        job = Job(self, spec, job_dir, env=dict(FAST, ZT_DATA_IPC="off"))
+        job = Job(self, spec, job_dir, env=dict(FAST, ZT_DATA_IPC="off", ZT_REDUCER_THREADS="2"))
         wait_for(lambda: (load_job(job_dir) or {}).get("state") == "RUNNING", timeout=120, what="RUNNING")
         red = replica(load_job(job_dir), "workerpool2-0")
         relay.stdin.write(red["address"] + "\n")
@@ -521,6 +524,7 @@ class SealedBulkTampering(unittest.TestCase):
         self.assertEqual(sum(r["restarts"] for r in j["replicas"]), 0,
                          [l for l in (job.out + job.err).splitlines() if re.search(" [EW] |exit|restart", l)][-30:])
         self.assertRegex(job.out, r"workerpool1-0\[\d+\]: data plane to \S+: this host, over loopback tcp, sealed")
+        self.assertRegex(job.out + job.err, r"workerpool2-0\[\d+\]: 2 threads open the workers' sealed pieces")
         self.assertRegex(job.out + job.err, r"workerpool1-0\[\d+\]: .*reducer 0 \(127\.0\.0\.1:%d\): a message that "
                                             r"is not sealed under this job's keys was dropped" % port)
         h = hashes(job.out)
