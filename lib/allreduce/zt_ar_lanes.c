@@ -31,6 +31,8 @@ typedef struct {
     int wake;                   /* eventfd: work posted, the wait begun, called back */
     zt_ar_run_t *todo;          /* posted, not sent yet (under L->mu) */
     int ntodo, captodo;
+    zt_ar_run_t *taking;        /* the lane's own: swapped with todo to take it */
+    int captaking;
     zt_ar_run_t *runs;          /* sent this round (the lane's own) */
     int nruns, capruns;
     zt_spin_t spin;
@@ -114,24 +116,27 @@ static void s_push(zt_ar_run_t **v, int *n, int *cap, zt_ar_run_t run)
 static bool s_take(s_lane_t *ln, bool *finishing)
 {
     zt_ar_lanes_t *L = ln->L;
-    zt_ar_run_t *todo = NULL;
     int n = 0;
     pthread_mutex_lock(&L->mu);
     bool cancel = L->cancel || L->quit;
     *finishing = ln->finishing = L->finishing;
-    if (!cancel && ln->ntodo) {
-        todo = malloc((size_t) ln->ntodo * sizeof *todo);
-        memcpy(todo, ln->todo, (size_t) ln->ntodo * sizeof *todo);
+    if (!cancel && ln->ntodo) { /* the posted runs become the lane's; its old array takes the next */
+        zt_ar_run_t *v = ln->taking;
+        int cap = ln->captaking;
+        ln->taking = ln->todo;
+        ln->captaking = ln->captodo;
+        ln->todo = v;
+        ln->captodo = cap;
         n = ln->ntodo;
         ln->ntodo = 0;
     }
     pthread_mutex_unlock(&L->mu);
     for (int i = 0; i < n; i++) {
-        s_push(&ln->runs, &ln->nruns, &ln->capruns, todo[i]);
+        zt_ar_run_t run = ln->taking[i];
+        s_push(&ln->runs, &ln->nruns, &ln->capruns, run);
         for (int r = ln->id; r < L->ar->R; r += L->n)
-            zt_ar_send_range(L->ar, todo[i].bi, todo[i].a, todo[i].b, r, false);
+            zt_ar_send_range(L->ar, run.bi, run.a, run.b, r, false);
     }
-    free(todo);
     return !cancel;
 }
 
@@ -331,6 +336,7 @@ void zt_ar_lanes_stop(zt_allreduce_t *self)
         if (ln->wake >= 0)
             close(ln->wake);
         free(ln->todo);
+        free(ln->taking);
         free(ln->runs);
     }
     if (L->done_fd >= 0)
