@@ -31,10 +31,6 @@
 #define CONNECT_WAIT_MS 200   /* a connect not done by then is tried again later */
 #define IN_BYTES (64 << 10)   /* the buffer headers and small frames are read into */
 #define DIRECT_BYTES (8 << 10) /* a frame this large is read straight into its place */
-/* After a large frame the next read takes at most this much: the next
- * message's small frames, and little of its large one, which is otherwise
- * read into the buffer and copied into its place (up to IN_BYTES of it) */
-#define HEAD_BYTES (4 << 10)
 #define MAX_PARTS 16
 #define SEND_WAIT_MS 30000    /* a peer that takes nothing for this long is taken for gone */
 #define OUT_MAX (8 << 20)     /* bytes a connection keeps waiting to go before a send waits */
@@ -62,7 +58,6 @@ struct zt_zmtp_t {
     zmq_msg_t body;
     size_t body_len, body_have;
     bool in_body, body_more, body_cmd;
-    bool after_large;       /* the last read ended a large frame, or began one: read HEAD_BYTES */
     /* bytes sent that the kernel did not take yet: out[out_a, out_b) */
     uint8_t *out;
     size_t out_a, out_b, out_cap;
@@ -343,7 +338,6 @@ static bool s_pump(zt_zmtp_t *self)
                      self->body_len - self->body_have, MSG_DONTWAIT);
             if (r > 0 && (self->body_have += (size_t) r) == self->body_len) {
                 self->in_body = false;
-                self->after_large = true;
                 s_frame_done(self, &self->body, self->body_more, self->body_cmd);
                 if (!s_parse(self)) {
                     s_down(self, "not ZMTP, or a frame past the limit");
@@ -352,17 +346,13 @@ static bool s_pump(zt_zmtp_t *self)
             }
         }
         else {
-            size_t room = IN_BYTES - self->b;
-            r = recv(self->fd, self->in + self->b, self->after_large && room > HEAD_BYTES ? HEAD_BYTES : room,
-                     MSG_DONTWAIT);
+            r = recv(self->fd, self->in + self->b, IN_BYTES - self->b, MSG_DONTWAIT);
             if (r > 0) {
                 self->b += (size_t) r;
                 if (!s_parse(self)) {
                     s_down(self, "not ZMTP, or a frame past the limit");
                     return false;
                 }
-                /* full reads again once a read ended on small frames only */
-                self->after_large = self->in_body || self->a < self->b;
             }
         }
         if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
