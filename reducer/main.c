@@ -25,11 +25,8 @@ int main(int argc, char **argv)
         return rc == 1 ? 0 : 2;
     /* before the first socket: a host with cores to spare moves the
      * workers' bytes on several I/O threads */
-    int64_t io = zt_knob_int(ZT_KNOB_REDUCER_IO_THREADS), cores = sysconf(_SC_NPROCESSORS_ONLN) / 4;
-    if (io <= 0)
-        io = cores < 1 ? 1 : cores > 4 ? 4 : cores;
     if (!getenv("ZSYS_IO_THREADS"))
-        zsys_set_io_threads((size_t) (io > 64 ? 64 : io));
+        zsys_set_io_threads((size_t) zt_reducer_threads(zt_knob_int(ZT_KNOB_REDUCER_IO_THREADS)));
     zt_replica_t *rep = NULL;
     if (zt_server_start("reducer", &place, &rep) != 0)
         return zt_exit_status(1);

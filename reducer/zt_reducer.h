@@ -20,6 +20,10 @@ typedef struct {
 
 typedef struct zt_reducer_t zt_reducer_t;
 
+/* A reducer's thread count from a knob's value: itself, or (0 and below)
+ * one per 4 cores of the host, 1 to 4 (ZT_REDUCER_IO_THREADS,
+ * ZT_REDUCER_THREADS). */
+int zt_reducer_threads(int64_t knob);
 zt_reducer_t *zt_reducer_new(const zt_reducer_opts_t *opts);
 void zt_reducer_destroy(zt_reducer_t **self_p);
 int zt_reducer_run(zt_reducer_t *self, bool (*should_stop)(void *), void *arg);

@@ -157,6 +157,13 @@ int zt_reducer_configure(zt_reducer_t *self, const char *text, int workers)
     return ZT_OK;
 }
 
+int zt_reducer_threads(int64_t knob)
+{
+    long cores = sysconf(_SC_NPROCESSORS_ONLN) / 4;
+    int64_t n = knob > 0 ? knob : cores < 1 ? 1 : cores > 4 ? 4 : cores;
+    return (int) (n > 64 ? 64 : n);
+}
+
 zt_reducer_t *zt_reducer_new(const zt_reducer_opts_t *opts)
 {
     zt_reducer_t *self = calloc(1, sizeof *self);
@@ -166,15 +173,12 @@ zt_reducer_t *zt_reducer_new(const zt_reducer_opts_t *opts)
         free(self);
         return NULL;
     }
-    int64_t th = zt_knob_int(ZT_KNOB_REDUCER_THREADS), cores = sysconf(_SC_NPROCESSORS_ONLN) / 4;
-    if (th <= 0)
-        th = cores < 1 ? 1 : cores > 4 ? 4 : cores;
+    int th = zt_reducer_threads(zt_knob_int(ZT_KNOB_REDUCER_THREADS));
     if (th > 1 && zt_bulk_server_seals(self->srv)) {
-        if (zt_bulk_server_threads(self->srv, (int) (th > 64 ? 64 : th)) != ZT_OK)
-            zt_warn("cannot start %lld threads to open sealed pieces: the reducer's own opens them",
-                    (long long) th);
+        if (zt_bulk_server_threads(self->srv, th) != ZT_OK)
+            zt_warn("cannot start %d threads to open sealed pieces: the reducer's own opens them", th);
         else
-            zt_info("%lld threads open the workers' sealed pieces (ZT_REDUCER_THREADS)", (long long) th);
+            zt_info("%d threads open the workers' sealed pieces (ZT_REDUCER_THREADS)", th);
     }
     self->warn_ms = zt_knob_int(ZT_KNOB_COLLECTIVE_WARN_MS);
     self->allow_nonfinite = zt_knob_int(ZT_KNOB_ALLOW_NONFINITE) != 0;

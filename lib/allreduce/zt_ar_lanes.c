@@ -264,7 +264,7 @@ int zt_ar_lanes_start(zt_allreduce_t *self)
         ln->L = L;
         ln->id = i;
         zt_spin_init(&ln->spin); /* the lanes wait at once: they share one budget (on 16 cores, 4 lanes
-                                  * each polling ZT_SPIN_US cost the trainers 18% more CPU, for no time) */
+                                  * each polling 200 us: trainers 4.67 CPU-s/GB, 3.79 at 50 us, same time) */
         ln->spin.budget_us = ln->spin.max_us /= n;
         ln->wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
         ln->started = ln->wake >= 0 && pthread_create(&ln->th, NULL, s_main, ln) == 0;

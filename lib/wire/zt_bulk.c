@@ -211,13 +211,20 @@ int zt_bulk_server_recv(zt_bulk_server_t *self, zmq_msg_t *parts, int max)
     return zt_bulk_server_recv_into(self, parts, max, NULL, NULL);
 }
 
+/* Whether n received parts came over a sealed stream: a job that seals,
+ * and not this host's peer over the ipc twin. */
+static bool s_sealed_in(const zt_bulk_server_t *self, zmq_msg_t *parts, int n)
+{
+    return self->streams && !(n >= 2 && zt_frame_over_ipc(&parts[1]));
+}
+
 int zt_bulk_server_recv_into(zt_bulk_server_t *self, zmq_msg_t *parts, int max,
                              void *(*where)(void *arg, const void *hdr, size_t hlen, size_t bytes), void *arg)
 {
     int n = zt_msg_recv_parts(zsock_resolve(self->router), parts, max);
     if (n == 0)
         return ZT_ETIMEDOUT;
-    if (!self->streams || (n >= 2 && zt_frame_over_ipc(&parts[1])))
+    if (!s_sealed_in(self, parts, n))
         return n; /* this host's peer, or a job that does not seal */
     /* [id][header][seal][payload]: the header travels in the clear */
     size_t bytes = n == 4 ? zmq_msg_size(&parts[3]) : 0;
@@ -246,7 +253,7 @@ int zt_bulk_server_recv_many(zt_bulk_server_t *self, zt_bulk_in_t *in, int max)
         zt_bulk_in_t *m = &in[got];
         if ((m->n = zt_msg_recv_parts(zsock_resolve(self->router), m->parts, 4)) == 0)
             break;
-        if (self->streams && !(m->n >= 2 && zt_frame_over_ipc(&m->parts[1])))
+        if (s_sealed_in(self, m->parts, m->n))
             items[sealed++] = (zt_streams_item_t) { m->parts, m->n };
     }
     if (sealed)
