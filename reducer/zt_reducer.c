@@ -596,15 +596,14 @@ void zt_reducer_handle(zt_reducer_t *self, zmq_msg_t *parts, int n)
 
 int zt_reducer_run(zt_reducer_t *self, bool (*should_stop)(void *), void *arg)
 {
-    void *zs = zt_bulk_server_socket(self->srv);
-    zmq_pollitem_t item = { zs, 0, ZMQ_POLLIN, 0 };
     while (!(should_stop && should_stop(arg))) {
         s_check_slow(self);
         s_probe_ahead(self);
         zt_process_refusals_flush(&self->nonfinite, self->opts.replica, "nonfinite_refused");
         zt_process_refusals_flush(&self->unsealed, self->opts.replica, "seal_refused");
         zt_process_refusals_flush(&self->stale, self->opts.replica, "earlier_group_dropped");
-        if (zmq_poll(&item, 1, 100) <= 0)
+        zmq_pollitem_t items[2]; /* the router, and the TCP port served on this thread */
+        if (zmq_poll(items, zt_bulk_server_items(self->srv, items), 100) <= 0)
             continue;
         zt_bulk_in_t in[16]; /* sealed ones opened together (ZT_REDUCER_THREADS) */
         for (int k = 0; k < 256;) {

@@ -1,5 +1,6 @@
 /* zt_bulk: the one bulk transport (see zt_bulk.h). */
 #include "wire/zt_bulk.h"
+#include "wire/zt_bulk_direct.h"
 #include "wire/zt_bufpool.h"
 #include "base/zt_util.h"
 #include "ztrain/zt_error.h"
@@ -21,6 +22,8 @@ struct zt_bulk_server_t {
     zt_streams_t *streams; /* a sealing job's TCP clients' streams, or NULL */
     zt_bufpool_t *pool;    /* plain copies (zt_bulk_server_pool_copies), or NULL: fresh ones */
     zt_team_t *team;       /* opens sealed messages with the caller (zt_bulk_server_threads), or NULL */
+    zt_direct_t *direct;   /* the TCP port on the caller's thread (zt_bulk_bind_direct), or NULL */
+    bool turn;             /* whose message is taken first: the router's or the direct end's */
 };
 
 /* ------------------------------------------------------------ client */
@@ -167,20 +170,46 @@ int zt_bulk_open(zt_bulk_t *self, zmq_msg_t *parts, int *np, void *into, size_t 
 
 /* ------------------------------------------------------------ server */
 
-zt_bulk_server_t *zt_bulk_bind(zt_plane_t plane, const char *endpoint, int *port_p)
+/* The server: a router at endpoint, or with direct (a sealing job's TCP
+ * endpoint, its peers on other hosts) the port served on the caller's
+ * thread and a router at its twin. */
+static zt_bulk_server_t *s_bind(zt_plane_t plane, const char *endpoint, int *port_p, bool direct)
 {
     zt_bulk_server_t *self = calloc(1, sizeof *self);
     if (!self)
         return NULL;
     zt_stream_cfg_t cfg;
     bool seal = zt_stream_cfg_load(&cfg);
-    self->router = zt_sock_router(seal ? ZT_PLANE_BULK : plane, endpoint, port_p);
+    int port = 0;
+    if (seal && direct && !strcmp(zt_knob_str(ZT_KNOB_BULK_DIRECT), "on") && zt_tcp_peer_rule() >= 0 &&
+        (self->direct = zt_direct_listen(endpoint, zt_tcp_peer_rule(), &port))) {
+        char actual[300];
+        snprintf(actual, sizeof actual, "%.*s:%d", (int) (strrchr(endpoint, ':') - endpoint), endpoint, port);
+        if (port_p)
+            *port_p = port;
+        self->router = zt_sock_router_twin(ZT_PLANE_BULK, actual);
+        zt_data_say_route(ZT_PLANE_BULK, actual, ", served on this thread (ZT_BULK_DIRECT)");
+    }
+    else
+        self->router = zt_sock_router(seal ? ZT_PLANE_BULK : plane, endpoint, port_p);
     if (self->router && seal && !(self->streams = zt_streams_new(&cfg, zsock_resolve(self->router))))
         zt_error("%s: cannot hold sealed streams", endpoint);
     memset(cfg.secret, 0, sizeof cfg.secret);
+    if (self->direct)
+        zt_direct_streams(self->direct, self->streams);
     if (!self->router || (seal && !self->streams))
         zt_bulk_server_destroy(&self);
     return self;
+}
+
+zt_bulk_server_t *zt_bulk_bind(zt_plane_t plane, const char *endpoint, int *port_p)
+{
+    return s_bind(plane, endpoint, port_p, false);
+}
+
+zt_bulk_server_t *zt_bulk_bind_direct(zt_plane_t plane, const char *endpoint, int *port_p)
+{
+    return s_bind(plane, endpoint, port_p, true);
 }
 
 void zt_bulk_server_destroy(zt_bulk_server_t **self_p)
@@ -190,6 +219,7 @@ void zt_bulk_server_destroy(zt_bulk_server_t **self_p)
     zt_bulk_server_t *self = *self_p;
     zt_team_destroy(&self->team);
     zt_streams_destroy(&self->streams);
+    zt_direct_destroy(&self->direct);
     zt_sock_destroy(&self->router);
     zt_bufpool_destroy(&self->pool);
     free(self);
@@ -197,6 +227,31 @@ void zt_bulk_server_destroy(zt_bulk_server_t **self_p)
 }
 
 void *zt_bulk_server_socket(zt_bulk_server_t *self) { return zsock_resolve(self->router); }
+
+int zt_bulk_server_items(zt_bulk_server_t *self, zmq_pollitem_t *items)
+{
+    items[0] = (zmq_pollitem_t) { zsock_resolve(self->router), 0, ZMQ_POLLIN, 0 };
+    if (!self->direct)
+        return 1;
+    items[1] = (zmq_pollitem_t) { NULL, zt_direct_poll_fd(self->direct), ZMQ_POLLIN, 0 };
+    return 2;
+}
+
+/* One message of the router's or the direct end's, in turns: its parts'
+ * count, 0 when none waits. */
+static int s_take(zt_bulk_server_t *self, zmq_msg_t *parts, int max)
+{
+    if (!self->direct)
+        return zt_msg_recv_parts(zsock_resolve(self->router), parts, max);
+    for (int k = 0; k < 2; k++) {
+        self->turn = !self->turn;
+        int n = self->turn ? zt_direct_recv(self->direct, parts, max)
+                           : zt_msg_recv_parts(zsock_resolve(self->router), parts, max);
+        if (n > 0)
+            return n;
+    }
+    return 0;
+}
 bool zt_bulk_server_seals(const zt_bulk_server_t *self) { return self->streams; }
 
 int zt_bulk_server_pool_copies(zt_bulk_server_t *self)
@@ -221,7 +276,7 @@ static bool s_sealed_in(const zt_bulk_server_t *self, zmq_msg_t *parts, int n)
 int zt_bulk_server_recv_into(zt_bulk_server_t *self, zmq_msg_t *parts, int max,
                              void *(*where)(void *arg, const void *hdr, size_t hlen, size_t bytes), void *arg)
 {
-    int n = zt_msg_recv_parts(zsock_resolve(self->router), parts, max);
+    int n = s_take(self, parts, max);
     if (n == 0)
         return ZT_ETIMEDOUT;
     if (!s_sealed_in(self, parts, n))
@@ -251,7 +306,7 @@ int zt_bulk_server_recv_many(zt_bulk_server_t *self, zt_bulk_in_t *in, int max)
     int got = 0, sealed = 0;
     for (; got < max; got++) {
         zt_bulk_in_t *m = &in[got];
-        if ((m->n = zt_msg_recv_parts(zsock_resolve(self->router), m->parts, 4)) == 0)
+        if ((m->n = s_take(self, m->parts, 4)) == 0)
             break;
         if (s_sealed_in(self, m->parts, m->n))
             items[sealed++] = (zt_streams_item_t) { m->parts, m->n };

@@ -111,9 +111,18 @@ uint64_t zt_bulk_drops(const zt_bulk_t *self);
  * clients' sealed streams and takes nothing else from them. NULL when it
  * cannot be made (the reason logged). */
 zt_bulk_server_t *zt_bulk_bind(zt_plane_t plane, const char *endpoint, int *port_p);
+/* The same, but in a job that seals its bulk bytes (ZT_BULK_DIRECT on) a
+ * TCP endpoint is served on the caller's thread: its clients' connections
+ * accepted, read and written there, with no ZeroMQ I/O thread between
+ * (zt_bulk_direct.h; the same host's clients still come over the ipc twin).
+ * The caller then polls zt_bulk_server_items, made again every turn. */
+zt_bulk_server_t *zt_bulk_bind_direct(zt_plane_t plane, const char *endpoint, int *port_p);
 void zt_bulk_server_destroy(zt_bulk_server_t **self_p);
-/* The socket, to poll (ZMQ_POLLIN). */
+/* The socket, to poll (ZMQ_POLLIN), of a server made by zt_bulk_bind. */
 void *zt_bulk_server_socket(zt_bulk_server_t *self);
+/* What to poll this turn (ZMQ_POLLIN) for any server: 1 or 2 items into
+ * items[2], their count. */
+int zt_bulk_server_items(zt_bulk_server_t *self, zmq_pollitem_t *items);
 /* Whether the server opens sealed streams (a sealing job). */
 bool zt_bulk_server_seals(const zt_bulk_server_t *self);
 /* Plain replies copied from then on go through a pool of send buffers

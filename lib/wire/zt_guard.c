@@ -309,6 +309,7 @@ struct zt_guard_t {
     char endpoint[48];
     s_conn_t *conns; /* accepted connections not yet ended (the thread's) */
     int nconns;
+    zt_refusals_t log; /* a listener's (zt_guard_listen) */
 };
 
 /* A connection accepted (its peer named) or ended (its entry gone, its
@@ -465,6 +466,30 @@ void zt_guard_unwatch(zsock_t *router, zt_guard_t **guard_p)
         zmq_socket_monitor(zsock_resolve(router), NULL, 0); /* sends MONITOR_STOPPED */
     pthread_join(g->thread, NULL);
     free(g);
+}
+
+/* ------------------------------------------------------------ listeners */
+
+zt_guard_t *zt_guard_listen(int port, bool filtered)
+{
+    zt_guard_t *g = calloc(1, sizeof *g);
+    if (!g)
+        return NULL;
+    g->port = port;
+    g->filtered = filtered;
+    s_port(port, true);
+    return g;
+}
+
+void zt_guard_refuse(zt_guard_t *g, const char *peer, const char *why) { s_refuse(g, &g->log, peer, why); }
+
+void zt_guard_unlisten(zt_guard_t **guard_p)
+{
+    if (!guard_p || !*guard_p)
+        return;
+    s_port((*guard_p)->port, false);
+    free(*guard_p);
+    *guard_p = NULL;
 }
 
 /* ------------------------------------------------------------ held ports */

@@ -33,6 +33,15 @@ void zt_guard_filter(zsock_t *router, char *const *addrs, int n);
 typedef struct zt_guard_t zt_guard_t;
 zt_guard_t *zt_guard_watch(zsock_t *router, int port, bool filtered);
 void zt_guard_unwatch(zsock_t *router, zt_guard_t **guard_p);
+/* The same for a server that accepts its TCP connections itself (not
+ * through ZeroMQ: zt_bulk's direct end): its port counted as a watched
+ * router's (zt_guard_connections), and each connection it refuses (not
+ * from the job's hosts, over the admission limit, a handshake failed or
+ * not done within ZT_HANDSHAKE_MS) counted and logged as the watch does,
+ * by zt_guard_refuse (peer: its address, or NULL). */
+zt_guard_t *zt_guard_listen(int port, bool filtered);
+void zt_guard_refuse(zt_guard_t *g, const char *peer, const char *why);
+void zt_guard_unlisten(zt_guard_t **guard_p);
 /* A job on one host has no TCP peer at all, yet its ports are its
  * servers' names (the twins are named by them, CLUSTER_SPEC lists them).
  * So the port is held, not served: a socket bound to endpoint

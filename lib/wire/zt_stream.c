@@ -13,15 +13,18 @@
 
 /* ------------------------------------------------------------ helpers */
 
-static int s_send_plain(void *sock, const uint8_t *id, size_t id_len, const zt_msg_t *m)
+/* m alone, in the clear: on zmtp when given (no connection: ZT_EIO), else
+ * on sock (to routing id id, when not NULL). */
+static int s_send_plain(void *sock, zt_zmtp_t *zmtp, const uint8_t *id, size_t id_len, const zt_msg_t *m)
 {
     zframe_t *h = zt_msg_encode(m);
     if (!h)
         return ZT_EINVAL;
     int rc = ZT_OK;
-    if (id && zmq_send(sock, id, id_len, ZMQ_SNDMORE) < 0)
-        rc = ZT_EIO;
-    if (rc == ZT_OK && zmq_send(sock, zframe_data(h), zframe_size(h), 0) < 0)
+    if (zmtp)
+        rc = zt_zmtp_sendv(zmtp, &(struct iovec) { zframe_data(h), zframe_size(h) }, 1);
+    else if ((id && zmq_send(sock, id, id_len, ZMQ_SNDMORE) < 0) ||
+             zmq_send(sock, zframe_data(h), zframe_size(h), 0) < 0)
         rc = ZT_EIO;
     zframe_destroy(&h);
     return rc;
@@ -263,14 +266,9 @@ int zt_stream_reopen(zt_stream_t *self)
     zt_msg_set_str(m.u.SEAL_OPEN.salt, salt);
     zt_msg_set_str(m.u.SEAL_OPEN.mac, mac);
     self->opened_ms = zt_now_ms();
-    if (!self->zmtp)
-        return s_send_plain(self->sock, NULL, 0, &m);
     zt_zmtp_poke(self->zmtp);
-    zframe_t *h = zt_msg_encode(&m);
-    struct iovec f = { h ? zframe_data(h) : NULL, h ? zframe_size(h) : 0 };
-    int rc = h ? zt_zmtp_sendv(self->zmtp, &f, 1) : ZT_EINVAL;
-    zframe_destroy(&h);
-    return rc == ZT_EIO ? ZT_OK : rc; /* no connection yet: opened again when one is made */
+    int rc = s_send_plain(self->sock, self->zmtp, NULL, 0, &m);
+    return rc == ZT_EIO && self->zmtp ? ZT_OK : rc; /* no connection yet: opened again when one is made */
 }
 
 void zt_stream_reopen_stale(zt_stream_t *self, int ms)
@@ -509,6 +507,7 @@ static zt_stream_t *s_find_or_make(zt_streams_t *self, zmq_msg_t *id)
     s->cfg = self->cfg;
     s->id_len = zmq_msg_size(id);
     memcpy(s->id, zmq_msg_data(id), s->id_len);
+    s->zmtp = self->end_of ? self->end_of(self->end_arg, s->id, s->id_len) : NULL;
     self->s[self->n++] = s;
     return s;
 }
@@ -559,7 +558,7 @@ static int s_on_open(zt_streams_t *self, zmq_msg_t *id, const zt_msg_t *m)
     zt_msg_set_str(a.u.SEAL_ACCEPT.mac, phex);
     zt_msg_set_str(a.u.SEAL_ACCEPT.bsalt, bhex);
     a.u.SEAL_ACCEPT.blast = blast;
-    return rc == ZT_OK ? s_send_plain(self->router, s->id, s->id_len, &a) : rc;
+    return rc == ZT_OK ? s_send_plain(self->router, s->zmtp, s->id, s->id_len, &a) : rc;
 }
 
 int zt_streams_recv(zt_streams_t *self, zmq_msg_t *parts, int *np, zt_stream_t **from)
@@ -648,6 +647,13 @@ int zt_streams_seal_shared(zt_streams_t *self, const zt_msg_t *m, const void *pa
 
 int zt_streams_send_shared(zt_streams_t *self, zt_stream_t *to, zt_stream_shared_t *sh)
 {
+    if (sh->made && to->zmtp) { /* written straight from the shared frames */
+        struct iovec f[3];
+        for (int i = 0; i < 3; i++)
+            f[i] = (struct iovec) { zmq_msg_data(&sh->f[i]), zmq_msg_size(&sh->f[i]) };
+        zt_zmtp_sendv(to->zmtp, f, 3); /* a broken connection: lost, its server closes it */
+        return ZT_OK;
+    }
     if (!sh->made || zmq_send(self->router, to->id, to->id_len, ZMQ_SNDMORE) < 0)
         return ZT_EIO;
     int rc = ZT_OK;
@@ -661,6 +667,22 @@ int zt_streams_send_shared(zt_streams_t *self, zt_stream_t *to, zt_stream_shared
         }
     }
     return rc;
+}
+
+void zt_streams_set_ends(zt_streams_t *self, zt_zmtp_t *(*end_of)(void *, const void *, size_t), void *arg)
+{
+    self->end_of = end_of;
+    self->end_arg = arg;
+}
+
+void zt_streams_forget(zt_streams_t *self, const void *id, size_t len)
+{
+    for (int i = 0; i < self->n; i++)
+        if (self->s[i]->id_len == len && !memcmp(self->s[i]->id, id, len)) {
+            zt_stream_destroy(&self->s[i]);
+            self->s[i] = self->s[--self->n];
+            return;
+        }
 }
 
 void zt_stream_shared_close(zt_stream_shared_t *sh)

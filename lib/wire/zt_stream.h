@@ -183,6 +183,13 @@ void zt_streams_open_many(zt_streams_t *self, zt_streams_item_t *items, int coun
  * it has none (any more), or none a message of the client's confirmed. */
 zt_stream_t *zt_streams_find(zt_streams_t *self, zmq_msg_t *id);
 const zt_stream_drops_t *zt_streams_drops(const zt_streams_t *self);
+/* For a server whose TCP clients each have a connection of their own (zt_bulk's
+ * direct end): end_of(arg, id, len) names the ZMTP end of the client of
+ * routing id id, or NULL (one of the router's); a stream made for it sends
+ * on that end. zt_streams_forget lets the stream of a connection that
+ * ended go (before its end is destroyed). */
+void zt_streams_set_ends(zt_streams_t *self, zt_zmtp_t *(*end_of)(void *, const void *, size_t), void *arg);
+void zt_streams_forget(zt_streams_t *self, const void *id, size_t len);
 /* Streams held (clients connected and opened, confirmed or not). */
 int zt_streams_count(const zt_streams_t *self);
 

@@ -55,6 +55,8 @@ struct zt_streams_t {
     uint8_t bsalt[ZT_SEAL_SALT_BYTES]; /* the one-to-many key's salt */
     zt_seal_t *btx;              /* its sealer */
     zt_bufpool_t *pool;          /* what it seals goes from here */
+    zt_zmtp_t *(*end_of)(void *, const void *, size_t); /* a client's own connection (zt_streams_set_ends) */
+    void *end_arg;
 };
 
 /* zt_stream_keys.c. The proof of an opening (what is "open") or of its

@@ -414,6 +414,24 @@ static void s_with_port(const char *endpoint, int port, char *out, size_t len)
         snprintf(out, len, "%.*s:%d", (int) (colon - endpoint), endpoint, port);
 }
 
+/* Binds router at the same-host twin of actual: clients on this host will
+ * connect there, so failing is fatal (said). */
+static bool s_bind_twin(zsock_t *router, const char *twin, const char *actual)
+{
+    static bool swept;
+    if (!swept) {
+        swept = true;
+        s_sweep_ipc_dir(zt_ipc_dir(), 5);
+    }
+    if (zsock_bind(router, "%s", twin) < 0) {
+        zt_error("cannot bind %s (the same-host twin of %s): %s; set ZT_IPC_DIR to a writable "
+                 "directory, or ZT_DATA_IPC=off for TCP only", twin, actual, zmq_strerror(zmq_errno()));
+        return false;
+    }
+    s_remember(router, 1, twin, NULL, NULL);
+    return true;
+}
+
 /* Long by its comment: the TCP bind (filtered and watched in a job), then
  * the same-host twin, each step's failure undone and said. */
 zsock_t *zt_sock_router(zt_plane_t plane, const char *endpoint, int *port_p)
@@ -453,23 +471,41 @@ zsock_t *zt_sock_router(zt_plane_t plane, const char *endpoint, int *port_p)
         zt_error("%s: this job's peers reach a port on this host over its ipc twin, and %s has none", endpoint, actual);
         zt_sock_destroy(&router);
     }
-    else if (twinned) {
-        /* clients on this host will connect there: failing to bind it is fatal */
-        static bool swept;
-        if (!swept) {
-            swept = true;
-            s_sweep_ipc_dir(zt_ipc_dir(), 5);
-        }
-        if (zsock_bind(router, "%s", twin) < 0) {
-            zt_error("cannot bind %s (the same-host twin of %s): %s; set ZT_IPC_DIR to a writable "
-                       "directory, or ZT_DATA_IPC=off for TCP only", twin, actual,
-                       zmq_strerror(zmq_errno()));
-            zt_sock_destroy(&router);
-        }
-        else
-            s_remember(router, 1, twin, NULL, NULL);
-    }
+    else if (twinned && !s_bind_twin(router, twin, actual))
+        zt_sock_destroy(&router);
     return router;
+}
+
+zsock_t *zt_sock_router_twin(zt_plane_t plane, const char *actual)
+{
+    zsock_t *router = s_socket(ZMQ_ROUTER, plane);
+    char twin[160];
+    if (router && zt_data_ipc_twin(actual, true, twin, sizeof twin) && !s_bind_twin(router, twin, actual))
+        zt_sock_destroy(&router);
+    return router;
+}
+
+int zt_tcp_peer_rule(void)
+{
+    pthread_mutex_lock(&s_allowed_lock);
+    if (!s_allowed_decided)
+        s_decide_allowed();
+    s_allowed_decided = true;
+    int rule = s_nallowed < 0 ? 0 : s_nallowed == 0 ? -1 : 1;
+    pthread_mutex_unlock(&s_allowed_lock);
+    return rule;
+}
+
+bool zt_tcp_peer_allowed(const char *addr)
+{
+    if (!strncmp(addr, "::ffff:", 7) && strchr(addr + 7, '.'))
+        addr += 7; /* an IPv4 peer of an IPv6 socket */
+    pthread_mutex_lock(&s_allowed_lock);
+    bool ok = s_nallowed < 0;
+    for (int i = 0; i < s_nallowed && !ok; i++)
+        ok = !strcmp(s_allowed[i], addr);
+    pthread_mutex_unlock(&s_allowed_lock);
+    return ok;
 }
 
 bool zt_frame_over_ipc(zmq_msg_t *frame)

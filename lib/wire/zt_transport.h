@@ -23,6 +23,17 @@ typedef enum {
  * also bound to the endpoint's ipc:// twin when it is a loopback or wildcard
  * TCP address (ZT_DATA_IPC). NULL with the reason logged. */
 zsock_t *zt_sock_router(zt_plane_t plane, const char *endpoint, int *port_p);
+/* A router bound only at the same-host twin of actual ("tcp://h:PORT"),
+ * for a server that serves the TCP port itself (zt_bulk's direct end);
+ * bound to nothing when there is no twin. NULL when the twin cannot be
+ * bound (said). */
+zsock_t *zt_sock_router_twin(zt_plane_t plane, const char *actual);
+/* Which peers a TCP server of this process takes, decided as
+ * zt_sock_router decides its filter: -1 none at all (a job on one host: the
+ * port is held), 0 any address, 1 the job's hosts' only
+ * (zt_tcp_peer_allowed). */
+int zt_tcp_peer_rule(void);
+bool zt_tcp_peer_allowed(const char *addr);
 /* A DEALER connected to endpoint ("host:port" or a full ZeroMQ endpoint).
  * Control plane: lingers 200 ms so that a last message goes out. Data plane:
  * the router's high-water marks, no linger, quick reconnection (a restarted

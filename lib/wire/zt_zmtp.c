@@ -48,12 +48,16 @@ struct zt_zmtp_t {
     int ready_fd;           /* an eventfd never read: always readable (polled while messages wait) */
     bool up;                /* a connection is on fd */
     int64_t tried_ms;       /* the last connect */
+    bool server;            /* an accepted end (zt_zmtp_accept): never connects again */
+    int greet;              /* a server end: 0 the client's greeting awaited, 1 its READY, 2 done */
+    int64_t since_ms;       /* when it was accepted */
     uint8_t *in;            /* received bytes not yet parsed: in[a, b) */
     size_t a, b;
     int64_t limit;          /* the largest frame taken */
     /* the message being received */
     s_msg_t cur;
     bool dropping;          /* it has more parts than the caller takes: read and let go */
+    bool bad;               /* a server end's client broke the protocol */
     /* a large frame being read into its place */
     zmq_msg_t body;
     size_t body_len, body_have;
@@ -103,18 +107,26 @@ static bool s_read_exact(int fd, uint8_t *to, size_t n, int64_t deadline)
     return true;
 }
 
+/* This end's greeting and READY (Socket-Type DEALER or ROUTER) on a fresh
+ * connection, whose buffer takes their 90 bytes at once. */
+static bool s_greet(int fd, bool router)
+{
+    uint8_t out[64 + 2 + 64] = { 0xFF, 0, 0, 0, 0, 0, 0, 0, 0, 0x7F, 3, 0, 'N', 'U', 'L', 'L' };
+    /* READY: command, short; its name, then Socket-Type */
+    static const char ready[] = "\x05READY\x0bSocket-Type\x00\x00\x00\x06";
+    size_t rlen = sizeof ready - 1;
+    out[64] = 0x04;
+    out[65] = (uint8_t) (rlen + 6);
+    memcpy(out + 66, ready, rlen);
+    memcpy(out + 66 + rlen, router ? "ROUTER" : "DEALER", 6);
+    return send(fd, out, 66 + rlen + 6, MSG_NOSIGNAL) == (ssize_t) (66 + rlen + 6);
+}
+
 /* The greeting and READY both ways on a connected fd (non-blocking). */
 static bool s_handshake(int fd, int ms)
 {
-    uint8_t out[64 + 2 + 64] = { 0xFF, 0, 0, 0, 0, 0, 0, 0, 0, 0x7F, 3, 0, 'N', 'U', 'L', 'L' };
-    /* READY: command, short; its name, then Socket-Type = DEALER */
-    static const char ready[] = "\x05READY\x0bSocket-Type\x00\x00\x00\x06" "DEALER";
-    size_t rlen = sizeof ready - 1;
-    out[64] = 0x04;
-    out[65] = (uint8_t) rlen;
-    memcpy(out + 66, ready, rlen);
-    if (send(fd, out, 66 + rlen, MSG_NOSIGNAL) != (ssize_t) (66 + rlen))
-        return false; /* a fresh connection's buffer takes 90 bytes at once */
+    if (!s_greet(fd, false))
+        return false;
     int64_t deadline = zt_now_ms() + ms;
     uint8_t g[64], h[9];
     if (!s_read_exact(fd, g, 64, deadline) || g[0] != 0xFF || g[9] != 0x7F || g[10] < 3 ||
@@ -164,7 +176,7 @@ static int s_connect_one(zt_zmtp_t *self)
 
 bool zt_zmtp_poke(zt_zmtp_t *self)
 {
-    if (!self || self->up || zt_now_ms() - self->tried_ms < RECONNECT_MS)
+    if (!self || self->up || self->server || zt_now_ms() - self->tried_ms < RECONNECT_MS)
         return false;
     self->tried_ms = zt_now_ms();
     int fd = s_connect_one(self);
@@ -177,6 +189,23 @@ bool zt_zmtp_poke(zt_zmtp_t *self)
     return true;
 }
 
+/* An end with its buffers and its two eventfds, no descriptor yet. */
+static zt_zmtp_t *s_make(void)
+{
+    zt_zmtp_t *self = calloc(1, sizeof *self);
+    if (!self)
+        return NULL;
+    self->fd = -1;
+    self->idle_fd = eventfd(0, EFD_CLOEXEC);
+    self->ready_fd = eventfd(1, EFD_CLOEXEC);
+    self->in = malloc(IN_BYTES);
+    self->limit = zt_frame_limit();
+    self->tried_ms = -RECONNECT_MS;
+    if (self->idle_fd < 0 || self->ready_fd < 0 || !self->in)
+        zt_zmtp_destroy(&self);
+    return self;
+}
+
 zt_zmtp_t *zt_zmtp_new(const char *endpoint)
 {
     if (!endpoint || (strstr(endpoint, "://") && strncmp(endpoint, "tcp://", 6)))
@@ -184,9 +213,10 @@ zt_zmtp_t *zt_zmtp_new(const char *endpoint)
     const char *hp = strncmp(endpoint, "tcp://", 6) ? endpoint : endpoint + 6, *colon = strrchr(hp, ':');
     if (!colon || colon == hp || (size_t) (colon - hp) >= 256 || strlen(colon + 1) >= 16)
         return NULL;
-    zt_zmtp_t *self = calloc(1, sizeof *self);
+    zt_zmtp_t *self = s_make();
     if (!self)
         return NULL;
+    self->greet = 2;
     snprintf(self->endpoint, sizeof self->endpoint, "tcp://%s", hp);
     size_t hl = (size_t) (colon - hp);
     if (hp[0] == '[' && hl >= 2 && hp[hl - 1] == ']') { /* [v6] */
@@ -195,16 +225,32 @@ zt_zmtp_t *zt_zmtp_new(const char *endpoint)
     }
     memcpy(self->host, hp, hl);
     snprintf(self->port, sizeof self->port, "%s", colon + 1);
-    self->idle_fd = eventfd(0, EFD_CLOEXEC);
-    self->ready_fd = eventfd(1, EFD_CLOEXEC);
-    self->fd = self->idle_fd >= 0 ? fcntl(self->idle_fd, F_DUPFD_CLOEXEC, 0) : -1;
-    self->in = malloc(IN_BYTES);
-    self->limit = zt_frame_limit();
-    self->tried_ms = -RECONNECT_MS;
-    if (self->fd < 0 || self->ready_fd < 0 || !self->in)
+    self->fd = fcntl(self->idle_fd, F_DUPFD_CLOEXEC, 0);
+    if (self->fd < 0)
         zt_zmtp_destroy(&self);
     return self;
 }
+
+zt_zmtp_t *zt_zmtp_accept(int fd, const char *peer)
+{
+    zt_zmtp_t *self = s_make();
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (!self || !s_greet(fd, true)) {
+        zt_zmtp_destroy(&self);
+        close(fd);
+        return NULL;
+    }
+    snprintf(self->endpoint, sizeof self->endpoint, "tcp://%s", peer);
+    self->fd = fd;
+    self->up = self->server = true;
+    self->since_ms = zt_now_ms();
+    return self;
+}
+
+bool zt_zmtp_greeted(const zt_zmtp_t *self) { return self->greet == 2; }
+int64_t zt_zmtp_since(const zt_zmtp_t *self) { return self->since_ms; }
+bool zt_zmtp_waiting(const zt_zmtp_t *self) { return self->ndone > 0; }
 
 void zt_zmtp_destroy(zt_zmtp_t **self_p)
 {
@@ -244,7 +290,15 @@ static bool s_flush(zt_zmtp_t *self);
 static void s_frame_done(zt_zmtp_t *self, zmq_msg_t *f, bool more, bool cmd)
 {
     if (cmd) { /* commands (we speak ZMTP 3.0: no heartbeats) are let go */
+        if (self->greet == 1 && zmq_msg_size(f) >= 6 && !memcmp(zmq_msg_data(f), "\x05READY", 6))
+            self->greet = 2;
         zmq_msg_close(f);
+        return;
+    }
+    if (self->greet < 2) { /* a message before the client's READY: not ZMTP */
+        zmq_msg_close(f);
+        self->dropping = true;
+        self->bad = true;
         return;
     }
     if (!self->dropping && self->cur.n < MAX_PARTS) {
@@ -281,7 +335,14 @@ static void s_frame_done(zt_zmtp_t *self, zmq_msg_t *f, bool more, bool cmd)
  * read into its place. false: not ZMTP, or a frame past the limit. */
 static bool s_parse(zt_zmtp_t *self)
 {
-    while (!self->in_body && self->b - self->a >= 2) {
+    if (self->greet == 0 && self->b - self->a >= 64) { /* a server end: the client's greeting */
+        const uint8_t *g = self->in + self->a;
+        if (g[0] != 0xFF || g[9] != 0x7F || g[10] < 3 || memcmp(g + 12, "NULL\0", 5))
+            return false;
+        self->a += 64;
+        self->greet = 1;
+    }
+    while (self->greet > 0 && !self->bad && !self->in_body && self->b - self->a >= 2) {
         const uint8_t *p = self->in + self->a;
         uint8_t flags = p[0];
         size_t hl = flags & 0x02 ? 9 : 2;
@@ -292,8 +353,8 @@ static bool s_parse(zt_zmtp_t *self)
         uint64_t len = p[1];
         for (size_t i = 2; i < hl; i++)
             len = len << 8 | p[i];
-        if (len > (uint64_t) self->limit)
-            return false;
+        if (len > (uint64_t) self->limit || (self->greet < 2 && len > 512))
+            return false; /* past the limit, or a stranger's large frame before its READY */
         bool more = flags & 0x01, cmd = flags & 0x04;
         size_t have = self->b - self->a - hl;
         if (len <= DIRECT_BYTES || len <= have) { /* whole in the buffer (or it will be) */
@@ -317,6 +378,8 @@ static bool s_parse(zt_zmtp_t *self)
         self->in_body = true;
         self->a = self->b = 0;
     }
+    if (self->bad)
+        return false;
     if (self->a == self->b)
         self->a = self->b = 0;
     else if (self->a > IN_BYTES / 2) { /* room for the rest of a header */
@@ -356,7 +419,7 @@ static bool s_pump(zt_zmtp_t *self)
             }
         }
         if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
-            s_down(self, r == 0 ? "the server closed it" : strerror(errno));
+            s_down(self, r == 0 ? "the peer closed it" : strerror(errno));
             return false;
         }
         if (r < 0 || self->ndone > 0)

@@ -1,4 +1,4 @@
-/* zt_zmtp: a DEALER's end of a ZeroMQ connection (ZMTP 3, the NULL
+/* zt_zmtp: a DEALER's end (or, accepted, a ROUTER's) of a ZeroMQ connection (ZMTP 3, the NULL
  * mechanism) on a TCP socket of the caller's thread: for a sealed stream's
  * bulk bytes to a server on another host, without a ZeroMQ I/O thread
  * between the caller and the kernel.
@@ -31,7 +31,22 @@ typedef struct zt_zmtp_t zt_zmtp_t;
  * is not a TCP endpoint. Nothing is connected yet. */
 zt_zmtp_t *zt_zmtp_new(const char *endpoint);
 void zt_zmtp_destroy(zt_zmtp_t **self_p);
-/* The endpoint it dials, as tcp://host:port. */
+/* A ROUTER's end of a connection a server accepted (fd: non-blocking,
+ * owned from now on; peer: its address, for messages): this end's greeting
+ * and READY go at once; the client's are read as its bytes come (a server
+ * polls, never waits on one client), and anything else before them (or a
+ * frame over 512 bytes) ends it. Never connects again: once down
+ * (!zt_zmtp_connected) it is for zt_zmtp_destroy. NULL (fd closed) when the
+ * greeting cannot go. */
+zt_zmtp_t *zt_zmtp_accept(int fd, const char *peer);
+/* An accepted end: whether the client's greeting and READY came, and when
+ * it was accepted (a server ends one not greeted in time). */
+bool zt_zmtp_greeted(const zt_zmtp_t *self);
+int64_t zt_zmtp_since(const zt_zmtp_t *self);
+/* Whether messages read already wait for zt_zmtp_recv (the socket may have
+ * nothing new). */
+bool zt_zmtp_waiting(const zt_zmtp_t *self);
+/* The endpoint it dials, as tcp://host:port (an accepted end: its peer's). */
 const char *zt_zmtp_endpoint(const zt_zmtp_t *self);
 /* The connection's descriptor (the same for the object's life). */
 int zt_zmtp_fd(const zt_zmtp_t *self);
