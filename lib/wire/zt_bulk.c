@@ -218,8 +218,8 @@ void zt_bulk_server_destroy(zt_bulk_server_t **self_p)
         return;
     zt_bulk_server_t *self = *self_p;
     zt_team_destroy(&self->team);
+    zt_direct_destroy(&self->direct); /* its connections let their streams go */
     zt_streams_destroy(&self->streams);
-    zt_direct_destroy(&self->direct);
     zt_sock_destroy(&self->router);
     zt_bufpool_destroy(&self->pool);
     free(self);
@@ -371,8 +371,8 @@ void zt_bulk_shared_close(zt_bulk_shared_t *shared) { zt_stream_shared_close(&sh
 static int s_test_server_take(zt_bulk_server_t *srv, zmq_msg_t *parts)
 {
     for (int64_t end = zt_now_ms() + 2000; zt_now_ms() < end;) {
-        zmq_pollitem_t it = { zt_bulk_server_socket(srv), 0, ZMQ_POLLIN, 0 };
-        zmq_poll(&it, 1, 100);
+        zmq_pollitem_t it[2];
+        zmq_poll(it, zt_bulk_server_items(srv, it), 100);
         int n = zt_bulk_server_recv(srv, parts, 8);
         if (n > 0)
             return n;
@@ -499,14 +499,12 @@ static void *s_test_where(void *arg, const void *hdr, size_t hlen, size_t bytes)
  * into its landing place; a stranger's frames (no stream) are refused.
  * Tampered and replayed frames are the integration tests' (a relay run as
  * another user). */
-void zt_bulk_selftest_sealed(void)
+static void s_test_sealed(bool direct)
 {
-    const char *was = getenv("ZT_DATA_IPC");
-    char *saved = was ? strdup(was) : NULL;
-    setenv("ZT_DATA_IPC", "off", 1);
     int port = 0;
-    zt_bulk_server_t *srv = zt_bulk_bind(ZT_PLANE_DATA, "tcp://127.0.0.1:*", &port);
-    assert(srv && zt_bulk_server_seals(srv));
+    zt_bulk_server_t *srv = (direct ? zt_bulk_bind_direct : zt_bulk_bind)(ZT_PLANE_DATA, "tcp://127.0.0.1:*", &port);
+    zmq_pollitem_t it[2];
+    assert(srv && zt_bulk_server_seals(srv) && zt_bulk_server_items(srv, it) == (direct ? 2 : 1));
     char ep[64];
     snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", port);
     zt_bulk_t *c = zt_bulk_connect(ZT_PLANE_DATA, ep, false);
@@ -514,14 +512,13 @@ void zt_bulk_selftest_sealed(void)
     zmq_msg_t parts[8];
     int opened = ZT_ETIMEDOUT; /* the opening, answered by the server itself: nothing for the caller */
     for (int64_t end = zt_now_ms() + 2000; opened == ZT_ETIMEDOUT && zt_now_ms() < end;) {
-        zmq_pollitem_t it = { zt_bulk_server_socket(srv), 0, ZMQ_POLLIN, 0 };
-        zmq_poll(&it, 1, 100);
+        zmq_poll(it, zt_bulk_server_items(srv, it), 100);
         opened = zt_bulk_server_recv(srv, parts, 8);
     }
     assert(opened == 0);
     for (int64_t end = zt_now_ms() + 2000; !zt_bulk_ready(c) && zt_now_ms() < end;) {
-        zmq_pollitem_t it = zt_bulk_item(c);
-        zmq_poll(&it, 1, 100);
+        zmq_pollitem_t ci = zt_bulk_item(c);
+        zmq_poll(&ci, 1, 100);
         int n = zt_bulk_recv(c, parts, 8);
         if (n > 0 && zt_bulk_open(c, parts, &n, NULL, 0) == ZT_OK)
             zt_msg_close_parts(parts, n);
@@ -536,8 +533,7 @@ void zt_bulk_selftest_sealed(void)
     assert(zt_bulk_send(c, &m, x, sizeof x, &lent) == ZT_OK && atomic_load(&lent) == 0); /* sealed: not lent */
     int k = 0;
     for (int64_t end = zt_now_ms() + 2000; k <= 0 && zt_now_ms() < end;) {
-        zmq_pollitem_t it = { zt_bulk_server_socket(srv), 0, ZMQ_POLLIN, 0 };
-        zmq_poll(&it, 1, 100);
+        zmq_poll(it, zt_bulk_server_items(srv, it), 100);
         k = zt_bulk_server_recv_into(srv, parts, 8, s_test_where, land);
     }
     assert(k == 3 && s_test_is(&parts[1], ZT_MSG_AR_PIECE, 4096) && zmq_msg_data(&parts[2]) == (void *) land &&
@@ -553,8 +549,8 @@ void zt_bulk_selftest_sealed(void)
     memset(land, 0, sizeof land);
     k = 0;
     for (int64_t end = zt_now_ms() + 2000; k <= 0 && zt_now_ms() < end;) {
-        zmq_pollitem_t it = zt_bulk_item(c);
-        zmq_poll(&it, 1, 100);
+        zmq_pollitem_t ci = zt_bulk_item(c);
+        zmq_poll(&ci, 1, 100);
         if ((k = zt_bulk_recv(c, parts, 8)) > 0)
             assert(zt_bulk_open(c, parts, &k, land, sizeof land) == ZT_OK);
     }
@@ -567,15 +563,23 @@ void zt_bulk_selftest_sealed(void)
     zsock_send(d, "sss", "header", "seal", "payload");
     int refused = 0;
     for (int64_t end = zt_now_ms() + 2000; !refused && zt_now_ms() < end;) {
-        zmq_pollitem_t it = { zt_bulk_server_socket(srv), 0, ZMQ_POLLIN, 0 };
-        zmq_poll(&it, 1, 100);
+        zmq_poll(it, zt_bulk_server_items(srv, it), 100);
         refused = zt_bulk_server_recv(srv, parts, 8) == ZT_EPROTO;
     }
     assert(refused);
     zt_sock_destroy(&d);
-    zt_bulk_destroy(&c, 0);
     zmq_msg_close(&id);
-    zt_bulk_server_destroy(&srv);
+    zt_bulk_server_destroy(&srv); /* its clients still connected */
+    zt_bulk_destroy(&c, 0);
+}
+
+void zt_bulk_selftest_sealed(void)
+{
+    const char *was = getenv("ZT_DATA_IPC");
+    char *saved = was ? strdup(was) : NULL;
+    setenv("ZT_DATA_IPC", "off", 1);
+    s_test_sealed(false);
+    s_test_sealed(true); /* the port served on this thread (zt_bulk_direct) */
     if (saved)
         setenv("ZT_DATA_IPC", saved, 1);
     else

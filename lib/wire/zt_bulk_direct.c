@@ -41,6 +41,7 @@ typedef struct {
 struct zt_direct_t {
     int lfd, ep, ready_fd; /* listener, epoll set, an eventfd always readable */
     int port, rule;
+    int64_t handshake_ms;  /* ZT_HANDSHAKE_MS when it was made */
     zt_guard_t *guard;
     s_conn_t *c;
     int n, rr;
@@ -89,6 +90,7 @@ zt_direct_t *zt_direct_listen(const char *endpoint, int rule, int *port_p)
     self->ep = epoll_create1(EPOLL_CLOEXEC);
     self->ready_fd = eventfd(1, EFD_CLOEXEC);
     self->rule = rule;
+    self->handshake_ms = zt_knob_int(ZT_KNOB_HANDSHAKE_MS);
     int one = 1;
     socklen_t alen = sizeof a;
     bool ok = self->lfd >= 0 && self->ep >= 0 && self->ready_fd >= 0 &&
@@ -159,11 +161,13 @@ static s_conn_t *s_find(zt_direct_t *self, const void *id, size_t len)
     return NULL;
 }
 
-static zt_zmtp_t *s_end_of(void *arg, const void *id, size_t len)
+zt_zmtp_t *zt_direct_end(zt_direct_t *self, const void *id, size_t len)
 {
-    s_conn_t *c = s_find(arg, id, len);
+    s_conn_t *c = s_find(self, id, len);
     return c ? c->end : NULL;
 }
+
+static zt_zmtp_t *s_end_of(void *arg, const void *id, size_t len) { return zt_direct_end(arg, id, len); }
 
 void zt_direct_streams(zt_direct_t *self, zt_streams_t *streams)
 {
@@ -242,7 +246,7 @@ static void s_events(zt_direct_t *self)
 
 int zt_direct_poll_fd(zt_direct_t *self)
 {
-    int64_t now = zt_now_ms(), limit = zt_knob_int(ZT_KNOB_HANDSHAKE_MS);
+    int64_t now = zt_now_ms(), limit = self->handshake_ms;
     bool waiting = false;
     for (int i = self->n - 1; i >= 0; i--) {
         s_conn_t *c = &self->c[i];

@@ -46,5 +46,9 @@ int zt_direct_poll_fd(zt_direct_t *self);
 int zt_direct_recv(zt_direct_t *self, zmq_msg_t *parts, int max);
 /* Connections open (greeted or not). */
 int zt_direct_count(const zt_direct_t *self);
+/* The end of the client of routing id id (to write to it), or NULL. */
+zt_zmtp_t *zt_direct_end(zt_direct_t *self, const void *id, size_t len);
+
+void zt_direct_selftest(void);
 
 #endif

@@ -13,6 +13,7 @@
 #include "wire/zt_bulk.h"
 #include "wire/zt_stream.h"
 #include "wire/zt_zmtp.h"
+#include "wire/zt_bulk_direct.h"
 #include "base/zt_copy.h"
 #include "base/zt_team.h"
 #include "wire/zt_guard.h"
@@ -165,6 +166,7 @@ static const struct {
     TEST_ENTRY("bulk", zt_bulk_selftest)
     TEST_ENTRY("stream", zt_stream_selftest)
     TEST_ENTRY("zmtp", zt_zmtp_selftest)
+    TEST_ENTRY("direct", zt_direct_selftest)
     TEST_ENTRY("auth", s_auth_then_sealed) /* last: it leaves this process's sockets CURVE sockets */
 };
 #define NTESTS ((int) (sizeof s_tests / sizeof s_tests[0]))
