@@ -37,7 +37,7 @@ zt_bulk_t *zt_bulk_connect(zt_plane_t plane, const char *endpoint, bool direct)
     /* a sealing job's sockets are bulk ones (no CURVE); a peer on this host
      * comes over the ipc twin, in the clear */
     bool sealing = zt_stream_cfg_load(&cfg), seal = sealing && !zt_data_is_local(endpoint);
-    if (seal && direct && !strcmp(zt_knob_str(ZT_KNOB_BULK_DIRECT), "on")) {
+    if (seal && direct && strcmp(zt_knob_str(ZT_KNOB_BULK_DIRECT), "off")) {
         /* no ZeroMQ I/O thread between this thread and the kernel (zt_zmtp.h) */
         if ((self->zmtp = zt_zmtp_new(endpoint)) && !(self->st = zt_stream_connect_zmtp(&cfg, self->zmtp, endpoint)))
             zt_zmtp_destroy(&self->zmtp);
@@ -181,14 +181,14 @@ static zt_bulk_server_t *s_bind(zt_plane_t plane, const char *endpoint, int *por
     zt_stream_cfg_t cfg;
     bool seal = zt_stream_cfg_load(&cfg);
     int port = 0;
-    if (seal && direct && !strcmp(zt_knob_str(ZT_KNOB_BULK_DIRECT), "on") && zt_tcp_peer_rule() >= 0 &&
+    if (seal && direct && !strcmp(zt_knob_str(ZT_KNOB_BULK_DIRECT), "all") && zt_tcp_peer_rule() >= 0 &&
         (self->direct = zt_direct_listen(endpoint, zt_tcp_peer_rule(), &port))) {
         char actual[300];
         snprintf(actual, sizeof actual, "%.*s:%d", (int) (strrchr(endpoint, ':') - endpoint), endpoint, port);
         if (port_p)
             *port_p = port;
         self->router = zt_sock_router_twin(ZT_PLANE_BULK, actual);
-        zt_data_say_route(ZT_PLANE_BULK, actual, ", served on this thread (ZT_BULK_DIRECT)");
+        zt_data_say_route(ZT_PLANE_BULK, actual, ", served on this thread (ZT_BULK_DIRECT=all)");
     }
     else
         self->router = zt_sock_router(seal ? ZT_PLANE_BULK : plane, endpoint, port_p);
@@ -579,7 +579,15 @@ void zt_bulk_selftest_sealed(void)
     char *saved = was ? strdup(was) : NULL;
     setenv("ZT_DATA_IPC", "off", 1);
     s_test_sealed(false);
+    const char *dwas = getenv("ZT_BULK_DIRECT");
+    char *dsaved = dwas ? strdup(dwas) : NULL;
+    setenv("ZT_BULK_DIRECT", "all", 1);
     s_test_sealed(true); /* the port served on this thread (zt_bulk_direct) */
+    if (dsaved)
+        setenv("ZT_BULK_DIRECT", dsaved, 1);
+    else
+        unsetenv("ZT_BULK_DIRECT");
+    free(dsaved);
     if (saved)
         setenv("ZT_DATA_IPC", saved, 1);
     else

@@ -111,7 +111,7 @@ uint64_t zt_bulk_drops(const zt_bulk_t *self);
  * clients' sealed streams and takes nothing else from them. NULL when it
  * cannot be made (the reason logged). */
 zt_bulk_server_t *zt_bulk_bind(zt_plane_t plane, const char *endpoint, int *port_p);
-/* The same, but in a job that seals its bulk bytes (ZT_BULK_DIRECT on) a
+/* The same, but in a job that seals its bulk bytes (ZT_BULK_DIRECT=all) a
  * TCP endpoint is served on the caller's thread: its clients' connections
  * accepted, read and written there, with no ZeroMQ I/O thread between
  * (zt_bulk_direct.h; the same host's clients still come over the ipc twin).

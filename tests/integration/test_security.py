@@ -466,7 +466,8 @@ class SealedBulkTampering(unittest.TestCase):
         counted, the openings get no answer, the worker sends again what
         went unanswered, and the job ends SUCCEEDED with equal weights.
         The reducer opens its workers' pieces on 2 threads
-        (ZT_REDUCER_THREADS), as it does on a host of 8 cores or more."""
+        (ZT_REDUCER_THREADS), as it does on a host of 8 cores or more, and
+        serves its port on its own thread (ZT_BULK_DIRECT=all)."""
         args = ["--hidden=64", "--epochs=24", "--log_every=100"]
         d = tmpdir("sec-")
         os.chmod(d, 0o755)
@@ -484,7 +485,7 @@ class SealedBulkTampering(unittest.TestCase):
                                       {"machineSpec": {"machineType": "n1-standard-4"}, "replicaCount": 1,
                                        "containerSpec": through},
                                       pool("ztrain-reducer", 1)])
-        job = Job(self, spec, job_dir, env=dict(FAST, ZT_DATA_IPC="off", ZT_REDUCER_THREADS="2"))
+        job = Job(self, spec, job_dir, env=dict(FAST, ZT_DATA_IPC="off", ZT_REDUCER_THREADS="2", ZT_BULK_DIRECT="all"))
         wait_for(lambda: (load_job(job_dir) or {}).get("state") == "RUNNING", timeout=120, what="RUNNING")
         red = replica(load_job(job_dir), "workerpool2-0")
         relay.stdin.write(red["address"] + "\n")
@@ -524,6 +525,7 @@ class SealedBulkTampering(unittest.TestCase):
                          [l for l in (job.out + job.err).splitlines() if re.search(" [EW] |exit|restart", l)][-30:])
         self.assertRegex(job.out, r"workerpool1-0\[\d+\]: data plane to \S+: this host, over loopback tcp, sealed")
         self.assertRegex(job.out + job.err, r"workerpool2-0\[\d+\]: 2 threads open the workers' sealed pieces")
+        self.assertRegex(job.out + job.err, r"workerpool2-0\[\d+\]: data plane to \S+: .*served on this thread")
         self.assertRegex(job.out + job.err, r"workerpool1-0\[\d+\]: .*reducer 0 \(127\.0\.0\.1:%d\): a message that "
                                             r"is not sealed under this job's keys was dropped" % port)
         h = hashes(job.out)
