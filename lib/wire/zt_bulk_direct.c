@@ -45,6 +45,7 @@ struct zt_direct_t {
     zt_guard_t *guard;
     s_conn_t *c;
     int n, rr;
+    int64_t paused_ms;     /* no descriptor was left to accept with: the listener rests until then */
     uint32_t next_id;
     zt_streams_t *streams;
 };
@@ -214,6 +215,14 @@ static void s_accept(zt_direct_t *self)
         struct sockaddr_storage sa;
         socklen_t len = sizeof sa;
         int fd = accept4(self->lfd, (struct sockaddr *) &sa, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0 && (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)) {
+            /* the connection waits in the kernel's queue: not polled for
+             * a while, so that its readiness does not keep the server
+             * spinning (said once per pause) */
+            zt_warn("port %d: cannot accept a connection (%s); trying again in 100 ms", self->port, strerror(errno));
+            epoll_ctl(self->ep, EPOLL_CTL_DEL, self->lfd, NULL);
+            self->paused_ms = zt_now_ms() + 100;
+        }
         if (fd < 0)
             return;
         char addr[48] = "";
@@ -248,6 +257,11 @@ int zt_direct_poll_fd(zt_direct_t *self)
 {
     int64_t now = zt_now_ms(), limit = self->handshake_ms;
     bool waiting = false;
+    if (self->paused_ms && now >= self->paused_ms) {
+        struct epoll_event ev = { .events = EPOLLIN, .data.u64 = LISTENER };
+        if (epoll_ctl(self->ep, EPOLL_CTL_ADD, self->lfd, &ev) == 0)
+            self->paused_ms = 0;
+    }
     for (int i = self->n - 1; i >= 0; i--) {
         s_conn_t *c = &self->c[i];
         bool up = zt_zmtp_connected(c->end), late = !zt_zmtp_greeted(c->end) && now - zt_zmtp_since(c->end) > limit;

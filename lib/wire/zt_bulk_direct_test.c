@@ -15,6 +15,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -182,6 +184,31 @@ static void s_test_strangers(zt_direct_t *d, int port)
     assert(zt_guard_refused() == refused + 3);
 }
 
+/* Out of descriptors: the waiting connections stay in the kernel's queue,
+ * the server does not spin on them (its descriptor reads as idle), and
+ * takes them once descriptors are free again. */
+static void s_test_no_fds(zt_direct_t *d, int port)
+{
+    int fds[3];
+    for (int i = 0; i < 3; i++)
+        fds[i] = s_raw(port, true);
+    struct rlimit was;
+    assert(getrlimit(RLIMIT_NOFILE, &was) == 0);
+    int lowest = open("/dev/null", O_RDONLY); /* the next descriptor made would be this one */
+    assert(lowest >= 0 && close(lowest) == 0);
+    struct rlimit low = { (rlim_t) lowest, was.rlim_max };
+    assert(setrlimit(RLIMIT_NOFILE, &low) == 0);
+    zmq_msg_t parts[2];
+    assert(zt_direct_recv(d, parts, 2) == 0 && zt_direct_count(d) == 0); /* cannot accept: paused */
+    assert(zt_wait_fd(zt_direct_poll_fd(d), POLLIN, 50) == 0);          /* and not polled meanwhile */
+    assert(setrlimit(RLIMIT_NOFILE, &was) == 0);
+    usleep(120 * 1000);
+    assert(s_count(d, 3));
+    for (int i = 0; i < 3; i++)
+        close(fds[i]);
+    assert(s_count(d, 0));
+}
+
 void zt_direct_selftest(void)
 {
     const char *was = getenv("ZT_HANDSHAKE_MS");
@@ -195,6 +222,7 @@ void zt_direct_selftest(void)
     assert(zt_direct_recv(d, parts, 4) == 0);
     s_test_clients(d, port);
     s_test_strangers(d, port);
+    s_test_no_fds(d, port);
     zt_direct_destroy(&d);
     assert(!d);
     if (saved)

@@ -78,7 +78,12 @@ static void s_down(zt_zmtp_t *self, const char *why)
     if (self->up)
         zt_debug("%s: connection closed (%s)", self->endpoint, why);
     self->up = false;
-    dup2(self->idle_fd, self->fd); /* the old connection's descriptor goes with it */
+    if (self->server) { /* an accepted end is not made again: its descriptor goes */
+        close(self->fd);
+        self->fd = -1;
+    }
+    else
+        dup2(self->idle_fd, self->fd); /* the old connection's descriptor goes with it */
     self->a = self->b = 0;
     self->out_a = self->out_b = 0; /* lost, as a DEALER's queue to a server that went away */
     for (int i = 0; i < self->cur.n; i++)
@@ -190,18 +195,20 @@ bool zt_zmtp_poke(zt_zmtp_t *self)
 }
 
 /* An end with its buffers and its two eventfds, no descriptor yet. */
-static zt_zmtp_t *s_make(void)
+static zt_zmtp_t *s_make(bool client)
 {
     zt_zmtp_t *self = calloc(1, sizeof *self);
     if (!self)
         return NULL;
     self->fd = -1;
-    self->idle_fd = eventfd(0, EFD_CLOEXEC);
-    self->ready_fd = eventfd(1, EFD_CLOEXEC);
+    /* an accepted end needs neither (its server polls an epoll set): one
+     * descriptor a connection */
+    self->idle_fd = client ? eventfd(0, EFD_CLOEXEC) : -1;
+    self->ready_fd = client ? eventfd(1, EFD_CLOEXEC) : -1;
     self->in = malloc(IN_BYTES);
     self->limit = zt_frame_limit();
     self->tried_ms = -RECONNECT_MS;
-    if (self->idle_fd < 0 || self->ready_fd < 0 || !self->in)
+    if ((client && (self->idle_fd < 0 || self->ready_fd < 0)) || !self->in)
         zt_zmtp_destroy(&self);
     return self;
 }
@@ -213,7 +220,7 @@ zt_zmtp_t *zt_zmtp_new(const char *endpoint)
     const char *hp = strncmp(endpoint, "tcp://", 6) ? endpoint : endpoint + 6, *colon = strrchr(hp, ':');
     if (!colon || colon == hp || (size_t) (colon - hp) >= 256 || strlen(colon + 1) >= 16)
         return NULL;
-    zt_zmtp_t *self = s_make();
+    zt_zmtp_t *self = s_make(true);
     if (!self)
         return NULL;
     self->greet = 2;
@@ -233,7 +240,7 @@ zt_zmtp_t *zt_zmtp_new(const char *endpoint)
 
 zt_zmtp_t *zt_zmtp_accept(int fd, const char *peer)
 {
-    zt_zmtp_t *self = s_make();
+    zt_zmtp_t *self = s_make(false);
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     if (!self || !s_greet(fd, true)) {
