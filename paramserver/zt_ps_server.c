@@ -65,7 +65,7 @@ zt_ps_server_t *zt_ps_server_new(const zt_ps_server_opts_t *opts)
 {
     zt_ps_server_t *self = calloc(1, sizeof *self);
     self->opts = *opts;
-    if (!(self->srv = zt_bulk_bind(ZT_PLANE_DATA, opts->bind, NULL)) || zt_bulk_server_pool_copies(self->srv)) {
+    if (!(self->srv = zt_bulk_bind_direct(ZT_PLANE_DATA, opts->bind, NULL, ZT_BULK_DIRECT_ON)) || zt_bulk_server_pool_copies(self->srv)) {
         zt_bulk_server_destroy(&self->srv);
         free(self);
         return NULL;
@@ -381,15 +381,14 @@ void zt_ps_server_handle(zt_ps_server_t *self, zmq_msg_t *parts, int n)
 
 int zt_ps_server_run(zt_ps_server_t *self, bool (*should_stop)(void *), void *arg)
 {
-    void *zs = zt_bulk_server_socket(self->srv);
-    zmq_pollitem_t item = { zs, 0, ZMQ_POLLIN, 0 };
     while (!(should_stop && should_stop(arg))) {
         if (self->version != self->snap_version && self->opts.snapshot_ms > 0 &&
             zt_now_ms() - self->snap_ms >= self->opts.snapshot_ms)
             zt_ps_snapshot_write(self);
         zt_process_refusals_flush(&self->nonfinite, self->opts.replica, "nonfinite_refused");
         zt_process_refusals_flush(&self->unsealed, self->opts.replica, "seal_refused");
-        if (zmq_poll(&item, 1, 100) <= 0)
+        zmq_pollitem_t items[2]; /* the router, and the TCP port served on this thread */
+        if (zmq_poll(items, zt_bulk_server_items(self->srv, items), 100) <= 0)
             continue;
         for (int k = 0; k < 256; k++) {
             zmq_msg_t parts[5];

@@ -168,7 +168,7 @@ zt_reducer_t *zt_reducer_new(const zt_reducer_opts_t *opts)
 {
     zt_reducer_t *self = calloc(1, sizeof *self);
     self->opts = *opts;
-    if (!(self->srv = zt_bulk_bind_direct(ZT_PLANE_DATA, opts->bind, NULL)) || zt_bulk_server_pool_copies(self->srv)) {
+    if (!(self->srv = zt_bulk_bind_direct(ZT_PLANE_DATA, opts->bind, NULL, ZT_BULK_DIRECT_ALL)) || zt_bulk_server_pool_copies(self->srv)) {
         zt_bulk_server_destroy(&self->srv);
         free(self);
         return NULL;

@@ -173,7 +173,7 @@ int zt_bulk_open(zt_bulk_t *self, zmq_msg_t *parts, int *np, void *into, size_t 
 /* The server: a router at endpoint, or with direct (a sealing job's TCP
  * endpoint, its peers on other hosts) the port served on the caller's
  * thread and a router at its twin. */
-static zt_bulk_server_t *s_bind(zt_plane_t plane, const char *endpoint, int *port_p, bool direct)
+static zt_bulk_server_t *s_bind(zt_plane_t plane, const char *endpoint, int *port_p, zt_bulk_direct_t from)
 {
     zt_bulk_server_t *self = calloc(1, sizeof *self);
     if (!self)
@@ -181,14 +181,16 @@ static zt_bulk_server_t *s_bind(zt_plane_t plane, const char *endpoint, int *por
     zt_stream_cfg_t cfg;
     bool seal = zt_stream_cfg_load(&cfg);
     int port = 0;
-    if (seal && direct && !strcmp(zt_knob_str(ZT_KNOB_BULK_DIRECT), "all") && zt_tcp_peer_rule() >= 0 &&
+    const char *knob = zt_knob_str(ZT_KNOB_BULK_DIRECT);
+    zt_bulk_direct_t level = !strcmp(knob, "all") ? ZT_BULK_DIRECT_ALL : !strcmp(knob, "on") ? ZT_BULK_DIRECT_ON : 0;
+    if (seal && from && level >= from && zt_tcp_peer_rule() >= 0 &&
         (self->direct = zt_direct_listen(endpoint, zt_tcp_peer_rule(), &port))) {
         char actual[300];
         snprintf(actual, sizeof actual, "%.*s:%d", (int) (strrchr(endpoint, ':') - endpoint), endpoint, port);
         if (port_p)
             *port_p = port;
         self->router = zt_sock_router_twin(ZT_PLANE_BULK, actual);
-        zt_data_say_route(ZT_PLANE_BULK, actual, ", served on this thread (ZT_BULK_DIRECT=all)");
+        zt_data_say_route(ZT_PLANE_BULK, actual, ", served on this thread (ZT_BULK_DIRECT)");
     }
     else
         self->router = zt_sock_router(seal ? ZT_PLANE_BULK : plane, endpoint, port_p);
@@ -204,12 +206,12 @@ static zt_bulk_server_t *s_bind(zt_plane_t plane, const char *endpoint, int *por
 
 zt_bulk_server_t *zt_bulk_bind(zt_plane_t plane, const char *endpoint, int *port_p)
 {
-    return s_bind(plane, endpoint, port_p, false);
+    return s_bind(plane, endpoint, port_p, 0);
 }
 
-zt_bulk_server_t *zt_bulk_bind_direct(zt_plane_t plane, const char *endpoint, int *port_p)
+zt_bulk_server_t *zt_bulk_bind_direct(zt_plane_t plane, const char *endpoint, int *port_p, zt_bulk_direct_t from)
 {
-    return s_bind(plane, endpoint, port_p, true);
+    return s_bind(plane, endpoint, port_p, from);
 }
 
 void zt_bulk_server_destroy(zt_bulk_server_t **self_p)
@@ -502,7 +504,7 @@ static void *s_test_where(void *arg, const void *hdr, size_t hlen, size_t bytes)
 static void s_test_sealed(bool direct)
 {
     int port = 0;
-    zt_bulk_server_t *srv = (direct ? zt_bulk_bind_direct : zt_bulk_bind)(ZT_PLANE_DATA, "tcp://127.0.0.1:*", &port);
+    zt_bulk_server_t *srv = zt_bulk_bind_direct(ZT_PLANE_DATA, "tcp://127.0.0.1:*", &port, direct ? ZT_BULK_DIRECT_ALL : 0);
     zmq_pollitem_t it[2];
     assert(srv && zt_bulk_server_seals(srv) && zt_bulk_server_items(srv, it) == (direct ? 2 : 1));
     char ep[64];

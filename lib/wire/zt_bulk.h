@@ -111,12 +111,14 @@ uint64_t zt_bulk_drops(const zt_bulk_t *self);
  * clients' sealed streams and takes nothing else from them. NULL when it
  * cannot be made (the reason logged). */
 zt_bulk_server_t *zt_bulk_bind(zt_plane_t plane, const char *endpoint, int *port_p);
-/* The same, but in a job that seals its bulk bytes (ZT_BULK_DIRECT=all) a
+/* The same, but in a job that seals its bulk bytes, with ZT_BULK_DIRECT
+ * at from or past it (on: a parameter server's; all: a reducer's too), a
  * TCP endpoint is served on the caller's thread: its clients' connections
  * accepted, read and written there, with no ZeroMQ I/O thread between
  * (zt_bulk_direct.h; the same host's clients still come over the ipc twin).
  * The caller then polls zt_bulk_server_items, made again every turn. */
-zt_bulk_server_t *zt_bulk_bind_direct(zt_plane_t plane, const char *endpoint, int *port_p);
+typedef enum { ZT_BULK_DIRECT_ON = 1, ZT_BULK_DIRECT_ALL = 2 } zt_bulk_direct_t;
+zt_bulk_server_t *zt_bulk_bind_direct(zt_plane_t plane, const char *endpoint, int *port_p, zt_bulk_direct_t from);
 void zt_bulk_server_destroy(zt_bulk_server_t **self_p);
 /* The socket, to poll (ZMQ_POLLIN), of a server made by zt_bulk_bind. */
 void *zt_bulk_server_socket(zt_bulk_server_t *self);
