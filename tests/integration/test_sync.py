@@ -432,10 +432,12 @@ class Preemption(unittest.TestCase):
     what it holds (the chief a checkpoint at the step it reached, a
     parameter server its shard), exits with status 143, and is restarted
     without counting a crash; the job trains to its end."""
-    # six epochs (about 2800 steps): each preemption lands while the job
-    # still trains even when the test, under a busy suite, acts seconds
-    # after the step it waits for (three ended first once)
-    ARGS = ["--hidden=64", "--epochs=6", "--checkpoint_steps=100000", "--log_every=100"]
+    # sixteen epochs (about 7500 steps): each preemption lands while the
+    # job still trains even when the test, under a busy suite, acts seconds
+    # after the step it waits for (three ended first once), and when a
+    # quiet moment trains at 0.6 ms a step (six epochs once ended in 1.6 s,
+    # before the first signal)
+    ARGS = ["--hidden=64", "--epochs=16", "--checkpoint_steps=100000", "--log_every=100"]
 
     def test_chief_and_reducer_preempted(self):
         d = tmpdir("preempt-")
