@@ -7,7 +7,10 @@
  * - in a job that seals its bulk data (zt_stream_cfg_load), a peer on
  *   another host is reached over a sealed stream (zt_stream: keys, nonces,
  *   replay and generation rules), on a bulk socket (no CURVE) or, with
- *   ZT_BULK_DIRECT on, on the caller's own thread (zt_zmtp);
+ *   ZT_BULK_DIRECT on, on the caller's own thread (zt_zmtp); a server made
+ *   by zt_bulk_bind_direct serves its TCP port on its own thread too
+ *   (zt_bulk_direct: a parameter server's, and with ZT_BULK_DIRECT=all a
+ *   reducer's);
  * - a peer on this host comes over the ipc:// twin, in the clear: only the
  *   user's own processes can reach the user's private ipc folder;
  * - any other job's sockets are the plane's (CURVE in a job).
