@@ -183,8 +183,8 @@ static zt_bulk_server_t *s_bind(zt_plane_t plane, const char *endpoint, int *por
     int port = 0;
     const char *knob = zt_knob_str(ZT_KNOB_BULK_DIRECT);
     zt_bulk_direct_t level = !strcmp(knob, "all") ? ZT_BULK_DIRECT_ALL : !strcmp(knob, "on") ? ZT_BULK_DIRECT_ON : 0;
-    if (seal && from && level >= from && zt_tcp_peer_rule() >= 0 &&
-        (self->direct = zt_direct_listen(endpoint, zt_tcp_peer_rule(), &port))) {
+    int rule = seal && from && level >= from ? zt_tcp_peer_rule() : -1; /* -1: held, or not asked */
+    if (rule >= 0 && (self->direct = zt_direct_listen(endpoint, rule, &port))) {
         char actual[300];
         snprintf(actual, sizeof actual, "%.*s:%d", (int) (strrchr(endpoint, ':') - endpoint), endpoint, port);
         if (port_p)

@@ -498,8 +498,6 @@ int zt_tcp_peer_rule(void)
 
 bool zt_tcp_peer_allowed(const char *addr)
 {
-    if (!strncmp(addr, "::ffff:", 7) && strchr(addr + 7, '.'))
-        addr += 7; /* an IPv4 peer of an IPv6 socket */
     pthread_mutex_lock(&s_allowed_lock);
     bool ok = s_nallowed < 0;
     for (int i = 0; i < s_nallowed && !ok; i++)

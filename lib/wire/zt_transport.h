@@ -33,6 +33,7 @@ zsock_t *zt_sock_router_twin(zt_plane_t plane, const char *actual);
  * port is held), 0 any address, 1 the job's hosts' only
  * (zt_tcp_peer_allowed). */
 int zt_tcp_peer_rule(void);
+/* addr as zt_sockaddr_name names an IPv4 peer ("10.0.0.2"). */
 bool zt_tcp_peer_allowed(const char *addr);
 /* A DEALER connected to endpoint ("host:port" or a full ZeroMQ endpoint).
  * Control plane: lingers 200 ms so that a last message goes out. Data plane:
