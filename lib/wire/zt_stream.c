@@ -94,38 +94,40 @@ void zt_stream_tend(zt_stream_t *self, zmq_pollitem_t *item)
     }
 }
 
-/* The same message on a ZMTP end: each payload sealed into the stream's
- * staging buffer, then every frame written at once. */
+/* The same message on a ZMTP end: each payload sealed into a buffer of
+ * the end's (what the kernel does not take at once waits there, not in a
+ * copy), then every frame written at once. */
 static int s_send_sealed_zmtp(zt_stream_t *s, const uint8_t *hdr, size_t hlen, const void *const *payloads,
                               const size_t *sizes, int n)
 {
-    size_t total = 0;
-    for (int i = 0; i < n; i++)
-        total += sizes[i];
-    if (total > s->stage_cap) {
-        free(s->stage);
-        s->stage_cap = total < ((size_t) 1 << 20) ? (size_t) 1 << 20 : total;
-        if (!(s->stage = malloc(s->stage_cap))) {
-            s->stage_cap = 0;
-            return ZT_ENOMEM;
-        }
-    }
     uint8_t units[MAX_PAYLOADS * SEAL_BYTES], aad[ZT_MSG_MAX_BYTES + 2];
-    struct iovec f[2 + MAX_PAYLOADS] = { { (void *) hdr, hlen }, { units, (size_t) (n ? n : 1) * SEAL_BYTES } };
-    size_t at = 0;
-    for (int i = 0; i < (n ? n : 1); i++) {
+    zmq_msg_t f[2 + MAX_PAYLOADS];
+    int made = 0, rc = ZT_OK;
+    for (int i = 0; rc == ZT_OK && i < (n ? n : 1); i++) {
         s_fill_t fl = { s->tx, aad, s_aad(hdr, hlen, i, n ? n : 1, aad), n ? payloads[i] : NULL, n ? sizes[i] : 0,
                         s->kid, units + i * SEAL_BYTES };
-        if (s_fill(&fl, n ? s->stage + at : NULL) != 0)
-            return ZT_EIO;
-        if (n)
-            f[2 + i] = (struct iovec) { s->stage + at, sizes[i] };
-        at += n ? sizes[i] : 0;
+        if (!n)
+            rc = s_fill(&fl, NULL) == 0 ? ZT_OK : ZT_EIO;
+        else if (zt_zmtp_msg_with(s->zmtp, &f[2 + made], sizes[i], s_fill, &fl) == 0)
+            made++;
+        else
+            rc = ZT_EIO;
     }
-    /* no connection, or it broke: lost, as on a DEALER whose server went
-     * away; the callers' resend rules send it again on the next one */
-    int rc = zt_zmtp_sendv(s->zmtp, f, 2 + n);
-    return rc == ZT_EIO ? ZT_OK : rc;
+    if (rc == ZT_OK) {
+        zmq_msg_init_size(&f[0], hlen);
+        memcpy(zmq_msg_data(&f[0]), hdr, hlen);
+        zmq_msg_init_size(&f[1], (size_t) (n ? n : 1) * SEAL_BYTES);
+        memcpy(zmq_msg_data(&f[1]), units, zmq_msg_size(&f[1]));
+        /* no connection, or it broke: lost, as on a DEALER whose server
+         * went away; the callers' resend rules send it again on the next */
+        rc = zt_zmtp_sendm(s->zmtp, f, 2 + n);
+        rc = rc == ZT_EIO ? ZT_OK : rc;
+        zmq_msg_close(&f[0]);
+        zmq_msg_close(&f[1]);
+    }
+    for (int i = 0; i < made; i++)
+        zmq_msg_close(&f[2 + i]);
+    return rc;
 }
 
 /* [id][header][seal][payload...]: each payload sealed from the caller's
@@ -351,7 +353,6 @@ void zt_stream_destroy(zt_stream_t **self_p)
     zt_seal_destroy(&self->prx);
     zt_seal_destroy(&self->brx);
     zt_bufpool_destroy(&self->pool);
-    free(self->stage);
     memset(self->cfg.secret, 0, sizeof self->cfg.secret);
     free(self);
     *self_p = NULL;
@@ -648,10 +649,7 @@ int zt_streams_seal_shared(zt_streams_t *self, const zt_msg_t *m, const void *pa
 int zt_streams_send_shared(zt_streams_t *self, zt_stream_t *to, zt_stream_shared_t *sh)
 {
     if (sh->made && to->zmtp) { /* written straight from the shared frames */
-        struct iovec f[3];
-        for (int i = 0; i < 3; i++)
-            f[i] = (struct iovec) { zmq_msg_data(&sh->f[i]), zmq_msg_size(&sh->f[i]) };
-        zt_zmtp_sendv(to->zmtp, f, 3); /* a broken connection: lost, its server closes it */
+        zt_zmtp_sendm(to->zmtp, sh->f, 3); /* a broken connection: lost, its server closes it */
         return ZT_OK;
     }
     if (!sh->made || zmq_send(self->router, to->id, to->id_len, ZMQ_SNDMORE) < 0)

@@ -22,8 +22,6 @@ struct zt_stream_t {
     zt_stream_cfg_t cfg;         /* the job's secret, names, incarnation */
     void *sock;                  /* the client's DEALER (NULL on a server's stream, or with zmtp) */
     zt_zmtp_t *zmtp;             /* or the client's ZMTP end (zt_stream_connect_zmtp) */
-    uint8_t *stage;              /* with zmtp: payloads are sealed here, then written */
-    size_t stage_cap;
     uint8_t id[256];             /* a server's stream: the client's routing id */
     size_t id_len;
     char peer[ZT_MSG_STR_MAX];   /* the other end's name */

@@ -1,11 +1,12 @@
 /* A DEALER's end of ZMTP 3.0 with the NULL mechanism (the protocol a bulk
- * ROUTER speaks), on a socket of the caller's thread. See zt_zmtp.h.
+ * ROUTER speaks), on a socket of the caller's thread (what waits to go:
+ * zt_zmtp_out.c). See zt_zmtp.h.
  *
  * The wire: a 64-byte greeting each way (signature 0xFF ... 0x7F, version
  * 3.0, mechanism "NULL", as-server 0), then a READY command each way (its
  * properties: Socket-Type), then frames: a flags byte (1 MORE, 2 a size of
  * 8 bytes, 4 a command), the size (1 or 8 bytes, big-endian), the bytes. */
-#include "wire/zt_zmtp.h"
+#include "wire/zt_zmtp_internal.h"
 #include "wire/zt_transport.h"
 #include "base/zt_util.h"
 #include "base/zt_ports.h"
@@ -31,45 +32,7 @@
 #define CONNECT_WAIT_MS 200   /* a connect not done by then is tried again later */
 #define IN_BYTES (64 << 10)   /* the buffer headers and small frames are read into */
 #define DIRECT_BYTES (8 << 10) /* a frame this large is read straight into its place */
-#define MAX_PARTS 16
-#define SEND_WAIT_MS 30000    /* a peer that takes nothing for this long is taken for gone */
-#define OUT_MAX (8 << 20)     /* bytes a connection keeps waiting to go before a send waits */
-
-typedef struct {
-    zmq_msg_t parts[MAX_PARTS];
-    int n;
-} s_msg_t;
-
-struct zt_zmtp_t {
-    char endpoint[300];
-    char host[256], port[16];
-    int fd;                 /* the descriptor callers poll: the connection, or idle_fd's twin */
-    int idle_fd;            /* an eventfd never written: reads as nothing */
-    int ready_fd;           /* an eventfd never read: always readable (polled while messages wait) */
-    bool up;                /* a connection is on fd */
-    int64_t tried_ms;       /* the last connect */
-    bool server;            /* an accepted end (zt_zmtp_accept): never connects again */
-    int greet;              /* a server end: 0 the client's greeting awaited, 1 its READY, 2 done */
-    int64_t since_ms;       /* when it was accepted */
-    uint8_t *in;            /* received bytes not yet parsed: in[a, b) */
-    size_t a, b;
-    int64_t limit;          /* the largest frame taken */
-    /* the message being received */
-    s_msg_t cur;
-    bool dropping;          /* it has more parts than the caller takes: read and let go */
-    bool bad;               /* a server end's client broke the protocol */
-    /* a large frame being read into its place */
-    zmq_msg_t body;
-    size_t body_len, body_have;
-    bool in_body, body_more, body_cmd;
-    /* bytes sent that the kernel did not take yet: out[out_a, out_b) */
-    uint8_t *out;
-    size_t out_a, out_b, out_cap;
-    int64_t quiet_since;    /* when the peer last took a byte, or the first send waited */
-    /* messages complete, not yet taken (read while a send waited) */
-    s_msg_t *done;
-    int ndone, done_cap, done_first;
-};
+#define HEAD_BYTES 1024       /* a read into in[] while large frames come (zt_zmtp_pump) */
 
 /* ------------------------------------------------------------ connection */
 
@@ -85,7 +48,7 @@ static void s_down(zt_zmtp_t *self, const char *why)
     else
         dup2(self->idle_fd, self->fd); /* the old connection's descriptor goes with it */
     self->a = self->b = 0;
-    self->out_a = self->out_b = 0; /* lost, as a DEALER's queue to a server that went away */
+    zt_zmtp_out_drop(self); /* lost, as a DEALER's queue to a server that went away */
     for (int i = 0; i < self->cur.n; i++)
         zmq_msg_close(&self->cur.parts[i]);
     self->cur.n = 0;
@@ -272,7 +235,8 @@ void zt_zmtp_destroy(zt_zmtp_t **self_p)
             zmq_msg_close(&m->parts[j]);
     }
     free(self->done);
-    free(self->out);
+    free(self->q);
+    zt_bufpool_destroy(&self->pool); /* after what waited (zt_zmtp_down): none is lent now */
     if (self->fd >= 0)
         close(self->fd);
     if (self->idle_fd >= 0)
@@ -291,7 +255,14 @@ bool zt_zmtp_connected(const zt_zmtp_t *self) { return self && self->up; }
 
 /* ------------------------------------------------------------ receiving */
 
-static bool s_flush(zt_zmtp_t *self);
+/* Writes what waits without waiting. false: the connection broke. */
+static bool s_flush(zt_zmtp_t *self)
+{
+    const char *why = self->up ? zt_zmtp_out_write(self) : NULL;
+    if (why)
+        s_down(self, why);
+    return !why;
+}
 
 /* A frame is whole: part of the message (or a command, let go). */
 static void s_frame_done(zt_zmtp_t *self, zmq_msg_t *f, bool more, bool cmd)
@@ -383,6 +354,7 @@ static bool s_parse(zt_zmtp_t *self)
         self->body_more = more;
         self->body_cmd = cmd;
         self->in_body = true;
+        self->bodies = true;
         self->a = self->b = 0;
     }
     if (self->bad)
@@ -416,13 +388,22 @@ static bool s_pump(zt_zmtp_t *self)
             }
         }
         else {
-            r = recv(self->fd, self->in + self->b, IN_BYTES - self->b, MSG_DONTWAIT);
+            /* While large frames come, a read stops short of the next
+             * one's bytes, which then go straight to their place (read
+             * into in[], each would be copied there): a message that
+             * completes with no large frame reads in full again. */
+            size_t room = IN_BYTES - self->b;
+            int ndone = self->ndone;
+            r = recv(self->fd, self->in + self->b, self->bodies && room > HEAD_BYTES ? HEAD_BYTES : room,
+                     MSG_DONTWAIT);
             if (r > 0) {
                 self->b += (size_t) r;
                 if (!s_parse(self)) {
                     s_down(self, "not ZMTP, or a frame past the limit");
                     return false;
                 }
+                if (!self->in_body && self->ndone > ndone)
+                    self->bodies = false;
             }
         }
         if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
@@ -437,7 +418,7 @@ static bool s_pump(zt_zmtp_t *self)
 
 int zt_zmtp_recv(zt_zmtp_t *self, zmq_msg_t *parts, int max)
 {
-    if (self->up && self->out_b > self->out_a)
+    if (self->up && self->nq > 0)
         s_flush(self);
     if (self->ndone == 0 && self->up)
         s_pump(self);
@@ -462,66 +443,14 @@ int zt_zmtp_recv(zt_zmtp_t *self, zmq_msg_t *parts, int max)
 
 /* ------------------------------------------------------------ sending */
 
-/* Writes what waits in out[] without waiting. false: the connection broke. */
-static bool s_flush(zt_zmtp_t *self)
-{
-    while (self->up && self->out_b > self->out_a) {
-        ssize_t w = send(self->fd, self->out + self->out_a, self->out_b - self->out_a, MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (w > 0) {
-            self->out_a += (size_t) w;
-            self->quiet_since = zt_now_ms();
-            continue;
-        }
-        if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
-            if (zt_now_ms() - self->quiet_since > SEND_WAIT_MS) {
-                s_down(self, "nothing taken for too long");
-                return false;
-            }
-            return true;
-        }
-        s_down(self, w < 0 ? strerror(errno) : "refused");
-        return false;
-    }
-    self->out_a = self->out_b = 0;
-    return true;
-}
-
-/* Appends what v[0..n) holds to out[] (for s_flush). false: no memory. */
-static bool s_queue(zt_zmtp_t *self, const struct iovec *v, int n)
-{
-    size_t add = 0;
-    for (int i = 0; i < n; i++)
-        add += v[i].iov_len;
-    if (self->out_a > 0 && self->out_b + add > self->out_cap) { /* what was written makes room */
-        memmove(self->out, self->out + self->out_a, self->out_b - self->out_a);
-        self->out_b -= self->out_a;
-        self->out_a = 0;
-    }
-    if (self->out_b + add > self->out_cap) {
-        size_t cap = self->out_cap ? self->out_cap : 1 << 20;
-        while (cap < self->out_b + add)
-            cap *= 2;
-        uint8_t *o = realloc(self->out, cap);
-        if (!o)
-            return false;
-        self->out = o;
-        self->out_cap = cap;
-    }
-    for (int i = 0; i < n; i++) {
-        memcpy(self->out + self->out_b, v[i].iov_base, v[i].iov_len);
-        self->out_b += v[i].iov_len;
-    }
-    return true;
-}
-
-/* Until out[] holds at most keep bytes, reading what comes meanwhile (so
- * that neither end waits on the other). false: the connection broke. */
+/* Until at most keep bytes wait, reading what comes meanwhile (so that
+ * neither end waits on the other). false: the connection broke. */
 static bool s_drain_to(zt_zmtp_t *self, size_t keep)
 {
-    while (self->up && self->out_b - self->out_a > keep) {
+    while (self->up && self->out > keep) {
         if (!s_flush(self))
             return false;
-        if (self->out_b - self->out_a <= keep)
+        if (self->out <= keep)
             break;
         if (zt_stop_requested()) {
             s_down(self, "stopping");
@@ -534,18 +463,19 @@ static bool s_drain_to(zt_zmtp_t *self, size_t keep)
     return self->up;
 }
 
-bool zt_zmtp_pending(const zt_zmtp_t *self) { return self && self->up && self->out_b > self->out_a; }
+bool zt_zmtp_pending(const zt_zmtp_t *self) { return self && self->up && self->nq > 0; }
 
 short zt_zmtp_events(const zt_zmtp_t *self)
 {
     return (short) (ZMQ_POLLIN | (zt_zmtp_pending(self) ? ZMQ_POLLOUT : 0));
 }
 
-int zt_zmtp_sendv(zt_zmtp_t *self, const struct iovec *frames, int n)
+static int s_send(zt_zmtp_t *self, const struct iovec *frames, zmq_msg_t *const *owners, int n)
 {
     if (!self->up || n < 1 || n > MAX_PARTS)
         return ZT_EIO;
     struct iovec iov[2 * MAX_PARTS];
+    zmq_msg_t *own[2 * MAX_PARTS];
     uint8_t hdr[MAX_PARTS][9];
     int ni = 0;
     size_t total = 0;
@@ -564,16 +494,20 @@ int zt_zmtp_sendv(zt_zmtp_t *self, const struct iovec *frames, int n)
                 hdr[i][1 + j] = (uint8_t) (len >> (56 - 8 * j));
             hl = 9;
         }
+        own[ni] = NULL;
         iov[ni++] = (struct iovec) { hdr[i], hl };
-        if (len)
+        if (len) {
+            own[ni] = owners ? owners[i] : NULL;
             iov[ni++] = frames[i];
+        }
         total += hl + len;
     }
     /* what waits goes first; past OUT_MAX the caller waits for the peer */
     if (!s_flush(self) || !s_drain_to(self, OUT_MAX))
         return ZT_EIO;
     struct iovec *v = iov;
-    if (self->out_b == self->out_a) { /* nothing waits: straight from the caller's bytes */
+    zmq_msg_t **o = own;
+    if (self->nq == 0) { /* nothing waits: straight from the caller's bytes */
         self->quiet_since = zt_now_ms();
         struct msghdr mh = { .msg_iov = v, .msg_iovlen = (size_t) ni };
         ssize_t w = sendmsg(self->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -584,7 +518,7 @@ int zt_zmtp_sendv(zt_zmtp_t *self, const struct iovec *frames, int n)
         for (size_t left = w > 0 ? (size_t) w : 0; left > 0;) {
             if (left >= v->iov_len) {
                 left -= v->iov_len;
-                v++;
+                v++, o++;
                 ni--;
             }
             else {
@@ -597,13 +531,28 @@ int zt_zmtp_sendv(zt_zmtp_t *self, const struct iovec *frames, int n)
         for (int i = 0; i < ni; i++)
             total += v[i].iov_len;
     }
-    /* the rest waits in out[], written as the peer takes it (zt_zmtp_recv,
+    /* the rest waits, written as the peer takes it (zt_zmtp_recv,
      * zt_zmtp_flush, the next send), so the caller goes on to its others */
-    if (total > 0 && !s_queue(self, v, ni)) {
+    if (total > 0 && !zt_zmtp_out_queue(self, v, o, ni)) {
         s_down(self, "out of memory");
         return ZT_EIO;
     }
     return ZT_OK;
+}
+
+int zt_zmtp_sendv(zt_zmtp_t *self, const struct iovec *frames, int n) { return s_send(self, frames, NULL, n); }
+
+int zt_zmtp_sendm(zt_zmtp_t *self, zmq_msg_t *frames, int n)
+{
+    if (n < 1 || n > MAX_PARTS)
+        return ZT_EIO;
+    struct iovec v[MAX_PARTS];
+    zmq_msg_t *own[MAX_PARTS];
+    for (int i = 0; i < n; i++) {
+        v[i] = (struct iovec) { zmq_msg_data(&frames[i]), zmq_msg_size(&frames[i]) };
+        own[i] = &frames[i];
+    }
+    return s_send(self, v, own, n);
 }
 
 bool zt_zmtp_flush(zt_zmtp_t *self) { return !self || !self->up || s_flush(self); }

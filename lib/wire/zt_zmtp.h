@@ -7,7 +7,7 @@
  * job's guard); only this end changes. A message goes out with one writev
  * of every frame's header and bytes, in the caller's thread, as soon as the
  * call is made: no hand-off to another thread and no wake-up of one (what
- * the kernel does not take at once waits in the connection's buffer). A
+ * the kernel does not take at once waits in the connection's queue). A
  * message comes in with reads into a small buffer for headers and small
  * frames; a large frame's bytes are read straight into a frame of its own.
  *
@@ -61,12 +61,20 @@ int zt_zmtp_poll_fd(const zt_zmtp_t *self);
 bool zt_zmtp_poke(zt_zmtp_t *self);
 bool zt_zmtp_connected(const zt_zmtp_t *self);
 /* Sends a message of n frames (at most 16), straight from the caller's
- * bytes as far as the kernel takes them now; the rest is copied to wait
+ * bytes as far as the kernel takes them now; the rest is copied, to wait
  * for the peer (zt_zmtp_pending), so the caller goes on to its other
  * servers. Only with more than OUT_MAX bytes waiting does it wait,
  * reading meanwhile what comes (kept for zt_zmtp_recv). ZT_OK, or ZT_EIO
  * when there is no connection or it broke. */
 int zt_zmtp_sendv(zt_zmtp_t *self, const struct iovec *frames, int n);
+/* The same from messages (the caller still closes them): what waits of a
+ * frame holds a reference to it, never a copy (a message made by
+ * zt_zmtp_msg_with, or a frame shared by several ends). */
+int zt_zmtp_sendm(zt_zmtp_t *self, zmq_msg_t *frames, int n);
+/* A message of size bytes that fill(arg, buf) writes (a seal, a copy): a
+ * buffer of this end's, reused once what waits of it is written (so that a
+ * message sent from it costs no fresh pages and no copy). 0, or -1. */
+int zt_zmtp_msg_with(zt_zmtp_t *self, zmq_msg_t *msg, size_t size, int (*fill)(void *arg, void *buf), void *arg);
 /* Whether bytes wait to go; then the caller polls for ZMQ_POLLOUT too
  * (zt_zmtp_events) and calls zt_zmtp_flush when it comes (zt_zmtp_recv
  * and zt_stream_tend write what waits as well). */
