@@ -147,11 +147,12 @@ static bool s_lands(zt_allreduce_t *self, zt_ar_state_t *k, int t)
            x->data != k->buf + self->layout.offset[t] * (int64_t) k->es && (scale == 1.0f || x->dtype == ZT_F32);
 }
 
-/* Where a sealed sum from reducer r opens without a copy after: its place
- * in the bucket, when every byte of it there is only a landing place (large
- * tensors, sent from the caller's buffers, not averaged in the bucket's),
- * so that a sum that does not open, having written there, costs nothing a
- * resend would need. NULL: opened in place, then copied. */
+/* Where a sealed sum from reducer r opens, its one copy made by the
+ * opening: its place in the bucket, when every byte of it there is only a
+ * landing place (large tensors, sent from the caller's buffers), so that a
+ * sum that does not open, having written there, costs nothing a resend
+ * would need; from there it is written on to the tensors that take it as
+ * it comes (s_land). NULL: opened in place, then copied. */
 static void *s_landing(zt_allreduce_t *self, int r, const zt_msg_t *m, size_t bytes)
 {
     if (m->type != ZT_MSG_AR_RESULT)
@@ -174,8 +175,6 @@ static void *s_landing(zt_allreduce_t *self, int r, const zt_msg_t *m, size_t by
             continue;
         if (!zt_ar_direct(k, self->layout.numel[t]) || self->t[t].data == k->buf + ta * (int64_t) k->es)
             return NULL;
-        if (s_lands(self, k, t))
-            return NULL; /* opened in the frame, then written on (s_land) */
     }
     return k->buf + off * (int64_t) k->es;
 }
@@ -397,7 +396,8 @@ int zt_ar_timed_out(zt_allreduce_t *self, int timeout_ms)
 }
 
 /* Elements [off, off + c) of bucket bi's sum, from src (the frame it came
- * in), into the bucket. Over a sealed stream the parts of it that belong
+ * in, or its place in the bucket, opened there), into the bucket. Over a
+ * sealed stream the parts of it that belong
  * to large tensors sent from their callers' buffers are also written there
  * now (times the average's factor, or the tensor's: s_lands), while src is
  * in the cache, and both writes go past the cache (zt_copy_cold): no copy
@@ -408,10 +408,12 @@ static void s_land(zt_allreduce_t *self, int r, zt_ar_state_t *k, int bi, int64_
 {
     char *kept = k->buf + off * (int64_t) k->es;
     if (!zt_bulk_sealed(self->red[r])) {
-        memcpy(kept, src, (size_t) c * k->es);
+        if (src != kept)
+            memcpy(kept, src, (size_t) c * k->es);
         return;
     }
-    zt_copy_cold(kept, src, (size_t) c * k->es);
+    if (src != kept)
+        zt_copy_cold(kept, src, (size_t) c * k->es);
     zt_ar_bucket_t *lb = &self->layout.buckets[bi];
     for (int t = lb->first; t <= lb->last; t++) {
         zt_ar_tensor_t *x = &self->t[t];
@@ -452,7 +454,7 @@ static bool s_on_result(zt_allreduce_t *self, int r, const zt_msg_AR_RESULT_t *r
     }
     if (!k->windowed) /* its pieces went from the tensor, not buf */
         zt_ar_wait_lent(k);
-    if (c && src != k->buf + off * (int64_t) k->es) /* not opened there already (s_landing) */
+    if (c)
         s_land(self, r, k, res->bucket, off, c, src);
     k->piece_done[r][p] = true;
     if (k->windowed) {
