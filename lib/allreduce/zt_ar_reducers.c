@@ -396,12 +396,13 @@ int zt_ar_timed_out(zt_allreduce_t *self, int timeout_ms)
 }
 
 /* Elements [off, off + c) of bucket bi's sum, from src (the frame it came
- * in, or its place in the bucket, opened there), into the bucket. Over a
- * sealed stream the parts of it that belong
- * to large tensors sent from their callers' buffers are also written there
- * now (times the average's factor, or the tensor's: s_lands), while src is
- * in the cache, and both writes go past the cache (zt_copy_cold): no copy
- * out when the round ends, and no cache line read only to be overwritten.
+ * in, or its place in the bucket, opened there: s_landing), into the
+ * bucket. Over a sealed stream the parts of it that belong to large
+ * tensors sent from their callers' buffers are also written there now
+ * (times the average's factor, or the tensor's: s_lands), while src is in
+ * the cache, past the cache (zt_copy_cold, as the bucket's copy when src is
+ * the frame): no copy out when the round ends, and no cache line read only
+ * to be overwritten.
  * (The callers' bytes are free to overwrite: a sealed piece was sealed out
  * of them, and a piece whose sum came back is sent again as that sum.) */
 static void s_land(zt_allreduce_t *self, int r, zt_ar_state_t *k, int bi, int64_t off, int64_t c, const char *src)

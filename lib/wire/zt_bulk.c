@@ -28,6 +28,13 @@ struct zt_bulk_server_t {
 
 /* ------------------------------------------------------------ client */
 
+/* How far ZT_BULK_DIRECT goes: 0 (off), ZT_BULK_DIRECT_ON or _ALL. */
+static int s_direct_level(void)
+{
+    const char *knob = zt_knob_str(ZT_KNOB_BULK_DIRECT);
+    return !strcmp(knob, "all") ? ZT_BULK_DIRECT_ALL : !strcmp(knob, "on") ? ZT_BULK_DIRECT_ON : 0;
+}
+
 zt_bulk_t *zt_bulk_connect(zt_plane_t plane, const char *endpoint, bool direct)
 {
     zt_bulk_t *self = calloc(1, sizeof *self);
@@ -37,7 +44,7 @@ zt_bulk_t *zt_bulk_connect(zt_plane_t plane, const char *endpoint, bool direct)
     /* a sealing job's sockets are bulk ones (no CURVE); a peer on this host
      * comes over the ipc twin, in the clear */
     bool sealing = zt_stream_cfg_load(&cfg), seal = sealing && !zt_data_is_local(endpoint);
-    if (seal && direct && strcmp(zt_knob_str(ZT_KNOB_BULK_DIRECT), "off")) {
+    if (seal && direct && s_direct_level() >= ZT_BULK_DIRECT_ON) {
         /* no ZeroMQ I/O thread between this thread and the kernel (zt_zmtp.h) */
         if ((self->zmtp = zt_zmtp_new(endpoint)) && !(self->st = zt_stream_connect_zmtp(&cfg, self->zmtp, endpoint)))
             zt_zmtp_destroy(&self->zmtp);
@@ -181,9 +188,7 @@ static zt_bulk_server_t *s_bind(zt_plane_t plane, const char *endpoint, int *por
     zt_stream_cfg_t cfg;
     bool seal = zt_stream_cfg_load(&cfg);
     int port = 0;
-    const char *knob = zt_knob_str(ZT_KNOB_BULK_DIRECT);
-    zt_bulk_direct_t level = !strcmp(knob, "all") ? ZT_BULK_DIRECT_ALL : !strcmp(knob, "on") ? ZT_BULK_DIRECT_ON : 0;
-    int rule = seal && from && level >= from ? zt_tcp_peer_rule() : -1; /* -1: held, or not asked */
+    int rule = seal && from && s_direct_level() >= (int) from ? zt_tcp_peer_rule() : -1; /* -1: held, or not asked */
     if (rule >= 0 && (self->direct = zt_direct_listen(endpoint, rule, &port))) {
         char actual[300];
         snprintf(actual, sizeof actual, "%.*s:%d", (int) (strrchr(endpoint, ':') - endpoint), endpoint, port);

@@ -3,8 +3,8 @@
  * own (zt_zmtp_accept), read and written by the thread that polls the
  * server, with no ZeroMQ I/O thread and no hand-off between the kernel and
  * the caller. For zt_bulk's servers in a job that seals its bulk bytes
- * (ZT_BULK_DIRECT=all); the same host's clients still come over the ipc
- * twin, a ROUTER beside it.
+ * (ZT_BULK_DIRECT on: a parameter server's; all: a reducer's too); the
+ * same host's clients still come over the ipc twin, a ROUTER beside it.
  *
  * Who may connect is what zt_sock_router's port allows (zt_guard): the job's
  * hosts only when the job's placement names them (zt_tcp_peer_rule), at

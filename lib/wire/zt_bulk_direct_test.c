@@ -98,7 +98,7 @@ static void s_test_clients(zt_direct_t *d, int port)
     for (size_t i = 0; i < big; i++)
         x[i] = (uint8_t) (i * 7 + 3);
     struct iovec f[3] = { { "hdr", 3 }, { "seal", 4 }, { x, big } };
-    assert(zt_zmtp_sendv(z, f, 3) == ZT_OK);
+    assert(zt_zmtp_sendv(z, f, NULL, 3) == ZT_OK);
     zmq_msg_t parts[8];
     for (int64_t end = zt_now_ms() + 2000; zt_zmtp_pending(z) && zt_now_ms() < end;)
         zt_zmtp_drain(z);
@@ -107,7 +107,7 @@ static void s_test_clients(zt_direct_t *d, int port)
            !memcmp(zmq_msg_data(&parts[3]), x, big) && !memcmp(zmq_msg_data(&parts[2]), "seal", 4));
     zt_zmtp_t *back = zt_direct_end(d, zmq_msg_data(&parts[0]), zmq_msg_size(&parts[0]));
     assert(back && zt_zmtp_greeted(back));
-    assert(zt_zmtp_sendv(back, f, 3) == ZT_OK);
+    assert(zt_zmtp_sendv(back, f, NULL, 3) == ZT_OK);
     zt_msg_close_parts(parts, n);
     zmq_msg_t got[4];
     n = 0;
@@ -126,7 +126,7 @@ static void s_test_clients(zt_direct_t *d, int port)
     n = s_take(d, parts, 8);
     assert(n == 3 && zmq_msg_size(&parts[2]) == 5 && !memcmp(zmq_msg_data(&parts[2]), "there", 5));
     back = zt_direct_end(d, zmq_msg_data(&parts[0]), zmq_msg_size(&parts[0]));
-    assert(back && zt_zmtp_sendv(back, f + 2, 1) == ZT_OK);
+    assert(back && zt_zmtp_sendv(back, f + 2, NULL, 1) == ZT_OK);
     zt_msg_close_parts(parts, n);
     zmsg_t *r = NULL;
     for (int64_t end = zt_now_ms() + 2000; !r && zt_now_ms() < end;) {

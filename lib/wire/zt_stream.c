@@ -22,7 +22,7 @@ static int s_send_plain(void *sock, zt_zmtp_t *zmtp, const uint8_t *id, size_t i
         return ZT_EINVAL;
     int rc = ZT_OK;
     if (zmtp)
-        rc = zt_zmtp_sendv(zmtp, &(struct iovec) { zframe_data(h), zframe_size(h) }, 1);
+        rc = zt_zmtp_sendv(zmtp, &(struct iovec) { zframe_data(h), zframe_size(h) }, NULL, 1);
     else if ((id && zmq_send(sock, id, id_len, ZMQ_SNDMORE) < 0) ||
              zmq_send(sock, zframe_data(h), zframe_size(h), 0) < 0)
         rc = ZT_EIO;
@@ -101,32 +101,29 @@ static int s_send_sealed_zmtp(zt_stream_t *s, const uint8_t *hdr, size_t hlen, c
                               const size_t *sizes, int n)
 {
     uint8_t units[MAX_PAYLOADS * SEAL_BYTES], aad[ZT_MSG_MAX_BYTES + 2];
-    zmq_msg_t f[2 + MAX_PAYLOADS];
+    zmq_msg_t pm[MAX_PAYLOADS];
+    struct iovec f[2 + MAX_PAYLOADS] = { { (void *) hdr, hlen }, { units, (size_t) (n ? n : 1) * SEAL_BYTES } };
+    zmq_msg_t *own[2 + MAX_PAYLOADS] = { NULL, NULL }; /* the header and seal: copied only if they wait */
     int made = 0, rc = ZT_OK;
     for (int i = 0; rc == ZT_OK && i < (n ? n : 1); i++) {
         s_fill_t fl = { s->tx, aad, s_aad(hdr, hlen, i, n ? n : 1, aad), n ? payloads[i] : NULL, n ? sizes[i] : 0,
                         s->kid, units + i * SEAL_BYTES };
         if (!n)
             rc = s_fill(&fl, NULL) == 0 ? ZT_OK : ZT_EIO;
-        else if (zt_zmtp_msg_with(s->zmtp, &f[2 + made], sizes[i], s_fill, &fl) == 0)
+        else if (zt_zmtp_msg_with(s->zmtp, &pm[made], sizes[i], s_fill, &fl) == 0) {
+            f[2 + made] = (struct iovec) { zmq_msg_data(&pm[made]), sizes[i] };
+            own[2 + made] = &pm[made];
             made++;
+        }
         else
             rc = ZT_EIO;
     }
-    if (rc == ZT_OK) {
-        zmq_msg_init_size(&f[0], hlen);
-        memcpy(zmq_msg_data(&f[0]), hdr, hlen);
-        zmq_msg_init_size(&f[1], (size_t) (n ? n : 1) * SEAL_BYTES);
-        memcpy(zmq_msg_data(&f[1]), units, zmq_msg_size(&f[1]));
-        /* no connection, or it broke: lost, as on a DEALER whose server
-         * went away; the callers' resend rules send it again on the next */
-        rc = zt_zmtp_sendm(s->zmtp, f, 2 + n);
-        rc = rc == ZT_EIO ? ZT_OK : rc;
-        zmq_msg_close(&f[0]);
-        zmq_msg_close(&f[1]);
-    }
+    /* no connection, or it broke: lost, as on a DEALER whose server went
+     * away; the callers' resend rules send it again on the next one */
+    if (rc == ZT_OK && (rc = zt_zmtp_sendv(s->zmtp, f, own, 2 + n)) == ZT_EIO)
+        rc = ZT_OK;
     for (int i = 0; i < made; i++)
-        zmq_msg_close(&f[2 + i]);
+        zmq_msg_close(&pm[i]);
     return rc;
 }
 
@@ -649,7 +646,13 @@ int zt_streams_seal_shared(zt_streams_t *self, const zt_msg_t *m, const void *pa
 int zt_streams_send_shared(zt_streams_t *self, zt_stream_t *to, zt_stream_shared_t *sh)
 {
     if (sh->made && to->zmtp) { /* written straight from the shared frames */
-        zt_zmtp_sendm(to->zmtp, sh->f, 3); /* a broken connection: lost, its server closes it */
+        struct iovec f[3];
+        zmq_msg_t *own[3];
+        for (int i = 0; i < 3; i++) {
+            f[i] = (struct iovec) { zmq_msg_data(&sh->f[i]), zmq_msg_size(&sh->f[i]) };
+            own[i] = &sh->f[i];
+        }
+        zt_zmtp_sendv(to->zmtp, f, own, 3); /* a broken connection: lost, its server closes it */
         return ZT_OK;
     }
     if (!sh->made || zmq_send(self->router, to->id, to->id_len, ZMQ_SNDMORE) < 0)

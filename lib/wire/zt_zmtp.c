@@ -470,7 +470,7 @@ short zt_zmtp_events(const zt_zmtp_t *self)
     return (short) (ZMQ_POLLIN | (zt_zmtp_pending(self) ? ZMQ_POLLOUT : 0));
 }
 
-static int s_send(zt_zmtp_t *self, const struct iovec *frames, zmq_msg_t *const *owners, int n)
+int zt_zmtp_sendv(zt_zmtp_t *self, const struct iovec *frames, zmq_msg_t *const *owners, int n)
 {
     if (!self->up || n < 1 || n > MAX_PARTS)
         return ZT_EIO;
@@ -538,21 +538,6 @@ static int s_send(zt_zmtp_t *self, const struct iovec *frames, zmq_msg_t *const 
         return ZT_EIO;
     }
     return ZT_OK;
-}
-
-int zt_zmtp_sendv(zt_zmtp_t *self, const struct iovec *frames, int n) { return s_send(self, frames, NULL, n); }
-
-int zt_zmtp_sendm(zt_zmtp_t *self, zmq_msg_t *frames, int n)
-{
-    if (n < 1 || n > MAX_PARTS)
-        return ZT_EIO;
-    struct iovec v[MAX_PARTS];
-    zmq_msg_t *own[MAX_PARTS];
-    for (int i = 0; i < n; i++) {
-        v[i] = (struct iovec) { zmq_msg_data(&frames[i]), zmq_msg_size(&frames[i]) };
-        own[i] = &frames[i];
-    }
-    return s_send(self, v, own, n);
 }
 
 bool zt_zmtp_flush(zt_zmtp_t *self) { return !self || !self->up || s_flush(self); }

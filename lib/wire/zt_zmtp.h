@@ -61,16 +61,15 @@ int zt_zmtp_poll_fd(const zt_zmtp_t *self);
 bool zt_zmtp_poke(zt_zmtp_t *self);
 bool zt_zmtp_connected(const zt_zmtp_t *self);
 /* Sends a message of n frames (at most 16), straight from the caller's
- * bytes as far as the kernel takes them now; the rest is copied, to wait
- * for the peer (zt_zmtp_pending), so the caller goes on to its other
- * servers. Only with more than OUT_MAX bytes waiting does it wait,
- * reading meanwhile what comes (kept for zt_zmtp_recv). ZT_OK, or ZT_EIO
- * when there is no connection or it broke. */
-int zt_zmtp_sendv(zt_zmtp_t *self, const struct iovec *frames, int n);
-/* The same from messages (the caller still closes them): what waits of a
- * frame holds a reference to it, never a copy (a message made by
- * zt_zmtp_msg_with, or a frame shared by several ends). */
-int zt_zmtp_sendm(zt_zmtp_t *self, zmq_msg_t *frames, int n);
+ * bytes as far as the kernel takes them now; the rest waits for the peer
+ * (zt_zmtp_pending), so the caller goes on to its other servers: frame i
+ * by reference when owners (NULL: none) has owners[i], the message whose
+ * bytes it is (made by zt_zmtp_msg_with, or a frame shared by several
+ * ends; the caller still closes it), else copied. Only with more than
+ * OUT_MAX bytes waiting does it wait, reading meanwhile what comes (kept
+ * for zt_zmtp_recv). ZT_OK, or ZT_EIO when there is no connection or it
+ * broke. */
+int zt_zmtp_sendv(zt_zmtp_t *self, const struct iovec *frames, zmq_msg_t *const *owners, int n);
 /* A message of size bytes that fill(arg, buf) writes (a seal, a copy): a
  * buffer of this end's, reused once what waits of it is written (so that a
  * message sent from it costs no fresh pages and no copy). 0, or -1. */

@@ -54,7 +54,7 @@ struct zt_zmtp_t {
     s_seg_t *q;
     int q0, nq, qcap;
     size_t out;
-    zt_bufpool_t *pool;     /* buffers callers fill for zt_zmtp_sendm (zt_zmtp_msg_with) */
+    zt_bufpool_t *pool;     /* buffers callers fill to send by reference (zt_zmtp_msg_with) */
     int64_t quiet_since;    /* when the peer last took a byte, or the first send waited */
     /* messages complete, not yet taken (read while a send waited) */
     s_msg_t *done;
