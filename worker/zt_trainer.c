@@ -504,6 +504,8 @@ static int s_finish(s_run_t *r, int64_t step, double secs)
     else if (stopped && r->pos)
         zt_info("stopping at step %lld: %s keeps it for the replica in this one's place", (long long) step,
                 zt_position_path(r->pos));
+    else if (stopped && r->rank == 0 && step > r->step0) /* the stop came on a step just saved */
+        zt_info("stopping at step %lld: saved already, to resume from", (long long) step);
     zt_exchange_finish(r->x, final);
     zt_mlp_t *mlp = r->compute.mlp;
     if (zt_exchange_holds_model(r->x)) {

@@ -460,7 +460,7 @@ class Preemption(unittest.TestCase):
             self.assertRegex(job.err, r"%s exited with status 143: a signal ztrain did not send, so a preemption"
                              % name)
         chief_log = read(job_dir, "workerpool0-0.log")
-        saved = re.search(r"stopping at step (\d+): saving it to resume from", chief_log)
+        saved = re.search(r"stopping at step (\d+): (?:saving it|saved already,) to resume from", chief_log)
         self.assertTrue(saved, chief_log[-3000:])
         step = int(saved.group(1))
         self.assertGreaterEqual(step, 300)
@@ -498,7 +498,7 @@ class Preemption(unittest.TestCase):
         self.assertIn("exiting with status 143", ps_log)
         self.assertRegex(ps_log, r"restored elements \[0, \d+\) from the shard snapshot")
         chief_log = read(job_dir, "workerpool0-0.log")
-        saved = re.search(r"stopping at step (\d+): saving it to resume from", chief_log)
+        saved = re.search(r"stopping at step (\d+): (?:saving it|saved already,) to resume from", chief_log)
         self.assertTrue(saved, chief_log[-3000:])
         n = int(saved.group(1))
         self.assertRegex(chief_log, r"checkpoint \S*ckpt-0*%d written \(step %d\)" % (n, n))
@@ -525,7 +525,8 @@ class CancelSaves(unittest.TestCase):
         self.assertEqual(job.wait(timeout=120), 3, job.err[-3000:])  # CANCELLED
         j = load_job(job_dir)
         self.assertEqual(j["state"], "CANCELLED")
-        saved = re.search(r"stopping at step (\d+): saving it to resume from", read(job_dir, "workerpool0-0.log"))
+        saved = re.search(r"stopping at step (\d+): (?:saving it|saved already,) to resume from",
+                          read(job_dir, "workerpool0-0.log"))
         self.assertTrue(saved, read(job_dir, "workerpool0-0.log")[-3000:])
         step = int(saved.group(1))
         self.assertGreaterEqual(step, reached)
@@ -564,7 +565,7 @@ class CancelSaves(unittest.TestCase):
                 b.kill()
                 b.wait()
         chief = read(job_dir, "workerpool0-0.log")
-        saved = re.search(r"stopping at step (\d+): saving it to resume from", chief)
+        saved = re.search(r"stopping at step (\d+): (?:saving it|saved already,) to resume from", chief)
         self.assertTrue(saved, chief[-3000:])
         step = int(saved.group(1))
         self.assertRegex(chief, r"checkpoint \S*ckpt-0*%d written \(step %d\)" % (step, step))
