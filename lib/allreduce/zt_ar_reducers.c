@@ -397,22 +397,19 @@ int zt_ar_timed_out(zt_allreduce_t *self, int timeout_ms)
 
 /* Elements [off, off + c) of bucket bi's sum, from src (the frame it came
  * in, or its place in the bucket, opened there: s_landing), into the
- * bucket. Over a sealed stream the parts of it that belong to large
- * tensors sent from their callers' buffers are also written there now
- * (times the average's factor, or the tensor's: s_lands), while src is in
- * the cache, past the cache (zt_copy_cold, as the bucket's copy when src is
- * the frame): no copy out when the round ends, and no cache line read only
- * to be overwritten.
+ * bucket. The parts of it that belong to large tensors sent from their
+ * callers' buffers are also written there now (times the average's
+ * factor, or the tensor's: s_lands), while src is in the cache, past the
+ * cache (zt_copy_cold, as the bucket's copy when src is the frame): no
+ * copy out when the round ends, and no cache line read only to be
+ * overwritten.
  * (The callers' bytes are free to overwrite: a sealed piece was sealed out
- * of them, and a piece whose sum came back is sent again as that sum.) */
-static void s_land(zt_allreduce_t *self, int r, zt_ar_state_t *k, int bi, int64_t off, int64_t c, const char *src)
+ * of them, a plain one lent to ZeroMQ is back (zt_ar_wait_lent) and one on
+ * a direct end was written or copied, and a piece whose sum came back is
+ * sent again as that sum.) */
+static void s_land(zt_allreduce_t *self, zt_ar_state_t *k, int bi, int64_t off, int64_t c, const char *src)
 {
     char *kept = k->buf + off * (int64_t) k->es;
-    if (!zt_bulk_sealed(self->red[r])) {
-        if (src != kept)
-            memcpy(kept, src, (size_t) c * k->es);
-        return;
-    }
     if (src != kept)
         zt_copy_cold(kept, src, (size_t) c * k->es);
     zt_ar_bucket_t *lb = &self->layout.buckets[bi];
@@ -456,7 +453,7 @@ static bool s_on_result(zt_allreduce_t *self, int r, const zt_msg_AR_RESULT_t *r
     if (!k->windowed) /* its pieces went from the tensor, not buf */
         zt_ar_wait_lent(k);
     if (c)
-        s_land(self, r, k, res->bucket, off, c, src);
+        s_land(self, k, res->bucket, off, c, src);
     k->piece_done[r][p] = true;
     if (k->windowed) {
         k->wfly[r] -= c * (int64_t) k->es;

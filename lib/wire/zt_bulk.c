@@ -1,5 +1,6 @@
 /* zt_bulk: the one bulk transport (see zt_bulk.h). */
 #include "wire/zt_bulk.h"
+#include "wire/zt_auth.h"
 #include "wire/zt_bulk_direct.h"
 #include "wire/zt_bufpool.h"
 #include "base/zt_util.h"
@@ -43,13 +44,17 @@ zt_bulk_t *zt_bulk_connect(zt_plane_t plane, const char *endpoint, bool direct)
     zt_stream_cfg_t cfg;
     /* a sealing job's sockets are bulk ones (no CURVE); a peer on this host
      * comes over the ipc twin, in the clear */
-    bool sealing = zt_stream_cfg_load(&cfg), seal = sealing && !zt_data_is_local(endpoint);
-    if (seal && direct && s_direct_level() >= ZT_BULK_DIRECT_ON) {
+    bool sealing = zt_stream_cfg_load(&cfg), remote = !zt_data_is_local(endpoint), seal = sealing && remote;
+    /* a plain job's server on another host speaks ZMTP's NULL mechanism
+     * too (no CURVE: security off): the same end, without the seal */
+    bool plain = !sealing && remote && !zt_auth_on();
+    if ((seal || plain) && direct && s_direct_level() >= ZT_BULK_DIRECT_ON) {
         /* no ZeroMQ I/O thread between this thread and the kernel (zt_zmtp.h) */
-        if ((self->zmtp = zt_zmtp_new(endpoint)) && !(self->st = zt_stream_connect_zmtp(&cfg, self->zmtp, endpoint)))
+        if ((self->zmtp = zt_zmtp_new(endpoint)) && seal &&
+            !(self->st = zt_stream_connect_zmtp(&cfg, self->zmtp, endpoint)))
             zt_zmtp_destroy(&self->zmtp);
         if (self->zmtp)
-            zt_data_say_route(ZT_PLANE_BULK, endpoint, ", on this thread (ZT_BULK_DIRECT)");
+            zt_data_say_route(seal ? ZT_PLANE_BULK : plane, endpoint, ", on this thread (ZT_BULK_DIRECT)");
     }
     else if ((self->sock = zt_sock_dealer(sealing ? ZT_PLANE_BULK : plane, endpoint)) && seal &&
              !(self->st = zt_stream_connect(&cfg, zsock_resolve(self->sock))))
@@ -110,8 +115,20 @@ zmq_pollitem_t zt_bulk_item(zt_bulk_t *self)
 
 void zt_bulk_tend(zt_bulk_t *self, zmq_pollitem_t *item)
 {
-    if (self)
+    if (!self)
+        return;
+    if (self->st) {
         zt_stream_tend(self->st, item);
+        return;
+    }
+    if (!self->zmtp)
+        return;
+    zt_zmtp_flush(self->zmtp); /* a plain direct end: what waits, then the connection made again */
+    zt_zmtp_poke(self->zmtp);
+    if (item) {
+        item->fd = zt_zmtp_poll_fd(self->zmtp);
+        item->events = zt_zmtp_events(self->zmtp);
+    }
 }
 
 void zt_bulk_flush(zt_bulk_t *self)
@@ -143,10 +160,28 @@ static int s_payload(zt_bufpool_t *pool, zmq_msg_t *pm, const void *payload, siz
     return 0;
 }
 
+/* A plain message on a direct end: the header and the caller's bytes in
+ * one writev; what the kernel does not take at once is copied to wait
+ * (nothing is lent). No connection, or it broke: lost, as on a DEALER
+ * whose server went away; the callers' resend rules send it again. */
+static int s_send_plain_zmtp(zt_bulk_t *self, const zt_msg_t *m, const void *payload, size_t bytes)
+{
+    zframe_t *h = zt_msg_encode(m);
+    if (!h)
+        return ZT_EIO;
+    zt_zmtp_poke(self->zmtp);
+    struct iovec f[2] = { { zframe_data(h), zframe_size(h) }, { (void *) payload, bytes } };
+    int rc = zt_zmtp_sendv(self->zmtp, f, NULL, payload ? 2 : 1);
+    zframe_destroy(&h);
+    return rc == ZT_EIO ? ZT_OK : rc;
+}
+
 int zt_bulk_send(zt_bulk_t *self, const zt_msg_t *m, const void *payload, size_t bytes, atomic_int *lent)
 {
     if (self->st) /* sealed from the caller's bytes into the send buffer: nothing is lent */
         return zt_stream_send(self->st, m, payload, payload ? bytes : 0);
+    if (self->zmtp)
+        return s_send_plain_zmtp(self, m, payload, bytes);
     zmq_msg_t pm; /* made first: a header never goes out without the payload it announces */
     if (payload && s_payload(NULL, &pm, payload, bytes, lent) != 0)
         return ZT_ENOMEM;
