@@ -126,12 +126,18 @@ struct zt_allreduce_t {
     char err[ZT_AR_ERRLEN];
 };
 
+/* Reducer r's way is open again (a sealed stream's keys agreed, a plain
+ * direct end connected after a loss): our hello and what it lacks of the
+ * round, again. */
+void zt_ar_reopened(zt_allreduce_t *self, int r);
+
 /* Each turn of a wait on the reducers (items[0..n) theirs): what waits to
  * go written, a broken connection made again (zt_bulk_tend). */
 static inline void zt_ar_tend_reducers(zt_allreduce_t *self, zmq_pollitem_t *items, int n)
 {
     for (int r = 0; r < self->R; r++)
-        zt_bulk_tend(self->red[r], r < n ? &items[r] : NULL);
+        if (zt_bulk_tend(self->red[r], r < n ? &items[r] : NULL))
+            zt_ar_reopened(self, r);
 }
 
 /* zt_allreduce_submit of a tensor whose sum is wanted times scale

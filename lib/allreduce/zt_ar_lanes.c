@@ -178,7 +178,8 @@ static void s_round(s_lane_t *ln)
             }
         }
         for (int i = 0; i < n; i++)
-            zt_bulk_tend(self->red[mine[i]], &items[i]);
+            if (zt_bulk_tend(self->red[mine[i]], &items[i]))
+                zt_ar_reopened(self, mine[i]);
         if (zt_spin_poll(&ln->spin, items, n + 1, 50) <= 0)
             continue;
         if (items[n].revents & ZMQ_POLLIN) {

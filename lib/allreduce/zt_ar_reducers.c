@@ -213,15 +213,19 @@ static bool s_recv_reply(zt_allreduce_t *self, int r, zmq_msg_t *parts, int *np)
         __atomic_fetch_add(&self->seal_drops, 1, __ATOMIC_RELAXED) % 100 == 0)
         zt_warn("reducer %d (%s): a message that is not sealed under this job's keys was dropped (%llu so far)", r,
                 self->reducer_addrs[r], (unsigned long long) self->seal_drops);
-    if (!was && zt_bulk_ready(b)) {
-        s_hello(self, r);
-        zt_ar_resend(self, r);
-    }
+    if (!was && zt_bulk_ready(b))
+        zt_ar_reopened(self, r);
     if (*np > 0 && !ours) { /* opened (the stream's count moves on), then dropped */
         zt_msg_close_parts(parts, *np);
         *np = 0;
     }
     return true;
+}
+
+void zt_ar_reopened(zt_allreduce_t *self, int r)
+{
+    s_hello(self, r);
+    zt_ar_resend(self, r);
 }
 
 int zt_ar_commit_reducers(zt_allreduce_t *self, int timeout_ms)

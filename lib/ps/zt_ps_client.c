@@ -503,6 +503,14 @@ static void *s_pull_place(zt_ps_client_t *self, int s, const zmq_msg_t *hdr, siz
     return self->ops[at].dst;
 }
 
+/* Every request to server s outstanding, again (its way opened again). */
+static void s_resend_to(zt_ps_client_t *self, int s)
+{
+    for (int i = 0; i < self->nops; i++)
+        if (self->ops[i].server == s)
+            s_send(self, &self->ops[i]);
+}
+
 static bool s_unseal(zt_ps_client_t *self, int s, zmq_msg_t *parts, int *np)
 {
     bool was = zt_bulk_ready(self->ways[s]);
@@ -515,9 +523,7 @@ static bool s_unseal(zt_ps_client_t *self, int s, zmq_msg_t *parts, int *np)
         return false;
     }
     if (!was && zt_bulk_ready(self->ways[s]))
-        for (int i = 0; i < self->nops; i++)
-            if (self->ops[i].server == s)
-                s_send(self, &self->ops[i]);
+        s_resend_to(self, s);
     return *np > 0;
 }
 
@@ -557,7 +563,8 @@ int zt_ps_wait(zt_ps_client_t *self, int timeout_ms)
             continue;
         }
         for (int s = 0; s < self->nservers; s++) /* write what waits, reconnect, poll for room */
-            zt_bulk_tend(self->ways[s], s < n ? &items[s] : NULL);
+            if (zt_bulk_tend(self->ways[s], s < n ? &items[s] : NULL))
+                s_resend_to(self, s); /* connected again after a loss */
         int rc = zt_spin_poll(&self->spin, items, n, 50);
         if (rc < 0)
             continue;

@@ -16,6 +16,8 @@ struct zt_bulk_t {
     zt_zmtp_t *zmtp;    /* the direct end of the caller's thread, or NULL */
     zt_stream_t *st;    /* the sealed stream, or NULL: plain */
     uint64_t drops;
+    bool was_up, lost;  /* a plain direct end: connected once; a message lost since */
+    bool fresh;         /* ... connected again after a loss, not told yet (zt_bulk_tend) */
 };
 
 struct zt_bulk_server_t {
@@ -82,7 +84,27 @@ void zt_bulk_destroy(zt_bulk_t **self_p, int linger_ms)
 }
 
 bool zt_bulk_sealed(const zt_bulk_t *self) { return self && self->st; }
-bool zt_bulk_ready(const zt_bulk_t *self) { return self && (!self->st || zt_stream_ready(self->st)); }
+/* A plain direct end: connected (a connection tried now when there is
+ * none); a new one after a loss is to be told (zt_bulk_tend). */
+static bool s_plain_up(zt_bulk_t *self)
+{
+    if (zt_zmtp_poke(self->zmtp)) {
+        self->fresh = self->fresh || self->was_up || self->lost;
+        self->was_up = true;
+        self->lost = false;
+    }
+    return zt_zmtp_connected(self->zmtp);
+}
+
+bool zt_bulk_ready(zt_bulk_t *self)
+{
+    if (self && !self->st && self->zmtp) { /* plain on this thread: once connected */
+        bool up = s_plain_up(self);
+        self->lost = self->lost || !up; /* the caller holds its message back: told when connected */
+        return up;
+    }
+    return self && (!self->st || zt_stream_ready(self->st));
+}
 bool zt_bulk_unconnected(const zt_bulk_t *self) { return self && self->zmtp && !zt_zmtp_connected(self->zmtp); }
 uint64_t zt_bulk_drops(const zt_bulk_t *self) { return self ? self->drops : 0; }
 
@@ -113,22 +135,26 @@ zmq_pollitem_t zt_bulk_item(zt_bulk_t *self)
     return (zmq_pollitem_t) { zsock_resolve(self->sock), 0, ZMQ_POLLIN, 0 };
 }
 
-void zt_bulk_tend(zt_bulk_t *self, zmq_pollitem_t *item)
+bool zt_bulk_tend(zt_bulk_t *self, zmq_pollitem_t *item)
 {
     if (!self)
-        return;
+        return false;
     if (self->st) {
         zt_stream_tend(self->st, item);
-        return;
+        return false;
     }
     if (!self->zmtp)
-        return;
-    zt_zmtp_flush(self->zmtp); /* a plain direct end: what waits, then the connection made again */
-    zt_zmtp_poke(self->zmtp);
+        return false;
+    /* a plain direct end: what waits, then the connection made again */
+    zt_zmtp_flush(self->zmtp);
+    s_plain_up(self);
     if (item) {
         item->fd = zt_zmtp_poll_fd(self->zmtp);
         item->events = zt_zmtp_events(self->zmtp);
     }
+    bool fresh = self->fresh;
+    self->fresh = false;
+    return fresh;
 }
 
 void zt_bulk_flush(zt_bulk_t *self)
@@ -169,10 +195,12 @@ static int s_send_plain_zmtp(zt_bulk_t *self, const zt_msg_t *m, const void *pay
     zframe_t *h = zt_msg_encode(m);
     if (!h)
         return ZT_EIO;
-    zt_zmtp_poke(self->zmtp);
+    s_plain_up(self);
     struct iovec f[2] = { { zframe_data(h), zframe_size(h) }, { (void *) payload, bytes } };
     int rc = zt_zmtp_sendv(self->zmtp, f, NULL, payload ? 2 : 1);
     zframe_destroy(&h);
+    if (rc == ZT_EIO)
+        self->lost = true;
     return rc == ZT_EIO ? ZT_OK : rc;
 }
 
@@ -221,19 +249,20 @@ static zt_bulk_server_t *s_bind(zt_plane_t plane, const char *endpoint, int *por
     if (!self)
         return NULL;
     zt_stream_cfg_t cfg;
-    bool seal = zt_stream_cfg_load(&cfg);
+    bool seal = zt_stream_cfg_load(&cfg), plain = !seal && !zt_auth_on(); /* plain: ZMTP's NULL mechanism */
+    zt_plane_t as = seal ? ZT_PLANE_BULK : plane;
     int port = 0;
-    int rule = seal && from && s_direct_level() >= (int) from ? zt_tcp_peer_rule() : -1; /* -1: held, or not asked */
+    int rule = (seal || plain) && from && s_direct_level() >= (int) from ? zt_tcp_peer_rule() : -1; /* -1: held, or not asked */
     if (rule >= 0 && (self->direct = zt_direct_listen(endpoint, rule, &port))) {
         char actual[300];
         snprintf(actual, sizeof actual, "%.*s:%d", (int) (strrchr(endpoint, ':') - endpoint), endpoint, port);
         if (port_p)
             *port_p = port;
-        self->router = zt_sock_router_twin(ZT_PLANE_BULK, actual);
-        zt_data_say_route(ZT_PLANE_BULK, actual, ", served on this thread (ZT_BULK_DIRECT)");
+        self->router = zt_sock_router_twin(as, actual);
+        zt_data_say_route(as, actual, ", served on this thread (ZT_BULK_DIRECT)");
     }
     else
-        self->router = zt_sock_router(seal ? ZT_PLANE_BULK : plane, endpoint, port_p);
+        self->router = zt_sock_router(as, endpoint, port_p);
     if (self->router && seal && !(self->streams = zt_streams_new(&cfg, zsock_resolve(self->router))))
         zt_error("%s: cannot hold sealed streams", endpoint);
     memset(cfg.secret, 0, sizeof cfg.secret);
@@ -366,12 +395,45 @@ bool zt_bulk_server_sealed_to(zt_bulk_server_t *self, zmq_msg_t *id)
     return self->streams && zt_streams_find(self->streams, id);
 }
 
+/* A plain job's client on the server's own port (zt_direct): its end, or
+ * NULL (the router's, or a sealing job's). */
+static zt_zmtp_t *s_plain_end(zt_bulk_server_t *self, zmq_msg_t *id)
+{
+    return self->direct && !self->streams ? zt_direct_end(self->direct, zmq_msg_data(id), zmq_msg_size(id)) : NULL;
+}
+
+/* A plain reply on a client's own connection: the header and n frames in
+ * one writev, frame i by reference when owners has owners[i], else copied
+ * if it waits. A connection that broke loses it, as a router does a reply
+ * to a client gone: the client sends its request again. */
+static int s_reply_plain(zt_zmtp_t *end, const zt_msg_t *m, const struct iovec *frames, zmq_msg_t *const *owners,
+                         int n)
+{
+    zframe_t *h = zt_msg_encode(m);
+    if (!h || n > 8) {
+        zframe_destroy(&h);
+        return ZT_EIO;
+    }
+    struct iovec f[9] = { { zframe_data(h), zframe_size(h) } };
+    zmq_msg_t *own[9] = { NULL };
+    for (int i = 0; i < n; i++) {
+        f[1 + i] = frames[i];
+        own[1 + i] = owners ? owners[i] : NULL;
+    }
+    int rc = zt_zmtp_sendv(end, f, own, 1 + n);
+    zframe_destroy(&h);
+    return rc == ZT_EIO ? ZT_OK : rc;
+}
+
 int zt_bulk_reply(zt_bulk_server_t *self, zmq_msg_t *id, const zt_msg_t *m, const void *payload, size_t bytes,
                   atomic_int *lent)
 {
     zt_stream_t *to = self->streams ? zt_streams_find(self->streams, id) : NULL;
     if (to) /* sealed from the caller's bytes into the send buffer */
         return zt_streams_send(self->streams, to, m, payload, payload ? bytes : 0);
+    zt_zmtp_t *end = s_plain_end(self, id);
+    if (end) /* from the caller's bytes: nothing is lent */
+        return s_reply_plain(end, m, &(struct iovec) { (void *) payload, bytes }, NULL, payload ? 1 : 0);
     zmq_msg_t pm;
     if (payload && s_payload(self->pool, &pm, payload, bytes, lent) != 0)
         return ZT_ENOMEM;
@@ -381,6 +443,18 @@ int zt_bulk_reply(zt_bulk_server_t *self, zmq_msg_t *id, const zt_msg_t *m, cons
 int zt_bulk_reply_frames(zt_bulk_server_t *self, zmq_msg_t *id, const zt_msg_t *m, zmq_msg_t *frames, int n)
 {
     zt_stream_t *to = self->streams ? zt_streams_find(self->streams, id) : NULL;
+    zt_zmtp_t *end = to ? NULL : s_plain_end(self, id);
+    if (end) {
+        struct iovec f[8];
+        zmq_msg_t *own[8];
+        for (int i = 0; i < n && i < 8; i++) {
+            f[i] = (struct iovec) { zmq_msg_data(&frames[i]), zmq_msg_size(&frames[i]) };
+            own[i] = &frames[i];
+        }
+        int rc = n <= 8 ? s_reply_plain(end, m, f, own, n) : ZT_EINVAL;
+        zt_msg_close_parts(frames, n);
+        return rc;
+    }
     if (!to)
         return zt_msg_send_routed(zsock_resolve(self->router), id, m, frames, n);
     const void *p[8];

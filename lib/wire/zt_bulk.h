@@ -54,9 +54,10 @@ void zt_bulk_destroy(zt_bulk_t **self_p, int linger_ms);
 
 /* Whether the bytes go sealed (a peer on another host, a sealing job). */
 bool zt_bulk_sealed(const zt_bulk_t *self);
-/* Whether messages can be sent: plain at once, sealed once the keys are
- * agreed. */
-bool zt_bulk_ready(const zt_bulk_t *self);
+/* Whether messages can be sent: plain at once (on the caller's thread:
+ * once connected, a connection tried now when there is none and the last
+ * try is 50 ms old), sealed once the keys are agreed. */
+bool zt_bulk_ready(zt_bulk_t *self);
 /* Whether a send now would be taken without waiting (a ZeroMQ socket with
  * room; a direct end takes everything). */
 bool zt_bulk_writable(zt_bulk_t *self);
@@ -78,8 +79,12 @@ int zt_bulk_wait_ready(zt_bulk_t *self, int timeout_ms);
 zmq_pollitem_t zt_bulk_item(zt_bulk_t *self);
 /* Each turn of a wait (nothing on a ZeroMQ socket): a direct end writes
  * what waits and makes its connection again; item (may be NULL), this
- * way's in the poll set, then also asks for room to write. */
-void zt_bulk_tend(zt_bulk_t *self, zmq_pollitem_t *item);
+ * way's in the poll set, then also asks for room to write. true, once,
+ * when a plain direct end has a new connection after messages were lost
+ * (sent while there was none, or on the one that broke): the caller sends
+ * again what the server lacks now (a sealed way says so by becoming ready
+ * again instead). */
+bool zt_bulk_tend(zt_bulk_t *self, zmq_pollitem_t *item);
 
 /* Until what a direct end has queued is in the kernel (a round's last
  * bytes, before the caller computes for long or exits); nothing on a

@@ -46,11 +46,15 @@ static pid_t s_red_pids[4];
  * bucket); the cases that speak to a reducer in plain messages or through
  * shared memory are left to the plain runs. */
 static bool s_sealed;
+/* ZT_TEST_TCP=1 (ctest's allreduce_lanes_plain, with ZT_DATA_IPC=off): the
+ * same over TCP in the clear, as a job with security off runs between
+ * hosts (the workers' ends on their own threads). */
+static bool s_tcp;
 static char s_peer_eps[8][256];
 
 static void s_endpoint(char *ep, size_t size, const char *name)
 {
-    if (s_sealed)
+    if (s_sealed || s_tcp)
         snprintf(ep, size, "tcp://127.0.0.1:%d", zt_ephemeral_port());
     else
         snprintf(ep, size, "ipc://%s/%s", s_dir, name);
@@ -822,6 +826,7 @@ int main(int argc, char **argv)
     snprintf(s_dir, sizeof s_dir, "/tmp/zt-test-ar-%d", (int) getpid());
     mkdir(s_dir, 0755);
     s_sealed = test_sealed_setup(s_dir); /* keys as a job's: every process finds them */
+    s_tcp = getenv("ZT_TEST_TCP") && !strcmp(getenv("ZT_TEST_TCP"), "1");
     const s_case_t cases[] = {
         { 1, 1, 1 << 26, 5, 0, 0, 0, false, false, false },    { 2, 1, 1 << 26, 5, 0, 0, 0, false, false, false },
         { 2, 2, 1 << 26, 5, 0, 0, 0, false, false, false },    { 3, 2, 1 << 26, 5, 0, 0, 0, false, false, false },
