@@ -14,8 +14,8 @@ static int64_t s_knob_scaled(zt_knob_t knob, double scale)
 }
 
 /* A way to each reducer (zt_bulk: sealed to another host's in a sealing
- * job, on this thread with ZT_BULK_DIRECT on; this host's over the user's
- * private ipc folder, plain). */
+ * job, plain with security off, on this thread with ZT_BULK_DIRECT on;
+ * this host's over the user's private ipc folder, plain). */
 static int s_connect_reducers(zt_allreduce_t *self, const zt_allreduce_opts_t *o)
 {
     self->reducer_addrs = calloc((size_t) self->R, sizeof(char *));

@@ -13,7 +13,9 @@
  *   reducer's);
  * - a peer on this host comes over the ipc:// twin, in the clear: only the
  *   user's own processes can reach the user's private ipc folder;
- * - any other job's sockets are the plane's (CURVE in a job).
+ * - any other job's sockets are the plane's (CURVE in a job); with
+ *   security off (no CURVE) a peer on another host is reached plain on
+ *   the same direct ends as a sealing job's, without the seal.
  *
  * A message is a header (zt_msg) and at most one payload on the way out
  * (several for a server's replies). A plain payload is lent to ZeroMQ when

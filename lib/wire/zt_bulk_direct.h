@@ -2,8 +2,9 @@
  * thread: its clients' connections accepted here, each a ZMTP end of its
  * own (zt_zmtp_accept), read and written by the thread that polls the
  * server, with no ZeroMQ I/O thread and no hand-off between the kernel and
- * the caller. For zt_bulk's servers in a job that seals its bulk bytes
- * (ZT_BULK_DIRECT on: a parameter server's; all: a reducer's too); the
+ * the caller. For zt_bulk's servers in a job that seals its bulk bytes,
+ * or one with security off (ZT_BULK_DIRECT on: a parameter server's; all:
+ * a reducer's too); the
  * same host's clients still come over the ipc twin, a ROUTER beside it.
  *
  * Who may connect is what zt_sock_router's port allows (zt_guard): the job's
