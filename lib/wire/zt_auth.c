@@ -56,6 +56,12 @@ bool zt_auth_on(void)
     return s_auth.on;
 }
 
+bool zt_auth_plain(void)
+{
+    s_init_once();
+    return !s_auth.on && !s_auth.failed;
+}
+
 /* ------------------------------------------------------------ ZAP handler */
 
 static bool s_frame_is(zmq_msg_t *m, const char *text)

@@ -46,6 +46,10 @@ char *zt_auth_file(const char *dir, const char *name);
 int zt_auth_load(const char *path);
 /* Whether this process's sockets are authenticated. */
 bool zt_auth_on(void);
+/* Whether they are plain by choice: not authenticated, and no credentials
+ * named that failed to load (a replica of a secured job never goes plain:
+ * zt_auth_apply). */
+bool zt_auth_plain(void);
 /* Makes a fresh socket a CURVE server (or client) with this process's keys;
  * does nothing when zt_auth_on() is false. 0, or a ZT_E* code when the
  * credentials named by ZT_CREDENTIALS cannot be used (logged): a replica

@@ -49,7 +49,7 @@ zt_bulk_t *zt_bulk_connect(zt_plane_t plane, const char *endpoint, bool direct)
     bool sealing = zt_stream_cfg_load(&cfg), remote = !zt_data_is_local(endpoint), seal = sealing && remote;
     /* a plain job's server on another host speaks ZMTP's NULL mechanism
      * too (no CURVE: security off): the same end, without the seal */
-    bool plain = !sealing && remote && !zt_auth_on();
+    bool plain = !sealing && remote && zt_auth_plain();
     if ((seal || plain) && direct && s_direct_level() >= ZT_BULK_DIRECT_ON) {
         /* no ZeroMQ I/O thread between this thread and the kernel (zt_zmtp.h) */
         if ((self->zmtp = zt_zmtp_new(endpoint)) && seal &&
@@ -186,19 +186,52 @@ static int s_payload(zt_bufpool_t *pool, zmq_msg_t *pm, const void *payload, siz
     return 0;
 }
 
-/* A plain message on a direct end: the header and the caller's bytes in
- * one writev; what the kernel does not take at once is copied to wait
- * (nothing is lent). No connection, or it broke: lost, as on a DEALER
- * whose server went away; the callers' resend rules send it again. */
-static int s_send_plain_zmtp(zt_bulk_t *self, const zt_msg_t *m, const void *payload, size_t bytes)
+/* A plain message on a ZMTP end (a client's, or a server's client's):
+ * the header and n frames in one writev, frame i waiting by reference
+ * when owners[i] is not NULL, else copied if the kernel does not take it
+ * at once. ZT_OK, or ZT_EIO: no connection, or it broke (lost, as on a
+ * DEALER whose server went away: the callers' resend rules send it again). */
+static int s_plain_sendv(zt_zmtp_t *end, const zt_msg_t *m, const struct iovec *frames, zmq_msg_t *const *owners,
+                         int n)
 {
     zframe_t *h = zt_msg_encode(m);
-    if (!h)
+    if (!h || n > 8) {
+        zframe_destroy(&h);
         return ZT_EIO;
-    s_plain_up(self);
-    struct iovec f[2] = { { zframe_data(h), zframe_size(h) }, { (void *) payload, bytes } };
-    int rc = zt_zmtp_sendv(self->zmtp, f, NULL, payload ? 2 : 1);
+    }
+    struct iovec f[9] = { { zframe_data(h), zframe_size(h) } };
+    zmq_msg_t *own[9] = { NULL };
+    for (int i = 0; i < n; i++) {
+        f[1 + i] = frames[i];
+        own[1 + i] = owners[i];
+    }
+    int rc = zt_zmtp_sendv(end, f, own, 1 + n);
     zframe_destroy(&h);
+    return rc;
+}
+
+/* A lent payload (counted in lent) as the owner its bytes wait under in a
+ * direct end's queue, so they wait uncopied: pm, or NULL when not lent. */
+static zmq_msg_t *s_lend(zmq_msg_t *pm, const void *payload, size_t bytes, atomic_int *lent)
+{
+    if (!lent || !payload || !bytes)
+        return NULL;
+    atomic_fetch_add(lent, 1);
+    if (zmq_msg_init_data(pm, (void *) payload, bytes, s_release, lent) == 0)
+        return pm;
+    atomic_fetch_sub(lent, 1);
+    return NULL;
+}
+
+/* A plain message on this thread's direct end: lent bytes wait by
+ * reference (back in lent once written), others are copied if they wait. */
+static int s_send_plain_zmtp(zt_bulk_t *self, const zt_msg_t *m, const void *payload, size_t bytes, atomic_int *lent)
+{
+    zmq_msg_t pm, *own = s_lend(&pm, payload, bytes, lent);
+    s_plain_up(self);
+    int rc = s_plain_sendv(self->zmtp, m, &(struct iovec) { (void *) payload, bytes }, &own, payload ? 1 : 0);
+    if (own)
+        zmq_msg_close(own);
     if (rc == ZT_EIO)
         self->lost = true;
     return rc == ZT_EIO ? ZT_OK : rc;
@@ -209,7 +242,7 @@ int zt_bulk_send(zt_bulk_t *self, const zt_msg_t *m, const void *payload, size_t
     if (self->st) /* sealed from the caller's bytes into the send buffer: nothing is lent */
         return zt_stream_send(self->st, m, payload, payload ? bytes : 0);
     if (self->zmtp)
-        return s_send_plain_zmtp(self, m, payload, bytes);
+        return s_send_plain_zmtp(self, m, payload, bytes, lent);
     zmq_msg_t pm; /* made first: a header never goes out without the payload it announces */
     if (payload && s_payload(NULL, &pm, payload, bytes, lent) != 0)
         return ZT_ENOMEM;
@@ -249,7 +282,7 @@ static zt_bulk_server_t *s_bind(zt_plane_t plane, const char *endpoint, int *por
     if (!self)
         return NULL;
     zt_stream_cfg_t cfg;
-    bool seal = zt_stream_cfg_load(&cfg), plain = !seal && !zt_auth_on(); /* plain: ZMTP's NULL mechanism */
+    bool seal = zt_stream_cfg_load(&cfg), plain = !seal && zt_auth_plain(); /* plain: ZMTP's NULL mechanism */
     zt_plane_t as = seal ? ZT_PLANE_BULK : plane;
     int port = 0;
     int rule = (seal || plain) && from && s_direct_level() >= (int) from ? zt_tcp_peer_rule() : -1; /* -1: held, or not asked */
@@ -402,29 +435,6 @@ static zt_zmtp_t *s_plain_end(zt_bulk_server_t *self, zmq_msg_t *id)
     return self->direct && !self->streams ? zt_direct_end(self->direct, zmq_msg_data(id), zmq_msg_size(id)) : NULL;
 }
 
-/* A plain reply on a client's own connection: the header and n frames in
- * one writev, frame i by reference when owners has owners[i], else copied
- * if it waits. A connection that broke loses it, as a router does a reply
- * to a client gone: the client sends its request again. */
-static int s_reply_plain(zt_zmtp_t *end, const zt_msg_t *m, const struct iovec *frames, zmq_msg_t *const *owners,
-                         int n)
-{
-    zframe_t *h = zt_msg_encode(m);
-    if (!h || n > 8) {
-        zframe_destroy(&h);
-        return ZT_EIO;
-    }
-    struct iovec f[9] = { { zframe_data(h), zframe_size(h) } };
-    zmq_msg_t *own[9] = { NULL };
-    for (int i = 0; i < n; i++) {
-        f[1 + i] = frames[i];
-        own[1 + i] = owners ? owners[i] : NULL;
-    }
-    int rc = zt_zmtp_sendv(end, f, own, 1 + n);
-    zframe_destroy(&h);
-    return rc == ZT_EIO ? ZT_OK : rc;
-}
-
 int zt_bulk_reply(zt_bulk_server_t *self, zmq_msg_t *id, const zt_msg_t *m, const void *payload, size_t bytes,
                   atomic_int *lent)
 {
@@ -432,8 +442,13 @@ int zt_bulk_reply(zt_bulk_server_t *self, zmq_msg_t *id, const zt_msg_t *m, cons
     if (to) /* sealed from the caller's bytes into the send buffer */
         return zt_streams_send(self->streams, to, m, payload, payload ? bytes : 0);
     zt_zmtp_t *end = s_plain_end(self, id);
-    if (end) /* from the caller's bytes: nothing is lent */
-        return s_reply_plain(end, m, &(struct iovec) { (void *) payload, bytes }, NULL, payload ? 1 : 0);
+    if (end) { /* on the client's own connection, from the caller's bytes */
+        zmq_msg_t pm, *own = s_lend(&pm, payload, bytes, lent);
+        int rc = s_plain_sendv(end, m, &(struct iovec) { (void *) payload, bytes }, &own, payload ? 1 : 0);
+        if (own)
+            zmq_msg_close(own);
+        return rc == ZT_EIO ? ZT_OK : rc; /* a client gone: it asks again */
+    }
     zmq_msg_t pm;
     if (payload && s_payload(self->pool, &pm, payload, bytes, lent) != 0)
         return ZT_ENOMEM;
@@ -451,9 +466,9 @@ int zt_bulk_reply_frames(zt_bulk_server_t *self, zmq_msg_t *id, const zt_msg_t *
             f[i] = (struct iovec) { zmq_msg_data(&frames[i]), zmq_msg_size(&frames[i]) };
             own[i] = &frames[i];
         }
-        int rc = n <= 8 ? s_reply_plain(end, m, f, own, n) : ZT_EINVAL;
+        int rc = n <= 8 ? s_plain_sendv(end, m, f, own, n) : ZT_EINVAL;
         zt_msg_close_parts(frames, n);
-        return rc;
+        return rc == ZT_EIO ? ZT_OK : rc;
     }
     if (!to)
         return zt_msg_send_routed(zsock_resolve(self->router), id, m, frames, n);
