@@ -210,28 +210,15 @@ static int s_plain_sendv(zt_zmtp_t *end, const zt_msg_t *m, const struct iovec *
     return rc;
 }
 
-/* A lent payload (counted in lent) as the owner its bytes wait under in a
- * direct end's queue, so they wait uncopied: pm, or NULL when not lent. */
-static zmq_msg_t *s_lend(zmq_msg_t *pm, const void *payload, size_t bytes, atomic_int *lent)
+/* A plain message on this thread's direct end, copied if it waits:
+ * nothing is lent. (Lent bytes waiting by reference would keep a caller
+ * that waits for its lent counter without writing this end's queue, as the
+ * ring does for the block it sends, from ever getting them back.) */
+static int s_send_plain_zmtp(zt_bulk_t *self, const zt_msg_t *m, const void *payload, size_t bytes)
 {
-    if (!lent || !payload || !bytes)
-        return NULL;
-    atomic_fetch_add(lent, 1);
-    if (zmq_msg_init_data(pm, (void *) payload, bytes, s_release, lent) == 0)
-        return pm;
-    atomic_fetch_sub(lent, 1);
-    return NULL;
-}
-
-/* A plain message on this thread's direct end: lent bytes wait by
- * reference (back in lent once written), others are copied if they wait. */
-static int s_send_plain_zmtp(zt_bulk_t *self, const zt_msg_t *m, const void *payload, size_t bytes, atomic_int *lent)
-{
-    zmq_msg_t pm, *own = s_lend(&pm, payload, bytes, lent);
+    zmq_msg_t *own = NULL;
     s_plain_up(self);
     int rc = s_plain_sendv(self->zmtp, m, &(struct iovec) { (void *) payload, bytes }, &own, payload ? 1 : 0);
-    if (own)
-        zmq_msg_close(own);
     if (rc == ZT_EIO)
         self->lost = true;
     return rc == ZT_EIO ? ZT_OK : rc;
@@ -242,7 +229,7 @@ int zt_bulk_send(zt_bulk_t *self, const zt_msg_t *m, const void *payload, size_t
     if (self->st) /* sealed from the caller's bytes into the send buffer: nothing is lent */
         return zt_stream_send(self->st, m, payload, payload ? bytes : 0);
     if (self->zmtp)
-        return s_send_plain_zmtp(self, m, payload, bytes, lent);
+        return s_send_plain_zmtp(self, m, payload, bytes);
     zmq_msg_t pm; /* made first: a header never goes out without the payload it announces */
     if (payload && s_payload(NULL, &pm, payload, bytes, lent) != 0)
         return ZT_ENOMEM;
@@ -442,11 +429,9 @@ int zt_bulk_reply(zt_bulk_server_t *self, zmq_msg_t *id, const zt_msg_t *m, cons
     if (to) /* sealed from the caller's bytes into the send buffer */
         return zt_streams_send(self->streams, to, m, payload, payload ? bytes : 0);
     zt_zmtp_t *end = s_plain_end(self, id);
-    if (end) { /* on the client's own connection, from the caller's bytes */
-        zmq_msg_t pm, *own = s_lend(&pm, payload, bytes, lent);
+    if (end) { /* on the client's own connection, from the caller's bytes (copied if they wait) */
+        zmq_msg_t *own = NULL;
         int rc = s_plain_sendv(end, m, &(struct iovec) { (void *) payload, bytes }, &own, payload ? 1 : 0);
-        if (own)
-            zmq_msg_close(own);
         return rc == ZT_EIO ? ZT_OK : rc; /* a client gone: it asks again */
     }
     zmq_msg_t pm;
