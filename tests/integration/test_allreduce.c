@@ -50,7 +50,7 @@ static bool s_sealed;
  * same over TCP in the clear, as a job with security off runs between
  * hosts (the workers' ends on their own threads). */
 static bool s_tcp;
-static char s_peer_eps[8][256];
+char t_peer_eps[8][256];
 
 static void s_endpoint(char *ep, size_t size, const char *name)
 {
@@ -61,12 +61,12 @@ static void s_endpoint(char *ep, size_t size, const char *name)
 }
 
 /* The ring's addresses for workers 0..n-1, before they fork. */
-static void s_peers(int n, const char *tag)
+void t_peers(int n, const char *tag)
 {
     for (int p = 0; p < n; p++) {
         char name[32];
         snprintf(name, sizeof name, "%s%d", tag, p);
-        s_endpoint(s_peer_eps[p], sizeof s_peer_eps[p], name);
+        s_endpoint(t_peer_eps[p], sizeof t_peer_eps[p], name);
     }
 }
 
@@ -150,7 +150,7 @@ static int s_worker(const s_case_t *c, int w)
     for (int r = 0; r < c->R; r++)
         reds[r] = t_red_eps[r];
     for (int p = 0; p < c->N; p++)
-        peers[p] = s_peer_eps[p];
+        peers[p] = t_peer_eps[p];
     if (c->window) {
         setenv("ZT_AR_PIECE_BYTES", "4096", 1);
         setenv("ZT_AR_LOCAL_WINDOW_BYTES", "4096", 1);
@@ -249,7 +249,7 @@ static void s_run(const s_case_t *c)
 {
     for (int r = 0; r < c->R; r++)
         t_start_reducer(r, c->R);
-    s_peers(c->N, "peer");
+    t_peers(c->N, "peer");
     char kill_path[300];
     snprintf(kill_path, sizeof kill_path, "%s/kill", s_dir);
     unlink(kill_path);
@@ -375,7 +375,7 @@ static int s_coll_worker(int w, int N, int R, bool autotune)
     for (int r = 0; r < R; r++)
         reds[r] = t_red_eps[r];
     for (int p = 0; p < N; p++)
-        peers[p] = s_peer_eps[p];
+        peers[p] = t_peer_eps[p];
     zt_allreduce_opts_t o = { w, N, R ? reds : NULL, R, peers, 0, 5, 0, 0, 0 };
     char why[512];
     zt_coll_t *c = zt_coll_new(&o, 20000, why, sizeof why);
@@ -432,7 +432,7 @@ static void s_coll_run(int N, int R, bool autotune)
 {
     for (int r = 0; r < R; r++)
         t_start_reducer(r, R);
-    s_peers(N, "cpeer");
+    t_peers(N, "cpeer");
     pid_t pids[8];
     for (int w = 0; w < N; w++)
         if ((pids[w] = fork()) == 0)
@@ -819,63 +819,6 @@ static void s_ahead_worker_busy(int64_t n)
     t_stop_reducers(1);
 }
 
-/* Rounds of one tensor of n floats by N workers through R reducers (0:
- * the ring), exact: with 16 MiB the kernel's buffers fill, so a worker's
- * bytes wait in its ends' queues while it waits for its peers (which wait
- * on it in turn: the ring). */
-static int s_large_worker(int w, int N, int R, int64_t n)
-{
-    alarm(60);
-    zt_log_init("test_allreduce", w);
-    const char *reds[4], *peers[8];
-    for (int r = 0; r < R; r++)
-        reds[r] = t_red_eps[r];
-    for (int p = 0; p < N; p++)
-        peers[p] = s_peer_eps[p];
-    zt_allreduce_opts_t o = { w, N, R ? reds : NULL, R, peers, 1 << 26, 5, 0, 0, 0 };
-    zt_allreduce_t *ar = zt_allreduce_new(&o);
-    int64_t shape[1] = { n };
-    float *g = malloc((size_t) n * sizeof(float));
-    if (!ar || !g || zt_allreduce_register(ar, "g", shape, 1, ZT_F32) != 0 || zt_allreduce_commit(ar, 20000) != ZT_OK)
-        return 1;
-    for (int round = 0; round < 2; round++) {
-        for (int64_t i = 0; i < n; i++)
-            g[i] = (float) ((w + 1) * ((i + round) % 7 + 1));
-        if (zt_allreduce_submit(ar, 0, g) != ZT_OK || zt_allreduce_wait(ar, false, 30000) != ZT_OK) {
-            fprintf(stderr, "worker %d: %s\n", w, zt_allreduce_error(ar));
-            return 1;
-        }
-        for (int64_t i = 0; i < n; i++)
-            if (g[i] != (float) (N * (N + 1) / 2 * ((i + round) % 7 + 1)))
-                return 1;
-    }
-    free(g);
-    zt_allreduce_destroy(&ar);
-    return 0;
-}
-
-static void s_large(int N, int R, int64_t n)
-{
-    for (int r = 0; r < R; r++)
-        t_start_reducer(r, R);
-    s_peers(N, "large");
-    pid_t pids[8];
-    for (int w = 0; w < N; w++)
-        if ((pids[w] = fork()) == 0)
-            exit(s_large_worker(w, N, R, n));
-    int failed = 0;
-    for (int w = 0; w < N; w++) {
-        int st;
-        waitpid(pids[w], &st, 0);
-        failed += !(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-    }
-    t_stop_reducers(R);
-    printf("%d workers, %lld floats, %s: %s\n", N, (long long) n, R ? "through reducers" : "the ring",
-           failed ? "FAILED" : "ok");
-    fflush(stdout);
-    assert(!failed);
-}
-
 int main(int argc, char **argv)
 {
     s_bin = argc > 1 ? argv[1] : "ztrain-reducer";
@@ -914,8 +857,8 @@ int main(int argc, char **argv)
         s_forged_references();
         s_hostile_ranges();
     }
-    s_large(4, 0, 1 << 22);
-    s_large(4, 2, 1 << 22);
+    t_large(4, 0, 1 << 22);
+    t_large(4, 2, 1 << 22);
     s_restart_between_hellos();
     s_ahead_worker_busy(1 << 12);
     s_ahead_worker_busy(1 << 19);

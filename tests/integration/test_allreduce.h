@@ -6,6 +6,10 @@
 
 /* Reducer r's endpoint, once started. */
 extern char t_red_eps[4][256];
+/* Worker p's ring endpoint (t_peers). */
+extern char t_peer_eps[8][256];
+/* The ring's addresses for workers 0..n-1 (tag: a name of the case), before they fork. */
+void t_peers(int n, const char *tag);
 /* Starts reducer r of R (its endpoint in t_red_eps[r]). */
 void t_start_reducer(int r, int R);
 /* Kills reducer r of R (SIGKILL) and starts it again in place. */
@@ -20,5 +24,7 @@ void t_pair_round_in(zt_allreduce_t *ar, int rank, int64_t n, float *g);
 /* test_allreduce_groups.c */
 void t_membership_changes(void);
 void t_steady_memory(void);
+/* Two rounds of n floats by N workers through R reducers (0: the ring), exact. */
+void t_large(int N, int R, int64_t n);
 
 #endif

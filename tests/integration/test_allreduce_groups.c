@@ -1,6 +1,7 @@
 /* Part of test_allreduce: groups whose membership changes (a worker
- * leaves, another joins, through the same reducers), and the pages a
- * steady all-reduce touches. */
+ * leaves, another joins, through the same reducers), the pages a steady
+ * all-reduce touches, and tensors large enough to fill the kernel's
+ * buffers. */
 #include "ztrain/ztrain.h"
 #include "ztrain/zt_allreduce.h"
 #include "test_allreduce.h"
@@ -196,4 +197,63 @@ void t_steady_memory(void)
     fflush(stdout);
     assert(ok);
     t_stop_reducers(1);
+}
+
+/* ------------------------------------------------------------ large */
+
+/* Rounds of one tensor of n floats by N workers through R reducers (0:
+ * the ring), exact: with 16 MiB the kernel's buffers fill, so a worker's
+ * bytes wait in its ends' queues while it waits for its peers (which wait
+ * on it in turn: the ring). */
+static int s_large_worker(int w, int N, int R, int64_t n)
+{
+    alarm(60);
+    zt_log_init("test_allreduce", w);
+    const char *reds[4], *peers[8];
+    for (int r = 0; r < R; r++)
+        reds[r] = t_red_eps[r];
+    for (int p = 0; p < N; p++)
+        peers[p] = t_peer_eps[p];
+    zt_allreduce_opts_t o = { w, N, R ? reds : NULL, R, peers, 1 << 26, 5, 0, 0, 0 };
+    zt_allreduce_t *ar = zt_allreduce_new(&o);
+    int64_t shape[1] = { n };
+    float *g = malloc((size_t) n * sizeof(float));
+    if (!ar || !g || zt_allreduce_register(ar, "g", shape, 1, ZT_F32) != 0 || zt_allreduce_commit(ar, 20000) != ZT_OK)
+        return 1;
+    for (int round = 0; round < 2; round++) {
+        for (int64_t i = 0; i < n; i++)
+            g[i] = (float) ((w + 1) * ((i + round) % 7 + 1));
+        if (zt_allreduce_submit(ar, 0, g) != ZT_OK || zt_allreduce_wait(ar, false, 30000) != ZT_OK) {
+            fprintf(stderr, "worker %d: %s\n", w, zt_allreduce_error(ar));
+            return 1;
+        }
+        for (int64_t i = 0; i < n; i++)
+            if (g[i] != (float) (N * (N + 1) / 2 * ((i + round) % 7 + 1)))
+                return 1;
+    }
+    free(g);
+    zt_allreduce_destroy(&ar);
+    return 0;
+}
+
+void t_large(int N, int R, int64_t n)
+{
+    for (int r = 0; r < R; r++)
+        t_start_reducer(r, R);
+    t_peers(N, "large");
+    pid_t pids[8];
+    for (int w = 0; w < N; w++)
+        if ((pids[w] = fork()) == 0)
+            exit(s_large_worker(w, N, R, n));
+    int failed = 0;
+    for (int w = 0; w < N; w++) {
+        int st;
+        waitpid(pids[w], &st, 0);
+        failed += !(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    }
+    t_stop_reducers(R);
+    printf("%d workers, %lld floats, %s: %s\n", N, (long long) n, R ? "through reducers" : "the ring",
+           failed ? "FAILED" : "ok");
+    fflush(stdout);
+    assert(!failed);
 }
