@@ -564,6 +564,9 @@ class HostsLauncher(unittest.TestCase):
         if os.geteuid() != 0:
             self.skipTest("needs root to run as another user")
         uid = 50000 + os.getpid() % 10000  # no such user: nothing to make or remove
+        ipc = "/tmp/ztrain-ipc-%d" % uid  # but its job makes the user's private ipc folder
+        if not os.path.exists(ipc):
+            self.addCleanup(shutil.rmtree, ipc, True)
         d = tempfile.mkdtemp(prefix="hosts-user-", dir="/tmp")
         self.addCleanup(shutil.rmtree, d, True)
         spec = write(d, "job.json", json.dumps({"displayName": "as-user", "jobSpec": {"workerPoolSpecs": [{
