@@ -129,12 +129,25 @@ def run_ztrain(size, reducers, keys=None):
                                 env=env, stdout=subprocess.PIPE,
                                 text=True) for w in range(N)]
     times = []
-    for p in workers:
-        out, _ = p.communicate(timeout=600)
-        times.append(float(out.strip().splitlines()[-1]))
-    for p in procs:
-        p.terminate()
-        p.wait()
+    try:
+        for p in workers:
+            out, _ = p.communicate(timeout=600)
+            last = out.strip().splitlines()[-1] if out.strip() else ""
+            try:
+                times.append(float(last))
+            except ValueError:
+                raise RuntimeError("ar_bench in its namespace ended without its time (exit %s): %r"
+                                   % (p.returncode, last[-200:])) from None
+    finally:  # no worker or reducer outlives the case, whatever happened
+        for p in workers + procs:
+            if p.poll() is None:
+                p.terminate()
+        for p in workers + procs:
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
     return max(times)
 
 
