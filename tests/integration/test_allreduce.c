@@ -359,8 +359,9 @@ static int s_coll_script(zt_coll_t *c, int w, int N)
  * script (s_coll_script), then calls that differ between workers. With
  * autotune (6 samples of 2 rounds) the script runs until the search is
  * over, every result exact under every layout, some of which join slots. */
-static int s_coll_worker(int w, int N, int R, bool autotune)
+static int s_coll_worker(int w, int N, int R, const void *autotune_p)
 {
+    bool autotune = *(const bool *) autotune_p;
     alarm(60);
     zt_log_init("test_coll", w);
     setenv("ZT_FUSION_THRESHOLD", "4096", 1);
@@ -428,15 +429,15 @@ static int s_coll_worker(int w, int N, int R, bool autotune)
     return 0;
 }
 
-static void s_coll_run(int N, int R, bool autotune)
+int t_run_workers(int N, int R, const char *tag, int (*worker)(int w, int N, int R, const void *arg), const void *arg)
 {
     for (int r = 0; r < R; r++)
         t_start_reducer(r, R);
-    t_peers(N, "cpeer");
+    t_peers(N, tag);
     pid_t pids[8];
     for (int w = 0; w < N; w++)
         if ((pids[w] = fork()) == 0)
-            exit(s_coll_worker(w, N, R, autotune));
+            exit(worker(w, N, R, arg)); /* exit, not _exit: ZeroMQ delivers what is queued */
     int failed = 0;
     for (int w = 0; w < N; w++) {
         int st;
@@ -444,6 +445,12 @@ static void s_coll_run(int N, int R, bool autotune)
         failed += !(WIFEXITED(st) && WEXITSTATUS(st) == 0);
     }
     t_stop_reducers(R);
+    return failed;
+}
+
+static void s_coll_run(int N, int R, bool autotune)
+{
+    int failed = t_run_workers(N, R, "cpeer", s_coll_worker, &autotune);
     printf("collective N=%d R=%d%s: %s\n", N, R, autotune ? " autotune" : "", failed ? "FAILED" : "ok");
     fflush(stdout);
     assert(!failed);

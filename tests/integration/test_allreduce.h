@@ -10,6 +10,10 @@ extern char t_red_eps[4][256];
 extern char t_peer_eps[8][256];
 /* The ring's addresses for workers 0..n-1 (tag: a name of the case), before they fork. */
 void t_peers(int n, const char *tag);
+/* Starts R reducers, forks N workers (ring addresses named by tag), each
+ * exiting with worker(w, N, R, arg), and stops the reducers once all have
+ * exited: how many failed. */
+int t_run_workers(int N, int R, const char *tag, int (*worker)(int w, int N, int R, const void *arg), const void *arg);
 /* Starts reducer r of R (its endpoint in t_red_eps[r]). */
 void t_start_reducer(int r, int R);
 /* Kills reducer r of R (SIGKILL) and starts it again in place. */

@@ -205,8 +205,9 @@ void t_steady_memory(void)
  * the ring), exact: with 16 MiB the kernel's buffers fill, so a worker's
  * bytes wait in its ends' queues while it waits for its peers (which wait
  * on it in turn: the ring). */
-static int s_large_worker(int w, int N, int R, int64_t n)
+static int s_large_worker(int w, int N, int R, const void *np)
 {
+    int64_t n = *(const int64_t *) np;
     alarm(60);
     zt_log_init("test_allreduce", w);
     const char *reds[4], *peers[8];
@@ -238,20 +239,7 @@ static int s_large_worker(int w, int N, int R, int64_t n)
 
 void t_large(int N, int R, int64_t n)
 {
-    for (int r = 0; r < R; r++)
-        t_start_reducer(r, R);
-    t_peers(N, "large");
-    pid_t pids[8];
-    for (int w = 0; w < N; w++)
-        if ((pids[w] = fork()) == 0)
-            exit(s_large_worker(w, N, R, n));
-    int failed = 0;
-    for (int w = 0; w < N; w++) {
-        int st;
-        waitpid(pids[w], &st, 0);
-        failed += !(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-    }
-    t_stop_reducers(R);
+    int failed = t_run_workers(N, R, "large", s_large_worker, &n);
     printf("%d workers, %lld floats, %s: %s\n", N, (long long) n, R ? "through reducers" : "the ring",
            failed ? "FAILED" : "ok");
     fflush(stdout);
