@@ -14,12 +14,12 @@ all-reduce through reducers is also set against the limit: bench/lean_ar, a
 minimal plain-TCP reduction server with the same workers, reducers and size
 (no library, no security); "/ lean" is ztrain's time and CPU as a multiple
 of its; "/ sealed" the same against lean_ar --seal, that server with
-AES-GCM on every byte (the 3W+1 passes ztrain makes), the limit of a sealed
-one. And over TCP, what sealing adds (sealed minus plain CPU per byte)
-against what its AES-GCM passes cost at seal_bench's rate for 128 KiB
-frames ("seal / GCM": 1.00 is the cipher alone; lean_ar --seal's own,
-beside it, is what the passes cost a server that adds nothing else;
-passes per byte: 2 for a parameter server's push or pull, 3W+1 through
+the seal's cipher on every byte (the 3W+1 passes ztrain makes), the limit
+of a sealed one. And over TCP, what sealing adds (sealed minus plain CPU
+per byte) against what its passes cost at seal_bench's rate for 128 KiB
+frames ("seal / pass": 1.00 is the cipher alone; lean_ar --seal's own,
+beside it, is what the passes cost a server that adds nothing else) and
+against as many AES-128-GCM passes ("seal / GCM"). Passes per byte: 2 for a parameter server's push or pull, 3W+1 through
 reducers, 4(W-1) on the ring, W workers).
 
     python3 bench/auth_bench.py [build] [--quick]
@@ -33,6 +33,7 @@ import sys
 
 BUILD = next((a for a in sys.argv[1:] if not a.startswith("--")), "build")
 QUICK = "--quick" in sys.argv
+CIPHER = os.environ.get("ZT_SEAL_CIPHER", "aegis128x2")
 TRANSPORTS = [("same host: ipc:// + shared memory", {}),
               ("TCP only", {"ZT_DATA_IPC": "off", "ZT_SHM": "off"})]
 ROW = re.compile(r"^(\d+ [KMG]iB)\s+(\d+)\s+(\d+) \|\s+([\d.]+) GB/s\s+\d+ ops/s \|\s+([\d.]+) GB/s\s+\d+ ops/s \|\s+([\d.]+)"
@@ -77,25 +78,30 @@ def lean_time(n, r, size, seal=False):
     return float(m.group(1)) / 1e3, float(m.group(2)) * size / 1e9
 
 
-def gcm_pass_ns():
-    """CPU-ns per byte of one AES-GCM pass (seal or open) at 128 KiB frames,
-    as seal_bench measures it (its seal-then-open figure, halved)."""
+def pass_ns():
+    """CPU-ns per byte of one pass (seal or open) at 128 KiB frames of the
+    seal's cipher (ZT_SEAL_CIPHER) and of AES-128-GCM, as seal_bench
+    measures them (its seal-then-open figures, halved)."""
     out = run([os.path.join(BUILD, "bench", "seal_bench"), "1"], {})
-    m = re.search(r"^131072\s+[\d.]+ GB/s ([\d.]+) ns/B", out, re.M)
+    m = re.search(r"^per pass at 128 KiB frames \(CPU-ns per byte\): aegis128x2 ([\d.]+) aes128gcm ([\d.]+)", out, re.M)
     if not m:
-        sys.exit("seal_bench printed no 128 KiB figure:\n" + out[-1000:])
-    return float(m.group(1)) / 2
+        sys.exit("seal_bench printed no per-pass figures:\n" + out[-1000:])
+    aegis, gcm = float(m.group(1)), float(m.group(2))
+    return (gcm if CIPHER == "aes128gcm" else aegis), gcm
 
 
 def main():
-    per_pass = gcm_pass_ns()
-    print("one AES-GCM pass: %.3f CPU-ns per byte (seal_bench, 128 KiB frames)\n" % per_pass)
+    per_pass, gcm_pass = pass_ns()
+    print("one pass of the seal's cipher (%s): %.3f CPU-ns per byte; of AES-128-GCM: %.3f"
+          " (seal_bench, 128 KiB frames)" % (CIPHER, per_pass, gcm_pass))
+    print("seal / pass: what sealing adds against its passes at that rate; seal / GCM: against as many"
+          " AES-128-GCM passes\n")
     for label, env in TRANSPORTS:
         print("== parameter servers, %s ==" % label)
         plain, curve = ps_rows(False, env), ps_rows(True, env)
         tcp = "ZT_SHM" in env
         print("value   W  S | push GB/s plain    job  ratio | pull GB/s plain    job  ratio | push+ack us plain    job"
-              " | CPU-ns/B plain    job" + (" | seal / GCM" if tcp else ""))
+              " | CPU-ns/B plain    job" + (" | seal / pass  / GCM" if tcp else ""))
         for key in plain:
             if key not in curve:
                 continue
@@ -103,11 +109,11 @@ def main():
             print("%-8s %2s %2s |       %6.2f %6.2f  %5.2f |       %6.2f %6.2f  %5.2f |        %6.0f %6.0f"
                   " |          %5.2f  %5.2f"
                   % (key + (a[0], b[0], b[0] / a[0] if a[0] else 0, a[1], b[1], b[1] / a[1] if a[1] else 0,
-                            a[2], b[2], a[3], b[3])) + (" |       %4.2f" % ((b[3] - a[3]) / (2 * per_pass))
-                                                        if tcp else ""))
+                            a[2], b[2], a[3], b[3])) + (" |        %4.2f  %4.2f" % (
+                      (b[3] - a[3]) / (2 * per_pass), (b[3] - a[3]) / (2 * gcm_pass)) if tcp else ""))
         print("\n== all-reduce, 4 workers, %s ==" % label)
         print("reducers  bytes     | ms/op plain     job  | job / plain speed | CPU-ns/B plain    job" +
-              (" | seal / GCM | lean ms CPU-ns/B | job / lean: time  CPU | sealed ms CPU-ns/B seal / GCM |"
+              (" | seal / pass  / GCM | lean ms CPU-ns/B | job / lean: time  CPU | sealed ms CPU-ns/B seal / pass |"
                " job / sealed: time  CPU" if tcp else ""))
         sizes = [1 << 20, 16 << 20] if QUICK else [64 << 10, 1 << 20, 16 << 20, 64 << 20]
         for r in (2, 0):
@@ -117,7 +123,8 @@ def main():
                     r if r else "ring", size, a * 1e3, b * 1e3, a / b, ca * 1e9 / size, cb * 1e9 / size)
                 if tcp:
                     passes = 3 * 4 + 1 if r else 4 * (4 - 1)
-                    line += " |       %4.2f" % ((cb - ca) * 1e9 / size / (passes * per_pass))
+                    added = (cb - ca) * 1e9 / size
+                    line += " |        %4.2f  %4.2f" % (added / (passes * per_pass), added / (passes * gcm_pass))
                 if tcp and r:
                     lt, lc = lean_time(4, r, size)
                     line += " | %7.2f %8.2f |            %5.2f %5.2f" % (lt * 1e3, lc * 1e9 / size, b / lt, cb / lc)

@@ -10,8 +10,9 @@
  * No library, no framing beyond the bytes, no authentication, no
  * encryption, no recovery: what is left is the kernel's copies and the sum.
  *
- * --seal adds the seal and nothing else: AES-128-GCM (zt_gcm, the cipher
- * ztrain's sealed streams use) in units of 128 KiB, each with its own IV
+ * --seal adds the seal and nothing else: the cipher ztrain's sealed
+ * streams use (ZT_SEAL_CIPHER: AEGIS-128X2 by default, zt_aegis; or
+ * AES-128-GCM, zt_gcm) in units of 128 KiB, each with its own IV
  * and tag, four units at a time (sealed into a buffer that stays in the
  * cache, sent, received into one, opened out of it). A worker seals its
  * chunk from the tensor and opens the sum it gets back straight into the
@@ -33,7 +34,9 @@
 #endif
 #define BENCH_PROG "lean_ar"
 #include "bench_sock.h"
+#include "wire/zt_aegis.h"
 #include "wire/zt_gcm.h"
+#include "wire/zt_seal.h"
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -55,6 +58,8 @@ static int W = 4, R = 4, ITERS = 40, WARMUP = 5;
 static int64_t BYTES = 16 << 20;
 static bool SEAL;
 static zt_gcm_key_t KEY;
+static uint8_t RAW_KEY[16] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16 };
+static bool AEGIS; /* ZT_SEAL_CIPHER=aegis128x2 (the default) */
 
 #define UNIT ((size_t) 128 << 10)
 #define TAG 16
@@ -75,11 +80,14 @@ static void seal_units(bool enc, uint32_t who, int it, void *plain, uint8_t *sea
 {
     for (size_t u = u0; u < u1; u++) {
         size_t off = u * UNIT, len = n - off < UNIT ? n - off : UNIT;
-        uint8_t iv[12] = { 0 }, tag[16], *c = sealed + (u - u0) * (UNIT + TAG);
+        uint8_t iv[16] = { 0 }, tag[16], *c = sealed + (u - u0) * (UNIT + TAG);
         uint32_t f[3] = { who, (uint32_t) it, (uint32_t) u };
         memcpy(iv, f, sizeof f);
-        zt_gcm_crypt(&KEY, enc, iv, NULL, 0, enc ? (uint8_t *) plain + off : c, enc ? c : (uint8_t *) plain + off, len,
-                     tag);
+        uint8_t *from = enc ? (uint8_t *) plain + off : c, *to = enc ? c : (uint8_t *) plain + off;
+        if (AEGIS)
+            zt_aegis_crypt(2, enc, RAW_KEY, iv, NULL, 0, from, to, len, tag);
+        else
+            zt_gcm_crypt(&KEY, enc, iv, NULL, 0, from, to, len, tag);
         if (enc)
             memcpy(c + len, tag, TAG);
         else if (memcmp(tag, c + len, TAG)) {
@@ -294,7 +302,8 @@ int main(int argc, char **argv)
         else {
             fprintf(stderr, "usage: lean_ar [--workers W] [--reducers R] [--bytes B] [--iters N] [--warmup K] [--seal]\n"
                             "the all-reduce through a minimal plain-TCP reduction server: the reference limit\n"
-                            "  --seal  AES-128-GCM on every byte both ways, as ztrain seals (13 passes with 4 workers)\n");
+                            "  --seal  the seal's cipher (ZT_SEAL_CIPHER) on every byte both ways, as ztrain seals\n"
+                            "          (13 passes with 4 workers)\n");
             return strcmp(argv[i], "--help") ? 2 : 0;
         }
     }
@@ -304,12 +313,13 @@ int main(int argc, char **argv)
         return 2;
     }
     BYTES &= ~(int64_t) 3;
-    if (SEAL && !zt_gcm_supported()) {
-        fprintf(stderr, "lean_ar: --seal needs VAES and VPCLMULQDQ (zt_gcm), which this processor lacks\n");
+    AEGIS = strcmp(zt_seal_cipher_name(), "aes128gcm") != 0;
+    if (SEAL && (AEGIS ? !zt_aegis_supported() : !zt_gcm_supported())) {
+        fprintf(stderr, "lean_ar: --seal needs %s, which this processor lacks\n",
+                AEGIS ? "AES-NI (zt_aegis)" : "VAES and VPCLMULQDQ (zt_gcm)");
         return 2;
     }
-    uint8_t key[16] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16 };
-    zt_gcm_init(&KEY, key);
+    zt_gcm_init(&KEY, RAW_KEY);
     int ports[MAX_PEERS], lfd[MAX_PEERS], pipes[2];
     if (pipe(pipes) != 0)
         die("pipe");

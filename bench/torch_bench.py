@@ -36,7 +36,8 @@ ar-ztrain, ar-lean, ar-lean-sealed; the compute alone runs unless every
 mode named is an ar- one; ar-lean runs with ar-ztrain, on one machine,
 unless --only omits it while naming others, and so does ar-lean-sealed
 when ztrain's security is on: lean_ar --seal, the same server with
-AES-GCM on every byte both ways, the limit of a sealed one).
+the seal's cipher (ZT_SEAL_CIPHER) on every byte both ways, the limit of
+a sealed one).
 --ar-mib sets the all-reduce alone's size (default: the model's gradients),
 --ar-reducers its reducers (default 4). --tcp sends ztrain's bulk bytes over
 TCP on one machine too (ZT_DATA_IPC=off ZT_SHM=off), as between hosts. The

@@ -1,5 +1,7 @@
 #include "wire/zt_seal.h"
 #include "wire/zt_gcm.h"
+#include "wire/zt_aegis.h"
+#include "ztrain/zt_log.h"
 #include "ztrain/zt_error.h"
 #include "ztrain/zt_knobs.h"
 #include <assert.h>
@@ -17,6 +19,7 @@ struct zt_seal_t {
     EVP_CIPHER_CTX *ctx;            /* keyed for key, encrypting or decrypting (OpenSSL) */
     zt_gcm_key_t gk;                /* or keyed for zt_gcm */
     bool vaes;                      /* keyed for zt_gcm */
+    bool aegis;                     /* AEGIS-128X2 (zt_aegis) under the key's first 16 bytes, not GCM */
     int mode;                       /* 0 not keyed yet, 1 sealing, 2 opening */
     zt_seal_dir_t dir;              /* in every nonce */
     uint64_t last;                  /* the last frame number sealed or opened */
@@ -59,7 +62,7 @@ int zt_seal_derive(const uint8_t secret[ZT_SEAL_KEY_BYTES], const uint8_t client
     memcpy(salt, client_salt, ZT_SEAL_SALT_BYTES);
     memcpy(salt + ZT_SEAL_SALT_BYTES, server_salt, ZT_SEAL_SALT_BYTES);
     char info[1024];
-    int n = snprintf(info, sizeof info, "ztrain seal v1|%s", binding ? binding : "");
+    int n = snprintf(info, sizeof info, "ztrain seal v2|%s|%s", zt_seal_cipher_name(), binding ? binding : "");
     if (n < 0 || (size_t) n >= sizeof info)
         return ZT_EINVAL;
     int rc = s_hkdf(secret, ZT_SEAL_KEY_BYTES, salt, sizeof salt, info, (size_t) n, okm, sizeof okm);
@@ -78,8 +81,31 @@ static int s_next_key(const uint8_t key[ZT_SEAL_KEY_BYTES], uint8_t next[ZT_SEAL
     return s_hkdf(key, ZT_SEAL_KEY_BYTES, NULL, 0, info, sizeof info - 1, next, ZT_SEAL_KEY_BYTES);
 }
 
+/* The process's cipher (ZT_SEAL_CIPHER, read once): 2 AEGIS-128X2, 1
+ * AES-128-GCM, -1 not read yet. */
+static int s_cipher = -1;
+
+static bool s_aegis_on(void)
+{
+    if (s_cipher < 0)
+        s_cipher = strcmp(zt_knob_str(ZT_KNOB_SEAL_CIPHER), "aes128gcm") ? 2 : 1;
+    return s_cipher == 2;
+}
+
+const char *zt_seal_cipher_name(void) { return s_aegis_on() ? "aegis128x2" : "aes128gcm"; }
+
+void zt_seal_use_cipher(const char *name) { s_cipher = name && !strcmp(name, "aes128gcm") ? 1 : 2; }
+
 zt_seal_t *zt_seal_new(const uint8_t key[ZT_SEAL_KEY_BYTES], zt_seal_dir_t dir)
 {
+    if (s_aegis_on() && !zt_aegis_supported()) {
+        static bool told;
+        if (!told)
+            zt_error("ZT_SEAL_CIPHER=aegis128x2 needs the processor's AES instructions (AES-NI), which this one "
+                     "lacks: run the whole job with ZT_SEAL_CIPHER=aes128gcm");
+        told = true;
+        return NULL;
+    }
     zt_seal_t *self = calloc(1, sizeof *self);
     if (!self || !(self->ctx = EVP_CIPHER_CTX_new())) {
         free(self);
@@ -87,6 +113,7 @@ zt_seal_t *zt_seal_new(const uint8_t key[ZT_SEAL_KEY_BYTES], zt_seal_dir_t dir)
     }
     memcpy(self->key, key, ZT_SEAL_KEY_BYTES);
     self->dir = dir;
+    self->aegis = s_aegis_on();
     return self;
 }
 
@@ -129,13 +156,18 @@ uint64_t zt_seal_last(const zt_seal_t *self) { return self ? self->last : 0; }
  * decided yet. The same bytes on the wire either way. */
 static int s_use_vaes = -1;
 
-void zt_seal_use_vaes(int on) { s_use_vaes = on; }
+void zt_seal_use_vaes(int on)
+{
+    s_use_vaes = on;
+    zt_aegis_use_vaes(on > 0);
+}
 
 bool zt_seal_vaes(void)
 {
     if (s_use_vaes < 0) {
         s_use_vaes = strcmp(zt_knob_str(ZT_KNOB_SEAL_VAES), "off") != 0;
         zt_gcm_use_wide(zt_seal_gcm_wide());
+        zt_aegis_use_vaes(s_use_vaes > 0);
     }
     return s_use_vaes > 0 && zt_gcm_supported();
 }
@@ -146,8 +178,14 @@ bool zt_seal_gcm_wide(void) { return strcmp(zt_knob_str(ZT_KNOB_SEAL_VAES), "ymm
 static int s_key(zt_seal_t *self, int mode, const uint8_t key[ZT_SEAL_KEY_BYTES])
 {
     /* AES-128 (its key the first 16 bytes): 10 rounds to AES-256's 14, 1.2x
-     * the speed here, and far from any attack (TLS 1.3's first suite) */
-    if ((self->vaes = zt_seal_vaes())) {
+     * the speed here, and far from any attack (TLS 1.3's first suite);
+     * AEGIS-128X2 keys itself at each frame (no schedule to keep) */
+    if (self->aegis || (self->vaes = zt_seal_vaes())) {
+        if (self->aegis) {
+            zt_seal_vaes(); /* reads ZT_SEAL_VAES */
+            self->mode = mode;
+            return ZT_OK;
+        }
         zt_gcm_init(&self->gk, key);
         self->mode = mode;
         return ZT_OK;
@@ -212,6 +250,20 @@ static int s_gcm(zt_seal_t *self, bool enc, const uint8_t iv[12], const void *aa
     return EVP_DecryptFinal_ex(ctx, end, &n) > 0 ? ZT_OK : ZT_EPROTO;
 }
 
+/* One frame under the stream's cipher, its nonce the direction and number
+ * (AEGIS's 16 bytes: the same 12, then zeros). For opening, tag is read;
+ * for sealing, written. */
+static int s_aead(zt_seal_t *self, bool enc, uint64_t number, const void *aad, size_t aad_len, const void *src,
+                  void *dst, size_t len, uint8_t tag[ZT_SEAL_TAG_BYTES])
+{
+    uint8_t iv[16] = { 0 }, got[ZT_SEAL_TAG_BYTES];
+    s_nonce(self, number, iv);
+    if (!self->aegis)
+        return s_gcm(self, enc, iv, aad, aad_len, src, dst, len, tag);
+    zt_aegis_crypt(2, enc, self->key, iv, aad, aad_len, src, dst, len, enc ? tag : got);
+    return enc || CRYPTO_memcmp(got, tag, ZT_SEAL_TAG_BYTES) == 0 ? ZT_OK : ZT_EPROTO;
+}
+
 /* Moves self to the key of frame number's epoch (forward only, at most one
  * epoch past the current: a frame further ahead is refused, so a forged
  * number costs no derivations). *old keeps the key to go back to. */
@@ -237,14 +289,13 @@ int zt_seal_close(zt_seal_t *self, const void *aad, size_t aad_len, const void *
     if (self->last == UINT64_MAX)
         return ZT_EIO; /* never: 2^64 frames */
     uint64_t k = self->last + 1;
-    uint8_t old[ZT_SEAL_KEY_BYTES], iv[12];
+    uint8_t old[ZT_SEAL_KEY_BYTES];
     bool moved;
     int rc = s_epoch(self, k, 1, old, &moved);
     OPENSSL_cleanse(old, sizeof old);
     if (rc != ZT_OK)
         return rc;
-    s_nonce(self, k, iv);
-    if ((rc = s_gcm(self, true, iv, aad, aad_len, src, dst, len, tag)) != ZT_OK)
+    if ((rc = s_aead(self, true, k, aad, aad_len, src, dst, len, tag)) != ZT_OK)
         return rc;
     self->last = k;
     self->frames++;
@@ -257,14 +308,15 @@ int zt_seal_open(zt_seal_t *self, uint64_t number, const void *aad, size_t aad_l
 {
     if (number <= self->last)
         return ZT_EPROTO; /* a replay, or reordered */
-    uint8_t old[ZT_SEAL_KEY_BYTES], iv[12], t[ZT_SEAL_TAG_BYTES];
+    uint8_t old[ZT_SEAL_KEY_BYTES], t[ZT_SEAL_TAG_BYTES];
     uint64_t was = self->epoch;
     bool moved;
     int rc = s_epoch(self, number, 2, old, &moved);
     if (rc == ZT_OK) {
-        s_nonce(self, number, iv);
         memcpy(t, tag, sizeof t);
-        rc = s_gcm(self, false, iv, aad, aad_len, src, dst, len, t);
+        rc = s_aead(self, false, number, aad, aad_len, src, dst, len, t);
+        if (rc == ZT_EPROTO && dst && len)
+            memset(dst, 0, len); /* nothing unproven is left to read */
     }
     if (rc != ZT_OK && moved) { /* a failure does not advance the stream */
         memcpy(self->key, old, ZT_SEAL_KEY_BYTES);
@@ -412,7 +464,9 @@ static void s_selftest_once(void)
      * and IV; no plaintext, then one zero block) */
     uint8_t zero[32] = { 0 }, iv[12] = { 0 }, tag[16], wtag[16], ct[16], wct[16];
     zt_seal_t *s = zt_seal_new(zero, ZT_SEAL_C2S);
-    assert(s && s_key(s, 1, zero) == ZT_OK);
+    assert(s);
+    s->aegis = false; /* GCM's known answers, whatever the stream's cipher */
+    assert(s_key(s, 1, zero) == ZT_OK);
     assert(s_gcm(s, true, iv, NULL, 0, NULL, ct, 0, tag) == ZT_OK);
     s_hex("58e2fccefa7e3061367f1d57a4e7455a", wtag);
     assert(memcmp(tag, wtag, 16) == 0);
@@ -512,7 +566,22 @@ static void s_selftest_once(void)
  * where the processor has it, which is first checked against OpenSSL. */
 void zt_seal_selftest(void)
 {
-    int was = s_use_vaes;
+    int was = s_use_vaes, cipher = s_cipher;
+    zt_aegis_selftest();
+    zt_seal_use_cipher("aegis128x2"); /* AEGIS-128X2 on AES-NI, then VAES */
+    assert(!strcmp(zt_seal_cipher_name(), "aegis128x2"));
+    for (int v = 0; v < 2 && zt_aegis_supported(); v++) {
+        zt_seal_use_vaes(v);
+        s_selftest_once();
+    }
+    zt_seal_use_cipher("aes128gcm");
+    assert(!strcmp(zt_seal_cipher_name(), "aes128gcm"));
+    /* keys are bound to the cipher: the same inputs, other keys */
+    uint8_t sec[32] = { 1 }, salt[16] = { 2 }, g1[32], g2[32], a1[32], a2[32];
+    assert(zt_seal_derive(sec, salt, salt, "b", g1, g2) == ZT_OK);
+    zt_seal_use_cipher("aegis128x2");
+    assert(zt_seal_derive(sec, salt, salt, "b", a1, a2) == ZT_OK && memcmp(g1, a1, 32) && memcmp(g2, a2, 32));
+    zt_seal_use_cipher("aes128gcm");
     zt_seal_use_vaes(0);
     s_selftest_once();
     if (zt_gcm_supported()) {
@@ -528,4 +597,6 @@ void zt_seal_selftest(void)
         zt_gcm_use_wide(zt_seal_gcm_wide());
     }
     s_use_vaes = was;
+    zt_aegis_use_vaes(was != 0);
+    s_cipher = cipher;
 }

@@ -2,9 +2,9 @@
  *
  * CURVE proves who a peer is and keeps the control plane private, but it
  * encrypts every frame with XSalsa20-Poly1305 plus a copy and an allocation
- * inside libzmq. Bulk tensors instead are sealed here with AES-128-GCM
- * (OpenSSL's EVP, which runs on the processor's AES and carry-less multiply
- * instructions), in the pass that copies them anyway: from the caller's
+ * inside libzmq. Bulk tensors instead are sealed here with the job's
+ * cipher (ZT_SEAL_CIPHER: AEGIS-128X2, zt_aegis, by default; or
+ * AES-128-GCM, zt_gcm or OpenSSL's EVP), in the pass that copies them anyway: from the caller's
  * tensor into the send buffer, and from the received frame into the
  * reducer's slot or the caller's tensor.
  *
@@ -19,8 +19,8 @@
  * Nonces. A frame's nonce is the direction and its number on the stream
  * (from 1, never reused); the receiver takes only numbers above the last it
  * opened, so a replayed or reordered frame fails. Every ZT_SEAL_REKEY_FRAMES
- * frames both ends move to the next key (HKDF of the last), far below GCM's
- * volume limit for one key even at the largest frame.
+ * frames both ends move to the next key (HKDF of the last), far below either
+ * cipher's volume limit for one key even at the largest frame.
  *
  * Associated data. The frame's header (kind, generation, step, bucket or
  * offset, rank, sequence) is authenticated with it, so a frame cannot be
@@ -34,8 +34,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define ZT_SEAL_KEY_BYTES 32           /* a derived key; its first 16 bytes are the AES-128 key */
-#define ZT_SEAL_TAG_BYTES 16           /* GCM's full tag */
+#define ZT_SEAL_KEY_BYTES 32           /* a derived key; its first 16 bytes are the cipher's key */
+#define ZT_SEAL_TAG_BYTES 16           /* the cipher's full tag (128 bits) */
 #define ZT_SEAL_SALT_BYTES 16          /* each end's fresh value at a stream's opening */
 #define ZT_SEAL_REKEY_FRAMES (1u << 20) /* frames per key: ~1 TiB at 1 MiB frames */
 
@@ -99,6 +99,15 @@ int zt_seal_random(void *out, size_t len);
  * have sealed or keyed calls it before it ends, so nothing of it is freed
  * after its owner has gone on (a detached thread's own end). */
 void zt_seal_thread_done(void);
+
+/* The bulk seal's cipher, the same for every replica of a job
+ * (ZT_SEAL_CIPHER, read once): "aegis128x2" or "aes128gcm". Keys are bound
+ * to it (zt_seal_derive), so frames of the other cipher never open; a
+ * processor without AES-NI makes no AEGIS sealer (zt_seal_new says why
+ * and returns NULL). zt_seal_use_cipher overrides the knob (tests and
+ * benchmarks), before any key is made. */
+const char *zt_seal_cipher_name(void);
+void zt_seal_use_cipher(const char *name);
 
 void zt_seal_selftest(void);
 /* Whether new keys use zt_gcm (VAES, where the processor has it, unless

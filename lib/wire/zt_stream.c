@@ -526,6 +526,7 @@ static int s_on_open(zt_streams_t *self, zmq_msg_t *id, const zt_msg_t *m)
     if (m->incarnation != self->cfg.incarnation || !zt_seal_mac_equal(mac, want) ||
         (o->server[0] && strcmp(o->server, self->cfg.self))) {
         self->drops.bad_open++; /* forged, or meant for another server of the job */
+        zt_stream_other_cipher(&self->cfg, &self->told_cipher_ms, o, mac);
         return ZT_EPROTO;
     }
     zt_stream_t *s = s_find_or_make(self, id);

@@ -55,12 +55,23 @@ struct zt_streams_t {
     zt_bufpool_t *pool;          /* what it seals goes from here */
     zt_zmtp_t *(*end_of)(void *, const void *, size_t); /* a client's own connection (zt_streams_set_ends) */
     void *end_arg;
+    int64_t told_cipher_ms;      /* when an opening of another cipher was last said */
 };
 
 /* zt_stream_keys.c. The proof of an opening (what is "open") or of its
  * acceptance. */
 void zt_stream_proof(const zt_stream_cfg_t *cfg, const char *what, const char *client, const char *server,
                      const char *csalt, const char *ssalt, uint8_t mac[32]);
+/* The same proof as a process sealing with cipher would make it: the
+ * proof covers the cipher, so an opening from a replica that seals with
+ * another fails, and this tells such a one from a forgery. */
+void zt_stream_proof_as(const zt_stream_cfg_t *cfg, const char *cipher, const char *what, const char *client,
+                        const char *server, const char *csalt, const char *ssalt, uint8_t mac[32]);
+/* Called when an opening's proof fails: if it holds under the other
+ * cipher (a replica of this job with another ZT_SEAL_CIPHER), says so,
+ * at most once a minute (*told_ms: when it last did). */
+void zt_stream_other_cipher(const zt_stream_cfg_t *cfg, int64_t *told_ms, const zt_msg_SEAL_OPEN_t *o,
+                            const uint8_t mac[32]);
 /* Both keys of a stream, into *tx and *rx (what they held let go); the
  * client seals c2s, the server s2c. */
 int zt_stream_agree(const zt_stream_cfg_t *cfg, bool client, const char *cname, const char *sname,

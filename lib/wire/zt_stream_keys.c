@@ -6,17 +6,25 @@
 #include "base/zt_env.h"
 #include "ztrain/zt_error.h"
 #include "ztrain/zt_knobs.h"
+#include "ztrain/zt_log.h"
+#include "base/zt_time.h"
 #include <stdio.h>
 #include <string.h>
 
 /* The proof of an opening (what is "open") or of its acceptance. */
+void zt_stream_proof_as(const zt_stream_cfg_t *cfg, const char *cipher, const char *what, const char *client,
+                        const char *server, const char *csalt, const char *ssalt, uint8_t mac[32])
+{
+    char text[1024];
+    int n = snprintf(text, sizeof text, "%s|%s|%s|%lld|%s|%s|%s|%s", what, cipher, cfg->job,
+                     (long long) cfg->incarnation, client, server, csalt, ssalt);
+    zt_seal_mac(cfg->secret, text, n > 0 && (size_t) n < sizeof text ? (size_t) n : 0, mac);
+}
+
 void zt_stream_proof(const zt_stream_cfg_t *cfg, const char *what, const char *client, const char *server,
                      const char *csalt, const char *ssalt, uint8_t mac[32])
 {
-    char text[1024];
-    int n = snprintf(text, sizeof text, "%s|%s|%lld|%s|%s|%s|%s", what, cfg->job, (long long) cfg->incarnation, client,
-                     server, csalt, ssalt);
-    zt_seal_mac(cfg->secret, text, n > 0 && (size_t) n < sizeof text ? (size_t) n : 0, mac);
+    zt_stream_proof_as(cfg, zt_seal_cipher_name(), what, client, server, csalt, ssalt, mac);
 }
 
 /* Both keys of a stream, into *tx and *rx (what they held let go); the
@@ -75,4 +83,22 @@ bool zt_stream_cfg_load(zt_stream_cfg_t *cfg)
     snprintf(cfg->job, sizeof cfg->job, "ztrain");
     cfg->incarnation = zt_env_int_or(ZT_ENV_INCARNATION, 0);
     return true;
+}
+
+/* An opening whose proof fails under this process's cipher but holds
+ * under the other: a replica of this job that seals with another
+ * ZT_SEAL_CIPHER. Said (once a minute), since nothing else would. */
+void zt_stream_other_cipher(const zt_stream_cfg_t *cfg, int64_t *told_ms, const zt_msg_SEAL_OPEN_t *o,
+                            const uint8_t mac[32])
+{
+    const char *mine = zt_seal_cipher_name(), *other = strcmp(mine, "aes128gcm") ? "aes128gcm" : "aegis128x2";
+    uint8_t want[32];
+    zt_stream_proof_as(cfg, other, "open", o->name, o->server, o->salt, "", want);
+    int64_t now = zt_now_ms();
+    if (zt_seal_mac_equal(mac, want) && now - *told_ms >= 60000) {
+        *told_ms = now;
+        zt_error("%s seals its bulk bytes with %s, this replica (%s) with %s: refused; ZT_SEAL_CIPHER must be the "
+                 "same for every replica of a job",
+                 o->name, other, cfg->self, mine);
+    }
 }

@@ -222,6 +222,26 @@ static void s_selftest_misdirected(void *ctx, const zt_stream_cfg_t *cs, const z
         zt_stream_destroy(&cl);
         zmq_close(d);
     }
+    /* a client that seals with the other cipher: refused, and told apart
+     * from a forgery (said in the log); a forged proof is not */
+    const char *mine = zt_seal_cipher_name();
+    for (int k = 0; k < 2; k++) {
+        void *d = zmq_socket(ctx, ZMQ_DEALER);
+        assert(zmq_connect(d, "inproc://zt-stream-named") == 0);
+        zt_seal_use_cipher(strcmp(mine, "aes128gcm") ? "aes128gcm" : "aegis128x2");
+        zt_stream_cfg_t forger = *cc;
+        forger.secret[0] ^= (uint8_t) k; /* k = 1: another secret */
+        zt_stream_t *cl = zt_stream_connect(&forger, d), *from;
+        zt_seal_use_cipher(mine);
+        zmq_msg_t p[8];
+        uint64_t bad = zt_streams_drops(srv)->bad_open;
+        srv->told_cipher_ms = 0;
+        int n = s_wait(r, p, 8);
+        assert(zt_streams_recv(srv, p, &n, &from) == ZT_EPROTO && zt_streams_drops(srv)->bad_open == bad + 1);
+        assert(k == 0 ? srv->told_cipher_ms > 0 : srv->told_cipher_ms == 0);
+        zt_stream_destroy(&cl);
+        zmq_close(d);
+    }
     /* the client asks for workerpool2-1 and an attacker on the path hands
      * its opening, rewritten, to workerpool2-0: the proof fails there; the
      * same client's opening, asking workerpool2-0, answered by a server
