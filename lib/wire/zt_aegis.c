@@ -1,9 +1,9 @@
-/* AEGIS-128X2 (and AEGIS-128L, its one-state case) on AES-NI, with the
- * full blocks of a message on VAES where the processor has it: both
- * states' blocks side by side in one 256-bit register. The state lives in
- * s_state_t between the pieces (init, the associated data, the edges, the
- * tag); the bulk loops hold it in sixteen (AES-NI) or eight (VAES)
- * registers. Every vector function carries its own target: nothing here
+/* AEGIS-128X2 (and AEGIS-128L, its one-state case) on AES-NI, and
+ * AEGIS-128X2 on VAES where the processor has it: both states' blocks side
+ * by side in one 256-bit register, in eight registers from the key to the
+ * tag. On AES-NI the state lives in s_state_t between the pieces (init,
+ * the associated data, the edges, the tag), and the message's full blocks
+ * hold it in sixteen registers. Every vector function carries its own target: nothing here
  * runs unless zt_aegis_supported. */
 #include "wire/zt_aegis.h"
 #include <cpuid.h>
@@ -190,39 +190,86 @@ NI __attribute__((noinline)) static size_t s_bulk_ni(s_state_t *s, bool enc, con
     return enc ? s_bulk_ni_(s, true, in, out, len) : s_bulk_ni_(s, false, in, out, len);
 }
 
-/* The same on VAES: state i in the register's half i. */
-#define S_LOAD2(P, s, i, j) P##j = _mm256_set_m128i((s)->v[j][1], (s)->v[j][0])
-#define S_STORE2(P, s, i, j) (s)->v[j][0] = _mm256_castsi256_si128(P##j), (s)->v[j][1] = _mm256_extracti128_si256(P##j, 1)
+/* The whole of AEGIS-128X2 on VAES, from the key to the tag: state i in
+ * the registers' half i, the state in eight registers throughout. */
+#define S_B(x) _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *) (x)))
+#define S_L(x) _mm256_loadu_si256((const __m256i *) (x))
+#define S_UPD2(m0, m1) S_UPDATE(_mm256_aesenc_epi128, _mm256_xor_si256, v, m0, m1)
+#define S_ZV0 S_Z0(_mm256_xor_si256, _mm256_and_si256, v)
+#define S_ZV1 S_Z1(_mm256_xor_si256, _mm256_and_si256, v)
 
-VA static INL size_t s_bulk_vaes_(s_state_t *s, const bool enc, const uint8_t *in, uint8_t *out, size_t len)
+VA static INL void s_vaes_(const bool enc, const uint8_t key[16], const uint8_t nonce[16], const uint8_t *aad,
+                           size_t aad_len, const uint8_t *in, uint8_t *out, size_t len, uint8_t tag[16])
 {
-    __m256i v0, v1, v2, v3, v4, v5, v6, v7;
-    S_ALL(S_LOAD2, v, s, 0);
-    size_t n = len & ~(size_t) 63;
-    for (size_t p = 0; p < n; p += 64) {
-        __m256i t0 = _mm256_loadu_si256((const __m256i *) (in + p));
-        __m256i t1 = _mm256_loadu_si256((const __m256i *) (in + p + 32));
-        __m256i o0 = _mm256_xor_si256(t0, S_Z0(_mm256_xor_si256, _mm256_and_si256, v));
-        __m256i o1 = _mm256_xor_si256(t1, S_Z1(_mm256_xor_si256, _mm256_and_si256, v));
+    __m256i k = S_B(key), n = S_B(nonce), c0 = S_B(C0), c1 = S_B(C1);
+    __m256i ctx = _mm256_setr_epi8(0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                                   0, 0, 0, 0);
+    __m256i v0 = _mm256_xor_si256(k, n), v1 = c1, v2 = c0, v3 = c1, v4 = v0, v5 = _mm256_xor_si256(k, c0);
+    __m256i v6 = _mm256_xor_si256(k, c1), v7 = v5;
+    for (int r = 0; r < 10; r++) {
+        v3 = _mm256_xor_si256(v3, ctx);
+        v7 = _mm256_xor_si256(v7, ctx);
+        S_UPD2(n, k);
+    }
+    uint8_t pad[64];
+    size_t p = 0;
+    for (; p + 64 <= aad_len; p += 64)
+        S_UPD2(S_L(aad + p), S_L(aad + p + 32));
+    if (p < aad_len) {
+        memset(pad, 0, sizeof pad);
+        memcpy(pad, aad + p, aad_len - p);
+        S_UPD2(S_L(pad), S_L(pad + 32));
+    }
+    size_t full = len & ~(size_t) 63;
+    for (p = 0; p < full; p += 64) {
+        __m256i t0 = S_L(in + p), t1 = S_L(in + p + 32);
+        __m256i o0 = _mm256_xor_si256(t0, S_ZV0), o1 = _mm256_xor_si256(t1, S_ZV1);
         _mm256_storeu_si256((__m256i *) (out + p), o0);
         _mm256_storeu_si256((__m256i *) (out + p + 32), o1);
-        S_UPDATE(_mm256_aesenc_epi128, _mm256_xor_si256, v, enc ? t0 : o0, enc ? t1 : o1);
+        S_UPD2(enc ? t0 : o0, enc ? t1 : o1);
     }
-    S_ALL(S_STORE2, v, s, 0);
-    return n;
+    if (p < len) { /* the last partial block: its plaintext, zero padded, is absorbed */
+        size_t r = len - p;
+        memset(pad, 0, sizeof pad);
+        memcpy(pad, in + p, r);
+        __m256i t0 = S_L(pad), t1 = S_L(pad + 32);
+        _mm256_storeu_si256((__m256i *) pad, _mm256_xor_si256(t0, S_ZV0));
+        _mm256_storeu_si256((__m256i *) (pad + 32), _mm256_xor_si256(t1, S_ZV1));
+        memcpy(out + p, pad, r);
+        memset(pad + r, 0, sizeof pad - r);
+        S_UPD2(enc ? t0 : S_L(pad), enc ? t1 : S_L(pad + 32));
+    }
+    __m256i u = _mm256_broadcastsi128_si256(_mm_set_epi64x((long long) ((uint64_t) len * 8),
+                                                           (long long) ((uint64_t) aad_len * 8)));
+    __m256i t = _mm256_xor_si256(v2, u);
+    for (int r = 0; r < 7; r++)
+        S_UPD2(t, t);
+    __m256i x = _mm256_xor_si256(_mm256_xor_si256(_mm256_xor_si256(v0, v1), _mm256_xor_si256(v2, v3)),
+                                 _mm256_xor_si256(_mm256_xor_si256(v4, v5), v6));
+    _mm_storeu_si128((__m128i *) tag, _mm_xor_si128(_mm256_castsi256_si128(x), _mm256_extracti128_si256(x, 1)));
+    memset(pad, 0, sizeof pad);
+    __asm__ volatile("" : : "r"(pad) : "memory");
 }
 
-VA __attribute__((noinline)) static size_t s_bulk_vaes(s_state_t *s, bool enc, const uint8_t *in, uint8_t *out,
-                                                        size_t len)
+VA __attribute__((noinline)) static void s_crypt_vaes(bool enc, const uint8_t key[16], const uint8_t nonce[16],
+                                                 const uint8_t *aad, size_t aad_len, const uint8_t *in, uint8_t *out,
+                                                 size_t len, uint8_t tag[16])
 {
-    return enc ? s_bulk_vaes_(s, true, in, out, len) : s_bulk_vaes_(s, false, in, out, len);
+    if (enc)
+        s_vaes_(true, key, nonce, aad, aad_len, in, out, len, tag);
+    else
+        s_vaes_(false, key, nonce, aad, aad_len, in, out, len, tag);
 }
 
 NI void zt_aegis_crypt(int lanes, bool enc, const uint8_t key[16], const uint8_t nonce[16], const void *aad,
                        size_t aad_len, const void *src, void *dst, size_t len, uint8_t tag[16])
 {
-    s_state_t s;
     int d = lanes == 1 ? 1 : 2;
+    if (d == 2 && s_vaes && zt_aegis_vaes_supported()) {
+        s_crypt_vaes(enc, key, nonce, aad, aad_len, src, dst, len, tag);
+        return;
+    }
+    s_state_t s;
     size_t r = (size_t) (32 * d), p = 0;
     uint8_t pad[64], junk[64];
     s_init(&s, d, key, nonce);
@@ -238,7 +285,7 @@ NI void zt_aegis_crypt(int lanes, bool enc, const uint8_t key[16], const uint8_t
     uint8_t *out = dst;
     p = 0;
     if (d == 2)
-        p = s_vaes && zt_aegis_vaes_supported() ? s_bulk_vaes(&s, enc, in, out, len) : s_bulk_ni(&s, enc, in, out, len);
+        p = s_bulk_ni(&s, enc, in, out, len);
     for (; p + r <= len; p += r)
         s_block(&s, enc, in + p, out + p, r);
     if (p < len) {
