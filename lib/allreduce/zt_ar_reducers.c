@@ -391,8 +391,9 @@ int zt_ar_timed_out(zt_allreduce_t *self, int timeout_ms)
                     zt_env_describe_addr(self->reducer_addrs[r], who, sizeof who);
                     snprintf(self->err, sizeof self->err, "bucket %d (tensors %s..%s): reducer %d (%s) "
                              "sent no sum within %d ms (ZT_ALLREDUCE_TIMEOUT_MS); its log names the workers "
-                             "it waits for", bi, self->t[self->layout.buckets[bi].first].name,
-                             self->t[self->layout.buckets[bi].last].name, r, who, timeout_ms);
+                             "it waits for%s", bi, self->t[self->layout.buckets[bi].first].name,
+                             self->t[self->layout.buckets[bi].last].name, r, who, timeout_ms,
+                             zt_bulk_unopened(self->red[r]));
                     return ZT_ETIMEDOUT;
                 }
     }

@@ -69,7 +69,7 @@ struct zt_ps_client_t {
     bool *local;            /* per server: on this host */
     zt_shm_region_t *shm;   /* pushes to local servers, at their key offsets */
     bool shm_refused;       /* a server could not map it: sockets only from then on */
-    char err[512];          /* last error */
+    char err[768];          /* last error */
 };
 
 const char *zt_ps_optimizer(int index)
@@ -553,7 +553,8 @@ int zt_ps_wait(zt_ps_client_t *self, int timeout_ms)
             char who[300];
             zt_env_describe_addr(self->addrs[s], who, sizeof who);
             snprintf(self->err, sizeof self->err, "parameter server %d (%s) did not answer within "
-                     "%d ms (ZT_PS_TIMEOUT_MS; %d requests outstanding)", s, who, timeout_ms, self->nops);
+                     "%d ms (ZT_PS_TIMEOUT_MS; %d requests outstanding)%s", s, who, timeout_ms, self->nops,
+                     zt_bulk_unopened(self->ways[s]));
             self->nops = 0;
             zt_fail_retryable(); /* a server gone: the system's failure, not the program's */
             return ZT_ETIMEDOUT;

@@ -105,6 +105,13 @@ bool zt_bulk_ready(zt_bulk_t *self)
     }
     return self && (!self->st || zt_stream_ready(self->st));
 }
+const char *zt_bulk_unopened(const zt_bulk_t *self)
+{
+    return self && self->st && !zt_stream_ready(self->st)
+               ? "; its sealed stream is not open (a server of another job, or one that seals with another "
+                 "ZT_SEAL_CIPHER: its log says which)"
+               : "";
+}
 bool zt_bulk_unconnected(const zt_bulk_t *self) { return self && self->zmtp && !zt_zmtp_connected(self->zmtp); }
 uint64_t zt_bulk_drops(const zt_bulk_t *self) { return self ? self->drops : 0; }
 

@@ -63,6 +63,9 @@ bool zt_bulk_ready(zt_bulk_t *self);
 /* Whether a send now would be taken without waiting (a ZeroMQ socket with
  * room; a direct end takes everything). */
 bool zt_bulk_writable(zt_bulk_t *self);
+/* For a client's timeout message: "" or why a sealed way may never have
+ * been answered (its stream not open). */
+const char *zt_bulk_unopened(const zt_bulk_t *self);
 /* A direct end that has no connection (it is made again by zt_bulk_tend). */
 bool zt_bulk_unconnected(const zt_bulk_t *self);
 

@@ -26,6 +26,8 @@
 #include <unistd.h>
 
 static char s_dir[256];
+static const char *s_child_cipher; /* a server's ZT_SEAL_CIPHER of its own, its log in s_child_log */
+static char s_child_log[300];
 static pid_t s_pids[8];
 static char s_eps[8][300];
 static const char *s_ep_ptrs[8];
@@ -41,6 +43,8 @@ static void s_spawn(int i, int n, const char *bin)
         prctl(PR_SET_PDEATHSIG, SIGKILL); /* a failed assertion leaves no server behind */
         unsetenv("ZT_COORDINATOR");
         unsetenv("AIP_CHECKPOINT_DIR");
+        if (s_child_cipher && (setenv("ZT_SEAL_CIPHER", s_child_cipher, 1) || !freopen(s_child_log, "w", stderr)))
+            _exit(126);
         execl(bin, bin, "--bind", s_eps[i], "--index", idx, "--servers", cnt, (char *) NULL);
         _exit(127);
     }
@@ -312,6 +316,40 @@ static void s_case_dead_server(void)
     printf("dead server named: ok\n");
 }
 
+/* Sealed: a server that seals with the other cipher (ZT_SEAL_CIPHER)
+ * refuses the worker's streams, so nothing reaches it, and its log says
+ * why, naming both ciphers. */
+static void s_case_other_cipher(void)
+{
+    const char *mine = getenv("ZT_SEAL_CIPHER");
+    const char *other = mine && !strcmp(mine, "aes128gcm") ? "aegis128x2" : "aes128gcm";
+    s_child_cipher = other;
+    snprintf(s_child_log, sizeof s_child_log, "%s/other-cipher.log", s_dir);
+    s_start(1, bin);
+    s_child_cipher = NULL;
+    zt_ps_client_t *c = zt_ps_client_new(s_ep_ptrs, 1, 0);
+    assert(c);
+    zt_ps_declare(c, "a", 37, 0);
+    zt_ps_options_t o;
+    zt_ps_options_defaults(&o);
+    assert(zt_ps_connect(c, &o, 2500) != ZT_OK);
+    printf("a worker sealing with %s, its server with %s: %s\n", mine ? mine : "aegis128x2", other, zt_ps_error(c));
+    assert(strstr(zt_ps_error(c), "its sealed stream is not open") && strstr(zt_ps_error(c), "ZT_SEAL_CIPHER"));
+    zt_ps_client_destroy(&c);
+    s_stop(1);
+    char text[4096] = "";
+    FILE *f = fopen(s_child_log, "r");
+    size_t n = f ? fread(text, 1, sizeof text - 1, f) : 0;
+    text[n] = 0;
+    if (f)
+        fclose(f);
+    if (!strstr(text, "ZT_SEAL_CIPHER must be the same for every replica of a job")) {
+        fprintf(stderr, "the server's log does not say why it refused:\n%s\n", text);
+        abort();
+    }
+    printf("a server that seals with another cipher refuses, and says so: ok\n");
+}
+
 /* Async: a server killed with SIGKILL and started again goes on from its
  * shard snapshot (ZT_PS_SNAPSHOT_MS in the job directory), not afresh. */
 static void s_case_snapshot_restart(void)
@@ -465,6 +503,8 @@ int main(int argc, char **argv)
     s_case_snapshot_restart();
     if (!seal) /* plain messages, which a sealed server drops */
         s_case_forged();
+    else
+        s_case_other_cipher();
     s_case_pull_areas();
     s_stop(1);
     for (int t = 0; t < 3; t++) {
