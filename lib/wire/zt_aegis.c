@@ -3,8 +3,8 @@
  * by side in one 256-bit register, in eight registers from the key to the
  * tag. On AES-NI the state lives in s_state_t between the pieces (init,
  * the associated data, the edges, the tag), and the message's full blocks
- * hold it in sixteen registers. Every vector function carries its own target: nothing here
- * runs unless zt_aegis_supported. */
+ * hold it in sixteen registers. Every vector function carries its own
+ * target: nothing here runs unless zt_aegis_supported. */
 #include "wire/zt_aegis.h"
 #include <cpuid.h>
 #include <immintrin.h>
