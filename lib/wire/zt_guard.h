@@ -63,7 +63,10 @@ void zt_guard_release(zt_hold_t **hold_p);
  * 256 outside a job), with why filled. An address "" (not TCP) is always
  * admitted. Connections still in their handshake count too: a stranger's
  * pile can keep new connections from its own address out (for
- * ZT_HANDSHAKE_MS at a time), never take what was admitted. */
+ * ZT_HANDSHAKE_MS at a time), never take what was admitted. The kernel's
+ * table is read only when the process holds more sockets than the limit
+ * (fewer, and no address can be past it): a read walks every TCP socket
+ * of the host's table, milliseconds each. */
 bool zt_guard_admit(const char *addr, char *why, size_t len);
 int zt_guard_connections(const char *addr);
 int64_t zt_guard_connection_limit(void);
