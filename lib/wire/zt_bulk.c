@@ -195,7 +195,7 @@ static int s_payload(zt_bufpool_t *pool, zmq_msg_t *pm, const void *payload, siz
 
 /* A plain message on a ZMTP end (a client's, or a server's client's):
  * the header and n frames in one writev, frame i waiting by reference
- * when owners[i] is not NULL, else copied if the kernel does not take it
+ * when owners (NULL: none) has owners[i], else copied if the kernel does not take it
  * at once. ZT_OK, or ZT_EIO: no connection, or it broke (lost, as on a
  * DEALER whose server went away: the callers' resend rules send it again). */
 static int s_plain_sendv(zt_zmtp_t *end, const zt_msg_t *m, const struct iovec *frames, zmq_msg_t *const *owners,
@@ -210,7 +210,7 @@ static int s_plain_sendv(zt_zmtp_t *end, const zt_msg_t *m, const struct iovec *
     zmq_msg_t *own[9] = { NULL };
     for (int i = 0; i < n; i++) {
         f[1 + i] = frames[i];
-        own[1 + i] = owners[i];
+        own[1 + i] = owners ? owners[i] : NULL;
     }
     int rc = zt_zmtp_sendv(end, f, own, 1 + n);
     zframe_destroy(&h);
@@ -223,9 +223,8 @@ static int s_plain_sendv(zt_zmtp_t *end, const zt_msg_t *m, const struct iovec *
  * ring does for the block it sends, from ever getting them back.) */
 static int s_send_plain_zmtp(zt_bulk_t *self, const zt_msg_t *m, const void *payload, size_t bytes)
 {
-    zmq_msg_t *own = NULL;
     s_plain_up(self);
-    int rc = s_plain_sendv(self->zmtp, m, &(struct iovec) { (void *) payload, bytes }, &own, payload ? 1 : 0);
+    int rc = s_plain_sendv(self->zmtp, m, &(struct iovec) { (void *) payload, bytes }, NULL, payload ? 1 : 0);
     if (rc == ZT_EIO)
         self->lost = true;
     return rc == ZT_EIO ? ZT_OK : rc;
@@ -437,8 +436,7 @@ int zt_bulk_reply(zt_bulk_server_t *self, zmq_msg_t *id, const zt_msg_t *m, cons
         return zt_streams_send(self->streams, to, m, payload, payload ? bytes : 0);
     zt_zmtp_t *end = s_plain_end(self, id);
     if (end) { /* on the client's own connection, from the caller's bytes (copied if they wait) */
-        zmq_msg_t *own = NULL;
-        int rc = s_plain_sendv(end, m, &(struct iovec) { (void *) payload, bytes }, &own, payload ? 1 : 0);
+        int rc = s_plain_sendv(end, m, &(struct iovec) { (void *) payload, bytes }, NULL, payload ? 1 : 0);
         return rc == ZT_EIO ? ZT_OK : rc; /* a client gone: it asks again */
     }
     zmq_msg_t pm;

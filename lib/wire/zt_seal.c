@@ -180,12 +180,12 @@ static int s_key(zt_seal_t *self, int mode, const uint8_t key[ZT_SEAL_KEY_BYTES]
     /* AES-128 (its key the first 16 bytes): 10 rounds to AES-256's 14, 1.2x
      * the speed here, and far from any attack (TLS 1.3's first suite);
      * AEGIS-128X2 keys itself at each frame (no schedule to keep) */
-    if (self->aegis || (self->vaes = zt_seal_vaes())) {
-        if (self->aegis) {
-            zt_seal_vaes(); /* reads ZT_SEAL_VAES */
-            self->mode = mode;
-            return ZT_OK;
-        }
+    bool vaes = zt_seal_vaes(); /* reads ZT_SEAL_VAES, which both ciphers follow */
+    if (self->aegis) {
+        self->mode = mode;
+        return ZT_OK;
+    }
+    if ((self->vaes = vaes)) {
         zt_gcm_init(&self->gk, key);
         self->mode = mode;
         return ZT_OK;
