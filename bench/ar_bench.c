@@ -40,6 +40,13 @@ static bool s_coll;
  * backward passes make them), then finished. */
 static void s_coll_step(zt_coll_t *c, float *data, int64_t n, int ntensors)
 {
+    if (ntensors == 1) { /* one call, its agreement included (ztrain.allreduce's) */
+        if (zt_coll_allreduce(c, data, n, false, 120000) != ZT_OK) {
+            fprintf(stderr, "allreduce: %s\n", zt_coll_error(c));
+            exit(1);
+        }
+        return;
+    }
     for (int t = ntensors - 1; t >= 0; t--)
         if (zt_coll_add(c, data + (int64_t) t * n, n, false, 120000) != ZT_OK) {
             fprintf(stderr, "add: %s\n", zt_coll_error(c));
@@ -257,7 +264,9 @@ static void s_usage(FILE *out)
             "                 thresholds, then ZT_AUTOTUNE's choice, timed after its search, with\n"
             "                 its ratio to the best fixed one\n"
             "  --coll         with --autotune: the tensors streamed through a collective (the Python\n"
-            "                 package's DDP hook): fixed slot sizes, then autotune from 1 MiB slots\n"
+            "                 package's DDP hook): fixed slot sizes, then autotune from 1 MiB slots;\n"
+            "                 with --only, one zt_coll_allreduce a step (ztrain.allreduce's path:\n"
+            "                 its agreement, then slots of ZT_FUSION_THRESHOLD, default 1 MiB)\n"
             "  --auth         reducers and workers are secured as in a job (CURVE control, sealed bulk)\n"
             "  --keys DIR     writes a job's keys to DIR (DIR/bench.key for ZT_CREDENTIALS) and exits:\n"
             "                 for runs started elsewhere (bench/netns_bench.py)\n"
@@ -405,7 +414,10 @@ int main(int argc, char **argv)
     if (fusion)
         return s_fusion(redbin, quick);
     if (only_n) {
-        double cpu, s = s_run(redbin, only_n, only_r, only_size, 1, 64 << 20, quick ? 1.0 : 3.0, &cpu);
+        /* --coll: one zt_coll_allreduce a step through slots of the fusion
+         * threshold in force (ZT_FUSION_THRESHOLD, else 1 MiB), as
+         * ztrain.allreduce runs */
+        double cpu, s = s_run(redbin, only_n, only_r, only_size, 1, s_coll ? 0 : 64 << 20, quick ? 1.0 : 3.0, &cpu);
         /* the sixth field: CPU-seconds (workers and reducers) per all-reduce */
         printf("%s %d %d %zu %.9f %.9f\n", s_inplace ? "ztrain-ip" : "ztrain", only_n, only_r, only_size, s, cpu);
         return 0;

@@ -381,12 +381,12 @@ static int s_submit(zt_allreduce_t *self, int tensor, void *data)
     zt_ar_state_t *k = &self->b[bi];
     if (!k->active) {
         zt_ar_wait_lent(k); /* last round's frames */
-        k->active = true;
         k->nsubmitted = 0;
         for (int r = 0; r < self->R; r++) {
             memset(k->piece_done[r], 0, (size_t) k->npieces[r]);
             k->wnext[r] = k->wend[r] = k->wfly[r] = 0;
         }
+        __atomic_store_n(&k->active, true, __ATOMIC_RELEASE); /* the lanes read its window after */
     }
     x->data = data;
     x->submitted = true;

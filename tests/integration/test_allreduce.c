@@ -866,6 +866,7 @@ int main(int argc, char **argv)
     }
     t_large(4, 0, 1 << 22);
     t_large(4, 2, 1 << 22);
+    t_orders(3, 2, 20000);
     s_restart_between_hellos();
     s_ahead_worker_busy(1 << 12);
     s_ahead_worker_busy(1 << 19);

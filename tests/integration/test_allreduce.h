@@ -30,5 +30,8 @@ void t_membership_changes(void);
 void t_steady_memory(void);
 /* Two rounds of n floats by N workers through R reducers (0: the ring), exact. */
 void t_large(int N, int R, int64_t n);
+/* Rounds of several tensors, a bucket each under a tight send window, which
+ * each worker submits in its own order: exact. */
+void t_orders(int N, int R, int64_t n);
 
 #endif

@@ -245,3 +245,72 @@ void t_large(int N, int R, int64_t n)
     fflush(stdout);
     assert(!failed);
 }
+
+/* ------------------------------------------------------------ orders */
+
+#define ORDERS_NT 5
+
+/* ORDERS_NT tensors of n floats, each a bucket of its own under a send window
+ * of one piece per reducer (across buckets, to a reducer over TCP), which
+ * each worker submits in an order of its own with pauses between: every
+ * round still completes, exact. */
+static int s_orders_worker(int w, int N, int R, const void *np)
+{
+    int64_t n = *(const int64_t *) np;
+    alarm(60);
+    zt_log_init("test_allreduce", w);
+    setenv("ZT_AR_PIECE_BYTES", "4096", 1);
+    setenv("ZT_AR_WINDOW_BYTES", "8192", 1);
+    setenv("ZT_AR_LOCAL_WINDOW_BYTES", "4096", 1);
+    const char *reds[4], *peers[8];
+    for (int r = 0; r < R; r++)
+        reds[r] = t_red_eps[r];
+    for (int p = 0; p < N; p++)
+        peers[p] = t_peer_eps[p];
+    zt_allreduce_opts_t o = { w, N, reds, R, peers, 4096, 5, 0, 0, 0 };
+    zt_allreduce_t *ar = zt_allreduce_new(&o);
+    float *g[ORDERS_NT];
+    int64_t shape[1] = { n };
+    for (int t = 0; t < ORDERS_NT; t++) {
+        char name[8] = { 't', (char) ('0' + t), 0 };
+        g[t] = malloc((size_t) n * sizeof(float));
+        if (!ar || !g[t] || zt_allreduce_register(ar, name, shape, 1, ZT_F32) != t)
+            return 1;
+    }
+    if (zt_allreduce_commit(ar, 20000) != ZT_OK)
+        return 1;
+    for (int round = 0; round < 3; round++) {
+        for (int j = 0; j < ORDERS_NT; j++) { /* worker w: rotated by w, odd ones backwards */
+            int t = (w % 2 ? ORDERS_NT - 1 - j : j) + w + round;
+            t %= ORDERS_NT;
+            for (int64_t i = 0; i < n; i++)
+                g[t][i] = (float) ((w + 1) * ((i + t + round) % 5 + 1));
+            if (zt_allreduce_submit(ar, t, g[t]) != ZT_OK)
+                return 1;
+            usleep(2000);
+        }
+        if (zt_allreduce_wait(ar, false, 30000) != ZT_OK) {
+            fprintf(stderr, "worker %d round %d: %s\n", w, round, zt_allreduce_error(ar));
+            return 1;
+        }
+        for (int t = 0; t < ORDERS_NT; t++)
+            for (int64_t i = 0; i < n; i++)
+                if (g[t][i] != (float) (N * (N + 1) / 2 * ((i + t + round) % 5 + 1))) {
+                    fprintf(stderr, "worker %d round %d: t%d[%lld] = %g\n", w, round, t, (long long) i, g[t][i]);
+                    return 1;
+                }
+    }
+    for (int t = 0; t < ORDERS_NT; t++)
+        free(g[t]);
+    zt_allreduce_destroy(&ar);
+    return 0;
+}
+
+void t_orders(int N, int R, int64_t n)
+{
+    int failed = t_run_workers(N, R, "orders", s_orders_worker, &n);
+    printf("%d workers, %d tensors of %lld floats submitted in different orders under one window: %s\n", N,
+           ORDERS_NT, (long long) n, failed ? "FAILED" : "ok");
+    fflush(stdout);
+    assert(!failed);
+}
