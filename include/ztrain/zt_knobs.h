@@ -110,7 +110,7 @@ extern "C" {
     X(AR_PIECE_BYTES,      "ZT_AR_PIECE_BYTES",      "131072", "int", ZT_FOR_WORKER,                    \
       "all-reduce piece: what a worker sends at a time and a reducer sums and streams back (bytes)") \
     X(AR_WINDOW_BYTES,     "ZT_AR_WINDOW_BYTES",     "1048576", "int", ZT_FOR_WORKER,                   \
-      "bytes of one large tensor a worker has out to the reducers on other hosts before sums come back, in all: each such reducer gets an equal share, at least one piece (0: no limit)") \
+      "bytes of one-tensor buckets a worker has out to the reducers on other hosts before sums come back, in all: each such reducer gets an equal share, at least one piece, over every bucket of the round (its lowest unfinished bucket may always send its share) (0: no limit)") \
     X(AR_THREADS,          "ZT_AR_THREADS",          "0", "int", ZT_FOR_WORKER,                         \
       "threads that move a worker's all-reduce bytes to and from its reducers while a round is under way, each serving every n-th reducer: sealing, sending, receiving, opening and writing the sums on run on that many cores at once (0: when every reducer is on another host, one per reducer, at most 4 or one per 4 cores of the host if that is more; below 2: the caller's thread does it all)") \
     X(AR_LOCAL_WINDOW_BYTES,"ZT_AR_LOCAL_WINDOW_BYTES","2097152", "int", ZT_FOR_WORKER,                  \
