@@ -414,9 +414,7 @@ int main(int argc, char **argv)
     if (fusion)
         return s_fusion(redbin, quick);
     if (only_n) {
-        /* --coll: one zt_coll_allreduce a step through slots of the fusion
-         * threshold in force (ZT_FUSION_THRESHOLD, else 1 MiB), as
-         * ztrain.allreduce runs */
+        /* --coll: ztrain.allreduce's path, slots of ZT_FUSION_THRESHOLD */
         double cpu, s = s_run(redbin, only_n, only_r, only_size, 1, s_coll ? 0 : 64 << 20, quick ? 1.0 : 3.0, &cpu);
         /* the sixth field: CPU-seconds (workers and reducers) per all-reduce */
         printf("%s %d %d %zu %.9f %.9f\n", s_inplace ? "ztrain-ip" : "ztrain", only_n, only_r, only_size, s, cpu);

@@ -69,9 +69,10 @@ static int64_t s_pump(zt_allreduce_t *self, int bi, int r, int64_t room)
  * send, or sums to come) may always send under its own window: every worker
  * sends the same buckets, so the lowest one whose sums are missing anywhere
  * becomes every worker's lowest not done, is sent by all, and its sums come
- * back; no worker holds back what another's sums wait for. A reducer on this host (pieces by reference) keeps a window
- * per bucket. The lanes read a bucket's window only once it is active: it is
- * set (zt_allreduce.c's s_submit) before it becomes so. */
+ * back; no worker holds back what another's sums wait for. A reducer on
+ * this host (pieces by reference) keeps a window per bucket. The lanes read
+ * a bucket's window only once it is active: it is set (zt_allreduce.c's
+ * s_submit) before it becomes so. */
 static void s_pump_all(zt_allreduce_t *self, int r)
 {
     int nb = self->layout.nbuckets, first = -1;
