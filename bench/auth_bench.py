@@ -19,8 +19,9 @@ of a sealed one. And over TCP, what sealing adds (sealed minus plain CPU
 per byte) against what its passes cost at seal_bench's rate for 128 KiB
 frames ("seal / pass": 1.00 is the cipher alone; lean_ar --seal's own,
 beside it, is what the passes cost a server that adds nothing else) and
-against as many AES-128-GCM passes ("seal / GCM"). Passes per byte: 2 for a parameter server's push or pull, 3W+1 through
-reducers, 4(W-1) on the ring, W workers).
+against as many AES-128-GCM passes ("seal / GCM"). Passes per byte: 2
+for a parameter server's push or pull, 3W+1 through reducers, 4(W-1) on
+the ring, W workers).
 
     python3 bench/auth_bench.py [build] [--quick]
 """

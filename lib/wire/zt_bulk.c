@@ -195,8 +195,8 @@ static int s_payload(zt_bufpool_t *pool, zmq_msg_t *pm, const void *payload, siz
 
 /* A plain message on a ZMTP end (a client's, or a server's client's):
  * the header and n frames in one writev, frame i waiting by reference
- * when owners (NULL: none) has owners[i], else copied if the kernel does not take it
- * at once. ZT_OK, or ZT_EIO: no connection, or it broke (lost, as on a
+ * when owners (NULL: none) has owners[i], else copied if the kernel does
+ * not take it at once. ZT_OK, or ZT_EIO: no connection, or it broke (lost, as on a
  * DEALER whose server went away: the callers' resend rules send it again). */
 static int s_plain_sendv(zt_zmtp_t *end, const zt_msg_t *m, const struct iovec *frames, zmq_msg_t *const *owners,
                          int n)

@@ -94,6 +94,8 @@ static bool s_aegis_on(void)
 
 const char *zt_seal_cipher_name(void) { return s_aegis_on() ? "aegis128x2" : "aes128gcm"; }
 
+const char *zt_seal_cipher_other(void) { return s_aegis_on() ? "aes128gcm" : "aegis128x2"; }
+
 void zt_seal_use_cipher(const char *name) { s_cipher = name && !strcmp(name, "aes128gcm") ? 1 : 2; }
 
 zt_seal_t *zt_seal_new(const uint8_t key[ZT_SEAL_KEY_BYTES], zt_seal_dir_t dir)

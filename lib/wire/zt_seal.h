@@ -4,9 +4,9 @@
  * encrypts every frame with XSalsa20-Poly1305 plus a copy and an allocation
  * inside libzmq. Bulk tensors instead are sealed here with the job's
  * cipher (ZT_SEAL_CIPHER: AEGIS-128X2, zt_aegis, by default; or
- * AES-128-GCM, zt_gcm or OpenSSL's EVP), in the pass that copies them anyway: from the caller's
- * tensor into the send buffer, and from the received frame into the
- * reducer's slot or the caller's tensor.
+ * AES-128-GCM, zt_gcm or OpenSSL's EVP), in the pass that copies them
+ * anyway: from the caller's tensor into the send buffer, and from the
+ * received frame into the reducer's slot or the caller's tensor.
  *
  * Keys. Each stream (one client connection to one server) has two keys, one
  * per direction, derived with HKDF-SHA256 from the job's secret (in the
@@ -107,6 +107,8 @@ void zt_seal_thread_done(void);
  * and returns NULL). zt_seal_use_cipher overrides the knob (tests and
  * benchmarks), before any key is made. */
 const char *zt_seal_cipher_name(void);
+/* The cipher this process does not seal with (the other name). */
+const char *zt_seal_cipher_other(void);
 void zt_seal_use_cipher(const char *name);
 
 void zt_seal_selftest(void);

@@ -52,6 +52,14 @@ static bool s_sealed;
 static bool s_tcp;
 char t_peer_eps[8][256];
 
+void t_ends(int N, int R, const char **reds, const char **peers)
+{
+    for (int r = 0; r < R; r++)
+        reds[r] = t_red_eps[r];
+    for (int p = 0; p < N; p++)
+        peers[p] = t_peer_eps[p];
+}
+
 static void s_endpoint(char *ep, size_t size, const char *name)
 {
     if (s_sealed || s_tcp)
@@ -147,10 +155,7 @@ static int s_worker(const s_case_t *c, int w)
     alarm(60);
     zt_log_init("test_allreduce", w);
     const char *reds[4], *peers[8];
-    for (int r = 0; r < c->R; r++)
-        reds[r] = t_red_eps[r];
-    for (int p = 0; p < c->N; p++)
-        peers[p] = t_peer_eps[p];
+    t_ends(c->N, c->R, reds, peers);
     if (c->window) {
         setenv("ZT_AR_PIECE_BYTES", "4096", 1);
         setenv("ZT_AR_LOCAL_WINDOW_BYTES", "4096", 1);
@@ -373,10 +378,7 @@ static int s_coll_worker(int w, int N, int R, const void *autotune_p)
         setenv("ZT_AUTOTUNE_WARMUP_SAMPLES", "0", 1);
     }
     const char *reds[4], *peers[8];
-    for (int r = 0; r < R; r++)
-        reds[r] = t_red_eps[r];
-    for (int p = 0; p < N; p++)
-        peers[p] = t_peer_eps[p];
+    t_ends(N, R, reds, peers);
     zt_allreduce_opts_t o = { w, N, R ? reds : NULL, R, peers, 0, 5, 0, 0, 0 };
     char why[512];
     zt_coll_t *c = zt_coll_new(&o, 20000, why, sizeof why);

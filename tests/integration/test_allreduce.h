@@ -8,6 +8,8 @@
 extern char t_red_eps[4][256];
 /* Worker p's ring endpoint (t_peers). */
 extern char t_peer_eps[8][256];
+/* The reducers' endpoints (R of t_red_eps) and the ring's (N of t_peer_eps) as a worker's options take them. */
+void t_ends(int N, int R, const char **reds, const char **peers);
 /* The ring's addresses for workers 0..n-1 (tag: a name of the case), before they fork. */
 void t_peers(int n, const char *tag);
 /* Starts R reducers, forks N workers (ring addresses named by tag), each

@@ -211,10 +211,7 @@ static int s_large_worker(int w, int N, int R, const void *np)
     alarm(60);
     zt_log_init("test_allreduce", w);
     const char *reds[4], *peers[8];
-    for (int r = 0; r < R; r++)
-        reds[r] = t_red_eps[r];
-    for (int p = 0; p < N; p++)
-        peers[p] = t_peer_eps[p];
+    t_ends(N, R, reds, peers);
     zt_allreduce_opts_t o = { w, N, R ? reds : NULL, R, peers, 1 << 26, 5, 0, 0, 0 };
     zt_allreduce_t *ar = zt_allreduce_new(&o);
     int64_t shape[1] = { n };
@@ -263,10 +260,7 @@ static int s_orders_worker(int w, int N, int R, const void *np)
     setenv("ZT_AR_WINDOW_BYTES", "8192", 1);
     setenv("ZT_AR_LOCAL_WINDOW_BYTES", "4096", 1);
     const char *reds[4], *peers[8];
-    for (int r = 0; r < R; r++)
-        reds[r] = t_red_eps[r];
-    for (int p = 0; p < N; p++)
-        peers[p] = t_peer_eps[p];
+    t_ends(N, R, reds, peers);
     zt_allreduce_opts_t o = { w, N, reds, R, peers, 4096, 5, 0, 0, 0 };
     zt_allreduce_t *ar = zt_allreduce_new(&o);
     float *g[ORDERS_NT];
