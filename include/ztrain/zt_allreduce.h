@@ -106,6 +106,10 @@ void zt_allreduce_watch(zt_allreduce_t *self, void *socket, void (*fn)(void *arg
 void zt_allreduce_abandon_when(zt_allreduce_t *self, bool (*fn)(void *arg), void *arg);
 const char *zt_allreduce_error(zt_allreduce_t *self);
 int zt_allreduce_buckets(zt_allreduce_t *self);
+/* How often a wait heard no sum from a reducer for 2 s and sent that
+ * reducer its pieces again (a reducer restarted or a connection lost; in
+ * a healthy group, none): over the all-reduce's life. */
+uint64_t zt_allreduce_stalls(zt_allreduce_t *self);
 /* The layout in force: its number (0 first; ZT_AUTOTUNE forms one for each
  * setting it tries and one when it is done), and, where not NULL, its
  * fusion threshold and cycle time, and whether the search goes on. A

@@ -176,6 +176,7 @@ void zt_allreduce_destroy(zt_allreduce_t **self_p)
 
 const char *zt_allreduce_error(zt_allreduce_t *self) { return self->err; }
 int zt_allreduce_buckets(zt_allreduce_t *self) { return self->layout.nbuckets; }
+uint64_t zt_allreduce_stalls(zt_allreduce_t *self) { return __atomic_load_n(&self->stalls, __ATOMIC_RELAXED); }
 int64_t zt_allreduce_threshold(zt_allreduce_t *self) { return self->threshold; }
 int64_t zt_allreduce_generation(zt_allreduce_t *self) { return self->rounds; }
 

@@ -79,6 +79,8 @@ struct zt_allreduce_t {
     char **reducer_addrs;
     zt_bulk_t **red;            /* per reducer: the way to it (sealed to another host in a sealing job) */
     uint64_t seal_drops;        /* sums that did not open (counted, dropped) */
+    uint64_t stalls;            /* waits that sent pieces again after RESEND_MS without a
+                                 * sum (zt_allreduce_stalls; lanes add atomically) */
     char **peer_addrs;
     zt_bulk_server_t *ring_in;  /* from the previous worker */
     zt_bulk_t *ring_out;        /* to the next worker */

@@ -163,15 +163,17 @@ static void s_round(s_lane_t *ln)
     items[n] = (zmq_pollitem_t) { NULL, ln->wake, ZMQ_POLLIN, 0 };
     ln->rc = ZT_OK;
     ln->err[0] = 0;
+    int64_t resent = 0; /* when this lane last sent its reducers' pieces again */
     for (;;) {
         bool finishing;
         if (!s_take(ln, &finishing))
             return;
         if (finishing && s_mine_done(ln))
             return;
-        int64_t now = zt_now_ms();
-        if (now - atomic_load(&L->progress_ms) >= RESEND_MS) {
-            atomic_store(&L->progress_ms, now);
+        int64_t now = zt_now_ms(), quiet = atomic_load(&L->progress_ms);
+        if (now - (resent > quiet ? resent : quiet) >= RESEND_MS) { /* each lane its own reducers */
+            resent = now;
+            __atomic_add_fetch(&self->stalls, 1, __ATOMIC_RELAXED);
             for (int i = 0; i < n; i++) {
                 zt_bulk_revive(self->red[mine[i]], RESEND_MS, UNHEARD_MS);
                 zt_ar_resend(self, mine[i]);

@@ -628,6 +628,7 @@ int zt_ar_wait_reducers(zt_allreduce_t *self, int timeout_ms)
         if (now >= deadline && zt_ar_timed_out(self, timeout_ms) != ZT_OK)
             return ZT_ETIMEDOUT;
         if (now - progress >= RESEND_MS) {
+            __atomic_add_fetch(&self->stalls, 1, __ATOMIC_RELAXED);
             for (int r = 0; r < self->R; r++) {
                 zt_bulk_revive(self->red[r], RESEND_MS, UNHEARD_MS);
                 zt_ar_resend(self, r);
