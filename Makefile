@@ -55,7 +55,7 @@ bench-gpu: build
 FUZZ_SECONDS ?= 60
 fuzz: deps
 	@CC=clang cmake -S . -B build-fuzz -DZT_FUZZ=ON -DZT_WITH_CUDA=OFF -DCMAKE_BUILD_TYPE=Debug >/dev/null
-	@cmake --build build-fuzz -j $(JOBS) --target fuzz_msg fuzz_spec fuzz_ps fuzz_reducer fuzz_fileserver fuzz_coord fuzz_evaluator fuzz_stream
+	@cmake --build build-fuzz -j $(JOBS) --target fuzz_msg fuzz_spec fuzz_ps fuzz_reducer fuzz_fileserver fuzz_coord fuzz_evaluator fuzz_stream fuzz_zmtp
 	build-fuzz/bin/fuzz_msg -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048
 	build-fuzz/bin/fuzz_spec -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 -max_len=4096
 	build-fuzz/bin/fuzz_ps -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 -max_len=2048
@@ -64,6 +64,7 @@ fuzz: deps
 	build-fuzz/bin/fuzz_coord -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 -max_len=1024
 	build-fuzz/bin/fuzz_evaluator -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 -max_len=1024
 	build-fuzz/bin/fuzz_stream -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 -max_len=2048
+	build-fuzz/bin/fuzz_zmtp -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 -max_len=32768
 
 clean:
 	rm -rf $(BUILD)
