@@ -1,4 +1,5 @@
 #include "wire/zt_bufpool.h"
+#include "base/zt_time.h"
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -11,17 +12,24 @@ typedef struct {
     void *buf;              /* the memory */
     size_t cap;             /* its size */
     atomic_int busy;        /* lent to a message */
+    int64_t lent_ms;        /* when it was last lent */
 } s_slot_t;
 
 struct zt_bufpool_t {
     s_slot_t slots[SLOTS];  /* fixed: the I/O thread holds pointers to slots */
     int allocations;        /* how many times a buffer was (re)allocated */
+    int idle_ms;            /* a buffer not lent this long is freed */
 };
 
 zt_bufpool_t *zt_bufpool_new(void)
 {
-    return calloc(1, sizeof(zt_bufpool_t));
+    zt_bufpool_t *self = calloc(1, sizeof(zt_bufpool_t));
+    if (self)
+        self->idle_ms = ZT_BUFPOOL_IDLE_MS;
+    return self;
 }
+
+void zt_bufpool_set_idle_ms(zt_bufpool_t *self, int ms) { self->idle_ms = ms; }
 
 void zt_bufpool_destroy(zt_bufpool_t **self_p)
 {
@@ -55,10 +63,16 @@ int zt_bufpool_msg_with(zt_bufpool_t *self, zmq_msg_t *msg, size_t size, int (*f
                         void *arg)
 {
     s_slot_t *best = NULL, *any = NULL;
+    int64_t now = zt_now_ms();
     for (int i = 0; i < SLOTS; i++) {
         s_slot_t *s = &self->slots[i];
         if (atomic_load(&s->busy))
             continue;
+        if (s->buf && now - s->lent_ms >= self->idle_ms) { /* a burst's, unused since */
+            free(s->buf);
+            s->buf = NULL;
+            s->cap = 0;
+        }
         if (s->cap >= size && (!best || s->cap < best->cap))
             best = s;
         if (!any || s->cap > any->cap)
@@ -83,6 +97,7 @@ int zt_bufpool_msg_with(zt_bufpool_t *self, zmq_msg_t *msg, size_t size, int (*f
         return 0;
     }
     atomic_store(&best->busy, 1);
+    best->lent_ms = now;
     if (fill(arg, best->buf) != 0 || zmq_msg_init_data(msg, best->buf, size, s_release, best) != 0) {
         atomic_store(&best->busy, 0);
         return -1;
@@ -112,4 +127,12 @@ int zt_bufpool_msg(zt_bufpool_t *self, zmq_msg_t *msg, const void *data, size_t 
 int zt_bufpool_allocations(zt_bufpool_t *self)
 {
     return self->allocations;
+}
+
+size_t zt_bufpool_bytes(zt_bufpool_t *self)
+{
+    size_t n = 0;
+    for (int i = 0; i < SLOTS; i++)
+        n += self->slots[i].cap; /* written only by the caller's thread */
+    return n;
 }

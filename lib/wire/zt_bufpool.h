@@ -22,5 +22,12 @@ int zt_bufpool_msg_with(zt_bufpool_t *self, zmq_msg_t *msg, size_t size, int (*f
                         void *arg);
 /* Buffers allocated so far (for tests: stays flat in steady state). */
 int zt_bufpool_allocations(zt_bufpool_t *self);
+/* Bytes the pool holds, lent or not. A buffer not lent for ZT_BUFPOOL_IDLE_MS
+ * is freed by the next call that lends one, so a burst of large or many
+ * messages does not keep its memory for the process's life. */
+size_t zt_bufpool_bytes(zt_bufpool_t *self);
+#define ZT_BUFPOOL_IDLE_MS 5000
+/* Another idle time (ms) for this pool (tests). */
+void zt_bufpool_set_idle_ms(zt_bufpool_t *self, int ms);
 
 #endif

@@ -324,6 +324,22 @@ void zt_suite_bufpool(void)
         assert(zmq_recv(b, got, sizeof got, 0) == (int) sizeof data && !memcmp(got, data, sizeof data));
     }
     assert(zt_bufpool_allocations(pool) <= 4); /* the buffers came back and were lent again */
+    /* a burst: eight lent at once, then back; unused for the idle time,
+     * they are freed by the next lending, which keeps one */
+    zt_bufpool_set_idle_ms(pool, 50);
+    zmq_msg_t burst[8];
+    static char big[1 << 20];
+    for (int i = 0; i < 8; i++)
+        assert(zt_bufpool_msg(pool, &burst[i], big, sizeof big) == 0);
+    assert(zt_bufpool_bytes(pool) >= 8 * sizeof big);
+    for (int i = 0; i < 8; i++)
+        zmq_msg_close(&burst[i]);
+    assert(zt_bufpool_bytes(pool) >= 8 * sizeof big); /* back, kept while in use recently */
+    usleep(100 * 1000);
+    zmq_msg_t m;
+    assert(zt_bufpool_msg(pool, &m, data, sizeof data) == 0);
+    assert(zt_bufpool_bytes(pool) == sizeof data); /* only the one lent now */
+    zmq_msg_close(&m);
     zt_bufpool_destroy(&pool);
     assert(pool == NULL);
     zmq_close(a);
