@@ -26,7 +26,7 @@ int zt_bufpool_allocations(zt_bufpool_t *self);
  * is freed by the next call that lends one, so a burst of large or many
  * messages does not keep its memory for the process's life. */
 size_t zt_bufpool_bytes(zt_bufpool_t *self);
-#define ZT_BUFPOOL_IDLE_MS 5000
+#define ZT_BUFPOOL_IDLE_MS 30000
 /* Another idle time (ms) for this pool (tests). */
 void zt_bufpool_set_idle_ms(zt_bufpool_t *self, int ms);
 
