@@ -68,11 +68,6 @@ int zt_bufpool_msg_with(zt_bufpool_t *self, zmq_msg_t *msg, size_t size, int (*f
         s_slot_t *s = &self->slots[i];
         if (atomic_load(&s->busy))
             continue;
-        if (s->buf && now - s->lent_ms >= self->idle_ms) { /* a burst's, unused since */
-            free(s->buf);
-            s->buf = NULL;
-            s->cap = 0;
-        }
         if (s->cap >= size && (!best || s->cap < best->cap))
             best = s;
         if (!any || s->cap > any->cap)
@@ -85,6 +80,16 @@ int zt_bufpool_msg_with(zt_bufpool_t *self, zmq_msg_t *msg, size_t size, int (*f
             any->cap = size;
             best = any;
             self->allocations++;
+        }
+    }
+    /* the others a burst left, unlent since: freed (not the one lent now,
+     * however long it waited) */
+    for (int i = 0; i < SLOTS; i++) {
+        s_slot_t *s = &self->slots[i];
+        if (s != best && s->buf && now - s->lent_ms >= self->idle_ms && !atomic_load(&s->busy)) {
+            free(s->buf);
+            s->buf = NULL;
+            s->cap = 0;
         }
     }
     if (!best) { /* every slot lent: a message of its own */

@@ -23,7 +23,7 @@ int zt_bufpool_msg_with(zt_bufpool_t *self, zmq_msg_t *msg, size_t size, int (*f
 /* Buffers allocated so far (for tests: stays flat in steady state). */
 int zt_bufpool_allocations(zt_bufpool_t *self);
 /* Bytes the pool holds, lent or not. A buffer not lent for ZT_BUFPOOL_IDLE_MS
- * is freed by the next call that lends one, so a burst of large or many
+ * is freed by the next call that lends another, so a burst of large or many
  * messages does not keep its memory for the process's life. */
 size_t zt_bufpool_bytes(zt_bufpool_t *self);
 #define ZT_BUFPOOL_IDLE_MS 30000
